@@ -1,0 +1,77 @@
+"""Exit codes, diagnostics and the exceptions that carry them to the edge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes (SPEC §5); the only place these numbers live."""
+
+    OK = 0
+    RUN_FAILED = 1
+    USAGE = 2
+    INVALID_PLAN = 3
+    STATE_ERROR = 4
+    BLOCKED = 5
+    INTERRUPTED = 130
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One problem found in a plan, with its 1-based source position."""
+
+    file: str
+    line: int
+    col: int
+    severity: str  # "error" | "warning"
+    message: str
+    hint: str | None = None
+
+    def render(self) -> str:
+        """`file:line:col: severity: message (hint)`."""
+        text = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+    def to_json(self) -> dict[str, object]:
+        message = self.message + (f" ({self.hint})" if self.hint else "")
+        return {
+            "file": self.file,
+            "line": self.line,
+            "col": self.col,
+            "severity": self.severity,
+            "message": message,
+        }
+
+
+class PlanrunError(Exception):
+    """An error with a one-line message and the exit code it maps to."""
+
+    exit_code: ExitCode = ExitCode.RUN_FAILED
+
+    def __init__(self, message: str, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(PlanrunError):
+    exit_code = ExitCode.USAGE
+
+
+class PlanInvalid(PlanrunError):
+    """The plan could not be loaded or validated; carries every diagnostic."""
+
+    exit_code = ExitCode.INVALID_PLAN
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = diagnostics
+        first = diagnostics[0].render() if diagnostics else "invalid plan"
+        super().__init__(first)
+
+
+class StateError(PlanrunError):
+    exit_code = ExitCode.STATE_ERROR

@@ -1,0 +1,69 @@
+"""The one event stream of a run: every reporter and the state store subscribe to it.
+
+Event names and their data (besides `ts`, `event`, `plan`, and `step` for step events):
+
+- `run.started`    run_id, digest, resumed (bool), variables (dict, secrets masked),
+                   steps: [{id, title, tool, depends_on}] in file order
+- `step.started`   attempt (1-based), fingerprint, status="running"
+- `step.output`    stream ("stdout"|"stderr"), line  (only with --stream; not written to JSON Lines)
+- `step.retrying`  attempt (the one that failed), error, delay_s
+- `step.succeeded` status="succeeded", attempts, duration_s, result, fingerprint, output (captured
+                   text or null), result_variable (name or null)
+- `step.failed`    status="failed" | "ignored", attempts, duration_s, error (one line), detail (text or
+                   null: e.g. stderr tail and command), result (null, or partial), fingerprint,
+                   result_variable
+- `step.skipped`   status="skipped", reason ("condition false" | "upstream failed: <id>" |
+                   "unchanged since last run")
+- `step.interrupted` status="interrupted", attempts, duration_s
+- `step.resumed`   status="succeeded", result, fingerprint (a step kept from the previous run)
+- `plan.diff`      removed, added, revised (lists of step ids), revision (int), error
+- `run.finished`   status, reason, duration_s, error (one line or null)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+Subscriber = Callable[["Event"], None]
+
+
+def iso_ts(ts: float) -> str:
+    """ISO 8601 UTC with milliseconds: 2026-11-26T02:07:04.123Z."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@dataclass(slots=True)
+class Event:
+    event: str
+    plan: str
+    step: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    ts: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"ts": iso_ts(self.ts), "event": self.event, "plan": self.plan}
+        if self.step is not None:
+            doc["step"] = self.step
+        doc.update(self.data)
+        return doc
+
+
+class EventBus:
+    """Fans each event out to every subscriber, in subscription order."""
+
+    def __init__(self, mask: Callable[[Any], Any] | None = None) -> None:
+        self._subscribers: list[Subscriber] = []
+        self._mask = mask
+
+    def subscribe(self, fn: Subscriber) -> None:
+        self._subscribers.append(fn)
+
+    def emit(self, event: Event) -> None:
+        if self._mask is not None and event.data:
+            event.data = self._mask(event.data)
+        for fn in self._subscribers:
+            fn(event)

@@ -1,0 +1,76 @@
+"""The tool protocol: one async call `(args, context) -> result`, registered by name."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ToolFailed(Exception):
+    """A tool call failed in an expected way (non-zero exit, HTTP 500, bad args...).
+
+    `message` is one clear line; `detail` is extra text shown to the user (e.g. the
+    stderr tail of a failed command); `result` is the partial result, if any.
+    """
+
+    def __init__(self, message: str, *, detail: str | None = None, result: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        self.result = result
+
+
+OutputCallback = Callable[[str, str], None]
+"""Called with (stream, line) for each line a tool prints, for `--stream` output."""
+
+
+@dataclass
+class ToolContext:
+    """What a tool may know about the run it is part of."""
+
+    step_id: str
+    cwd: str  # the working directory planrun was started in; relative paths resolve here
+    env: dict[str, str]  # the process environment (read-only by convention)
+    timeout: float | None = None  # the step timeout in seconds, for tools that enforce it remotely
+    on_output: OutputCallback | None = None
+    services: dict[str, Any] = field(default_factory=dict)  # e.g. "mcp": server pool, "subplan": runner
+
+
+ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A registered tool: its callable, a one-line description and a JSON Schema for its args."""
+
+    name: str
+    fn: ToolFn
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ToolRegistry:
+    """Built-in tools by name."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+
+    def register(self, spec: ToolSpec) -> None:
+        self._tools[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        return [self._tools[n] for n in self.names()]
+
+
+def resolve_path(path: str, ctx: ToolContext) -> str:
+    """A path relative to the working directory planrun was started in."""
+    import os
+
+    return path if os.path.isabs(path) else os.path.join(ctx.cwd, path)
