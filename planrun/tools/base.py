@@ -34,7 +34,9 @@ class ToolContext:
     env: dict[str, str]  # the process environment (read-only by convention)
     timeout: float | None = None  # the step timeout in seconds, for tools that enforce it remotely
     on_output: OutputCallback | None = None
-    services: dict[str, Any] = field(default_factory=dict)  # e.g. "mcp": server pool, "subplan": runner
+    services: dict[str, Any] = field(
+        default_factory=dict
+    )  # e.g. "mcp": server pool, "subplan": runner
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

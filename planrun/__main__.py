@@ -1,0 +1,5 @@
+"""`python -m planrun`."""
+
+from planrun.cli import main
+
+main()

@@ -1,0 +1,122 @@
+"""`planrun list` and `planrun tools`: what plans and tools there are."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from planrun.errors import PlanInvalid, PlanrunError
+
+PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
+
+
+def list_plans(directory: str, cwd: str) -> list[dict[str, Any]]:
+    """[{path, name, title, steps, last_status}] for every plan file under `directory`."""
+    from pathlib import Path
+
+    from planrun.loader import load_document
+    from planrun.state import default_state_path, read_state
+    from planrun.validate import default_name
+
+    rows = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for fname in sorted(files):
+            if not fname.endswith(PLAN_EXTENSIONS):
+                continue
+            path = os.path.join(root, fname)
+            try:
+                data = load_document(path).data
+            except PlanInvalid:
+                continue
+            if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+                continue
+            name = data.get("name") or data.get("id") or default_name(path)
+            name = str(name)
+            last = None
+            try:
+                st = read_state(Path(default_state_path(cwd, name)), name)
+                last = st.status if st else None
+            except PlanrunError:
+                last = "unreadable"
+            rows.append({
+                "path": path,
+                "name": name,
+                "title": data.get("title"),
+                "steps": len(data["steps"]),
+                "last_status": last,
+            })
+    return rows
+
+
+def render_list(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no plans found\n"
+    width = max(len(r["path"]) for r in rows)
+    lines = []
+    for r in rows:
+        title = r["title"] or ""
+        lines.append(f"{r['path']:<{width}}  {r['steps']:>4} steps  {r['last_status'] or 'never run':<11}  {title}")
+    return "\n".join(lines) + "\n"
+
+
+def list_tools(plan_path: str | None, cwd: str, mcp_config: str | None = None) -> list[dict[str, Any]]:
+    """[{name, source, description, input_schema}]: built-ins, then each server's tools."""
+    from planrun.tools import builtin_registry
+
+    rows: list[dict[str, Any]] = [
+        {"name": s.name, "source": "builtin", "description": s.description, "input_schema": s.input_schema}
+        for s in builtin_registry().specs()
+    ]
+    rows.append({"name": "plan", "source": "builtin",
+                 "description": "Run another plan file as one step; returns its final variables.",
+                 "input_schema": {"type": "object", "additionalProperties": False, "required": ["path"],
+                                  "properties": {"path": {"type": "string"}, "variables": {"type": "object"}}}})
+    rows.sort(key=lambda r: r["name"])
+    if plan_path is None and mcp_config is None:
+        return rows
+    servers: dict[str, Any] = {}
+    if plan_path is not None:
+        from planrun.validate import load_plan
+
+        plan = load_plan(plan_path)
+        servers = {n: e.model_dump(exclude_none=True) for n, e in plan.servers.items()}
+    if mcp_config:
+        from planrun.mcp_client import parse_mcp_config
+
+        for n, e in parse_mcp_config(mcp_config).items():
+            servers.setdefault(n, e)
+    if servers:
+        import asyncio
+
+        rows.extend(asyncio.run(_server_tools(servers, cwd)))
+    return rows
+
+
+async def _server_tools(servers: dict[str, Any], cwd: str) -> list[dict[str, Any]]:
+    import asyncio
+
+    from planrun.expressions import resolve
+    from planrun.mcp_client import ServerPool
+
+    scope = {"env": dict(os.environ)}
+    entries = {n: resolve(e, scope) for n, e in servers.items()}
+    async with ServerPool(entries, cwd=cwd) as pool:
+        lists = await asyncio.gather(*(pool.list_tools(n) for n in entries))
+    out = []
+    for name, tools in zip(entries, lists, strict=True):
+        for t in tools:
+            out.append({"name": f"{name}.{t['name']}", "source": name,
+                        "description": t.get("description") or "", "input_schema": t.get("input_schema") or {}})
+    return out
+
+
+def render_tools(rows: list[dict[str, Any]]) -> str:
+    lines = []
+    for r in rows:
+        props = (r["input_schema"] or {}).get("properties", {})
+        required = set((r["input_schema"] or {}).get("required", []))
+        args = ", ".join(f"{k}{'' if k in required else '?'}" for k in props)
+        desc = (r["description"] or "").strip().splitlines()[0] if r["description"] else ""
+        lines.append(f"{r['name']}({args})  [{r['source']}]  {desc}")
+    return "\n".join(lines) + "\n"

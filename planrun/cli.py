@@ -1,0 +1,346 @@
+"""The `planrun` command line: thin click commands over the library."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0    success (every step succeeded, was skipped by `when`, or was ignored)
+  1    the run failed (a step failed, or a budget / replan limit was hit)
+  2    usage error (bad option, missing plan file)
+  3    invalid plan (parse, schema, graph or reference errors; nothing ran)
+  4    state error (no state to resume, corrupt or foreign state, state locked)
+  5    blocked (approval needed and not given)
+  130  interrupted (SIGINT/SIGTERM); state saved, `planrun resume` continues
+"""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _fail(message: str, code: ExitCode) -> NoReturn:
+    click.echo(f"planrun: error: {message}", err=True)
+    sys.exit(int(code))
+
+
+def _guard(fn: F) -> F:
+    """Turn every error into one line and its documented exit code; never a traceback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PlanInvalid as exc:
+            fmt = kwargs.get("output") or kwargs.get("fmt") or "text"
+            _print_diagnostics(exc.diagnostics, "json" if fmt == "json" else "text")
+            sys.exit(int(exc.exit_code))
+        except PlanrunError as exc:
+            _fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            sys.exit(int(ExitCode.INTERRUPTED))
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except BrokenPipeError:
+            sys.exit(int(ExitCode.RUN_FAILED))
+        except Exception as exc:  # a bug: one line and where to report it
+            _fail(f"internal error: {type(exc).__name__}: {exc} "
+                  "(this is a bug in planrun; please report it with the plan that caused it)",
+                  ExitCode.RUN_FAILED)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _print_diagnostics(diags: list[Any], fmt: str) -> None:
+    if fmt == "json":
+        valid = not any(d.severity == "error" for d in diags)
+        click.echo(json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2))
+    elif fmt == "github":
+        for d in diags:
+            kind = "error" if d.severity == "error" else "warning"
+            msg = d.to_json()["message"]
+            click.echo(f"::{kind} file={d.file},line={d.line},col={d.col}::{msg}")
+    else:
+        for d in diags:
+            click.echo(d.render())
+
+
+def _parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
+    from planrun.expressions import parse_cli_value
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--var expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = parse_cli_value(value)
+    return out
+
+
+@click.group(epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "directory", type=click.Path(file_okay=False), help="Run as if started in DIR.")
+@click.version_option(package_name="planrun", prog_name="planrun")
+def main(directory: str | None) -> None:
+    """Run declarative plan files (YAML/JSON) as parallel, resumable tool-call graphs."""
+    if directory:
+        try:
+            os.chdir(directory)
+        except OSError as exc:
+            _fail(f"cannot change to directory {directory}: {exc.strerror}", ExitCode.USAGE)
+
+
+def _run_options(fn: F) -> F:
+    options = [
+        click.argument("plan"),
+        click.option("--dry-run", is_flag=True, help="Validate and show what would run; run nothing."),
+        click.option("--var", "var", multiple=True, metavar="K=V", help="Set a variable (value parsed as YAML)."),
+        click.option("--vars-file", type=click.Path(dir_okay=False), help="YAML/JSON mapping of variables."),
+        click.option("-j", "--jobs", type=click.IntRange(min=1), help="Steps at once (default: CPUs)."),
+        click.option("--state", type=click.Path(dir_okay=False), help="State file (default .planrun/state/NAME.json)."),
+        click.option("--no-state", is_flag=True, help="Keep no state (throw-away run)."),
+        click.option("--resume", is_flag=True, help="Continue the last run (same as `planrun resume`)."),
+        click.option("--keep-going", is_flag=True, help="Treat on_failure: abort as continue."),
+        click.option("--yes", "-y", is_flag=True, help="Approve every step that needs approval."),
+        click.option("--only", multiple=True, metavar="ID", help="Only these steps and what they depend on."),
+        click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True),
+        click.option("--events", type=click.Path(dir_okay=False), help="Append JSON Lines events to FILE."),
+        click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report to FILE."),
+        click.option("--quiet", "-q", is_flag=True, help="Only failures and the summary."),
+        click.option("--stream", is_flag=True, help="Print output lines live, prefixed [step-id]."),
+        click.option("--executor", type=click.Choice(["local", "dask"]), help="Where steps run."),
+        click.option("--address", help="Dask scheduler address (tcp://HOST:8786)."),
+        click.option("--planner", help="Replanning command (overrides the plan's replan:)."),
+        click.option("--mcp-config", type=click.Path(dir_okay=False), help="Load MCP servers from an mcpServers JSON file."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _do_run(force_resume: bool, **kw: Any) -> None:
+    from planrun.runner import RunRequest, render_dry_run, run_sync
+
+    plan = kw["plan"]
+    if not os.path.exists(plan):
+        raise UsageError(f"plan file not found: {plan}")
+    req = RunRequest(
+        plan=plan, variables=_parse_vars(kw["var"]), vars_file=kw["vars_file"], jobs=kw["jobs"],
+        state=kw["state"], no_state=kw["no_state"], resume=force_resume or kw["resume"],
+        keep_going=kw["keep_going"], yes=kw["yes"], only=list(kw["only"]), dry_run=kw["dry_run"],
+        output=kw["output"], events=kw["events"], junit=kw["junit"], quiet=kw["quiet"],
+        stream=kw["stream"], executor=kw["executor"], address=kw["address"], planner=kw["planner"],
+        mcp_config=kw["mcp_config"], cwd=os.getcwd(),
+        interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+    )
+    doc, code = run_sync(req)
+    if kw["output"] == "json":
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    elif kw["dry_run"]:
+        click.echo(render_dry_run(doc), nl=False)
+    elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
+        click.echo(f"planrun: blocked: {doc['error']}", err=True)
+    sys.exit(int(code))
+
+
+@main.command(epilog=EXIT_CODES_HELP)
+@_run_options
+@_guard
+def run(**kw: Any) -> None:
+    """Run PLAN as a DAG of steps."""
+    _do_run(False, **kw)
+
+
+@main.command(epilog=EXIT_CODES_HELP)
+@_run_options
+@_guard
+def resume(**kw: Any) -> None:
+    """Continue the last run of PLAN: succeeded, unchanged steps are not run again."""
+    _do_run(True, **kw)
+
+
+@main.command()
+@click.argument("plans", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True)
+@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
+@click.option("--vars-file", type=click.Path(dir_okay=False))
+@click.option("--check-tools", is_flag=True, help="Connect to MCP servers and check tools and arguments.")
+@_guard
+def validate(plans: tuple[str, ...], fmt: str, var: tuple[str, ...], vars_file: str | None, check_tools: bool) -> None:
+    """Check plan files: schema, references, expressions, tools, policy, cycles."""
+    from planrun.runner import load_vars_file
+    from planrun.validate import load_and_check
+
+    extra = {**(load_vars_file(vars_file, os.getcwd()) if vars_file else {}), **_parse_vars(var)}
+    missing = [p for p in plans if not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"plan file not found: {missing[0]}")
+    diags = []
+    for path in plans:
+        try:
+            checked = load_and_check(path, extra)
+            diags.extend(checked.diagnostics)
+            if check_tools and checked.plan is not None and checked.ok:
+                from planrun.checktools import check_plan_tools
+
+                diags.extend(check_plan_tools(checked, os.getcwd()))
+        except PlanInvalid as exc:
+            diags.extend(exc.diagnostics)
+    _print_diagnostics(diags, fmt)
+    if any(d.severity == "error" for d in diags):
+        sys.exit(int(ExitCode.INVALID_PLAN))
+    if fmt == "text" and not diags:
+        click.echo(f"ok: {len(plans)} plan{'s' if len(plans) != 1 else ''} valid", err=True)
+
+
+@main.command()
+@click.argument("plan")
+@click.option("--format", "fmt", type=click.Choice(["ascii", "mermaid", "dot", "json"]), default="ascii", show_default=True)
+@click.option("--state", type=click.Path(dir_okay=False), help="Show step statuses from this state file.")
+@_guard
+def graph(plan: str, fmt: str, state: str | None) -> None:
+    """Show the step graph (explicit and data-flow edges, parallel waves)."""
+    from planrun import graph as g
+    from planrun.validate import load_plan
+
+    if not os.path.exists(plan):
+        raise UsageError(f"plan file not found: {plan}")
+    p = load_plan(plan)
+    p = _revised_plan(p, state)
+    pg = g.PlanGraph.build(p.steps)
+    if fmt == "json":
+        click.echo(json.dumps(g.render_json(p.name or "", pg), indent=2))
+    elif fmt == "mermaid":
+        click.echo(g.render_mermaid(pg), nl=False)
+    elif fmt == "dot":
+        click.echo(g.render_dot(p.name or "", pg), nl=False)
+    else:
+        statuses = _last_statuses(p.name or "", state)
+        click.echo(g.render_ascii(pg, statuses), nl=False)
+
+
+def _state_path(name: str, state: str | None) -> str:
+    from planrun.state import default_state_path
+
+    return state if state else str(default_state_path(os.getcwd(), name))
+
+
+def _read_state(name: str, state: str | None) -> Any:
+    from pathlib import Path
+
+    from planrun.state import read_state
+
+    return read_state(Path(_state_path(name, state)), name)
+
+
+def _last_statuses(name: str, state: str | None) -> dict[str, str]:
+    try:
+        st = _read_state(name, state)
+    except PlanrunError:
+        return {}
+    return {sid: s.status for sid, s in st.steps.items()} if st else {}
+
+
+def _revised_plan(plan: Any, state: str | None) -> Any:
+    """The plan as last revised by the planner, if the state holds revisions."""
+    try:
+        st = _read_state(plan.name or "", state)
+    except PlanrunError:
+        return plan
+    if st is None or not getattr(st, "revisions", None):
+        return plan
+    from planrun.replan import apply_revisions
+
+    return apply_revisions(plan, st.revisions)
+
+
+@main.command()
+@click.argument("plan")
+@click.option("--state", type=click.Path(dir_okay=False))
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_guard
+def status(plan: str, state: str | None, output: str) -> None:
+    """Show the last run of PLAN: status, reason and every step."""
+    from planrun.state import render_status_text, status_document
+    from planrun.validate import default_name, load_plan
+
+    if not os.path.exists(plan):
+        raise UsageError(f"plan file not found: {plan}")
+    try:
+        name = load_plan(plan).name or default_name(plan)
+    except PlanInvalid:
+        name = default_name(plan)
+    st = _read_state(name, state)
+    if st is None:
+        from planrun.errors import StateError
+
+        raise StateError(f"no state for plan '{name}' at {_state_path(name, state)}: run it first with 'planrun run {plan}'")
+    if output == "json":
+        click.echo(json.dumps(status_document(st), indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(render_status_text(st), nl=False)
+
+
+@main.command(name="list")
+@click.argument("directory", required=False, default="plans")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_guard
+def list_(directory: str, output: str) -> None:
+    """List the plans in DIRECTORY (default ./plans) with their last run status."""
+    from planrun.catalog import list_plans, render_list
+
+    if not os.path.isdir(directory):
+        raise UsageError(f"no such directory: {directory}")
+    rows = list_plans(directory, os.getcwd())
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_list(rows), nl=False)
+
+
+@main.command()
+@_guard
+def schema() -> None:
+    """Print the JSON Schema of the plan format."""
+    from planrun.model import plan_json_schema
+
+    click.echo(json.dumps(plan_json_schema(), indent=2))
+
+
+@main.command()
+@click.argument("plan", required=False)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--mcp-config", type=click.Path(dir_okay=False))
+@_guard
+def tools(plan: str | None, output: str, mcp_config: str | None) -> None:
+    """List built-in tools and the tools of PLAN's MCP servers, with input schemas."""
+    from planrun.catalog import list_tools, render_tools
+
+    if plan is not None and not os.path.exists(plan):
+        raise UsageError(f"plan file not found: {plan}")
+    rows = list_tools(plan, os.getcwd(), mcp_config)
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_tools(rows), nl=False)
+
+
+@main.command()
+@click.option("--http", "http", metavar="HOST:PORT", help="Serve streamable HTTP instead of stdio.")
+@_guard
+def mcp(http: str | None) -> None:
+    """Serve planrun itself as an MCP server (stdio by default)."""
+    from planrun.mcp_server import serve
+
+    serve(http)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+"""The distributed executor: `shell` and `python` steps run on Dask workers, the rest locally."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from planrun.errors import UsageError
+from planrun.executors import worker as _worker
+from planrun.executors.base import Executor
+from planrun.tools.base import ToolContext, ToolFailed
+
+log = logging.getLogger(__name__)
+
+REMOTE_TOOLS = frozenset({"shell", "python"})
+MISSING_DASK = "the dask executor needs the 'dask' extra: pip install 'planrun[dask]'"
+_CLEANUP_TIMEOUT_S = 10.0
+_STDERR_TAIL = 20
+
+ReexecutionCallback = Callable[[str, list[str]], None]
+"""Called with (step id, worker addresses in start order) when a step's task started more than
+once on the cluster: its worker died and the Dask scheduler ran it again."""
+
+
+class DaskExecutor:
+    """Runs `shell` and `python` steps on a Dask cluster; delegates every other tool to `local`.
+
+    `address` is a scheduler address (``tcp://host:8786``) or None for a LocalCluster on
+    127.0.0.1. The executor owns `local`'s lifecycle: `start` and `aclose` start and close it.
+    """
+
+    def __init__(
+        self,
+        address: str | None,
+        *,
+        local: Executor,
+        cwd: str,
+        n_workers: int = 2,
+        threads_per_worker: int = 1,
+        on_reexecution: ReexecutionCallback | None = None,
+    ) -> None:
+        self.address = address
+        self.cwd = cwd
+        self._local = local
+        self._n_workers = n_workers
+        self._threads_per_worker = threads_per_worker
+        self._on_reexecution = on_reexecution
+        self._client: Any = None
+        self._cluster: Any = None
+        self._attempts: dict[str, list[str]] = {}  # task key -> worker of each start, in order
+        self._outputs: dict[str, _OutputRoute] = {}  # task key -> where its streamed lines go
+
+    @property
+    def client(self) -> Any:
+        """The `distributed.Client` (after `start`)."""
+        if self._client is None:
+            raise RuntimeError("DaskExecutor.start() has not been awaited")
+        return self._client
+
+    async def start(self) -> None:
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError as exc:
+            raise UsageError(MISSING_DASK) from exc
+        if self.address is None:
+            self._cluster = await LocalCluster(
+                n_workers=self._n_workers,
+                threads_per_worker=self._threads_per_worker,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+                worker_dashboard_address="127.0.0.1:0",
+                asynchronous=True,
+            )
+            self._client = await Client(self._cluster, asynchronous=True)
+        else:
+            try:
+                self._client = await Client(self.address, asynchronous=True, timeout="10s")
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot reach the Dask scheduler at {self.address}: {exc}"
+                ) from exc
+        self._client.subscribe_topic(_worker.ATTEMPT_TOPIC, self._on_attempt_event)
+        self._client.subscribe_topic(_worker.OUTPUT_TOPIC, self._on_output_event)
+        await self._local.start()
+
+    async def aclose(self) -> None:
+        try:
+            await self._local.aclose()
+        finally:
+            if self._client is not None:
+                await self._client.close()
+                self._client = None
+            if self._cluster is not None:
+                await self._cluster.close()
+                self._cluster = None
+
+    async def call(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        ctx: ToolContext,
+        *,
+        resources: dict[str, float] | None = None,
+    ) -> Any:
+        if tool not in REMOTE_TOOLS:
+            return await self._local.call(tool, args, ctx)
+        key = f"planrun-{ctx.step_id}-{uuid.uuid4().hex}"
+        request, fn = self._request(tool, args, ctx)
+        # The scheduler passes a step's `resources` in ctx.services; a direct caller may pass it.
+        resources = resources or ctx.services.get("resources") or None
+        if resources:
+            self._check_resources(ctx.step_id, resources)
+        self._attempts[key] = []
+        if request.get("stream") and ctx.on_output is not None:
+            self._outputs[key] = _OutputRoute(ctx.on_output)
+        try:
+            reply = await self._submit_and_wait(fn, key, request, ctx.step_id, resources)
+            self._report_reexecution(ctx.step_id, key)
+        finally:
+            self._attempts.pop(key, None)
+            route = self._outputs.pop(key, None)
+        if route is not None and reply.get("status") == "ok":
+            route.flush_tail(reply)
+        if tool == "shell":
+            return _shell_outcome(request, reply, ctx)
+        return _python_outcome(reply, ctx)
+
+    # -- submitting and cancelling -------------------------------------------------------
+
+    async def _submit_and_wait(
+        self,
+        fn: Callable[..., dict[str, Any]],
+        key: str,
+        request: dict[str, Any],
+        step_id: str,
+        resources: dict[str, float] | None,
+    ) -> dict[str, Any]:
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+
+        client = self.client
+        future = client.submit(
+            fn, key, request, key=key, pure=False, retries=0, resources=resources or None
+        )
+        try:
+            return await future  # type: ignore[no-any-return]
+        except asyncio.CancelledError:
+            # Abort, Ctrl-C or the step timeout: stop the remote process before we return.
+            await asyncio.shield(self._stop_remote(future, key))
+            raise
+        except KilledWorker as exc:
+            # The dead worker's process group lives on in its own session: have the
+            # surviving workers on that host reap it.
+            await self._reap_orphans()
+            raise ToolFailed(
+                f"worker lost while running step {step_id}: "
+                + self._reexecution_note(key, exc.allowed_failures + 1),
+                detail=str(exc),
+            ) from None
+        except FutureCancelledError:
+            raise ToolFailed(f"step {step_id} was cancelled on the Dask cluster") from None
+        except Exception as exc:  # the worker function failed, or the scheduler is gone
+            raise ToolFailed(
+                f"dask executor error in step {step_id}: {type(exc).__name__}: {exc}"
+            ) from None
+
+    async def _stop_remote(self, future: Any, key: str) -> None:
+        """Cancel the future and kill the step's process group on whichever worker has it."""
+        client = self.client
+        try:
+            await asyncio.wait_for(client.cancel(future), _CLEANUP_TIMEOUT_S)
+        except Exception as exc:  # cleanup is best effort: the scheduler may be gone
+            log.warning("cancelling %s failed: %s", key, exc)
+        try:
+            await asyncio.wait_for(
+                client.run(_worker.kill_task, key, on_error="ignore"), _CLEANUP_TIMEOUT_S
+            )
+        except Exception as exc:
+            log.warning("killing %s on the workers failed: %s", key, exc)
+
+    async def _reap_orphans(self) -> None:
+        try:
+            await asyncio.wait_for(
+                self.client.run(_worker.reap_orphans, on_error="ignore"), _CLEANUP_TIMEOUT_S
+            )
+        except Exception as exc:
+            log.warning("reaping the processes of a lost worker failed: %s", exc)
+
+    def _check_resources(self, step_id: str, resources: dict[str, float]) -> None:
+        """Fail at once when no worker offers the resources (Dask would queue the task forever)."""
+        workers = self.client.scheduler_info().get("workers", {})
+        for info in workers.values():
+            offered = info.get("resources") or {}
+            if all(offered.get(name, 0) >= amount for name, amount in resources.items()):
+                return
+        raise ToolFailed(
+            f"no Dask worker offers the resources of step {step_id}: {resources} "
+            f'(start workers with --resources, e.g. --resources "cpu=2")'
+        )
+
+    # -- re-execution and streamed output ------------------------------------------------
+
+    def _on_attempt_event(self, event: tuple[float, dict[str, Any]]) -> None:
+        _, msg = event
+        attempts = self._attempts.get(msg.get("key", ""))
+        if attempts is not None:
+            attempts.append(str(msg.get("worker")))
+
+    def _on_output_event(self, event: tuple[float, dict[str, Any]]) -> None:
+        _, msg = event
+        route = self._outputs.get(msg.get("key", ""))
+        if route is not None:
+            route.emit(msg["stream"], msg["line"])
+
+    def _reexecution_note(self, key: str, runs: int) -> str:
+        seen = self._attempts.get(key, [])
+        runs = max(runs, len(seen))
+        where = f" (workers: {', '.join(seen)})" if seen else ""
+        return (
+            f"its worker died each of the {runs} time(s) the task was started{where}; "
+            "the step may have run partly more than once"
+        )
+
+    def _report_reexecution(self, step_id: str, key: str) -> None:
+        seen = self._attempts.get(key, [])
+        if len(seen) > 1:
+            log.warning("step %s ran %d times (a worker died): %s", step_id, len(seen), seen)
+            if self._on_reexecution is not None:
+                self._on_reexecution(step_id, list(seen))
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _request(
+        self, tool: str, args: dict[str, Any], ctx: ToolContext
+    ) -> tuple[dict[str, Any], Callable[..., dict[str, Any]]]:
+        base_cwd = ctx.cwd or self.cwd
+        if tool == "shell":
+            return _shell_request(args, ctx, base_cwd), _worker.run_shell
+        # The worker runs planrun's own python tool, which checks the args itself.
+        request = {"args": args, "step_id": ctx.step_id, "base_cwd": base_cwd}
+        return {**request, "timeout": ctx.timeout}, _worker.run_python
+
+
+class _OutputRoute:
+    """Forwards a step's streamed lines; lines the events did not deliver come from the result."""
+
+    def __init__(self, on_output: Callable[[str, str], None]) -> None:
+        self.on_output = on_output
+        self.sent = {"stdout": 0, "stderr": 0}
+
+    def emit(self, stream: str, line: str) -> None:
+        self.sent[stream] = self.sent.get(stream, 0) + 1
+        self.on_output(stream, line)
+
+    def flush_tail(self, reply: dict[str, Any]) -> None:
+        for stream in ("stdout", "stderr"):
+            for line in reply.get(stream, "").splitlines()[self.sent[stream] :]:
+                self.on_output(stream, line)
+
+
+def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dict[str, Any]:
+    """Check a shell step's args as the local tool does; the request for the worker."""
+    from planrun.tools import check_args, type_name
+    from planrun.tools.shell import _OPTIONAL, _argv, _env
+
+    check_args("shell", args, ("cmd",), _OPTIONAL)
+    argv, command = _argv(args["cmd"])
+    cwd = args.get("cwd")
+    if cwd is None:
+        cwd = base_cwd
+    elif isinstance(cwd, str):
+        cwd = cwd if os.path.isabs(cwd) else os.path.join(base_cwd, cwd)
+    else:
+        raise ToolFailed(f"shell: 'cwd' must be a string, got {type_name(cwd)}")
+    env = args.get("env")
+    env_set = _env(env, {})  # the values as text; merged over the worker's environment there
+    env_unset = [str(k) for k, v in env.items() if v is None] if isinstance(env, dict) else []
+    stdin = args.get("stdin")
+    if stdin is not None and not isinstance(stdin, str):
+        raise ToolFailed(f"shell: 'stdin' must be a string, got {type_name(stdin)}")
+    check = args.get("check", True)
+    if not isinstance(check, bool):
+        raise ToolFailed(f"shell: 'check' must be true or false, got {type_name(check)}")
+    return {
+        "argv": argv,
+        "command": command,
+        "check": check,
+        "cwd": cwd,
+        "env_set": env_set,
+        "env_unset": env_unset,
+        "stdin": stdin,
+        "timeout": ctx.timeout,
+        "stream": ctx.on_output is not None,
+    }
+
+
+def _not_ok(reply: dict[str, Any], ctx: ToolContext) -> ToolFailed:
+    """The error for a task stopped on its worker (the worker-side timeout, or a cancel)."""
+    partial = {k: reply.get(k) for k in ("stdout", "stderr", "exit_code")}
+    if reply.get("status") == "timeout":
+        # Worded as the scheduler words its own timeout, which normally fires first.
+        return ToolFailed(
+            f"timed out after {ctx.timeout or 0:g}s",
+            detail=f"stopped by the worker-side timeout on {reply.get('worker')}",
+            result=partial,
+        )
+    return ToolFailed(f"step {ctx.step_id} was cancelled on worker {reply.get('worker')}")
+
+
+def _launch_error(request: dict[str, Any], reply: dict[str, Any]) -> ToolFailed:
+    """The local shell tool's message for a command that could not start."""
+    cwd, argv0, error = request["cwd"], request["argv"][0], reply.get("error")
+    if error == "FileNotFoundError":
+        if reply.get("filename") == cwd:
+            return ToolFailed(f"shell: no such directory: {cwd}")
+        return ToolFailed(f"command not found: {argv0}")
+    if error == "NotADirectoryError":
+        return ToolFailed(f"shell: not a directory: {cwd}")
+    if error == "PermissionError":
+        return ToolFailed(f"permission denied: {reply.get('filename') or argv0}")
+    return ToolFailed(f"cannot run {argv0}: {reply.get('strerror')}")
+
+
+def _shell_outcome(request: dict[str, Any], reply: dict[str, Any], ctx: ToolContext) -> Any:
+    """The shell tool's result or failure, exactly as the local tool reports it."""
+    from planrun.tools.shell import command_failed
+
+    if reply.get("status") == "launch_error":
+        raise _launch_error(request, reply)
+    if reply.get("status") != "ok":
+        raise _not_ok(reply, ctx)
+    result = {"stdout": reply["stdout"], "stderr": reply["stderr"], "exit_code": reply["exit_code"]}
+    if request["check"] and result["exit_code"] != 0:
+        raise command_failed(request["command"], result)
+    return result
+
+
+def _python_outcome(reply: dict[str, Any], ctx: ToolContext) -> Any:
+    """The python tool's return value or failure, as the local tool reports it."""
+    if reply.get("status") != "ok":
+        raise _not_ok(reply, ctx)
+    answer = reply.get("reply")
+    if not isinstance(answer, dict):  # the child died before answering (os._exit, a crash)
+        tail = reply.get("stderr", "").splitlines()[-_STDERR_TAIL:]
+        raise ToolFailed(
+            f"python: the process running the function exited with code {reply.get('exit_code')}",
+            detail="\n".join(tail) or None,
+        )
+    if "ok" in answer:
+        return answer["ok"]
+    raise ToolFailed(answer["failed"], detail=answer.get("detail"), result=answer.get("result"))

@@ -1,0 +1,377 @@
+"""The functions the Dask executor runs ON workers: start a step's process, track it, kill it.
+
+This module imports only the standard library at top level so that it can be imported (and
+pickled by reference) anywhere; `distributed` and `psutil`, which every Dask worker has, are
+imported inside the functions that need them.
+
+Every function returns plain data. A command's non-zero exit is not an exception here: the
+client side (planrun/executors/dask.py) decides what fails, so a step fails with exactly the
+error the local tools would raise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+ATTEMPT_TOPIC = "planrun.attempt"
+OUTPUT_TOPIC = "planrun.output"
+KILL_GRACE_S = 2.0  # SIGTERM first; SIGKILL the group if it is still alive after this
+_TICK_S = 0.2  # how often a waiting task looks for a cancel request or its deadline
+_FORGET_CANCELLED_S = 3600.0
+
+_lock = threading.Lock()
+_running: dict[str, subprocess.Popen[bytes]] = {}  # task key -> the step's process (group leader)
+_cancelled: dict[str, float] = {}  # task key -> when kill_task was asked for it
+
+
+def _record_dir() -> str:
+    """Per-host, per-user directory of running steps, so that a later task can reap orphans."""
+    path = os.path.join(tempfile.gettempdir(), f"planrun-dask-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def _proc_start_time(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return float(psutil.Process(pid).create_time())
+    except Exception:
+        return None
+
+
+def _write_record(key: str, proc: subprocess.Popen[bytes]) -> str | None:
+    """Remember which worker process owns which process group, on this host's disk."""
+    try:
+        path = os.path.join(_record_dir(), key + ".json")
+        record = {
+            "owner": os.getpid(),
+            "owner_started": _proc_start_time(os.getpid()),
+            "pgid": proc.pid,
+            "started": time.time(),
+        }
+        with open(path, "w") as fh:
+            json.dump(record, fh)
+        return path
+    except OSError:
+        return None
+
+
+def reap_orphans() -> list[int]:
+    """Kill the process groups of steps whose worker died (SIGKILL, OOM) without cleaning up.
+
+    Steps run in their own session, so they outlive a killed worker. Every worker on the host
+    calls this before it starts a step; it returns the process group ids it killed.
+    """
+    try:
+        import psutil
+    except ImportError:
+        return []
+    killed: list[int] = []
+    try:
+        names = os.listdir(_record_dir())
+    except OSError:
+        return killed
+    for name in names:
+        path = os.path.join(_record_dir(), name)
+        try:
+            with open(path) as fh:
+                record = json.load(fh)
+            owner, pgid = int(record["owner"]), int(record["pgid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if owner == os.getpid() or _proc_start_time(owner) == record.get("owner_started"):
+            continue  # the owner is alive and will clean up after itself
+        # Only processes of that group started after the step: the pgid may have been reused.
+        for p in psutil.process_iter(["pid", "create_time"]):
+            try:
+                if os.getpgid(p.pid) == pgid and p.info["create_time"] >= record["started"] - 1:
+                    p.kill()
+                    killed.append(pgid)
+            except (OSError, psutil.Error):
+                pass
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    return sorted(set(killed))
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def kill_task(key: str) -> bool:
+    """Stop the step of task `key` on this worker (run on every worker by `client.run`).
+
+    Marks the key cancelled, so that a task that has not started its process yet never does;
+    SIGTERMs the step's process group (the task's own thread escalates to SIGKILL after
+    KILL_GRACE_S) and waits until the process is reaped. Returns whether there was one.
+    A coroutine, so that the wait runs on the worker's event loop without blocking it.
+    """
+    import asyncio
+
+    now = time.monotonic()
+    with _lock:
+        for old in [k for k, t in _cancelled.items() if now - t > _FORGET_CANCELLED_S]:
+            del _cancelled[old]
+        _cancelled[key] = now
+        proc = _running.get(key)
+    if proc is None:
+        return False
+    _kill_group(proc.pid, signal.SIGTERM)
+    deadline = now + KILL_GRACE_S + 2 * _TICK_S + 1.0
+    while time.monotonic() < deadline:
+        with _lock:
+            if _running.get(key) is not proc:  # the task thread has reaped it
+                break
+        await asyncio.sleep(0.02)
+    return True
+
+
+def running_tasks() -> list[str]:
+    """The keys of the steps running on this worker (for tests and debugging)."""
+    with _lock:
+        return sorted(_running)
+
+
+def _worker_address() -> str | None:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except Exception:  # not on a worker (called directly, e.g. in a unit test)
+        return None
+
+
+def _log_event(topic: str, msg: dict[str, Any]) -> None:
+    """Send an event to the client through the scheduler (thread-safe, best effort)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        worker.loop.add_callback(worker.log_event, topic, msg)
+    except Exception:
+        pass
+
+
+def _mark_attempt(key: str) -> dict[str, Any]:
+    """Tell the client this task started here: a second marker for a key means a re-execution."""
+    info = {"key": key, "worker": _worker_address(), "pid": os.getpid(), "time": time.time()}
+    _log_event(ATTEMPT_TOPIC, info)
+    return info
+
+
+def _pump(
+    pipe: Any, chunks: list[bytes], emit: Callable[[str], None] | None
+) -> None:  # pragma: no cover - runs in a thread
+    for line in iter(pipe.readline, b""):
+        chunks.append(line)
+        if emit is not None:
+            emit(line.decode("utf-8", errors="replace").rstrip("\r\n"))
+    pipe.close()
+
+
+def _feed(pipe: Any, data: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError, OSError):
+        pipe.write(data)
+    with contextlib.suppress(BrokenPipeError, OSError):
+        pipe.close()
+
+
+def _run_process(
+    key: str,
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    stdin: bytes | None,
+    timeout: float | None,
+    stream: bool,
+) -> dict[str, Any]:
+    """Run argv in its own session; wait for it, a cancel request or the deadline.
+
+    Returns {"status": "ok"|"timeout"|"cancelled"|"launch_error", "stdout": bytes-as-text,
+    "stderr", "exit_code", "message", "worker"}.
+    """
+    attempt = _mark_attempt(key)
+    reap_orphans()
+    base: dict[str, Any] = {"worker": attempt["worker"], "pid": attempt["pid"]}
+    with _lock:
+        if key in _cancelled:
+            return {**base, "status": "cancelled", "stdout": "", "stderr": "", "exit_code": None}
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group: cancel kills the whole tree
+            )
+        except OSError as exc:
+            return {
+                **base,
+                "status": "launch_error",
+                "error": type(exc).__name__,
+                "filename": exc.filename,
+                "strerror": exc.strerror or str(exc),
+            }
+        _running[key] = proc
+    record = _write_record(key, proc)
+    out: list[bytes] = []
+    err: list[bytes] = []
+
+    def emitter(stream_name: str) -> Callable[[str], None] | None:
+        if not stream:
+            return None
+        return lambda line: _log_event(
+            OUTPUT_TOPIC, {"key": key, "stream": stream_name, "line": line}
+        )
+
+    threads = [
+        threading.Thread(target=_pump, args=(proc.stdout, out, emitter("stdout")), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, err, emitter("stderr")), daemon=True),
+    ]
+    if stdin is not None:
+        threads.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
+    for t in threads:
+        t.start()
+    status = "ok"
+    deadline = None if timeout is None else time.monotonic() + timeout
+    term_sent_at: float | None = None
+    try:
+        while True:
+            try:
+                proc.wait(timeout=_TICK_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            with _lock:
+                cancelled = key in _cancelled
+            if cancelled and status == "ok":
+                status, term_sent_at = "cancelled", _cancelled.get(key, now)
+            elif deadline is not None and now >= deadline and status == "ok":
+                status, term_sent_at = "timeout", now
+                _kill_group(proc.pid, signal.SIGTERM)
+            if term_sent_at is not None and now - term_sent_at >= KILL_GRACE_S:
+                _kill_group(proc.pid, signal.SIGKILL)
+    finally:
+        with _lock:
+            if status == "ok" and key in _cancelled:  # the leader died of kill_task's SIGTERM
+                status = "cancelled"
+        if status != "ok" or proc.poll() is None:
+            _kill_group(proc.pid, signal.SIGKILL)  # leftovers in the group after a stop
+        proc.wait()
+        with _lock:
+            _running.pop(key, None)
+            _cancelled.pop(key, None)
+        if record:
+            with contextlib.suppress(OSError):
+                os.unlink(record)
+    for t in threads:
+        # A background child that kept the pipes open would block us forever; its output is lost.
+        t.join(timeout=None if status == "ok" else KILL_GRACE_S)
+    return {
+        **base,
+        "status": status,
+        "exit_code": proc.returncode,
+        "stdout": b"".join(out).decode("utf-8", errors="replace"),
+        "stderr": b"".join(err).decode("utf-8", errors="replace"),
+    }
+
+
+def run_shell(key: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Run a `shell` step on this worker.
+
+    request: {argv, cwd (absolute: resolved by the client, the filesystem is assumed shared),
+    env_set / env_unset (applied over the worker's environment), stdin, timeout (seconds, a
+    backstop for the client's own), stream (send output lines as events)}.
+    """
+    env = dict(os.environ)
+    for name in request.get("env_unset") or []:
+        env.pop(name, None)
+    env.update(request.get("env_set") or {})
+    stdin = request.get("stdin")
+    return _run_process(
+        key,
+        list(request["argv"]),
+        cwd=request["cwd"],
+        env=env,
+        stdin=None if stdin is None else stdin.encode(),
+        timeout=request.get("timeout"),
+        stream=bool(request.get("stream")),
+    )
+
+
+def run_python(key: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Run a `python` step on this worker, in a child interpreter so that cancel can kill it.
+
+    request: {args (the step's args), step_id, base_cwd (planrun's working directory, made
+    importable as planrun does locally), timeout}. The child runs planrun's own python tool, so
+    results and errors are the local ones; its answer is in "reply": {"ok": value} or
+    {"failed": message, "detail": text}.
+    """
+    payload = json.dumps(
+        {"args": request["args"], "step_id": request["step_id"], "cwd": request["base_cwd"]}
+    )
+    argv = [sys.executable, os.path.abspath(__file__), "--planrun-python-child"]
+    result = _run_process(
+        key,
+        argv,
+        cwd=request["base_cwd"],
+        env=dict(os.environ),
+        stdin=payload.encode(),
+        timeout=request.get("timeout"),
+        stream=False,
+    )
+    if result["status"] != "ok":
+        return result
+    # The answer is the last line of stdout; the function's own prints went to stderr.
+    lines = result["stdout"].splitlines()
+    try:
+        result["reply"] = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        result["reply"] = None
+    return result
+
+
+def _python_child() -> None:  # pragma: no cover - runs in the child interpreter
+    """Run planrun's python tool on the request read from stdin; print the answer last."""
+    import asyncio
+
+    # Run as a script, sys.path[0] is this file's directory (which holds dask.py): drop it.
+    del sys.path[0]
+    try:
+        import planrun.tools.python  # noqa: F401
+    except ImportError:  # planrun not installed on the worker: use the copy this file is in
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    from planrun.tools.base import ToolContext, ToolFailed
+    from planrun.tools.python import run_python as local_run_python
+
+    request = json.loads(sys.stdin.read())
+    # The function's prints must not mix with the answer: point fd 1 (and sys.stdout) at stderr.
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
+    ctx = ToolContext(step_id=request["step_id"], cwd=request["cwd"], env=dict(os.environ))
+    try:
+        doc: dict[str, Any] = {"ok": asyncio.run(local_run_python(request["args"], ctx))}
+    except ToolFailed as exc:
+        doc = {"failed": exc.message, "detail": exc.detail, "result": exc.result}
+    with os.fdopen(answer_fd, "w") as answer:
+        answer.write("\n" + json.dumps(doc) + "\n")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--planrun-python-child"]:
+    _python_child()

@@ -1,0 +1,313 @@
+"""`${EXPR}` strings (SPEC §2): parsing, the names they read, and evaluation in Jinja2's sandbox.
+
+Plain references (`${a.b[0]}`, the bulk of real plans) are parsed and evaluated here without
+Jinja2; anything else is compiled once by a Jinja2 `SandboxedEnvironment` and cached.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+_CONSTANTS = {"true", "false", "none", "True", "False", "None"}
+_REF_RE = re.compile(
+    r"""^\s*([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[\d+\]|\['[^'\\\]]*'\]|\["[^"\\\]]*"\])*)\s*$"""
+)
+_ACCESSOR_RE = re.compile(r"""\.([A-Za-z_]\w*)|\[(\d+)\]|\['([^'\\\]]*)'\]|\["([^"\\\]]*)"\]""")
+_OPEN = {"{": "}", "[": "]", "(": ")"}
+
+
+class ExpressionError(Exception):
+    """An expression that does not parse, or that cannot be evaluated in the current scope."""
+
+    def __init__(self, message: str, *, name: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.name = name
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """One `${...}` expression: its source and the root names it reads."""
+
+    source: str
+    names: frozenset[str]
+    step_refs: frozenset[str]  # ids X read as steps.X / steps['X']
+    ref: tuple[str, tuple[str | int, ...]] | None  # (root, accessors) for plain references
+
+    def evaluate(self, scope: Mapping[str, Any]) -> Any:
+        if self.ref is not None:
+            root, accessors = self.ref
+            if root not in scope:
+                raise ExpressionError(f"undefined name '{root}'", name=root)
+            value = scope[root]
+            walked = root
+            for acc in accessors:
+                try:
+                    value = value[acc]
+                except (KeyError, IndexError, TypeError):
+                    label = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
+                    raise ExpressionError(f"undefined name '{label}'", name=label) from None
+                walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
+            return value
+        return _evaluate_jinja(self.source, scope)
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A string holding `${...}` parts. `whole` is set when the string is exactly one expression."""
+
+    parts: tuple[str | Expr, ...]
+
+    @property
+    def whole(self) -> Expr | None:
+        if len(self.parts) == 1 and isinstance(self.parts[0], Expr):
+            return self.parts[0]
+        return None
+
+    @property
+    def exprs(self) -> Iterator[Expr]:
+        return (p for p in self.parts if isinstance(p, Expr))
+
+    def render(self, scope: Mapping[str, Any], quote: Callable[[str], str] | None = None) -> Any:
+        whole = self.whole
+        if whole is not None:
+            return whole.evaluate(scope)
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            else:
+                text = to_text(part.evaluate(scope))
+                out.append(quote(text) if quote else text)
+        return "".join(out)
+
+
+def to_text(value: Any) -> str:
+    """How a value reads inside a template: strings as they are, everything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _scan_end(text: str, start: int) -> int:
+    """Index of the `}` closing the expression that starts at `start` (after `${`)."""
+    depth: list[str] = []
+    quote: str | None = None
+    i = start
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in _OPEN:
+            depth.append(_OPEN[c])
+        elif depth and c == depth[-1]:
+            depth.pop()
+        elif c == "}" and not depth:
+            return i
+        i += 1
+    raise ExpressionError("unterminated '${': missing '}'")
+
+
+@lru_cache(maxsize=65536)
+def parse_template(text: str) -> Template | None:
+    """The template in `text`, or None when it holds no `${`. Raises ExpressionError."""
+    if "${" not in text:
+        return None
+    parts: list[str | Expr] = []
+    buf: list[str] = []
+    i = 0
+    while True:
+        j = text.find("${", i)
+        if j < 0:
+            buf.append(text[i:])
+            break
+        if j > 0 and text[j - 1] == "$":
+            buf.append(text[i : j - 1] + "${")
+            i = j + 2
+            continue
+        buf.append(text[i:j])
+        end = _scan_end(text, j + 2)
+        literal = "".join(buf)
+        if literal:
+            parts.append(literal)
+        buf = []
+        parts.append(parse_expr(text[j + 2 : end]))
+        i = end + 1
+    literal = "".join(buf)
+    if literal:
+        parts.append(literal)
+    if not any(isinstance(p, Expr) for p in parts):
+        return None if not parts else Template(tuple(parts))
+    return Template(tuple(parts))
+
+
+@lru_cache(maxsize=65536)
+def parse_expr(source: str) -> Expr:
+    """Parse one expression; plain references need no Jinja2."""
+    if not source.strip():
+        raise ExpressionError("empty expression '${}'")
+    m = _REF_RE.match(source)
+    if m and m.group(1) not in _CONSTANTS:
+        root = m.group(1)
+        accessors: list[str | int] = []
+        for a, idx, sq, dq in _ACCESSOR_RE.findall(m.group(2)):
+            if idx:
+                accessors.append(int(idx))
+            else:
+                accessors.append(a or sq or dq)
+        step_refs: frozenset[str] = frozenset()
+        if root == "steps" and accessors and isinstance(accessors[0], str):
+            step_refs = frozenset([accessors[0]])
+        return Expr(source, frozenset([root]), step_refs, (root, tuple(accessors)))
+    names, step_refs = _jinja_names(source)
+    return Expr(source, names, step_refs, None)
+
+
+def _environment() -> Any:
+    global _ENV
+    if _ENV is None:
+        from jinja2 import StrictUndefined
+        from jinja2.sandbox import SandboxedEnvironment
+
+        _ENV = SandboxedEnvironment(undefined=StrictUndefined)
+    return _ENV
+
+
+_ENV: Any = None
+
+
+def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str]]:
+    from jinja2 import TemplateSyntaxError, nodes
+    from jinja2.parser import Parser
+
+    env = _environment()
+    try:
+        parser = Parser(env, source, state="variable")
+        node = parser.parse_expression()
+        if not parser.stream.eos:
+            raise TemplateSyntaxError(
+                f"unexpected '{parser.stream.current.value}' after the expression",
+                parser.stream.current.lineno,
+            )
+    except TemplateSyntaxError as exc:
+        raise ExpressionError(f"bad expression '${{{source}}}': {exc.message}") from None
+    names = {n.name for n in node.find_all(nodes.Name) if n.ctx == "load"}
+    names -= set(env.globals)
+    step_refs: set[str] = set()
+    for sub in node.find_all((nodes.Getattr, nodes.Getitem)):
+        target = sub.node
+        if isinstance(target, nodes.Name) and target.name == "steps":
+            if isinstance(sub, nodes.Getattr):
+                step_refs.add(sub.attr)
+            elif isinstance(sub.arg, nodes.Const) and isinstance(sub.arg.value, str):
+                step_refs.add(sub.arg.value)
+    return frozenset(names), frozenset(step_refs)
+
+
+@lru_cache(maxsize=4096)
+def _compiled(source: str) -> Any:
+    return _environment().compile_expression(source, undefined_to_none=False)
+
+
+_UNDEFINED_RE = re.compile(r"^'([^']+)' is undefined$")
+
+
+def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
+    from jinja2 import Undefined
+    from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
+
+    try:
+        value = _compiled(source)(**scope)
+        if isinstance(value, Undefined):
+            value._fail_with_undefined_error()
+        return value
+    except UndefinedError as exc:
+        m = _UNDEFINED_RE.match(str(exc.message))
+        if m:
+            raise ExpressionError(f"undefined name '{m.group(1)}'", name=m.group(1)) from None
+        raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None
+    except SecurityError as exc:
+        raise ExpressionError(f"in '${{{source}}}': not allowed: {exc}") from None
+    except TemplateError as exc:
+        raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None
+    except Exception as exc:  # an expression's own error (1/0, bad filter input): one line
+        raise ExpressionError(f"in '${{{source}}}': {type(exc).__name__}: {exc}") from None
+
+
+def iter_templates(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Template]]:
+    """Every template inside a JSON-like value, with its path (keys are not templated)."""
+    if isinstance(value, str):
+        tpl = parse_template(value)
+        if tpl is not None:
+            yield path, tpl
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from iter_templates(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from iter_templates(v, (*path, i))
+
+
+def resolve(
+    value: Any,
+    scope: Mapping[str, Any],
+    *,
+    path: tuple[str | int, ...] = (),
+    quote: Callable[[str], str] | None = None,
+) -> Any:
+    """`value` with every template evaluated. ExpressionError messages gain the value's path."""
+    if isinstance(value, str):
+        tpl = parse_template(value)
+        if tpl is None:
+            return value.replace("$${", "${") if "$${" in value else value
+        try:
+            return tpl.render(scope, quote)
+        except ExpressionError as exc:
+            where = format_path(path)
+            raise ExpressionError(f"{where}: {exc.message}" if where else exc.message, name=exc.name) from None
+    if isinstance(value, dict):
+        return {k: resolve(v, scope, path=(*path, k), quote=quote) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve(v, scope, path=(*path, i), quote=quote) for i, v in enumerate(value)]
+    return value
+
+
+def format_path(path: tuple[str | int, ...]) -> str:
+    """`args.cmd[0]` style."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def resolve_args(tool: str, args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
+    """A step's resolved arguments; values interpolated into a `shell` string cmd are quoted."""
+    if tool == "shell" and isinstance(args.get("cmd"), str):
+        rest = {k: v for k, v in args.items() if k != "cmd"}
+        out = resolve(rest, scope, path=("args",))
+        cmd = resolve(args["cmd"], scope, path=("args", "cmd"), quote=shlex.quote)
+        return {"cmd": cmd, **out}
+    result: dict[str, Any] = resolve(args, scope, path=("args",))
+    return result
+
+
+def parse_cli_value(text: str) -> Any:
+    """`--var K=V`: V as a YAML scalar or flow value (`3` int, `[1,2]` list, `'3'` string)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text) if text.strip() else text
+    except yaml.YAMLError:
+        return text

@@ -1,0 +1,242 @@
+"""The step graph: effective dependencies (depends_on ∪ data flow), cycles, waves and renderings."""
+
+from __future__ import annotations
+
+import graphlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planrun.expressions import ExpressionError, iter_templates
+from planrun.model import Step
+
+
+def step_expressions(step: Step) -> Iterable[tuple[tuple[str | int, ...], Any]]:
+    """(path, Template) for every template a step holds: args, when, title."""
+    yield from iter_templates(step.args, ("args",))
+    if isinstance(step.when, str):
+        yield from iter_templates(when_source(step.when), ("when",))
+    if step.title:
+        yield from iter_templates(step.title, ("title",))
+
+
+def when_source(when: str) -> str:
+    """A `when` string without `${` is one bare expression (`when: "n > 1"`)."""
+    return when if "${" in when else "${" + when + "}"
+
+
+@dataclass
+class PlanGraph:
+    """Steps in file order with their effective dependencies (in file order)."""
+
+    order: list[str]
+    deps: dict[str, list[str]]
+    kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (from, to) -> explicit|data
+    titles: dict[str, str] = field(default_factory=dict)
+    tools: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, steps: list[Step]) -> PlanGraph:
+        """Graph of `steps`; unknown ids in depends_on and bad expressions are left to validation."""
+        order = [s.id for s in steps]
+        known = set(order)
+        binders: dict[str, list[str]] = {}
+        for s in steps:
+            if s.result_variable:
+                binders.setdefault(s.result_variable, []).append(s.id)
+        position = {sid: i for i, sid in enumerate(order)}
+        deps: dict[str, list[str]] = {}
+        kinds: dict[tuple[str, str], str] = {}
+        for s in steps:
+            mine: dict[str, None] = {}
+            for d in s.depends_on:
+                if d in known and d != s.id and d not in mine:
+                    mine[d] = None
+                    kinds[(d, s.id)] = "explicit"
+            for name, ref in data_sources(s, binders, known):
+                del name
+                if ref != s.id and ref not in mine:
+                    mine[ref] = None
+                    kinds[(ref, s.id)] = "data"
+            deps[s.id] = sorted(mine, key=position.__getitem__)
+        return cls(
+            order=order,
+            deps=deps,
+            kinds=kinds,
+            titles={s.id: s.title or s.id for s in steps},
+            tools={s.id: s.tool for s in steps},
+        )
+
+    def find_cycle(self) -> list[str] | None:
+        """A cycle as [a, b, ..., a] where each step depends on the next, or None."""
+        try:
+            graphlib.TopologicalSorter(self.deps).prepare()
+        except graphlib.CycleError as exc:
+            cycle = list(reversed(exc.args[1]))[:-1]  # graphlib lists it in run order
+            position = {sid: i for i, sid in enumerate(self.order)}
+            start = min(range(len(cycle)), key=lambda i: position.get(cycle[i], 0))
+            cycle = cycle[start:] + cycle[:start]
+            return [*cycle, cycle[0]]
+        return None
+
+    def waves(self) -> list[list[str]]:
+        """Groups that could start together if every step took the same time (file order inside)."""
+        level: dict[str, int] = {}
+        for sid in self.topo_order():
+            level[sid] = 1 + max((level[d] for d in self.deps[sid]), default=-1)
+        out: list[list[str]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
+        for sid in self.order:
+            out[level[sid]].append(sid)
+        return out
+
+    def topo_order(self) -> list[str]:
+        """A start order: ready steps in file order, each after all its dependencies."""
+        position = {sid: i for i, sid in enumerate(self.order)}
+        ts = graphlib.TopologicalSorter(self.deps)
+        ts.prepare()
+        out: list[str] = []
+        import heapq
+
+        heap: list[tuple[int, str]] = []
+        while ts.is_active():
+            for sid in ts.get_ready():
+                heapq.heappush(heap, (position[sid], sid))
+            _, sid = heapq.heappop(heap)
+            out.append(sid)
+            ts.done(sid)
+        return out
+
+    def upstream(self, targets: Iterable[str]) -> set[str]:
+        """`targets` and everything they depend on, transitively."""
+        seen: set[str] = set()
+        stack = list(targets)
+        while stack:
+            sid = stack.pop()
+            if sid not in seen:
+                seen.add(sid)
+                stack.extend(self.deps.get(sid, ()))
+        return seen
+
+    def downstream(self, sources: Iterable[str]) -> set[str]:
+        """`sources` and everything that depends on them, transitively."""
+        dependents: dict[str, list[str]] = {sid: [] for sid in self.order}
+        for sid, ds in self.deps.items():
+            for d in ds:
+                dependents[d].append(sid)
+        seen: set[str] = set()
+        stack = list(sources)
+        while stack:
+            sid = stack.pop()
+            if sid not in seen:
+                seen.add(sid)
+                stack.extend(dependents.get(sid, ()))
+        return seen
+
+    def edges(self) -> list[dict[str, str]]:
+        return [
+            {"from": d, "to": sid, "kind": self.kinds.get((d, sid), "explicit")}
+            for sid in self.order
+            for d in self.deps[sid]
+        ]
+
+
+def data_sources(
+    step: Step, binders: dict[str, list[str]], known: set[str]
+) -> Iterable[tuple[str, str]]:
+    """(name, producing step) for every result variable or `steps.X` the step reads."""
+    for _path, tpl in _safe_expressions(step):
+        for expr in tpl.exprs:
+            for name in expr.names:
+                for producer in binders.get(name, ()):
+                    yield name, producer
+            for ref in expr.step_refs:
+                if ref in known:
+                    yield f"steps.{ref}", ref
+
+
+def _safe_expressions(step: Step) -> Iterable[tuple[tuple[str | int, ...], Any]]:
+    it = iter(step_expressions(step))
+    while True:
+        try:
+            yield next(it)
+        except StopIteration:
+            return
+        except ExpressionError:
+            continue
+
+
+# ---- renderings -------------------------------------------------------------------------
+
+
+def render_json(plan_name: str, graph: PlanGraph) -> dict[str, Any]:
+    return {
+        "plan": plan_name,
+        "nodes": [{"id": s, "title": graph.titles[s], "tool": graph.tools[s]} for s in graph.order],
+        "edges": graph.edges(),
+        "waves": graph.waves(),
+    }
+
+
+def render_mermaid(graph: PlanGraph) -> str:
+    """A Mermaid flowchart; node ids are step ids (quoted ones get a safe alias)."""
+    lines = ["flowchart TD"]
+    # Step ids ([A-Za-z0-9_.-]+) are valid Mermaid node ids as they are.
+    alias = {sid: sid for sid in graph.order}
+    for sid in graph.order:
+        label = f"{sid}: {graph.titles[sid]}" if graph.titles[sid] != sid else sid
+        label = label.replace('"', "#quot;")
+        lines.append(f'    {alias[sid]}["{label}<br/>[{graph.tools[sid]}]"]')
+    for e in graph.edges():
+        arrow = "-->" if e["kind"] == "explicit" else "-.->|data|"
+        lines.append(f"    {alias[e['from']]} {arrow} {alias[e['to']]}")
+    return "\n".join(lines) + "\n"
+
+
+def render_dot(plan_name: str, graph: PlanGraph) -> str:
+    """Graphviz DOT; node ids are the step ids, quoted."""
+
+    def q(s: str) -> str:
+        return json.dumps(s)
+
+    lines = [f"digraph {q(plan_name)} {{", "    rankdir=TB;", "    node [shape=box];"]
+    for sid in graph.order:
+        label = f"{sid}\\n{graph.titles[sid]}\\n[{graph.tools[sid]}]" if graph.titles[sid] != sid else f"{sid}\\n[{graph.tools[sid]}]"
+        lines.append(f'    {q(sid)} [label="{label.replace(chr(34), chr(92) + chr(34))}"];')
+    for e in graph.edges():
+        style = "" if e["kind"] == "explicit" else ' [style=dashed, label="data"]'
+        lines.append(f"    {q(e['from'])} -> {q(e['to'])}{style};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+GLYPHS = {
+    None: "○",
+    "pending": "○",
+    "running": "◐",
+    "succeeded": "✓",
+    "failed": "✗",
+    "skipped": "⊘",
+    "ignored": "!",
+    "interrupted": "⏸",
+}
+
+
+def render_ascii(graph: PlanGraph, statuses: dict[str, str] | None = None) -> str:
+    """mcp-cli style: status glyph, id, title, [tool], `← after: a, b`, `∥` for parallel steps."""
+    statuses = statuses or {}
+    lines = []
+    for n, wave in enumerate(graph.waves(), 1):
+        parallel = len(wave) > 1
+        lines.append(f"wave {n}" + (f"  ∥ {len(wave)} in parallel" if parallel else ""))
+        for sid in wave:
+            glyph = GLYPHS.get(statuses.get(sid), "○")
+            title = graph.titles[sid]
+            text = f"  {'∥ ' if parallel else '  '}{glyph} {sid}"
+            if title != sid:
+                text += f"  {title}"
+            text += f"  [{graph.tools[sid]}]"
+            if graph.deps[sid]:
+                text += f"  ← after: {', '.join(graph.deps[sid])}"
+            lines.append(text)
+    return "\n".join(lines) + "\n"

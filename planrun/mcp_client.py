@@ -1,0 +1,601 @@
+"""MCP client side of planrun: load server configs, run one session per server, call tools."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from planrun.errors import UsageError
+from planrun.tools.base import ToolFailed
+
+HTTP_TYPES = ("http", "streamable-http", "sse")
+STDIO_TYPES = ("stdio",)
+
+# The SDK's default mode="auto" probes `server/discover` with a fixed 10 s timeout before
+# falling back; the initialize handshake works with every server released so far.
+CONNECT_MODE = "legacy"
+
+STDERR_TAIL_LINES = 20
+_STDERR_TAIL_BYTES = 16_384
+
+# Extra keys that client UIs (Claude, Cursor, Cline, VS Code) keep in their entries; they
+# mean nothing to planrun, so a pasted config file loads without complaint.
+_IGNORED_KEYS = frozenset(
+    {
+        "disabled",
+        "alwaysAllow",
+        "autoApprove",
+        "timeout",
+        "description",
+        "dev",
+        "gallery",
+        "version",
+    }
+)
+_STDIO_KEYS = frozenset({"type", "command", "args", "env", "cwd", "envFile"})
+_HTTP_KEYS = frozenset({"type", "url", "headers"})
+
+
+# --------------------------------------------------------------------------- config files
+
+
+def parse_mcp_config(path: str) -> dict[str, dict[str, Any]]:
+    """Load a `.mcp.json` / Claude / Cursor (`mcpServers`) or VS Code (`servers`) file.
+
+    Returns server name -> entry, each either stdio `{type: "stdio", command, args, env,
+    cwd?, envFile?}` or remote `{type, url, headers}`. The file's own variables are expanded
+    here (`${VAR}` / `${VAR:-default}` from the environment as Claude Code does, and VS Code's
+    `${workspaceFolder}`, `${userHome}`, `${env:VAR}`), so the entries hold plain values.
+    Raises UsageError with a one-line message on any problem.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read MCP config: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{path}: an MCP config must be a JSON object")
+    key = "mcpServers" if "mcpServers" in doc else "servers" if "servers" in doc else None
+    if key is None:
+        raise UsageError(f"{path}: no 'mcpServers' (Claude, Cursor) or 'servers' (VS Code) object")
+    servers = doc[key]
+    if not isinstance(servers, dict):
+        raise UsageError(f"{path}: '{key}' must be an object of name -> server entry")
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(folder) == ".vscode":
+        folder = os.path.dirname(folder)
+    out: dict[str, dict[str, Any]] = {}
+    for name, raw in servers.items():
+        where = f"{path}: server '{name}'"
+        if not isinstance(raw, dict):
+            raise UsageError(f"{where}: entry must be an object")
+        if raw.get("disabled") is True:
+            continue
+        expanded = _expand_config_vars(raw, folder, where)
+        out[name] = normalize_server_entry(expanded, where)
+    return out
+
+
+def normalize_server_entry(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """Check one server entry and return it with defaults filled in (raises UsageError)."""
+    kind = entry.get("type")
+    if kind is None:
+        kind = "http" if "url" in entry and "command" not in entry else "stdio"
+    if kind not in STDIO_TYPES + HTTP_TYPES:
+        raise UsageError(
+            f"{where}: unknown type {kind!r} (expected stdio, http, sse or streamable-http)"
+        )
+    allowed = _STDIO_KEYS if kind == "stdio" else _HTTP_KEYS
+    unknown = sorted(set(entry) - allowed - _IGNORED_KEYS)
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown key {unknown[0]!r} for a {kind} server{_did_you_mean(unknown[0], allowed)}"
+        )
+    if kind == "stdio":
+        command = entry.get("command")
+        if not isinstance(command, str) or not command:
+            raise UsageError(f"{where}: 'command' must be a non-empty string")
+        args = entry.get("args", [])
+        if not isinstance(args, list):
+            raise UsageError(f"{where}: 'args' must be a list")
+        env = entry.get("env") or {}
+        if not isinstance(env, dict):
+            raise UsageError(f"{where}: 'env' must be an object")
+        out: dict[str, Any] = {
+            "type": "stdio",
+            "command": command,
+            "args": [str(a) for a in args],
+            "env": {str(k): "" if v is None else str(v) for k, v in env.items()},
+        }
+        for opt in ("cwd", "envFile"):
+            if entry.get(opt) is not None:
+                if not isinstance(entry[opt], str):
+                    raise UsageError(f"{where}: '{opt}' must be a string")
+                out[opt] = entry[opt]
+        return out
+    url = entry.get("url")
+    if not isinstance(url, str) or not url:
+        raise UsageError(f"{where}: 'url' must be a non-empty string")
+    headers = entry.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise UsageError(f"{where}: 'headers' must be an object")
+    return {"type": kind, "url": url, "headers": {str(k): str(v) for k, v in headers.items()}}
+
+
+_CONFIG_VAR = re.compile(r"\$\{([^}]*)\}")
+
+
+def _expand_config_vars(value: Any, folder: str, where: str) -> Any:
+    """Expand the variables the config file's own client would expand."""
+    if isinstance(value, dict):
+        return {k: _expand_config_vars(v, folder, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_config_vars(v, folder, where) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def repl(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if body == "workspaceFolder":
+            return folder
+        if body == "userHome":
+            return os.path.expanduser("~")
+        if body.startswith("env:"):
+            return os.environ.get(body[4:], "")
+        if body.startswith("input:"):
+            raise UsageError(
+                f"{where}: VS Code input variable ${{{body}}} is not supported; use ${{env:NAME}}"
+            )
+        name, sep, default = body.partition(":-")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UsageError(f"{where}: unsupported variable ${{{body}}}")
+        if name in os.environ:
+            return os.environ[name]
+        if sep:
+            return default
+        raise UsageError(
+            f"{where}: environment variable {name} is not set (write ${{{name}:-default}} for a default)"
+        )
+
+    return _CONFIG_VAR.sub(repl, value)
+
+
+def _did_you_mean(word: str, choices: frozenset[str] | list[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def load_env_file(path: str) -> dict[str, str]:
+    """Read a dotenv file (`KEY=VALUE` lines, `#` comments, optional `export` and quotes)."""
+    env: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            key, _, value = line.partition("=")
+            key = key.strip().removeprefix("export ").strip()
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            env[key] = value
+    return env
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def check_tool_args(
+    input_schema: dict[str, Any], args: dict[str, Any]
+) -> tuple[list[str], list[str]]:
+    """Validate a step's arguments against an MCP tool's input schema.
+
+    Returns (errors, warnings). MCP servers ignore unknown arguments silently, so keys that
+    the schema does not list are warnings (an error when the schema forbids extra keys).
+    """
+    from jsonschema import exceptions as js_exceptions
+    from jsonschema.validators import validator_for
+
+    errors: list[str] = []
+    warnings: list[str] = []
+    if not isinstance(input_schema, dict) or not input_schema:
+        return errors, warnings
+    cls = validator_for(input_schema)
+    try:
+        cls.check_schema(input_schema)
+    except js_exceptions.SchemaError as exc:
+        warnings.append(f"the tool's input schema is invalid, arguments not checked: {exc.message}")
+        return errors, warnings
+    for err in sorted(
+        cls(input_schema).iter_errors(args), key=lambda e: list(map(str, e.absolute_path))
+    ):
+        where = ".".join(str(p) for p in err.absolute_path)
+        errors.append(f"{where}: {err.message}" if where else err.message)
+    props = input_schema.get("properties")
+    if isinstance(props, dict) and input_schema.get("additionalProperties") is not False:
+        known = list(props)
+        for key in args:
+            if key not in props:
+                hint = _did_you_mean(key, known)
+                listing = f"; known: {', '.join(known)}" if known and not hint else ""
+                warnings.append(f"unknown argument '{key}' is ignored by the server{hint}{listing}")
+    return errors, warnings
+
+
+# --------------------------------------------------------------------------- results
+
+
+def map_tool_result(result: Any) -> Any:
+    """SPEC §4: structured content if any, else the text content (JSON-decoded when JSON)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    items = [_map_content(c) for c in result.content]
+    if not items:
+        return None
+    return items[0] if len(items) == 1 else items
+
+
+def _map_content(item: Any) -> Any:
+    if getattr(item, "type", None) == "text":
+        return _maybe_json(item.text)
+    # Images, audio, resources: keep the wire shape (camelCase, base64 data) as a dict.
+    return item.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _maybe_json(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped:
+        return text
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return text
+
+
+def _error_text(result: Any) -> str:
+    texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
+    return "\n".join(texts).strip() or "the tool reported an error with no message"
+
+
+# --------------------------------------------------------------------------- server pool
+
+
+class _StartFailed(Exception):
+    """A server could not be started; carries the ToolFailed to raise for every caller."""
+
+    def __init__(self, failure: ToolFailed) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+@dataclass
+class _Server:
+    """One server's session, owned by its background task."""
+
+    name: str
+    entry: dict[str, Any]
+    ready: asyncio.Future[Any]  # the connected mcp.Client, or a _StartFailed
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    scope: Any = None  # the anyio CancelScope around the session, to abort a pending start
+    stderr: IO[bytes] | None = None
+
+    def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
+        """The last lines the server wrote to stderr ('' for remote servers)."""
+        if self.stderr is None or self.stderr.closed:
+            return ""
+        fd = self.stderr.fileno()
+        size = os.fstat(fd).st_size
+        start = max(0, size - _STDERR_TAIL_BYTES)
+        # pread leaves the shared file offset alone; the server keeps appending through it.
+        data = os.pread(fd, size - start, start).decode("utf-8", "replace")
+        return "\n".join(data.rstrip("\n").splitlines()[-lines:])
+
+
+class ServerPool:
+    """MCP sessions for one run: each server starts lazily on first use, once, shared by all steps."""
+
+    def __init__(
+        self, servers: dict[str, dict[str, Any]], *, cwd: str, connect_timeout: float = 20.0
+    ) -> None:
+        self._entries = servers
+        self._cwd = cwd
+        self._connect_timeout = connect_timeout
+        self._servers: dict[str, _Server] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> ServerPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    async def call(
+        self, server: str, tool: str, args: dict[str, Any], *, timeout: float | None = None
+    ) -> Any:
+        """Call `tool` on `server` and map its result (SPEC §4); raises ToolFailed."""
+        client = await self._client(server)
+        srv = self._servers[server]
+        from mcp.shared.exceptions import MCPError
+        from pydantic import ValidationError
+
+        try:
+            result = await client.call_tool(tool, args, read_timeout_seconds=timeout)
+        except MCPError as exc:
+            raise self._mcp_error(srv, f"tool '{tool}'", exc, timeout) from None
+        except ValidationError as exc:
+            raise ToolFailed(
+                f"MCP server '{server}' tool '{tool}': malformed result ({exc.error_count()} validation errors)",
+                detail=str(exc),
+            ) from None
+        except RuntimeError as exc:  # the SDK's output_schema check, among others
+            raise ToolFailed(
+                f"MCP server '{server}' tool '{tool}': {_one_line(str(exc))}", detail=str(exc)
+            ) from None
+        if result.is_error:
+            text = _error_text(result)
+            first, _, rest = text.partition("\n")
+            raise ToolFailed(
+                f"MCP server '{server}' tool '{tool}' failed: {first}",
+                detail=text if rest else None,
+                result=map_tool_result(result) if result.structured_content is not None else None,
+            )
+        return map_tool_result(result)
+
+    async def list_tools(self, server: str) -> list[dict[str, Any]]:
+        """Every tool of `server` as {name, description, input_schema}, across pages."""
+        client = await self._client(server)
+        srv = self._servers[server]
+        from mcp.shared.exceptions import MCPError
+
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        try:
+            for _ in range(1000):  # a paginator that never ends must not hang the run
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(
+                    {
+                        "name": t.name,
+                        "description": t.description or "",
+                        "input_schema": t.input_schema,
+                    }
+                    for t in page.tools
+                )
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except MCPError as exc:
+            raise self._mcp_error(srv, "tools/list", exc, None) from None
+        return tools
+
+    async def aclose(self) -> None:
+        """Shut every started server down and wait for it, even if this call is cancelled."""
+        self._closed = True
+        for srv in self._servers.values():
+            srv.closing.set()
+            if not srv.ready.done() and srv.scope is not None:
+                srv.scope.cancel()  # a handshake still in progress would otherwise run to its deadline
+        tasks = [s.task for s in self._servers.values() if s.task is not None and not s.task.done()]
+        if tasks:
+            try:
+                await asyncio.wait(tasks)
+            except asyncio.CancelledError:
+                # asyncio.wait does not cancel the tasks; let their bounded shutdown finish so no
+                # server process outlives the run, then pass the cancellation on.
+                await asyncio.wait(tasks)
+                raise
+        for srv in self._servers.values():
+            if srv.stderr is not None:
+                srv.stderr.close()
+
+    # ----------------------------------------------------------------------- internals
+
+    async def _client(self, name: str) -> Any:
+        """The connected client of `name`, starting the server on first use."""
+        srv = self._servers.get(name)
+        if srv is None:
+            if name not in self._entries:
+                known = ", ".join(sorted(self._entries)) or "none"
+                raise ToolFailed(f"unknown MCP server '{name}' (servers: {known})")
+            if self._closed:
+                raise ToolFailed(f"MCP server '{name}': the server pool is closed")
+            # No await between the lookup and this insert, so concurrent first callers share it.
+            srv = _Server(name, self._entries[name], asyncio.get_running_loop().create_future())
+            # Mark a start failure as seen even if every waiter was cancelled meanwhile, so
+            # asyncio does not log "exception was never retrieved" at exit.
+            srv.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self._servers[name] = srv
+            srv.task = asyncio.create_task(self._serve(srv), name=f"mcp-server-{name}")
+        try:
+            # shield: one caller's cancellation (a step timeout) must not abort the shared start.
+            return await asyncio.shield(srv.ready)
+        except _StartFailed as exc:
+            raise ToolFailed(exc.failure.message, detail=exc.failure.detail) from None
+
+    async def _serve(self, srv: _Server) -> None:
+        """Own one server's Client from start to shutdown (anyio scopes need a single task)."""
+        import anyio
+        from mcp import Client
+
+        if self._closed:  # aclose() ran before this task got its first turn
+            srv.ready.set_exception(
+                _StartFailed(
+                    ToolFailed(f"MCP server '{srv.name}': start-up abandoned, the run is ending")
+                )
+            )
+            return
+        try:
+            transport = self._transport(srv)
+        except ToolFailed as exc:
+            srv.ready.set_exception(_StartFailed(exc))
+            return
+        # The deadline bounds the handshake only; it is lifted once the session is up.
+        scope = srv.scope = anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout)
+        try:
+            with scope:
+                async with Client(transport, mode=CONNECT_MODE) as client:
+                    scope.deadline = math.inf
+                    srv.ready.set_result(client)
+                    await srv.closing.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported to the callers, never lost
+            if not srv.ready.done():
+                srv.ready.set_exception(_StartFailed(self._start_failure(srv, exc)))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return
+        if not srv.ready.done():  # the handshake ran out of time, or aclose() aborted it
+            message = (
+                f"MCP server '{srv.name}': start-up abandoned, the run is ending"
+                if self._closed
+                else f"MCP server '{srv.name}': no answer to the MCP handshake within {self._connect_timeout:g}s"
+            )
+            srv.ready.set_exception(
+                _StartFailed(ToolFailed(message, detail=srv.stderr_tail() or None))
+            )
+
+    def _transport(self, srv: _Server) -> Any:
+        """The SDK transport for one entry: a spawned process or an HTTP connection."""
+        entry = srv.entry
+        kind = entry.get("type") or (
+            "http" if "url" in entry and "command" not in entry else "stdio"
+        )
+        if kind in HTTP_TYPES:
+            return _http_transport(kind, entry["url"], dict(entry.get("headers") or {}))
+        if kind != "stdio":
+            raise ToolFailed(f"MCP server '{srv.name}': unknown type {kind!r}")
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        command = str(entry.get("command") or "")
+        if not command:
+            raise ToolFailed(f"MCP server '{srv.name}': no command")
+        cwd = os.path.join(self._cwd, entry["cwd"]) if entry.get("cwd") else self._cwd
+        # The whole environment, like the shell tool (the SDK alone passes only HOME, PATH...).
+        env = dict(os.environ)
+        if entry.get("envFile"):
+            env_file = os.path.join(self._cwd, entry["envFile"])
+            try:
+                env.update(load_env_file(env_file))
+            except OSError as exc:
+                raise ToolFailed(
+                    f"MCP server '{srv.name}': cannot read envFile {env_file}: {exc.strerror or exc}"
+                ) from None
+        env.update({str(k): str(v) for k, v in (entry.get("env") or {}).items()})
+        params = StdioServerParameters(
+            command=command, args=[str(a) for a in entry.get("args") or []], env=env, cwd=cwd
+        )
+        # The server's stderr goes to an unlinked temp file: out of planrun's output, but its
+        # tail is at hand for the error message when the server fails.
+        # The pool closes it in aclose(), after the process is gone.
+        srv.stderr = tempfile.TemporaryFile(prefix=f"planrun-mcp-{srv.name}-")  # noqa: SIM115
+        return stdio_client(params, errlog=srv.stderr)  # type: ignore[arg-type]
+
+    def _start_failure(self, srv: _Server, exc: BaseException) -> ToolFailed:
+        """One clear ToolFailed for whatever stopped a server from starting."""
+        from mcp.shared.exceptions import MCPError
+
+        leaf = _pick_leaf(exc)
+        name, tail = srv.name, srv.stderr_tail() or None
+        command = srv.entry.get("command", "")
+        if isinstance(leaf, FileNotFoundError):
+            where = srv.entry.get("cwd")
+            if where and not os.path.isdir(os.path.join(self._cwd, where)):
+                return ToolFailed(f"MCP server '{name}': working directory not found: {where}")
+            return ToolFailed(f"MCP server '{name}': command not found: {command}")
+        if isinstance(leaf, PermissionError):
+            return ToolFailed(f"MCP server '{name}': cannot run {command}: permission denied")
+        if isinstance(leaf, MCPError):
+            if leaf.code == -32000:  # CONNECTION_CLOSED
+                return ToolFailed(f"MCP server '{name}': exited during start-up", detail=tail)
+            return ToolFailed(
+                f"MCP server '{name}': handshake failed: {leaf.message} (MCP error {leaf.code})",
+                detail=tail,
+            )
+        if isinstance(leaf, asyncio.CancelledError):
+            return ToolFailed(f"MCP server '{name}': start-up was cancelled")
+        text = _one_line(str(leaf)) or type(leaf).__name__
+        if "url" in srv.entry:
+            return ToolFailed(f"MCP server '{name}': cannot connect to {srv.entry['url']}: {text}")
+        return ToolFailed(f"MCP server '{name}': failed to start: {text}", detail=tail)
+
+    def _mcp_error(self, srv: _Server, what: str, exc: Any, timeout: float | None) -> ToolFailed:
+        """Map an MCPError from a request to a ToolFailed naming the server and the request."""
+        code = exc.code
+        prefix = f"MCP server '{srv.name}' {what}"
+        if code == -32000:  # CONNECTION_CLOSED: the process died, or the remote end went away
+            return ToolFailed(
+                f"{prefix}: the server closed the connection (crashed or exited)",
+                detail=srv.stderr_tail() or None,
+            )
+        if code == -32001:  # REQUEST_TIMEOUT from read_timeout_seconds
+            return ToolFailed(
+                f"{prefix}: no answer within {timeout:g}s" if timeout else f"{prefix}: timed out"
+            )
+        return ToolFailed(
+            f"{prefix}: {_one_line(exc.message)} (MCP error {code})",
+            detail=exc.message if "\n" in exc.message else None,
+        )
+
+
+@asynccontextmanager
+async def _http_transport(kind: str, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP (with the entry's headers) or legacy SSE streams for one server."""
+    if kind == "sse":
+        from mcp.client.sse import sse_client
+
+        async with sse_client(url, headers=headers or None) as streams:
+            yield streams
+        return
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    # The SDK's defaults: 30 s to connect/write, 300 s reads for long-lived response streams.
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+def _pick_leaf(exc: BaseException) -> BaseException:
+    """The most telling exception inside nested ExceptionGroups (an OS or MCP error first)."""
+    from mcp.shared.exceptions import MCPError
+
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for sub in e.exceptions:
+                walk(sub)
+        else:
+            leaves.append(e)
+
+    walk(exc)
+    for kind in (OSError, MCPError, TimeoutError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    real = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)]
+    return (real or leaves or [exc])[0]
+
+
+def _one_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""

@@ -1,0 +1,459 @@
+"""`planrun mcp`: planrun itself as an MCP server, one typed tool per CLI command.
+
+Only the `planrun mcp` command imports this module, so it may import the (slow) MCP SDK at
+the top: nothing else in planrun pays for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent
+from pydantic import Field
+from typing_extensions import NotRequired, TypedDict
+
+from planrun.errors import Diagnostic, PlanInvalid, PlanrunError
+from planrun.events import Event
+
+INLINE_LABEL = "<inline>"  # the `file` of diagnostics for inline plan text; names it "inline"
+PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
+
+# ---- result shapes (SPEC §8): the documents the CLI prints with --output/--format json --------
+# typing_extensions.TypedDict, not typing's: pydantic needs it below Python 3.12 for nested dicts.
+
+
+class DiagnosticDoc(TypedDict):
+    file: str
+    line: int
+    col: int
+    severity: Literal["error", "warning"]
+    message: str
+
+
+class ValidateDoc(TypedDict):
+    """`planrun validate --format json`."""
+
+    valid: bool
+    diagnostics: list[DiagnosticDoc]
+
+
+class DryRunStepDoc(TypedDict):
+    id: str
+    title: Any
+    tool: str
+    args: Any
+    depends_on: list[str]
+    when: Any
+    approval: bool
+
+
+class DryRunDoc(TypedDict):
+    """`planrun run --dry-run --output json`."""
+
+    plan: str | None
+    waves: list[list[str]]
+    steps: list[DryRunStepDoc]
+
+
+class StepDoc(TypedDict):
+    id: str
+    status: str
+    attempts: int
+    duration_s: float | None
+    result: Any
+    error: str | None
+
+
+class RunDoc(TypedDict):
+    """`planrun run --output json` (and `planrun status --output json`)."""
+
+    plan: str | None
+    status: str
+    reason: str | None
+    duration_s: float | None
+    error: NotRequired[str | None]
+    steps: list[StepDoc]
+    variables: dict[str, Any]
+    revisions: NotRequired[list[Any]]
+
+
+class PlanRowDoc(TypedDict):
+    path: str
+    name: str
+    title: str | None
+    steps: int
+    last_status: str | None
+
+
+# ---- arguments --------------------------------------------------------------------------------
+
+PlanArg = Annotated[
+    str,
+    Field(
+        description=(
+            "The plan: its YAML or JSON text, or the path of a plan file "
+            "(relative to the server's working directory)."
+        )
+    ),
+]
+VariablesArg = Annotated[
+    dict[str, Any] | None,
+    Field(description="Variables, like --var: they override the plan's `variables`."),
+]
+ApproveArg = Annotated[
+    bool,
+    Field(
+        description=(
+            "Approve the steps that need approval (like --yes). Without it a plan with such "
+            "steps comes back with status 'blocked', reason 'approval_required', and runs nothing."
+        )
+    ),
+]
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+class PlanSource:
+    """A `plan` argument resolved to a file path or to inline text with a label."""
+
+    def __init__(self, plan: str, cwd: str) -> None:
+        self.text: str | None = None
+        self.path: str | None = None
+        candidate = plan.strip()
+        # A path is one line naming an existing file; a plan's text is anything else. A
+        # one-line value ending in a plan extension is meant as a path, so a typo in it is
+        # "not found" rather than a confusing YAML error about a scalar.
+        if candidate and "\n" not in candidate:
+            full = candidate if os.path.isabs(candidate) else os.path.join(cwd, candidate)
+            if os.path.isfile(full):
+                self.path = candidate
+                return
+            if candidate.endswith(PLAN_EXTENSIONS):
+                raise ToolError(f"plan file not found: {candidate}")
+        self.text = plan
+
+    @property
+    def label(self) -> str:
+        return self.path if self.path is not None else INLINE_LABEL
+
+
+def _render(diags: list[Diagnostic]) -> str:
+    return "\n".join(d.render() for d in diags) or "invalid plan"
+
+
+def _tool_error(exc: Exception) -> ToolError:
+    """The one-line message the CLI would print (every diagnostic for an invalid plan)."""
+    if isinstance(exc, PlanInvalid):
+        return ToolError(_render(exc.diagnostics))
+    if isinstance(exc, PlanrunError):
+        return ToolError(str(exc))
+    return ToolError(
+        f"internal error: {type(exc).__name__}: {exc} "
+        "(this is a bug in planrun; please report it with the plan that caused it)"
+    )
+
+
+def _validate(plan: str, variables: dict[str, Any] | None, cwd: str) -> ValidateDoc:
+    from planrun.validate import load_and_check
+
+    src = PlanSource(plan, cwd)
+    try:
+        if src.path is not None:
+            checked = load_and_check(src.path, variables or {})
+        else:
+            checked = load_and_check(INLINE_LABEL, variables or {}, text=src.text)
+        diags = checked.diagnostics
+    except PlanInvalid as exc:  # unparsable: the parse errors are the answer
+        diags = exc.diagnostics
+    valid = not any(d.severity == "error" for d in diags)
+    return {"valid": valid, "diagnostics": [d.to_json() for d in diags]}  # type: ignore[misc]
+
+
+def _plan_name(src: PlanSource) -> str:
+    """The name a run of this plan keeps its state under (as `planrun status` finds it)."""
+    from planrun.validate import default_name, load_and_check
+
+    try:
+        checked = load_and_check(src.label if src.path is None else src.path, text=src.text)
+    except PlanInvalid:
+        return default_name(src.label)
+    if checked.plan is not None and checked.plan.name:
+        return checked.plan.name
+    data = getattr(checked.doc, "data", None)
+    if isinstance(data, dict):
+        raw = data.get("name") or data.get("id")
+        if isinstance(raw, str | int) and not isinstance(raw, bool) and str(raw):
+            return str(raw)
+    return default_name(src.label)
+
+
+class ProgressReporter:
+    """Turns the run's events into MCP progress notifications: steps done / steps to run.
+
+    The event bus calls subscribers synchronously inside the scheduler, while sending a
+    notification is async: events go through a queue that one task drains in order, so
+    notifications never overtake each other and all are sent before the result.
+    """
+
+    FINAL = frozenset(
+        {"step.succeeded", "step.failed", "step.skipped", "step.interrupted", "step.resumed"}
+    )
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.total = 0
+        self.done: set[str] = set()
+        self.queue: asyncio.Queue[tuple[float, float, str] | None] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._drain())
+
+    async def finish(self) -> None:
+        """Wait until every queued notification is sent."""
+        self.queue.put_nowait(None)
+        if self.task is not None:
+            await self.task
+
+    async def _drain(self) -> None:
+        while (item := await self.queue.get()) is not None:
+            progress, total, message = item
+            try:
+                await self.ctx.report_progress(progress, total, message)
+            except Exception:  # a client gone away must not fail the run itself
+                logging.getLogger(__name__).debug("progress notification failed", exc_info=True)
+
+    def __call__(self, event: Event) -> None:
+        if event.event == "run.started":
+            self.total = len(event.data.get("steps") or [])
+            self.queue.put_nowait((0, self.total, f"run {event.plan} started"))
+        elif event.event == "plan.diff":
+            added = len(event.data.get("added") or [])
+            removed = len(event.data.get("removed") or [])
+            self.total = max(len(self.done), self.total + added - removed)
+        elif event.event in self.FINAL and event.step is not None:
+            self.done.add(event.step)
+            self.total = max(self.total, len(self.done))
+            status = event.data.get("status") or event.event.removeprefix("step.")
+            self.queue.put_nowait((len(self.done), self.total, f"{event.step} {status}"))
+        elif event.event == "run.finished":
+            status = event.data.get("status")
+            self.queue.put_nowait((len(self.done), self.total, f"run {status}"))
+
+
+async def _execute(
+    plan: str,
+    variables: dict[str, Any] | None,
+    *,
+    dry_run: bool = False,
+    resume: bool = False,
+    approve: bool = False,
+    ctx: Context | None = None,
+) -> dict[str, Any]:
+    from planrun.runner import RunRequest, execute
+
+    cwd = os.getcwd()
+    src = PlanSource(plan, cwd)
+    req = RunRequest(
+        plan=src.label,
+        text=src.text,
+        variables=dict(variables or {}),
+        dry_run=dry_run,
+        resume=resume,
+        yes=approve,
+        interactive=False,  # never ask: no terminal behind an MCP client
+        console=False,  # stdout is the protocol channel (stdio); progress goes as notifications
+        cwd=cwd,
+    )
+    reporter = ProgressReporter(ctx) if ctx is not None and not dry_run else None
+    if reporter is not None:
+        req.subscribers.append(reporter)
+        reporter.start()
+    try:
+        try:
+            doc, _code = await execute(req)
+        finally:
+            if reporter is not None:
+                await reporter.finish()
+    except ToolError:
+        raise
+    except Exception as exc:
+        raise _tool_error(exc) from None
+    # Values the runner hands back are JSON-like but not necessarily JSON types (paths, sets):
+    # make them so, as `--output json` does with default=str.
+    result: dict[str, Any] = json.loads(json.dumps(doc, ensure_ascii=False, default=str))
+    return result
+
+
+# ---- the server -------------------------------------------------------------------------------
+
+
+def build_server() -> MCPServer:
+    """The MCP server with planrun's seven tools (not yet serving)."""
+    server: MCPServer = MCPServer(
+        "planrun",
+        instructions=(
+            "Validate, dry-run, run and resume planrun plans (YAML/JSON DAGs of tool calls), "
+            "and read their status. A `plan` argument is the plan's text or a file path."
+        ),
+        log_level="WARNING",
+    )
+
+    @server.tool()
+    def plan_validate(plan: PlanArg, variables: VariablesArg = None) -> ValidateDoc:
+        """Check a plan (schema, references, expressions, tools, policy, cycles) without running it.
+
+        Returns every problem at once, each with file, line and column, as
+        `planrun validate --format json` prints them.
+        """
+        try:
+            return _validate(plan, variables, os.getcwd())
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise _tool_error(exc) from None
+
+    @server.tool()
+    async def plan_dry_run(plan: PlanArg, variables: VariablesArg = None) -> DryRunDoc:
+        """Show what a run would do: steps in start order, grouped in parallel waves, with resolved
+        arguments (a value that needs an earlier step's result shows as `<step result>`).
+        Runs nothing and writes no state. An invalid plan is a tool error listing its diagnostics.
+        """
+        return await _execute(plan, variables, dry_run=True)  # type: ignore[return-value]
+
+    @server.tool()
+    async def plan_run(
+        plan: PlanArg, ctx: Context, variables: VariablesArg = None, approve: ApproveArg = False
+    ) -> RunDoc:
+        """Run a plan and return its result (`planrun run --output json`): status
+        (succeeded | failed | interrupted | blocked), reason, and every step's status, result
+        and error. Step progress is reported as progress notifications. State is kept under the
+        server's working directory (`.planrun/state/<plan name>.json`), so plan_resume can
+        continue a failed run. An invalid plan is a tool error listing its diagnostics.
+        """
+        return await _execute(plan, variables, approve=approve, ctx=ctx)  # type: ignore[return-value]
+
+    @server.tool()
+    async def plan_resume(
+        plan: PlanArg, ctx: Context, variables: VariablesArg = None, approve: ApproveArg = False
+    ) -> RunDoc:
+        """Continue the last run of a plan (`planrun resume`): steps that succeeded and are
+        unchanged are not run again; failed, pending and changed steps (and what depends on
+        them) are. No saved state is a tool error.
+        """
+        return await _execute(plan, variables, resume=True, approve=approve, ctx=ctx)  # type: ignore[return-value]
+
+    @server.tool()
+    def plan_status(plan: PlanArg) -> RunDoc:
+        """The last (or current) run of a plan, from its state file (`planrun status --output
+        json`). A plan that never ran is a tool error.
+        """
+        from pathlib import Path
+
+        from planrun.state import default_state_path, read_state, status_document
+
+        try:
+            cwd = os.getcwd()
+            src = PlanSource(plan, cwd)
+            name = _plan_name(src)
+            path = default_state_path(cwd, name)
+            state = read_state(Path(path), name)
+            if state is None:
+                raise ToolError(
+                    f"no state for plan '{name}' at {path}: run it first with plan_run"
+                )
+            doc = json.loads(json.dumps(status_document(state), ensure_ascii=False, default=str))
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise _tool_error(exc) from None
+        return doc  # type: ignore[no-any-return]
+
+    @server.tool()
+    def plan_list(
+        dir: Annotated[
+            str, Field(description="Directory to search, relative to the server's working directory.")
+        ] = "plans",
+    ) -> Annotated[CallToolResult, list[PlanRowDoc]]:
+        """The plan files under a directory (default ./plans), each with its name, title, number
+        of steps and last run status (null if never run), as `planrun list --output json`.
+        The structured result is `{"result": [...]}`.
+        """
+        from planrun.catalog import list_plans
+
+        cwd = os.getcwd()
+        full = dir if os.path.isabs(dir) else os.path.join(cwd, dir)
+        if not os.path.isdir(full):
+            raise ToolError(f"no such directory: {dir}")
+        try:
+            rows = list_plans(dir, cwd)
+        except Exception as exc:
+            raise _tool_error(exc) from None
+        # One JSON text block (the CLI's output), not one block per plan.
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(rows, indent=2, ensure_ascii=False))],
+            structured_content={"result": rows},
+        )
+
+    @server.tool()
+    def plan_schema() -> dict[str, Any]:
+        """The JSON Schema (Draft 2020-12) of the plan format, as `planrun schema` prints it."""
+        from planrun.model import plan_json_schema
+
+        return plan_json_schema()
+
+    return server
+
+
+def _quiet_logging() -> None:
+    """Keep the SDK's INFO chatter (and uvicorn's access log) out of the user's terminal.
+
+    Logging goes to stderr anyway; on stdio the SDK also points fd 1 at stderr while it serves,
+    so a stray print() in a tool or a child process cannot corrupt the protocol stream.
+    """
+    logging.getLogger().setLevel(logging.WARNING)
+    for name in ("mcp", "uvicorn", "uvicorn.access", "uvicorn.error", "httpx2", "httpx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def parse_http_address(value: str) -> tuple[str, int]:
+    """`HOST:PORT`, `:PORT` or `PORT` (host defaults to 127.0.0.1); `[::1]:PORT` for IPv6."""
+    from planrun.errors import UsageError
+
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        host, port_text = "", value
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise UsageError(f"--http expects HOST:PORT, got {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--http: port {port} out of range")
+    return host, port
+
+
+def serve(http: str | None = None) -> None:
+    """Serve until the client goes away: stdio when `http` is None, else streamable HTTP at
+    `http://HOST:PORT/mcp`. Binding beyond loopback is the caller's choice; nothing is refused.
+    """
+    server = build_server()
+    _quiet_logging()
+    if http is None:
+        server.run()
+        return
+    host, port = parse_http_address(http)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"planrun mcp: serving streamable HTTP at http://{shown}:{port}/mcp", file=sys.stderr)
+    try:
+        server.run("streamable-http", host=host, port=port)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,218 @@
+"""The plan format (SPEC §1) as frozen pydantic models, with JSON Schema export."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+STEP_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+_DURATION_RE = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*)+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from `500ms`, `30s`, `5m`, `1h`, `1m30s` or a bare number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string like '30s', '5m', '500ms'")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            pass
+        else:
+            if seconds < 0:
+                raise ValueError("a duration cannot be negative")
+            return seconds
+        if _DURATION_RE.match(text):
+            return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(text))
+    raise ValueError(
+        f"bad duration {value!r}: use a number of seconds or a string like '500ms', '30s', '5m', '1h'"
+    )
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    Field(json_schema_extra={"anyOf": [{"type": "number"}, {"type": "string"}]}),
+]
+
+
+def _step_id(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    return value
+
+
+StepId = Annotated[str, BeforeValidator(_step_id), Field(pattern=STEP_ID_RE.pattern)]
+
+
+class OnFailure(StrEnum):
+    abort = "abort"
+    continue_ = "continue"
+    ignore = "ignore"
+    replan = "replan"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Step(_Frozen):
+    """One tool call in the plan."""
+
+    id: StepId = Field(description="Unique step id ([A-Za-z0-9_.-]+). Alias: index.")
+    title: str | None = None
+    tool: str = Field(description="Built-in tool name, or SERVER.TOOL for an MCP server.")
+    args: dict[str, Any] = Field(default_factory=dict)
+    depends_on: list[StepId] = Field(default_factory=list)
+    result_variable: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    when: str | bool | None = None
+    timeout: Duration | None = None
+    retries: int | None = Field(default=None, ge=0)
+    retry_delay: Duration | None = None
+    on_failure: OnFailure | None = None
+    expected_outcome: str | None = None
+    approval: bool = False
+    description: str | None = None
+    resources: dict[str, float] | None = Field(
+        default=None, description="Dask worker resources this step needs, e.g. {cpu: 2}."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _index_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "index" in data and "id" not in data:
+            data = dict(data)
+            data["id"] = data.pop("index")
+        return data
+
+
+class ServerEntry(_Frozen):
+    """An MCP server, in the shape of the common `mcpServers` client config."""
+
+    type: Literal["stdio", "http", "sse", "streamable-http"] | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    envFile: str | None = None  # noqa: N815 - VS Code's spelling
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _command_or_url(self) -> ServerEntry:
+        if self.command is None and self.url is None:
+            raise ValueError("a server needs 'command' (stdio) or 'url' (http)")
+        if self.command is not None and self.url is not None:
+            raise ValueError("a server has either 'command' (stdio) or 'url' (http), not both")
+        return self
+
+
+class Defaults(_Frozen):
+    timeout: Duration | None = None
+    retries: int = Field(default=0, ge=0)
+    retry_delay: Duration = 1.0
+    on_failure: OnFailure = OnFailure.abort
+
+
+class Limits(_Frozen):
+    max_steps: int | None = Field(default=None, ge=1)
+    max_replans: int = Field(default=2, ge=0)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    tool_caps: dict[str, int] = Field(default_factory=dict)
+
+
+class Policy(_Frozen):
+    require_approval: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+
+class Replan(_Frozen):
+    command: list[str] | str | None = None
+    tool: str | None = None
+    timeout: Duration = 60.0
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Replan:
+        if (self.command is None) == (self.tool is None):
+            raise ValueError("replan needs exactly one of 'command' or 'tool'")
+        return self
+
+
+class ExecutorConfig(_Frozen):
+    type: Literal["local", "dask"] = "local"
+    address: str | None = None
+
+
+class PlanHeader(_Frozen):
+    """Everything in a plan but its steps (validated separately so every step's errors show)."""
+
+    version: Literal[1] | None = None
+    name: str | None = Field(default=None, description="Default: the file stem. Alias: id.")
+    title: str | None = None
+    description: str | None = None
+    variables: dict[str, Any] = Field(default_factory=dict)
+    servers: dict[str, ServerEntry] = Field(default_factory=dict)
+    defaults: Defaults = Field(default_factory=Defaults)
+    limits: Limits = Field(default_factory=Limits)
+    policy: Policy = Field(default_factory=Policy)
+    replan: Replan | None = None
+    secrets: list[str] = Field(default_factory=list)
+    executor: ExecutorConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _id_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "id" in data and "name" not in data:
+            data = dict(data)
+            data["name"] = data.pop("id")
+        return data
+
+
+class Plan(PlanHeader):
+    """A whole plan. `name` is always set once loaded (the file stem by default)."""
+
+    steps: list[Step] = Field(default_factory=list)
+
+    def step(self, step_id: str) -> Step:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+    @property
+    def goal(self) -> str:
+        return self.description or self.title or self.name or ""
+
+
+PLAN_FIELDS = sorted(set(Plan.model_fields) | {"id"})
+STEP_FIELDS = sorted(set(Step.model_fields) | {"index"})
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """JSON Schema (Draft 2020-12) of the plan format, for editors and `planrun schema`."""
+    schema = Plan.model_json_schema()
+    schema["properties"]["id"] = {"type": "string", "description": "Alias of name."}
+    step = schema["$defs"]["Step"]
+    step["properties"]["index"] = {
+        "anyOf": [{"type": "string"}, {"type": "integer"}],
+        "description": "Alias of id (mcp-cli plans).",
+    }
+    step["required"] = ["tool"]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://planrun.dev/schema/plan-v1.json",
+        "title": "planrun plan",
+        **schema,
+    }

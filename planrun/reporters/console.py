@@ -1,0 +1,593 @@
+"""Human progress for a run: timestamped lines in CI logs, a live rich view at a terminal.
+
+Output of steps running in parallel never interleaves: a step's captured output is printed as
+one block under the line that ends the step (or, with `stream_output`, line by line prefixed
+`[step-id] `).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from planrun.events import Event
+
+_TERMINAL = frozenset(("succeeded", "failed", "ignored", "skipped", "interrupted", "resumed"))
+# Summary order, with the word used for each status.
+_SUMMARY = (
+    ("succeeded", "succeeded"),
+    ("resumed", "kept"),
+    ("ignored", "ignored"),
+    ("failed", "failed"),
+    ("interrupted", "interrupted"),
+    ("running", "unfinished"),
+    ("skipped", "skipped"),
+    ("pending", "pending"),
+)
+
+# kind -> (unicode symbol, ascii fallback, ANSI colour)
+_SYMBOLS = {
+    "start": ("▶", ">", "36"),
+    "ok": ("✓", "+", "32"),
+    "fail": ("✗", "x", "31;1"),
+    "ignored": ("!", "!", "33"),
+    "retry": ("↻", "~", "33"),
+    "skip": ("⊘", "-", "2"),
+    "stop": ("■", "#", "35"),
+    "kept": ("✓", "=", "2"),
+    "diff": ("✎", "*", "36"),
+    "note": ("·", ".", "2"),
+    "warn": ("!", "!", "33;1"),
+}
+_BAR = "│"
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "?s"
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{int(minutes)}m{secs:04.1f}s"
+    hours, minutes = divmod(int(minutes), 60)
+    return f"{hours}h{minutes:02d}m{int(secs):02d}s"
+
+
+def _first_line(text: Any) -> str:
+    return str(text).strip().split("\n", 1)[0] if text is not None else ""
+
+
+def _failure_body(output: str | None, detail: str | None) -> str:
+    """A failed step's output and its detail, without printing the stderr tail twice.
+
+    A shell failure's detail is `$ command` plus the last lines of stderr, and its output is
+    stdout + stderr: then show the command, then the output. Otherwise the detail comes first.
+    """
+    if not detail:
+        return (output or "").rstrip("\n")
+    if not output:
+        return detail.rstrip("\n")
+    lines = detail.rstrip("\n").split("\n")
+    for k in range(len(lines) + 1):
+        rest = "\n".join(lines[k:]).strip()
+        if not rest or rest in output:
+            return "\n".join([*lines[:k], output.rstrip("\n")])
+    raise AssertionError("unreachable: an empty rest always matches")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class ConsoleReporter:
+    """EventBus subscriber printing a run's progress for people.
+
+    `stream` defaults to `sys.stderr` (looked up when the reporter is made). `color` and `live`
+    default to "the stream is a terminal" (colour also honours NO_COLOR / FORCE_COLOR; the live
+    view is off when `quiet`). `resume_hint` is the command shown when a run is interrupted or
+    fails: a full command starting with "planrun ", or a plan path (then shown as
+    `planrun resume <path>`).
+
+    Writes are buffered: inside a running asyncio loop the lines of one loop iteration are
+    written together at its end; elsewhere they go straight to the stream, unflushed. A failed
+    step, the summary, `notice()` and `close()` flush. Call `flush()` (or use `suspend()` while
+    prompting) before writing to the same terminal yourself.
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        quiet: bool = False,
+        stream_output: bool = False,
+        color: bool | None = None,
+        live: bool | None = None,
+        resume_hint: str | None = None,
+    ) -> None:
+        self._stream: TextIO = stream if stream is not None else sys.stderr
+        tty = _isatty(self._stream)
+        dumb = os.environ.get("TERM") == "dumb"
+        if color is None:
+            if os.environ.get("NO_COLOR"):
+                color = False
+            elif os.environ.get("FORCE_COLOR"):
+                color = True
+            else:
+                color = tty and not dumb
+        self.quiet = quiet
+        self.stream_output = stream_output
+        self.color = color
+        self._live_wanted = live if live is not None else (tty and not dumb and not quiet)
+        self._live_forced = live is True and not tty
+        self.resume_hint = resume_hint
+
+        encoding = getattr(self._stream, "encoding", None) or "utf-8"
+        try:
+            "".join(s[0] for s in _SYMBOLS.values()).encode(encoding) + _BAR.encode(encoding)
+            unicode_ok = True
+        except (UnicodeEncodeError, LookupError):
+            unicode_ok = False
+        self._bar = _BAR if unicode_ok else "|"
+        self._sym = {}
+        for kind, (uni, ascii_, ansi) in _SYMBOLS.items():
+            symbol = uni if unicode_ok else ascii_
+            self._sym[kind] = f"\x1b[{ansi}m{symbol}\x1b[0m" if color else symbol
+
+        self._root: str | None = None  # the plan of the first run.started; others are sub-plans
+        self._tools: dict[str, str] = {}  # step id -> tool, in plan order (also the step list)
+        self._status: dict[str, str] = {}  # step id -> last status, root plan only
+        self._errors: dict[str, str] = {}  # failed step id -> error
+        self._running: dict[str, tuple[float, int]] = {}  # step id -> (start ts, attempt)
+        self._done = 0
+        self._run_ts: float | None = None
+
+        self._clock_sec = -1
+        self._clock_prefix = ""
+        self._pending: list[str] = []
+        self._scheduled = False
+        self._broken = False
+        self._closed = False
+        self._live: Any = None  # rich.live.Live while the live view is shown
+        self._rich: Any = None  # its rich Console
+
+        self._handlers = {
+            "run.started": self._run_started,
+            "step.started": self._step_started,
+            "step.output": self._step_output,
+            "step.retrying": self._step_retrying,
+            "step.succeeded": self._step_succeeded,
+            "step.failed": self._step_failed,
+            "step.skipped": self._step_skipped,
+            "step.interrupted": self._step_interrupted,
+            "step.resumed": self._step_resumed,
+            "plan.diff": self._plan_diff,
+            "run.finished": self._run_finished,
+        }
+
+    # -- the subscriber protocol ------------------------------------------------------------
+
+    def handle(self, event: Event) -> None:
+        handler = self._handlers.get(event.event)
+        if handler is not None and not self._closed:
+            handler(event)
+
+    __call__ = handle
+
+    def close(self) -> None:
+        """Flush, and take the live view down (idempotent; the stream is left open)."""
+        if self._closed:
+            return
+        self.flush()
+        self._stop_live()
+        self._closed = True
+
+    def notice(self, text: str, *, warning: bool = False) -> None:
+        """Print a runner message in the same style; `warning=True` also shows when quiet."""
+        if self.quiet and not warning:
+            return
+        self._write(self._line(time.time(), "warn" if warning else "note", text))
+        self.flush()
+
+    def flush(self) -> None:
+        """Write out buffered lines now."""
+        self._scheduled = False
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending.clear()
+            self._emit(text)
+        if self._live is None and not self._broken:
+            try:
+                self._stream.flush()
+            except (BrokenPipeError, ValueError):
+                self._broken = True
+
+    @contextmanager
+    def suspend(self) -> Iterator[None]:
+        """Hide the live view (e.g. around an approval prompt), showing it again afterwards."""
+        self.flush()
+        was_live = self._live is not None
+        self._stop_live()
+        try:
+            yield
+        finally:
+            if was_live and not self._closed:
+                self._start_live()
+
+    # -- output plumbing ---------------------------------------------------------------------
+
+    def _clock(self, ts: float) -> str:
+        sec = int(ts)
+        if sec != self._clock_sec:  # strftime is the slow part; once per second is enough
+            self._clock_sec = sec
+            prefix = time.strftime("%H:%M:%S", time.localtime(sec))
+            self._clock_prefix = f"\x1b[2m{prefix}" if self.color else prefix
+        ms = int((ts - sec) * 1000)
+        return (
+            f"{self._clock_prefix}.{ms:03d}\x1b[0m"
+            if self.color
+            else f"{self._clock_prefix}.{ms:03d}"
+        )
+
+    def _line(self, ts: float, kind: str, text: str) -> str:
+        return f"{self._clock(ts)} {self._sym[kind]} {text}\n"
+
+    def _block(self, text: str) -> str:
+        prefix = f"  {self._bar} "
+        return "".join(f"{prefix}{line}\n" for line in text.rstrip("\n").split("\n"))
+
+    def _write(self, text: str) -> None:
+        if self._scheduled:
+            self._pending.append(text)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            # No loop in this thread: write through, leaving buffering to the stream.
+            if self._pending:
+                self._pending.append(text)
+                self.flush()
+            else:
+                self._emit(text)
+            return
+        # Coalesce everything printed during this loop iteration into one write at its end,
+        # so a burst of 1000 finishing steps is one write, and nothing waits longer than that.
+        # Above the live view every print redraws the view (~0.3 ms), so there lines are
+        # gathered for a tenth of a second, about as often as the view refreshes anyway.
+        self._pending.append(text)
+        self._scheduled = True
+        if self._live is None:
+            loop.call_soon(self.flush)
+        else:
+            loop.call_later(0.1, self.flush)
+
+    def _emit(self, text: str) -> None:
+        if self._broken:
+            return
+        if self._live is not None:
+            # Printed through rich so the live view moves down, but as raw text: rich's own
+            # line rendering costs ~30 µs a line, and our lines are already formatted.
+            self._rich.print(_Raw(text), crop=False, soft_wrap=True)
+            return
+        try:
+            self._stream.write(text)
+        except BrokenPipeError:  # `planrun run ... 2>&1 | head`: stop printing, keep running
+            self._broken = True
+
+    def _name(self, event: Event) -> str:
+        if event.plan == self._root or self._root is None:
+            return event.step or ""
+        return f"{event.plan}:{event.step}"
+
+    def _set_status(self, event: Event, status: str) -> bool:
+        """Record a root-plan step's status; False for a sub-plan's step."""
+        if event.plan != self._root or event.step is None:
+            return False
+        old = self._status.get(event.step)
+        self._status[event.step] = status
+        if status in _TERMINAL and old not in _TERMINAL:
+            self._done += 1
+        if status != "running":
+            self._running.pop(event.step, None)
+        return True
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _run_started(self, event: Event) -> None:
+        data = event.data
+        steps = data.get("steps") or []
+        if self._root is None:
+            self._root = event.plan
+            self._run_ts = event.ts
+            for step in steps:
+                self._tools[step.get("id")] = step.get("tool") or ""
+            if self._live_wanted:
+                self._start_live()
+            what = f"resuming {event.plan}" if data.get("resumed") else f"run {event.plan} started"
+        else:
+            what = f"sub-plan {event.plan} started"
+        if not self.quiet:
+            count = len(steps)
+            text = f"{what}: {count} step{'s' if count != 1 else ''}"
+            self._write(self._line(event.ts, "start", text))
+
+    def _step_started(self, event: Event) -> None:
+        attempt = event.data.get("attempt") or 1
+        if self._set_status(event, "running"):
+            self._running[event.step or ""] = (event.ts, attempt)
+        if self.quiet or self._live is not None:
+            return  # the live view shows running steps itself
+        tool = event.data.get("tool") or self._tools.get(event.step or "")
+        text = f"{self._name(event)} started"
+        if tool:
+            text += f" [{tool}]"
+        if attempt > 1:
+            text += f" (attempt {attempt})"
+        self._write(self._line(event.ts, "start", text))
+
+    def _step_output(self, event: Event) -> None:
+        if not self.stream_output:
+            return
+        line = str(event.data.get("line", "")).rstrip("\r\n")
+        self._write(f"[{self._name(event)}] {line}\n")
+
+    def _step_retrying(self, event: Event) -> None:
+        data = event.data
+        if self._set_status(event, "retrying"):
+            self._running.pop(event.step or "", None)
+        if self.quiet:
+            return
+        delay = data.get("delay_s")
+        wait = f" in {delay:.1f}s" if isinstance(delay, int | float) else ""
+        why = f"attempt {data.get('attempt', '?')} failed: {_first_line(data.get('error'))}"
+        self._write(self._line(event.ts, "retry", f"{self._name(event)} retrying{wait} ({why})"))
+
+    def _step_succeeded(self, event: Event) -> None:
+        data = event.data
+        self._set_status(event, "succeeded")
+        if self.quiet:
+            return
+        text = self._line(
+            event.ts, "ok", f"{self._name(event)} succeeded ({_duration(data.get('duration_s'))})"
+        )
+        output = data.get("output")
+        if output and not self.stream_output:
+            text += self._block(str(output))
+        self._write(text)
+
+    def _step_failed(self, event: Event) -> None:
+        data = event.data
+        status = data.get("status") or "failed"
+        ignored = status == "ignored"
+        self._set_status(event, status)
+        error = _first_line(data.get("error")) or "failed"
+        if not ignored and event.plan == self._root and event.step is not None:
+            self._errors[event.step] = error
+        if self.quiet and ignored:
+            return
+        attempts = data.get("attempts") or 1
+        notes = ["ignored"] if ignored else []
+        if attempts > 1:
+            notes.append(f"attempt {attempts}")
+        note = f" ({', '.join(notes)})" if notes else ""
+        text = self._line(
+            event.ts, "ignored" if ignored else "fail", f"{self._name(event)} failed{note}: {error}"
+        )
+        output = data.get("output")
+        body = _failure_body(
+            None if self.stream_output or not output else str(output),
+            str(data["detail"]) if data.get("detail") else None,
+        )
+        if body:
+            text += self._block(body)
+        self._write(text)
+        if not ignored:
+            self.flush()  # a failure should be visible in the log now, not after the next burst
+
+    def _step_skipped(self, event: Event) -> None:
+        self._set_status(event, "skipped")
+        if not self.quiet:
+            reason = event.data.get("reason") or "skipped"
+            self._write(self._line(event.ts, "skip", f"{self._name(event)} skipped: {reason}"))
+
+    def _step_interrupted(self, event: Event) -> None:
+        self._set_status(event, "interrupted")
+        if not self.quiet:
+            took = _duration(event.data.get("duration_s"))
+            self._write(
+                self._line(event.ts, "stop", f"{self._name(event)} interrupted after {took}")
+            )
+
+    def _step_resumed(self, event: Event) -> None:
+        self._set_status(event, "resumed")
+        if not self.quiet:
+            self._write(
+                self._line(event.ts, "kept", f"{self._name(event)} kept from the previous run")
+            )
+
+    def _plan_diff(self, event: Event) -> None:
+        data = event.data
+        if event.plan == self._root:
+            for step_id in data.get("removed") or ():
+                if self._status.get(step_id) in (None, "pending"):
+                    self._tools.pop(step_id, None)
+                    self._status.pop(step_id, None)
+            for step_id in data.get("added") or ():
+                self._tools.setdefault(step_id, "")
+        if self.quiet:
+            return
+        changes = [
+            f"{label} {', '.join(ids)}"
+            for label, key in (("removed", "removed"), ("added", "added"), ("revised", "revised"))
+            if (ids := [str(i) for i in data.get(key) or ()])
+        ]
+        revision = data.get("revision")
+        head = f"plan revised (revision {revision})" if revision is not None else "plan revised"
+        text = self._line(event.ts, "diff", f"{head}: {'; '.join(changes) or 'no changes'}")
+        if data.get("error"):
+            text += self._block(f"after: {data['error']}")
+        self._write(text)
+
+    def _run_finished(self, event: Event) -> None:
+        data = event.data
+        if event.plan != self._root:
+            if not self.quiet:
+                text = f"sub-plan {event.plan} {data.get('status')} ({_duration(data.get('duration_s'))})"
+                self._write(self._line(event.ts, "stop", text))
+            return
+        self.flush()
+        self._stop_live()
+        self._write(self.summary(data, event.ts))
+        self.flush()
+
+    # -- summary -----------------------------------------------------------------------------
+
+    def summary(self, data: dict[str, Any], ts: float | None = None) -> str:
+        """The closing text: counts per status, failed steps with their error, resume hint."""
+        status = str(data.get("status") or "finished")
+        reason = data.get("reason")
+        counts: dict[str, int] = {}
+        for step_id in self._tools:
+            key = self._status.get(step_id, "pending")
+            if key == "retrying":
+                key = "running"
+            counts[key] = counts.get(key, 0) + 1
+        for step_id, key in self._status.items():  # steps that were never announced
+            if step_id not in self._tools:
+                counts[key] = counts.get(key, 0) + 1
+        total = sum(counts.values())
+        parts = [f"{counts[key]} {word}" for key, word in _SUMMARY if counts.get(key)]
+        head = f"run {status}"
+        if reason and reason not in (status, "completed"):
+            head += f" ({reason})"
+        kind = {"succeeded": "ok", "interrupted": "stop"}.get(status, "fail")
+        text = f"{head}: {total} step{'s' if total != 1 else ''}"
+        if parts:
+            text += f" ({', '.join(parts)})"
+        text += f" in {_duration(data.get('duration_s'))}"
+        out = self._line(ts if ts is not None else time.time(), kind, text)
+        if data.get("error") and status != "succeeded":
+            out += f"  {_first_line(data['error'])}\n"
+        if self._errors:
+            out += "failed steps:\n"
+            out += "".join(
+                f"  {self._sym['fail']} {step_id}: {error}\n"
+                for step_id, error in self._errors.items()
+                if self._status.get(step_id) == "failed"
+            )
+        stopped = [s for s, st in self._status.items() if st in ("interrupted", "running")]
+        if stopped:
+            out += f"interrupted steps: {', '.join(stopped)}\n"
+        if self.resume_hint and status in ("interrupted", "failed"):
+            hint = self.resume_hint
+            if not hint.startswith("planrun "):
+                hint = f"planrun resume {shlex.quote(hint)}"
+            out += f"resume with: {hint}\n"
+        return out
+
+    # -- the live view -----------------------------------------------------------------------
+
+    def _start_live(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._rich = Console(
+            file=self._stream,
+            force_terminal=True if self._live_forced else None,
+            no_color=not self.color,
+            highlight=False,
+        )
+        self._live = Live(
+            _LiveView(self),
+            console=self._rich,
+            refresh_per_second=8,
+            transient=True,
+            redirect_stdout=False,  # stdout may carry `--output json`; never reroute it
+            redirect_stderr=self._stream is sys.stderr,
+        )
+        self._live.start()
+
+    def _stop_live(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()
+
+    def _render(self, height: int) -> Any:
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        now = time.time()
+        total = max(len(self._tools), self._done)
+        header = Table.grid(padding=(0, 1))
+        header.add_row(
+            ProgressBar(total=total or 1, completed=self._done, width=30),
+            Text(f"{self._done}/{total}", style="bold"),
+            self._counts_text(),
+            Text(_duration(now - self._run_ts) if self._run_ts else "", style="dim"),
+        )
+        running = list(self._running.copy().items())  # dict.copy is atomic under the GIL
+        rows = Table.grid(padding=(0, 2))
+        shown = running[: max(1, min(20, height - 3))]
+        for step_id, (started, attempt) in shown:
+            rows.add_row(
+                Text("  ▶ " + step_id, style="cyan"),
+                Text(self._tools.get(step_id, ""), style="dim"),
+                Text(f"attempt {attempt}" if attempt > 1 else ""),
+                Text(_duration(now - started)),
+            )
+        parts: list[Any] = [header, rows] if shown else [header]
+        if len(running) > len(shown):
+            parts.append(Text(f"  … and {len(running) - len(shown)} more running", style="dim"))
+        return Group(*parts)
+
+    def _counts_text(self) -> Any:
+        from rich.text import Text
+
+        counts: dict[str, int] = {}
+        for status in list(self._status.values()):
+            counts[status] = counts.get(status, 0) + 1
+        text = Text()
+        for key, symbol, style in (
+            ("succeeded", "✓", "green"),
+            ("resumed", "=", "dim"),
+            ("failed", "✗", "red"),
+            ("ignored", "!", "yellow"),
+            ("skipped", "⊘", "dim"),
+            ("running", "▶", "cyan"),
+        ):
+            if counts.get(key):
+                text.append(f"{symbol} {counts[key]}  ", style=style)
+        return text
+
+
+class _Raw:
+    """Whole lines that rich passes to the terminal untouched (with our ANSI colours)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.segment import Segment
+
+        yield Segment(self.text)
+
+
+class _LiveView:
+    """What rich.live.Live re-renders a few times a second: progress bar and running steps."""
+
+    def __init__(self, reporter: ConsoleReporter) -> None:
+        self._reporter = reporter
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        yield self._reporter._render(options.height or console.size.height)

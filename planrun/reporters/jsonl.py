@@ -1,0 +1,62 @@
+"""`--events FILE`: append every event of a run to FILE as one JSON object per line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from planrun.events import Event
+
+
+def _fallback(value: Any) -> Any:
+    """Make values json can't encode readable instead of failing the run over a log line."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)  # pydantic models
+    if callable(dump):
+        return dump(mode="json")
+    return str(value)
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, default=_fallback).encode
+_encode_ascii = json.JSONEncoder(ensure_ascii=True, default=_fallback).encode
+
+
+class JsonLinesReporter:
+    """EventBus subscriber writing `Event.to_json()` lines; `step.output` is not written.
+
+    The file is opened for appending, unbuffered: each event is one `write()` of one whole
+    line, so `tail -f` sees it at once and concurrent appenders never split a line.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        # Like pytest's --junitxml, create the directory so `--events out/run.jsonl` just works.
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: Any = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+
+    def handle(self, event: Event) -> None:
+        if event.event == "step.output" or self._file is None:
+            return
+        doc = event.to_json()
+        try:
+            line = (_encode(doc) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates from undecodable tool output
+            line = (_encode_ascii(doc) + "\n").encode("ascii")
+        self._file.write(line)
+
+    __call__ = handle  # so `bus.subscribe(reporter)` works as well as `reporter.handle`
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

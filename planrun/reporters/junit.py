@@ -1,0 +1,248 @@
+"""`--junit FILE`: a JUnit XML report with one testcase per step, written when the run closes.
+
+How step statuses map to JUnit (CI systems only know passed / failure / error / skipped):
+
+- succeeded, and kept from a previous run (`step.resumed`) -> passed (a kept step says so in
+  `<system-out>`);
+- failed -> `<failure message=error type="failed">detail</failure>`;
+- ignored (failed with `on_failure: ignore`) -> passed, `<system-out>` holds the ignored error;
+- skipped -> `<skipped message=reason/>`;
+- interrupted (stopped while running) -> `<error type="interrupted">`: the step started and never
+  finished, which is neither a pass nor the step's own failure;
+- pending (never started because the run stopped) -> `<skipped message="not started: ...">`;
+- still running when the report is written (no end event: a crash) -> `<error type="incomplete">`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from planrun.events import Event
+
+# XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+_NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` without ANSI escapes, other illegal XML characters shown as `\\xNN`."""
+    text = _ANSI.sub("", text)
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+@dataclass
+class _Case:
+    id: str
+    status: str = "pending"
+    duration_s: float = 0.0
+    attempts: int = 0
+    error: str | None = None
+    detail: str | None = None
+    reason: str | None = None
+    output: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Suite:
+    plan: str
+    cases: dict[str, _Case] = field(default_factory=dict)  # plan order (dicts keep insertion)
+    started_ts: float | None = None
+    run_id: str | None = None
+    resumed: bool = False
+    status: str | None = None
+    reason: str | None = None
+    duration_s: float | None = None
+    error: str | None = None
+
+    def case(self, step_id: str) -> _Case:
+        case = self.cases.get(step_id)
+        if case is None:
+            case = self.cases[step_id] = _Case(step_id)
+        return case
+
+
+class JUnitReporter:
+    """EventBus subscriber collecting step results; `close()` writes the XML file."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._suites: dict[str, _Suite] = {}
+        self._closed = False
+
+    def _suite(self, plan: str) -> _Suite:
+        suite = self._suites.get(plan)
+        if suite is None:
+            suite = self._suites[plan] = _Suite(plan)
+        return suite
+
+    def handle(self, event: Event) -> None:
+        name = event.event
+        if name == "step.output":
+            return
+        data = event.data
+        suite = self._suite(event.plan)
+        if name == "run.started":
+            suite.started_ts = event.ts
+            suite.run_id = data.get("run_id")
+            suite.resumed = bool(data.get("resumed"))
+            for step in data.get("steps") or ():
+                suite.case(step["id"])
+            return
+        if name == "run.finished":
+            suite.status = data.get("status")
+            suite.reason = data.get("reason")
+            suite.duration_s = data.get("duration_s")
+            suite.error = data.get("error")
+            return
+        if name == "plan.diff":
+            for step_id in data.get("removed") or ():
+                case = suite.cases.get(step_id)
+                if case is not None and case.status == "pending":
+                    del suite.cases[step_id]  # replaced before it ever ran: not part of this run
+            for step_id in data.get("added") or ():
+                suite.case(step_id)
+            return
+        if event.step is None:
+            return
+        case = suite.case(event.step)
+        if name == "step.started":
+            case.status = "running"
+            case.attempts = data.get("attempt", case.attempts + 1)
+        elif name == "step.retrying":
+            delay = data.get("delay_s")
+            wait = f", retrying in {delay:g}s" if isinstance(delay, int | float) else ""
+            case.notes.append(f"attempt {data.get('attempt')} failed: {data.get('error')}{wait}")
+        elif name in ("step.succeeded", "step.failed", "step.interrupted"):
+            case.status = data.get("status") or name.removeprefix("step.")
+            case.duration_s = float(data.get("duration_s") or 0.0)
+            case.attempts = data.get("attempts", case.attempts)
+            case.error = data.get("error")
+            case.detail = data.get("detail")
+            case.output = data.get("output")
+        elif name == "step.skipped":
+            case.status = "skipped"
+            case.reason = data.get("reason")
+        elif name == "step.resumed":
+            case.status = "resumed"
+
+    __call__ = handle
+
+    def close(self) -> None:
+        """Write the report (once); a crash before close leaves no half-written file behind."""
+        if self._closed:
+            return
+        self._closed = True
+        tree = ET.ElementTree(self.to_xml())
+        ET.indent(tree)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tree.write(tmp, encoding="utf-8", xml_declaration=True)
+        os.replace(tmp, self.path)
+
+    def to_xml(self) -> ET.Element:
+        """The `<testsuites>` element: one `<testsuite>` per plan seen (normally one)."""
+        root = ET.Element("testsuites")
+        totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+        total_time = 0.0
+        for suite in self._suites.values():
+            element, counts, seconds = _suite_xml(suite)
+            root.append(element)
+            for key, value in counts.items():
+                totals[key] += value
+            total_time += seconds
+        if len(self._suites) == 1:
+            root.set("name", next(iter(self._suites)))
+        for key, value in totals.items():
+            root.set(key, str(value))
+        root.set("time", f"{total_time:.3f}")
+        return root
+
+
+def _suite_xml(suite: _Suite) -> tuple[ET.Element, dict[str, int], float]:
+    counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    element = ET.Element("testsuite", name=suite.plan)
+    props = {
+        "run_id": suite.run_id,
+        "status": suite.status,
+        "reason": suite.reason,
+        "resumed": str(suite.resumed).lower(),
+    }
+    properties = ET.SubElement(element, "properties")
+    for key, value in props.items():
+        if value is not None:
+            ET.SubElement(properties, "property", name=key, value=xml_text(str(value)))
+    if suite.status is None:
+        stopped = "the run did not finish"
+    elif suite.reason and suite.reason != suite.status:
+        stopped = f"run {suite.status} ({suite.reason})"
+    else:
+        stopped = f"run {suite.status}"
+    case_time = 0.0
+    for case in suite.cases.values():
+        counts["tests"] += 1
+        case_time += case.duration_s
+        tc = ET.SubElement(
+            element,
+            "testcase",
+            name=case.id,
+            classname=suite.plan,
+            time=f"{case.duration_s:.3f}",
+        )
+        out: list[str] = list(case.notes)
+        status = case.status
+        if status == "failed":
+            counts["failures"] += 1
+            failure = ET.SubElement(
+                tc, "failure", message=xml_text(case.error or "failed"), type="failed"
+            )
+            failure.text = xml_text(case.detail or case.error or "failed")
+        elif status == "ignored":
+            out.append(f"ignored error: {case.error}")
+            if case.detail:
+                out.append(case.detail)
+        elif status == "skipped":
+            counts["skipped"] += 1
+            ET.SubElement(tc, "skipped", message=xml_text(case.reason or "skipped"))
+        elif status == "pending":
+            counts["skipped"] += 1
+            ET.SubElement(tc, "skipped", message=f"not started: {stopped}")
+        elif status == "interrupted":
+            counts["errors"] += 1
+            ET.SubElement(
+                tc,
+                "error",
+                message=f"interrupted after {case.duration_s:.2f}s: {stopped}",
+                type="interrupted",
+            )
+        elif status == "running":
+            counts["errors"] += 1
+            ET.SubElement(
+                tc, "error", message="started but no result was recorded", type="incomplete"
+            )
+        elif status == "resumed":
+            out.append("kept from a previous run (unchanged)")
+        if case.attempts > 1:
+            out.append(f"attempts: {case.attempts}")
+        if case.output:
+            out.append(case.output)
+        if out:
+            ET.SubElement(tc, "system-out").text = xml_text("\n".join(out))
+    seconds = suite.duration_s if isinstance(suite.duration_s, int | float) else case_time
+    for key, count in counts.items():
+        element.set(key, str(count))
+    element.set("time", f"{seconds:.3f}")
+    if suite.started_ts is not None:
+        # JUnit's schema wants xs:dateTime without a zone; the value is UTC.
+        when = datetime.fromtimestamp(suite.started_ts, UTC)
+        element.set("timestamp", when.strftime("%Y-%m-%dT%H:%M:%S"))
+    element.set("hostname", socket.gethostname())
+    if suite.error:
+        ET.SubElement(element, "system-err").text = xml_text(suite.error)
+    return element, counts, float(seconds)

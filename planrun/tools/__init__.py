@@ -1,0 +1,243 @@
+"""The built-in tools: their names, descriptions and argument schemas, loaded on first call."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+from planrun.tools.base import ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
+
+__all__ = ["builtin_registry", "check_args"]
+
+
+def check_args(
+    tool: str, args: Any, required: Iterable[str] = (), optional: Iterable[str] = ()
+) -> None:
+    """Fail with one clear line when `args` is not a mapping, misses or has unknown keys."""
+    if not isinstance(args, dict):
+        raise ToolFailed(f"{tool}: arguments must be a mapping, got {type_name(args)}")
+    required = tuple(required)
+    missing = [k for k in required if k not in args]
+    if missing:
+        raise ToolFailed(f"{tool}: missing argument {', '.join(repr(k) for k in missing)}")
+    allowed = set(required) | set(optional)
+    unknown = sorted(k for k in args if k not in allowed)
+    if unknown:
+        raise ToolFailed(
+            f"{tool}: unknown argument {', '.join(repr(k) for k in unknown)}"
+            f" (allowed: {', '.join(sorted(allowed))})"
+        )
+
+
+def type_name(value: Any) -> str:
+    """The JSON name of a value's type, for messages (`string`, `object`, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+# The wrappers below import each tool's module on first use, so that importing
+# `planrun.tools` (e.g. for `planrun validate`) costs no asyncio, json or httpx2.
+
+
+async def _shell(args: dict[str, Any], ctx: ToolContext) -> Any:
+    from planrun.tools.shell import run_shell
+
+    return await run_shell(args, ctx)
+
+
+async def _echo(args: dict[str, Any], ctx: ToolContext) -> Any:
+    from planrun.tools.echo import run_echo
+
+    return await run_echo(args, ctx)
+
+
+async def _sleep(args: dict[str, Any], ctx: ToolContext) -> Any:
+    from planrun.tools.sleep import run_sleep
+
+    return await run_sleep(args, ctx)
+
+
+async def _read_file(args: dict[str, Any], ctx: ToolContext) -> Any:
+    from planrun.tools.files import run_read_file
+
+    return await run_read_file(args, ctx)
+
+
+async def _write_file(args: dict[str, Any], ctx: ToolContext) -> Any:
+    from planrun.tools.files import run_write_file
+
+    return await run_write_file(args, ctx)
+
+
+async def _http(args: dict[str, Any], ctx: ToolContext) -> Any:
+    from planrun.tools.http import run_http
+
+    return await run_http(args, ctx)
+
+
+async def _python(args: dict[str, Any], ctx: ToolContext) -> Any:
+    from planrun.tools.python import run_python
+
+    return await run_python(args, ctx)
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+
+_BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
+    (
+        "shell",
+        _shell,
+        "Run a command (string: by /bin/sh -c; list: argv, no shell); "
+        "result {stdout, stderr, exit_code}.",
+        _schema(
+            {
+                "cmd": {
+                    "description": "A shell command line, or an argv list run without a shell.",
+                    "oneOf": [
+                        {"type": "string"},
+                        {
+                            "type": "array",
+                            "items": {"type": ["string", "number"]},
+                            "minItems": 1,
+                        },
+                    ],
+                },
+                "cwd": {
+                    "type": "string",
+                    "description": "Working directory, relative to planrun's working directory.",
+                },
+                "env": {
+                    "type": "object",
+                    "description": "Variables merged over planrun's environment (null unsets one).",
+                    "additionalProperties": {
+                        "type": ["string", "number", "boolean", "null"],
+                    },
+                },
+                "stdin": {"type": "string", "description": "Text fed to the command's stdin."},
+                "check": {
+                    "type": "boolean",
+                    "default": True,
+                    "description": "Fail the step when the exit code is not 0.",
+                },
+            },
+            ["cmd"],
+        ),
+    ),
+    (
+        "echo",
+        _echo,
+        "Return `value` unchanged.",
+        _schema({"value": {"description": "Any JSON value."}}, ["value"]),
+    ),
+    (
+        "sleep",
+        _sleep,
+        "Wait `seconds`; result null.",
+        _schema({"seconds": {"type": "number", "minimum": 0}}, ["seconds"]),
+    ),
+    (
+        "read_file",
+        _read_file,
+        "Read a UTF-8 text file; result its text.",
+        _schema(
+            {
+                "path": {
+                    "type": "string",
+                    "description": "Relative to planrun's working directory.",
+                }
+            },
+            ["path"],
+        ),
+    ),
+    (
+        "write_file",
+        _write_file,
+        "Write text (or any JSON value, as JSON) to a file atomically; result {path, bytes}.",
+        _schema(
+            {
+                "path": {
+                    "type": "string",
+                    "description": "Relative to planrun's working directory; parents are created.",
+                },
+                "content": {
+                    "description": "A string is written as is; any other value as indented JSON.",
+                },
+            },
+            ["path", "content"],
+        ),
+    ),
+    (
+        "http",
+        _http,
+        "Make an HTTP request; result {status, headers, json} or {status, headers, text}.",
+        _schema(
+            {
+                "method": {"type": "string", "default": "GET"},
+                "url": {"type": "string", "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://"},
+                "headers": _STRING_MAP,
+                "json": {"description": "A JSON request body (sets Content-Type)."},
+                "body": {"type": "string", "description": "A text request body."},
+                "expect_status": {
+                    "description": "Accepted status(es); without it, 400 or more fails.",
+                    "oneOf": [
+                        {"type": "integer"},
+                        {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+                    ],
+                },
+                "timeout": {
+                    "type": "number",
+                    "exclusiveMinimum": 0,
+                    "description": "Seconds; default: the step timeout, else 300.",
+                },
+            },
+            ["url"],
+        ),
+    ),
+    (
+        "python",
+        _python,
+        "Call a Python function `package.module:attr` with `kwargs`; result its return value.",
+        _schema(
+            {
+                "function": {
+                    "type": "string",
+                    "pattern": "^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$",
+                    "description": "module:attr (dotted attr allowed); planrun's working "
+                    "directory is importable.",
+                },
+                "kwargs": {"type": "object", "default": {}},
+            },
+            ["function"],
+        ),
+    ),
+]
+
+
+@functools.cache
+def builtin_registry() -> ToolRegistry:
+    """The registry of built-in tools (shared: treat it as read-only)."""
+    registry = ToolRegistry()
+    for name, fn, description, schema in _BUILTINS:
+        registry.register(ToolSpec(name, fn, description, schema))
+    return registry

@@ -1,0 +1,131 @@
+"""The `http` tool: one HTTP request with httpx2; JSON responses come back decoded."""
+
+from __future__ import annotations
+
+import json
+import ssl
+from typing import Any
+
+from planrun.tools import check_args, type_name
+from planrun.tools.base import ToolContext, ToolFailed
+
+_OPTIONAL = ("method", "headers", "json", "body", "expect_status", "timeout")
+_DEFAULT_TIMEOUT_S = 300.0  # only when neither the step nor the call sets one
+_DETAIL_CHARS = 500
+
+_ssl_context: ssl.SSLContext | None = None
+
+
+def _ssl() -> ssl.SSLContext:
+    # Building the default SSL context costs ~20 ms; every call can share one.
+    global _ssl_context
+    if _ssl_context is None:
+        import httpx2
+
+        _ssl_context = httpx2.create_ssl_context()
+    return _ssl_context
+
+
+async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Send the request; result `{status, headers, json}` or `{status, headers, text}`."""
+    check_args("http", args, ("url",), _OPTIONAL)
+    url = args["url"]
+    if not isinstance(url, str) or not url:
+        raise ToolFailed(f"http: 'url' must be a non-empty string, got {type_name(url)}")
+    method = args.get("method") or "GET"
+    if not isinstance(method, str):
+        raise ToolFailed(f"http: 'method' must be a string, got {type_name(method)}")
+    method = method.upper()
+    headers = args.get("headers") or {}
+    if not isinstance(headers, dict):
+        raise ToolFailed(f"http: 'headers' must be a mapping, got {type_name(headers)}")
+    headers = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in headers.items()}
+    body = args.get("body")
+    if body is not None and not isinstance(body, str):
+        raise ToolFailed(f"http: 'body' must be a string, got {type_name(body)}")
+    if body is not None and "json" in args:
+        raise ToolFailed("http: give either 'json' or 'body', not both")
+    expect = _expect_status(args.get("expect_status"))
+    timeout = args.get("timeout")
+    if timeout is None:
+        timeout = ctx.timeout or _DEFAULT_TIMEOUT_S
+    elif isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ToolFailed(f"http: 'timeout' must be a positive number of seconds, got {timeout!r}")
+
+    import httpx2
+
+    request: dict[str, Any] = {"headers": headers}
+    if "json" in args:
+        request["json"] = args["json"]
+    elif body is not None:
+        request["content"] = body.encode("utf-8")
+    try:
+        async with httpx2.AsyncClient(
+            timeout=timeout, follow_redirects=True, verify=_ssl()
+        ) as client:
+            response = await client.request(method, url, **request)
+    except httpx2.TimeoutException:
+        raise ToolFailed(f"timed out after {timeout:g}s: {method} {url}") from None
+    except httpx2.ConnectError as exc:
+        raise ToolFailed(f"cannot connect to {url}: {_reason(exc)}") from None
+    except (httpx2.InvalidURL, httpx2.UnsupportedProtocol) as exc:
+        raise ToolFailed(f"http: invalid URL {url!r}: {_reason(exc)}") from None
+    except httpx2.TooManyRedirects:
+        raise ToolFailed(f"too many redirects: {method} {url}") from None
+    except httpx2.HTTPError as exc:
+        raise ToolFailed(f"{method} {url} failed: {_reason(exc)}") from None
+    except TypeError as exc:  # e.g. a `json` value that cannot be encoded
+        raise ToolFailed(f"http: cannot encode the request: {exc}") from None
+
+    result: dict[str, Any] = {"status": response.status_code, "headers": dict(response.headers)}
+    text = response.text
+    decoded = _json_body(response.headers.get("content-type", ""), text)
+    if decoded is not _NOT_JSON:
+        result["json"] = decoded
+    else:
+        result["text"] = text
+    status = response.status_code
+    if expect is None:
+        if status >= 400:
+            raise ToolFailed(
+                f"HTTP {status} from {method} {url}", detail=text[:_DETAIL_CHARS], result=result
+            )
+    elif status not in expect:
+        wanted = ", ".join(str(s) for s in expect)
+        raise ToolFailed(
+            f"HTTP {status} from {method} {url} (expected {wanted})",
+            detail=text[:_DETAIL_CHARS],
+            result=result,
+        )
+    return result
+
+
+def _expect_status(value: Any) -> list[int] | None:
+    if value is None:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not items or any(isinstance(s, bool) or not isinstance(s, int) for s in items):
+        raise ToolFailed(
+            f"http: 'expect_status' must be a status code or a list of them, got {value!r}"
+        )
+    return items
+
+
+_NOT_JSON = object()
+
+
+def _json_body(content_type: str, text: str) -> Any:
+    """The decoded body when the content type is JSON and it parses, else `_NOT_JSON`."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        return _NOT_JSON
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _reason(exc: BaseException) -> str:
+    """One line: the exception's message, or its type when it has none."""
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__

@@ -1,0 +1,103 @@
+"""The `python` tool: call `package.module:attr(**kwargs)` in-process; the result must be JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+import inspect
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from planrun.tools import check_args, type_name
+from planrun.tools.base import ToolContext, ToolFailed
+
+
+async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
+    """Import and call `function` with `kwargs`; sync functions run in a worker thread."""
+    check_args("python", args, ("function",), ("kwargs",))
+    target = args["function"]
+    if not isinstance(target, str) or ":" not in target:
+        raise ToolFailed(
+            f"python: 'function' must be 'package.module:attr', got {target!r}"
+            if isinstance(target, str)
+            else f"python: 'function' must be a string, got {type_name(target)}"
+        )
+    kwargs = args.get("kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise ToolFailed(f"python: 'kwargs' must be a mapping, got {type_name(kwargs)}")
+
+    fn = await _load(target, ctx.cwd)
+    try:
+        if inspect.iscoroutinefunction(fn):
+            value = await fn(**kwargs)
+        else:
+            # A thread keeps the event loop (other steps, output) going during a slow call.
+            # It cannot be interrupted: a cancelled step leaves the call to finish on its own.
+            value = await asyncio.to_thread(fn, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise ToolFailed(message, detail=_user_traceback(exc)) from None
+    try:
+        # The round trip gives the value the state file and a resumed run will see.
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        raise ToolFailed(
+            f"function {target} returned a non-JSON value of type {type(value).__name__}"
+        ) from None
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback from the user's function down, without planrun's and asyncio's frames."""
+    ours = (
+        os.path.dirname(asyncio.__file__),
+        os.path.dirname(concurrent.futures.__file__),
+        __file__,
+    )
+    tb = exc.__traceback__
+    while (
+        tb is not None
+        and tb.tb_next is not None
+        and tb.tb_frame.f_code.co_filename.startswith(ours)
+    ):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
+async def _load(target: str, cwd: str) -> Any:
+    module_name, _, attr_path = target.partition(":")
+    if not module_name or not attr_path:
+        raise ToolFailed(f"python: 'function' must be 'package.module:attr', got {target!r}")
+    # Appended, not prepended: a user's `json.py` must not shadow what planrun itself imports.
+    if cwd not in sys.path:
+        sys.path.append(cwd)
+    try:
+        module = sys.modules.get(module_name)
+        if module is None:
+            # First imports can be slow (pandas...); keep the event loop free meanwhile.
+            module = await asyncio.to_thread(importlib.import_module, module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise ToolFailed(f"python: no module named {module_name!r}") from None
+        raise ToolFailed(f"python: cannot import {module_name}: {exc}") from None
+    except Exception as exc:
+        raise ToolFailed(
+            f"python: cannot import {module_name}: {type(exc).__name__}: {exc}",
+            detail=_user_traceback(exc),
+        ) from None
+    obj: Any = module
+    for part in attr_path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ToolFailed(f"python: {module_name} has no attribute {attr_path!r}") from None
+    if not callable(obj):
+        raise ToolFailed(f"python: {target} is not callable (it is a {type(obj).__name__})")
+    return obj

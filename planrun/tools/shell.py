@@ -1,0 +1,209 @@
+"""The `shell` tool: run a command in its own process group, capture (and stream) its output."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import signal
+from typing import Any
+
+from planrun.tools import check_args, type_name
+from planrun.tools.base import OutputCallback, ToolContext, ToolFailed, resolve_path
+
+_OPTIONAL = ("cwd", "env", "stdin", "check")
+_GRACE_S = 0.5  # between SIGTERM and SIGKILL when a step is cancelled
+_TAIL_LINES = 20
+_CHUNK = 65536
+
+
+def command_failed(command: str, result: dict[str, Any]) -> ToolFailed:
+    """The failure of a command that exited non-zero (shared with remote executors)."""
+    tail = result.get("stderr", "").splitlines()[-_TAIL_LINES:]
+    return ToolFailed(
+        f"command exited with code {result['exit_code']}",
+        detail="\n".join([f"$ {command}", *tail]),
+        result=result,
+    )
+
+
+async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Run `cmd`; result `{stdout, stderr, exit_code}`. Cancelling kills the whole group."""
+    check_args("shell", args, ("cmd",), _OPTIONAL)
+    argv, command = _argv(args["cmd"])
+    cwd = args.get("cwd")
+    if cwd is None:
+        cwd = ctx.cwd
+    elif isinstance(cwd, str):
+        cwd = resolve_path(cwd, ctx)
+    else:
+        raise ToolFailed(f"shell: 'cwd' must be a string, got {type_name(cwd)}")
+    env = _env(args.get("env"), ctx.env)
+    stdin = args.get("stdin")
+    if stdin is not None and not isinstance(stdin, str):
+        raise ToolFailed(f"shell: 'stdin' must be a string, got {type_name(stdin)}")
+    check = args.get("check", True)
+    if not isinstance(check, bool):
+        raise ToolFailed(f"shell: 'check' must be true or false, got {type_name(check)}")
+    data = stdin.encode() if stdin is not None else None
+
+    proc = await _spawn(argv, cwd, env, data is not None)
+    try:
+        if ctx.on_output is None:
+            out, err = await proc.communicate(data)
+        else:
+            out, err = await _stream(proc, data, ctx.on_output)
+    except BaseException:
+        # Cancellation is how timeouts, abort and Ctrl-C reach a step: nothing may outlive it.
+        await _kill_group(proc)
+        raise
+    code = proc.returncode
+    assert code is not None
+    result = {
+        "stdout": out.decode("utf-8", errors="replace"),
+        "stderr": err.decode("utf-8", errors="replace"),
+        "exit_code": code,
+    }
+    if check and code != 0:
+        raise command_failed(command, result)
+    return result
+
+
+def _argv(cmd: Any) -> tuple[list[str], str]:
+    """The argv to exec and the command as shown to the user."""
+    if isinstance(cmd, str):
+        return ["/bin/sh", "-c", cmd], cmd
+    if isinstance(cmd, list) and cmd:
+        argv = []
+        for item in cmd:
+            if isinstance(item, str):
+                argv.append(item)
+            elif isinstance(item, int | float) and not isinstance(item, bool):
+                argv.append(str(item))
+            else:
+                raise ToolFailed(
+                    f"shell: every item of a list 'cmd' must be a string, got {type_name(item)}"
+                )
+        return argv, shlex.join(argv)
+    raise ToolFailed(
+        f"shell: 'cmd' must be a string or a non-empty list of strings, got {type_name(cmd)}"
+    )
+
+
+def _env(extra: Any, base: dict[str, str]) -> dict[str, str]:
+    """`extra` merged over `base`; None unsets a variable, other values become text."""
+    if extra is None:
+        return base
+    if not isinstance(extra, dict):
+        raise ToolFailed(f"shell: 'env' must be a mapping, got {type_name(extra)}")
+    env = dict(base)
+    for key, value in extra.items():
+        if value is None:
+            env.pop(str(key), None)
+        elif isinstance(value, str):
+            env[str(key)] = value
+        elif isinstance(value, bool):
+            env[str(key)] = "true" if value else "false"  # as YAML wrote it, not Python's True
+        elif isinstance(value, int | float):
+            env[str(key)] = str(value)
+        else:
+            env[str(key)] = json.dumps(value)
+    return env
+
+
+async def _spawn(
+    argv: list[str], cwd: str, env: dict[str, str], with_stdin: bool
+) -> asyncio.subprocess.Process:
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            env=env,
+            stdin=asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # own process group, so a cancel can kill grandchildren too
+        )
+    except FileNotFoundError as exc:
+        # The child reports which of cwd or the executable was missing via `filename`.
+        if exc.filename == cwd:
+            raise ToolFailed(f"shell: no such directory: {cwd}") from None
+        raise ToolFailed(f"command not found: {argv[0]}") from None
+    except NotADirectoryError:
+        raise ToolFailed(f"shell: not a directory: {cwd}") from None
+    except PermissionError as exc:
+        raise ToolFailed(f"permission denied: {exc.filename or argv[0]}") from None
+    except OSError as exc:
+        raise ToolFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+async def _stream(
+    proc: asyncio.subprocess.Process, data: bytes | None, on_output: OutputCallback
+) -> tuple[bytes, bytes]:
+    """Capture both pipes while passing each complete line to `on_output` as it arrives."""
+    out: list[bytes] = []
+    err: list[bytes] = []
+
+    async def pump(reader: asyncio.StreamReader | None, stream: str, sink: list[bytes]) -> None:
+        assert reader is not None
+        partial: list[bytes] = []
+        while chunk := await reader.read(_CHUNK):
+            sink.append(chunk)
+            if b"\n" not in chunk:
+                partial.append(chunk)
+                continue
+            partial.append(chunk)
+            *lines, rest = b"".join(partial).split(b"\n")
+            partial = [rest] if rest else []
+            for line in lines:
+                on_output(stream, line.decode("utf-8", errors="replace"))
+        if partial:
+            on_output(stream, b"".join(partial).decode("utf-8", errors="replace"))
+
+    async def feed() -> None:
+        if proc.stdin is None:
+            return
+        try:
+            if data:
+                proc.stdin.write(data)
+                await proc.stdin.drain()
+            proc.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the command did not read all of its input; like communicate(), not an error
+
+    # A TaskGroup (not gather) so that an error in one pump cancels the others.
+    async with asyncio.TaskGroup() as group:
+        group.create_task(pump(proc.stdout, "stdout", out))
+        group.create_task(pump(proc.stderr, "stderr", err))
+        group.create_task(feed())
+    await proc.wait()
+    return b"".join(out), b"".join(err)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
+        os.killpg(pgid, sig)
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the process group, SIGKILL what is left after a short grace, reap the child."""
+    # The group id is the child's pid (start_new_session); the group lives on in any
+    # grandchild even after the child itself has exited.
+    _signal_group(proc.pid, signal.SIGTERM)
+    if proc.returncode is None:
+        # A second cancel during cleanup only shortens the grace.
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(proc.wait(), _GRACE_S)
+    _signal_group(proc.pid, signal.SIGKILL)
+    while proc.returncode is None:
+        try:
+            await proc.wait()
+        except asyncio.CancelledError:
+            continue  # SIGKILL is certain; the caller re-raises the original cancellation
+    # Close the pipes now: left to the garbage collector, they would complain
+    # "Event loop is closed" when the cancellation ends the loop (Ctrl-C).
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()

@@ -1,0 +1,20 @@
+"""The `sleep` tool: wait a number of seconds."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from planrun.tools import check_args, type_name
+from planrun.tools.base import ToolContext, ToolFailed
+
+
+async def run_sleep(args: dict[str, Any], ctx: ToolContext) -> None:
+    """Wait `seconds` (a number, 0 or more); result null."""
+    check_args("sleep", args, ("seconds",))
+    seconds = args["seconds"]
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ToolFailed(f"sleep: 'seconds' must be a number, got {type_name(seconds)}")
+    if seconds < 0:
+        raise ToolFailed(f"sleep: 'seconds' must be 0 or more, got {seconds}")
+    await asyncio.sleep(seconds)

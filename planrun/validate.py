@@ -1,0 +1,309 @@
+"""Plan validation (SPEC §3): every problem at once, each with file, line and column."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from planrun.errors import Diagnostic, PlanInvalid
+from planrun.expressions import ExpressionError, format_path, parse_template
+from planrun.graph import PlanGraph, when_source
+from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, Plan, Step
+
+BUILTIN_TOOLS = ("echo", "http", "plan", "python", "read_file", "shell", "sleep", "write_file")
+SCOPE_NAMES = frozenset({"env", "steps"})
+
+Path = tuple[str | int, ...]
+
+
+def did_you_mean(word: str, choices: list[str] | set[str] | tuple[str, ...]) -> str | None:
+    match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"did you mean '{match[0]}'?" if match else None
+
+
+@dataclass
+class CheckedPlan:
+    """A loaded plan (None when the schema check failed) and every diagnostic found."""
+
+    plan: Plan | None
+    diagnostics: list[Diagnostic]
+    doc: Any  # planrun.loader.Document
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None and not any(d.severity == "error" for d in self.diagnostics)
+
+
+class _Collector:
+    def __init__(self, doc: Any) -> None:
+        self.doc = doc
+        self.items: list[Diagnostic] = []
+
+    def add(self, path: Path, message: str, *, hint: str | None = None, key: bool = False,
+            severity: str = "error") -> None:
+        line, col = self.doc.pos(_doc_path(self.doc.data, path), key=key)
+        self.items.append(Diagnostic(self.doc.file, line, col, severity, message, hint))
+
+
+def _doc_path(data: Any, path: Path) -> Path:
+    """Map model paths onto the document (the `id` of an mcp-cli step is written `index`)."""
+    if len(path) >= 3 and path[0] == "steps" and path[2] == "id":
+        try:
+            step = data["steps"][path[1]]
+            if isinstance(step, dict) and "id" not in step and "index" in step:
+                return ("steps", path[1], "index", *path[3:])
+        except (KeyError, IndexError, TypeError):
+            pass
+    if len(path) == 1 and path[0] == "name" and isinstance(data, dict) and "name" not in data:
+        return ("id",)
+    return path
+
+
+def _label(path: Path, steps: list[Any]) -> str:
+    if len(path) >= 2 and path[0] == "steps" and isinstance(path[1], int):
+        raw = steps[path[1]] if path[1] < len(steps) else None
+        sid = raw.get("id", raw.get("index")) if isinstance(raw, dict) else None
+        who = f"step '{sid}'" if sid is not None else f"step #{path[1] + 1}"
+        rest = format_path(path[2:])
+        return f"{who}: {rest}" if rest else who
+    return format_path(path)
+
+
+def _schema_errors(exc: ValidationError, base: Path, data: Any, out: _Collector,
+                   fields: list[str], steps: list[Any]) -> None:
+    seen: set[Path] = set()
+    for err in exc.errors():
+        loc: list[str | int] = []
+        node = data
+        for part in err["loc"]:  # drop pydantic's union-member tags, which are not in the data
+            if isinstance(node, dict) and part in node or (
+                isinstance(node, list) and isinstance(part, int) and part < len(node)
+            ):
+                loc.append(part)
+                node = node[part]  # type: ignore[index]
+            elif err["type"] in ("extra_forbidden", "missing") and part == err["loc"][-1]:
+                loc.append(part)
+            else:
+                break
+        path = (*base, *loc)
+        if path in seen:
+            continue
+        seen.add(path)
+        kind = err["type"]
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if kind == "extra_forbidden":
+            key = str(loc[-1])
+            parent = _label(path[:-1], steps) if len(path) > 1 else "the plan"
+            in_step = len(loc) == 1
+            choices = fields if in_step else _fields_at(err["loc"][:-1])
+            out.add(path, f"unknown key '{key}' in {parent}", hint=did_you_mean(key, choices), key=True)
+        elif kind == "missing":
+            out.add(path[:-1], f"{_label(path[:-1], steps) or 'the plan'}: missing required key '{loc[-1]}'")
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
+            out.add(path, f"{_label(path[:-1], steps)}: bad step id {node!r}: use letters, digits, '_', '.', '-'")
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "result_variable":
+            out.add(path, f"{_label(path[:-1], steps)}: bad result_variable {node!r}: use a name like 'my_var'")
+        else:
+            where = _label(path, steps) or "plan"
+            out.add(path, f"{where}: {msg}")
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """Known keys of the nested model at a pydantic location (for did-you-mean)."""
+    from planrun import model
+
+    names = {"defaults": model.Defaults, "limits": model.Limits, "policy": model.Policy,
+             "replan": model.Replan, "executor": model.ExecutorConfig}
+    if loc and loc[0] in names:
+        return list(names[loc[0]].model_fields)
+    if loc and loc[0] == "servers":
+        return list(model.ServerEntry.model_fields)
+    return PLAN_FIELDS
+
+
+def _strings(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
+    if isinstance(value, str):
+        if "${" in value:
+            yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, (*path, i))
+
+
+def default_name(file: str) -> str:
+    if file.startswith("<"):
+        return "inline"
+    base = os.path.basename(file)
+    for ext in (".yaml", ".yml", ".json"):
+        if base.endswith(ext):
+            return base[: -len(ext)]
+    return base
+
+
+def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> CheckedPlan:
+    """Schema, reference, expression, tool, policy and graph checks over a loaded document."""
+    out = _Collector(doc)
+    data = doc.data
+    raw_steps = data.get("steps", [])
+    header_data = {k: v for k, v in data.items() if k != "steps"}
+    header: PlanHeader | None = None
+    try:
+        header = PlanHeader.model_validate(header_data)
+    except ValidationError as exc:
+        _schema_errors(exc, (), data, out, PLAN_FIELDS, [])
+    if not isinstance(raw_steps, list):
+        out.add(("steps",), "'steps' must be a list of steps")
+        raw_steps = []
+    steps: list[Step] = []
+    step_paths: list[int] = []
+    for i, raw in enumerate(raw_steps):
+        if not isinstance(raw, dict):
+            out.add(("steps", i), f"step #{i + 1} must be a mapping with at least 'id' and 'tool'")
+            continue
+        try:
+            steps.append(Step.model_validate(raw))
+            step_paths.append(i)
+        except ValidationError as exc:
+            _schema_errors(exc, ("steps", i), data, out, STEP_FIELDS, raw_steps)
+    if not raw_steps and isinstance(data.get("steps", []), list):
+        out.add(("steps",) if "steps" in data else (), "the plan has no steps")
+
+    plan_vars = dict(header.variables) if header else {}
+    servers = dict(header.servers) if header else {}
+    bound = {s.result_variable for s in steps if s.result_variable}
+    known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
+    ids = [s.id for s in steps]
+    id_set = set(ids)
+    seen_ids: dict[str, int] = {}
+    for s, i in zip(steps, step_paths, strict=True):
+        if s.id in seen_ids:
+            out.add(("steps", i, "id"), f"duplicate step id '{s.id}' (first defined in step #{seen_ids[s.id] + 1})")
+        else:
+            seen_ids[s.id] = i
+        for j, dep in enumerate(s.depends_on):
+            if dep not in id_set:
+                out.add(("steps", i, "depends_on", j), f"step '{s.id}' depends on unknown step '{dep}'",
+                        hint=did_you_mean(dep, id_set))
+            elif dep == s.id:
+                out.add(("steps", i, "depends_on", j), f"step '{s.id}' depends on itself")
+        _check_tool(s, i, servers, header, out)
+        for path, text in _step_strings(s):
+            try:
+                tpl = parse_template(text)
+            except ExpressionError as exc:
+                out.add(("steps", i, *path), f"step '{s.id}': {format_path(path)}: {exc.message}")
+                continue
+            if tpl is None:
+                continue
+            for expr in tpl.exprs:
+                for name in sorted(expr.names - known_names):
+                    out.add(("steps", i, *path),
+                            f"step '{s.id}': {format_path(path)}: undefined name '{name}'",
+                            hint=did_you_mean(name, known_names - SCOPE_NAMES))
+                for ref in sorted(expr.step_refs - id_set):
+                    out.add(("steps", i, *path),
+                            f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
+                            hint=did_you_mean(ref, id_set))
+    for name, entry in servers.items():
+        for path, text in _strings(entry.model_dump(exclude_none=True), ("servers", name)):
+            try:
+                parse_template(text)
+            except ExpressionError as exc:
+                out.add(path, f"server '{name}': {format_path(path[2:])}: {exc.message}")
+
+    plan: Plan | None = None
+    graph = PlanGraph.build(steps) if len(id_set) == len(ids) else None
+    if graph is not None:
+        cycle = graph.find_cycle()
+        if cycle:
+            first = cycle[0]
+            i = step_paths[ids.index(first)]
+            s = steps[ids.index(first)]
+            path: Path = ("steps", i, "depends_on", s.depends_on.index(cycle[1])) \
+                if cycle[1] in s.depends_on else ("steps", i, "args")
+            if cycle[1] not in s.depends_on and not s.args:
+                path = ("steps", i, "when")
+            out.add(path, f"dependency cycle: {' -> '.join(cycle)}")
+        else:
+            _concurrent_binders(steps, step_paths, graph, out)
+    if header is not None and not any(d.severity == "error" for d in out.items):
+        name = header.name or default_name(doc.file)
+        plan = Plan.model_construct(**{**dict(header), "name": name, "steps": steps})
+    return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
+
+
+def _step_strings(s: Step) -> Iterator[tuple[Path, str]]:
+    yield from _strings(s.args, ("args",))
+    if isinstance(s.when, str):
+        yield from _strings(when_source(s.when), ("when",))
+    if s.title:
+        yield from _strings(s.title, ("title",))
+
+
+def _check_tool(s: Step, i: int, servers: dict[str, Any], header: PlanHeader | None, out: _Collector) -> None:
+    tool = s.tool
+    if tool not in BUILTIN_TOOLS:
+        if "." in tool:
+            server = tool.split(".", 1)[0]
+            if server not in servers:
+                out.add(("steps", i, "tool"), f"step '{s.id}': unknown MCP server '{server}' in tool '{tool}'",
+                        hint=did_you_mean(server, set(servers)))
+        else:
+            out.add(("steps", i, "tool"), f"step '{s.id}': unknown tool '{tool}'",
+                    hint=did_you_mean(tool, set(BUILTIN_TOOLS)))
+    if header is not None:
+        for pattern in header.policy.deny:
+            if fnmatch.fnmatchcase(tool, pattern):
+                out.add(("steps", i, "tool"), f"step '{s.id}': tool '{tool}' is denied by policy (deny: '{pattern}')")
+                break
+
+
+def _concurrent_binders(steps: list[Step], step_paths: list[int], graph: PlanGraph, out: _Collector) -> None:
+    binders: dict[str, list[int]] = {}
+    for k, s in enumerate(steps):
+        if s.result_variable:
+            binders.setdefault(s.result_variable, []).append(k)
+    for var, ks in binders.items():
+        if len(ks) < 2:
+            continue
+        for a_pos, a in enumerate(ks):
+            up = graph.upstream([steps[a].id])
+            for b in ks[:a_pos]:
+                if steps[b].id not in up and steps[a].id not in graph.upstream([steps[b].id]):
+                    out.add(("steps", step_paths[a], "result_variable"),
+                            f"result variable '{var}' is bound by steps '{steps[b].id}' and '{steps[a].id}', "
+                            "which may run concurrently", severity="warning")
+                    break
+
+
+def load_and_check(source: str, variables: Mapping[str, Any] | None = None, *, text: str | None = None) -> CheckedPlan:
+    """Load a plan file (or inline text) and check it. Parse errors raise PlanInvalid."""
+    from planrun.loader import load_document, load_text
+
+    doc = load_text(text, source) if text is not None else load_document(source)
+    return check_document(doc, variables)
+
+
+def load_plan(path: str, variables: Mapping[str, Any] | None = None) -> Plan:
+    """The plan in `path`, validated; raises PlanInvalid with every diagnostic."""
+    checked = load_and_check(path, variables)
+    if not checked.ok or checked.plan is None:
+        raise PlanInvalid([d for d in checked.diagnostics if d.severity == "error"])
+    return checked.plan
+
+
+def validate_plan(source: str, variables: Mapping[str, Any] | None = None) -> list[Diagnostic]:
+    """Every diagnostic for the plan file `source` (parse errors included)."""
+    try:
+        return load_and_check(source, variables).diagnostics
+    except PlanInvalid as exc:
+        return exc.diagnostics

@@ -1,0 +1,537 @@
+"""The built-in tools, called as the scheduler calls them: real processes, files and HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from planrun.tools import builtin_registry
+from planrun.tools.base import ToolContext, ToolFailed
+
+
+def call(tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
+    spec = builtin_registry().get(tool)
+    assert spec is not None
+    return asyncio.run(spec.fn(args, ctx))
+
+
+def fails(tool: str, args: dict[str, Any], ctx: ToolContext) -> ToolFailed:
+    with pytest.raises(ToolFailed) as info:
+        call(tool, args, ctx)
+    return info.value
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> ToolContext:
+    return ToolContext(step_id="s", cwd=str(tmp_path), env={**os.environ, "FROM_CTX": "ctx"})
+
+
+# --- registry ---------------------------------------------------------------------------------
+
+
+def test_registry_lists_every_builtin_with_a_strict_schema() -> None:
+    registry = builtin_registry()
+    assert registry is builtin_registry()  # cached
+    assert set(registry.names()) == {
+        "shell",
+        "echo",
+        "sleep",
+        "read_file",
+        "write_file",
+        "http",
+        "python",
+    }
+    for spec in registry.specs():
+        assert spec.description
+        schema = spec.input_schema
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object"
+        assert schema["additionalProperties"] is False
+        assert schema["required"]
+    shell = jsonschema.Draft202012Validator(registry.get("shell").input_schema)  # type: ignore[union-attr]
+    assert shell.is_valid({"cmd": ["ls", "-l"], "env": {"N": 1}, "check": False})
+    assert not shell.is_valid({"cmd": "ls", "bogus": 1})
+    assert not shell.is_valid({"cwd": "."})
+
+
+def test_importing_the_registry_loads_no_tool_module_nor_httpx2() -> None:
+    code = (
+        "import sys, planrun.tools as t; t.builtin_registry(); "
+        "print(sorted(m for m in sys.modules if m == 'httpx2' or m.startswith('planrun.tools.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    ).stdout
+    assert out.strip() == "['planrun.tools.base']"
+
+
+# --- shell ------------------------------------------------------------------------------------
+
+
+def test_shell_string_runs_through_sh_and_keeps_output_verbatim(ctx: ToolContext) -> None:
+    result = call("shell", {"cmd": "echo 'a  b' ; printf 'err\\n' >&2; printf ' x '"}, ctx)
+    assert result == {"stdout": "a  b\n x ", "stderr": "err\n", "exit_code": 0}
+
+
+def test_shell_list_is_exec_without_a_shell(ctx: ToolContext) -> None:
+    result = call("shell", {"cmd": ["printf", "%s|", "a b", "$HOME", "$(id)", 3]}, ctx)
+    assert result["stdout"] == "a b|$HOME|$(id)|3|"
+
+
+def test_shell_env_is_merged_over_the_context_env(ctx: ToolContext) -> None:
+    ctx.env["GONE"] = "here"
+    env = {"NEW": "n", "NUM": 3, "FLAG": True, "GONE": None}
+    result = call(
+        "shell", {"cmd": 'echo "$FROM_CTX $NEW $NUM $FLAG ${GONE-unset}"', "env": env}, ctx
+    )
+    assert result["stdout"] == "ctx n 3 true unset\n"
+
+
+def test_shell_cwd_is_relative_to_the_working_directory(ctx: ToolContext, tmp_path: Path) -> None:
+    (tmp_path / "sub" / "dir").mkdir(parents=True)
+    assert call("shell", {"cmd": "pwd -P"}, ctx)["stdout"] == f"{tmp_path.resolve()}\n"
+    out = call("shell", {"cmd": ["pwd", "-P"], "cwd": "sub/dir"}, ctx)["stdout"]
+    assert out == f"{(tmp_path / 'sub' / 'dir').resolve()}\n"
+    assert fails("shell", {"cmd": "true", "cwd": "nope"}, ctx).message == (
+        f"shell: no such directory: {tmp_path / 'nope'}"
+    )
+
+
+def test_shell_stdin_is_fed_else_dev_null(ctx: ToolContext) -> None:
+    assert call("shell", {"cmd": "cat", "stdin": "one\ntwo"}, ctx)["stdout"] == "one\ntwo"
+    assert call("shell", {"cmd": ["cat"]}, ctx)["stdout"] == ""  # EOF at once: no hang
+
+
+def test_shell_check_false_returns_a_failed_exit(ctx: ToolContext) -> None:
+    result = call("shell", {"cmd": "echo out; echo err >&2; exit 3", "check": False}, ctx)
+    assert result == {"stdout": "out\n", "stderr": "err\n", "exit_code": 3}
+
+
+def test_shell_failure_names_the_code_and_shows_the_stderr_tail(ctx: ToolContext) -> None:
+    cmd = "echo out; for i in $(seq 1 30); do echo line$i >&2; done; exit 2"
+    error = fails("shell", {"cmd": cmd}, ctx)
+    assert error.message == "command exited with code 2"
+    assert error.detail == "\n".join([f"$ {cmd}"] + [f"line{i}" for i in range(11, 31)])
+    assert error.result["exit_code"] == 2
+    assert error.result["stdout"] == "out\n"
+    assert error.result["stderr"].count("\n") == 30
+
+
+def test_shell_list_failure_shows_the_quoted_argv(ctx: ToolContext) -> None:
+    error = fails("shell", {"cmd": ["sh", "-c", "echo oops >&2; exit 1", "a b"]}, ctx)
+    assert error.detail == "$ sh -c 'echo oops >&2; exit 1' 'a b'\noops"
+
+
+def test_shell_missing_executable(ctx: ToolContext) -> None:
+    assert fails("shell", {"cmd": ["no-such-cmd-xyz", "a"]}, ctx).message == (
+        "command not found: no-such-cmd-xyz"
+    )
+    assert fails("shell", {"cmd": "no-such-cmd-xyz"}, ctx).result["exit_code"] == 127
+
+
+def test_shell_bad_arguments_fail_clearly(ctx: ToolContext) -> None:
+    assert "'cmd' must be a string or a non-empty list" in fails("shell", {"cmd": 3}, ctx).message
+    assert "non-empty list" in fails("shell", {"cmd": []}, ctx).message
+    assert (
+        "'check' must be true or false"
+        in fails("shell", {"cmd": "true", "check": "no"}, ctx).message
+    )
+    assert fails("shell", {"cmd": "true", "bogus": 1}, ctx).message.startswith(
+        "shell: unknown argument 'bogus'"
+    )
+    assert fails("shell", {}, ctx).message == "shell: missing argument 'cmd'"
+
+
+def test_shell_undecodable_output_is_replaced_not_fatal(ctx: ToolContext) -> None:
+    assert call("shell", {"cmd": "printf 'a\\377b'"}, ctx)["stdout"] == "a\ufffdb"
+
+
+def test_shell_streams_lines_as_they_come_and_still_captures(ctx: ToolContext) -> None:
+    seen: list[tuple[float, str, str]] = []
+    ctx.on_output = lambda stream, line: seen.append((time.monotonic(), stream, line))
+    start = time.monotonic()
+    result = call(
+        "shell", {"cmd": "echo first; echo warn >&2; sleep 0.6; printf 'last'", "stdin": ""}, ctx
+    )
+    assert result == {"stdout": "first\nlast", "stderr": "warn\n", "exit_code": 0}
+    assert sorted((s, line) for _, s, line in seen) == [
+        ("stderr", "warn"),
+        ("stdout", "first"),
+        ("stdout", "last"),
+    ]
+    first = next(t for t, _, line in seen if line == "first")
+    assert first - start < 0.4  # delivered live, not when the command ended
+
+
+# --- shell cancellation: nothing may outlive a cancelled step -----------------------------------
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, pgid) of a live process, or None when it is gone (a zombie counts as gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    state, pgid = fields[0], int(fields[2])
+    return None if state in ("Z", "X") else (state, pgid)
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _proc_stat(int(entry))
+            if stat is not None and stat[1] == pgid:
+                members.append(int(entry))
+    return members
+
+
+def _wait_for_file(path: Path) -> int:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never written")
+
+
+def _wait_until_gone(pgid: int, *pids: int) -> None:
+    deadline = time.monotonic() + 1
+    while _group_members(pgid) or any(_proc_stat(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"still running: {_group_members(pgid)}"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["captured", "streamed"])
+@pytest.mark.parametrize("ignore_term", [False, True], ids=["sigterm", "sigkill"])
+def test_cancelling_shell_kills_the_whole_group(
+    ctx: ToolContext, tmp_path: Path, streaming: bool, ignore_term: bool
+) -> None:
+    # A grandchild in the background and a foreground child; optionally deaf to SIGTERM,
+    # so that only the SIGKILL after the grace period stops them.
+    trap = "trap '' TERM; " if ignore_term else ""
+    cmd = f"{trap}echo $$ > sh.pid; sleep 30 & echo $! > bg.pid; sleep 30"
+    if streaming:
+        ctx.on_output = lambda stream, line: None
+    spec = builtin_registry().get("shell")
+    assert spec is not None
+
+    async def scenario() -> float:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(spec.fn({"cmd": cmd}, ctx), 1)
+        return time.monotonic() - start
+
+    elapsed = asyncio.run(scenario())
+    assert elapsed < 2.0
+    sh_pid = _wait_for_file(tmp_path / "sh.pid")
+    bg_pid = _wait_for_file(tmp_path / "bg.pid")
+    assert not Path(f"/proc/{sh_pid}").exists()  # reaped by us, not even a zombie
+    # The grandchild was re-parented to init once the shell died; it has been sent SIGKILL,
+    # which the kernel may take a moment to carry out.
+    _wait_until_gone(sh_pid, bg_pid)
+
+
+def test_cancelling_a_finished_shell_with_a_lingering_grandchild(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    # The shell exits at once, but a background child keeps stdout open.
+    cmd = "echo $$ > sh.pid; sleep 30 &"
+    spec = builtin_registry().get("shell")
+    assert spec is not None
+
+    async def scenario() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(spec.fn({"cmd": cmd}, ctx), 0.5)
+
+    asyncio.run(scenario())
+    _wait_until_gone(_wait_for_file(tmp_path / "sh.pid"))
+
+
+# --- echo, sleep ------------------------------------------------------------------------------
+
+
+def test_echo_returns_its_value_unchanged(ctx: ToolContext) -> None:
+    value = {"a": [1, None, True], "b": "x"}
+    assert call("echo", {"value": value}, ctx) == value
+    assert call("echo", {"value": None}, ctx) is None
+    assert fails("echo", {}, ctx).message == "echo: missing argument 'value'"
+
+
+def test_sleep_waits_and_returns_null(ctx: ToolContext) -> None:
+    start = time.monotonic()
+    assert call("sleep", {"seconds": 0.1}, ctx) is None
+    assert time.monotonic() - start >= 0.1
+    assert fails("sleep", {"seconds": "1"}, ctx).message == (
+        "sleep: 'seconds' must be a number, got string"
+    )
+    assert "0 or more" in fails("sleep", {"seconds": -1}, ctx).message
+
+
+# --- read_file, write_file --------------------------------------------------------------------
+
+
+def test_write_then_read_text_relative_to_the_working_directory(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    text = "héllo\r\nworld\n"
+    result = call("write_file", {"path": "out/deep/a.txt", "content": text}, ctx)
+    assert result == {"path": "out/deep/a.txt", "bytes": len(text.encode())}
+    assert (tmp_path / "out" / "deep" / "a.txt").read_bytes() == text.encode()
+    assert call("read_file", {"path": "out/deep/a.txt"}, ctx) == text
+    assert call("read_file", {"path": str(tmp_path / "out/deep/a.txt")}, ctx) == text
+    assert sorted(os.listdir(tmp_path / "out" / "deep")) == ["a.txt"]  # no temp file left
+
+
+def test_write_file_writes_other_values_as_json(ctx: ToolContext, tmp_path: Path) -> None:
+    content = {"name": "ünï", "items": [1, 2.5, None, True]}
+    result = call("write_file", {"path": "data.json", "content": content}, ctx)
+    written = (tmp_path / "data.json").read_text()
+    assert written == json.dumps(content, indent=2, ensure_ascii=False) + "\n"
+    assert result == {"path": "data.json", "bytes": len(written.encode())}
+    call("write_file", {"path": "n.json", "content": 42}, ctx)
+    assert (tmp_path / "n.json").read_text() == "42\n"
+
+
+def test_write_file_replaces_atomically_and_keeps_the_mode(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    target = tmp_path / "script.sh"
+    target.write_text("old")
+    target.chmod(0o750)
+    call("write_file", {"path": "script.sh", "content": "new"}, ctx)
+    assert target.read_text() == "new"
+    assert target.stat().st_mode & 0o777 == 0o750
+    call("write_file", {"path": "fresh.txt", "content": ""}, ctx)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "fresh.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_read_file_failures(ctx: ToolContext, tmp_path: Path) -> None:
+    assert fails("read_file", {"path": "missing.txt"}, ctx).message == "no such file: missing.txt"
+    (tmp_path / "bin").write_bytes(b"ok\xff")
+    assert fails("read_file", {"path": "bin"}, ctx).message == "not UTF-8 text: bin (byte 2)"
+    (tmp_path / "d").mkdir()
+    assert fails("read_file", {"path": "d"}, ctx).message == "is a directory, not a file: d"
+    assert fails("write_file", {"path": "d", "content": "x"}, ctx).message == (
+        "is a directory, not a file: d"
+    )
+    assert "'path' must be a non-empty string" in fails("read_file", {"path": 1}, ctx).message
+
+
+# --- http -------------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: str, content_type: str = "text/plain") -> None:
+        data = body.encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("X-Test", "yes")
+            self.end_headers()
+            self.wfile.write(data)
+        except ConnectionError:
+            pass  # the client gave up (the timeout test)
+
+    def do_GET(self) -> None:
+        if self.path == "/json":
+            self._send(200, '{"a": [1, 2]}', "application/json; charset=utf-8")
+        elif self.path == "/problem":
+            self._send(422, '{"title": "bad"}', "application/problem+json")
+        elif self.path == "/badjson":
+            self._send(200, "not json", "application/json")
+        elif self.path == "/text":
+            self._send(200, '{"looks": "like json"}', "text/plain")
+        elif self.path == "/created":
+            self._send(201, "made")
+        elif self.path == "/redirect":
+            self.send_response(302)
+            self.send_header("Location", "/json")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/slow":
+            time.sleep(1.0)
+            self._send(200, "late")
+        else:
+            self._send(404, "no such page " + "x" * 1000)
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+        echo = {
+            "method": self.command,
+            "content_type": self.headers.get("Content-Type"),
+            "token": self.headers.get("X-Token"),
+            "body": body,
+        }
+        self._send(200, json.dumps(echo), "application/json")
+
+    do_PUT = do_POST
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_http_json_response_is_decoded(ctx: ToolContext, server: str) -> None:
+    result = call("http", {"url": f"{server}/json"}, ctx)
+    assert result["status"] == 200
+    assert result["json"] == {"a": [1, 2]}
+    assert "text" not in result
+    assert result["headers"]["x-test"] == "yes"
+
+
+def test_http_non_json_or_unparsable_is_text(ctx: ToolContext, server: str) -> None:
+    result = call("http", {"url": f"{server}/text"}, ctx)
+    assert (result["status"], result["text"]) == (200, '{"looks": "like json"}')
+    assert "json" not in result
+    assert call("http", {"url": f"{server}/badjson"}, ctx)["text"] == "not json"
+
+
+def test_http_sends_json_or_a_text_body_with_headers(ctx: ToolContext, server: str) -> None:
+    sent = call(
+        "http",
+        {"method": "post", "url": f"{server}/echo", "json": {"k": 1}, "headers": {"X-Token": "t"}},
+        ctx,
+    )["json"]
+    assert sent["method"] == "POST"
+    assert sent["content_type"] == "application/json"
+    assert json.loads(sent["body"]) == {"k": 1}
+    assert sent["token"] == "t"
+    sent = call("http", {"method": "PUT", "url": f"{server}/echo", "body": "raw"}, ctx)["json"]
+    assert (sent["method"], sent["body"]) == ("PUT", "raw")
+
+
+def test_http_status_400_or_more_fails_with_the_body(ctx: ToolContext, server: str) -> None:
+    error = fails("http", {"url": f"{server}/missing"}, ctx)
+    assert error.message == f"HTTP 404 from GET {server}/missing"
+    assert error.detail is not None
+    assert error.detail.startswith("no such page") and len(error.detail) == 500
+    assert error.result["status"] == 404
+    problem = fails("http", {"url": f"{server}/problem"}, ctx)
+    assert problem.result["json"] == {"title": "bad"}  # +json is JSON too
+
+
+def test_http_expect_status(ctx: ToolContext, server: str) -> None:
+    assert call("http", {"url": f"{server}/missing", "expect_status": 404}, ctx)["status"] == 404
+    assert call("http", {"url": f"{server}/created", "expect_status": [200, 201]}, ctx)["text"] == (
+        "made"
+    )
+    error = fails("http", {"url": f"{server}/json", "expect_status": [201, 204]}, ctx)
+    assert error.message == f"HTTP 200 from GET {server}/json (expected 201, 204)"
+    assert "expect_status" in fails("http", {"url": server, "expect_status": "200"}, ctx).message
+
+
+def test_http_follows_redirects(ctx: ToolContext, server: str) -> None:
+    assert call("http", {"url": f"{server}/redirect"}, ctx)["json"] == {"a": [1, 2]}
+
+
+def test_http_connection_refused_and_timeout(ctx: ToolContext, server: str) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/x"
+    error = fails("http", {"url": url}, ctx)
+    assert error.message.startswith(f"cannot connect to {url}: ")
+    assert "\n" not in error.message
+    error = fails("http", {"url": f"{server}/slow", "timeout": 0.3}, ctx)
+    assert error.message == f"timed out after 0.3s: GET {server}/slow"
+    assert fails("http", {"url": "ftp://x/y"}, ctx).message.startswith("http: invalid URL")
+    assert (
+        "either 'json' or 'body'"
+        in fails("http", {"url": server, "json": {}, "body": "x"}, ctx).message
+    )
+
+
+# --- python -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pymod(ctx: ToolContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh module in the working directory (not on sys.path until the tool adds it)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    name = f"planrun_test_mod_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "import asyncio, threading\n"
+        "def add(a, b=1):\n"
+        "    return {'sum': a + b, 'thread': threading.current_thread().name}\n"
+        "async def async_add(a, b):\n"
+        "    await asyncio.sleep(0.01)\n"
+        "    return [a + b, (1, 2)]\n"
+        "def not_json():\n"
+        "    return {1, 2}\n"
+        "def boom(why):\n"
+        "    raise ValueError(why)\n"
+        "class Tools:\n"
+        "    @staticmethod\n"
+        "    def shout(text):\n"
+        "        return text.upper()\n"
+        "CONSTANT = 3\n"
+    )
+    return name
+
+
+def test_python_calls_sync_functions_in_a_worker_thread(ctx: ToolContext, pymod: str) -> None:
+    result = call("python", {"function": f"{pymod}:add", "kwargs": {"a": 2, "b": 3}}, ctx)
+    assert result["sum"] == 5
+    assert result["thread"] != "MainThread"
+    assert call("python", {"function": f"{pymod}:Tools.shout", "kwargs": {"text": "hi"}}, ctx) == (
+        "HI"
+    )
+
+
+def test_python_awaits_async_functions(ctx: ToolContext, pymod: str) -> None:
+    result = call("python", {"function": f"{pymod}:async_add", "kwargs": {"a": 1, "b": 2}}, ctx)
+    assert result == [3, [1, 2]]  # as the state file will hold it
+
+
+def test_python_failures(ctx: ToolContext, pymod: str) -> None:
+    error = fails("python", {"function": f"{pymod}:not_json"}, ctx)
+    assert error.message == f"function {pymod}:not_json returned a non-JSON value of type set"
+    error = fails("python", {"function": f"{pymod}:boom", "kwargs": {"why": "bad input"}}, ctx)
+    assert error.message == "ValueError: bad input"
+    assert error.detail is not None
+    assert "Traceback" in error.detail and "raise ValueError(why)" in error.detail
+    assert fails("python", {"function": f"{pymod}:nope"}, ctx).message == (
+        f"python: {pymod} has no attribute 'nope'"
+    )
+    assert fails("python", {"function": f"{pymod}:CONSTANT"}, ctx).message == (
+        f"python: {pymod}:CONSTANT is not callable (it is a int)"
+    )
+    assert fails("python", {"function": "no_such_module_xyz:f"}, ctx).message == (
+        "python: no module named 'no_such_module_xyz'"
+    )
+    assert "module:attr" in fails("python", {"function": "justaname"}, ctx).message
+    error = fails("python", {"function": f"{pymod}:add", "kwargs": {"z": 1}}, ctx)
+    assert error.message.startswith("TypeError: ")
