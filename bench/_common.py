@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -61,6 +62,7 @@ class Timing:
 
     label: str
     times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # user+sys of the child and its children
     error: str | None = None
     skipped: str | None = None
 
@@ -71,6 +73,10 @@ class Timing:
     @property
     def median(self) -> float:
         return statistics.median(self.times) if self.times else float("nan")
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu) if self.cpu else float("nan")
 
 
 def time_command(
@@ -97,6 +103,7 @@ def time_command(
     for _ in range(reps):
         if setup is not None:
             setup()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         try:
             proc = subprocess.run(
@@ -115,10 +122,13 @@ def time_command(
             timing.error = f"could not start: {exc}"
             return timing
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if proc.returncode != 0:
             timing.error = f"exit code {proc.returncode}\n{tail(proc.stderr)}"
             return timing
         timing.times.append(elapsed)
+        timing.cpu.append(cpu)
         if elapsed > stop_after:
             break
     return timing
@@ -193,12 +203,19 @@ def profile_planrun(args: Sequence[str], *, cwd: Path, top: int = 20) -> str:
 
     buf = io.StringIO()
     stats = pstats.Stats(str(prof), stream=buf)
-    stats.sort_stats("cumulative").print_stats(top)
-    buf.write("\n--- by own time ---\n")
+    buf.write("--- planrun functions by cumulative time ---\n")
+    stats.sort_stats("cumulative").print_stats(r"/planrun/", top)
+    buf.write("\n--- all functions by own time ---\n")
     stats.sort_stats("tottime").print_stats(top)
     text = buf.getvalue()
     # The header lines of pstats are noise in a report.
-    keep = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("Ordered")]
+    noise = ("Ordered", "List reduced", "function calls")
+    keep = [
+        ln
+        for ln in text.splitlines()
+        if ln.strip() and not ln.lstrip().startswith(noise) and "function calls" not in ln
+        and not ln.strip().endswith(".prof")
+    ]
     return "\n".join(keep)
 
 
@@ -215,3 +232,12 @@ class Figure:
         if self.ok is None:
             return ""
         return "OK" if self.ok else "MISSED"
+
+
+def machine_note() -> str:
+    """CPUs and load average: wall times on a busy machine are not comparable."""
+    try:
+        load = os.getloadavg()
+        return f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    except OSError:
+        return f"{os.cpu_count()} CPUs"

@@ -14,6 +14,7 @@ from _common import (  # noqa: E402
     Figure,
     find_tool,
     fmt_s,
+    machine_note,
     planrun_cmd,
     print_table,
     profile_planrun,
@@ -154,13 +155,14 @@ def main(argv: list[str] | None = None) -> list[Figure]:
             [
                 t.label,
                 status or fmt_s(t.median),
+                fmt_s(t.cpu_median),
                 f"n={len(t.times)}",
                 f"< {fmt_s(target)}" if target else "",
                 verdict,
             ]
         )
-    print_table(["what", "median", "runs", "target", ""], rows)
-    print(f"(planrun = {shim}; wall time per subprocess, median)")
+    print_table(["what", "wall", "cpu", "runs", "target", ""], rows)
+    print(f"(planrun = {shim}; medians per subprocess; {machine_note()})")
     report_failures(timings)
 
     if opts.profile or (t_yaml.ok and t_yaml.median >= VALIDATE_TARGET_S):

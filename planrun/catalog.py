@@ -39,13 +39,15 @@ def list_plans(directory: str, cwd: str) -> list[dict[str, Any]]:
                 last = st.status if st else None
             except PlanrunError:
                 last = "unreadable"
-            rows.append({
-                "path": path,
-                "name": name,
-                "title": data.get("title"),
-                "steps": len(data["steps"]),
-                "last_status": last,
-            })
+            rows.append(
+                {
+                    "path": path,
+                    "name": name,
+                    "title": data.get("title"),
+                    "steps": len(data["steps"]),
+                    "last_status": last,
+                }
+            )
     return rows
 
 
@@ -56,22 +58,40 @@ def render_list(rows: list[dict[str, Any]]) -> str:
     lines = []
     for r in rows:
         title = r["title"] or ""
-        lines.append(f"{r['path']:<{width}}  {r['steps']:>4} steps  {r['last_status'] or 'never run':<11}  {title}")
+        lines.append(
+            f"{r['path']:<{width}}  {r['steps']:>4} steps  {r['last_status'] or 'never run':<11}  {title}"
+        )
     return "\n".join(lines) + "\n"
 
 
-def list_tools(plan_path: str | None, cwd: str, mcp_config: str | None = None) -> list[dict[str, Any]]:
+def list_tools(
+    plan_path: str | None, cwd: str, mcp_config: str | None = None
+) -> list[dict[str, Any]]:
     """[{name, source, description, input_schema}]: built-ins, then each server's tools."""
     from planrun.tools import builtin_registry
 
     rows: list[dict[str, Any]] = [
-        {"name": s.name, "source": "builtin", "description": s.description, "input_schema": s.input_schema}
+        {
+            "name": s.name,
+            "source": "builtin",
+            "description": s.description,
+            "input_schema": s.input_schema,
+        }
         for s in builtin_registry().specs()
     ]
-    rows.append({"name": "plan", "source": "builtin",
-                 "description": "Run another plan file as one step; returns its final variables.",
-                 "input_schema": {"type": "object", "additionalProperties": False, "required": ["path"],
-                                  "properties": {"path": {"type": "string"}, "variables": {"type": "object"}}}})
+    rows.append(
+        {
+            "name": "plan",
+            "source": "builtin",
+            "description": "Run another plan file as one step; returns its final variables.",
+            "input_schema": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["path"],
+                "properties": {"path": {"type": "string"}, "variables": {"type": "object"}},
+            },
+        }
+    )
     rows.sort(key=lambda r: r["name"])
     if plan_path is None and mcp_config is None:
         return rows
@@ -106,8 +126,14 @@ async def _server_tools(servers: dict[str, Any], cwd: str) -> list[dict[str, Any
     out = []
     for name, tools in zip(entries, lists, strict=True):
         for t in tools:
-            out.append({"name": f"{name}.{t['name']}", "source": name,
-                        "description": t.get("description") or "", "input_schema": t.get("input_schema") or {}})
+            out.append(
+                {
+                    "name": f"{name}.{t['name']}",
+                    "source": name,
+                    "description": t.get("description") or "",
+                    "input_schema": t.get("input_schema") or {},
+                }
+            )
     return out
 
 

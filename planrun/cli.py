@@ -52,9 +52,11 @@ def _guard(fn: F) -> F:
         except BrokenPipeError:
             sys.exit(int(ExitCode.RUN_FAILED))
         except Exception as exc:  # a bug: one line and where to report it
-            _fail(f"internal error: {type(exc).__name__}: {exc} "
-                  "(this is a bug in planrun; please report it with the plan that caused it)",
-                  ExitCode.RUN_FAILED)
+            _fail(
+                f"internal error: {type(exc).__name__}: {exc} "
+                "(this is a bug in planrun; please report it with the plan that caused it)",
+                ExitCode.RUN_FAILED,
+            )
 
     return wrapper  # type: ignore[return-value]
 
@@ -62,7 +64,9 @@ def _guard(fn: F) -> F:
 def _print_diagnostics(diags: list[Any], fmt: str) -> None:
     if fmt == "json":
         valid = not any(d.severity == "error" for d in diags)
-        click.echo(json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2))
+        click.echo(
+            json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2)
+        )
     elif fmt == "github":
         for d in diags:
             kind = "error" if d.severity == "error" else "warning"
@@ -100,25 +104,55 @@ def main(directory: str | None) -> None:
 def _run_options(fn: F) -> F:
     options = [
         click.argument("plan"),
-        click.option("--dry-run", is_flag=True, help="Validate and show what would run; run nothing."),
-        click.option("--var", "var", multiple=True, metavar="K=V", help="Set a variable (value parsed as YAML)."),
-        click.option("--vars-file", type=click.Path(dir_okay=False), help="YAML/JSON mapping of variables."),
-        click.option("-j", "--jobs", type=click.IntRange(min=1), help="Steps at once (default: CPUs)."),
-        click.option("--state", type=click.Path(dir_okay=False), help="State file (default .planrun/state/NAME.json)."),
+        click.option(
+            "--dry-run", is_flag=True, help="Validate and show what would run; run nothing."
+        ),
+        click.option(
+            "--var",
+            "var",
+            multiple=True,
+            metavar="K=V",
+            help="Set a variable (value parsed as YAML).",
+        ),
+        click.option(
+            "--vars-file", type=click.Path(dir_okay=False), help="YAML/JSON mapping of variables."
+        ),
+        click.option(
+            "-j", "--jobs", type=click.IntRange(min=1), help="Steps at once (default: CPUs)."
+        ),
+        click.option(
+            "--state",
+            type=click.Path(dir_okay=False),
+            help="State file (default .planrun/state/NAME.json).",
+        ),
         click.option("--no-state", is_flag=True, help="Keep no state (throw-away run)."),
-        click.option("--resume", is_flag=True, help="Continue the last run (same as `planrun resume`)."),
+        click.option(
+            "--resume", is_flag=True, help="Continue the last run (same as `planrun resume`)."
+        ),
         click.option("--keep-going", is_flag=True, help="Treat on_failure: abort as continue."),
         click.option("--yes", "-y", is_flag=True, help="Approve every step that needs approval."),
-        click.option("--only", multiple=True, metavar="ID", help="Only these steps and what they depend on."),
-        click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True),
-        click.option("--events", type=click.Path(dir_okay=False), help="Append JSON Lines events to FILE."),
-        click.option("--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report to FILE."),
+        click.option(
+            "--only", multiple=True, metavar="ID", help="Only these steps and what they depend on."
+        ),
+        click.option(
+            "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
+        ),
+        click.option(
+            "--events", type=click.Path(dir_okay=False), help="Append JSON Lines events to FILE."
+        ),
+        click.option(
+            "--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report to FILE."
+        ),
         click.option("--quiet", "-q", is_flag=True, help="Only failures and the summary."),
         click.option("--stream", is_flag=True, help="Print output lines live, prefixed [step-id]."),
         click.option("--executor", type=click.Choice(["local", "dask"]), help="Where steps run."),
         click.option("--address", help="Dask scheduler address (tcp://HOST:8786)."),
         click.option("--planner", help="Replanning command (overrides the plan's replan:)."),
-        click.option("--mcp-config", type=click.Path(dir_okay=False), help="Load MCP servers from an mcpServers JSON file."),
+        click.option(
+            "--mcp-config",
+            type=click.Path(dir_okay=False),
+            help="Load MCP servers from an mcpServers JSON file.",
+        ),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -132,12 +166,27 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
     if not os.path.exists(plan):
         raise UsageError(f"plan file not found: {plan}")
     req = RunRequest(
-        plan=plan, variables=_parse_vars(kw["var"]), vars_file=kw["vars_file"], jobs=kw["jobs"],
-        state=kw["state"], no_state=kw["no_state"], resume=force_resume or kw["resume"],
-        keep_going=kw["keep_going"], yes=kw["yes"], only=list(kw["only"]), dry_run=kw["dry_run"],
-        output=kw["output"], events=kw["events"], junit=kw["junit"], quiet=kw["quiet"],
-        stream=kw["stream"], executor=kw["executor"], address=kw["address"], planner=kw["planner"],
-        mcp_config=kw["mcp_config"], cwd=os.getcwd(),
+        plan=plan,
+        variables=_parse_vars(kw["var"]),
+        vars_file=kw["vars_file"],
+        jobs=kw["jobs"],
+        state=kw["state"],
+        no_state=kw["no_state"],
+        resume=force_resume or kw["resume"],
+        keep_going=kw["keep_going"],
+        yes=kw["yes"],
+        only=list(kw["only"]),
+        dry_run=kw["dry_run"],
+        output=kw["output"],
+        events=kw["events"],
+        junit=kw["junit"],
+        quiet=kw["quiet"],
+        stream=kw["stream"],
+        executor=kw["executor"],
+        address=kw["address"],
+        planner=kw["planner"],
+        mcp_config=kw["mcp_config"],
+        cwd=os.getcwd(),
         interactive=sys.stdin.isatty() and sys.stderr.isatty(),
     )
     doc, code = run_sync(req)
@@ -168,12 +217,22 @@ def resume(**kw: Any) -> None:
 
 @main.command()
 @click.argument("plans", nargs=-1, required=True)
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "github"]), default="text", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+)
 @click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
 @click.option("--vars-file", type=click.Path(dir_okay=False))
-@click.option("--check-tools", is_flag=True, help="Connect to MCP servers and check tools and arguments.")
+@click.option(
+    "--check-tools", is_flag=True, help="Connect to MCP servers and check tools and arguments."
+)
 @_guard
-def validate(plans: tuple[str, ...], fmt: str, var: tuple[str, ...], vars_file: str | None, check_tools: bool) -> None:
+def validate(
+    plans: tuple[str, ...], fmt: str, var: tuple[str, ...], vars_file: str | None, check_tools: bool
+) -> None:
     """Check plan files: schema, references, expressions, tools, policy, cycles."""
     from planrun.runner import load_vars_file
     from planrun.validate import load_and_check
@@ -202,8 +261,16 @@ def validate(plans: tuple[str, ...], fmt: str, var: tuple[str, ...], vars_file: 
 
 @main.command()
 @click.argument("plan")
-@click.option("--format", "fmt", type=click.Choice(["ascii", "mermaid", "dot", "json"]), default="ascii", show_default=True)
-@click.option("--state", type=click.Path(dir_okay=False), help="Show step statuses from this state file.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["ascii", "mermaid", "dot", "json"]),
+    default="ascii",
+    show_default=True,
+)
+@click.option(
+    "--state", type=click.Path(dir_okay=False), help="Show step statuses from this state file."
+)
 @_guard
 def graph(plan: str, fmt: str, state: str | None) -> None:
     """Show the step graph (explicit and data-flow edges, parallel waves)."""
@@ -281,7 +348,9 @@ def status(plan: str, state: str | None, output: str) -> None:
     if st is None:
         from planrun.errors import StateError
 
-        raise StateError(f"no state for plan '{name}' at {_state_path(name, state)}: run it first with 'planrun run {plan}'")
+        raise StateError(
+            f"no state for plan '{name}' at {_state_path(name, state)}: run it first with 'planrun run {plan}'"
+        )
     if output == "json":
         click.echo(json.dumps(status_document(st), indent=2, ensure_ascii=False, default=str))
     else:

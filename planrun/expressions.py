@@ -206,7 +206,8 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str]]:
     names = {n.name for n in node.find_all(nodes.Name) if n.ctx == "load"}
     names -= set(env.globals)
     step_refs: set[str] = set()
-    for sub in node.find_all((nodes.Getattr, nodes.Getitem)):
+    for found in node.find_all((nodes.Getattr, nodes.Getitem)):
+        sub: Any = found
         target = sub.node
         if isinstance(target, nodes.Name) and target.name == "steps":
             if isinstance(sub, nodes.Getattr):
@@ -246,7 +247,9 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
         raise ExpressionError(f"in '${{{source}}}': {type(exc).__name__}: {exc}") from None
 
 
-def iter_templates(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], Template]]:
+def iter_templates(
+    value: Any, path: tuple[str | int, ...] = ()
+) -> Iterator[tuple[tuple[str | int, ...], Template]]:
     """Every template inside a JSON-like value, with its path (keys are not templated)."""
     if isinstance(value, str):
         tpl = parse_template(value)
@@ -276,7 +279,9 @@ def resolve(
             return tpl.render(scope, quote)
         except ExpressionError as exc:
             where = format_path(path)
-            raise ExpressionError(f"{where}: {exc.message}" if where else exc.message, name=exc.name) from None
+            raise ExpressionError(
+                f"{where}: {exc.message}" if where else exc.message, name=exc.name
+            ) from None
     if isinstance(value, dict):
         return {k: resolve(v, scope, path=(*path, k), quote=quote) for k, v in value.items()}
     if isinstance(value, list):

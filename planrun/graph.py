@@ -201,7 +201,11 @@ def render_dot(plan_name: str, graph: PlanGraph) -> str:
 
     lines = [f"digraph {q(plan_name)} {{", "    rankdir=TB;", "    node [shape=box];"]
     for sid in graph.order:
-        label = f"{sid}\\n{graph.titles[sid]}\\n[{graph.tools[sid]}]" if graph.titles[sid] != sid else f"{sid}\\n[{graph.tools[sid]}]"
+        label = (
+            f"{sid}\\n{graph.titles[sid]}\\n[{graph.tools[sid]}]"
+            if graph.titles[sid] != sid
+            else f"{sid}\\n[{graph.tools[sid]}]"
+        )
         lines.append(f'    {q(sid)} [label="{label.replace(chr(34), chr(92) + chr(34))}"];')
     for e in graph.edges():
         style = "" if e["kind"] == "explicit" else ' [style=dashed, label="data"]'

@@ -43,7 +43,7 @@ Position = tuple[int, int]
 T = TypeVar("T")
 
 # Nesting deeper than this is refused; no real plan comes close.
-MAX_DEPTH = 500
+MAX_DEPTH = 200
 _JSON_EXTENSIONS = {".json"}
 _YAML_EXTENSIONS = {".yaml", ".yml"}
 
@@ -234,9 +234,7 @@ def _load_json(text: str, file: str) -> Document:
 
 # One JSON token after optional whitespace.  The text has already been accepted by
 # json.loads, so this only has to split valid JSON, not judge it.
-_JSON_TOKEN = re.compile(
-    r'[ \t\n\r]*(?:("(?:[^"\\]|\\.)*")|([{\[])|([}\]])|[:,]|[^ \t\n\r,:{}\[\]"]+)', re.S
-)
+_JSON_TOKEN = re.compile(r'[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]|[^ \t\n\r,:{}\[\]"]+)', re.S)
 
 
 class _JObject:
@@ -282,10 +280,8 @@ class _JsonLocator:
             if m is None:  # only trailing whitespace left
                 break
             index = m.end()
-            start = m.start(m.lastindex) if m.lastindex else index - len(m.group().lstrip())
-            token = text[start:index]
-            if not token:
-                break
+            start = m.start(1)
+            token = m.group(1)
             char = token[0]
             if char in ",:":
                 continue
@@ -424,11 +420,16 @@ def _compose(text: str) -> Node | None:
         except BaseException as exc:  # handed to the caller's thread below
             result.append(exc)
 
+    worker = threading.Thread(target=work, name="planrun-yaml-compose", daemon=True)
     with _STACK_SIZE_LOCK:
-        previous = threading.stack_size(stack)
         try:
-            worker = threading.Thread(target=work, name="planrun-yaml-compose", daemon=True)
+            previous = threading.stack_size(stack)
+        except (ValueError, RuntimeError):  # platform refuses: go the slower, safe way
+            return _compose_with(_DepthLimitedComposer, text)
+        try:
             worker.start()
+        except RuntimeError:  # no memory for such a stack: same
+            return _compose_with(_DepthLimitedComposer, text)
         finally:
             threading.stack_size(previous)
     worker.join()
@@ -453,7 +454,7 @@ def _compose_with(cls: type, text: str) -> Node | None:
 def _compose_or_raise(text: str, file: str) -> Node | None:
     """Compose YAML text to nodes, turning every parser complaint into PlanInvalid."""
     try:
-        return _gc_paused(lambda: _compose(text))
+        return _compose(text)
     except MarkedYAMLError as exc:
         raise _yaml_error(exc, file) from None
     except ReaderError as exc:
@@ -479,10 +480,16 @@ def _yaml_error(exc: MarkedYAMLError, file: str) -> PlanInvalid:
     mark = exc.problem_mark or exc.context_mark
     line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
     problem = exc.problem or exc.context or "cannot parse"
-    message = f"invalid YAML: {problem}"
-    if exc.problem and exc.context and exc.context_mark is not None:
-        context = exc.context.removesuffix("; first occurrence")
-        message += f" ({context} at line {exc.context_mark.line + 1})"
+    context = exc.context or ""
+    context_line = exc.context_mark.line + 1 if exc.context_mark is not None else None
+    if problem == "but found another document":
+        message = "a plan file holds one YAML document, but a second one starts here"
+    elif context.startswith("found duplicate anchor"):
+        message = f"invalid YAML: duplicate anchor (first at line {context_line})"
+    else:
+        message = f"invalid YAML: {problem}"
+        if exc.problem and context and context_line is not None:
+            message += f" ({context} at line {context_line})"
     return _invalid(file, line, col, message)
 
 
@@ -580,11 +587,23 @@ class _Builder:
         pairs = node.value
         try:
             result = {key.value: build(value, depth) for key, value in pairs}
-        except TypeError:  # a list or mapping used as a key: let the slow path say so
-            return self._mapping(node, depth)
+        except TypeError:
+            self._check_keys(pairs)  # a list or mapping used as a key: say so
+            raise
         if len(result) != len(pairs):
-            return self._mapping(node, depth)
+            self._check_keys(pairs)
         return result
+
+    def _check_keys(self, pairs: list[tuple[Node, Node]]) -> None:
+        """Report non-string and duplicate keys of a mapping built by the fast path."""
+        seen: dict[str, Node] = {}
+        for key_node, _ in pairs:
+            name = _key_text(key_node)
+            if name in seen:
+                first = seen[name].start_mark.line + 1
+                self.errors.append((key_node, f"duplicate key '{name}' (first at line {first})"))
+            else:
+                seen[name] = key_node
 
     def _careful_collection(self, node: Node, depth: int) -> Any:
         cls = node.__class__
@@ -698,6 +717,17 @@ def _mapping_entries(node: Node) -> dict[str, tuple[Node, Node]]:
 
 
 def _load_yaml(text: str, file: str) -> Document:
+    data = _gc_paused(lambda: _parse_yaml(text, file))
+    return Document(file, data, _YamlLocator(text))
+
+
+def _parse_yaml(text: str, file: str) -> Any:
+    """Compose and build; runs with the GC paused.
+
+    The node tree (~90 MB for a 10,000-step plan) is garbage once the data is built, and
+    it is freed here, before the GC is resumed: otherwise the first collection afterwards
+    would walk all of it.
+    """
     root = _compose_or_raise(text, file)
     if root is None or (
         root.__class__ is ScalarNode
@@ -708,15 +738,17 @@ def _load_yaml(text: str, file: str) -> Document:
         raise _invalid(file, 1, 1, "plan file is empty")
     builder = _Builder(text)
     try:
-        data = _gc_paused(lambda: builder.build(root))
+        data = builder.build(root)
     except _BuildError as exc:
         raise _node_error(file, exc.node, exc.message) from None
     except RecursionError:
         raise _invalid(file, 1, 1, f"plan is nested too deeply (limit {MAX_DEPTH} levels)") from None
     if builder.errors:
         raise PlanInvalid([_node_diagnostic(file, node, message) for node, message in builder.errors])
-    _check_top_level(data, file, lambda: (root.start_mark.line + 1, root.start_mark.column + 1))
-    return Document(file, data, _YamlLocator(text))
+    root_pos = (root.start_mark.line + 1, root.start_mark.column + 1)
+    del root, builder
+    _check_top_level(data, file, lambda: root_pos)
+    return data
 
 
 def _node_diagnostic(file: str, node: Node, message: str) -> Diagnostic:

@@ -410,13 +410,13 @@ class ServerPool:
 
     async def _client(self, name: str) -> Any:
         """The connected client of `name`, starting the server on first use."""
+        if self._closed:
+            raise ToolFailed(f"MCP server '{name}': the server pool is closed")
         srv = self._servers.get(name)
         if srv is None:
             if name not in self._entries:
                 known = ", ".join(sorted(self._entries)) or "none"
                 raise ToolFailed(f"unknown MCP server '{name}' (servers: {known})")
-            if self._closed:
-                raise ToolFailed(f"MCP server '{name}': the server pool is closed")
             # No await between the lookup and this insert, so concurrent first callers share it.
             srv = _Server(name, self._entries[name], asyncio.get_running_loop().create_future())
             # Mark a start failure as seen even if every waiter was cancelled meanwhile, so
@@ -435,6 +435,7 @@ class ServerPool:
         import anyio
         from mcp import Client
 
+        _quiet_sdk_logging()
         if self._closed:  # aclose() ran before this task got its first turn
             srv.ready.set_exception(
                 _StartFailed(
@@ -573,6 +574,18 @@ async def _http_transport(kind: str, url: str, headers: dict[str, str]) -> Async
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams
+
+
+def _quiet_sdk_logging() -> None:
+    """Keep the SDK's log records (e.g. a traceback for a non-JSON line on a server's stdout)
+    off planrun's stderr unless the application configured logging itself."""
+    import logging
+
+    sdk = logging.getLogger("mcp")
+    if not any(isinstance(h, logging.NullHandler) for h in sdk.handlers):
+        # With a handler present, logging's last-resort stderr printer is not used; records
+        # still propagate to any handler the application installs on the root logger.
+        sdk.addHandler(logging.NullHandler())
 
 
 def _pick_leaf(exc: BaseException) -> BaseException:

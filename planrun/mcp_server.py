@@ -7,19 +7,21 @@ the top: nothing else in planrun pays for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
+import re
 import sys
-from typing import Annotated, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, NotRequired
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
-from planrun.errors import Diagnostic, PlanInvalid, PlanrunError
+from planrun.errors import PlanInvalid, PlanrunError, StateError, UsageError
 from planrun.events import Event
 
 INLINE_LABEL = "<inline>"  # the `file` of diagnostics for inline plan text; names it "inline"
@@ -137,7 +139,7 @@ class PlanSource:
                 self.path = candidate
                 return
             if candidate.endswith(PLAN_EXTENSIONS):
-                raise ToolError(f"plan file not found: {candidate}")
+                raise UsageError(f"plan file not found: {candidate}")
         self.text = plan
 
     @property
@@ -145,23 +147,47 @@ class PlanSource:
         return self.path if self.path is not None else INLINE_LABEL
 
 
-def _render(diags: list[Diagnostic]) -> str:
-    return "\n".join(d.render() for d in diags) or "invalid plan"
-
-
-def _tool_error(exc: Exception) -> ToolError:
-    """The one-line message the CLI would print (every diagnostic for an invalid plan)."""
+def error_text(exc: BaseException) -> str:
+    """What the CLI prints for this error: every diagnostic line, or one message."""
     if isinstance(exc, PlanInvalid):
-        return ToolError(_render(exc.diagnostics))
+        return "\n".join(d.render() for d in exc.diagnostics) or "invalid plan"
     if isinstance(exc, PlanrunError):
-        return ToolError(str(exc))
-    return ToolError(
+        # The runner's hints name CLI commands; here the way on is a tool call.
+        return re.sub(r"'planrun (run|resume) [^']*'", r"plan_\1", str(exc))
+    return (
         f"internal error: {type(exc).__name__}: {exc} "
         "(this is a bug in planrun; please report it with the plan that caused it)"
     )
 
 
-def _validate(plan: str, variables: dict[str, Any] | None, cwd: str) -> ValidateDoc:
+def _json_safe(doc: Any) -> Any:
+    """As `--output json` prints it (default=str): a value the runner left as a Path, a set…"""
+    return json.loads(json.dumps(doc, ensure_ascii=False, default=str))
+
+
+async def _answer(work: Callable[[], Awaitable[Any]]) -> CallToolResult:
+    """The tool's document as structured content (and as the CLI's JSON text), or a tool error.
+
+    Errors are returned rather than raised as ToolError, which the SDK would prefix with
+    "Error executing tool NAME: ": diagnostics stay exactly the CLI's `file:line:col:` lines.
+    """
+    try:
+        doc = _json_safe(await work())
+    except Exception as exc:  # CancelledError is not an Exception: a cancelled call stays one
+        if not isinstance(exc, PlanrunError):
+            logging.getLogger(__name__).exception("planrun mcp: tool failed")
+        return CallToolResult(
+            content=[TextContent(type="text", text=error_text(exc))], is_error=True
+        )
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    structured = doc if isinstance(doc, dict) else {"result": doc}
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def validate_document(plan: str, variables: dict[str, Any] | None, cwd: str) -> dict[str, Any]:
+    """`planrun validate --format json` for one plan (text or path)."""
     from planrun.validate import load_and_check
 
     src = PlanSource(plan, cwd)
@@ -174,25 +200,51 @@ def _validate(plan: str, variables: dict[str, Any] | None, cwd: str) -> Validate
     except PlanInvalid as exc:  # unparsable: the parse errors are the answer
         diags = exc.diagnostics
     valid = not any(d.severity == "error" for d in diags)
-    return {"valid": valid, "diagnostics": [d.to_json() for d in diags]}  # type: ignore[misc]
+    return {"valid": valid, "diagnostics": [d.to_json() for d in diags]}
 
 
-def _plan_name(src: PlanSource) -> str:
+def plan_name(src: PlanSource) -> str:
     """The name a run of this plan keeps its state under (as `planrun status` finds it)."""
     from planrun.validate import default_name, load_and_check
 
     try:
-        checked = load_and_check(src.label if src.path is None else src.path, text=src.text)
+        checked = load_and_check(src.path or src.label, text=src.text)
     except PlanInvalid:
         return default_name(src.label)
     if checked.plan is not None and checked.plan.name:
         return checked.plan.name
+    # An invalid plan can still say its name; its state (from an earlier, valid version) is
+    # kept under that name.
     data = getattr(checked.doc, "data", None)
     if isinstance(data, dict):
-        raw = data.get("name") or data.get("id")
+        raw = data.get("name", data.get("id"))
         if isinstance(raw, str | int) and not isinstance(raw, bool) and str(raw):
             return str(raw)
     return default_name(src.label)
+
+
+def status_doc(plan: str, cwd: str) -> dict[str, Any]:
+    """`planrun status --output json`; StateError when the plan never ran here."""
+    from pathlib import Path
+
+    from planrun.state import default_state_path, read_state, status_document
+
+    name = plan_name(PlanSource(plan, cwd))
+    path = default_state_path(cwd, name)
+    state = read_state(Path(path), name)
+    if state is None:
+        raise StateError(f"no state for plan '{name}' at {path}: run it first with plan_run")
+    return status_document(state)
+
+
+def list_doc(directory: str, cwd: str) -> list[dict[str, Any]]:
+    """`planrun list --output json`."""
+    from planrun.catalog import list_plans
+
+    full = directory if os.path.isabs(directory) else os.path.join(cwd, directory)
+    if not os.path.isdir(full):
+        raise UsageError(f"no such directory: {directory}")
+    return list_plans(directory, cwd)
 
 
 class ProgressReporter:
@@ -249,7 +301,7 @@ class ProgressReporter:
             self.queue.put_nowait((len(self.done), self.total, f"run {status}"))
 
 
-async def _execute(
+async def run_doc(
     plan: str,
     variables: dict[str, Any] | None,
     *,
@@ -258,6 +310,7 @@ async def _execute(
     approve: bool = False,
     ctx: Context | None = None,
 ) -> dict[str, Any]:
+    """`planrun run|resume [--dry-run] --output json`, in the server's event loop."""
     from planrun.runner import RunRequest, execute
 
     cwd = os.getcwd()
@@ -278,19 +331,15 @@ async def _execute(
         req.subscribers.append(reporter)
         reporter.start()
     try:
-        try:
-            doc, _code = await execute(req)
-        finally:
-            if reporter is not None:
-                await reporter.finish()
-    except ToolError:
-        raise
-    except Exception as exc:
-        raise _tool_error(exc) from None
-    # Values the runner hands back are JSON-like but not necessarily JSON types (paths, sets):
-    # make them so, as `--output json` does with default=str.
-    result: dict[str, Any] = json.loads(json.dumps(doc, ensure_ascii=False, default=str))
-    return result
+        doc, _code = await execute(req)
+    finally:
+        if reporter is not None:
+            await reporter.finish()
+    if doc.get("reason") == "approval_required" and isinstance(doc.get("error"), str):
+        doc["error"] = doc["error"].replace(
+            "(use --yes, or run at a terminal)", "(call again with approve: true)"
+        )
+    return doc
 
 
 # ---- the server -------------------------------------------------------------------------------
@@ -308,109 +357,87 @@ def build_server() -> MCPServer:
     )
 
     @server.tool()
-    def plan_validate(plan: PlanArg, variables: VariablesArg = None) -> ValidateDoc:
+    async def plan_validate(
+        plan: PlanArg, variables: VariablesArg = None
+    ) -> Annotated[CallToolResult, ValidateDoc]:
         """Check a plan (schema, references, expressions, tools, policy, cycles) without running it.
 
         Returns every problem at once, each with file, line and column, as
         `planrun validate --format json` prints them.
         """
-        try:
-            return _validate(plan, variables, os.getcwd())
-        except ToolError:
-            raise
-        except Exception as exc:
-            raise _tool_error(exc) from None
+        return await _answer(_now(validate_document, plan, variables, os.getcwd()))
 
     @server.tool()
-    async def plan_dry_run(plan: PlanArg, variables: VariablesArg = None) -> DryRunDoc:
+    async def plan_dry_run(
+        plan: PlanArg, variables: VariablesArg = None
+    ) -> Annotated[CallToolResult, DryRunDoc]:
         """Show what a run would do: steps in start order, grouped in parallel waves, with resolved
         arguments (a value that needs an earlier step's result shows as `<step result>`).
         Runs nothing and writes no state. An invalid plan is a tool error listing its diagnostics.
         """
-        return await _execute(plan, variables, dry_run=True)  # type: ignore[return-value]
+        return await _answer(lambda: run_doc(plan, variables, dry_run=True))
 
     @server.tool()
     async def plan_run(
         plan: PlanArg, ctx: Context, variables: VariablesArg = None, approve: ApproveArg = False
-    ) -> RunDoc:
+    ) -> Annotated[CallToolResult, RunDoc]:
         """Run a plan and return its result (`planrun run --output json`): status
         (succeeded | failed | interrupted | blocked), reason, and every step's status, result
         and error. Step progress is reported as progress notifications. State is kept under the
         server's working directory (`.planrun/state/<plan name>.json`), so plan_resume can
         continue a failed run. An invalid plan is a tool error listing its diagnostics.
         """
-        return await _execute(plan, variables, approve=approve, ctx=ctx)  # type: ignore[return-value]
+        return await _answer(lambda: run_doc(plan, variables, approve=approve, ctx=ctx))
 
     @server.tool()
     async def plan_resume(
         plan: PlanArg, ctx: Context, variables: VariablesArg = None, approve: ApproveArg = False
-    ) -> RunDoc:
+    ) -> Annotated[CallToolResult, RunDoc]:
         """Continue the last run of a plan (`planrun resume`): steps that succeeded and are
         unchanged are not run again; failed, pending and changed steps (and what depends on
         them) are. No saved state is a tool error.
         """
-        return await _execute(plan, variables, resume=True, approve=approve, ctx=ctx)  # type: ignore[return-value]
+        return await _answer(
+            lambda: run_doc(plan, variables, resume=True, approve=approve, ctx=ctx)
+        )
 
     @server.tool()
-    def plan_status(plan: PlanArg) -> RunDoc:
+    async def plan_status(plan: PlanArg) -> Annotated[CallToolResult, RunDoc]:
         """The last (or current) run of a plan, from its state file (`planrun status --output
         json`). A plan that never ran is a tool error.
         """
-        from pathlib import Path
-
-        from planrun.state import default_state_path, read_state, status_document
-
-        try:
-            cwd = os.getcwd()
-            src = PlanSource(plan, cwd)
-            name = _plan_name(src)
-            path = default_state_path(cwd, name)
-            state = read_state(Path(path), name)
-            if state is None:
-                raise ToolError(
-                    f"no state for plan '{name}' at {path}: run it first with plan_run"
-                )
-            doc = json.loads(json.dumps(status_document(state), ensure_ascii=False, default=str))
-        except ToolError:
-            raise
-        except Exception as exc:
-            raise _tool_error(exc) from None
-        return doc  # type: ignore[no-any-return]
+        return await _answer(_now(status_doc, plan, os.getcwd()))
 
     @server.tool()
-    def plan_list(
+    async def plan_list(
         dir: Annotated[
-            str, Field(description="Directory to search, relative to the server's working directory.")
+            str,
+            Field(description="Directory to search, relative to the server's working directory."),
         ] = "plans",
     ) -> Annotated[CallToolResult, list[PlanRowDoc]]:
         """The plan files under a directory (default ./plans), each with its name, title, number
         of steps and last run status (null if never run), as `planrun list --output json`.
         The structured result is `{"result": [...]}`.
         """
-        from planrun.catalog import list_plans
-
-        cwd = os.getcwd()
-        full = dir if os.path.isabs(dir) else os.path.join(cwd, dir)
-        if not os.path.isdir(full):
-            raise ToolError(f"no such directory: {dir}")
-        try:
-            rows = list_plans(dir, cwd)
-        except Exception as exc:
-            raise _tool_error(exc) from None
-        # One JSON text block (the CLI's output), not one block per plan.
-        return CallToolResult(
-            content=[TextContent(type="text", text=json.dumps(rows, indent=2, ensure_ascii=False))],
-            structured_content={"result": rows},
-        )
+        return await _answer(_now(list_doc, dir, os.getcwd()))
 
     @server.tool()
-    def plan_schema() -> dict[str, Any]:
+    async def plan_schema() -> Annotated[CallToolResult, dict[str, Any]]:
         """The JSON Schema (Draft 2020-12) of the plan format, as `planrun schema` prints it."""
         from planrun.model import plan_json_schema
 
-        return plan_json_schema()
+        return await _answer(_now(plan_json_schema))
 
     return server
+
+
+def _now(fn: Callable[..., Any], *args: Any) -> Callable[[], Awaitable[Any]]:
+    """A synchronous piece of work in the shape `_answer` takes (run when awaited)."""
+
+    async def work() -> Any:
+        return fn(*args)
+
+    return work
 
 
 def _quiet_logging() -> None:
@@ -426,8 +453,6 @@ def _quiet_logging() -> None:
 
 def parse_http_address(value: str) -> tuple[str, int]:
     """`HOST:PORT`, `:PORT` or `PORT` (host defaults to 127.0.0.1); `[::1]:PORT` for IPv6."""
-    from planrun.errors import UsageError
-
     host, sep, port_text = value.rpartition(":")
     if not sep:
         host, port_text = "", value
@@ -453,7 +478,5 @@ def serve(http: str | None = None) -> None:
     host, port = parse_http_address(http)
     shown = f"[{host}]" if ":" in host else host
     print(f"planrun mcp: serving streamable HTTP at http://{shown}:{port}/mcp", file=sys.stderr)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how one stops a server
         server.run("streamable-http", host=host, port=port)
-    except KeyboardInterrupt:
-        pass

@@ -126,7 +126,9 @@ def prepare(req: RunRequest) -> Prepared:
             from planrun.validate import did_you_mean
 
             hint = did_you_mean(unknown[0], set(graph.order))
-            raise UsageError(f"--only: no step '{unknown[0]}' in the plan" + (f" ({hint})" if hint else ""))
+            raise UsageError(
+                f"--only: no step '{unknown[0]}' in the plan" + (f" ({hint})" if hint else "")
+            )
         keep = graph.upstream(req.only)
         selected = [sid for sid in graph.order if sid in keep]
     return Prepared(checked, plan, variables, selected, graph)
@@ -152,7 +154,9 @@ def dry_run_document(prep: Prepared) -> dict[str, Any]:
     sub = PlanGraph(
         order=[s for s in graph.order if s in keep],
         deps={s: [d for d in graph.deps[s] if d in keep] for s in graph.order if s in keep},
-        kinds=graph.kinds, titles=graph.titles, tools=graph.tools,
+        kinds=graph.kinds,
+        titles=graph.titles,
+        tools=graph.tools,
     )
     waves = sub.waves()
     producers: dict[str, str] = {}
@@ -164,22 +168,26 @@ def dry_run_document(prep: Prepared) -> dict[str, Any]:
     for wave in waves:
         for sid in wave:
             step = plan.step(sid)
-            steps_out.append({
-                "id": sid,
-                "title": _preview(step.title or sid, scope, producers),
-                "tool": step.tool,
-                "args": _preview(step.args, scope, producers),
-                "depends_on": sub.deps[sid],
-                "when": step.when,
-                "approval": needs_approval(plan, step),
-            })
+            steps_out.append(
+                {
+                    "id": sid,
+                    "title": _preview(step.title or sid, scope, producers),
+                    "tool": step.tool,
+                    "args": _preview(step.args, scope, producers),
+                    "depends_on": sub.deps[sid],
+                    "when": step.when,
+                    "approval": needs_approval(plan, step),
+                }
+            )
     return {"plan": plan.name, "waves": waves, "steps": steps_out}
 
 
 def needs_approval(plan: Plan, step: Step) -> bool:
     import fnmatch
 
-    return step.approval or any(fnmatch.fnmatchcase(step.tool, p) for p in plan.policy.require_approval)
+    return step.approval or any(
+        fnmatch.fnmatchcase(step.tool, p) for p in plan.policy.require_approval
+    )
 
 
 def _preview(value: Any, scope: dict[str, Any], producers: dict[str, str]) -> Any:
@@ -217,7 +225,9 @@ def render_dry_run(doc: dict[str, Any]) -> str:
     """Dry-run text: waves in start order, each step with tool, args, dependencies, condition."""
     import json
 
-    lines = [f"plan {doc['plan']}: {len(doc['steps'])} steps in {len(doc['waves'])} waves (dry run)"]
+    lines = [
+        f"plan {doc['plan']}: {len(doc['steps'])} steps in {len(doc['waves'])} waves (dry run)"
+    ]
     by_id = {s["id"]: s for s in doc["steps"]}
     for n, wave in enumerate(doc["waves"], 1):
         lines.append(f"wave {n}" + (f" ({len(wave)} in parallel)" if len(wave) > 1 else ""))
@@ -288,8 +298,17 @@ def blocked_document(plan: Plan, selected: list[str], steps: list[str]) -> dict[
         "reason": "approval_required",
         "duration_s": 0.0,
         "error": f"approval required for: {', '.join(steps)} (use --yes, or run at a terminal)",
-        "steps": [{"id": s, "status": "pending", "attempts": 0, "duration_s": None,
-                   "result": None, "error": None} for s in selected],
+        "steps": [
+            {
+                "id": s,
+                "status": "pending",
+                "attempts": 0,
+                "duration_s": None,
+                "result": None,
+                "error": None,
+            }
+            for s in selected
+        ],
         "variables": {},
     }
 
@@ -331,9 +350,13 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
             if req.resume:
                 old = store.load()
                 if old is None:
-                    raise StateError(f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'")
-                previous = {sid: PreviousStep(st.status, st.fingerprint, st.result, st.result_variable)
-                            for sid, st in old.steps.items()}
+                    raise StateError(
+                        f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
+                    )
+                previous = {
+                    sid: PreviousStep(st.status, st.fingerprint, st.result, st.result_variable)
+                    for sid, st in old.steps.items()
+                }
                 for st in old.steps.values():
                     if st.status in ("succeeded", "ignored") and st.result_variable:
                         prep.variables.setdefault(st.result_variable, st.result)
@@ -351,8 +374,12 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     if req.console:
         from planrun.reporters.console import ConsoleReporter
 
-        console = ConsoleReporter(sys.stderr, quiet=req.quiet, stream_output=req.stream,
-                                  resume_hint=req.plan if store is not None else None)
+        console = ConsoleReporter(
+            sys.stderr,
+            quiet=req.quiet,
+            stream_output=req.stream,
+            resume_hint=req.plan if store is not None else None,
+        )
         bus.subscribe(console.handle)
         closers.append(console.close)
     if store is not None:
@@ -372,8 +399,10 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     for fn in req.subscribers:
         bus.subscribe(fn)
 
-    services: dict[str, Any] = {"plan_stack": (os.path.realpath(_abs(req.plan, req.cwd)),),
-                                "variables_for_subplan": None}
+    services: dict[str, Any] = {
+        "plan_stack": (os.path.realpath(_abs(req.plan, req.cwd)),),
+        "variables_for_subplan": None,
+    }
     pool = None
     executor: Any = LocalExecutor()
     try:
@@ -381,33 +410,71 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
             from planrun.mcp_client import ServerPool
 
             env_scope = {**variables, "env": dict(os.environ)}
-            entries = {n: resolve(e.model_dump(exclude_none=True), env_scope, path=("servers", n))
-                       for n, e in plan.servers.items()}
+            entries = {
+                n: resolve(e.model_dump(exclude_none=True), env_scope, path=("servers", n))
+                for n, e in plan.servers.items()
+            }
             pool = ServerPool(entries, cwd=req.cwd)
             services["mcp"] = pool
         executor = _make_executor(req, plan, executor)
         await executor.start()
         ask = _tty_ask(console) if req.interactive and not req.yes else None
-        settings = RunSettings(jobs=req.jobs or (plan.limits.max_concurrency or os.cpu_count() or 1),
-                               keep_going=req.keep_going, yes=req.yes, stream=req.stream, cwd=req.cwd,
-                               env=dict(os.environ), ask=ask, services=services)
+        settings = RunSettings(
+            jobs=req.jobs or (plan.limits.max_concurrency or os.cpu_count() or 1),
+            keep_going=req.keep_going,
+            yes=req.yes,
+            stream=req.stream,
+            cwd=req.cwd,
+            env=dict(os.environ),
+            ask=ask,
+            services=services,
+        )
         replanner = None
         if plan.replan is not None or req.planner:
             from planrun.replan import make_replanner
 
             replanner = make_replanner(plan, req, services)
-        sched = Scheduler(plan, prep.selected, variables, executor, bus, settings, previous, replanner)
+        sched = Scheduler(
+            plan, prep.selected, variables, executor, bus, settings, previous, replanner
+        )
         masker.variables = sched.variables
-        bus.emit(Event("run.started", name, None, {
-            "run_id": uuid.uuid4().hex[:12], "digest": plan_digest(plan), "resumed": previous is not None,
-            "variables": variables,
-            "steps": [{"id": s.id, "title": s.title or s.id, "tool": s.tool,
-                       "depends_on": prep.graph.deps[s.id]} for s in plan.steps if s.id in set(prep.selected)],
-        }))
+        bus.emit(
+            Event(
+                "run.started",
+                name,
+                None,
+                {
+                    "run_id": uuid.uuid4().hex[:12],
+                    "digest": plan_digest(plan),
+                    "resumed": previous is not None,
+                    "variables": variables,
+                    "steps": [
+                        {
+                            "id": s.id,
+                            "title": s.title or s.id,
+                            "tool": s.tool,
+                            "depends_on": prep.graph.deps[s.id],
+                        }
+                        for s in plan.steps
+                        if s.id in set(prep.selected)
+                    ],
+                },
+            )
+        )
         outcome = await sched.run()
-        bus.emit(Event("run.finished", name, None, {
-            "status": outcome.status, "reason": outcome.reason, "duration_s": outcome.duration_s,
-            "error": outcome.error}))
+        bus.emit(
+            Event(
+                "run.finished",
+                name,
+                None,
+                {
+                    "status": outcome.status,
+                    "reason": outcome.reason,
+                    "duration_s": outcome.duration_s,
+                    "error": outcome.error,
+                },
+            )
+        )
         doc = result_document(name, sched.order, sched.records, outcome, sched.variables)
         if sched.revisions:
             doc["revisions"] = sched.revisions
@@ -426,7 +493,11 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
 
 def _make_executor(req: RunRequest, plan: Plan, local: Any) -> Any:
     kind = req.executor or (plan.executor.type if plan.executor else None)
-    address = req.address or (plan.executor.address if plan.executor else None) or os.environ.get("PLANRUN_DASK_ADDRESS")
+    address = (
+        req.address
+        or (plan.executor.address if plan.executor else None)
+        or os.environ.get("PLANRUN_DASK_ADDRESS")
+    )
     if kind is None and req.address:
         kind = "dask"
     if kind in (None, "local"):
@@ -500,4 +571,3 @@ async def _interruptible(coro: Any) -> tuple[dict[str, Any], ExitCode]:
         return result
     except asyncio.CancelledError:
         raise PlanrunError("interrupted before any step ran", ExitCode.INTERRUPTED) from None
-

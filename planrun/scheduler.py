@@ -212,10 +212,17 @@ class Scheduler:
         """Start `sid`, or settle it at once (skipped, kept, refused). True if a task started."""
         step = self.steps[sid]
         upstream_failed = next(
-            (d for d in self.graph.deps[sid]
-             if d in self.records and self.records[d].status in ("failed", "interrupted")
-             or (d in self.records and self.records[d].status == "skipped"
-                 and (self.records[d].error or "").startswith("upstream failed"))),
+            (
+                d
+                for d in self.graph.deps[sid]
+                if d in self.records
+                and self.records[d].status in ("failed", "interrupted")
+                or (
+                    d in self.records
+                    and self.records[d].status == "skipped"
+                    and (self.records[d].error or "").startswith("upstream failed")
+                )
+            ),
             None,
         )
         if upstream_failed:
@@ -224,8 +231,11 @@ class Scheduler:
         scope = self.scope()
         if step.when is not None and step.when is not True:
             try:
-                cond = step.when if isinstance(step.when, bool) else resolve(
-                    when_source(step.when), scope, path=("when",))
+                cond = (
+                    step.when
+                    if isinstance(step.when, bool)
+                    else resolve(when_source(step.when), scope, path=("when",))
+                )
             except ExpressionError as exc:
                 self._fail_now(sid, f"step '{sid}': {exc.message}")
                 return False
@@ -239,15 +249,29 @@ class Scheduler:
             return False
         fp = fingerprint(step.tool, args)
         prev = self.previous.get(sid)
-        if (prev and prev.status == "succeeded" and prev.fingerprint == fp
-                and not any(self.records[d].reran for d in self.graph.deps[sid] if d in self.records)):
+        if (
+            prev
+            and prev.status == "succeeded"
+            and prev.fingerprint == fp
+            and not any(self.records[d].reran for d in self.graph.deps[sid] if d in self.records)
+        ):
             rec = self.records[sid]
             rec.status, rec.result, rec.fingerprint = "succeeded", prev.result, fp
             if step.result_variable:
                 self.variables[step.result_variable] = prev.result
-            self.bus.emit(Event("step.resumed", self.plan.name or "", sid, {
-                "status": "succeeded", "result": prev.result, "fingerprint": fp,
-                "result_variable": step.result_variable}))
+            self.bus.emit(
+                Event(
+                    "step.resumed",
+                    self.plan.name or "",
+                    sid,
+                    {
+                        "status": "succeeded",
+                        "result": prev.result,
+                        "fingerprint": fp,
+                        "result_variable": step.result_variable,
+                    },
+                )
+            )
             return False
         if self._needs_approval(step) and not self.settings.yes:
             ask = self.settings.ask
@@ -256,8 +280,14 @@ class Scheduler:
                 self.stop_error = f"approval denied for step '{sid}'"
                 self.records[sid].status = "interrupted" if ask is not None else "pending"
                 if ask is not None:
-                    self.bus.emit(Event("step.interrupted", self.plan.name or "", sid, {
-                        "status": "interrupted", "attempts": 0, "duration_s": 0.0}))
+                    self.bus.emit(
+                        Event(
+                            "step.interrupted",
+                            self.plan.name or "",
+                            sid,
+                            {"status": "interrupted", "attempts": 0, "duration_s": 0.0},
+                        )
+                    )
                 return False
         self.records[sid].reran = True
         task = tg.create_task(self._run_step(sid, step, args, fp))
@@ -266,20 +296,29 @@ class Scheduler:
 
     def _needs_approval(self, step: Step) -> bool:
         return step.approval or any(
-            fnmatch.fnmatchcase(step.tool, pat) for pat in self.plan.policy.require_approval)
+            fnmatch.fnmatchcase(step.tool, pat) for pat in self.plan.policy.require_approval
+        )
 
     def scope(self) -> dict[str, Any]:
         return {
             **self.variables,
             "env": self.settings.env,
-            "steps": {sid: {"status": r.status, "result": r.result, "error": r.error}
-                      for sid, r in self.records.items()},
+            "steps": {
+                sid: {"status": r.status, "result": r.result, "error": r.error}
+                for sid, r in self.records.items()
+            },
         }
 
     def _settle(self, sid: str, status: str, *, reason: str) -> None:
         rec = self.records[sid]
-        rec.status, rec.error, rec.reran = status, reason if status == "skipped" and reason.startswith("upstream") else None, True
-        self.bus.emit(Event("step.skipped", self.plan.name or "", sid, {"status": status, "reason": reason}))
+        rec.status, rec.error, rec.reran = (
+            status,
+            reason if status == "skipped" and reason.startswith("upstream") else None,
+            True,
+        )
+        self.bus.emit(
+            Event("step.skipped", self.plan.name or "", sid, {"status": status, "reason": reason})
+        )
 
     def _fail_now(self, sid: str, error: str) -> None:
         """A step that fails before any attempt (bad expression at run time, budget)."""
@@ -298,22 +337,39 @@ class Scheduler:
         timeout = step.timeout if step.timeout is not None else defaults.timeout
         started = time.monotonic()
         rec.fingerprint = fp
-        ctx = ToolContext(step_id=sid, cwd=self.settings.cwd, env=self.settings.env, timeout=timeout,
-                          on_output=self._output_cb(sid) if self.settings.stream else None,
-                          services=self.settings.services)
+        ctx = ToolContext(
+            step_id=sid,
+            cwd=self.settings.cwd,
+            env=self.settings.env,
+            timeout=timeout,
+            on_output=self._output_cb(sid) if self.settings.stream else None,
+            services=self.settings.services,
+        )
         try:
             while True:
                 refusal = self._charge_budget(step)
                 if refusal:
                     self.stop_reason = "step_budget"
                     self.stop_error = f"step '{sid}': {refusal}"
-                    self._finish_failure(sid, step, refusal, None, None, time.monotonic() - started, budget=True)
+                    self._finish_failure(
+                        sid, step, refusal, None, None, time.monotonic() - started, budget=True
+                    )
                     return
                 rec.attempts += 1
                 rec.status = "running"
-                self.bus.emit(Event("step.started", name, sid, {
-                    "status": "running", "attempt": rec.attempts, "fingerprint": fp,
-                    "tool": step.tool}))
+                self.bus.emit(
+                    Event(
+                        "step.started",
+                        name,
+                        sid,
+                        {
+                            "status": "running",
+                            "attempt": rec.attempts,
+                            "fingerprint": fp,
+                            "tool": step.tool,
+                        },
+                    )
+                )
                 detail: str | None = None
                 partial: Any = None
                 try:
@@ -334,8 +390,14 @@ class Scheduler:
                     self._succeed(sid, step, result, time.monotonic() - started)
                     return
                 if rec.attempts <= retries:
-                    self.bus.emit(Event("step.retrying", name, sid, {
-                        "attempt": rec.attempts, "error": error, "delay_s": delay}))
+                    self.bus.emit(
+                        Event(
+                            "step.retrying",
+                            name,
+                            sid,
+                            {"attempt": rec.attempts, "error": error, "delay_s": delay},
+                        )
+                    )
                     await asyncio.sleep(delay)
                     delay *= 2
                     continue
@@ -344,8 +406,18 @@ class Scheduler:
         except asyncio.CancelledError:
             rec.status = "interrupted"
             rec.duration_s = round(time.monotonic() - started, 3)
-            self.bus.emit(Event("step.interrupted", name, sid, {
-                "status": "interrupted", "attempts": rec.attempts, "duration_s": rec.duration_s}))
+            self.bus.emit(
+                Event(
+                    "step.interrupted",
+                    name,
+                    sid,
+                    {
+                        "status": "interrupted",
+                        "attempts": rec.attempts,
+                        "duration_s": rec.duration_s,
+                    },
+                )
+            )
             raise
         finally:
             self._done.put_nowait(sid)
@@ -380,13 +452,34 @@ class Scheduler:
         rec.duration_s = round(duration, 3)
         if step.result_variable:
             self.variables[step.result_variable] = result
-        self.bus.emit(Event("step.succeeded", self.plan.name or "", sid, {
-            "status": "succeeded", "attempts": rec.attempts, "duration_s": rec.duration_s,
-            "result": result, "fingerprint": rec.fingerprint, "output": _output_of(result),
-            "result_variable": step.result_variable}))
+        self.bus.emit(
+            Event(
+                "step.succeeded",
+                self.plan.name or "",
+                sid,
+                {
+                    "status": "succeeded",
+                    "attempts": rec.attempts,
+                    "duration_s": rec.duration_s,
+                    "result": result,
+                    "fingerprint": rec.fingerprint,
+                    "output": _output_of(result),
+                    "result_variable": step.result_variable,
+                },
+            )
+        )
 
-    def _finish_failure(self, sid: str, step: Step, error: str, detail: str | None, partial: Any,
-                        duration: float, *, budget: bool = False) -> None:
+    def _finish_failure(
+        self,
+        sid: str,
+        step: Step,
+        error: str,
+        detail: str | None,
+        partial: Any,
+        duration: float,
+        *,
+        budget: bool = False,
+    ) -> None:
         rec = self.records[sid]
         policy = step.on_failure or self.plan.defaults.on_failure
         if budget:
@@ -399,10 +492,24 @@ class Scheduler:
         else:
             rec.status, rec.result = "failed", partial
             self.failed_any = True
-        self.bus.emit(Event("step.failed", self.plan.name or "", sid, {
-            "status": rec.status, "attempts": rec.attempts, "duration_s": rec.duration_s,
-            "error": error, "detail": detail, "result": rec.result, "fingerprint": rec.fingerprint,
-            "result_variable": step.result_variable, "output": _output_of(partial)}))
+        self.bus.emit(
+            Event(
+                "step.failed",
+                self.plan.name or "",
+                sid,
+                {
+                    "status": rec.status,
+                    "attempts": rec.attempts,
+                    "duration_s": rec.duration_s,
+                    "error": error,
+                    "detail": detail,
+                    "result": rec.result,
+                    "fingerprint": rec.fingerprint,
+                    "result_variable": step.result_variable,
+                    "output": _output_of(partial),
+                },
+            )
+        )
         if policy == OnFailure.replan and self.replanner is not None and not budget:
             self._replan = ReplanRequested(sid, error)
         elif policy == OnFailure.replan:
@@ -428,8 +535,13 @@ def _fmt_seconds(s: float) -> str:
     return f"{s:g}s"
 
 
-def result_document(plan_name: str, order: list[str], records: dict[str, StepRecord], outcome: Outcome,
-                    variables: dict[str, Any]) -> dict[str, Any]:
+def result_document(
+    plan_name: str,
+    order: list[str],
+    records: dict[str, StepRecord],
+    outcome: Outcome,
+    variables: dict[str, Any],
+) -> dict[str, Any]:
     """The SPEC §8 run document."""
     return {
         "plan": plan_name,
@@ -438,9 +550,14 @@ def result_document(plan_name: str, order: list[str], records: dict[str, StepRec
         "duration_s": outcome.duration_s,
         "error": outcome.error,
         "steps": [
-            {"id": sid, "status": records[sid].status, "attempts": records[sid].attempts,
-             "duration_s": records[sid].duration_s, "result": records[sid].result,
-             "error": records[sid].error}
+            {
+                "id": sid,
+                "status": records[sid].status,
+                "attempts": records[sid].attempts,
+                "duration_s": records[sid].duration_s,
+                "result": records[sid].result,
+                "error": records[sid].error,
+            }
             for sid in order
         ],
         "variables": variables,

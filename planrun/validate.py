@@ -9,12 +9,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template
 from planrun.graph import PlanGraph, when_source
-from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, Plan, Step
+from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, Step
 
 BUILTIN_TOOLS = ("echo", "http", "plan", "python", "read_file", "shell", "sleep", "write_file")
 SCOPE_NAMES = frozenset({"env", "steps"})
@@ -45,8 +45,15 @@ class _Collector:
         self.doc = doc
         self.items: list[Diagnostic] = []
 
-    def add(self, path: Path, message: str, *, hint: str | None = None, key: bool = False,
-            severity: str = "error") -> None:
+    def add(
+        self,
+        path: Path,
+        message: str,
+        *,
+        hint: str | None = None,
+        key: bool = False,
+        severity: str = "error",
+    ) -> None:
         line, col = self.doc.pos(_doc_path(self.doc.data, path), key=key)
         self.items.append(Diagnostic(self.doc.file, line, col, severity, message, hint))
 
@@ -75,15 +82,23 @@ def _label(path: Path, steps: list[Any]) -> str:
     return format_path(path)
 
 
-def _schema_errors(exc: ValidationError, base: Path, data: Any, out: _Collector,
-                   fields: list[str], steps: list[Any]) -> None:
+def _schema_errors(
+    exc: ValidationError,
+    base: Path,
+    data: Any,
+    out: _Collector,
+    fields: list[str],
+    steps: list[Any],
+) -> None:
     seen: set[Path] = set()
     for err in exc.errors():
         loc: list[str | int] = []
         node = data
         for part in err["loc"]:  # drop pydantic's union-member tags, which are not in the data
-            if isinstance(node, dict) and part in node or (
-                isinstance(node, list) and isinstance(part, int) and part < len(node)
+            if (
+                isinstance(node, dict)
+                and part in node
+                or (isinstance(node, list) and isinstance(part, int) and part < len(node))
             ):
                 loc.append(part)
                 node = node[part]  # type: ignore[index]
@@ -102,13 +117,24 @@ def _schema_errors(exc: ValidationError, base: Path, data: Any, out: _Collector,
             parent = _label(path[:-1], steps) if len(path) > 1 else "the plan"
             in_step = len(loc) == 1
             choices = fields if in_step else _fields_at(err["loc"][:-1])
-            out.add(path, f"unknown key '{key}' in {parent}", hint=did_you_mean(key, choices), key=True)
+            out.add(
+                path, f"unknown key '{key}' in {parent}", hint=did_you_mean(key, choices), key=True
+            )
         elif kind == "missing":
-            out.add(path[:-1], f"{_label(path[:-1], steps) or 'the plan'}: missing required key '{loc[-1]}'")
+            out.add(
+                path[:-1],
+                f"{_label(path[:-1], steps) or 'the plan'}: missing required key '{loc[-1]}'",
+            )
         elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
-            out.add(path, f"{_label(path[:-1], steps)}: bad step id {node!r}: use letters, digits, '_', '.', '-'")
+            out.add(
+                path,
+                f"{_label(path[:-1], steps)}: bad step id {node!r}: use letters, digits, '_', '.', '-'",
+            )
         elif kind == "string_pattern_mismatch" and loc and loc[-1] == "result_variable":
-            out.add(path, f"{_label(path[:-1], steps)}: bad result_variable {node!r}: use a name like 'my_var'")
+            out.add(
+                path,
+                f"{_label(path[:-1], steps)}: bad result_variable {node!r}: use a name like 'my_var'",
+            )
         else:
             where = _label(path, steps) or "plan"
             out.add(path, f"{where}: {msg}")
@@ -118,8 +144,13 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     """Known keys of the nested model at a pydantic location (for did-you-mean)."""
     from planrun import model
 
-    names = {"defaults": model.Defaults, "limits": model.Limits, "policy": model.Policy,
-             "replan": model.Replan, "executor": model.ExecutorConfig}
+    names: dict[str, type[BaseModel]] = {
+        "defaults": model.Defaults,
+        "limits": model.Limits,
+        "policy": model.Policy,
+        "replan": model.Replan,
+        "executor": model.ExecutorConfig,
+    }
     if loc and loc[0] in names:
         return list(names[loc[0]].model_fields)
     if loc and loc[0] == "servers":
@@ -159,7 +190,7 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
     try:
         header = PlanHeader.model_validate(header_data)
     except ValidationError as exc:
-        _schema_errors(exc, (), data, out, PLAN_FIELDS, [])
+        _schema_errors(exc, (), header_data, out, PLAN_FIELDS, [])
     if not isinstance(raw_steps, list):
         out.add(("steps",), "'steps' must be a list of steps")
         raw_steps = []
@@ -173,7 +204,15 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
             steps.append(Step.model_validate(raw))
             step_paths.append(i)
         except ValidationError as exc:
-            _schema_errors(exc, ("steps", i), data, out, STEP_FIELDS, raw_steps)
+            _schema_errors(exc, ("steps", i), raw, out, STEP_FIELDS, raw_steps)
+            # Keep checking the rest of the step (ids, references, tools) without the bad keys.
+            bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+            lenient = {k: v for k, v in raw.items() if k not in bad or k in ("id", "index", "tool")}
+            try:
+                steps.append(Step.model_validate(lenient))
+                step_paths.append(i)
+            except ValidationError:
+                pass
     if not raw_steps and isinstance(data.get("steps", []), list):
         out.add(("steps",) if "steps" in data else (), "the plan has no steps")
 
@@ -186,13 +225,19 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
     seen_ids: dict[str, int] = {}
     for s, i in zip(steps, step_paths, strict=True):
         if s.id in seen_ids:
-            out.add(("steps", i, "id"), f"duplicate step id '{s.id}' (first defined in step #{seen_ids[s.id] + 1})")
+            out.add(
+                ("steps", i, "id"),
+                f"duplicate step id '{s.id}' (first defined in step #{seen_ids[s.id] + 1})",
+            )
         else:
             seen_ids[s.id] = i
         for j, dep in enumerate(s.depends_on):
             if dep not in id_set:
-                out.add(("steps", i, "depends_on", j), f"step '{s.id}' depends on unknown step '{dep}'",
-                        hint=did_you_mean(dep, id_set))
+                out.add(
+                    ("steps", i, "depends_on", j),
+                    f"step '{s.id}' depends on unknown step '{dep}'",
+                    hint=did_you_mean(dep, id_set),
+                )
             elif dep == s.id:
                 out.add(("steps", i, "depends_on", j), f"step '{s.id}' depends on itself")
         _check_tool(s, i, servers, header, out)
@@ -206,13 +251,17 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
                 continue
             for expr in tpl.exprs:
                 for name in sorted(expr.names - known_names):
-                    out.add(("steps", i, *path),
-                            f"step '{s.id}': {format_path(path)}: undefined name '{name}'",
-                            hint=did_you_mean(name, known_names - SCOPE_NAMES))
+                    out.add(
+                        ("steps", i, *path),
+                        f"step '{s.id}': {format_path(path)}: undefined name '{name}'",
+                        hint=did_you_mean(name, known_names - SCOPE_NAMES),
+                    )
                 for ref in sorted(expr.step_refs - id_set):
-                    out.add(("steps", i, *path),
-                            f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
-                            hint=did_you_mean(ref, id_set))
+                    out.add(
+                        ("steps", i, *path),
+                        f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
+                        hint=did_you_mean(ref, id_set),
+                    )
     for name, entry in servers.items():
         for path, text in _strings(entry.model_dump(exclude_none=True), ("servers", name)):
             try:
@@ -221,21 +270,29 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
                 out.add(path, f"server '{name}': {format_path(path[2:])}: {exc.message}")
 
     plan: Plan | None = None
-    graph = PlanGraph.build(steps) if len(id_set) == len(ids) else None
+    unique = [s for k, s in enumerate(steps) if seen_ids.get(s.id) == step_paths[k]]
+    graph = PlanGraph.build(unique)
     if graph is not None:
         cycle = graph.find_cycle()
         if cycle:
             first = cycle[0]
             i = step_paths[ids.index(first)]
             s = steps[ids.index(first)]
-            path: Path = ("steps", i, "depends_on", s.depends_on.index(cycle[1])) \
-                if cycle[1] in s.depends_on else ("steps", i, "args")
+            where: Path = (
+                ("steps", i, "depends_on", s.depends_on.index(cycle[1]))
+                if cycle[1] in s.depends_on
+                else ("steps", i, "args")
+            )
             if cycle[1] not in s.depends_on and not s.args:
-                path = ("steps", i, "when")
-            out.add(path, f"dependency cycle: {' -> '.join(cycle)}")
+                where = ("steps", i, "when")
+            out.add(where, f"dependency cycle: {' -> '.join(cycle)}")
         else:
             _concurrent_binders(steps, step_paths, graph, out)
-    if header is not None and not any(d.severity == "error" for d in out.items):
+    if (
+        header is not None
+        and not any(d.severity == "error" for d in out.items)
+        and len(steps) == len(raw_steps)
+    ):
         name = header.name or default_name(doc.file)
         plan = Plan.model_construct(**{**dict(header), "name": name, "steps": steps})
     return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
@@ -249,25 +306,38 @@ def _step_strings(s: Step) -> Iterator[tuple[Path, str]]:
         yield from _strings(s.title, ("title",))
 
 
-def _check_tool(s: Step, i: int, servers: dict[str, Any], header: PlanHeader | None, out: _Collector) -> None:
+def _check_tool(
+    s: Step, i: int, servers: dict[str, Any], header: PlanHeader | None, out: _Collector
+) -> None:
     tool = s.tool
     if tool not in BUILTIN_TOOLS:
         if "." in tool:
             server = tool.split(".", 1)[0]
             if server not in servers:
-                out.add(("steps", i, "tool"), f"step '{s.id}': unknown MCP server '{server}' in tool '{tool}'",
-                        hint=did_you_mean(server, set(servers)))
+                out.add(
+                    ("steps", i, "tool"),
+                    f"step '{s.id}': unknown MCP server '{server}' in tool '{tool}'",
+                    hint=did_you_mean(server, set(servers)),
+                )
         else:
-            out.add(("steps", i, "tool"), f"step '{s.id}': unknown tool '{tool}'",
-                    hint=did_you_mean(tool, set(BUILTIN_TOOLS)))
+            out.add(
+                ("steps", i, "tool"),
+                f"step '{s.id}': unknown tool '{tool}'",
+                hint=did_you_mean(tool, set(BUILTIN_TOOLS)),
+            )
     if header is not None:
         for pattern in header.policy.deny:
             if fnmatch.fnmatchcase(tool, pattern):
-                out.add(("steps", i, "tool"), f"step '{s.id}': tool '{tool}' is denied by policy (deny: '{pattern}')")
+                out.add(
+                    ("steps", i, "tool"),
+                    f"step '{s.id}': tool '{tool}' is denied by policy (deny: '{pattern}')",
+                )
                 break
 
 
-def _concurrent_binders(steps: list[Step], step_paths: list[int], graph: PlanGraph, out: _Collector) -> None:
+def _concurrent_binders(
+    steps: list[Step], step_paths: list[int], graph: PlanGraph, out: _Collector
+) -> None:
     binders: dict[str, list[int]] = {}
     for k, s in enumerate(steps):
         if s.result_variable:
@@ -279,13 +349,18 @@ def _concurrent_binders(steps: list[Step], step_paths: list[int], graph: PlanGra
             up = graph.upstream([steps[a].id])
             for b in ks[:a_pos]:
                 if steps[b].id not in up and steps[a].id not in graph.upstream([steps[b].id]):
-                    out.add(("steps", step_paths[a], "result_variable"),
-                            f"result variable '{var}' is bound by steps '{steps[b].id}' and '{steps[a].id}', "
-                            "which may run concurrently", severity="warning")
+                    out.add(
+                        ("steps", step_paths[a], "result_variable"),
+                        f"result variable '{var}' is bound by steps '{steps[b].id}' and '{steps[a].id}', "
+                        "which may run concurrently",
+                        severity="warning",
+                    )
                     break
 
 
-def load_and_check(source: str, variables: Mapping[str, Any] | None = None, *, text: str | None = None) -> CheckedPlan:
+def load_and_check(
+    source: str, variables: Mapping[str, Any] | None = None, *, text: str | None = None
+) -> CheckedPlan:
     """Load a plan file (or inline text) and check it. Parse errors raise PlanInvalid."""
     from planrun.loader import load_document, load_text
 

@@ -274,12 +274,14 @@ def test_cancelling_the_run_shuts_servers_down(tmp_path: Path) -> None:
     run(main)
 
 
-def test_streamable_http_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("kind", "endpoint"), [("http", "/mcp"), ("sse", "/sse")])
+def test_remote_server(tmp_path: Path, kind: str, endpoint: str) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    script = str(SERVERS_DIR / "crashy_server.py")
     proc = subprocess.Popen(
-        [sys.executable, str(SERVERS_DIR / "crashy_server.py"), "--http", str(port)],
+        [sys.executable, script, f"--{kind}", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -290,35 +292,51 @@ def test_streamable_http_server(tmp_path: Path) -> None:
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
                 break
             except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, (
-                    "HTTP server did not start"
-                )
+                assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
                 time.sleep(0.05)
 
         async def main() -> None:
+            url = f"http://127.0.0.1:{port}{endpoint}"
             servers: dict[str, dict[str, Any]] = {
-                "web": {
-                    "type": "http",
-                    "url": f"http://127.0.0.1:{port}/mcp",
-                    "headers": {"X-Token": "t"},
-                },
-                "gone": {"url": "http://127.0.0.1:9/mcp"},
+                "web": {"type": kind, "url": url, "headers": {"X-Token": "t0k"}},
+                "gone": {"type": kind, "url": "http://127.0.0.1:9/mcp"},
             }
             async with ServerPool(servers, cwd=str(tmp_path)) as pool:
-                assert await pool.call("web", "echo", {"text": "over http"}) == {
-                    "result": "over http"
-                }
+                echoed = await pool.call("web", "echo", {"text": f"over {kind}"})
+                assert echoed == {"result": f"over {kind}"}
+                assert await pool.call("web", "header", {"name": "x-token"}) == {"result": "t0k"}
                 assert "echo" in {t["name"] for t in await pool.list_tools("web")}
-                with pytest.raises(
-                    ToolFailed,
-                    match=r"^MCP server 'gone': cannot connect to http://127.0.0.1:9/mcp",
-                ):
+                with pytest.raises(ToolFailed, match=r"^MCP server 'gone': cannot connect to "):
                     await pool.call("gone", "echo", {"text": "x"})
 
         run(main)
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_stray_stdout_output_prints_no_traceback(tmp_path: Path) -> None:
+    # Outside pytest (which installs its own log handlers): the SDK logs a traceback for a
+    # non-JSON stdout line, and planrun's output must stay clean.
+    code = f"""
+import asyncio, sys
+from planrun.mcp_client import ServerPool
+
+async def main():
+    entry = {{"command": sys.executable, "args": [{str(SERVERS_DIR / "crashy_server.py")!r}, "--noisy"]}}
+    async with ServerPool({{"n": entry}}, cwd=".") as pool:
+        print(await pool.call("n", "echo", {{"text": "fine"}}))
+
+asyncio.run(main())
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (0, "{'result': 'fine'}\n", "")
 
 
 def test_stdio_entry_env_cwd_and_env_file(tmp_path: Path) -> None:

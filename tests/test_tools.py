@@ -527,7 +527,7 @@ def test_python_failures(ctx: ToolContext, pymod: str) -> None:
         f"python: {pymod} has no attribute 'nope'"
     )
     assert fails("python", {"function": f"{pymod}:CONSTANT"}, ctx).message == (
-        f"python: {pymod}:CONSTANT is not callable (it is a int)"
+        f"python: {pymod}:CONSTANT is not callable (type int)"
     )
     assert fails("python", {"function": "no_such_module_xyz:f"}, ctx).message == (
         "python: no module named 'no_such_module_xyz'"
@@ -535,3 +535,15 @@ def test_python_failures(ctx: ToolContext, pymod: str) -> None:
     assert "module:attr" in fails("python", {"function": "justaname"}, ctx).message
     error = fails("python", {"function": f"{pymod}:add", "kwargs": {"z": 1}}, ctx)
     assert error.message.startswith("TypeError: ")
+
+
+def test_python_import_errors_are_one_line(ctx: ToolContext, pymod: str, tmp_path: Path) -> None:
+    (tmp_path / f"{pymod}_broken.py").write_text("import no_such_dependency_xyz\n")
+    error = fails("python", {"function": f"{pymod}_broken:f"}, ctx)
+    assert error.message == (
+        f"python: cannot import {pymod}_broken: No module named 'no_such_dependency_xyz'"
+    )
+    (tmp_path / f"{pymod}_raises.py").write_text("raise RuntimeError('at import')\n")
+    error = fails("python", {"function": f"{pymod}_raises:f"}, ctx)
+    assert error.message == f"python: cannot import {pymod}_raises: RuntimeError: at import"
+    assert error.detail is not None and "at import" in error.detail

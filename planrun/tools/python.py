@@ -99,5 +99,5 @@ async def _load(target: str, cwd: str) -> Any:
         except AttributeError:
             raise ToolFailed(f"python: {module_name} has no attribute {attr_path!r}") from None
     if not callable(obj):
-        raise ToolFailed(f"python: {target} is not callable (it is a {type(obj).__name__})")
+        raise ToolFailed(f"python: {target} is not callable (type {type(obj).__name__})")
     return obj

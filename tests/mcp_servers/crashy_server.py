@@ -5,7 +5,7 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("crashy", log_level="WARNING")
@@ -16,6 +16,13 @@ logging.getLogger().setLevel(logging.WARNING)
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of an HTTP request header ('' over stdio or when absent)."""
+    request = ctx.request_context.request
+    return request.headers.get(name, "") if request is not None else ""
 
 
 @server.tool()
@@ -39,8 +46,15 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
+    # crashy_server.py [--noisy] [--http PORT | --sse PORT]
     print("crashy: started", file=sys.stderr, flush=True)
-    if len(sys.argv) > 2 and sys.argv[1] == "--http":
-        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    argv = sys.argv[1:]
+    if argv[:1] == ["--noisy"]:  # a stray print on stdout, which a stdio client must survive
+        print("this line is not JSON-RPC", flush=True)
+        argv = argv[1:]
+    if argv[:1] == ["--http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(argv[1]))
+    elif argv[:1] == ["--sse"]:
+        server.run("sse", host="127.0.0.1", port=int(argv[1]))
     else:
         server.run()

@@ -1,0 +1,68 @@
+"""Shared fixtures: write a plan file, run the real `planrun` command in a directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def __str__(self) -> str:  # shown by pytest when an assertion fails
+        return f"exit {self.code}\n--- stdout\n{self.out}\n--- stderr\n{self.err}"
+
+
+def planrun(*args: str, cwd: Path | str, timeout: float = 60, env: dict[str, str] | None = None,
+            stdin: str | None = None) -> Result:
+    """Run `python -m planrun ARGS` in `cwd` and capture everything."""
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "planrun", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=timeout, env=full_env, input=stdin if stdin is not None else "",
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def write(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """write("plan.yaml", yaml_text) -> path; dedents the text."""
+
+    def _write(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+        return path
+
+    return _write
+
+
+@pytest.fixture
+def run(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """run(*args) -> Result, with tmp_path as the working directory."""
+
+    def _run(*args: str, **kw: Any) -> Result:
+        return planrun(*args, cwd=kw.pop("cwd", tmp_path), **kw)
+
+    return _run
+
+
+def assert_no_traceback(result: Result) -> None:
+    assert "Traceback" not in result.err and "Traceback" not in result.out, str(result)

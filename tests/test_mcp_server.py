@@ -1,0 +1,336 @@
+"""`planrun mcp` driven by a real MCP client over stdio (and once over streamable HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from mcp import Client, StdioServerParameters
+
+TOOLS = {
+    "plan_validate",
+    "plan_dry_run",
+    "plan_run",
+    "plan_resume",
+    "plan_status",
+    "plan_list",
+    "plan_schema",
+}
+
+BAD_PLAN = """\
+name: bad
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "make"}
+  - id: test
+    tool: shel
+    depends_on: [biuld]
+"""
+
+GOOD_PLAN = """\
+name: hello
+variables: {who: world}
+steps:
+  - id: greet
+    tool: echo
+    args: {value: "hello ${who}"}
+    result_variable: greeting
+  - id: shout
+    tool: shell
+    args: {cmd: "echo ${greeting}"}
+"""
+
+# `first` appends a line to ran.txt each time it runs, so a re-run would show.
+FLAKY_PLAN = """\
+name: flaky
+steps:
+  - id: first
+    tool: shell
+    args: {cmd: "echo first >> ran.txt"}
+  - id: second
+    tool: shell
+    args: {cmd: "exit 3"}
+    depends_on: [first]
+"""
+
+
+def children() -> list[psutil.Process]:
+    """Live (non-zombie) descendants of this test process."""
+    alive = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes() -> Any:
+    before = {p.pid for p in children()}
+    yield
+    deadline = time.monotonic() + 5
+    while (left := [p for p in children() if p.pid not in before]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left, f"processes left running: {[p.cmdline() for p in left]}"
+
+
+@asynccontextmanager
+async def planrun_mcp(cwd: Path) -> AsyncIterator[Client]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "planrun", "mcp"], cwd=str(cwd)
+    )
+    async with Client(params, read_timeout_seconds=30) as client:
+        yield client
+
+
+def session(cwd: Path, body: Callable[[Client], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        async with planrun_mcp(cwd) as client:
+            return await body(client)
+
+    return asyncio.run(main())
+
+
+def test_lists_seven_tools_with_input_and_output_schemas(tmp_path: Path) -> None:
+    async def body(c: Client) -> Any:
+        return (await c.list_tools()).tools
+
+    tools = {t.name: t for t in session(tmp_path, body)}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.input_schema["type"] == "object"
+        assert tool.output_schema is not None, tool.name
+        assert tool.description
+    assert tools["plan_validate"].input_schema["required"] == ["plan"]
+    assert set(tools["plan_run"].input_schema["properties"]) == {"plan", "variables", "approve"}
+    assert set(tools["plan_dry_run"].input_schema["properties"]) == {"plan", "variables"}
+    assert set(tools["plan_list"].input_schema["properties"]) == {"dir"}
+    assert tools["plan_schema"].input_schema.get("properties", {}) == {}
+    assert {"valid", "diagnostics"} <= set(tools["plan_validate"].output_schema["properties"])
+    assert {"plan", "status", "reason", "steps"} <= set(tools["plan_run"].output_schema["properties"])
+
+
+def test_validate_reports_every_problem_with_positions(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text(BAD_PLAN)
+
+    async def body(c: Client) -> Any:
+        inline = await c.call_tool("plan_validate", {"plan": BAD_PLAN})
+        by_path = await c.call_tool("plan_validate", {"plan": "bad.yaml"})
+        good = await c.call_tool("plan_validate", {"plan": GOOD_PLAN})
+        needs_var = await c.call_tool(
+            "plan_validate",
+            {"plan": "steps: [{id: a, tool: echo, args: {value: '${x}'}}]", "variables": {"x": 1}},
+        )
+        return inline, by_path, good, needs_var
+
+    inline, by_path, good, needs_var = session(tmp_path, body)
+    assert not inline.is_error
+    doc = inline.structured_content
+    assert doc["valid"] is False
+    got = {(d["line"], d["col"], d["severity"]) for d in doc["diagnostics"]}
+    assert (7, 11, "error") in got  # tool: shel
+    assert any(d["line"] == 8 and "biuld" in d["message"] for d in doc["diagnostics"])
+    assert all(d["file"] == "<inline>" for d in doc["diagnostics"])
+    assert json.loads(inline.content[0].text) == doc  # the text is the CLI's JSON document
+    assert {d["file"] for d in by_path.structured_content["diagnostics"]} == {"bad.yaml"}
+    assert good.structured_content == {"valid": True, "diagnostics": []}
+    assert needs_var.structured_content["valid"] is True
+
+
+def test_dry_run_shows_waves_and_placeholders_and_runs_nothing(tmp_path: Path) -> None:
+    async def body(c: Client) -> Any:
+        return await c.call_tool("plan_dry_run", {"plan": GOOD_PLAN, "variables": {"who": "mcp"}})
+
+    res = session(tmp_path, body)
+    assert not res.is_error
+    doc = res.structured_content
+    assert doc["plan"] == "hello"
+    assert doc["waves"] == [["greet"], ["shout"]]
+    greet, shout = doc["steps"]
+    assert greet["args"] == {"value": "hello mcp"}
+    assert shout["depends_on"] == ["greet"]
+    assert "<greet result>" in shout["args"]["cmd"]
+    assert not (tmp_path / ".planrun").exists()
+
+
+def test_run_succeeds_with_progress_and_keeps_state(tmp_path: Path) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append((p, total, message))
+
+    async def body(c: Client) -> Any:
+        run = await c.call_tool("plan_run", {"plan": GOOD_PLAN}, progress_callback=on_progress)
+        status = await c.call_tool("plan_status", {"plan": GOOD_PLAN})
+        return run, status
+
+    run, status = session(tmp_path, body)
+    assert not run.is_error, run.content
+    doc = run.structured_content
+    assert (doc["plan"], doc["status"], doc["reason"]) == ("hello", "succeeded", "completed")
+    steps = {s["id"]: s for s in doc["steps"]}
+    assert steps["greet"]["result"] == "hello world"
+    assert steps["shout"]["result"]["stdout"] == "hello world\n"
+    assert (tmp_path / ".planrun" / "state" / "hello.json").exists()
+    # progress: steps done out of steps to run, ending at 2/2
+    assert progress and progress[-1][:2] == (2, 2)
+    assert [p for p, _, _ in progress] == sorted(p for p, _, _ in progress)
+    assert any(m == "greet succeeded" for _, _, m in progress)
+    assert status.structured_content["status"] == "succeeded"
+    assert [s["id"] for s in status.structured_content["steps"]] == ["greet", "shout"]
+
+
+def test_failed_run_then_resume_skips_the_step_that_succeeded(tmp_path: Path) -> None:
+    plan = tmp_path / "flaky.yaml"
+    plan.write_text(FLAKY_PLAN)
+
+    async def body(c: Client) -> Any:
+        failed = await c.call_tool("plan_run", {"plan": "flaky.yaml"})
+        status = await c.call_tool("plan_status", {"plan": "flaky.yaml"})
+        plan.write_text(FLAKY_PLAN.replace("exit 3", "echo fixed"))
+        resumed = await c.call_tool("plan_resume", {"plan": "flaky.yaml"})
+        return failed, status, resumed
+
+    failed, status, resumed = session(tmp_path, body)
+    doc = failed.structured_content
+    assert not failed.is_error  # a failed run is a result, not a tool error
+    assert (doc["status"], doc["reason"]) == ("failed", "step_failed")
+    steps = {s["id"]: s for s in doc["steps"]}
+    assert steps["first"]["status"] == "succeeded"
+    assert steps["second"]["status"] == "failed"
+    assert "exited with code 3" in steps["second"]["error"]
+    assert status.structured_content["status"] == "failed"
+    assert resumed.structured_content["status"] == "succeeded", resumed.content
+    assert (tmp_path / "ran.txt").read_text() == "first\n"  # `first` ran once, not twice
+
+
+def test_errors_come_back_as_tool_errors_with_cli_text(tmp_path: Path) -> None:
+    gated = "name: gated\nsteps:\n  - {id: deploy, tool: echo, args: {value: 1}, approval: true}\n"
+
+    async def body(c: Client) -> Any:
+        return (
+            await c.call_tool("plan_run", {"plan": BAD_PLAN}),
+            await c.call_tool("plan_dry_run", {"plan": "missing.yaml"}),
+            await c.call_tool("plan_status", {"plan": GOOD_PLAN}),
+            await c.call_tool("plan_resume", {"plan": GOOD_PLAN}),
+            await c.call_tool("plan_list", {"dir": "nowhere"}),
+            await c.call_tool("plan_run", {"plan": gated}),
+            await c.call_tool("plan_run", {"plan": gated, "approve": True}),
+        )
+
+    invalid, missing, no_status, no_resume, no_dir, blocked, approved = session(tmp_path, body)
+    assert invalid.is_error
+    lines = invalid.content[0].text.splitlines()
+    assert "<inline>:7:11: error: step 'test': unknown tool 'shel' (did you mean 'shell'?)" in lines
+    assert all(line.startswith("<inline>:") for line in lines)
+    assert missing.is_error and missing.content[0].text == "plan file not found: missing.yaml"
+    assert no_status.is_error and "no state for plan 'hello'" in no_status.content[0].text
+    assert no_resume.is_error and "plan_run" in no_resume.content[0].text
+    assert no_dir.is_error and no_dir.content[0].text == "no such directory: nowhere"
+    # approval is never granted silently
+    assert not blocked.is_error
+    assert blocked.structured_content["status"] == "blocked"
+    assert blocked.structured_content["reason"] == "approval_required"
+    assert "approve" in blocked.structured_content["error"]
+    assert approved.structured_content["status"] == "succeeded"
+
+
+def test_list_and_schema(tmp_path: Path) -> None:
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "hello.yaml").write_text("title: Say hello\n" + GOOD_PLAN)
+    (plans / "flaky.yaml").write_text(FLAKY_PLAN)
+    (plans / "notes.txt").write_text("not a plan")
+
+    async def body(c: Client) -> Any:
+        await c.call_tool("plan_run", {"plan": "plans/hello.yaml"})
+        return await c.call_tool("plan_list", {}), await c.call_tool("plan_schema", {})
+
+    listing, schema = session(tmp_path, body)
+    rows = {r["name"]: r for r in listing.structured_content["result"]}
+    assert rows["hello"] == {
+        "path": "plans/hello.yaml",
+        "name": "hello",
+        "title": "Say hello",
+        "steps": 2,
+        "last_status": "succeeded",
+    }
+    assert rows["flaky"]["last_status"] is None
+    assert json.loads(listing.content[0].text) == listing.structured_content["result"]
+    doc = schema.structured_content
+    assert doc["$schema"].startswith("https://json-schema.org/")
+    assert "steps" in doc["properties"]
+
+
+def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
+    """A step that prints (an in-process python tool) must not corrupt the stdio channel."""
+    plan = (
+        "name: noisy\nsteps:\n"
+        "  - {id: talk, tool: python, args: {function: 'builtins:print', kwargs: {end: 'NOISE'}}}\n"
+        "  - {id: after, tool: echo, args: {value: ok}, depends_on: [talk]}\n"
+    )
+
+    async def body(c: Client) -> Any:
+        return await c.call_tool("plan_run", {"plan": plan})
+
+    res = session(tmp_path, body)
+    assert res.structured_content["status"] == "succeeded", res.content
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_streamable_http(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "mcp", "--http", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "server did not start listening"
+                time.sleep(0.05)
+
+        async def main() -> Any:
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=30) as c:
+                names = {t.name for t in (await c.list_tools()).tools}
+                run = await c.call_tool("plan_run", {"plan": GOOD_PLAN})
+                return names, run
+
+        names, run = asyncio.run(main())
+        assert names == TOOLS
+        assert run.structured_content["status"] == "succeeded"
+        assert (tmp_path / ".planrun" / "state" / "hello.json").exists()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
