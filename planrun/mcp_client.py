@@ -402,6 +402,10 @@ class ServerPool:
                 # server process outlives the run, then pass the cancellation on.
                 await asyncio.wait(tasks)
                 raise
+            finally:
+                for task in tasks:  # mark outcomes as seen: nothing is logged at interpreter exit
+                    if task.done() and not task.cancelled():
+                        task.exception()
         for srv in self._servers.values():
             if srv.stderr is not None:
                 srv.stderr.close()
@@ -448,6 +452,9 @@ class ServerPool:
         except ToolFailed as exc:
             srv.ready.set_exception(_StartFailed(exc))
             return
+        except Exception as exc:  # noqa: BLE001 - e.g. a malformed entry; callers must not hang
+            srv.ready.set_exception(_StartFailed(self._start_failure(srv, exc)))
+            return
         # The deadline bounds the handshake only; it is lifted once the session is up.
         scope = srv.scope = anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout)
         try:
@@ -459,8 +466,10 @@ class ServerPool:
         except BaseException as exc:  # noqa: BLE001 - reported to the callers, never lost
             if not srv.ready.done():
                 srv.ready.set_exception(_StartFailed(self._start_failure(srv, exc)))
-            if isinstance(exc, asyncio.CancelledError):
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                 raise
+            # Anything else (a failed start, an error while closing a dead session) has been
+            # reported to the callers or no longer matters; the task ends quietly.
             return
         if not srv.ready.done():  # the handshake ran out of time, or aclose() aborted it
             message = (
@@ -479,7 +488,9 @@ class ServerPool:
             "http" if "url" in entry and "command" not in entry else "stdio"
         )
         if kind in HTTP_TYPES:
-            return _http_transport(kind, entry["url"], dict(entry.get("headers") or {}))
+            if not entry.get("url"):
+                raise ToolFailed(f"MCP server '{srv.name}': no url")
+            return _http_transport(kind, str(entry["url"]), dict(entry.get("headers") or {}))
         if kind != "stdio":
             raise ToolFailed(f"MCP server '{srv.name}': unknown type {kind!r}")
         from mcp import StdioServerParameters
@@ -526,8 +537,9 @@ class ServerPool:
         if isinstance(leaf, MCPError):
             if leaf.code == -32000:  # CONNECTION_CLOSED
                 return ToolFailed(f"MCP server '{name}': exited during start-up", detail=tail)
+            via = f" with {srv.entry['url']}" if srv.entry.get("url") else ""
             return ToolFailed(
-                f"MCP server '{name}': handshake failed: {leaf.message} (MCP error {leaf.code})",
+                f"MCP server '{name}': handshake{via} failed: {leaf.message} (MCP error {leaf.code})",
                 detail=tail,
             )
         if isinstance(leaf, asyncio.CancelledError):

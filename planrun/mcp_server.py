@@ -473,10 +473,34 @@ def serve(http: str | None = None) -> None:
     server = build_server()
     _quiet_logging()
     if http is None:
-        server.run()
+        asyncio.run(_until_signalled(server.run_stdio_async))
         return
     host, port = parse_http_address(http)
     shown = f"[{host}]" if ":" in host else host
     print(f"planrun mcp: serving streamable HTTP at http://{shown}:{port}/mcp", file=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how one stops a server
         server.run("streamable-http", host=host, port=port)
+
+
+async def _until_signalled(serve_forever: Callable[[], Awaitable[None]]) -> None:
+    """Serve; SIGTERM or SIGINT cancels the server and with it every run in flight.
+
+    Python's default SIGTERM would end the process at once, leaving the steps' processes
+    running and their state `running`; cancelling lets each run stop its steps, record them
+    as `interrupted` and release its state lock, as Ctrl-C does for `planrun run`.
+    """
+    import signal
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await serve_forever()
+    except asyncio.CancelledError:
+        pass  # the end of the server, not of a request: nothing above us to tell
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)

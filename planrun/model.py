@@ -6,7 +6,14 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 STEP_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _DURATION_RE = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*)+$")
@@ -39,10 +46,19 @@ def parse_duration(value: Any) -> float:
     )
 
 
+# The schema must accept what parse_duration accepts ("30s" as well as 30), so it replaces
+# pydantic's generated `"type": "number"` rather than adding to it.
 Duration = Annotated[
     float,
     BeforeValidator(parse_duration),
-    Field(json_schema_extra={"anyOf": [{"type": "number"}, {"type": "string"}]}),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?\s*(ms|s|m|h)?\s*)+$"},
+            ]
+        }
+    ),
 ]
 
 
@@ -54,7 +70,13 @@ def _step_id(value: Any) -> Any:
     return value
 
 
-StepId = Annotated[str, BeforeValidator(_step_id), Field(pattern=STEP_ID_RE.pattern)]
+# mcp-cli plans number their steps (`index: 1`, `depends_on: [1]`): the schema allows ints too.
+StepId = Annotated[
+    str,
+    BeforeValidator(_step_id),
+    Field(pattern=STEP_ID_RE.pattern),
+    WithJsonSchema({"anyOf": [{"type": "string", "pattern": STEP_ID_RE.pattern}, {"type": "integer"}]}),
+]
 
 
 class OnFailure(StrEnum):

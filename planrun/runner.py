@@ -354,7 +354,9 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
                         f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
                     )
                 previous = {
-                    sid: PreviousStep(st.status, st.fingerprint, st.result, st.result_variable)
+                    sid: PreviousStep(
+                        st.status, st.fingerprint, st.result, st.result_variable, st.attempts, st.duration_s
+                    )
                     for sid, st in old.steps.items()
                 }
                 for st in old.steps.values():
@@ -380,6 +382,8 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
             stream_output=req.stream,
             resume_hint=req.plan if store is not None else None,
         )
+        if req.resume:
+            bus.subscribe(_why_notices(console))
         bus.subscribe(console.handle)
         closers.append(console.close)
     if store is not None:
@@ -489,6 +493,16 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
                 close()
             if store is not None:
                 store.close()
+
+
+def _why_notices(console: Any) -> Callable[[Event], None]:
+    """On resume, say why each step that runs again does."""
+
+    def on_event(event: Event) -> None:
+        if event.event == "step.started" and event.data.get("why"):
+            console.notice(f"running '{event.step}' again: {event.data['why']}")
+
+    return on_event
 
 
 def _make_executor(req: RunRequest, plan: Plan, local: Any) -> Any:

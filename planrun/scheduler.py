@@ -54,6 +54,8 @@ class PreviousStep:
     fingerprint: str | None
     result: Any
     result_variable: str | None
+    attempts: int = 0
+    duration_s: float | None = None
 
 
 @dataclass
@@ -257,6 +259,7 @@ class Scheduler:
         ):
             rec = self.records[sid]
             rec.status, rec.result, rec.fingerprint = "succeeded", prev.result, fp
+            rec.attempts, rec.duration_s = prev.attempts, prev.duration_s
             if step.result_variable:
                 self.variables[step.result_variable] = prev.result
             self.bus.emit(
@@ -273,6 +276,16 @@ class Scheduler:
                 )
             )
             return False
+        why = None
+        if self.previous:
+            if prev is None:
+                why = "not in the previous run"
+            elif prev.status != "succeeded":
+                why = f"{prev.status} last time"
+            elif prev.fingerprint != fp:
+                why = "its tool or arguments changed"
+            else:
+                why = "a step it depends on ran again"
         if self._needs_approval(step) and not self.settings.yes:
             ask = self.settings.ask
             if ask is None or not await ask(sid):
@@ -290,7 +303,7 @@ class Scheduler:
                     )
                 return False
         self.records[sid].reran = True
-        task = tg.create_task(self._run_step(sid, step, args, fp))
+        task = tg.create_task(self._run_step(sid, step, args, fp, why))
         self._tasks[sid] = task
         return True
 
@@ -328,7 +341,9 @@ class Scheduler:
 
     # ---- one step ------------------------------------------------------------------------
 
-    async def _run_step(self, sid: str, step: Step, args: dict[str, Any], fp: str) -> None:
+    async def _run_step(
+        self, sid: str, step: Step, args: dict[str, Any], fp: str, why: str | None = None
+    ) -> None:
         rec = self.records[sid]
         name = self.plan.name or ""
         defaults = self.plan.defaults
@@ -367,6 +382,7 @@ class Scheduler:
                             "attempt": rec.attempts,
                             "fingerprint": fp,
                             "tool": step.tool,
+                            **({"why": why} if why and rec.attempts == 1 else {}),
                         },
                     )
                 )

@@ -175,8 +175,15 @@ def _pid_alive(pid: int | None) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # exists, owned by someone else
-    return True
+        pass  # exists, owned by someone else
+    # A killed process stays a zombie until its parent reaps it, and kill(pid, 0) still
+    # succeeds on one (a planrun orphaned in a container whose init never reaps): not alive.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
+    except (OSError, ValueError):
+        return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

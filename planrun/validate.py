@@ -216,8 +216,10 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
     if not raw_steps and isinstance(data.get("steps", []), list):
         out.add(("steps",) if "steps" in data else (), "the plan has no steps")
 
-    plan_vars = dict(header.variables) if header else {}
-    servers = dict(header.servers) if header else {}
+    plan_vars = dict(header.variables) if header else _raw_mapping(data, "variables")
+    # A header error elsewhere (say a typo in `defaults`) must not make every variable
+    # "undefined" and every server "unknown": fall back to the names as written.
+    servers = dict(header.servers) if header else _raw_mapping(data, "servers")
     bound = {s.result_variable for s in steps if s.result_variable}
     known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
     ids = [s.id for s in steps]
@@ -262,7 +264,7 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
                         f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
                         hint=did_you_mean(ref, id_set),
                     )
-    for name, entry in servers.items():
+    for name, entry in (header.servers if header else {}).items():
         for path, text in _strings(entry.model_dump(exclude_none=True), ("servers", name)):
             try:
                 parse_template(text)
@@ -281,10 +283,8 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
             where: Path = (
                 ("steps", i, "depends_on", s.depends_on.index(cycle[1]))
                 if cycle[1] in s.depends_on
-                else ("steps", i, "args")
+                else ("steps", i, *_data_edge_path(s, cycle[1], unique))
             )
-            if cycle[1] not in s.depends_on and not s.args:
-                where = ("steps", i, "when")
             out.add(where, f"dependency cycle: {' -> '.join(cycle)}")
         else:
             _concurrent_binders(steps, step_paths, graph, out)
@@ -296,6 +296,25 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
         name = header.name or default_name(doc.file)
         plan = Plan.model_construct(**{**dict(header), "name": name, "steps": steps})
     return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
+
+
+def _data_edge_path(s: Step, producer: str, steps: list[Step]) -> Path:
+    """Where step `s` reads a result of `producer` (the string that makes the data-flow edge)."""
+    bound = {t.result_variable for t in steps if t.id == producer and t.result_variable}
+    for path, text in _step_strings(s):
+        try:
+            tpl = parse_template(text)
+        except ExpressionError:
+            continue
+        for expr in tpl.exprs if tpl else ():
+            if expr.names & bound or producer in expr.step_refs:
+                return path
+    return ()
+
+
+def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _step_strings(s: Step) -> Iterator[tuple[Path, str]]:

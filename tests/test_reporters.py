@@ -127,7 +127,7 @@ def failed_run() -> list[Event]:
             status="failed",
             reason="step_failed",
             duration_s=3.41,
-            error="step 'deploy' failed",
+            error="step 'deploy' failed: command exited with code 1",
         ),
     ]
 
@@ -376,18 +376,35 @@ def test_console_summary_names_failed_steps() -> None:
         r"1 interrupted, 2 skipped, 1 pending\) in 3\.41s$",
         tail[0],
     )
-    assert tail[1] == "  step 'deploy' failed"
-    assert tail[2:4] == ["failed steps:", "  ✗ deploy: command exited with code 1"]
+    # the run's error only repeats deploy's, which the list shows
+    assert tail[1:3] == ["failed steps:", "  ✗ deploy: command exited with code 1"]
     assert "lint:" not in "\n".join(tail)  # ignored is not failed
     assert "interrupted steps: watch" in tail
     assert tail[-1] == "resume with: planrun resume plans/demo.yaml"
+
+
+def test_console_summary_shows_a_run_error_no_step_explains() -> None:
+    c = Clock()
+    out = console_text(
+        [
+            ev(c, "run.started", steps=[]),
+            ev(
+                c,
+                "run.finished",
+                status="failed",
+                reason="no_plan",
+                error="the planner returned nothing",
+            ),
+        ]
+    )
+    assert out.endswith("run failed (no_plan): 0 steps in ?s\n  the planner returned nothing\n")
 
 
 def test_console_interrupted_run_prints_resume_hint() -> None:
     out = console_text(interrupted_run(), resume_hint="planrun -C ci resume 'my plan.yaml'")
     assert "resuming demo: 2 steps" in out
     assert "a kept from the previous run" in out
-    assert re.search(r"run interrupted: 2 steps \(1 kept, 1 interrupted\) in 1\.60s", out)
+    assert re.search(r"run interrupted: 2 steps \(1 kept, 1 interrupted\) in 1\.60s\n", out)
     assert out.endswith("resume with: planrun -C ci resume 'my plan.yaml'\n")
     assert "resume with" not in console_text(interrupted_run())  # no hint given
 

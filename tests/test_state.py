@@ -407,6 +407,25 @@ def test_real_kill_9_at_random_moments_leaves_a_loadable_prefix(tmp_path: Path) 
     assert mid_run_kills >= 3
 
 
+def test_killed_run_not_yet_reaped_is_not_live(tmp_path: Path) -> None:
+    """A zombie still answers kill(pid, 0); an orphaned planrun can stay one for long."""
+    path = default_state_path(str(tmp_path), PLAN)
+    child = run_child(KILL_CHILD, str(path), "20000")
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        assert StateStore(path, PLAN).load().status == "running"  # type: ignore[union-attr]
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_bytes().split(b") ")[1][:1] != b"Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        state = StateStore(path, PLAN).load()  # not reaped yet: a zombie
+        assert state is not None and state.status == "interrupted"
+    finally:
+        child.kill()
+        child.communicate()
+
+
 def test_reader_during_a_live_run_sees_consistent_progress(tmp_path: Path) -> None:
     """`planrun status` while a run writes: every load works (torn tail, compaction races)."""
     path = default_state_path(str(tmp_path), PLAN)

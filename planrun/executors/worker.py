@@ -25,6 +25,7 @@ from typing import Any
 
 ATTEMPT_TOPIC = "planrun.attempt"
 OUTPUT_TOPIC = "planrun.output"
+TASK_ENV = "PLANRUN_DASK_TASK"  # set in each step's environment: finds the processes of a task
 KILL_GRACE_S = 2.0  # SIGTERM first; SIGKILL the group if it is still alive after this
 _TICK_S = 0.2  # how often a waiting task looks for a cancel request or its deadline
 _FORGET_CANCELLED_S = 3600.0
@@ -50,16 +51,15 @@ def _proc_start_time(pid: int) -> float | None:
         return None
 
 
-def _write_record(key: str, proc: subprocess.Popen[bytes]) -> str | None:
-    """Remember which worker process owns which process group, on this host's disk."""
+def _write_record(key: str) -> str | None:
+    """Note on this host's disk that this worker process is about to run task `key`.
+
+    Written before the process starts, so that a worker killed at any moment leaves a record.
+    The step's processes carry TASK_ENV=key in their environment, which is how they are found.
+    """
     try:
         path = os.path.join(_record_dir(), key + ".json")
-        record = {
-            "owner": os.getpid(),
-            "owner_started": _proc_start_time(os.getpid()),
-            "pgid": proc.pid,
-            "started": time.time(),
-        }
+        record = {"owner": os.getpid(), "owner_started": _proc_start_time(os.getpid())}
         with open(path, "w") as fh:
             json.dump(record, fh)
         return path
@@ -67,42 +67,52 @@ def _write_record(key: str, proc: subprocess.Popen[bytes]) -> str | None:
         return None
 
 
-def reap_orphans() -> list[int]:
-    """Kill the process groups of steps whose worker died (SIGKILL, OOM) without cleaning up.
+def _drop_record(path: str | None) -> None:
+    if path:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
-    Steps run in their own session, so they outlive a killed worker. Every worker on the host
-    calls this before it starts a step; it returns the process group ids it killed.
+
+def reap_orphans() -> list[int]:
+    """Kill the processes of steps whose worker died (SIGKILL, OOM) without cleaning up.
+
+    Steps run in their own session, so they outlive a killed worker. Every worker calls this
+    before it starts a step, and the client after a lost worker; it returns the pids killed.
     """
     try:
         import psutil
     except ImportError:
         return []
-    killed: list[int] = []
+    orphaned: dict[str, str] = {}  # task key -> its record
     try:
         names = os.listdir(_record_dir())
     except OSError:
-        return killed
+        return []
     for name in names:
         path = os.path.join(_record_dir(), name)
         try:
             with open(path) as fh:
                 record = json.load(fh)
-            owner, pgid = int(record["owner"]), int(record["pgid"])
+            owner = int(record["owner"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if owner == os.getpid() or _proc_start_time(owner) == record.get("owner_started"):
-            continue  # the owner is alive and will clean up after itself
-        # Only processes of that group started after the step: the pgid may have been reused.
-        for p in psutil.process_iter(["pid", "create_time"]):
-            try:
-                if os.getpgid(p.pid) == pgid and p.info["create_time"] >= record["started"] - 1:
-                    p.kill()
-                    killed.append(pgid)
-            except (OSError, psutil.Error):
-                pass
+            continue  # the owner is alive and cleans up after itself
+        orphaned[name.removesuffix(".json")] = path
+    if not orphaned:
+        return []
+    killed = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(TASK_ENV) in orphaned:
+                p.kill()
+                killed.append(p.pid)
+        except (OSError, psutil.Error):
+            pass  # gone, or not ours to read
+    for path in orphaned.values():
         with contextlib.suppress(OSError):
             os.unlink(path)
-    return sorted(set(killed))
+    return sorted(killed)
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -206,8 +216,11 @@ def _run_process(
     attempt = _mark_attempt(key)
     reap_orphans()
     base: dict[str, Any] = {"worker": attempt["worker"], "pid": attempt["pid"]}
+    env = {**env, TASK_ENV: key}
+    record = _write_record(key)
     with _lock:
         if key in _cancelled:
+            _drop_record(record)
             return {**base, "status": "cancelled", "stdout": "", "stderr": "", "exit_code": None}
         try:
             proc = subprocess.Popen(
@@ -220,6 +233,7 @@ def _run_process(
                 start_new_session=True,  # its own process group: cancel kills the whole tree
             )
         except OSError as exc:
+            _drop_record(record)
             return {
                 **base,
                 "status": "launch_error",
@@ -228,7 +242,6 @@ def _run_process(
                 "strerror": exc.strerror or str(exc),
             }
         _running[key] = proc
-    record = _write_record(key, proc)
     out: list[bytes] = []
     err: list[bytes] = []
 
@@ -277,9 +290,7 @@ def _run_process(
         with _lock:
             _running.pop(key, None)
             _cancelled.pop(key, None)
-        if record:
-            with contextlib.suppress(OSError):
-                os.unlink(record)
+        _drop_record(record)
     for t in threads:
         # A background child that kept the pipes open would block us forever; its output is lost.
         t.join(timeout=None if status == "ok" else KILL_GRACE_S)

@@ -475,8 +475,10 @@ class ConsoleReporter:
             text += f" ({', '.join(parts)})"
         text += f" in {_duration(data.get('duration_s'))}"
         out = self._line(ts if ts is not None else time.time(), kind, text)
-        if data.get("error") and status != "succeeded":
-            out += f"  {_first_line(data['error'])}\n"
+        error = _first_line(data.get("error"))
+        # "step 'b' failed: <error>" only repeats the failed-steps list below
+        if error and status != "succeeded" and not any(e in error for e in self._errors.values()):
+            out += f"  {error}\n"
         if self._errors:
             out += "failed steps:\n"
             out += "".join(
@@ -563,6 +565,7 @@ class ConsoleReporter:
             ("resumed", "=", "dim"),
             ("failed", "✗", "red"),
             ("ignored", "!", "yellow"),
+            ("interrupted", "■", "magenta"),
             ("skipped", "⊘", "dim"),
             ("running", "▶", "cyan"),
         ):
