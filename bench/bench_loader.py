@@ -74,7 +74,9 @@ def main() -> None:
         for path in (yaml_path, json_path):
             size = path.stat().st_size / 1e6
             secs = best_of(path, opts.repeat)
-            print(f"{path.name}: {opts.steps} steps, {size:.1f} MB, load {secs * 1000:.0f} ms (best of {opts.repeat})")
+            print(
+                f"{path.name}: {opts.steps} steps, {size:.1f} MB, load {secs * 1000:.0f} ms (best of {opts.repeat})"
+            )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,9 @@ from yaml.reader import ReaderError
 from planrun.errors import Diagnostic, PlanInvalid, UsageError
 
 try:
-    from yaml.cyaml import CParser as _CParser
-except ImportError:  # pragma: no cover - PyYAML without libyaml; still correct, just slower
-    _CParser = None
+    from yaml._yaml import CParser as _ParserBase
+except ImportError:  # pragma: no cover - PyYAML built without libyaml: correct, but slower
+    _ParserBase = yaml.SafeLoader  # type: ignore[misc,assignment]
 
 __all__ = ["Document", "load_document", "load_text"]
 
@@ -72,7 +72,12 @@ class Document:
         return self._locator.pos(tuple(path), key)
 
     def diagnostic(
-        self, path: tuple[PathPart, ...], message: str, *, key: bool = False, hint: str | None = None
+        self,
+        path: tuple[PathPart, ...],
+        message: str,
+        *,
+        key: bool = False,
+        hint: str | None = None,
     ) -> Diagnostic:
         """An error Diagnostic positioned at `path` in this document."""
         line, col = self.pos(path, key=key)
@@ -140,7 +145,9 @@ def _invalid(file: str, line: int, col: int, message: str) -> PlanInvalid:
 def _decode(raw: bytes, file: str) -> str:
     """UTF-8 (a BOM is allowed); anything else is an error pointing at the first bad byte."""
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise _invalid(file, 1, 1, "plan file is not UTF-8 (it looks like UTF-16); save it as UTF-8")
+        raise _invalid(
+            file, 1, 1, "plan file is not UTF-8 (it looks like UTF-16); save it as UTF-8"
+        )
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -224,7 +231,12 @@ def _load_json(text: str, file: str) -> Document:
     if duplicates:
         raise PlanInvalid(
             [
-                Diagnostic(file, *locator.line_col(second), "error", f"duplicate key '{name}' (first at line {locator.line_col(first)[0]})")
+                Diagnostic(
+                    file,
+                    *locator.line_col(second),
+                    "error",
+                    f"duplicate key '{name}' (first at line {locator.line_col(first)[0]})",
+                )
                 for name, first, second in locator.duplicates()
             ]
         )
@@ -234,7 +246,9 @@ def _load_json(text: str, file: str) -> Document:
 
 # One JSON token after optional whitespace.  The text has already been accepted by
 # json.loads, so this only has to split valid JSON, not judge it.
-_JSON_TOKEN = re.compile(r'[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]|[^ \t\n\r,:{}\[\]"]+)', re.S)
+_JSON_TOKEN = re.compile(
+    r'[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]|[^ \t\n\r,:{}\[\]"]+)', re.S
+)
 
 
 class _JObject:
@@ -356,41 +370,33 @@ def _start(node: _JNode) -> int:
 
 # --------------------------------------------------------------------------- YAML: composing
 
-if _CParser is not None:
 
-    class _Composer(_CParser):  # type: ignore[valid-type,misc]
-        """libyaml's composer with the resolver hooks replaced by C-level no-ops.
+class _Composer(_ParserBase):  # type: ignore[valid-type,misc]
+    """libyaml's composer with the resolver hooks replaced by C-level no-ops.
 
-        The composer calls resolve/descend_resolver/ascend_resolver for every node; the
-        stock Python versions cost a third of the compose time.  `slice` takes up to three
-        arguments and keeps them, so an implicit scalar's node.tag becomes a slice whose
-        .step is (plain_implicit, quoted_implicit), and an explicit tag stays a str.
-        """
+    The composer calls resolve/descend_resolver/ascend_resolver for every node; the
+    stock Python versions cost a third of the compose time.  `slice` takes up to three
+    arguments and keeps them, so an implicit scalar's node.tag becomes a slice whose
+    .step is (plain_implicit, quoted_implicit), while an explicit tag stays a str.
+    """
 
-        resolve = slice
-        descend_resolver = slice
-        ascend_resolver = tuple
+    resolve = slice
+    descend_resolver = slice
+    ascend_resolver = tuple
 
-    class _DepthLimitedComposer(_Composer):  # type: ignore[misc]
-        """Same, but refuses deep nesting as it goes (for texts too big to run otherwise)."""
 
-        depth = 0
+class _DepthLimitedComposer(_Composer):
+    """Same, but refuses deep nesting as it goes (for texts too big to run otherwise)."""
 
-        def descend_resolver(self, parent: Any, index: Any) -> None:  # type: ignore[override]
-            self.depth += 1
-            if self.depth > MAX_DEPTH:
-                raise _TooDeep
+    depth = 0
 
-        def ascend_resolver(self) -> None:  # type: ignore[override]
-            self.depth -= 1
+    def descend_resolver(self, parent: Any, index: Any) -> None:  # type: ignore[override]
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _TooDeep
 
-else:  # pragma: no cover
-
-    class _Composer(yaml.SafeLoader):  # type: ignore[no-redef]
-        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-            return slice(kind, value, implicit)
-
-    _DepthLimitedComposer = _Composer  # type: ignore[misc]
+    def ascend_resolver(self) -> None:  # type: ignore[override]
+        self.depth -= 1
 
 
 class _TooDeep(Exception):
@@ -471,7 +477,9 @@ def _compose_or_raise(text: str, file: str) -> Node | None:
             file, line, col, f"text is not valid Unicode: lone surrogate U+{ord(bad):04X}"
         ) from None
     except (_TooDeep, RecursionError):
-        raise _invalid(file, 1, 1, f"plan is nested too deeply (limit {MAX_DEPTH} levels)") from None
+        raise _invalid(
+            file, 1, 1, f"plan is nested too deeply (limit {MAX_DEPTH} levels)"
+        ) from None
     except yaml.YAMLError as exc:  # pragma: no cover - every libyaml error is one of the above
         raise _invalid(file, 1, 1, f"invalid YAML: {exc}") from None
 
@@ -769,7 +777,9 @@ def _fast_yaml(text: str) -> dict[str, Any]:
             if not rest or rest[0] == "#":
                 append((indent, _ITEM, None, _NESTED))
                 break
-            if key_match(rest) is None and not (rest[0] == "-" and (len(rest) == 1 or rest[1] == " ")):
+            if key_match(rest) is None and not (
+                rest[0] == "-" and (len(rest) == 1 or rest[1] == " ")
+            ):
                 append((indent, _ITEM, None, _fast_inline(rest)))
                 break
             append((indent, _ITEM, None, _NESTED))
@@ -782,7 +792,12 @@ def _fast_yaml(text: str) -> dict[str, Any]:
             key, rest = found.groups()
             if not rest or rest[0] == "#":
                 value = _NESTED
-            elif rest[0] in quick_first and rest[-1] not in " :" and " #" not in rest and ": " not in rest:
+            elif (
+                rest[0] in quick_first
+                and rest[-1] not in " :"
+                and " #" not in rest
+                and ": " not in rest
+            ):
                 value = rest  # a plain string, by far the most common value
             else:
                 value = _fast_inline(rest)
@@ -796,12 +811,12 @@ def _fast_yaml(text: str) -> dict[str, Any]:
 
 
 # First characters of a plain scalar that is certainly a string.
-_FAST_QUICK_FIRST = frozenset(
-    "abcdeghijklmopqrsuvwxyzABCDEGHIJKLMOPQRSUVWXYZ_/$(=<;^)"
-)
+_FAST_QUICK_FIRST = frozenset("abcdeghijklmopqrsuvwxyzABCDEGHIJKLMOPQRSUVWXYZ_/$(=<;^)")
 
 
-def _fast_mapping(entries: list[_FastEntry], i: int, indent: int, depth: int) -> tuple[dict[str, Any], int]:
+def _fast_mapping(
+    entries: list[_FastEntry], i: int, indent: int, depth: int
+) -> tuple[dict[str, Any], int]:
     if depth > MAX_DEPTH:
         raise _Bail
     count = len(entries)
@@ -823,7 +838,9 @@ def _fast_mapping(entries: list[_FastEntry], i: int, indent: int, depth: int) ->
     return result, i
 
 
-def _fast_sequence(entries: list[_FastEntry], i: int, indent: int, depth: int) -> tuple[list[Any], int]:
+def _fast_sequence(
+    entries: list[_FastEntry], i: int, indent: int, depth: int
+) -> tuple[list[Any], int]:
     if depth > MAX_DEPTH:
         raise _Bail
     count = len(entries)
@@ -908,7 +925,9 @@ def _fast_plain(text: str) -> Any:
     if not text:
         raise _Bail
     first = text[0]
-    if first in _FAST_BAD_FIRST or (first == "-" and (len(text) == 1 or text[1] not in "0123456789.")):
+    if first in _FAST_BAD_FIRST or (
+        first == "-" and (len(text) == 1 or text[1] not in "0123456789.")
+    ):
         raise _Bail
     if first in _MAYBE_NOT_STR:
         return _plain(text)
@@ -952,9 +971,13 @@ def _parse_yaml(text: str, file: str) -> Any:
     except _BuildError as exc:
         raise _node_error(file, exc.node, exc.message) from None
     except RecursionError:
-        raise _invalid(file, 1, 1, f"plan is nested too deeply (limit {MAX_DEPTH} levels)") from None
+        raise _invalid(
+            file, 1, 1, f"plan is nested too deeply (limit {MAX_DEPTH} levels)"
+        ) from None
     if builder.errors:
-        raise PlanInvalid([_node_diagnostic(file, node, message) for node, message in builder.errors])
+        raise PlanInvalid(
+            [_node_diagnostic(file, node, message) for node, message in builder.errors]
+        )
     root_pos = (root.start_mark.line + 1, root.start_mark.column + 1)
     del root, builder
     _check_top_level(data, file, lambda: root_pos)
@@ -983,9 +1006,9 @@ class _YamlLocator:
                 self._root = _gc_paused(lambda: _compose(self._text)) or False
             except Exception:  # the text loaded, so this should not happen; no position then
                 self._root = False
-        node = self._root
-        if node is False:
+        if not isinstance(self._root, Node):
             return (1, 1)
+        node: Node = self._root
         found = node
         for i, part in enumerate(path):
             if node.__class__ is MappingNode and isinstance(part, str):

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -301,6 +302,12 @@ class ProgressReporter:
             self.queue.put_nowait((len(self.done), self.total, f"run {status}"))
 
 
+class RUNS:
+    """How many runs are in flight (a signal waits for them to wind down before leaving)."""
+
+    active = 0
+
+
 async def run_doc(
     plan: str,
     variables: dict[str, Any] | None,
@@ -330,9 +337,11 @@ async def run_doc(
     if reporter is not None:
         req.subscribers.append(reporter)
         reporter.start()
+    RUNS.active += 1
     try:
         doc, _code = await execute(req)
     finally:
+        RUNS.active -= 1  # first: a cancelled `finish` below must not leave it counted
         if reporter is not None:
             await reporter.finish()
     if doc.get("reason") == "approval_required" and isinstance(doc.get("error"), str):
@@ -494,9 +503,16 @@ async def _until_signalled(serve_forever: Callable[[], Awaitable[None]]) -> None
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
+    leaving: list[asyncio.Task[None]] = []
+
+    def on_signal() -> None:
+        task.cancel()
+        if not leaving:
+            leaving.append(loop.create_task(_exit_when_runs_end()))
+
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, on_signal)
     try:
         await serve_forever()
     except asyncio.CancelledError:
@@ -504,3 +520,19 @@ async def _until_signalled(serve_forever: Callable[[], Awaitable[None]]) -> None
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+
+
+async def _exit_when_runs_end(grace_s: float = 10.0) -> None:
+    """Leave once the cancelled runs have stopped their steps and saved their state.
+
+    The SDK reads stdin in a worker thread that cancellation cannot interrupt, so after a
+    signal the server would otherwise linger until the client sends a line or closes stdin.
+    """
+    from planrun.errors import ExitCode
+
+    deadline = time.monotonic() + grace_s
+    await asyncio.sleep(0)  # let the cancellation reach every run first
+    while RUNS.active and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    sys.stderr.flush()
+    os._exit(int(ExitCode.INTERRUPTED))

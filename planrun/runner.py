@@ -338,6 +338,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     name = plan.name or "plan"
     store = None
     previous: dict[str, PreviousStep] | None = None
+    revisions: list[dict[str, Any]] = []
     if not req.no_state:
         from planrun.state import StateStore, default_state_path
 
@@ -359,9 +360,13 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
                     )
                     for sid, st in old.steps.items()
                 }
+                if old.revisions:
+                    prep = _revised(prep, old.revisions, req.only)
+                    plan = prep.plan
+                    revisions = list(old.revisions)
                 for st in old.steps.values():
                     if st.status in ("succeeded", "ignored") and st.result_variable:
-                        prep.variables.setdefault(st.result_variable, st.result)
+                        prep.variables[st.result_variable] = st.result
         except BaseException:
             store.release()
             raise
@@ -388,24 +393,31 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
         closers.append(console.close)
     if store is not None:
         bus.subscribe(store.handle)
-    if req.events:
-        from planrun.reporters.jsonl import JsonLinesReporter
+    try:
+        if req.events:
+            from planrun.reporters.jsonl import JsonLinesReporter
 
-        jl = JsonLinesReporter(_abs(req.events, req.cwd))
-        bus.subscribe(jl.handle)
-        closers.append(jl.close)
-    if req.junit:
-        from planrun.reporters.junit import JUnitReporter
+            jl = JsonLinesReporter(_abs(req.events, req.cwd))
+            bus.subscribe(jl.handle)
+            closers.append(jl.close)
+        if req.junit:
+            from planrun.reporters.junit import JUnitReporter
 
-        ju = JUnitReporter(_abs(req.junit, req.cwd))
-        bus.subscribe(ju.handle)
-        closers.append(ju.close)
+            ju = JUnitReporter(_abs(req.junit, req.cwd))
+            bus.subscribe(ju.handle)
+            closers.append(ju.close)
+    except OSError as exc:
+        for close in closers:
+            close()
+        if store is not None:
+            store.release()
+        raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
     for fn in req.subscribers:
         bus.subscribe(fn)
 
     services: dict[str, Any] = {
+        "notice": console.notice if console is not None else None,
         "plan_stack": (os.path.realpath(_abs(req.plan, req.cwd)),),
-        "variables_for_subplan": None,
     }
     pool = None
     executor: Any = LocalExecutor()
@@ -442,6 +454,8 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
             plan, prep.selected, variables, executor, bus, settings, previous, replanner
         )
         masker.variables = sched.variables
+        sched.revisions = revisions
+        sched.replans = len(revisions)
         bus.emit(
             Event(
                 "run.started",
@@ -495,6 +509,17 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
                 store.close()
 
 
+def _revised(prep: Prepared, revisions: list[dict[str, Any]], only: list[str]) -> Prepared:
+    """On resume, continue the plan as the planner last revised it."""
+    from planrun.replan import apply_revisions
+
+    plan = apply_revisions(prep.plan, revisions)
+    graph = PlanGraph.build(plan.steps)
+    keep = graph.upstream([o for o in only if o in graph.deps]) if only else set(graph.order)
+    selected = [sid for sid in graph.order if sid in keep]
+    return Prepared(prep.checked, plan, prep.variables, selected, graph)
+
+
 def _why_notices(console: Any) -> Callable[[Event], None]:
     """On resume, say why each step that runs again does."""
 
@@ -528,16 +553,16 @@ def _tty_ask(console: Any) -> Callable[[str], Any]:
 
     async def ask(step_id: str) -> bool:
         async with lock:
-            if console is not None:
-                console.flush()
-
             def prompt() -> bool:
                 sys.stderr.write(f"step '{step_id}' needs approval. Run it? [y/N] ")
                 sys.stderr.flush()
                 answer = sys.stdin.readline().strip().lower()
                 return answer in ("y", "yes")
 
-            return await asyncio.to_thread(prompt)
+            if console is None:
+                return await asyncio.to_thread(prompt)
+            with console.suspend():  # the live view must not hide the question
+                return await asyncio.to_thread(prompt)
 
     return ask
 

@@ -441,6 +441,7 @@ class StateStore:
         self._journal_bytes = 0
         self._compact_at = compact_min_bytes
         self._lock_fd: int | None = None
+        self._started: set[str] = set()  # steps started in this run
         self._mutex = threading.Lock()  # executors may emit from worker threads
 
     # ----------------------------------------------------------------- reading
@@ -600,6 +601,7 @@ class StateStore:
         else:
             steps = {str(sid): StepState() for sid in listed}
             revisions = []
+        self._started = set()
         self._state = RunState(
             plan=self.plan_name,
             digest=d.get("digest"),
@@ -623,6 +625,7 @@ class StateStore:
         name = event.event
         ts = _iso_ts(event.ts)
         if name == "step.started":
+            self._started.add(sid)
             new = StepState(
                 status="running",
                 attempts=int(d.get("attempt") or ((old.attempts if old else 0) + 1)),
@@ -630,9 +633,14 @@ class StateStore:
                 fingerprint=d.get("fingerprint"),
                 result_variable=old.result_variable if old else None,
             )
+        elif old is None or (sid not in self._started and name != "step.resumed"):
+            # Skipped, or failed/interrupted before starting in this run: nothing of an earlier
+            # run's attempt (result, error, times) may show through.
+            new = StepState(result_variable=old.result_variable if old else None)
         else:
             # Updated in place: the in-memory state is ours, and the line below records it whole.
-            new = StepState() if old is None else old
+            new = old
+        if name != "step.started":
             if name == "step.retrying":
                 new.attempts = int(d.get("attempt") or new.attempts)
                 new.error = d.get("error")

@@ -172,12 +172,12 @@ def test_unknown_tool_and_bad_arguments_fail_the_call(tmp_path: Path) -> None:
 def test_unknown_server_and_missing_command(tmp_path: Path) -> None:
     async def main() -> None:
         servers = {"x": {"command": "planrun-no-such-command"}}
-        async with ServerPool(servers, cwd=str(tmp_path)) as pool:
+        async with ServerPool(servers, cwd=str(tmp_path), connect_timeout=15) as pool:
             t0 = time.perf_counter()
             with pytest.raises(ToolFailed) as err:
                 await pool.call("x", "anything", {})
             assert err.value.message == "MCP server 'x': command not found: planrun-no-such-command"
-            assert time.perf_counter() - t0 < 1.0
+            assert time.perf_counter() - t0 < 5  # at once (first use imports the SDK), not at 15 s
             with pytest.raises(ToolFailed, match="command not found"):  # the failure is remembered
                 await pool.list_tools("x")
             with pytest.raises(ToolFailed, match=r"unknown MCP server 'y' \(servers: x\)"):
@@ -214,7 +214,7 @@ def test_server_crashing_mid_run_fails_this_and_later_calls(tmp_path: Path) -> N
             t0 = time.perf_counter()
             with pytest.raises(ToolFailed, match="closed the connection"):
                 await pool.call("crashy", "echo", {"text": "hello?"})
-            assert time.perf_counter() - t0 < 0.5
+            assert time.perf_counter() - t0 < 1.0
 
     run(main)
 
@@ -226,7 +226,7 @@ def test_server_that_never_answers_is_bounded_by_connect_timeout(tmp_path: Path)
             with pytest.raises(ToolFailed) as err:
                 await pool.call("silent", "anything", {})
             elapsed = time.perf_counter() - t0
-            assert 1.4 < elapsed < 3.0
+            assert 1.4 < elapsed < 5.0  # generous: the machine may be busy
             assert (
                 err.value.message
                 == "MCP server 'silent': no answer to the MCP handshake within 1.5s"

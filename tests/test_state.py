@@ -212,6 +212,12 @@ def test_resume_keeps_listed_steps_and_marks_new_ones_pending(tmp_path: Path) ->
             "step.resumed", PLAN, "a", {"status": "succeeded", "result": 1, "fingerprint": "fp-a"}
         )
     )
+    # nothing of the earlier attempt shows through a step that does not run this time
+    again.handle(
+        Event("step.skipped", PLAN, "b", {"status": "skipped", "reason": "condition false"})
+    )
+    b = again.state.steps["b"]
+    assert (b.status, b.error, b.attempts, b.started_at) == ("skipped", None, 0, None)
     again.close()
     assert StateStore(store.path, PLAN).load().steps["a"].reason == "unchanged since last run"  # type: ignore[union-attr]
 

@@ -1,0 +1,199 @@
+"""Replanning (SPEC §6): a deterministic planner script drives every path."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PLANNER = r'''
+import json, sys, os
+ctx = json.load(sys.stdin)
+calls = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl")
+with open(calls, "a") as fh:
+    fh.write(json.dumps(ctx) + "\n")
+n = sum(1 for _ in open(calls))
+mode = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "mode")).read().strip()
+ok = [{"id": "alt", "tool": "shell", "args": {"cmd": "echo alt"}, "result_variable": "data"},
+      {"id": "finish", "tool": "echo", "args": {"value": "${data.stdout | trim}"}}]
+failing = [{"id": f"try{n}", "tool": "shell", "args": {"cmd": "exit 1"}, "on_failure": "replan"},
+           {"id": "finish", "tool": "echo", "args": {"value": "done"}, "depends_on": [f"try{n}"]}]
+if mode == "route":
+    out = ok
+elif mode == "twice":
+    out = failing if n == 1 else ok
+elif mode == "always":
+    out = failing
+elif mode == "empty":
+    out = []
+elif mode == "garbage":
+    print("this is not json"); sys.exit(0)
+elif mode == "crash":
+    sys.exit(3)
+elif mode == "hang":
+    import time; time.sleep(60)
+elif mode == "cycle":
+    out = [{"id": "x", "tool": "echo", "depends_on": ["y"]}, {"id": "y", "tool": "echo", "depends_on": ["x"]}]
+elif mode == "cycle_then_ok":
+    out = ([{"id": "x", "tool": "echo", "depends_on": ["y"]}, {"id": "y", "tool": "echo", "depends_on": ["x"]}]
+           if n == 1 else ok)
+elif mode == "slow_after":
+    out = [{"id": "alt", "tool": "shell", "args": {"cmd": "echo alt >> log"}, "result_variable": "data"},
+           {"id": "wait", "tool": "shell", "args": {"cmd": "test -f go || sleep 30; echo wait >> log"}, "depends_on": ["alt"]},
+           {"id": "finish", "tool": "shell", "args": {"cmd": "echo finish >> log"}, "depends_on": ["wait"]}]
+print(json.dumps({"steps": out}) if mode == "route" else json.dumps(out))
+'''
+
+PLAN = """
+name: rp
+title: Replan test
+description: get the data one way or another
+replan: {{command: ["{python}", "planner.py"], timeout: {timeout}}}
+limits: {{max_replans: {max_replans}{max_steps}}}
+steps:
+  - id: first
+    tool: echo
+    args: {{value: 1}}
+    result_variable: one
+  - id: fetch
+    tool: shell
+    args: {{cmd: "echo fetching >&2; exit 9"}}
+    on_failure: replan
+    expected_outcome: the data
+    depends_on: [first]
+  - id: finish
+    tool: echo
+    args: {{value: "${{one}}"}}
+    depends_on: [fetch]
+"""
+
+
+@pytest.fixture
+def setup(tmp_path: Path, write):  # type: ignore[no-untyped-def]
+    def _setup(mode: str, max_replans: int = 2, max_steps: int | None = None, timeout: str = "10s") -> None:
+        write("planner.py", PLANNER)
+        (tmp_path / "mode").write_text(mode)
+        write("p.yaml", PLAN.format(python=sys.executable, max_replans=max_replans, timeout=timeout,
+                                    max_steps=f", max_steps: {max_steps}" if max_steps else ""))
+
+    return _setup
+
+
+def calls(tmp_path: Path) -> list[dict]:
+    f = tmp_path / "calls.jsonl"
+    return [json.loads(x) for x in f.read_text().splitlines()] if f.exists() else []
+
+
+def test_success_without_replanning(run, write, tmp_path, setup):
+    setup("route")
+    (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace("exit 9", "exit 0"))
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert not calls(tmp_path) and "revisions" not in r.json
+
+
+def test_replans_once_and_succeeds_with_exact_diff_event(run, tmp_path, setup):
+    setup("route")
+    r = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 0, r
+    doc = r.json
+    assert doc["status"] == "succeeded" and doc["reason"] == "completed"
+    assert [s["id"] for s in doc["steps"]] == ["first", "alt", "finish"]
+    assert doc["steps"][2]["result"] == "alt"
+    (ctx,) = calls(tmp_path)
+    assert ctx["goal"] == "get the data one way or another"
+    assert ctx["failed_step"]["id"] == "fetch" and ctx["failed_step"]["expected_outcome"] == "the data"
+    assert ctx["failed_step"]["on_failure"] == "replan"
+    assert "exited with code 9" in ctx["error"]
+    assert ctx["completed"] == {"first": 1}
+    assert ctx["variables"]["one"] == 1
+    assert [s["id"] for s in ctx["plan"]["steps"]] == ["first", "fetch", "finish"]
+    assert ctx["plan"]["name"] == "rp" and ctx["history"] == []
+    events = [json.loads(x) for x in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    (diff,) = [e for e in events if e["event"] == "plan.diff"]
+    assert diff["plan"] == "rp"
+    assert diff["removed"] == ["fetch"] and diff["added"] == ["alt"] and diff["revised"] == ["finish"]
+    assert doc["revisions"][0]["diff"] == {"removed": ["fetch"], "added": ["alt"], "revised": ["finish"]}
+    assert "exited with code 9" in doc["revisions"][0]["error"]
+
+
+def test_second_failure_replans_again(run, tmp_path, setup):
+    setup("twice")
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert len(calls(tmp_path)) == 2 and len(r.json["revisions"]) == 2
+    assert calls(tmp_path)[1]["failed_step"]["id"] == "try1"
+    assert calls(tmp_path)[1]["history"][0]["diff"]["added"] == ["try1"]
+
+
+def test_replan_budget_exhausted(run, tmp_path, setup):
+    setup("always", max_replans=2)
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["status"] == "failed" and r.json["reason"] == "replan_budget"
+    assert len(calls(tmp_path)) == 2
+
+
+def test_step_budget_counts_every_execution(run, tmp_path, setup):
+    setup("always", max_replans=10, max_steps=4)
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["reason"] == "step_budget"
+
+
+def test_empty_revision_is_no_plan(run, tmp_path, setup):
+    setup("empty")
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1 and r.json["reason"] == "no_plan", r
+
+
+@pytest.mark.parametrize("mode, words", [("garbage", "not JSON"), ("crash", "exited with code 3"),
+                                         ("hang", "timed out")])
+def test_planner_failures_fail_the_replan_clearly(run, tmp_path, setup, mode, words):
+    setup(mode, max_replans=1, timeout="1s")
+    t0 = time.monotonic()
+    r = run("run", "p.yaml", "--output", "json")
+    assert time.monotonic() - t0 < 10
+    assert r.code == 1 and r.json["reason"] == "replan_budget", r
+    assert words in r.json["error"] or words in r.err
+    assert "Traceback" not in r.err
+
+
+def test_revision_with_a_cycle_is_rejected_and_asked_again(run, tmp_path, setup):
+    setup("cycle_then_ok")
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    second = calls(tmp_path)[1]
+    assert "cycle" in second["error"] and "x -> y -> x" in second["error"]
+    setup("cycle", max_replans=1)
+    (tmp_path / "calls.jsonl").unlink()
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1 and r.json["reason"] == "replan_budget", r
+
+
+def test_resume_after_interrupted_revised_run_continues_the_revision(write, tmp_path, setup, run):
+    setup("slow_after")
+    proc = subprocess.Popen([sys.executable, "-m", "planrun", "run", "p.yaml"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "alt" not in ((tmp_path / "log").read_text() if (tmp_path / "log").exists() else ""):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    (tmp_path / "go").touch()
+    r = run("resume", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert [s["id"] for s in r.json["steps"]] == ["first", "alt", "wait", "finish"]
+    assert (tmp_path / "log").read_text().split() == ["alt", "wait", "finish"]
+    assert len(calls(tmp_path)) == 1  # the planner was not asked again
+    g = run("graph", "p.yaml", "--format", "json").json
+    assert [n["id"] for n in g["nodes"]] == ["first", "alt", "wait", "finish"]
+    st = run("status", "p.yaml", "--output", "json").json
+    assert len(st["revisions"]) == 1
