@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -27,6 +26,7 @@ from planrun.events import Event
 
 INLINE_LABEL = "<inline>"  # the `file` of diagnostics for inline plan text; names it "inline"
 PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
+HTTP_GRACE_S = 5  # seconds a stopping HTTP server waits for connections to close
 
 # ---- result shapes (SPEC §8): the documents the CLI prints with --output/--format json --------
 # typing_extensions.TypedDict, not typing's: pydantic needs it below Python 3.12 for nested dicts.
@@ -132,14 +132,17 @@ class PlanSource:
         self.path: str | None = None
         candidate = plan.strip()
         # A path is one line naming an existing file; a plan's text is anything else. A
-        # one-line value ending in a plan extension is meant as a path, so a typo in it is
-        # "not found" rather than a confusing YAML error about a scalar.
+        # one-line value that cannot be a plan's text (no mapping in it) or ends in a plan
+        # extension is meant as a path, so a typo in it is "not found" rather than a
+        # confusing YAML error about a scalar.
         if candidate and "\n" not in candidate:
             full = candidate if os.path.isabs(candidate) else os.path.join(cwd, candidate)
             if os.path.isfile(full):
                 self.path = candidate
                 return
-            if candidate.endswith(PLAN_EXTENSIONS):
+            if os.path.isdir(full):
+                raise UsageError(f"{candidate} is a directory, not a plan file")
+            if candidate.endswith(PLAN_EXTENSIONS) or not any(c in candidate for c in ":{"):
                 raise UsageError(f"plan file not found: {candidate}")
         self.text = plan
 
@@ -302,10 +305,20 @@ class ProgressReporter:
             self.queue.put_nowait((len(self.done), self.total, f"run {status}"))
 
 
-class RUNS:
-    """How many runs are in flight (a signal waits for them to wind down before leaving)."""
+RUNS: set[asyncio.Task[tuple[dict[str, Any], Any]]] = set()  # runs in flight, for a signal to stop
+RUNS_STOPPERS: set[asyncio.Task[None]] = set()  # keeps the task that stops them referenced
 
-    active = 0
+
+async def interrupt_runs(timeout_s: float = 10.0) -> None:
+    """Stop every run in flight, as Ctrl-C stops `planrun run`: each cancelled run stops its
+    steps (killing their processes), records them as `interrupted`, releases its state lock and
+    answers its tool call with an `interrupted` document.
+    """
+    tasks = set(RUNS)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout_s)
 
 
 async def run_doc(
@@ -337,11 +350,14 @@ async def run_doc(
     if reporter is not None:
         req.subscribers.append(reporter)
         reporter.start()
-    RUNS.active += 1
+    # Its own task, so that a signal can cancel the run alone (the scheduler then returns an
+    # `interrupted` result) without cancelling the MCP session around it.
+    task = asyncio.ensure_future(execute(req))
+    RUNS.add(task)
+    task.add_done_callback(RUNS.discard)
     try:
-        doc, _code = await execute(req)
+        doc, _code = await task
     finally:
-        RUNS.active -= 1  # first: a cancelled `finish` below must not leave it counted
         if reporter is not None:
             await reporter.finish()
     if doc.get("reason") == "approval_required" and isinstance(doc.get("error"), str):
@@ -488,51 +504,74 @@ def serve(http: str | None = None) -> None:
     shown = f"[{host}]" if ":" in host else host
     print(f"planrun mcp: serving streamable HTTP at http://{shown}:{port}/mcp", file=sys.stderr)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how one stops a server
-        server.run("streamable-http", host=host, port=port)
+        asyncio.run(_serve_http(server, host, port))
+
+
+async def _serve_http(server: MCPServer, host: str, port: int) -> None:
+    """`MCPServer.run("streamable-http")`, but a signal first stops the runs in flight.
+
+    uvicorn's graceful shutdown waits for open connections, and a run in flight keeps its
+    request open: so the first SIGTERM/SIGINT interrupts the runs (their calls are answered
+    with `interrupted` documents), then uvicorn shuts down as usual.
+    """
+    import uvicorn
+
+    loop = asyncio.get_running_loop()
+
+    class Server(uvicorn.Server):
+        stopping = False
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.stopping or not RUNS:
+                super().handle_exit(sig, frame)
+                return
+            self.stopping = True
+
+            async def stop() -> None:
+                await interrupt_runs()
+                super(Server, self).handle_exit(sig, frame)
+
+            # Called as a signal handler: hand the work to the event loop.
+            loop.call_soon_threadsafe(lambda: RUNS_STOPPERS.add(loop.create_task(stop())))
+
+    app = server.streamable_http_app(host=host)  # DNS-rebinding protection on loopback hosts
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=HTTP_GRACE_S
+    )
+    await Server(config).serve()
 
 
 async def _until_signalled(serve_forever: Callable[[], Awaitable[None]]) -> None:
-    """Serve; SIGTERM or SIGINT cancels the server and with it every run in flight.
+    """Serve stdio; on SIGTERM or SIGINT stop the runs in flight, answer their calls, and leave.
 
     Python's default SIGTERM would end the process at once, leaving the steps' processes
-    running and their state `running`; cancelling lets each run stop its steps, record them
-    as `interrupted` and release its state lock, as Ctrl-C does for `planrun run`.
+    running and their state `running`. And the SDK reads stdin in a worker thread that
+    cancellation cannot interrupt, so a cancelled server would linger until the client sends a
+    line or closes stdin: once the runs have stopped, the process exits on its own.
     """
     import signal
 
+    from planrun.errors import ExitCode
+
     loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
     leaving: list[asyncio.Task[None]] = []
 
+    async def leave() -> None:
+        await interrupt_runs()
+        await asyncio.sleep(0.2)  # let the interrupted runs' answers reach stdout
+        sys.stderr.flush()
+        os._exit(int(ExitCode.INTERRUPTED))
+
     def on_signal() -> None:
-        task.cancel()
-        if not leaving:
-            leaving.append(loop.create_task(_exit_when_runs_end()))
+        if leaving:  # a second signal: at once
+            os._exit(int(ExitCode.INTERRUPTED))
+        leaving.append(loop.create_task(leave()))
 
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         loop.add_signal_handler(sig, on_signal)
     try:
         await serve_forever()
-    except asyncio.CancelledError:
-        pass  # the end of the server, not of a request: nothing above us to tell
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
-
-
-async def _exit_when_runs_end(grace_s: float = 10.0) -> None:
-    """Leave once the cancelled runs have stopped their steps and saved their state.
-
-    The SDK reads stdin in a worker thread that cancellation cannot interrupt, so after a
-    signal the server would otherwise linger until the client sends a line or closes stdin.
-    """
-    from planrun.errors import ExitCode
-
-    deadline = time.monotonic() + grace_s
-    await asyncio.sleep(0)  # let the cancellation reach every run first
-    while RUNS.active and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    sys.stderr.flush()
-    os._exit(int(ExitCode.INTERRUPTED))

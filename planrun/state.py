@@ -265,7 +265,7 @@ def _apply_step(state: RunState, step_id: str, step: StepState) -> None:
 
 def _apply_revision(state: RunState, revision: dict[str, Any]) -> None:
     """Apply a planner's revision: removed steps dropped, revised ones reset to pending, new ones
-    added pending, and the steps put in the order of the revised plan (`steps`, when given)."""
+    added pending, in the order of the revised plan when `steps` lists all of it."""
     state.revisions.append(revision)
     diff = revision.get("diff") or {}
     for sid in diff.get("removed") or []:
@@ -273,12 +273,14 @@ def _apply_revision(state: RunState, revision: dict[str, Any]) -> None:
     for sid in diff.get("revised") or []:
         if str(sid) in state.steps:
             state.steps[str(sid)] = StepState()
-    order = [str(s["id"]) for s in revision.get("steps") or [] if isinstance(s, dict) and "id" in s]
-    order += [str(a) for a in diff.get("added") or [] if str(a) not in order]
-    steps = {sid: state.steps.get(sid) or StepState() for sid in order}
-    # A step the revision neither lists nor removes keeps its record, at the end.
-    steps.update((sid, st) for sid, st in state.steps.items() if sid not in steps)
-    state.steps = steps
+    listed = [
+        str(s["id"]) for s in revision.get("steps") or [] if isinstance(s, dict) and "id" in s
+    ]
+    listed += [str(a) for a in diff.get("added") or [] if str(a) not in listed]
+    if not set(state.steps) <= set(listed):
+        # Only the new steps were listed: the kept ones stay first, in their order.
+        listed = [*state.steps, *(sid for sid in listed if sid not in state.steps)]
+    state.steps = {sid: state.steps.get(sid) or StepState() for sid in listed}
 
 
 def _apply_run(state: RunState, changes: dict[str, Any]) -> None:

@@ -264,7 +264,10 @@ def test_cancelling_the_run_shuts_servers_down(tmp_path: Path) -> None:
 
         task = asyncio.create_task(a_run())
         await up.wait()
-        await asyncio.sleep(0.2)
+        for _ in range(100):  # until the silent server's process exists too
+            if len(children()) == 2:
+                break
+            await asyncio.sleep(0.05)
         assert len(children()) == 2
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

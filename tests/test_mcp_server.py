@@ -120,7 +120,9 @@ def test_lists_seven_tools_with_input_and_output_schemas(tmp_path: Path) -> None
     assert set(tools["plan_list"].input_schema["properties"]) == {"dir"}
     assert tools["plan_schema"].input_schema.get("properties", {}) == {}
     assert {"valid", "diagnostics"} <= set(tools["plan_validate"].output_schema["properties"])
-    assert {"plan", "status", "reason", "steps"} <= set(tools["plan_run"].output_schema["properties"])
+    assert {"plan", "status", "reason", "steps"} <= set(
+        tools["plan_run"].output_schema["properties"]
+    )
 
 
 def test_validate_reports_every_problem_with_positions(tmp_path: Path) -> None:
@@ -334,3 +336,36 @@ def test_streamable_http(tmp_path: Path) -> None:
             proc.wait()
         if proc.stderr:
             proc.stderr.close()
+
+
+def test_sigterm_interrupts_the_run_in_flight(tmp_path: Path) -> None:
+    """SIGTERM to the server: the step's process is killed, the call answered `interrupted`,
+    the state says so, and the server leaves."""
+    plan = (
+        "name: slow\nsteps:\n"
+        "  - {id: nap, tool: shell, args: {cmd: 'echo $$ > nap.pid; exec sleep 30'}}\n"
+    )
+
+    async def main() -> Any:
+        async with planrun_mcp(tmp_path) as c:
+            call = asyncio.create_task(c.call_tool("plan_run", {"plan": plan}))
+            pid_file = tmp_path / "nap.pid"
+            for _ in range(200):
+                if pid_file.exists() and pid_file.read_text().strip():
+                    break
+                await asyncio.sleep(0.05)
+            nap = psutil.Process(int(pid_file.read_text()))
+            server = next(
+                p for p in psutil.Process().children() if "planrun" in " ".join(p.cmdline())
+            )
+            server.terminate()
+            result = await asyncio.wait_for(call, 15)
+            server.wait(10)
+            return result, nap
+
+    result, nap = asyncio.run(main())
+    assert result.structured_content["status"] == "interrupted", result.content
+    assert result.structured_content["steps"][0]["status"] == "interrupted"
+    assert not nap.is_running() or nap.status() == psutil.STATUS_ZOMBIE
+    state = json.loads((tmp_path / ".planrun" / "state" / "slow.json").read_text())
+    assert state["status"] == "interrupted"

@@ -220,10 +220,12 @@ class DaskExecutor:
     def _reexecution_note(self, key: str, runs: int) -> str:
         seen = self._attempts.get(key, [])
         runs = max(runs, len(seen))
-        where = f" (workers: {', '.join(seen)})" if seen else ""
+        where = ", ".join(seen) or "unknown"
+        if runs == 1:
+            return f"its worker ({where}) died; the command may have run in part"
         return (
-            f"its worker died each of the {runs} time(s) the task was started{where}; "
-            "the step may have run partly more than once"
+            f"the task was started {runs} times and each worker died ({where}); "
+            f"the command may have run in part {runs} times"
         )
 
     def _report_reexecution(self, step_id: str, key: str) -> None:

@@ -26,13 +26,13 @@ from typing import Any
 ATTEMPT_TOPIC = "planrun.attempt"
 OUTPUT_TOPIC = "planrun.output"
 TASK_ENV = "PLANRUN_DASK_TASK"  # set in each step's environment: finds the processes of a task
-KILL_GRACE_S = 2.0  # SIGTERM first; SIGKILL the group if it is still alive after this
-_TICK_S = 0.2  # how often a waiting task looks for a cancel request or its deadline
+KILL_GRACE_S = 0.5  # SIGTERM first, SIGKILL the group after this (as the local shell tool)
 _FORGET_CANCELLED_S = 3600.0
 
 _lock = threading.Lock()
 _running: dict[str, subprocess.Popen[bytes]] = {}  # task key -> the step's process (group leader)
 _cancelled: dict[str, float] = {}  # task key -> when kill_task was asked for it
+_own_start: dict[int, float | None] = {}  # this worker's start time, to tell it from pid reuse
 
 
 def _record_dir() -> str:
@@ -51,6 +51,17 @@ def _proc_start_time(pid: int) -> float | None:
         return None
 
 
+def _is_alive(pid: int, started: float | None) -> bool:
+    """Whether the process `pid` started at `started` still runs (a zombie has died)."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return p.create_time() == started and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _write_record(key: str) -> str | None:
     """Note on this host's disk that this worker process is about to run task `key`.
 
@@ -59,7 +70,10 @@ def _write_record(key: str) -> str | None:
     """
     try:
         path = os.path.join(_record_dir(), key + ".json")
-        record = {"owner": os.getpid(), "owner_started": _proc_start_time(os.getpid())}
+        pid = os.getpid()
+        if pid not in _own_start:  # by pid: a forked worker has its own
+            _own_start[pid] = _proc_start_time(pid)
+        record = {"owner": pid, "owner_started": _own_start[pid]}
         with open(path, "w") as fh:
             json.dump(record, fh)
         return path
@@ -96,7 +110,7 @@ def reap_orphans() -> list[int]:
             owner = int(record["owner"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if owner == os.getpid() or _proc_start_time(owner) == record.get("owner_started"):
+        if owner == os.getpid() or _is_alive(owner, record.get("owner_started")):
             continue  # the owner is alive and cleans up after itself
         orphaned[name.removesuffix(".json")] = path
     if not orphaned:
@@ -124,9 +138,9 @@ async def kill_task(key: str) -> bool:
     """Stop the step of task `key` on this worker (run on every worker by `client.run`).
 
     Marks the key cancelled, so that a task that has not started its process yet never does;
-    SIGTERMs the step's process group (the task's own thread escalates to SIGKILL after
-    KILL_GRACE_S) and waits until the process is reaped. Returns whether there was one.
-    A coroutine, so that the wait runs on the worker's event loop without blocking it.
+    SIGTERMs the step's process group, SIGKILLs it after KILL_GRACE_S, and returns once the
+    process is reaped. Returns whether there was a process. A coroutine: the waiting runs on the
+    worker's event loop without blocking it.
     """
     import asyncio
 
@@ -138,13 +152,19 @@ async def kill_task(key: str) -> bool:
         proc = _running.get(key)
     if proc is None:
         return False
-    _kill_group(proc.pid, signal.SIGTERM)
-    deadline = now + KILL_GRACE_S + 2 * _TICK_S + 1.0
-    while time.monotonic() < deadline:
+
+    def reaped() -> bool:
         with _lock:
-            if _running.get(key) is not proc:  # the task thread has reaped it
-                break
-        await asyncio.sleep(0.02)
+            return _running.get(key) is not proc  # the task's thread is done with it
+
+    _kill_group(proc.pid, signal.SIGTERM)
+    for grace in (KILL_GRACE_S, 2.0):
+        deadline = time.monotonic() + grace
+        while not reaped() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if reaped():
+            break
+        _kill_group(proc.pid, signal.SIGKILL)  # the leader is unreaped: its pgid is still ours
     return True
 
 
@@ -260,32 +280,33 @@ def _run_process(
         threads.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
     for t in threads:
         t.start()
-    status = "ok"
-    deadline = None if timeout is None else time.monotonic() + timeout
-    term_sent_at: float | None = None
-    try:
-        while True:
-            try:
-                proc.wait(timeout=_TICK_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            with _lock:
-                cancelled = key in _cancelled
-            if cancelled and status == "ok":
-                status, term_sent_at = "cancelled", _cancelled.get(key, now)
-            elif deadline is not None and now >= deadline and status == "ok":
-                status, term_sent_at = "timeout", now
-                _kill_group(proc.pid, signal.SIGTERM)
-            if term_sent_at is not None and now - term_sent_at >= KILL_GRACE_S:
-                _kill_group(proc.pid, signal.SIGKILL)
-    finally:
+    timed_out = threading.Event()
+
+    def on_deadline() -> None:  # a backstop: the client's own timeout normally fires first
         with _lock:
-            if status == "ok" and key in _cancelled:  # the leader died of kill_task's SIGTERM
-                status = "cancelled"
-        if status != "ok" or proc.poll() is None:
-            _kill_group(proc.pid, signal.SIGKILL)  # leftovers in the group after a stop
+            if _running.get(key) is not proc:
+                return
+        timed_out.set()
+        _kill_group(proc.pid, signal.SIGTERM)
+        time.sleep(KILL_GRACE_S)
+        with _lock:  # still running means still unreaped: the pgid cannot have been reused
+            if _running.get(key) is proc:
+                _kill_group(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, on_deadline) if timeout else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        proc.wait()  # a plain blocking wait: no polling delay on a step's end
+    finally:
+        if timer is not None:
+            timer.cancel()
+        with _lock:
+            cancelled = key in _cancelled
+        status = "timeout" if timed_out.is_set() else "cancelled" if cancelled else "ok"
+        if status != "ok":
+            _kill_group(proc.pid, signal.SIGKILL)  # what is left of the group after a stop
         proc.wait()
         with _lock:
             _running.pop(key, None)

@@ -1,0 +1,646 @@
+"""`planrun validate`: every error class with its message and position, output formats, exit codes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from planrun.validate import validate_plan
+from tests.conftest import assert_no_traceback
+
+
+@pytest.fixture
+def check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """check(text, name="plan.yaml", variables=None) -> the rendered diagnostics, in order.
+
+    Uses the library (fast) from tmp_path, so each line reads `plan.yaml:LINE:COL: ...`
+    exactly as `planrun validate plan.yaml --format text` prints it.
+    """
+    monkeypatch.chdir(tmp_path)
+
+    def _check(text: str | bytes, name: str = "plan.yaml", variables: dict | None = None) -> list[str]:
+        path = tmp_path / name
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(textwrap.dedent(text).lstrip())
+        return [d.render() for d in validate_plan(name, variables)]
+
+    return _check
+
+
+# ---- files that do not parse -------------------------------------------------------------
+
+
+def test_unparsable_yaml(check):
+    out = check("""
+        steps:
+          - id: a
+            tool: echo
+           args: {}
+    """)
+    assert out == [
+        "plan.yaml:4:4: error: invalid YAML: did not find expected '-' indicator "
+        "(while parsing a block collection at line 2)"
+    ]
+
+
+def test_unparsable_yaml_flow(check):
+    out = check("steps: [\n  - id: a\n")
+    assert len(out) == 1 and out[0].startswith("plan.yaml:2:3: error: invalid YAML: ")
+
+
+def test_unparsable_json(check):
+    out = check("""
+        {
+          "steps": [
+            {"id": "a", "tool": "echo",}
+          ]
+        }
+    """, "plan.json")
+    assert out == [
+        "plan.json:3:32: error: invalid JSON: Expecting property name enclosed in double quotes"
+    ]
+
+
+def test_empty_file(check):
+    assert check("") == ["plan.yaml:1:1: error: plan file is empty"]
+    assert check("\n  \n") == ["plan.yaml:1:1: error: plan file is empty"]
+
+
+def test_top_level_list_and_scalar(check):
+    assert check("- a\n- b\n") == [
+        "plan.yaml:1:1: error: a plan must be a mapping at the top level, got a list"
+    ]
+    assert check("[1, 2]\n", "plan.json") == [
+        "plan.json:1:1: error: a plan must be a mapping at the top level, got a list"
+    ]
+    assert check('"text"\n', "plan.json") == [
+        "plan.json:1:1: error: a plan must be a mapping at the top level, got a string"
+    ]
+
+
+def test_non_utf8_points_at_the_byte(check):
+    out = check(b"name: ok\ntitle: caf\xe9\nsteps: []\n")
+    assert out == [
+        "plan.yaml:2:11: error: plan file is not valid UTF-8: byte 0xe9 at offset 19"
+    ]
+
+
+def test_directory_path(check, tmp_path):
+    (tmp_path / "plans.yaml").mkdir()
+    assert validate_plan("plans.yaml")[0].render() == (
+        "plans.yaml:1:1: error: plans.yaml is a directory, not a plan file"
+    )
+
+
+def test_duplicate_yaml_key_on_second_occurrence(check):
+    out = check("""
+        name: dup
+        steps:
+          - id: a
+            tool: echo
+            tool: shell
+    """)
+    assert out == ["plan.yaml:5:5: error: duplicate key 'tool' (first at line 4)"]
+
+
+def test_duplicate_json_key(check):
+    out = check('{"name": "a",\n "name": "b", "steps": []}\n', "plan.json")
+    assert len(out) == 1
+    assert out[0].startswith("plan.json:2:2: error: duplicate key 'name'"), out
+
+
+# ---- schema ------------------------------------------------------------------------------
+
+
+def test_unknown_keys_at_every_level_with_did_you_mean(check):
+    out = check("""
+        nmae: x
+        defaults: {timeot: 5s}
+        limits: {max_step: 3}
+        policy: {dney: [shell]}
+        servers:
+          fs: {comand: mcp-server-filesystem}
+        steps:
+          - id: a
+            tool: echo
+            depnds_on: []
+    """)
+    assert out == [
+        "plan.yaml:1:1: error: unknown key 'nmae' in the plan (did you mean 'name'?)",
+        "plan.yaml:2:12: error: unknown key 'timeot' in defaults (did you mean 'timeout'?)",
+        "plan.yaml:3:10: error: unknown key 'max_step' in limits (did you mean 'max_steps'?)",
+        "plan.yaml:4:10: error: unknown key 'dney' in policy (did you mean 'deny'?)",
+        "plan.yaml:6:8: error: unknown key 'comand' in servers.fs (did you mean 'command'?)",
+        "plan.yaml:10:5: error: unknown key 'depnds_on' in step 'a' (did you mean 'depends_on'?)",
+    ]
+
+
+def test_header_error_does_not_hide_variables_or_servers(check):
+    # A typo in `defaults` must not make ${x} "undefined" nor the server "unknown".
+    out = check("""
+        variables: {x: 1}
+        defaults: {retires: 1}
+        servers:
+          fs: {command: mcp-server-filesystem}
+        steps:
+          - {id: a, tool: fs.read_file, args: {path: "${x}"}}
+    """)
+    assert out == [
+        "plan.yaml:2:12: error: unknown key 'retires' in defaults (did you mean 'retries'?)"
+    ]
+
+
+def test_wrong_types(check):
+    out = check("""
+        variables: []
+        steps:
+          - id: a
+            tool: echo
+            depends_on: b
+            args: [1]
+          - {id: b, tool: echo, retries: -1, approval: maybe}
+          - {id: c, tool: echo, retries: two}
+    """)
+    assert out == [
+        "plan.yaml:1:12: error: variables: Input should be a valid dictionary",
+        "plan.yaml:5:17: error: step 'a': depends_on: Input should be a valid list",
+        "plan.yaml:6:11: error: step 'a': args: Input should be a valid dictionary",
+        "plan.yaml:7:34: error: step 'b': retries: Input should be greater than or equal to 0",
+        "plan.yaml:7:48: error: step 'b': approval: Input should be a valid boolean, unable to interpret input",
+        "plan.yaml:8:34: error: step 'c': retries: Input should be a valid integer, unable to parse string as an integer",
+    ]
+
+
+def test_steps_must_be_a_list_of_mappings(check):
+    assert check("steps: {}\n") == ["plan.yaml:1:8: error: 'steps' must be a list of steps"]
+    assert check("steps:\n  - echo\n") == [
+        "plan.yaml:2:5: error: step #1 must be a mapping with at least 'id' and 'tool'"
+    ]
+    assert check("name: x\n") == ["plan.yaml:1:1: error: the plan has no steps"]
+
+
+def test_missing_required_keys(check):
+    out = check("""
+        steps:
+          - title: no id
+            tool: echo
+          - id: b
+    """)
+    assert out == [
+        "plan.yaml:2:5: error: step #1: missing required key 'id'",
+        "plan.yaml:4:5: error: step 'b': missing required key 'tool'",
+    ]
+
+
+def test_bad_durations(check):
+    out = check("""
+        defaults: {retry_delay: -1}
+        steps:
+          - id: a
+            tool: echo
+            timeout: 5 minutes
+          - {id: b, tool: echo, timeout: 1m30s, retry_delay: 500ms}
+    """)
+    assert out == [
+        "plan.yaml:1:25: error: defaults.retry_delay: a duration cannot be negative",
+        "plan.yaml:5:14: error: step 'a': timeout: bad duration '5 minutes': use a number of "
+        "seconds or a string like '500ms', '30s', '5m', '1h'",
+    ]
+
+
+def test_bad_on_failure(check):
+    out = check("""
+        defaults: {on_failure: explode}
+        steps:
+          - {id: a, tool: echo, on_failure: retry}
+    """)
+    assert out == [
+        "plan.yaml:1:24: error: defaults.on_failure: Input should be 'abort', 'continue', 'ignore' or 'replan'",
+        "plan.yaml:3:37: error: step 'a': on_failure: Input should be 'abort', 'continue', 'ignore' or 'replan'",
+    ]
+
+
+def test_bad_step_id_and_result_variable(check):
+    out = check("""
+        steps:
+          - id: "build it"
+            tool: echo
+          - {id: ok, tool: echo, result_variable: 2fast}
+    """)
+    assert out == [
+        "plan.yaml:2:9: error: step 'build it': bad step id 'build it': use letters, digits, '_', '.', '-'",
+        "plan.yaml:4:43: error: step 'ok': bad result_variable '2fast': use a name like 'my_var'",
+    ]
+
+
+def test_version_2_rejected_version_1_accepted(check):
+    assert check("version: 2\nsteps:\n  - {id: a, tool: echo}\n") == [
+        "plan.yaml:1:10: error: version: Input should be 1"
+    ]
+    assert check("version: 1\nsteps:\n  - {id: a, tool: echo}\n") == []
+
+
+def test_server_needs_command_or_url(check):
+    out = check("""
+        servers:
+          both: {command: x, url: "http://127.0.0.1:1/mcp"}
+          neither: {args: [x]}
+        steps:
+          - {id: a, tool: echo}
+    """)
+    assert out == [
+        "plan.yaml:2:9: error: servers.both: a server has either 'command' (stdio) or 'url' (http), not both",
+        "plan.yaml:3:12: error: servers.neither: a server needs 'command' (stdio) or 'url' (http)",
+    ]
+
+
+# ---- ids and references ------------------------------------------------------------------
+
+
+def test_duplicate_step_id_reported_on_second_occurrence(check):
+    out = check("""
+        steps:
+          - id: build
+            tool: echo
+          - id: test
+            tool: echo
+          - id: build
+            tool: shell
+    """)
+    assert out == ["plan.yaml:6:9: error: duplicate step id 'build' (first defined in step #1)"]
+
+
+def test_unknown_depends_on_with_did_you_mean(check):
+    out = check("""
+        steps:
+          - id: compile_c
+            tool: echo
+          - id: build
+            tool: echo
+            depends_on: [compile_c, compile, zzz]
+    """)
+    assert out == [
+        "plan.yaml:6:29: error: step 'build' depends on unknown step 'compile' (did you mean 'compile_c'?)",
+        "plan.yaml:6:38: error: step 'build' depends on unknown step 'zzz'",
+    ]
+
+
+def test_self_dependency(check):
+    assert check("steps:\n  - {id: a, tool: echo, depends_on: [a]}\n") == [
+        "plan.yaml:2:38: error: step 'a' depends on itself"
+    ]
+
+
+def test_explicit_cycle_printed_as_path_of_real_edges(check):
+    out = check("""
+        steps:
+          - id: a
+            tool: echo
+            depends_on: [c]
+          - id: b
+            tool: echo
+            depends_on: [a]
+          - id: c
+            tool: echo
+            depends_on: [b]
+          - id: outside
+            tool: echo
+    """)
+    # a depends on c, c on b, b on a: each step depends on the next.
+    assert out == ["plan.yaml:4:18: error: dependency cycle: a -> c -> b -> a"]
+
+
+def test_cycle_made_by_data_flow_edges(check):
+    out = check("""
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${cv}"}
+            result_variable: av
+          - id: b
+            tool: echo
+            args: {value: "${av}"}
+            result_variable: bv
+          - id: c
+            tool: echo
+            args: {value: "${bv}"}
+            result_variable: cv
+    """)
+    # a reads cv (bound by c), c reads bv (bound by b), b reads av (bound by a).
+    assert out == ["plan.yaml:4:19: error: dependency cycle: a -> c -> b -> a"]
+
+
+def test_cycle_mixing_explicit_and_data_edges_points_at_the_reading_string(check):
+    out = check("""
+        steps:
+          - id: a
+            tool: echo
+            args: {value: 1}
+            when: "${steps.b.status == 'succeeded'}"
+          - id: b
+            tool: echo
+            depends_on: [c]
+          - id: c
+            tool: echo
+            title: "after ${steps.a.result}"
+    """)
+    assert out == ["plan.yaml:5:11: error: dependency cycle: a -> b -> c -> a"]
+
+
+def test_expression_syntax_errors(check):
+    out = check("""
+        steps:
+          - {id: a, tool: echo, args: {value: "${ x + }"}}
+          - {id: b, tool: echo, args: {value: "${a.b c}"}}
+          - {id: c, tool: echo, args: {value: "${}"}}
+          - {id: d, tool: echo, args: {value: "${unclosed"}}
+          - {id: e, tool: echo, when: "1 +"}
+    """, variables={"x": 1})
+    assert out == [
+        "plan.yaml:2:39: error: step 'a': args.value: bad expression '${ x + }': unexpected 'end of template'",
+        "plan.yaml:3:39: error: step 'b': args.value: bad expression '${a.b c}': unexpected 'c' after the expression",
+        "plan.yaml:4:39: error: step 'c': args.value: empty expression '${}'",
+        "plan.yaml:5:39: error: step 'd': args.value: unterminated '${': missing '}'",
+        "plan.yaml:6:31: error: step 'e': when: bad expression '${1 +}': unexpected 'end of template'",
+    ]
+
+
+def test_undefined_names_and_unknown_step_refs(check):
+    out = check("""
+        variables: {module_path: src/x.py}
+        steps:
+          - id: read
+            tool: read_file
+            args: {path: "${module_pth}"}
+            result_variable: code
+          - id: use
+            tool: echo
+            args:
+              value: "${code} ${env.HOME} ${steps.read.status} ${steps.raed.result}"
+              nested: ["${nope | default('x')}"]
+    """)
+    assert out == [
+        "plan.yaml:5:18: error: step 'read': args.path: undefined name 'module_pth' (did you mean 'module_path'?)",
+        "plan.yaml:10:14: error: step 'use': args.value: unknown step 'steps.raed' (did you mean 'read'?)",
+        "plan.yaml:11:16: error: step 'use': args.nested[0]: undefined name 'nope'",
+    ]
+
+
+def test_variables_given_to_validate_define_names(check):
+    text = "steps:\n  - {id: a, tool: echo, args: {value: '${target}'}}\n"
+    assert check(text) == ["plan.yaml:2:39: error: step 'a': args.value: undefined name 'target'"]
+    assert check(text, variables={"target": "prod"}) == []
+
+
+def test_unknown_tool_with_did_you_mean(check):
+    out = check("""
+        steps:
+          - {id: a, tool: shel}
+          - {id: b, tool: frobnicate}
+    """)
+    assert out == [
+        "plan.yaml:2:19: error: step 'a': unknown tool 'shel' (did you mean 'shell'?)",
+        "plan.yaml:3:19: error: step 'b': unknown tool 'frobnicate'",
+    ]
+
+
+def test_unknown_mcp_server(check):
+    out = check("""
+        servers:
+          files: {command: mcp-server-filesystem}
+        steps:
+          - {id: a, tool: file.read_file}
+          - {id: b, tool: files.read_file}
+    """)
+    assert out == [
+        "plan.yaml:4:19: error: step 'a': unknown MCP server 'file' in tool 'file.read_file' (did you mean 'files'?)"
+    ]
+
+
+def test_policy_deny(check):
+    out = check("""
+        policy: {deny: ["fs.write_*", shell]}
+        servers:
+          fs: {command: mcp-server-filesystem}
+        steps:
+          - {id: a, tool: fs.write_file}
+          - {id: b, tool: fs.read_file}
+          - {id: c, tool: shell, args: {cmd: "true"}}
+    """)
+    assert out == [
+        "plan.yaml:5:19: error: step 'a': tool 'fs.write_file' is denied by policy (deny: 'fs.write_*')",
+        "plan.yaml:7:19: error: step 'c': tool 'shell' is denied by policy (deny: 'shell')",
+    ]
+
+
+def test_result_variable_bound_by_concurrent_steps_is_a_warning(check):
+    out = check("""
+        steps:
+          - {id: a, tool: echo, args: {value: 1}, result_variable: v}
+          - {id: b, tool: echo, args: {value: 2}, result_variable: v}
+          - {id: c, tool: echo, args: {value: 3}, result_variable: v, depends_on: [a, b]}
+    """)
+    assert out == [
+        "plan.yaml:3:60: warning: result variable 'v' is bound by steps 'a' and 'b', which may run concurrently"
+    ]
+
+
+def test_all_problems_at_once_sorted_by_position(check):
+    out = check("""
+        steps:
+          - {id: a, tool: ech}
+          - {id: a, tool: echo, depends_on: [zz]}
+          - {id: c, tool: echo, args: {v: "${nope}"}, on_failure: never}
+    """)
+    assert [line.split(": error: ")[0] for line in out] == [
+        "plan.yaml:2:19", "plan.yaml:3:10", "plan.yaml:3:38", "plan.yaml:4:35", "plan.yaml:4:59",
+    ]
+
+
+# ---- mcp-cli plans -----------------------------------------------------------------------
+
+MCP_CLI_PLAN = {
+    "id": "refactor-auth",
+    "title": "Refactor the auth module",
+    "variables": {"module_path": "src/auth/handler.py"},
+    "steps": [
+        {"index": "1", "title": "Read the module", "tool": "read_file",
+         "args": {"path": "${module_path}"}, "depends_on": [], "result_variable": "auth_code"},
+        {"index": 2, "title": "Look at it", "tool": "echo",
+         "args": {"value": "${auth_code}"}, "depends_on": ["1"], "result_variable": "review"},
+        {"index": 3, "title": "Write it back", "tool": "write_file",
+         "args": {"path": "out.py", "content": "${review}"}, "depends_on": [2]},
+    ],
+}
+
+
+def test_mcp_cli_plan_loads_and_validates_unchanged(check):
+    assert check(json.dumps(MCP_CLI_PLAN, indent=2), "refactor.json") == []
+    from planrun.validate import load_plan
+
+    plan = load_plan("refactor.json")
+    assert plan.name == "refactor-auth" and plan.title == "Refactor the auth module"
+    assert [s.id for s in plan.steps] == ["1", "2", "3"]
+    assert [s.depends_on for s in plan.steps] == [[], ["1"], ["2"]]
+    assert plan.steps[0].result_variable == "auth_code"
+
+
+def test_mcp_cli_plan_errors_point_at_index(check):
+    bad = json.loads(json.dumps(MCP_CLI_PLAN))
+    bad["steps"][2]["index"] = 2
+    out = check(json.dumps(bad, indent=2), "refactor.json")
+    assert out == [
+        "refactor.json:31:16: error: duplicate step id '2' (first defined in step #2)",
+        "refactor.json:39:9: error: step '2' depends on itself",
+    ]
+
+
+# ---- through the CLI: formats, several files, exit codes -----------------------------------
+
+BROKEN = """\
+steps:
+  - id: build
+    tool: echo
+    depends_on: [compile]
+  - id: compile_c
+    tool: shel
+"""
+
+
+def test_text_format_and_exit_3(run, write):
+    write("plan.yaml", BROKEN)
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:4:18: error: step 'build' depends on unknown step 'compile' (did you mean 'compile_c'?)",
+        "plan.yaml:6:11: error: step 'compile_c': unknown tool 'shel' (did you mean 'shell'?)",
+    ]
+    assert_no_traceback(r)
+
+
+def test_json_format_over_several_files_is_one_document(run, write):
+    write("plan.yaml", BROKEN)
+    write("good.yaml", "steps:\n  - {id: a, tool: echo}\n")
+    write("warn.yaml", """
+        steps:
+          - {id: a, tool: echo, result_variable: v}
+          - {id: b, tool: echo, result_variable: v}
+    """)
+    r = run("validate", "good.yaml", "plan.yaml", "warn.yaml", "--format", "json")
+    assert r.code == 3, r
+    doc = r.json
+    assert doc["valid"] is False
+    assert doc["diagnostics"] == [
+        {"file": "plan.yaml", "line": 4, "col": 18, "severity": "error",
+         "message": "step 'build' depends on unknown step 'compile' (did you mean 'compile_c'?)"},
+        {"file": "plan.yaml", "line": 6, "col": 11, "severity": "error",
+         "message": "step 'compile_c': unknown tool 'shel' (did you mean 'shell'?)"},
+        {"file": "warn.yaml", "line": 3, "col": 42, "severity": "warning",
+         "message": "result variable 'v' is bound by steps 'a' and 'b', which may run concurrently"},
+    ]
+    ok = run("validate", "good.yaml", "warn.yaml", "--format", "json")
+    assert ok.code == 0 and ok.json["valid"] is True and len(ok.json["diagnostics"]) == 1, ok
+
+
+def test_json_format_for_a_parse_error(run, write):
+    write("bad.json", '{"steps": [1,]}')
+    r = run("validate", "bad.json", "--format", "json")
+    assert r.code == 3, r
+    assert r.json == {"valid": False, "diagnostics": [
+        {"file": "bad.json", "line": 1, "col": 14, "severity": "error",
+         "message": "invalid JSON: Expecting value"}]}
+
+
+def test_github_format(run, write):
+    write("plan.yaml", BROKEN)
+    write("warn.yaml", """
+        steps:
+          - {id: a, tool: echo, result_variable: v}
+          - {id: b, tool: echo, result_variable: v}
+    """)
+    r = run("validate", "plan.yaml", "warn.yaml", "--format", "github")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "::error file=plan.yaml,line=4,col=18::step 'build' depends on unknown step 'compile' (did you mean 'compile_c'?)",
+        "::error file=plan.yaml,line=6,col=11::step 'compile_c': unknown tool 'shel' (did you mean 'shell'?)",
+        "::warning file=warn.yaml,line=3,col=42::result variable 'v' is bound by steps 'a' and 'b', which may run concurrently",
+    ]
+
+
+def test_valid_plan_exits_0_and_warning_keeps_exit_0(run, write):
+    write("good.yaml", "steps:\n  - {id: a, tool: echo}\n")
+    r = run("validate", "good.yaml")
+    assert r.code == 0 and r.out == "", r
+    write("warn.yaml", """
+        steps:
+          - {id: a, tool: echo, result_variable: v}
+          - {id: b, tool: echo, result_variable: v}
+    """)
+    r = run("validate", "warn.yaml")
+    assert r.code == 0, r
+    assert r.out.splitlines() == [
+        "warn.yaml:3:42: warning: result variable 'v' is bound by steps 'a' and 'b', which may run concurrently"
+    ]
+
+
+def test_policy_deny_exits_3(run, write):
+    write("plan.yaml", """
+        policy: {deny: [shell]}
+        steps:
+          - {id: a, tool: shell, args: {cmd: "true"}}
+    """)
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out == "plan.yaml:3:19: error: step 'a': tool 'shell' is denied by policy (deny: 'shell')\n"
+
+
+def test_var_and_vars_file_define_names(run, write):
+    write("plan.yaml", """
+        steps:
+          - {id: a, tool: echo, args: {value: "${target} ${region.name}"}}
+    """)
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:2:39: error: step 'a': args.value: undefined name 'target'",
+        "plan.yaml:2:39: error: step 'a': args.value: undefined name 'region'",
+    ]
+    write("vars.yaml", "region: {name: eu}\n")
+    r = run("validate", "plan.yaml", "--var", "target=prod", "--vars-file", "vars.yaml")
+    assert r.code == 0 and r.out == "", r
+    r = run("validate", "plan.yaml", "--var", "target=prod")
+    assert r.code == 3 and "undefined name 'region'" in r.out and "target" not in r.out, r
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("validate", "missing.yaml"), "plan file not found: missing.yaml"),
+        (("validate", "good.yaml", "--format", "xml"), "Invalid value for '--format'"),
+        (("validate",), "Missing argument"),
+        (("validate", "good.yaml", "--var", "novalue"), "--var expects KEY=VALUE"),
+        (("validate", "good.yaml", "--frobnicate"), "No such option"),
+    ],
+)
+def test_usage_errors_exit_2(run, write, args, needle):
+    write("good.yaml", "steps:\n  - {id: a, tool: echo}\n")
+    r = run(*args)
+    assert r.code == 2, r
+    assert needle in r.err, r
+    assert_no_traceback(r)
+
+
+def test_directory_and_non_utf8_through_the_cli(run, write, tmp_path):
+    (tmp_path / "d.yaml").mkdir()
+    (tmp_path / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
+    r = run("validate", "d.yaml", "latin1.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "d.yaml:1:1: error: d.yaml is a directory, not a plan file",
+        "latin1.yaml:1:10: error: plan file is not valid UTF-8: byte 0xe9 at offset 9",
+    ]
