@@ -213,7 +213,9 @@ def profile_planrun(args: Sequence[str], *, cwd: Path, top: int = 20) -> str:
     keep = [
         ln
         for ln in text.splitlines()
-        if ln.strip() and not ln.lstrip().startswith(noise) and "function calls" not in ln
+        if ln.strip()
+        and not ln.lstrip().startswith(noise)
+        and "function calls" not in ln
         and not ln.strip().endswith(".prof")
     ]
     return "\n".join(keep)

@@ -107,7 +107,13 @@ def write_make(graph: Graph, d: Path) -> Path:
 
 def write_task(graph: Graph, d: Path) -> Path:
     # run: once — otherwise go-task re-runs a shared dependency for every dependent.
-    lines = ["version: '3'", "run: once", "tasks:", "  all:", f"    deps: {json.dumps(sinks(graph))}"]
+    lines = [
+        "version: '3'",
+        "run: once",
+        "tasks:",
+        "  all:",
+        f"    deps: {json.dumps(sinks(graph))}",
+    ]
     for sid, cmd, deps in graph.steps:
         lines.append(f"  {sid}:")
         if deps:
@@ -193,7 +199,9 @@ def dry_rows(d: Path, reps: int) -> list[Timing]:
     assert planrun is not None
     make, task, just, doit = (find_tool(n) for n in ("make", "task", "just", "doit"))
     return [
-        time_command("planrun --dry-run", [*planrun, "run", "plan.yaml", "--dry-run"], cwd=d, reps=reps),
+        time_command(
+            "planrun --dry-run", [*planrun, "run", "plan.yaml", "--dry-run"], cwd=d, reps=reps
+        ),
         time_command(
             "planrun --dry-run --output json",
             [*planrun, "run", "plan.yaml", "--dry-run", "--output", "json"],
@@ -203,7 +211,9 @@ def dry_rows(d: Path, reps: int) -> list[Timing]:
         time_command("make -n", make and [make, "-n", "all"], cwd=d, reps=reps),
         time_command("go-task --dry", task and [task, "--dry", "all"], cwd=d, reps=reps),
         time_command("just --dry-run", just and [just, "--dry-run", "all"], cwd=d, reps=reps),
-        time_command("doit list (not a dry run)", doit and [doit, "list", "--all"], cwd=d, reps=reps),
+        time_command(
+            "doit list (not a dry run)", doit and [doit, "list", "--all"], cwd=d, reps=reps
+        ),
     ]
 
 
@@ -300,7 +310,9 @@ def verify() -> bool:
             ok = proc.returncode == 0 and sorted(ran) == sorted(s for s, _, _ in steps) and not late
             all_ok &= ok
             print(f"verify {g.name} {name}: {'ok' if ok else 'WRONG'}", end="")
-            print("" if ok else f" (exit {proc.returncode}, ran {len(ran)}, out of order {late[:3]})")
+            print(
+                "" if ok else f" (exit {proc.returncode}, ran {len(ran)}, out of order {late[:3]})"
+            )
             if proc.returncode:
                 print(tail(proc.stderr))
     return all_ok
@@ -363,13 +375,20 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         t_one, t_big, n, per_step = step_overhead(opts.reps, opts.profile, opts.e_timeout)
         print(f"\n-- e) planrun per-step overhead: {n:,} independent echo steps, --events on --")
         rows = [
-            [t.label, fmt_s(t.median) if t.ok else "FAILED", fmt_s(t.cpu_median), f"n={len(t.times)}"]
+            [
+                t.label,
+                fmt_s(t.median) if t.ok else "FAILED",
+                fmt_s(t.cpu_median),
+                f"n={len(t.times)}",
+            ]
             for t in (t_one, t_big)
         ]
         print_table(["run", "wall", "cpu", "runs"], rows)
         ok = per_step == per_step and per_step < STEP_OVERHEAD_TARGET_US
         shown = f"{per_step:.0f} µs" if per_step == per_step else "n/a"
-        print(f"per step: {shown} (target < {STEP_OVERHEAD_TARGET_US:.0f} µs) {'OK' if ok else 'MISSED'}")
+        print(
+            f"per step: {shown} (target < {STEP_OVERHEAD_TARGET_US:.0f} µs) {'OK' if ok else 'MISSED'}"
+        )
         report_failures([t_one, t_big])
         label = "e) planrun per-step overhead" + ("" if n == 10_000 else f" (at {n:,} steps)")
         figures.append(Figure(label, shown, "< 100 µs", ok))

@@ -89,7 +89,10 @@ def round_trip() -> tuple[bool, str, float]:
         '    args: {value: "${big}"}\n    result_variable: out\n'
     )
     t = time_command(
-        "1 MB result", [*planrun, "run", "big.yaml", "--vars-file", "vars.json", "--quiet"], cwd=d, reps=1
+        "1 MB result",
+        [*planrun, "run", "big.yaml", "--vars-file", "vars.json", "--quiet"],
+        cwd=d,
+        reps=1,
     )
     if not t.ok:
         return False, f"run failed: {t.error}", float("nan")
@@ -126,7 +129,7 @@ def escaped_vars_file() -> tuple[bool, str]:
     d = work_dir("state-escape")
     (d / "vars.json").write_text(json.dumps({"big": "ab\U0001f600cd"}))  # "ab\ud83d\ude00cd"
     (d / "p.yaml").write_text(
-        "name: esc\nsteps:\n  - id: a\n    tool: echo\n    args: {value: \"${big}\"}\n"
+        'name: esc\nsteps:\n  - id: a\n    tool: echo\n    args: {value: "${big}"}\n'
     )
     proc = run_capture([*planrun, "run", "p.yaml", "--vars-file", "vars.json", "--quiet"], cwd=d)
     if proc.returncode != 0:
@@ -153,7 +156,9 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     ratio = on.median / off.median if on.ok and off.ok else float("nan")
     ratio_ok = ratio == ratio and ratio <= RATIO_TARGET
     shown = f"{ratio:.2f}x" if ratio == ratio else "n/a"
-    print(f"state on / --no-state: {shown} (target <= {RATIO_TARGET}x) {'OK' if ratio_ok else 'MISSED'}")
+    print(
+        f"state on / --no-state: {shown} (target <= {RATIO_TARGET}x) {'OK' if ratio_ok else 'MISSED'}"
+    )
     report_failures([off, on])
 
     ok, detail, secs = round_trip()
@@ -162,7 +167,9 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         print(tail(detail))
 
     esc_ok, esc_detail = escaped_vars_file()
-    print(f"JSON vars file with \\ud83d\\ude00 escapes: {'OK' if esc_ok else 'FAILED'} - {esc_detail}")
+    print(
+        f"JSON vars file with \\ud83d\\ude00 escapes: {'OK' if esc_ok else 'FAILED'} - {esc_detail}"
+    )
 
     label = "state on / off, 10k echo" if n == 10_000 else f"state on / off (at {n:,} steps)"
     return [

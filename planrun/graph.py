@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import graphlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,8 +182,7 @@ def render_json(plan_name: str, graph: PlanGraph) -> dict[str, Any]:
 def render_mermaid(graph: PlanGraph) -> str:
     """A Mermaid flowchart; node ids are step ids (quoted ones get a safe alias)."""
     lines = ["flowchart TD"]
-    # Step ids ([A-Za-z0-9_.-]+) are valid Mermaid node ids as they are.
-    alias = {sid: sid for sid in graph.order}
+    alias = _mermaid_ids(graph.order)
     for sid in graph.order:
         label = f"{sid}: {graph.titles[sid]}" if graph.titles[sid] != sid else sid
         label = label.replace('"', "#quot;")
@@ -193,20 +193,52 @@ def render_mermaid(graph: PlanGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Words Mermaid's flowchart lexer takes as keywords when they start a node id (checked
+# against mermaid 11): `end`, `end.x` and `graph-x` break a diagram, `End` and `endx` do not.
+_MERMAID_KEYWORDS = frozenset(
+    "end graph flowchart subgraph style class classDef linkStyle click call href interpolate"
+    " _blank _self _parent _top".split()
+)
+_MERMAID_SAFE_ID = re.compile(r"^[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*$")
+
+
+def _mermaid_ids(order: list[str]) -> dict[str, str]:
+    """Node id per step: the step id itself, or `step_...` for the few Mermaid cannot take.
+
+    Mermaid has no quoting for node ids, so a keyword (`end`) or a link-like run (`a--b`,
+    `a-.b`) gets an alias; the label still shows the real step id.
+    """
+    taken = set(order)
+    out: dict[str, str] = {}
+    for sid in order:
+        if _MERMAID_SAFE_ID.match(sid) and re.split(r"[.-]", sid)[0] not in _MERMAID_KEYWORDS:
+            out[sid] = sid
+            continue
+        base = "step_" + re.sub(r"[^A-Za-z0-9_]", "_", sid)
+        alias, n = base, 2
+        while alias in taken:
+            alias, n = f"{base}_{n}", n + 1
+        taken.add(alias)
+        out[sid] = alias
+    return out
+
+
 def render_dot(plan_name: str, graph: PlanGraph) -> str:
     """Graphviz DOT; node ids are the step ids, quoted."""
 
+    def esc(s: str) -> str:
+        # DOT strings escape only `"`; in labels a backslash starts an escape (\n, \l), so
+        # titles and names written with `\` or line breaks are escaped, not passed through.
+        return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
     def q(s: str) -> str:
-        return json.dumps(s)
+        return f'"{esc(s)}"'
 
     lines = [f"digraph {q(plan_name)} {{", "    rankdir=TB;", "    node [shape=box];"]
     for sid in graph.order:
-        label = (
-            f"{sid}\\n{graph.titles[sid]}\\n[{graph.tools[sid]}]"
-            if graph.titles[sid] != sid
-            else f"{sid}\\n[{graph.tools[sid]}]"
-        )
-        lines.append(f'    {q(sid)} [label="{label.replace(chr(34), chr(92) + chr(34))}"];')
+        parts = [sid, graph.titles[sid]] if graph.titles[sid] != sid else [sid]
+        label = "\\n".join([*map(esc, parts), esc(f"[{graph.tools[sid]}]")])
+        lines.append(f'    {q(sid)} [label="{label}"];')
     for e in graph.edges():
         style = "" if e["kind"] == "explicit" else ' [style=dashed, label="data"]'
         lines.append(f"    {q(e['from'])} -> {q(e['to'])}{style};")

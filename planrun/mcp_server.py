@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, NotRequired
@@ -501,13 +502,30 @@ def serve(http: str | None = None) -> None:
         asyncio.run(_until_signalled(server.run_stdio_async))
         return
     host, port = parse_http_address(http)
+    sock = listen(host, port)
+    port = sock.getsockname()[1]  # the port chosen for `:0`
     shown = f"[{host}]" if ":" in host else host
     print(f"planrun mcp: serving streamable HTTP at http://{shown}:{port}/mcp", file=sys.stderr)
+    sys.stderr.flush()
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how one stops a server
-        asyncio.run(_serve_http(server, host, port))
+        asyncio.run(_serve_http(server, host, port, sock))
 
 
-async def _serve_http(server: MCPServer, host: str, port: int) -> None:
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket, bound before the server starts so that a port in use is a plain
+    usage error (uvicorn would exit 3, planrun's code for an invalid plan)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        raise UsageError(f"--http: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+async def _serve_http(server: MCPServer, host: str, port: int, sock: socket.socket) -> None:
     """`MCPServer.run("streamable-http")`, but a signal first stops the runs in flight.
 
     uvicorn's graceful shutdown waits for open connections, and a run in flight keeps its
@@ -538,7 +556,7 @@ async def _serve_http(server: MCPServer, host: str, port: int) -> None:
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=HTTP_GRACE_S
     )
-    await Server(config).serve()
+    await Server(config).serve(sockets=[sock])
 
 
 async def _until_signalled(serve_forever: Callable[[], Awaitable[None]]) -> None:

@@ -585,6 +585,14 @@ def test_missing_dask_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Monke
         run(ex.start())
 
 
+def test_an_unreachable_scheduler_is_a_usage_error(tmp_path: Path) -> None:
+    local = LocalTools()
+    ex = DaskExecutor("tcp://127.0.0.1:9", local=local, cwd=str(tmp_path), connect_timeout=1)
+    with pytest.raises(UsageError, match=r"cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        run(ex.start())
+    assert not local.started
+
+
 def test_a_separate_cluster_leaves_nothing_behind(tmp_path: Path) -> None:
     c = start_cluster(tmp_path, n_workers=1)
 

@@ -201,7 +201,9 @@ def test_server_exiting_at_start_up_shows_its_stderr(tmp_path: Path) -> None:
     run(main)
 
 
-def test_server_crashing_mid_run_fails_this_and_later_calls(tmp_path: Path) -> None:
+def test_server_crashing_mid_run_fails_this_and_later_calls(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     async def main() -> None:
         async with ServerPool({"crashy": CRASHY}, cwd=str(tmp_path)) as pool:
             assert await pool.call("crashy", "echo", {"text": "[1, 2]"}) == {"result": "[1, 2]"}
@@ -217,6 +219,8 @@ def test_server_crashing_mid_run_fails_this_and_later_calls(tmp_path: Path) -> N
             assert time.perf_counter() - t0 < 1.0
 
     run(main)
+    # The server's stderr went to the error detail, none of it to planrun's own stderr.
+    assert capfd.readouterr().err == ""
 
 
 def test_server_that_never_answers_is_bounded_by_connect_timeout(tmp_path: Path) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
+import queue
+import select
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -169,10 +171,10 @@ def test_dry_run_shows_waves_and_placeholders_and_runs_nothing(tmp_path: Path) -
 
 
 def test_run_succeeds_with_progress_and_keeps_state(tmp_path: Path) -> None:
-    progress: list[tuple[float, float | None, str | None]] = []
+    seen: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(p: float, total: float | None, message: str | None) -> None:
-        progress.append((p, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
 
     async def body(c: Client) -> Any:
         run = await c.call_tool("plan_run", {"plan": GOOD_PLAN}, progress_callback=on_progress)
@@ -188,9 +190,9 @@ def test_run_succeeds_with_progress_and_keeps_state(tmp_path: Path) -> None:
     assert steps["shout"]["result"]["stdout"] == "hello world\n"
     assert (tmp_path / ".planrun" / "state" / "hello.json").exists()
     # progress: steps done out of steps to run, ending at 2/2
-    assert progress and progress[-1][:2] == (2, 2)
-    assert [p for p, _, _ in progress] == sorted(p for p, _, _ in progress)
-    assert any(m == "greet succeeded" for _, _, m in progress)
+    assert seen and seen[-1][:2] == (2, 2)
+    assert [p for p, _, _ in seen] == sorted(p for p, _, _ in seen)
+    assert any(m == "greet succeeded" for _, _, m in seen)
     assert status.structured_content["status"] == "succeeded"
     assert [s["id"] for s in status.structured_content["steps"]] == ["greet", "shout"]
 
@@ -278,47 +280,96 @@ def test_list_and_schema(tmp_path: Path) -> None:
 
 
 def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
-    """A step that prints (an in-process python tool) must not corrupt the stdio channel."""
+    """Raw JSON-RPC over the server's pipes: steps that print (an in-process `python` step,
+    a shell step writing to its inherited stdout) or read stdin must not touch the channel."""
     plan = (
         "name: noisy\nsteps:\n"
         "  - {id: talk, tool: python, args: {function: 'builtins:print', kwargs: {end: 'NOISE'}}}\n"
-        "  - {id: after, tool: echo, args: {value: ok}, depends_on: [talk]}\n"
+        "  - {id: sh, tool: shell, args: {cmd: 'echo SHELL; cat; echo done'}, depends_on: [talk]}\n"
     )
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "plan_run", "arguments": {"plan": plan}},
+        },
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "mcp"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
 
-    async def body(c: Client) -> Any:
-        return await c.call_tool("plan_run", {"plan": plan})
+    def read_stdout() -> None:
+        for line in proc.stdout or []:
+            lines.put(line)
 
-    res = session(tmp_path, body)
-    assert res.structured_content["status"] == "succeeded", res.content
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write("".join(json.dumps(r) + "\n" for r in requests))
+        proc.stdin.flush()
+        out: list[str] = []
+        while not any('"id":2' in x.replace(" ", "") for x in out):
+            out.append(lines.get(timeout=30))
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        reader.join(5)
+        err = proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    while not lines.empty():
+        out.append(lines.get())
+    messages = [json.loads(x) for x in out]  # every line on stdout is a JSON-RPC message
+    assert all(m["jsonrpc"] == "2.0" for m in messages)
+    result = next(m for m in messages if m.get("id") == 2)["result"]
+    assert result["structuredContent"]["status"] == "succeeded"
+    steps = {s["id"]: s for s in result["structuredContent"]["steps"]}
+    assert steps["sh"]["result"]["stdout"] == "SHELL\ndone\n"  # `cat` read an empty stdin
+    assert "NOISE" in err
+    assert proc.returncode == 0
 
 
 def test_streamable_http(tmp_path: Path) -> None:
-    port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "planrun", "mcp", "--http", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "planrun", "mcp", "--http", "127.0.0.1:0"],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
     )
+    assert proc.stderr is not None
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "server did not start listening"
-                time.sleep(0.05)
+        ready, _, _ = select.select([proc.stderr], [], [], 30)
+        assert ready, "server did not announce its address"
+        line = proc.stderr.readline()
+        url = line.rsplit(" ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp"), line
 
         async def main() -> Any:
-            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=30) as c:
+            async with Client(url, read_timeout_seconds=30) as c:
                 names = {t.name for t in (await c.list_tools()).tools}
                 run = await c.call_tool("plan_run", {"plan": GOOD_PLAN})
                 return names, run
@@ -334,8 +385,7 @@ def test_streamable_http(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
+        proc.stderr.close()
 
 
 def test_sigterm_interrupts_the_run_in_flight(tmp_path: Path) -> None:
@@ -369,3 +419,17 @@ def test_sigterm_interrupts_the_run_in_flight(tmp_path: Path) -> None:
     assert not nap.is_running() or nap.status() == psutil.STATUS_ZOMBIE
     state = json.loads((tmp_path / ".planrun" / "state" / "slow.json").read_text())
     assert state["status"] == "interrupted"
+
+
+def test_http_address_forms() -> None:
+    from planrun.errors import UsageError
+    from planrun.mcp_server import parse_http_address
+
+    assert parse_http_address("127.0.0.1:8765") == ("127.0.0.1", 8765)
+    assert parse_http_address(":8765") == ("127.0.0.1", 8765)
+    assert parse_http_address("8765") == ("127.0.0.1", 8765)
+    assert parse_http_address("0.0.0.0:80") == ("0.0.0.0", 80)
+    assert parse_http_address("[::1]:9000") == ("::1", 9000)
+    for bad in ("host:port", "127.0.0.1:70000"):
+        with pytest.raises(UsageError):
+            parse_http_address(bad)

@@ -42,6 +42,7 @@ class DaskExecutor:
         n_workers: int = 2,
         threads_per_worker: int = 1,
         on_reexecution: ReexecutionCallback | None = None,
+        connect_timeout: float = 10.0,
     ) -> None:
         self.address = address
         self.cwd = cwd
@@ -49,6 +50,7 @@ class DaskExecutor:
         self._n_workers = n_workers
         self._threads_per_worker = threads_per_worker
         self._on_reexecution = on_reexecution
+        self._connect_timeout = connect_timeout
         self._client: Any = None
         self._cluster: Any = None
         self._attempts: dict[str, list[str]] = {}  # task key -> worker of each start, in order
@@ -66,6 +68,14 @@ class DaskExecutor:
             from distributed import Client, LocalCluster
         except ImportError as exc:
             raise UsageError(MISSING_DASK) from exc
+        try:
+            await self._connect(Client, LocalCluster)
+            await self._local.start()
+        except BaseException:
+            await self._close_cluster()  # a half-started cluster must not outlive us
+            raise
+
+    async def _connect(self, Client: Any, LocalCluster: Any) -> None:  # noqa: N803
         if self.address is None:
             self._cluster = await LocalCluster(
                 n_workers=self._n_workers,
@@ -75,29 +85,37 @@ class DaskExecutor:
                 dashboard_address="127.0.0.1:0",
                 worker_dashboard_address="127.0.0.1:0",
                 asynchronous=True,
+                # planrun reports a step's failure itself; Dask's warnings would only repeat it.
+                silence_logs=logging.ERROR,
             )
             self._client = await Client(self._cluster, asynchronous=True)
         else:
             try:
-                self._client = await Client(self.address, asynchronous=True, timeout="10s")
+                self._client = await Client(
+                    self.address, asynchronous=True, timeout=self._connect_timeout
+                )
             except OSError as exc:
                 raise UsageError(
                     f"cannot reach the Dask scheduler at {self.address}: {exc}"
                 ) from exc
         self._client.subscribe_topic(_worker.ATTEMPT_TOPIC, self._on_attempt_event)
         self._client.subscribe_topic(_worker.OUTPUT_TOPIC, self._on_output_event)
-        await self._local.start()
 
     async def aclose(self) -> None:
         try:
             await self._local.aclose()
         finally:
-            if self._client is not None:
-                await self._client.close()
-                self._client = None
-            if self._cluster is not None:
-                await self._cluster.close()
-                self._cluster = None
+            await self._close_cluster()
+
+    async def _close_cluster(self) -> None:
+        client, cluster = self._client, self._cluster
+        self._client = self._cluster = None
+        try:
+            if client is not None:
+                await client.close()
+        finally:
+            if cluster is not None:
+                await cluster.close()
 
     async def call(
         self,
@@ -120,8 +138,8 @@ class DaskExecutor:
             self._outputs[key] = _OutputRoute(ctx.on_output)
         try:
             reply = await self._submit_and_wait(fn, key, request, ctx.step_id, resources)
-            self._report_reexecution(ctx.step_id, key)
         finally:
+            self._report_reexecution(ctx.step_id, key)
             self._attempts.pop(key, None)
             route = self._outputs.pop(key, None)
         if route is not None and reply.get("status") == "ok":
@@ -261,7 +279,9 @@ class _OutputRoute:
 
     def flush_tail(self, reply: dict[str, Any]) -> None:
         for stream in ("stdout", "stderr"):
-            for line in reply.get(stream, "").splitlines()[self.sent[stream] :]:
+            text = reply.get(stream) or ""
+            lines = text.removesuffix("\n").split("\n") if text else []
+            for line in lines[self.sent[stream] :]:
                 self.on_output(stream, line)
 
 

@@ -207,7 +207,8 @@ def _pump(
     for line in iter(pipe.readline, b""):
         chunks.append(line)
         if emit is not None:
-            emit(line.decode("utf-8", errors="replace").rstrip("\r\n"))
+            # Split on "\n" only, as the local shell tool streams ("\r" stays in the line).
+            emit(line.removesuffix(b"\n").decode("utf-8", errors="replace"))
     pipe.close()
 
 

@@ -1,0 +1,202 @@
+"""`planrun graph`: effective dependencies, waves, and the json / mermaid / dot / ascii views."""
+
+from __future__ import annotations
+
+import re
+
+from planrun.graph import PlanGraph, render_dot, render_mermaid
+from planrun.loader import load_text
+from planrun.validate import check_document
+from tests.conftest import assert_no_traceback
+
+PLAN = """\
+name: build
+title: Build things
+variables: {target: linux}
+steps:
+  - id: fetch
+    title: Fetch sources
+    tool: shell
+    args: {cmd: "echo fetch"}
+    result_variable: src
+  - id: lint
+    tool: shell
+    args: {cmd: "echo lint"}
+    depends_on: [fetch]
+  - id: compile
+    title: Compile for ${target}
+    tool: shell
+    args: {cmd: "echo ${src.stdout}"}
+  - id: test
+    tool: echo
+    args: {value: "${steps.compile.status}"}
+    depends_on: [lint]
+  - id: package
+    tool: echo
+    args: {value: 1}
+    depends_on: [test, compile]
+"""
+
+
+def graph_of(text: str) -> PlanGraph:
+    checked = check_document(load_text(text, "p.yaml"))
+    assert checked.ok and checked.plan is not None, checked.diagnostics
+    return PlanGraph.build(checked.plan.steps)
+
+
+def test_json_shape_with_explicit_and_data_edges(run, write):
+    write("build.yaml", PLAN)
+    r = run("graph", "build.yaml", "--format", "json")
+    assert r.code == 0, r
+    doc = r.json
+    assert set(doc) == {"plan", "nodes", "edges", "waves"}
+    assert doc["plan"] == "build"
+    assert doc["nodes"] == [
+        {"id": "fetch", "title": "Fetch sources", "tool": "shell"},
+        {"id": "lint", "title": "lint", "tool": "shell"},
+        {"id": "compile", "title": "Compile for ${target}", "tool": "shell"},
+        {"id": "test", "title": "test", "tool": "echo"},
+        {"id": "package", "title": "package", "tool": "echo"},
+    ]
+    # `from` is the dependency (it runs first); reading a result or steps.X makes a data edge.
+    assert sorted((e["from"], e["to"], e["kind"]) for e in doc["edges"]) == [
+        ("compile", "package", "explicit"),
+        ("compile", "test", "data"),
+        ("fetch", "compile", "data"),
+        ("fetch", "lint", "explicit"),
+        ("lint", "test", "explicit"),
+        ("test", "package", "explicit"),
+    ]
+    assert doc["waves"] == [["fetch"], ["lint", "compile"], ["test"], ["package"]]
+
+
+def test_explicit_wins_when_an_edge_is_both(run, write):
+    write("p.yaml", """
+        steps:
+          - {id: a, tool: echo, result_variable: x}
+          - {id: b, tool: echo, args: {value: "${x}"}, depends_on: [a]}
+    """)
+    r = run("graph", "p.yaml", "--format", "json")
+    assert r.json["edges"] == [{"from": "a", "to": "b", "kind": "explicit"}], r
+
+
+def test_plan_name_defaults_to_file_stem_and_mcp_cli_id(run, write):
+    write("my-plan.yaml", "steps:\n  - {id: a, tool: echo}\n")
+    assert run("graph", "my-plan.yaml", "--format", "json").json["plan"] == "my-plan"
+    write("cli.json", '{"id": "from-id", "steps": [{"index": 1, "tool": "echo"}, '
+                      '{"index": 2, "tool": "echo", "depends_on": [1]}]}')
+    doc = run("graph", "cli.json", "--format", "json").json
+    assert doc["plan"] == "from-id"
+    assert doc["edges"] == [{"from": "1", "to": "2", "kind": "explicit"}]
+
+
+def test_mermaid_uses_step_ids_as_node_ids(run, write):
+    write("build.yaml", PLAN)
+    r = run("graph", "build.yaml", "--format", "mermaid")
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    assert lines[0] == "flowchart TD"
+    for sid in ("fetch", "lint", "compile", "test", "package"):
+        assert any(line.strip().startswith(f'{sid}["') for line in lines), (sid, r.out)
+    assert "    fetch --> lint" in lines
+    assert "    fetch -.->|data| compile" in lines
+    assert "    compile --> package" in lines
+
+
+def test_mermaid_aliases_ids_mermaid_cannot_take():
+    # `end` and friends are Mermaid keywords; `a--b` reads as a link. Checked against mermaid 11.
+    g = graph_of("""
+steps:
+  - {id: end, tool: echo}
+  - {id: graph-x, tool: echo, depends_on: [end]}
+  - {id: a--b, tool: echo, depends_on: [graph-x]}
+  - {id: step_end, tool: echo, depends_on: [a--b]}
+  - {id: End, tool: echo, depends_on: [step_end]}
+""")
+    text = render_mermaid(g)
+    node_ids = re.findall(r'^    (\S+)\["', text, re.M)
+    assert len(node_ids) == len(set(node_ids)) == 5
+    assert "end" not in node_ids and "graph-x" not in node_ids and "a--b" not in node_ids
+    assert "step_end" in node_ids and "End" in node_ids  # safe ids stay as they are
+    for nid in node_ids:
+        assert re.fullmatch(r"[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*", nid), nid
+    # The label still names the real step.
+    assert re.search(r'\["end<br/>\[echo\]"\]', text), text
+    edges = re.findall(r"^    (\S+) --> (\S+)$", text, re.M)
+    assert len(edges) == 4 and all(a in node_ids and b in node_ids for a, b in edges)
+
+
+def test_dot_uses_quoted_step_ids_and_escapes_labels(run, write):
+    write("build.yaml", PLAN)
+    r = run("graph", "build.yaml", "--format", "dot")
+    assert r.code == 0, r
+    assert r.out.startswith('digraph "build" {\n') and r.out.rstrip().endswith("}")
+    for sid in ("fetch", "lint", "compile", "test", "package"):
+        assert f'    "{sid}" [label="{sid}' in r.out
+    assert '    "fetch" -> "lint";' in r.out
+    assert '    "fetch" -> "compile" [style=dashed, label="data"];' in r.out
+
+    g = graph_of('steps:\n  - {id: end, tool: echo, title: "say \\"hi\\" \\\\ bye"}\n')
+    dot = render_dot('my "plan"', g)
+    assert dot.splitlines()[0] == 'digraph "my \\"plan\\"" {'
+    assert '    "end" [label="end\\nsay \\"hi\\" \\\\ bye\\n[echo]"];' in dot
+    _assert_balanced_dot(dot)
+
+
+def _assert_balanced_dot(dot: str) -> None:
+    """Every quoted string closes on its line, and braces balance outside strings."""
+    depth = 0
+    for line in dot.splitlines():
+        unquoted = re.sub(r'"(?:[^"\\]|\\.)*"', "", line)
+        assert '"' not in unquoted, line
+        depth += unquoted.count("{") - unquoted.count("}")
+    assert depth == 0
+
+
+def test_ascii_shows_after_and_parallel_marks(run, write):
+    write("build.yaml", PLAN)
+    r = run("graph", "build.yaml")
+    assert r.code == 0, r
+    assert r.out.splitlines() == [
+        "wave 1",
+        "    ○ fetch  Fetch sources  [shell]",
+        "wave 2  ∥ 2 in parallel",
+        "  ∥ ○ lint  [shell]  ← after: fetch",
+        "  ∥ ○ compile  Compile for ${target}  [shell]  ← after: fetch",
+        "wave 3",
+        "    ○ test  [echo]  ← after: lint, compile",
+        "wave 4",
+        "    ○ package  [echo]  ← after: compile, test",
+    ]
+
+
+def test_graph_of_invalid_plan_exits_3_with_diagnostics(run, write):
+    write("cyc.yaml", """
+        steps:
+          - {id: a, tool: echo, depends_on: [b]}
+          - {id: b, tool: echo, depends_on: [a]}
+    """)
+    for fmt in ("ascii", "mermaid", "dot"):
+        r = run("graph", "cyc.yaml", "--format", fmt)
+        assert r.code == 3, r
+        assert r.out == "cyc.yaml:2:38: error: dependency cycle: a -> b -> a\n", r
+        assert_no_traceback(r)
+    r = run("graph", "cyc.yaml", "--format", "json")
+    assert r.code == 3, r
+    assert r.json["diagnostics"] == [{"file": "cyc.yaml", "line": 2, "col": 38, "severity": "error",
+                                      "message": "dependency cycle: a -> b -> a"}]
+
+
+def test_graph_usage_errors_exit_2(run, write):
+    write("p.yaml", "steps:\n  - {id: a, tool: echo}\n")
+    assert run("graph", "missing.yaml").code == 2
+    r = run("graph", "p.yaml", "--format", "svg")
+    assert r.code == 2 and "Invalid value for '--format'" in r.err, r
+
+
+def test_waves_and_topo_order_in_file_order():
+    g = graph_of(PLAN)
+    assert g.topo_order() == ["fetch", "lint", "compile", "test", "package"]
+    assert g.upstream(["test"]) == {"test", "lint", "fetch", "compile"}
+    assert g.downstream(["compile"]) == {"compile", "test", "package"}
+    assert g.find_cycle() is None
