@@ -19,7 +19,6 @@ import gc
 import json
 import os
 import re
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -372,30 +371,27 @@ def _start(node: _JNode) -> int:
 
 
 class _Composer(_ParserBase):  # type: ignore[valid-type,misc]
-    """libyaml's composer with the resolver hooks replaced by C-level no-ops.
+    """libyaml's composer with cheap resolver hooks, refusing deep nesting as it goes.
 
-    The composer calls resolve/descend_resolver/ascend_resolver for every node; the
-    stock Python versions cost a third of the compose time.  `slice` takes up to three
-    arguments and keeps them, so an implicit scalar's node.tag becomes a slice whose
-    .step is (plain_implicit, quoted_implicit), while an explicit tag stays a str.
+    The composer calls resolve/descend_resolver/ascend_resolver for every node.  `slice`
+    takes up to three arguments and keeps them, so an implicit scalar's node.tag becomes
+    a slice whose .step is (plain_implicit, quoted_implicit), while an explicit tag stays
+    a str; the stock resolver would cost a third of the compose time.
+
+    The depth limit is not optional: libyaml's composer recurses in C once per level, so
+    a hostile "[[[[..." of ~80,000 levels overflows the C stack and kills the process,
+    and deep flow nesting also makes libyaml quadratic.  Stopping at MAX_DEPTH avoids both.
     """
 
     resolve = slice
-    descend_resolver = slice
-    ascend_resolver = tuple
-
-
-class _DepthLimitedComposer(_Composer):
-    """Same, but refuses deep nesting as it goes (for texts too big to run otherwise)."""
-
     depth = 0
 
-    def descend_resolver(self, parent: Any, index: Any) -> None:  # type: ignore[override]
+    def descend_resolver(self, parent: Any, index: Any) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise _TooDeep
 
-    def ascend_resolver(self) -> None:  # type: ignore[override]
+    def ascend_resolver(self) -> None:
         self.depth -= 1
 
 
@@ -403,53 +399,8 @@ class _TooDeep(Exception):
     pass
 
 
-# libyaml's composer recurses in C once per nesting level (~100 bytes of stack each),
-# so a hostile "[[[[..." of ~80,000 levels overflows an 8 MB stack and kills the
-# process.  Nesting depth can never exceed the text length: short texts are composed
-# right here, longer ones on a thread whose stack is big enough for the worst case.
-_INLINE_LIMIT = 16_384
-_STACK_BYTES_PER_CHAR = 256
-_MAX_THREAD_STACK = 1 << 30
-
-
 def _compose(text: str) -> Node | None:
-    if len(text) <= _INLINE_LIMIT:
-        return _compose_with(_Composer, text)
-    stack = max(32 << 20, len(text) * _STACK_BYTES_PER_CHAR)
-    if stack > _MAX_THREAD_STACK:
-        return _compose_with(_DepthLimitedComposer, text)
-    result: list[Any] = []
-
-    def work() -> None:
-        try:
-            result.append(_compose_with(_Composer, text))
-        except BaseException as exc:  # handed to the caller's thread below
-            result.append(exc)
-
-    worker = threading.Thread(target=work, name="planrun-yaml-compose", daemon=True)
-    with _STACK_SIZE_LOCK:
-        try:
-            previous = threading.stack_size(stack)
-        except (ValueError, RuntimeError):  # platform refuses: go the slower, safe way
-            return _compose_with(_DepthLimitedComposer, text)
-        try:
-            worker.start()
-        except RuntimeError:  # no memory for such a stack: same
-            return _compose_with(_DepthLimitedComposer, text)
-        finally:
-            threading.stack_size(previous)
-    worker.join()
-    if isinstance(result[0], BaseException):
-        raise result[0]
-    node: Node | None = result[0]
-    return node
-
-
-_STACK_SIZE_LOCK = threading.Lock()
-
-
-def _compose_with(cls: type, text: str) -> Node | None:
-    composer = cls(text)
+    composer = _Composer(text)
     try:
         node: Node | None = composer.get_single_node()
         return node

@@ -469,13 +469,17 @@ def test_resources_route_steps_to_the_worker_that_has_them(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     async def scenario() -> None:
-        async with executor(cluster.address, tmp_path) as ex:
-            info = ex.client.scheduler_info()["workers"]
+        ex = DaskExecutor(cluster.address, local=LocalTools(), cwd=str(tmp_path))
+        await ex.start()  # no wait_for_workers: the executor asks the scheduler itself
+        try:
+            ctx = ctx_for(tmp_path)
+            result = await ex.call("shell", {"cmd": "echo $PPID"}, ctx, resources={"cpu": 2})
+            info = (await ex.client.scheduler.identity(n_workers=-1))["workers"]
             with_cpu = [a for a, w in info.items() if w.get("resources", {}).get("cpu") == 2]
             assert len(with_cpu) == 1
             pids = await ex.client.run(os.getpid)
-            ctx = ctx_for(tmp_path)
-            for _ in range(4):
+            assert int(result["stdout"]) == pids[with_cpu[0]]
+            for _ in range(3):
                 result = await ex.call("shell", {"cmd": "echo $PPID"}, ctx, resources={"cpu": 2})
                 assert int(result["stdout"]) == pids[with_cpu[0]]
             ctx.services = {"resources": {"cpu": 1}}  # how the scheduler passes a step's resources
@@ -483,6 +487,8 @@ def test_resources_route_steps_to_the_worker_that_has_them(
             assert int(result["stdout"]) == pids[with_cpu[0]]
             with pytest.raises(ToolFailed, match="no Dask worker offers the resources"):
                 await ex.call("shell", {"cmd": "true"}, ctx_for(tmp_path), resources={"gpu": 1})
+        finally:
+            await ex.aclose()
 
     run(scenario())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ REMOTE_TOOLS = frozenset({"shell", "python"})
 MISSING_DASK = "the dask executor needs the 'dask' extra: pip install 'planrun[dask]'"
 _CLEANUP_TIMEOUT_S = 10.0
 _STDERR_TAIL = 20
+_WORKERS_TTL_S = 2.0  # how long the list of workers' resources is trusted
 
 ReexecutionCallback = Callable[[str, list[str]], None]
 """Called with (step id, worker addresses in start order) when a step's task started more than
@@ -55,6 +57,8 @@ class DaskExecutor:
         self._cluster: Any = None
         self._attempts: dict[str, list[str]] = {}  # task key -> worker of each start, in order
         self._outputs: dict[str, _OutputRoute] = {}  # task key -> where its streamed lines go
+        self._workers: list[dict[str, Any]] = []  # the scheduler's view, for resource checks
+        self._workers_at = -1e9
 
     @property
     def client(self) -> Any:
@@ -132,7 +136,7 @@ class DaskExecutor:
         # The scheduler passes a step's `resources` in ctx.services; a direct caller may pass it.
         resources = resources or ctx.services.get("resources") or None
         if resources:
-            self._check_resources(ctx.step_id, resources)
+            await self._check_resources(ctx.step_id, resources)
         self._attempts[key] = []
         if request.get("stream") and ctx.on_output is not None:
             self._outputs[key] = _OutputRoute(ctx.on_output)
@@ -209,13 +213,19 @@ class DaskExecutor:
         except Exception as exc:
             log.warning("reaping the processes of a lost worker failed: %s", exc)
 
-    def _check_resources(self, step_id: str, resources: dict[str, float]) -> None:
+    async def _check_resources(self, step_id: str, resources: dict[str, float]) -> None:
         """Fail at once when no worker offers the resources (Dask would queue the task forever)."""
-        workers = self.client.scheduler_info().get("workers", {})
-        for info in workers.values():
-            offered = info.get("resources") or {}
-            if all(offered.get(name, 0) >= amount for name, amount in resources.items()):
-                return
+        for fresh in (False, True):
+            now = time.monotonic()
+            if fresh or now - self._workers_at > _WORKERS_TTL_S:
+                # An asynchronous client's scheduler_info() has no per-worker data: ask.
+                identity = await self.client.scheduler.identity(n_workers=-1)
+                self._workers = list(identity.get("workers", {}).values())
+                self._workers_at = now
+            for info in self._workers:
+                offered = info.get("resources") or {}
+                if all(offered.get(name, 0) >= amount for name, amount in resources.items()):
+                    return
         raise ToolFailed(
             f"no Dask worker offers the resources of step {step_id}: {resources} "
             f'(start workers with --resources, e.g. --resources "cpu=2")'

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -36,9 +37,16 @@ _own_start: dict[int, float | None] = {}  # this worker's start time, to tell it
 
 
 def _record_dir() -> str:
-    """Per-host, per-user directory of running steps, so that a later task can reap orphans."""
+    """Per-host, per-user directory of running steps, so that a later task can reap orphans.
+
+    Raises OSError when the directory is not this user's alone: records there could not be
+    trusted to name processes to kill.
+    """
     path = os.path.join(tempfile.gettempdir(), f"planrun-dask-{os.getuid()}")
     os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise PermissionError(f"{path} is not a private directory of this user")
     return path
 
 
@@ -99,11 +107,12 @@ def reap_orphans() -> list[int]:
         return []
     orphaned: dict[str, str] = {}  # task key -> its record
     try:
-        names = os.listdir(_record_dir())
+        directory = _record_dir()
+        names = os.listdir(directory)
     except OSError:
         return []
     for name in names:
-        path = os.path.join(_record_dir(), name)
+        path = os.path.join(directory, name)
         try:
             with open(path) as fh:
                 record = json.load(fh)
@@ -359,7 +368,8 @@ def run_python(key: str, request: dict[str, Any]) -> dict[str, Any]:
     payload = json.dumps(
         {"args": request["args"], "step_id": request["step_id"], "cwd": request["base_cwd"]}
     )
-    argv = [sys.executable, os.path.abspath(__file__), "--planrun-python-child"]
+    # -P: no script directory on sys.path (it holds dask.py, which would shadow Dask).
+    argv = [sys.executable, "-P", os.path.abspath(__file__), "--planrun-python-child"]
     result = _run_process(
         key,
         argv,
@@ -384,8 +394,6 @@ def _python_child() -> None:  # pragma: no cover - runs in the child interpreter
     """Run planrun's python tool on the request read from stdin; print the answer last."""
     import asyncio
 
-    # Run as a script, sys.path[0] is this file's directory (which holds dask.py): drop it.
-    del sys.path[0]
     try:
         import planrun.tools.python  # noqa: F401
     except ImportError:  # planrun not installed on the worker: use the copy this file is in
@@ -403,7 +411,7 @@ def _python_child() -> None:  # pragma: no cover - runs in the child interpreter
     except ToolFailed as exc:
         doc = {"failed": exc.message, "detail": exc.detail, "result": exc.result}
     with os.fdopen(answer_fd, "w") as answer:
-        answer.write("\n" + json.dumps(doc) + "\n")
+        answer.write("\n" + json.dumps(doc, default=str) + "\n")
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--planrun-python-child"]:
