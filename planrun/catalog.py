@@ -100,7 +100,9 @@ def list_tools(
         from planrun.validate import load_plan
 
         plan = load_plan(plan_path)
-        servers = {n: e.model_dump(exclude_none=True) for n, e in plan.servers.items()}
+        from planrun.checktools import server_entries
+
+        servers = server_entries(plan, plan.variables)
     if mcp_config:
         from planrun.mcp_client import parse_mcp_config
 
@@ -116,11 +118,9 @@ def list_tools(
 async def _server_tools(servers: dict[str, Any], cwd: str) -> list[dict[str, Any]]:
     import asyncio
 
-    from planrun.expressions import resolve
     from planrun.mcp_client import ServerPool
 
-    scope = {"env": dict(os.environ)}
-    entries = {n: resolve(e, scope) for n, e in servers.items()}
+    entries = servers  # resolved already (plan entries) or expanded by parse_mcp_config
     async with ServerPool(entries, cwd=cwd) as pool:
         lists = await asyncio.gather(*(pool.list_tools(n) for n in entries))
     out = []

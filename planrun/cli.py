@@ -249,7 +249,7 @@ def validate(
             if check_tools and checked.plan is not None and checked.ok:
                 from planrun.checktools import check_plan_tools
 
-                diags.extend(check_plan_tools(checked, os.getcwd()))
+                diags.extend(check_plan_tools(checked, os.getcwd(), extra))
         except PlanInvalid as exc:
             diags.extend(exc.diagnostics)
     _print_diagnostics(diags, fmt)

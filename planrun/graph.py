@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import graphlib
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -196,8 +195,24 @@ def render_mermaid(graph: PlanGraph) -> str:
 # Words Mermaid's flowchart lexer takes as keywords when they start a node id (checked
 # against mermaid 11): `end`, `end.x` and `graph-x` break a diagram, `End` and `endx` do not.
 _MERMAID_KEYWORDS = frozenset(
-    "end graph flowchart subgraph style class classDef linkStyle click call href interpolate"
-    " _blank _self _parent _top".split()
+    [
+        "end",
+        "graph",
+        "flowchart",
+        "subgraph",
+        "style",
+        "class",
+        "classDef",
+        "linkStyle",
+        "click",
+        "call",
+        "href",
+        "interpolate",
+        "_blank",
+        "_self",
+        "_parent",
+        "_top",
+    ]
 )
 _MERMAID_SAFE_ID = re.compile(r"^[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*$")
 

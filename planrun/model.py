@@ -75,7 +75,9 @@ StepId = Annotated[
     str,
     BeforeValidator(_step_id),
     Field(pattern=STEP_ID_RE.pattern),
-    WithJsonSchema({"anyOf": [{"type": "string", "pattern": STEP_ID_RE.pattern}, {"type": "integer"}]}),
+    WithJsonSchema(
+        {"anyOf": [{"type": "string", "pattern": STEP_ID_RE.pattern}, {"type": "integer"}]}
+    ),
 ]
 
 
@@ -131,6 +133,9 @@ class ServerEntry(_Frozen):
     envFile: str | None = None  # noqa: N815 - VS Code's spelling
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    connect_timeout: Duration | None = Field(
+        default=None, description="planrun: how long the start-up handshake may take (default 20s)."
+    )
 
     @model_validator(mode="after")
     def _command_or_url(self) -> ServerEntry:

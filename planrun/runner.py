@@ -16,7 +16,7 @@ from typing import Any
 
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError
 from planrun.events import Event, EventBus
-from planrun.expressions import Expr, ExpressionError, parse_template, resolve, to_text
+from planrun.expressions import Expr, ExpressionError, parse_template, to_text
 from planrun.graph import PlanGraph
 from planrun.model import Plan, Step
 from planrun.validate import CheckedPlan, check_document
@@ -102,7 +102,12 @@ def load_checked(req: RunRequest, extra_vars: dict[str, Any]) -> CheckedPlan:
     else:
         doc = load_document(_abs(req.plan, req.cwd) if not os.path.isabs(req.plan) else req.plan)
         doc.file = req.plan
-    checked = check_document(doc, extra_vars)
+    servers = None
+    if req.mcp_config:
+        from planrun.mcp_client import parse_mcp_config
+
+        servers = parse_mcp_config(_abs(req.mcp_config, req.cwd))
+    checked = check_document(doc, extra_vars, servers)
     errors = [d for d in checked.diagnostics if d.severity == "error"]
     if errors or checked.plan is None:
         raise PlanInvalid(errors)
@@ -356,7 +361,12 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
                     )
                 previous = {
                     sid: PreviousStep(
-                        st.status, st.fingerprint, st.result, st.result_variable, st.attempts, st.duration_s
+                        st.status,
+                        st.fingerprint,
+                        st.result,
+                        st.result_variable,
+                        st.attempts,
+                        st.duration_s,
                     )
                     for sid, st in old.steps.items()
                 }
@@ -423,15 +433,25 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     executor: Any = LocalExecutor()
     try:
         if plan.servers:
-            from planrun.mcp_client import ServerPool
+            from planrun.checktools import check_tools, make_pool
 
-            env_scope = {**variables, "env": dict(os.environ)}
-            entries = {
-                n: resolve(e.model_dump(exclude_none=True), env_scope, path=("servers", n))
-                for n, e in plan.servers.items()
-            }
-            pool = ServerPool(entries, cwd=req.cwd)
+            pool = make_pool(plan, variables, req.cwd)
             services["mcp"] = pool
+            # Before the first step: every SERVER.TOOL exists and its literal args fit.
+            found = await check_tools(
+                plan,
+                prep.checked.doc,
+                pool,
+                unreachable_is_error=False,
+                selected=set(prep.selected),
+            )
+            if console is not None:
+                for d in found:
+                    if d.severity == "warning":
+                        console.notice(d.render(), warning=True)
+            errors = [d for d in found if d.severity == "error"]
+            if errors:
+                raise PlanInvalid(errors)
         executor = _make_executor(req, plan, executor)
         await executor.start()
         ask = _tty_ask(console) if req.interactive and not req.yes else None
@@ -553,6 +573,7 @@ def _tty_ask(console: Any) -> Callable[[str], Any]:
 
     async def ask(step_id: str) -> bool:
         async with lock:
+
             def prompt() -> bool:
                 sys.stderr.write(f"step '{step_id}' needs approval. Run it? [y/N] ")
                 sys.stderr.flush()

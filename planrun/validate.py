@@ -180,8 +180,13 @@ def default_name(file: str) -> str:
     return base
 
 
-def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> CheckedPlan:
-    """Schema, reference, expression, tool, policy and graph checks over a loaded document."""
+def check_document(
+    doc: Any, variables: Mapping[str, Any] | None = None, servers: Mapping[str, Any] | None = None
+) -> CheckedPlan:
+    """Schema, reference, expression, tool, policy and graph checks over a loaded document.
+
+    `servers` are MCP servers from outside the plan (`--mcp-config`), merged under its own.
+    """
     out = _Collector(doc)
     data = doc.data
     raw_steps = data.get("steps", [])
@@ -219,7 +224,8 @@ def check_document(doc: Any, variables: Mapping[str, Any] | None = None) -> Chec
     plan_vars = dict(header.variables) if header else _raw_mapping(data, "variables")
     # A header error elsewhere (say a typo in `defaults`) must not make every variable
     # "undefined" and every server "unknown": fall back to the names as written.
-    servers = dict(header.servers) if header else _raw_mapping(data, "servers")
+    extra_servers = dict(servers or {})  # from --mcp-config; the plan's own entries win
+    servers = {**extra_servers, **(dict(header.servers) if header else _raw_mapping(data, "servers"))}
     bound = {s.result_variable for s in steps if s.result_variable}
     known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
     ids = [s.id for s in steps]

@@ -26,18 +26,37 @@ PLANS = ROOT / "plans"
 def test_help_shows_every_command_and_the_exit_code_table(run):
     r = run("--help")
     assert r.code == 0, r
-    for command in ("run", "resume", "validate", "graph", "status", "list", "schema", "tools", "mcp"):
+    for command in (
+        "run",
+        "resume",
+        "validate",
+        "graph",
+        "status",
+        "list",
+        "schema",
+        "tools",
+        "mcp",
+    ):
         assert f"  {command} " in r.out, (command, r.out)
-    table = r.out[r.out.index("Exit codes:"):]
-    for code, words in [("0", "success"), ("1", "the run failed"), ("2", "usage error"),
-                        ("3", "invalid plan"), ("4", "state error"), ("5", "blocked"),
-                        ("130", "interrupted")]:
+    table = r.out[r.out.index("Exit codes:") :]
+    for code, words in [
+        ("0", "success"),
+        ("1", "the run failed"),
+        ("2", "usage error"),
+        ("3", "invalid plan"),
+        ("4", "state error"),
+        ("5", "blocked"),
+        ("130", "interrupted"),
+    ]:
         assert any(line.split()[:1] == [code] and words in line for line in table.splitlines()), (
-            code, table)
+            code,
+            table,
+        )
 
 
-@pytest.mark.parametrize("command", ["run", "resume", "validate", "graph", "status", "list",
-                                     "schema", "tools", "mcp"])
+@pytest.mark.parametrize(
+    "command", ["run", "resume", "validate", "graph", "status", "list", "schema", "tools", "mcp"]
+)
 def test_every_command_has_help(run, command):
     r = run(command, "--help")
     assert r.code == 0 and "Usage:" in r.out, r
@@ -45,23 +64,46 @@ def test_every_command_has_help(run, command):
 
 def test_help_imports_no_heavy_library(tmp_path):
     """`planrun --help` must stay fast: pydantic, jinja2, mcp, rich, httpx2... load lazily."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "planrun", "--help"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "planrun", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
-    imported = {line.split("|")[-1].strip().split(".")[0]
-                for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    imported = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     assert "click" in imported  # the measurement works
-    heavy = {"pydantic", "pydantic_core", "jinja2", "mcp", "rich", "httpx", "httpx2", "dask",
-             "distributed", "anyio", "yaml", "jsonschema"}
+    heavy = {
+        "pydantic",
+        "pydantic_core",
+        "jinja2",
+        "mcp",
+        "rich",
+        "httpx",
+        "httpx2",
+        "dask",
+        "distributed",
+        "anyio",
+        "yaml",
+        "jsonschema",
+    }
     assert not imported & heavy, sorted(imported & heavy)
 
 
 def test_help_imports_checked_through_sys_modules(tmp_path):
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom planrun.cli import main\n"
-            "r = CliRunner().invoke(main, ['--help'])\nassert r.exit_code == 0, r.output\n"
-            "print(' '.join(sorted(m for m in sys.modules if '.' not in m)))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=60)
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom planrun.cli import main\n"
+        "r = CliRunner().invoke(main, ['--help'])\nassert r.exit_code == 0, r.output\n"
+        "print(' '.join(sorted(m for m in sys.modules if '.' not in m)))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     loaded = set(proc.stdout.split())
     assert not loaded & {"pydantic", "jinja2", "mcp", "rich", "httpx", "httpx2", "dask"}, loaded
@@ -73,7 +115,13 @@ def test_version(run):
 
 
 def test_bad_option_and_unknown_command_exit_2(run):
-    for args in (["--frobnicate"], ["frobnicate"], ["validate"], ["graph"], ["-C", "/nonexistent/dir", "schema"]):
+    for args in (
+        ["--frobnicate"],
+        ["frobnicate"],
+        ["validate"],
+        ["graph"],
+        ["-C", "/nonexistent/dir", "schema"],
+    ):
         r = run(*args)
         assert r.code == 2, (args, r)
         assert_no_traceback(r)
@@ -108,17 +156,31 @@ def _plan_files() -> list[Path]:
 @pytest.mark.parametrize("path", _plan_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_example_and_plan_matches_the_schema(path):
     validator = jsonschema.Draft202012Validator(_schema())
-    errors = [f"{list(e.absolute_path)}: {e.message}"
-              for e in validator.iter_errors(yaml.safe_load(path.read_text()))]
+    errors = [
+        f"{list(e.absolute_path)}: {e.message}"
+        for e in validator.iter_errors(yaml.safe_load(path.read_text()))
+    ]
     assert errors == []
 
 
 def test_schema_accepts_mcp_cli_plans_and_rejects_what_validate_rejects():
     validator = jsonschema.Draft202012Validator(_schema())
-    mcp_cli = {"id": "p", "title": "T", "variables": {"x": 1},
-               "steps": [{"index": 1, "title": "a", "tool": "echo", "args": {}, "depends_on": [],
-                          "result_variable": "r"},
-                         {"index": "2", "title": "b", "tool": "echo", "depends_on": [1]}]}
+    mcp_cli = {
+        "id": "p",
+        "title": "T",
+        "variables": {"x": 1},
+        "steps": [
+            {
+                "index": 1,
+                "title": "a",
+                "tool": "echo",
+                "args": {},
+                "depends_on": [],
+                "result_variable": "r",
+            },
+            {"index": "2", "title": "b", "tool": "echo", "depends_on": [1]},
+        ],
+    }
     assert list(validator.iter_errors(mcp_cli)) == []
     ok_step = {"id": "a", "tool": "echo", "timeout": "1m30s", "retry_delay": 0.5}
     assert list(validator.iter_errors({"steps": [ok_step]})) == []
@@ -244,8 +306,9 @@ def test_example_failure_policies(tmp_path):
     assert steps["package"]["result"] == "packaged after ignored probe"
     # As documented in the file: with the `continue` step enabled the run fails (exit 1),
     # its dependent is skipped, and the other branch still finishes.
-    r = planrun("run", "--no-state", "--output", "json", path, "--var", "try_optional=true",
-                cwd=tmp_path)
+    r = planrun(
+        "run", "--no-state", "--output", "json", path, "--var", "try_optional=true", cwd=tmp_path
+    )
     assert r.code == 1, r
     steps = _steps(r.json)
     assert steps["optional"]["status"] == "failed"
@@ -258,8 +321,9 @@ def test_example_subplan(tmp_path):
     doc = _run_example("subplan.yaml", cwd=EXAMPLES)
     assert _steps(doc)["both"]["result"] == ["Hello, ANN!", "Hello, BOB?"]
     # The same thing from elsewhere with -C, and the sub-plan on its own.
-    r = planrun("-C", str(EXAMPLES), "run", "--no-state", "--output", "json", "subplan.yaml",
-                cwd=tmp_path)
+    r = planrun(
+        "-C", str(EXAMPLES), "run", "--no-state", "--output", "json", "subplan.yaml", cwd=tmp_path
+    )
     assert r.code == 0 and r.json["variables"]["second"]["greeting"] == "Hello, BOB?", r
     doc = _run_example(str(EXAMPLES / "sub" / "greet.yaml"), "--var", "who=you", cwd=tmp_path)
     assert doc["variables"]["greeting"] == "Hello, YOU!"
@@ -267,8 +331,9 @@ def test_example_subplan(tmp_path):
 
 @exercises("http.yaml")
 def test_example_http(tmp_path, http_server):
-    doc = _run_example(str(EXAMPLES / "http.yaml"), "--var", f"base_url={http_server}",
-                       cwd=tmp_path)
+    doc = _run_example(
+        str(EXAMPLES / "http.yaml"), "--var", f"base_url={http_server}", cwd=tmp_path
+    )
     summary = _steps(doc)["summary"]["result"]
     assert summary["fetched"] == 200 and summary["missing"] == 404
     assert summary["size"] == len((EXAMPLES / "diamond.yaml").read_text())
@@ -277,8 +342,17 @@ def test_example_http(tmp_path, http_server):
 @exercises("python-step.yaml", "helpers.py")
 def test_example_python_step(tmp_path):
     # No .pyc files left in examples/ by the import of helpers.py.
-    r = planrun("-C", str(EXAMPLES), "run", "--no-state", "--output", "json", "python-step.yaml",
-                cwd=tmp_path, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    r = planrun(
+        "-C",
+        str(EXAMPLES),
+        "run",
+        "--no-state",
+        "--output",
+        "json",
+        "python-step.yaml",
+        cwd=tmp_path,
+        env={"PYTHONDONTWRITEBYTECODE": "1"},
+    )
     assert r.code == 0, r
     steps = _steps(r.json)
     assert steps["stats"]["result"] == {"count": 8, "mean": 3.875, "median": 3.5, "max": 9}
@@ -290,15 +364,27 @@ def test_example_replan():
     # Its planner command is a path relative to the repository root.
     doc = _run_example("examples/replan/plan.yaml", cwd=ROOT)
     assert [(s["id"], s["status"]) for s in doc["steps"]] == [
-        ("fetch_mirror", "succeeded"), ("report", "succeeded")]
+        ("fetch_mirror", "succeeded"),
+        ("report", "succeeded"),
+    ]
     assert _steps(doc)["report"]["result"] == "got mirror-data"
 
 
 def test_plans_ci_runs(tmp_path):
     """plans/ci.yaml runs from the repository root; its only output goes where we say."""
-    r = planrun("run", "--no-state", "--output", "json", "plans/ci.yaml",
-                "--var", f"python={sys.executable}", "--var", f"out_dir={tmp_path}", cwd=ROOT,
-                timeout=120)
+    r = planrun(
+        "run",
+        "--no-state",
+        "--output",
+        "json",
+        "plans/ci.yaml",
+        "--var",
+        f"python={sys.executable}",
+        "--var",
+        f"out_dir={tmp_path}",
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.code == 0, r
     info = json.loads((tmp_path / "build-info.json").read_text())
     assert info["smoke"] == "succeeded" and info["modules"].endswith("modules")
@@ -311,6 +397,15 @@ def test_plans_are_listed():
 
 
 def test_every_example_file_is_exercised():
-    files = {str(p.relative_to(EXAMPLES)) for p in EXAMPLES.rglob("*")
-             if p.is_file() and "__pycache__" not in p.parts}
-    assert files == EXERCISED, (files - EXERCISED, EXERCISED - files)
+    """Each file in examples/ is run by a test here, or named (examples/NAME) by another test file."""
+    files = {
+        str(p.relative_to(EXAMPLES))
+        for p in EXAMPLES.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    others = "\n".join(
+        p.read_text() for p in (ROOT / "tests").glob("test_*.py") if p.name != Path(__file__).name
+    )
+    missing = sorted(f for f in files if f not in EXERCISED and f"examples/{f}" not in others)
+    assert missing == []
+    assert files >= EXERCISED, EXERCISED - files

@@ -584,6 +584,22 @@ def test_local_cluster_mode_and_worker_lost(tmp_path: Path) -> None:
     assert ports_after <= ports_before
 
 
+def test_worker_functions_need_no_dask(tmp_path: Path) -> None:
+    """planrun.executors.worker imports, and runs a step, without Dask (off any worker)."""
+    code = (
+        "import sys, json\n"
+        "sys.modules['distributed'] = sys.modules['dask'] = None\n"
+        "from planrun.executors import worker\n"
+        "r = worker.run_shell('k1', {'argv': ['/bin/sh', '-c', 'echo $PLANRUN_DASK_TASK'],"
+        " 'cwd': '.', 'env_set': {}, 'env_unset': []})\n"
+        "print(json.dumps([r['status'], r['stdout'], r['exit_code'], r['worker']]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == ["ok", "k1\n", 0, None]
+
+
 def test_missing_dask_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)  # what `import` sees without the extra
     ex = DaskExecutor(None, local=LocalTools(), cwd=str(tmp_path))

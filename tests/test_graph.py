@@ -71,11 +71,14 @@ def test_json_shape_with_explicit_and_data_edges(run, write):
 
 
 def test_explicit_wins_when_an_edge_is_both(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: a, tool: echo, result_variable: x}
           - {id: b, tool: echo, args: {value: "${x}"}, depends_on: [a]}
-    """)
+    """,
+    )
     r = run("graph", "p.yaml", "--format", "json")
     assert r.json["edges"] == [{"from": "a", "to": "b", "kind": "explicit"}], r
 
@@ -83,8 +86,11 @@ def test_explicit_wins_when_an_edge_is_both(run, write):
 def test_plan_name_defaults_to_file_stem_and_mcp_cli_id(run, write):
     write("my-plan.yaml", "steps:\n  - {id: a, tool: echo}\n")
     assert run("graph", "my-plan.yaml", "--format", "json").json["plan"] == "my-plan"
-    write("cli.json", '{"id": "from-id", "steps": [{"index": 1, "tool": "echo"}, '
-                      '{"index": 2, "tool": "echo", "depends_on": [1]}]}')
+    write(
+        "cli.json",
+        '{"id": "from-id", "steps": [{"index": 1, "tool": "echo"}, '
+        '{"index": 2, "tool": "echo", "depends_on": [1]}]}',
+    )
     doc = run("graph", "cli.json", "--format", "json").json
     assert doc["plan"] == "from-id"
     assert doc["edges"] == [{"from": "1", "to": "2", "kind": "explicit"}]
@@ -171,11 +177,14 @@ def test_ascii_shows_after_and_parallel_marks(run, write):
 
 
 def test_graph_of_invalid_plan_exits_3_with_diagnostics(run, write):
-    write("cyc.yaml", """
+    write(
+        "cyc.yaml",
+        """
         steps:
           - {id: a, tool: echo, depends_on: [b]}
           - {id: b, tool: echo, depends_on: [a]}
-    """)
+    """,
+    )
     for fmt in ("ascii", "mermaid", "dot"):
         r = run("graph", "cyc.yaml", "--format", fmt)
         assert r.code == 3, r
@@ -183,8 +192,15 @@ def test_graph_of_invalid_plan_exits_3_with_diagnostics(run, write):
         assert_no_traceback(r)
     r = run("graph", "cyc.yaml", "--format", "json")
     assert r.code == 3, r
-    assert r.json["diagnostics"] == [{"file": "cyc.yaml", "line": 2, "col": 38, "severity": "error",
-                                      "message": "dependency cycle: a -> b -> a"}]
+    assert r.json["diagnostics"] == [
+        {
+            "file": "cyc.yaml",
+            "line": 2,
+            "col": 38,
+            "severity": "error",
+            "message": "dependency cycle: a -> b -> a",
+        }
+    ]
 
 
 def test_graph_usage_errors_exit_2(run, write):

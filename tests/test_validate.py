@@ -21,7 +21,9 @@ def check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-u
     """
     monkeypatch.chdir(tmp_path)
 
-    def _check(text: str | bytes, name: str = "plan.yaml", variables: dict | None = None) -> list[str]:
+    def _check(
+        text: str | bytes, name: str = "plan.yaml", variables: dict | None = None
+    ) -> list[str]:
         path = tmp_path / name
         if isinstance(text, bytes):
             path.write_bytes(text)
@@ -54,13 +56,16 @@ def test_unparsable_yaml_flow(check):
 
 
 def test_unparsable_json(check):
-    out = check("""
+    out = check(
+        """
         {
           "steps": [
             {"id": "a", "tool": "echo",}
           ]
         }
-    """, "plan.json")
+    """,
+        "plan.json",
+    )
     assert out == [
         "plan.json:3:32: error: invalid JSON: Expecting property name enclosed in double quotes"
     ]
@@ -85,9 +90,7 @@ def test_top_level_list_and_scalar(check):
 
 def test_non_utf8_points_at_the_byte(check):
     out = check(b"name: ok\ntitle: caf\xe9\nsteps: []\n")
-    assert out == [
-        "plan.yaml:2:11: error: plan file is not valid UTF-8: byte 0xe9 at offset 19"
-    ]
+    assert out == ["plan.yaml:2:11: error: plan file is not valid UTF-8: byte 0xe9 at offset 19"]
 
 
 def test_directory_path(check, tmp_path):
@@ -353,14 +356,17 @@ def test_cycle_mixing_explicit_and_data_edges_points_at_the_reading_string(check
 
 
 def test_expression_syntax_errors(check):
-    out = check("""
+    out = check(
+        """
         steps:
           - {id: a, tool: echo, args: {value: "${ x + }"}}
           - {id: b, tool: echo, args: {value: "${a.b c}"}}
           - {id: c, tool: echo, args: {value: "${}"}}
           - {id: d, tool: echo, args: {value: "${unclosed"}}
           - {id: e, tool: echo, when: "1 +"}
-    """, variables={"x": 1})
+    """,
+        variables={"x": 1},
+    )
     assert out == [
         "plan.yaml:2:39: error: step 'a': args.value: bad expression '${ x + }': unexpected 'end of template'",
         "plan.yaml:3:39: error: step 'b': args.value: bad expression '${a.b c}': unexpected 'c' after the expression",
@@ -458,7 +464,11 @@ def test_all_problems_at_once_sorted_by_position(check):
           - {id: c, tool: echo, args: {v: "${nope}"}, on_failure: never}
     """)
     assert [line.split(": error: ")[0] for line in out] == [
-        "plan.yaml:2:19", "plan.yaml:3:10", "plan.yaml:3:38", "plan.yaml:4:35", "plan.yaml:4:59",
+        "plan.yaml:2:19",
+        "plan.yaml:3:10",
+        "plan.yaml:3:38",
+        "plan.yaml:4:35",
+        "plan.yaml:4:59",
     ]
 
 
@@ -469,12 +479,29 @@ MCP_CLI_PLAN = {
     "title": "Refactor the auth module",
     "variables": {"module_path": "src/auth/handler.py"},
     "steps": [
-        {"index": "1", "title": "Read the module", "tool": "read_file",
-         "args": {"path": "${module_path}"}, "depends_on": [], "result_variable": "auth_code"},
-        {"index": 2, "title": "Look at it", "tool": "echo",
-         "args": {"value": "${auth_code}"}, "depends_on": ["1"], "result_variable": "review"},
-        {"index": 3, "title": "Write it back", "tool": "write_file",
-         "args": {"path": "out.py", "content": "${review}"}, "depends_on": [2]},
+        {
+            "index": "1",
+            "title": "Read the module",
+            "tool": "read_file",
+            "args": {"path": "${module_path}"},
+            "depends_on": [],
+            "result_variable": "auth_code",
+        },
+        {
+            "index": 2,
+            "title": "Look at it",
+            "tool": "echo",
+            "args": {"value": "${auth_code}"},
+            "depends_on": ["1"],
+            "result_variable": "review",
+        },
+        {
+            "index": 3,
+            "title": "Write it back",
+            "tool": "write_file",
+            "args": {"path": "out.py", "content": "${review}"},
+            "depends_on": [2],
+        },
     ],
 }
 
@@ -526,22 +553,40 @@ def test_text_format_and_exit_3(run, write):
 def test_json_format_over_several_files_is_one_document(run, write):
     write("plan.yaml", BROKEN)
     write("good.yaml", "steps:\n  - {id: a, tool: echo}\n")
-    write("warn.yaml", """
+    write(
+        "warn.yaml",
+        """
         steps:
           - {id: a, tool: echo, result_variable: v}
           - {id: b, tool: echo, result_variable: v}
-    """)
+    """,
+    )
     r = run("validate", "good.yaml", "plan.yaml", "warn.yaml", "--format", "json")
     assert r.code == 3, r
     doc = r.json
     assert doc["valid"] is False
     assert doc["diagnostics"] == [
-        {"file": "plan.yaml", "line": 4, "col": 18, "severity": "error",
-         "message": "step 'build' depends on unknown step 'compile' (did you mean 'compile_c'?)"},
-        {"file": "plan.yaml", "line": 6, "col": 11, "severity": "error",
-         "message": "step 'compile_c': unknown tool 'shel' (did you mean 'shell'?)"},
-        {"file": "warn.yaml", "line": 3, "col": 42, "severity": "warning",
-         "message": "result variable 'v' is bound by steps 'a' and 'b', which may run concurrently"},
+        {
+            "file": "plan.yaml",
+            "line": 4,
+            "col": 18,
+            "severity": "error",
+            "message": "step 'build' depends on unknown step 'compile' (did you mean 'compile_c'?)",
+        },
+        {
+            "file": "plan.yaml",
+            "line": 6,
+            "col": 11,
+            "severity": "error",
+            "message": "step 'compile_c': unknown tool 'shel' (did you mean 'shell'?)",
+        },
+        {
+            "file": "warn.yaml",
+            "line": 3,
+            "col": 42,
+            "severity": "warning",
+            "message": "result variable 'v' is bound by steps 'a' and 'b', which may run concurrently",
+        },
     ]
     ok = run("validate", "good.yaml", "warn.yaml", "--format", "json")
     assert ok.code == 0 and ok.json["valid"] is True and len(ok.json["diagnostics"]) == 1, ok
@@ -551,18 +596,30 @@ def test_json_format_for_a_parse_error(run, write):
     write("bad.json", '{"steps": [1,]}')
     r = run("validate", "bad.json", "--format", "json")
     assert r.code == 3, r
-    assert r.json == {"valid": False, "diagnostics": [
-        {"file": "bad.json", "line": 1, "col": 14, "severity": "error",
-         "message": "invalid JSON: Expecting value"}]}
+    assert r.json == {
+        "valid": False,
+        "diagnostics": [
+            {
+                "file": "bad.json",
+                "line": 1,
+                "col": 14,
+                "severity": "error",
+                "message": "invalid JSON: Expecting value",
+            }
+        ],
+    }
 
 
 def test_github_format(run, write):
     write("plan.yaml", BROKEN)
-    write("warn.yaml", """
+    write(
+        "warn.yaml",
+        """
         steps:
           - {id: a, tool: echo, result_variable: v}
           - {id: b, tool: echo, result_variable: v}
-    """)
+    """,
+    )
     r = run("validate", "plan.yaml", "warn.yaml", "--format", "github")
     assert r.code == 3, r
     assert r.out.splitlines() == [
@@ -576,11 +633,14 @@ def test_valid_plan_exits_0_and_warning_keeps_exit_0(run, write):
     write("good.yaml", "steps:\n  - {id: a, tool: echo}\n")
     r = run("validate", "good.yaml")
     assert r.code == 0 and r.out == "", r
-    write("warn.yaml", """
+    write(
+        "warn.yaml",
+        """
         steps:
           - {id: a, tool: echo, result_variable: v}
           - {id: b, tool: echo, result_variable: v}
-    """)
+    """,
+    )
     r = run("validate", "warn.yaml")
     assert r.code == 0, r
     assert r.out.splitlines() == [
@@ -589,21 +649,30 @@ def test_valid_plan_exits_0_and_warning_keeps_exit_0(run, write):
 
 
 def test_policy_deny_exits_3(run, write):
-    write("plan.yaml", """
+    write(
+        "plan.yaml",
+        """
         policy: {deny: [shell]}
         steps:
           - {id: a, tool: shell, args: {cmd: "true"}}
-    """)
+    """,
+    )
     r = run("validate", "plan.yaml")
     assert r.code == 3, r
-    assert r.out == "plan.yaml:3:19: error: step 'a': tool 'shell' is denied by policy (deny: 'shell')\n"
+    assert (
+        r.out
+        == "plan.yaml:3:19: error: step 'a': tool 'shell' is denied by policy (deny: 'shell')\n"
+    )
 
 
 def test_var_and_vars_file_define_names(run, write):
-    write("plan.yaml", """
+    write(
+        "plan.yaml",
+        """
         steps:
           - {id: a, tool: echo, args: {value: "${target} ${region.name}"}}
-    """)
+    """,
+    )
     r = run("validate", "plan.yaml")
     assert r.code == 3, r
     assert r.out.splitlines() == [

@@ -261,7 +261,10 @@ class DaskExecutor:
         if len(seen) > 1:
             log.warning("step %s ran %d times (a worker died): %s", step_id, len(seen), seen)
             if self._on_reexecution is not None:
-                self._on_reexecution(step_id, list(seen))
+                try:
+                    self._on_reexecution(step_id, list(seen))
+                except Exception:  # a reporting hook must not change the step's outcome
+                    log.exception("on_reexecution hook failed")
 
     # -- requests ------------------------------------------------------------------------
 

@@ -1,0 +1,158 @@
+"""MCP tools as plan steps, against real servers from PyPI and small scripts of our own."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import ROOT, assert_no_traceback
+
+SERVERS = ROOT / "tests" / "mcp_servers"
+
+
+def _no_servers_left() -> None:
+    time.sleep(0.2)
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        assert "silent_server.py" not in cmd and "crashy_server.py" not in cmd, cmd
+
+
+def test_time_example_runs(run, tmp_path):
+    r = run("run", str(ROOT / "examples/mcp-time.yaml"), "--output", "json", "--no-state")
+    assert r.code == 0, r
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert steps["now"]["result"]["timezone"] == "UTC"
+    assert "Tokyo" in steps["report"]["result"]
+
+
+def test_git_example_on_a_temporary_repository(run, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a.txt").write_text("hello\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first commit"], check=True)
+    r = run("run", str(ROOT / "examples/mcp-git.yaml"), "--var", f"repo={repo}", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert "first commit" in steps["log"]["result"]
+    assert "first commit" in (repo / ".git/planrun-summary.txt").read_text()
+
+
+def test_unknown_tool_is_an_invalid_plan(run, write):
+    write("p.yaml", """
+        servers: {time: {command: mcp-server-time}}
+        steps:
+          - {id: a, tool: time.get_current_tim, args: {timezone: UTC}}
+    """)
+    r = run("run", "p.yaml")
+    assert r.code == 3, r
+    assert "p.yaml:3:" in r.out and "did you mean 'get_current_time'" in r.out
+    r = run("validate", "--check-tools", "p.yaml", "--format", "json")
+    assert r.code == 3 and r.json["diagnostics"][0]["line"] == 3
+
+
+def test_bad_literal_arguments_are_invalid_and_templated_ones_fail_the_step(run, write):
+    write("p.yaml", """
+        servers: {time: {command: mcp-server-time}}
+        steps:
+          - {id: a, tool: time.get_current_time, args: {timezone: 5, extra: 1}}
+    """)
+    r = run("validate", "--check-tools", "p.yaml")
+    assert r.code == 3, r
+    assert "p.yaml:3:" in r.out and "5 is not of type 'string'" in r.out and "warning" in r.out
+    write("q.yaml", """
+        variables: {tz: Not/AZone}
+        servers: {time: {command: mcp-server-time}}
+        steps:
+          - {id: a, tool: time.get_current_time, args: {timezone: "${tz}"}}
+    """)
+    r = run("run", "q.yaml", "--output", "json")
+    assert r.code == 1, r
+    err = r.json["steps"][0]["error"]
+    assert "time" in err and "get_current_time" in err
+    assert_no_traceback(r)
+
+
+def test_missing_server_command_fails_the_step(run, write):
+    write("p.yaml", """
+        servers: {ghost: {command: no-such-mcp-server-binary}}
+        steps:
+          - {id: a, tool: ghost.anything, on_failure: continue}
+          - {id: b, tool: echo, args: {value: 1}, depends_on: [a]}
+          - {id: c, tool: echo, args: {value: 2}}
+    """)
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    s = {x["id"]: x for x in r.json["steps"]}
+    assert "ghost" in s["a"]["error"] and "not found" in s["a"]["error"]
+    assert s["b"]["status"] == "skipped" and s["c"]["status"] == "succeeded"
+    assert_no_traceback(r)
+
+
+def test_server_that_exits_mid_run(run, write):
+    write("p.yaml", f"""
+        servers: {{crashy: {{command: "{sys.executable}", args: ["{SERVERS / 'crashy_server.py'}"]}}}}
+        steps:
+          - {{id: ok, tool: crashy.echo, args: {{text: hi}}}}
+          - {{id: boom, tool: crashy.crash, depends_on: [ok]}}
+          - {{id: after, tool: crashy.echo, args: {{text: again}}, depends_on: [boom]}}
+    """)
+    r = run("run", "p.yaml", "--output", "json", "--keep-going")
+    assert r.code == 1, r
+    s = {x["id"]: x for x in r.json["steps"]}
+    assert s["ok"]["status"] == "succeeded"
+    assert s["boom"]["status"] == "failed" and "crashy" in s["boom"]["error"]
+    assert_no_traceback(r)
+    _no_servers_left()
+
+
+def test_server_that_never_answers_is_bounded(run, write):
+    write("p.yaml", f"""
+        servers:
+          mute: {{command: "{sys.executable}", args: ["{SERVERS / 'silent_server.py'}"], connect_timeout: 2s}}
+        steps:
+          - {{id: a, tool: mute.anything, timeout: 5s}}
+    """)
+    t0 = time.monotonic()
+    r = run("run", "p.yaml", "--output", "json")
+    assert time.monotonic() - t0 < 15
+    assert r.code == 1, r
+    assert "mute" in r.json["steps"][0]["error"]
+    assert_no_traceback(r)
+    _no_servers_left()
+
+
+def test_tools_lists_builtin_and_server_tools(run, write):
+    write("p.yaml", """
+        servers: {time: {command: mcp-server-time}}
+        steps:
+          - {id: a, tool: time.get_current_time, args: {timezone: UTC}}
+    """)
+    r = run("tools", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    rows = {t["name"]: t for t in r.json}
+    assert rows["shell"]["source"] == "builtin"
+    assert rows["time.get_current_time"]["source"] == "time"
+    assert "timezone" in rows["time.get_current_time"]["input_schema"]["properties"]
+
+
+def test_mcp_config_file_supplies_servers(run, write):
+    write(".mcp.json", '{"mcpServers": {"time": {"command": "mcp-server-time"}}}')
+    write("p.yaml", """
+        steps:
+          - {id: a, tool: time.get_current_time, args: {timezone: UTC}}
+    """)
+    assert run("validate", "p.yaml").code == 3  # without the config the server is unknown
+    r = run("run", "p.yaml", "--mcp-config", ".mcp.json", "--no-state", "--output", "json")
+    assert r.code == 0, r
+
+
+def test_git_binary_available():
+    assert shutil.which("git")
