@@ -43,6 +43,7 @@ T = TypeVar("T")
 
 # Nesting deeper than this is refused; no real plan comes close.
 MAX_DEPTH = 200
+_TOO_DEEP = f"plan is nested too deeply (more than {MAX_DEPTH} levels)"
 _JSON_EXTENSIONS = {".json"}
 _YAML_EXTENSIONS = {".yaml", ".yml"}
 
@@ -223,7 +224,7 @@ def _load_json(text: str, file: str) -> Document:
     except json.JSONDecodeError as exc:
         raise _invalid(file, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from None
     except RecursionError:
-        raise _invalid(file, 1, 1, "plan is nested too deeply") from None
+        raise _invalid(file, 1, 1, "plan is nested too deeply") from None  # json's own limit
     except ValueError as exc:  # e.g. an integer with more digits than Python will convert
         raise _invalid(file, 1, 1, f"invalid JSON: {exc}") from None
     locator = _JsonLocator(text)
@@ -389,14 +390,16 @@ class _Composer(_ParserBase):  # type: ignore[valid-type,misc]
     def descend_resolver(self, parent: Any, index: Any) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise _TooDeep
+            raise _TooDeep(parent)
 
     def ascend_resolver(self) -> None:
         self.depth -= 1
 
 
 class _TooDeep(Exception):
-    pass
+    def __init__(self, node: Node) -> None:
+        super().__init__("too deep")
+        self.node = node
 
 
 def _compose(text: str) -> Node | None:
@@ -427,10 +430,8 @@ def _compose_or_raise(text: str, file: str) -> Node | None:
         raise _invalid(
             file, line, col, f"text is not valid Unicode: lone surrogate U+{ord(bad):04X}"
         ) from None
-    except (_TooDeep, RecursionError):
-        raise _invalid(
-            file, 1, 1, f"plan is nested too deeply (limit {MAX_DEPTH} levels)"
-        ) from None
+    except _TooDeep as exc:
+        raise _node_error(file, exc.node, _TOO_DEEP) from None
     except yaml.YAMLError as exc:  # pragma: no cover - every libyaml error is one of the above
         raise _invalid(file, 1, 1, f"invalid YAML: {exc}") from None
 
@@ -536,7 +537,7 @@ class _Builder:
                 return value
             return self._tagged_scalar(node)
         if depth >= MAX_DEPTH:
-            raise _BuildError(node, f"plan is nested too deeply (limit {MAX_DEPTH} levels)")
+            raise _BuildError(node, _TOO_DEEP)
         if self.careful:
             return self._careful_collection(node, depth)
         build = self.build
@@ -724,6 +725,8 @@ def _fast_yaml(text: str) -> dict[str, Any]:
         # "- - key: value" holds several nodes on one line: an item whose value is the
         # node that starts further right, at that node's column.
         while body[0] == "-" and (len(body) == 1 or body[1] == " "):
+            if indent > 1000:
+                raise _Bail  # "- - - - ..." without end: leave it to libyaml's depth limit
             rest = body[1:].lstrip(" ")
             if not rest or rest[0] == "#":
                 append((indent, _ITEM, None, _NESTED))
@@ -922,9 +925,7 @@ def _parse_yaml(text: str, file: str) -> Any:
     except _BuildError as exc:
         raise _node_error(file, exc.node, exc.message) from None
     except RecursionError:
-        raise _invalid(
-            file, 1, 1, f"plan is nested too deeply (limit {MAX_DEPTH} levels)"
-        ) from None
+        raise _invalid(file, 1, 1, _TOO_DEEP) from None
     if builder.errors:
         raise PlanInvalid(
             [_node_diagnostic(file, node, message) for node, message in builder.errors]

@@ -117,8 +117,21 @@ def _schema_errors(
             parent = _label(path[:-1], steps) if len(path) > 1 else "the plan"
             in_step = len(loc) == 1
             choices = fields if in_step else _fields_at(err["loc"][:-1])
+            # `index` (step) and `id` (plan) are aliases: they are only "unknown" when the
+            # real key is there too.
+            alias_of = {"index": "id"} if "index" in fields else {"id": "name"}
+            if in_step and alias_of.get(key) in data:
+                out.add(
+                    path,
+                    f"{parent}: '{key}' is an alias of '{alias_of[key]}': give only one of them",
+                    key=True,
+                )
+                continue
             out.add(
-                path, f"unknown key '{key}' in {parent}", hint=did_you_mean(key, choices), key=True
+                path,
+                f"unknown key '{key}' in {parent}",
+                hint=did_you_mean(key, [c for c in choices if c != key]),
+                key=True,
             )
         elif kind == "missing":
             out.add(
@@ -225,7 +238,10 @@ def check_document(
     # A header error elsewhere (say a typo in `defaults`) must not make every variable
     # "undefined" and every server "unknown": fall back to the names as written.
     extra_servers = dict(servers or {})  # from --mcp-config; the plan's own entries win
-    servers = {**extra_servers, **(dict(header.servers) if header else _raw_mapping(data, "servers"))}
+    servers = {
+        **extra_servers,
+        **(dict(header.servers) if header else _raw_mapping(data, "servers")),
+    }
     bound = {s.result_variable for s in steps if s.result_variable}
     known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
     ids = [s.id for s in steps]
@@ -270,12 +286,27 @@ def check_document(
                         f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
                         hint=did_you_mean(ref, id_set),
                     )
+    # Server entries are resolved before any step runs: only variables and `env` are known.
+    server_names = set(plan_vars) | set(variables or {}) | {"env"}
     for name, entry in (header.servers if header else {}).items():
         for path, text in _strings(entry.model_dump(exclude_none=True), ("servers", name)):
             try:
-                parse_template(text)
+                tpl = parse_template(text)
             except ExpressionError as exc:
                 out.add(path, f"server '{name}': {format_path(path[2:])}: {exc.message}")
+                continue
+            for expr in tpl.exprs if tpl else ():
+                for var in sorted(expr.names - server_names):
+                    out.add(
+                        path,
+                        f"server '{name}': {format_path(path[2:])}: undefined name '{var}'"
+                        + (
+                            " (a server starts before any step: use variables or env)"
+                            if var in bound or var == "steps"
+                            else ""
+                        ),
+                        hint=did_you_mean(var, server_names - {"env"}),
+                    )
 
     plan: Plan | None = None
     unique = [s for k, s in enumerate(steps) if seen_ids.get(s.id) == step_paths[k]]

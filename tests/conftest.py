@@ -30,13 +30,23 @@ class Result:
         return f"exit {self.code}\n--- stdout\n{self.out}\n--- stderr\n{self.err}"
 
 
-def planrun(*args: str, cwd: Path | str, timeout: float = 60, env: dict[str, str] | None = None,
-            stdin: str | None = None) -> Result:
+def planrun(
+    *args: str,
+    cwd: Path | str,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+) -> Result:
     """Run `python -m planrun ARGS` in `cwd` and capture everything."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     proc = subprocess.run(
-        [sys.executable, "-m", "planrun", *args], cwd=cwd, capture_output=True, text=True,
-        timeout=timeout, env=full_env, input=stdin if stdin is not None else "",
+        [sys.executable, "-m", "planrun", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        input=stdin if stdin is not None else "",
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

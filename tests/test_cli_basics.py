@@ -409,3 +409,42 @@ def test_every_example_file_is_exercised():
     missing = sorted(f for f in files if f not in EXERCISED and f"examples/{f}" not in others)
     assert missing == []
     assert files >= EXERCISED, EXERCISED - files
+
+
+def test_mcp_cli_plan_runs_unchanged(run, write):
+    write(
+        "mcp-cli.json",
+        json.dumps(
+            {
+                "id": "mcp-cli-plan",
+                "title": "Written by mcp-cli's planner",
+                "variables": {"name": "world"},
+                "steps": [
+                    {
+                        "index": "1",
+                        "title": "Greet",
+                        "tool": "echo",
+                        "args": {"value": "hello ${name}"},
+                        "depends_on": [],
+                        "result_variable": "greeting",
+                    },
+                    {
+                        "index": "2",
+                        "title": "Shout",
+                        "tool": "echo",
+                        "args": {"value": "${greeting | upper}"},
+                        "depends_on": ["1"],
+                        "result_variable": "loud",
+                    },
+                ],
+            }
+        ),
+    )
+    assert run("validate", "mcp-cli.json").code == 0
+    r = run("run", "--no-state", "--output", "json", "mcp-cli.json")
+    assert r.code == 0, r
+    assert r.json["plan"] == "mcp-cli-plan"
+    assert [(s["id"], s["result"]) for s in r.json["steps"]] == [
+        ("1", "hello world"),
+        ("2", "HELLO WORLD"),
+    ]

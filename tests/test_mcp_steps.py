@@ -6,7 +6,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 
@@ -38,7 +37,15 @@ def test_git_example_on_a_temporary_repository(run, tmp_path):
     (repo / "a.txt").write_text("hello\n")
     subprocess.run([*git, "add", "a.txt"], check=True)
     subprocess.run([*git, "commit", "-qm", "first commit"], check=True)
-    r = run("run", str(ROOT / "examples/mcp-git.yaml"), "--var", f"repo={repo}", "--output", "json", "--no-state")
+    r = run(
+        "run",
+        str(ROOT / "examples/mcp-git.yaml"),
+        "--var",
+        f"repo={repo}",
+        "--output",
+        "json",
+        "--no-state",
+    )
     assert r.code == 0, r
     steps = {s["id"]: s for s in r.json["steps"]}
     assert "first commit" in steps["log"]["result"]
@@ -46,11 +53,14 @@ def test_git_example_on_a_temporary_repository(run, tmp_path):
 
 
 def test_unknown_tool_is_an_invalid_plan(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         servers: {time: {command: mcp-server-time}}
         steps:
           - {id: a, tool: time.get_current_tim, args: {timezone: UTC}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml")
     assert r.code == 3, r
     assert "p.yaml:3:" in r.out and "did you mean 'get_current_time'" in r.out
@@ -59,20 +69,26 @@ def test_unknown_tool_is_an_invalid_plan(run, write):
 
 
 def test_bad_literal_arguments_are_invalid_and_templated_ones_fail_the_step(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         servers: {time: {command: mcp-server-time}}
         steps:
           - {id: a, tool: time.get_current_time, args: {timezone: 5, extra: 1}}
-    """)
+    """,
+    )
     r = run("validate", "--check-tools", "p.yaml")
     assert r.code == 3, r
     assert "p.yaml:3:" in r.out and "5 is not of type 'string'" in r.out and "warning" in r.out
-    write("q.yaml", """
+    write(
+        "q.yaml",
+        """
         variables: {tz: Not/AZone}
         servers: {time: {command: mcp-server-time}}
         steps:
           - {id: a, tool: time.get_current_time, args: {timezone: "${tz}"}}
-    """)
+    """,
+    )
     r = run("run", "q.yaml", "--output", "json")
     assert r.code == 1, r
     err = r.json["steps"][0]["error"]
@@ -81,13 +97,16 @@ def test_bad_literal_arguments_are_invalid_and_templated_ones_fail_the_step(run,
 
 
 def test_missing_server_command_fails_the_step(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         servers: {ghost: {command: no-such-mcp-server-binary}}
         steps:
           - {id: a, tool: ghost.anything, on_failure: continue}
           - {id: b, tool: echo, args: {value: 1}, depends_on: [a]}
           - {id: c, tool: echo, args: {value: 2}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 1, r
     s = {x["id"]: x for x in r.json["steps"]}
@@ -97,13 +116,16 @@ def test_missing_server_command_fails_the_step(run, write):
 
 
 def test_server_that_exits_mid_run(run, write):
-    write("p.yaml", f"""
-        servers: {{crashy: {{command: "{sys.executable}", args: ["{SERVERS / 'crashy_server.py'}"]}}}}
+    write(
+        "p.yaml",
+        f"""
+        servers: {{crashy: {{command: "{sys.executable}", args: ["{SERVERS / "crashy_server.py"}"]}}}}
         steps:
           - {{id: ok, tool: crashy.echo, args: {{text: hi}}}}
           - {{id: boom, tool: crashy.crash, depends_on: [ok]}}
           - {{id: after, tool: crashy.echo, args: {{text: again}}, depends_on: [boom]}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json", "--keep-going")
     assert r.code == 1, r
     s = {x["id"]: x for x in r.json["steps"]}
@@ -114,12 +136,15 @@ def test_server_that_exits_mid_run(run, write):
 
 
 def test_server_that_never_answers_is_bounded(run, write):
-    write("p.yaml", f"""
+    write(
+        "p.yaml",
+        f"""
         servers:
-          mute: {{command: "{sys.executable}", args: ["{SERVERS / 'silent_server.py'}"], connect_timeout: 2s}}
+          mute: {{command: "{sys.executable}", args: ["{SERVERS / "silent_server.py"}"], connect_timeout: 2s}}
         steps:
           - {{id: a, tool: mute.anything, timeout: 5s}}
-    """)
+    """,
+    )
     t0 = time.monotonic()
     r = run("run", "p.yaml", "--output", "json")
     assert time.monotonic() - t0 < 15
@@ -130,11 +155,14 @@ def test_server_that_never_answers_is_bounded(run, write):
 
 
 def test_tools_lists_builtin_and_server_tools(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         servers: {time: {command: mcp-server-time}}
         steps:
           - {id: a, tool: time.get_current_time, args: {timezone: UTC}}
-    """)
+    """,
+    )
     r = run("tools", "p.yaml", "--output", "json")
     assert r.code == 0, r
     rows = {t["name"]: t for t in r.json}
@@ -145,10 +173,13 @@ def test_tools_lists_builtin_and_server_tools(run, write):
 
 def test_mcp_config_file_supplies_servers(run, write):
     write(".mcp.json", '{"mcpServers": {"time": {"command": "mcp-server-time"}}}')
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: a, tool: time.get_current_time, args: {timezone: UTC}}
-    """)
+    """,
+    )
     assert run("validate", "p.yaml").code == 3  # without the config the server is unknown
     r = run("run", "p.yaml", "--mcp-config", ".mcp.json", "--no-state", "--output", "json")
     assert r.code == 0, r

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PLANNER = r'''
+PLANNER = r"""
 import json, sys, os
 ctx = json.load(sys.stdin)
 calls = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.jsonl")
@@ -47,7 +47,7 @@ elif mode == "slow_after":
            {"id": "wait", "tool": "shell", "args": {"cmd": "test -f go || sleep 30; echo wait >> log"}, "depends_on": ["alt"]},
            {"id": "finish", "tool": "shell", "args": {"cmd": "echo finish >> log"}, "depends_on": ["wait"]}]
 print(json.dumps({"steps": out}) if mode == "route" else json.dumps(out))
-'''
+"""
 
 PLAN = """
 name: rp
@@ -75,11 +75,20 @@ steps:
 
 @pytest.fixture
 def setup(tmp_path: Path, write):  # type: ignore[no-untyped-def]
-    def _setup(mode: str, max_replans: int = 2, max_steps: int | None = None, timeout: str = "10s") -> None:
+    def _setup(
+        mode: str, max_replans: int = 2, max_steps: int | None = None, timeout: str = "10s"
+    ) -> None:
         write("planner.py", PLANNER)
         (tmp_path / "mode").write_text(mode)
-        write("p.yaml", PLAN.format(python=sys.executable, max_replans=max_replans, timeout=timeout,
-                                    max_steps=f", max_steps: {max_steps}" if max_steps else ""))
+        write(
+            "p.yaml",
+            PLAN.format(
+                python=sys.executable,
+                max_replans=max_replans,
+                timeout=timeout,
+                max_steps=f", max_steps: {max_steps}" if max_steps else "",
+            ),
+        )
 
     return _setup
 
@@ -107,7 +116,9 @@ def test_replans_once_and_succeeds_with_exact_diff_event(run, tmp_path, setup):
     assert doc["steps"][2]["result"] == "alt"
     (ctx,) = calls(tmp_path)
     assert ctx["goal"] == "get the data one way or another"
-    assert ctx["failed_step"]["id"] == "fetch" and ctx["failed_step"]["expected_outcome"] == "the data"
+    assert (
+        ctx["failed_step"]["id"] == "fetch" and ctx["failed_step"]["expected_outcome"] == "the data"
+    )
     assert ctx["failed_step"]["on_failure"] == "replan"
     assert "exited with code 9" in ctx["error"]
     assert ctx["completed"] == {"first": 1}
@@ -117,8 +128,14 @@ def test_replans_once_and_succeeds_with_exact_diff_event(run, tmp_path, setup):
     events = [json.loads(x) for x in (tmp_path / "ev.jsonl").read_text().splitlines()]
     (diff,) = [e for e in events if e["event"] == "plan.diff"]
     assert diff["plan"] == "rp"
-    assert diff["removed"] == ["fetch"] and diff["added"] == ["alt"] and diff["revised"] == ["finish"]
-    assert doc["revisions"][0]["diff"] == {"removed": ["fetch"], "added": ["alt"], "revised": ["finish"]}
+    assert (
+        diff["removed"] == ["fetch"] and diff["added"] == ["alt"] and diff["revised"] == ["finish"]
+    )
+    assert doc["revisions"][0]["diff"] == {
+        "removed": ["fetch"],
+        "added": ["alt"],
+        "revised": ["finish"],
+    }
     assert "exited with code 9" in doc["revisions"][0]["error"]
 
 
@@ -152,8 +169,9 @@ def test_empty_revision_is_no_plan(run, tmp_path, setup):
     assert r.code == 1 and r.json["reason"] == "no_plan", r
 
 
-@pytest.mark.parametrize("mode, words", [("garbage", "not JSON"), ("crash", "exited with code 3"),
-                                         ("hang", "timed out")])
+@pytest.mark.parametrize(
+    "mode, words", [("garbage", "not JSON"), ("crash", "exited with code 3"), ("hang", "timed out")]
+)
 def test_planner_failures_fail_the_replan_clearly(run, tmp_path, setup, mode, words):
     setup(mode, max_replans=1, timeout="1s")
     t0 = time.monotonic()
@@ -178,10 +196,17 @@ def test_revision_with_a_cycle_is_rejected_and_asked_again(run, tmp_path, setup)
 
 def test_resume_after_interrupted_revised_run_continues_the_revision(write, tmp_path, setup, run):
     setup("slow_after")
-    proc = subprocess.Popen([sys.executable, "-m", "planrun", "run", "p.yaml"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "run", "p.yaml"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and "alt" not in ((tmp_path / "log").read_text() if (tmp_path / "log").exists() else ""):
+    while time.monotonic() < deadline and "alt" not in (
+        (tmp_path / "log").read_text() if (tmp_path / "log").exists() else ""
+    ):
         time.sleep(0.05)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)

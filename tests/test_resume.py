@@ -32,7 +32,11 @@ def test_fail_fix_resume_runs_only_what_is_left(run, write, tmp_path):
     assert r.code == 1 and "planrun resume p.yaml" in r.err, r
     state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
     assert state["plan"] == "p" and state["status"] == "failed"
-    assert {k: v["status"] for k, v in state["steps"].items()} == {"a": "succeeded", "b": "failed", "c": "pending"}
+    assert {k: v["status"] for k, v in state["steps"].items()} == {
+        "a": "succeeded",
+        "b": "failed",
+        "c": "pending",
+    }
     assert oct((tmp_path / ".planrun/state/p.json").stat().st_mode & 0o777) == "0o600"
     (tmp_path / "fixed").touch()
     r = run("resume", "p.yaml", "--output", "json")
@@ -49,14 +53,17 @@ def test_fail_fix_resume_runs_only_what_is_left(run, write, tmp_path):
 
 
 def test_changed_argument_reruns_that_step_and_its_dependents_only(run, write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         variables: {greeting: hi}
         steps:
           - {id: a, tool: shell, args: {cmd: "echo a >> log"}}
           - {id: b, tool: shell, args: {cmd: "echo b-${greeting} >> log"}}
           - {id: c, tool: shell, args: {cmd: "echo c >> log"}, depends_on: [b]}
           - {id: d, tool: shell, args: {cmd: "echo d >> log"}, depends_on: [a]}
-    """)
+    """,
+    )
     assert run("run", "p.yaml", "-j", "1").code == 0
     r = run("resume", "p.yaml", "--var", "greeting=hello", "-j", "1")
     assert r.code == 0, r
@@ -99,15 +106,25 @@ def test_foreign_state_is_refused(run, write, tmp_path):
 
 def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path):
     write("p.yaml", "steps:\n  - {id: slow, tool: sleep, args: {seconds: 5}}\n")
-    first = subprocess.Popen([sys.executable, "-m", "planrun", "run", "p.yaml", "-q"], cwd=tmp_path,
-                             stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "run", "p.yaml", "-q"],
+        cwd=tmp_path,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 10
-        while not list((tmp_path / ".planrun/state").glob("*.lock")) and time.monotonic() < deadline:
+        while (
+            not list((tmp_path / ".planrun/state").glob("*.lock")) and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         time.sleep(0.3)
-        second = subprocess.run([sys.executable, "-m", "planrun", "run", "p.yaml"], cwd=tmp_path,
-                                capture_output=True, text=True, timeout=30)
+        second = subprocess.run(
+            [sys.executable, "-m", "planrun", "run", "p.yaml"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert second.returncode == 4, second.stderr
         assert str(first.pid) in second.stderr
     finally:
@@ -116,14 +133,22 @@ def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path)
 
 
 def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
           - {id: long, tool: shell, args: {cmd: "sleep 30; echo long >> log"}, depends_on: [quick]}
           - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [long]}
-    """)
-    proc = subprocess.Popen([sys.executable, "-m", "planrun", "run", "p.yaml", "--output", "json"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "run", "p.yaml", "--output", "json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if (tmp_path / "log").exists():
@@ -138,13 +163,24 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
     assert "Traceback" not in err
     doc = json.loads(out)
     assert doc["status"] == "interrupted" and doc["reason"] == "interrupted"
-    assert {s["id"]: s["status"] for s in doc["steps"]} == {"quick": "succeeded", "long": "interrupted", "after": "pending"}
+    assert {s["id"]: s["status"] for s in doc["steps"]} == {
+        "quick": "succeeded",
+        "long": "interrupted",
+        "after": "pending",
+    }
     assert "planrun resume" in err
-    left = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(
+        ["pgrep", "-f", "sleep 30"], capture_output=True, text=True
+    ).stdout.split()
     assert not [p for p in left if int(p) != os.getpid()]
     (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace("sleep 30; ", ""))
-    r = subprocess.run([sys.executable, "-m", "planrun", "resume", "p.yaml"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        [sys.executable, "-m", "planrun", "resume", "p.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert r.returncode == 0, r.stderr
     assert _log(tmp_path) == ["quick", "long", "after"]
 
@@ -152,7 +188,8 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
 def test_kill_9_at_random_points_then_resume(write, tmp_path):
     steps = "\n".join(
         f"  - {{id: s{i}, tool: shell, args: {{cmd: 'echo s{i} >> log'}}"
-        + (f", depends_on: [s{i - 2}]" if i >= 2 else "") + "}"
+        + (f", depends_on: [s{i - 2}]" if i >= 2 else "")
+        + "}"
         for i in range(200)
     )
     write("p.yaml", "steps:\n" + steps + "\n")
@@ -163,24 +200,40 @@ def test_kill_9_at_random_points_then_resume(write, tmp_path):
 
         shutil.rmtree(tmp_path / ".planrun", ignore_errors=True)
         (tmp_path / "log").unlink(missing_ok=True)
-        proc = subprocess.Popen([sys.executable, "-m", "planrun", "run", "p.yaml", "-q", "-j", "2"],
-                                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planrun", "run", "p.yaml", "-q", "-j", "2"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 20
         while not (tmp_path / "log").exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(rng.random() * 0.3)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        status = subprocess.run([sys.executable, "-m", "planrun", "status", "p.yaml", "--output", "json"],
-                                cwd=tmp_path, capture_output=True, text=True, timeout=30)
+        status = subprocess.run(
+            [sys.executable, "-m", "planrun", "status", "p.yaml", "--output", "json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert status.returncode == 0, status.stderr
-        succeeded = {s["id"] for s in json.loads(status.stdout)["steps"] if s["status"] == "succeeded"}
+        succeeded = {
+            s["id"] for s in json.loads(status.stdout)["steps"] if s["status"] == "succeeded"
+        }
         before = _log(tmp_path)
-        r = subprocess.run([sys.executable, "-m", "planrun", "resume", "p.yaml", "-q"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "planrun", "resume", "p.yaml", "-q"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         after = _log(tmp_path)
-        rerun = after[len(before):]
+        rerun = after[len(before) :]
         assert not succeeded & set(rerun), sorted(succeeded & set(rerun))
         assert set(after) == {f"s{i}" for i in range(200)}
         if 0 < len(succeeded) < 200:
@@ -207,7 +260,10 @@ def test_one_megabyte_result_round_trips(run, write, tmp_path):
 
 def test_status_and_list(run, write, tmp_path):
     write("plans/one.yaml", "title: First\nsteps:\n  - {id: x, tool: echo, args: {value: 1}}\n")
-    write("plans/two.yaml", "steps:\n  - {id: x, tool: shell, args: {cmd: 'exit 1'}}\n  - {id: y, tool: echo}\n")
+    write(
+        "plans/two.yaml",
+        "steps:\n  - {id: x, tool: shell, args: {cmd: 'exit 1'}}\n  - {id: y, tool: echo}\n",
+    )
     assert run("run", "plans/one.yaml").code == 0
     r = run("status", "plans/one.yaml")
     assert r.code == 0 and "succeeded" in r.out, r
@@ -216,7 +272,13 @@ def test_status_and_list(run, write, tmp_path):
     assert doc["steps"][0]["id"] == "x"
     rows = run("list", "--output", "json").json
     assert rows == [
-        {"path": "plans/one.yaml", "name": "one", "title": "First", "steps": 1, "last_status": "succeeded"},
+        {
+            "path": "plans/one.yaml",
+            "name": "one",
+            "title": "First",
+            "steps": 1,
+            "last_status": "succeeded",
+        },
         {"path": "plans/two.yaml", "name": "two", "title": None, "steps": 2, "last_status": None},
     ]
     r = run("list")

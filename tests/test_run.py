@@ -13,7 +13,9 @@ from tests.conftest import assert_no_traceback
 
 
 def test_hello_runs_and_binds_results(run, write):
-    write("hello.yaml", """
+    write(
+        "hello.yaml",
+        """
         variables: {who: world}
         steps:
           - id: greet
@@ -23,7 +25,8 @@ def test_hello_runs_and_binds_results(run, write):
           - id: say
             tool: shell
             args: {cmd: "echo ${greeting}"}
-    """)
+    """,
+    )
     r = run("run", "hello.yaml", "--output", "json")
     assert r.code == 0, r
     doc = r.json
@@ -35,13 +38,16 @@ def test_hello_runs_and_binds_results(run, write):
 
 
 def test_interpolated_value_cannot_inject_shell(run, write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         variables: {name: "x; touch pwned"}
         steps:
           - id: s
             tool: shell
             args: {cmd: "echo ${name}"}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 0, r
     assert not (tmp_path / "pwned").exists()
@@ -49,24 +55,30 @@ def test_interpolated_value_cannot_inject_shell(run, write, tmp_path):
 
 
 def test_shell_dollar_forms_reach_the_shell(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - id: s
             tool: shell
             args: {cmd: "echo $HOME $(echo sub) $${HOME}", env: {HOME: /h}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.json["steps"][0]["result"]["stdout"] == "/h sub /h\n", r
 
 
 def test_timeout_kills_the_process_tree(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - id: slow
             tool: shell
             timeout: 1s
             args: {cmd: "sleep 30 & sleep 31; wait"}
-    """)
+    """,
+    )
     t0 = time.monotonic()
     r = run("run", "p.yaml", "--output", "json")
     assert time.monotonic() - t0 < 4
@@ -74,7 +86,11 @@ def test_timeout_kills_the_process_tree(run, write):
     step = r.json["steps"][0]
     assert step["status"] == "failed" and "timed out after 1s" in step["error"]
     time.sleep(0.2)
-    left = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] in (["sleep", "30"], ["sleep", "31"])]
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"] in (["sleep", "30"], ["sleep", "31"])
+    ]
     assert not left
 
 
@@ -101,20 +117,25 @@ def test_jobs_bound_is_never_exceeded(run, write, tmp_path):
 
 
 def test_steps_start_when_their_dependencies_finish_not_in_waves(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: a1, tool: sleep, args: {seconds: 0.1}}
           - {id: b1, tool: sleep, args: {seconds: 0.5}}
           - {id: a2, tool: sleep, args: {seconds: 0.5}, depends_on: [a1]}
           - {id: b2, tool: sleep, args: {seconds: 0.1}, depends_on: [b1]}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "-j", "4", "--output", "json")
     assert r.code == 0, r
     assert r.json["duration_s"] < 0.85  # a wave barrier needs 1.0 s
 
 
 def test_when_false_skips_and_counts_as_done(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         variables: {mode: fast}
         steps:
           - id: slow_path
@@ -126,7 +147,8 @@ def test_when_false_skips_and_counts_as_done(run, write):
             tool: echo
             depends_on: [slow_path]
             args: {value: "${r | default('unset')}"}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 0, r
     steps = {s["id"]: s for s in r.json["steps"]}
@@ -135,14 +157,17 @@ def test_when_false_skips_and_counts_as_done(run, write):
 
 
 def test_retries_wait_and_double(run, write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - id: flaky
             tool: shell
             retries: 2
             retry_delay: 0.2s
             args: {cmd: "echo x >> count; test $(wc -l < count) -ge 3"}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl")
     assert r.code == 0, r
     assert r.json["steps"][0]["attempts"] == 3
@@ -154,13 +179,16 @@ def test_retries_wait_and_double(run, write, tmp_path):
 
 
 def test_on_failure_continue_skips_dependents_only(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: bad, tool: shell, args: {cmd: "exit 3"}, on_failure: continue}
           - {id: child, tool: echo, args: {value: 1}, depends_on: [bad]}
           - {id: grandchild, tool: echo, args: {value: 1}, depends_on: [child]}
           - {id: other, tool: echo, args: {value: 2}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 1, r
     s = {x["id"]: x for x in r.json["steps"]}
@@ -171,11 +199,14 @@ def test_on_failure_continue_skips_dependents_only(run, write):
 
 
 def test_on_failure_ignore_succeeds_with_null_result(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: bad, tool: shell, args: {cmd: "exit 1"}, on_failure: ignore, result_variable: r}
           - {id: next, tool: echo, args: {value: "${r}"}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 0, r
     s = {x["id"]: x for x in r.json["steps"]}
@@ -184,12 +215,15 @@ def test_on_failure_ignore_succeeds_with_null_result(run, write):
 
 
 def test_abort_stops_running_steps_and_starts_no_more(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: long, tool: sleep, args: {seconds: 20}}
           - {id: bad, tool: shell, args: {cmd: "sleep 0.2; exit 1"}}
           - {id: later, tool: echo, args: {value: 1}, depends_on: [bad]}
-    """)
+    """,
+    )
     t0 = time.monotonic()
     r = run("run", "p.yaml", "--output", "json", "-j", "4")
     assert time.monotonic() - t0 < 5
@@ -199,23 +233,32 @@ def test_abort_stops_running_steps_and_starts_no_more(run, write):
 
 
 def test_keep_going_turns_abort_into_continue(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: bad, tool: shell, args: {cmd: "exit 1"}}
           - {id: other, tool: echo, args: {value: 1}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json", "--keep-going", "-j", "1")
     assert r.code == 1
-    assert {x["id"]: x["status"] for x in r.json["steps"]} == {"bad": "failed", "other": "succeeded"}
+    assert {x["id"]: x["status"] for x in r.json["steps"]} == {
+        "bad": "failed",
+        "other": "succeeded",
+    }
 
 
 def test_only_runs_targets_and_their_upstream(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: a, tool: echo, args: {value: 1}}
           - {id: b, tool: echo, args: {value: 2}, depends_on: [a]}
           - {id: c, tool: echo, args: {value: 3}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json", "--only", "b")
     assert r.code == 0, r
     assert [x["id"] for x in r.json["steps"]] == ["a", "b"]
@@ -224,13 +267,16 @@ def test_only_runs_targets_and_their_upstream(run, write):
 
 
 def test_max_steps_budget(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         limits: {max_steps: 2}
         steps:
           - {id: a, tool: echo, args: {value: 1}}
           - {id: b, tool: echo, args: {value: 2}, depends_on: [a]}
           - {id: c, tool: echo, args: {value: 3}, depends_on: [b]}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 1, r
     assert r.json["reason"] == "step_budget"
@@ -239,22 +285,28 @@ def test_max_steps_budget(run, write):
 
 
 def test_tool_caps_budget_counts_retries(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         limits: {tool_caps: {shell: 2}}
         steps:
           - {id: a, tool: shell, args: {cmd: "exit 1"}, retries: 5, retry_delay: 0}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 1 and r.json["reason"] == "step_budget", r
     assert "tool_caps.shell" in r.json["steps"][0]["error"]
 
 
 def test_undefined_name_at_run_time_names_step_path_and_name(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: a, tool: echo, args: {value: {x: 1}}, result_variable: r}
           - {id: b, tool: echo, args: {value: "${r.missing}"}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 1
     assert r.json["steps"][1]["error"] == "step 'b': args.value: undefined name 'r.missing'"
@@ -262,39 +314,66 @@ def test_undefined_name_at_run_time_names_step_path_and_name(run, write):
 
 def test_variable_precedence_and_types(run, write):
     write("vars.yaml", "a: file\nb: file\nn: 1\n")
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         variables: {a: plan, b: plan, c: plan, n: 0, obj: {k: [1, 2]}}
         steps:
           - id: show
             tool: echo
             args:
               value: {a: "${a}", b: "${b}", c: "${c}", n: "${n + 1}", whole: "${obj}", text: "v=${obj} ${true} ${none}", lit: "$${a}"}
-    """)
-    r = run("run", "p.yaml", "--vars-file", "vars.yaml", "--var", "b=cli", "--var", "n=41", "--output", "json")
+    """,
+    )
+    r = run(
+        "run",
+        "p.yaml",
+        "--vars-file",
+        "vars.yaml",
+        "--var",
+        "b=cli",
+        "--var",
+        "n=41",
+        "--output",
+        "json",
+    )
     assert r.code == 0, r
     v = r.json["steps"][0]["result"]
-    assert v == {"a": "file", "b": "cli", "c": "plan", "n": 42, "whole": {"k": [1, 2]},
-                 "text": 'v={"k": [1, 2]} true null', "lit": "${a}"}
+    assert v == {
+        "a": "file",
+        "b": "cli",
+        "c": "plan",
+        "n": 42,
+        "whole": {"k": [1, 2]},
+        "text": 'v={"k": [1, 2]} true null',
+        "lit": "${a}",
+    }
 
 
 def test_result_variables_override_cli_vars(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: a, tool: echo, args: {value: bound}, result_variable: x}
           - {id: b, tool: echo, args: {value: "${x}"}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--var", "x=cli", "--output", "json")
     assert r.json["steps"][1]["result"] == "bound", r
 
 
 def test_approval_without_tty_blocks_before_any_step(run, write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         policy: {require_approval: ["write_*"]}
         steps:
           - {id: first, tool: shell, args: {cmd: "touch ran"}}
           - {id: w, tool: write_file, args: {path: out.txt, content: hi}}
           - {id: gate, tool: echo, args: {value: 1}, approval: true}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 5, r
     assert r.json["status"] == "blocked" and r.json["reason"] == "approval_required"
@@ -306,13 +385,16 @@ def test_approval_without_tty_blocks_before_any_step(run, write, tmp_path):
 
 
 def test_dry_run_shows_waves_and_placeholders_and_writes_nothing(run, write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         variables: {path: README}
         steps:
           - {id: read, tool: read_file, args: {path: "${path}"}, result_variable: text}
           - {id: count, tool: shell, args: {cmd: "echo ${text} | wc -c"}, approval: true}
           - {id: other, tool: echo, args: {value: "${path}"}, when: "${path != ''}"}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--dry-run", "--output", "json")
     assert r.code == 0, r
     doc = r.json
@@ -335,12 +417,15 @@ def test_dry_run_of_invalid_plan_exits_3(run, write):
 
 
 def test_events_and_junit_reports(run, write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: ok, tool: echo, args: {value: 1}}
           - {id: bad, tool: shell, args: {cmd: "echo boom >&2; exit 2"}, on_failure: continue}
           - {id: skipped, tool: echo, args: {value: 1}, depends_on: [bad]}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--events", "ev.jsonl", "--junit", "junit.xml")
     assert r.code == 1
     events = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
@@ -358,52 +443,71 @@ def test_events_and_junit_reports(run, write, tmp_path):
 
 
 def test_failed_step_output_is_shown_as_one_block(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: a, tool: shell, args: {cmd: "for i in 1 2 3; do echo a$i; sleep 0.05; done"}}
           - {id: b, tool: shell, args: {cmd: "for i in 1 2 3; do echo b$i; sleep 0.05; done; exit 4"}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "-j", "2")
     assert r.code == 1
     err = r.err
-    a_lines = [i for i, line in enumerate(err.splitlines()) if "a1" in line or "a2" in line or "a3" in line]
-    b_lines = [i for i, line in enumerate(err.splitlines()) if "b1" in line or "b2" in line or "b3" in line]
+    a_lines = [
+        i for i, line in enumerate(err.splitlines()) if "a1" in line or "a2" in line or "a3" in line
+    ]
+    b_lines = [
+        i for i, line in enumerate(err.splitlines()) if "b1" in line or "b2" in line or "b3" in line
+    ]
     assert a_lines == list(range(a_lines[0], a_lines[0] + 3))
     assert b_lines == list(range(b_lines[0], b_lines[0] + 3))
     assert "exit 4" in err or "code 4" in err
 
 
 def test_stream_prefixes_lines(run, write):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: a, tool: shell, args: {cmd: "echo one; echo two"}}
-    """)
+    """,
+    )
     r = run("run", "p.yaml", "--stream")
     assert "[a] one" in r.err and "[a] two" in r.err, r
 
 
 def test_python_and_subplan_steps(run, write, tmp_path):
     write("helpers.py", "def add(a, b):\n    return {'sum': a + b}\n")
-    write("sub.yaml", """
+    write(
+        "sub.yaml",
+        """
         variables: {x: 1}
         steps:
           - {id: double, tool: python, args: {function: "helpers:add", kwargs: {a: "${x}", b: "${x}"}}, result_variable: doubled}
-    """)
-    write("main.yaml", """
+    """,
+    )
+    write(
+        "main.yaml",
+        """
         steps:
           - {id: sub, tool: plan, args: {path: sub.yaml, variables: {x: 21}}, result_variable: out}
           - {id: show, tool: echo, args: {value: "${out.doubled.sum}"}}
-    """)
+    """,
+    )
     r = run("run", "main.yaml", "--output", "json")
     assert r.code == 0, r
     assert r.json["steps"][1]["result"] == 42
 
 
 def test_subplan_including_itself_fails(run, write):
-    write("loop.yaml", """
+    write(
+        "loop.yaml",
+        """
         steps:
           - {id: again, tool: plan, args: {path: loop.yaml}}
-    """)
+    """,
+    )
     r = run("run", "loop.yaml", "--output", "json")
     assert r.code == 1
     assert "includes itself" in r.json["steps"][0]["error"], r
@@ -417,7 +521,9 @@ def test_http_step_against_a_local_server(run, write):
         def do_GET(self):  # noqa: N802
             body = b'{"ok": true}' if self.path == "/json" else b"nope"
             self.send_response(200 if self.path == "/json" else 404)
-            self.send_header("Content-Type", "application/json" if self.path == "/json" else "text/plain")
+            self.send_header(
+                "Content-Type", "application/json" if self.path == "/json" else "text/plain"
+            )
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -429,12 +535,15 @@ def test_http_step_against_a_local_server(run, write):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         port = server.server_address[1]
-        write("p.yaml", f"""
+        write(
+            "p.yaml",
+            f"""
             steps:
               - {{id: get, tool: http, args: {{url: "http://127.0.0.1:{port}/json"}}, result_variable: r}}
               - {{id: use, tool: echo, args: {{value: "${{r.json.ok}}"}}}}
               - {{id: missing, tool: http, args: {{url: "http://127.0.0.1:{port}/x"}}, on_failure: continue}}
-        """)
+        """,
+        )
         r = run("run", "p.yaml", "--output", "json")
         assert r.code == 1, r
         s = {x["id"]: x for x in r.json["steps"]}
@@ -445,12 +554,25 @@ def test_http_step_against_a_local_server(run, write):
 
 
 def test_secrets_are_masked_everywhere(run, write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         secrets: [token]
         steps:
           - {id: leak, tool: shell, args: {cmd: "echo token=${token}"}}
-    """)
-    r = run("run", "p.yaml", "--var", "token=s3cr3t-value", "--output", "json", "--events", "ev.jsonl", "--stream")
+    """,
+    )
+    r = run(
+        "run",
+        "p.yaml",
+        "--var",
+        "token=s3cr3t-value",
+        "--output",
+        "json",
+        "--events",
+        "ev.jsonl",
+        "--stream",
+    )
     assert r.code == 0, r
     assert "s3cr3t-value" not in r.out and "s3cr3t-value" not in r.err
     assert "token=***" in r.json["steps"][0]["result"]["stdout"]
@@ -481,8 +603,14 @@ def _run_at_tty(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
     import sys
 
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "planrun", *args], cwd=cwd, stdin=slave,
-                            stdout=subprocess.PIPE, stderr=slave, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", *args],
+        cwd=cwd,
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     os.close(slave)
     seen = b""
     deadline = time.monotonic() + 20
@@ -506,16 +634,22 @@ def _run_at_tty(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
 
 
 def test_approval_at_a_tty_no_denies_and_yes_runs(write, tmp_path):
-    write("p.yaml", """
+    write(
+        "p.yaml",
+        """
         steps:
           - {id: before, tool: echo, args: {value: 1}}
           - {id: deploy, tool: shell, args: {cmd: "touch deployed"}, approval: true, depends_on: [before]}
-    """)
+    """,
+    )
     code, out = _run_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], "n")
     assert code == 5, out
     doc = json.loads(out)
     assert doc["status"] == "blocked" and doc["reason"] == "denied"
-    assert {s["id"]: s["status"] for s in doc["steps"]} == {"before": "succeeded", "deploy": "interrupted"}
+    assert {s["id"]: s["status"] for s in doc["steps"]} == {
+        "before": "succeeded",
+        "deploy": "interrupted",
+    }
     assert not (tmp_path / "deployed").exists()
     code, out = _run_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], "y")
     assert code == 0, out

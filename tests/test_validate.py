@@ -713,3 +713,58 @@ def test_directory_and_non_utf8_through_the_cli(run, write, tmp_path):
         "d.yaml:1:1: error: d.yaml is a directory, not a plan file",
         "latin1.yaml:1:10: error: plan file is not valid UTF-8: byte 0xe9 at offset 9",
     ]
+
+
+def test_server_entries_may_read_only_variables_and_env(check):
+    # Servers start before any step runs, so a result variable or steps.X cannot reach them.
+    out = check(
+        """
+        variables: {repo: .}
+        servers:
+          git:
+            command: mcp-server-git
+            args: ["--repository", "${rpo}", "${env.HOME}", "${repo}", "${out}"]
+            env: {TOKEN: "${steps.a.result}", BAD: "${1 +}"}
+        steps:
+          - {id: a, tool: git.git_status, args: {repo_path: "."}, result_variable: out}
+        """
+    )
+    assert out == [
+        "plan.yaml:5:28: error: server 'git': args[1]: undefined name 'rpo' (did you mean 'repo'?)",
+        "plan.yaml:5:64: error: server 'git': args[4]: undefined name 'out' "
+        "(a server starts before any step: use variables or env)",
+        "plan.yaml:6:18: error: server 'git': env.TOKEN: undefined name 'steps' "
+        "(a server starts before any step: use variables or env)",
+        "plan.yaml:6:44: error: server 'git': env.BAD: bad expression '${1 +}': unexpected 'end of template'",
+    ]
+
+
+def test_run_refuses_an_undefined_name_in_a_server_entry(run, write):
+    write(
+        "plan.yaml",
+        """
+        servers:
+          git: {command: mcp-server-git, args: ["--repository", "${nope}"]}
+        steps:
+          - {id: a, tool: git.git_status, args: {repo_path: "."}}
+        """,
+    )
+    r = run("run", "--no-state", "plan.yaml")
+    assert r.code == 3, r
+    assert "plan.yaml:2:57: error: server 'git': args[1]: undefined name 'nope'" in r.out + r.err, r
+    assert "internal error" not in r.err, r
+
+
+def test_alias_given_together_with_its_key(check):
+    out = check(
+        """
+        id: from-id
+        name: from-name
+        steps:
+          - {id: c, index: 3, tool: echo}
+        """
+    )
+    assert out == [
+        "plan.yaml:1:1: error: the plan: 'id' is an alias of 'name': give only one of them",
+        "plan.yaml:4:13: error: step 'c': 'index' is an alias of 'id': give only one of them",
+    ]
