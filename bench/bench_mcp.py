@@ -77,7 +77,7 @@ def calls_after_first(d: Path, plan: Path, planrun: list[str]) -> float | None:
 def main(argv: list[str] | None = None) -> list[Figure]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
     opts = parser.parse_args(argv)
     print(f"== bench_mcp ({machine_note()})")

@@ -94,6 +94,11 @@ def _parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.version_option(package_name="planrun", prog_name="planrun")
 def main(directory: str | None) -> None:
     """Run declarative plan files (YAML/JSON) as parallel, resumable tool-call graphs."""
+    import gc
+
+    # Loading and validating a large plan allocates many small objects that live for the
+    # whole command; the default thresholds make the collector rescan them over and over.
+    gc.set_threshold(100_000, 50, 100)
     if directory:
         try:
             os.chdir(directory)

@@ -55,7 +55,8 @@ class Expr:
                     raise ExpressionError(f"undefined name '{label}'", name=label) from None
                 walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
             return value
-        return _evaluate_jinja(self.source, scope)
+        # Only the names it reads: the scope may hold thousands of result variables.
+        return _evaluate_jinja(self.source, {n: scope[n] for n in self.names if n in scope})
 
 
 @dataclass(frozen=True, slots=True)

@@ -570,7 +570,8 @@ class _Builder:
         tag = node.tag
         expected = _SEQ if cls is SequenceNode else _MAP
         if tag.__class__ is not slice and tag != expected:
-            raise _BuildError(node, f"YAML tag '{_short_tag(tag)}' is not allowed here")
+            where = "here" if tag in (_MAP, _SEQ) else "in a plan"
+            raise _BuildError(node, f"YAML tag '{_short_tag(tag)}' is not allowed {where}")
         ident = id(node)
         if ident in self.active:
             raise _BuildError(node, "recursive YAML alias: this anchored node contains itself")
@@ -927,9 +928,8 @@ def _parse_yaml(text: str, file: str) -> Any:
     except RecursionError:
         raise _invalid(file, 1, 1, _TOO_DEEP) from None
     if builder.errors:
-        raise PlanInvalid(
-            [_node_diagnostic(file, node, message) for node, message in builder.errors]
-        )
+        diagnostics = [_node_diagnostic(file, node, message) for node, message in builder.errors]
+        raise PlanInvalid(sorted(diagnostics, key=lambda diag: (diag.line, diag.col)))
     root_pos = (root.start_mark.line + 1, root.start_mark.column + 1)
     del root, builder
     _check_top_level(data, file, lambda: root_pos)

@@ -11,6 +11,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     WithJsonSchema,
     model_validator,
 )
@@ -212,11 +213,13 @@ class Plan(PlanHeader):
 
     steps: list[Step] = Field(default_factory=list)
 
+    _index: tuple[list[Step], dict[str, Step]] | None = PrivateAttr(default=None)
+
     def step(self, step_id: str) -> Step:
-        for s in self.steps:
-            if s.id == step_id:
-                return s
-        raise KeyError(step_id)
+        """The step with this id (KeyError if none); an index built on first use."""
+        if self._index is None or self._index[0] is not self.steps:  # model_copy keeps privates
+            self._index = (self.steps, {s.id: s for s in self.steps})
+        return self._index[1][step_id]
 
     @property
     def goal(self) -> str:

@@ -476,6 +476,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
         masker.variables = sched.variables
         sched.revisions = revisions
         sched.replans = len(revisions)
+        selected_set = set(prep.selected)
         bus.emit(
             Event(
                 "run.started",
@@ -494,7 +495,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
                             "depends_on": prep.graph.deps[s.id],
                         }
                         for s in plan.steps
-                        if s.id in set(prep.selected)
+                        if s.id in selected_set
                     ],
                 },
             )

@@ -13,7 +13,7 @@ import hashlib
 import heapq
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,53 @@ class StepRecord:
     duration_s: float | None = None
     fingerprint: str | None = None
     reran: bool = False  # executed in this run (as opposed to kept from the previous one)
+
+
+class StepsView(Mapping[str, Any]):
+    """`steps.<id>` in expressions: each step's status, result and error, read live."""
+
+    def __init__(self, records: dict[str, StepRecord]) -> None:
+        self._records = records
+
+    def __getitem__(self, sid: str) -> dict[str, Any]:
+        r = self._records[sid]
+        return {"status": r.status, "result": r.result, "error": r.error}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+class Scope(Mapping[str, Any]):
+    """The names an expression can read, without copying them for every step (`env` and
+    `steps` first, then variables: plan < vars file < --var < result variables)."""
+
+    def __init__(
+        self, variables: dict[str, Any], env: dict[str, str], records: dict[str, StepRecord]
+    ) -> None:
+        self._variables = variables
+        self._env = env
+        self._records = records
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "env":
+            return self._env
+        if name == "steps":
+            return StepsView(self._records)
+        return self._variables[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in ("env", "steps") or name in self._variables
+
+    def __iter__(self) -> Iterator[str]:
+        yield "env"
+        yield "steps"
+        yield from (k for k in self._variables if k not in ("env", "steps"))
+
+    def __len__(self) -> int:
+        return 2 + len(self._variables)
 
 
 @dataclass
@@ -312,15 +359,8 @@ class Scheduler:
             fnmatch.fnmatchcase(step.tool, pat) for pat in self.plan.policy.require_approval
         )
 
-    def scope(self) -> dict[str, Any]:
-        return {
-            **self.variables,
-            "env": self.settings.env,
-            "steps": {
-                sid: {"status": r.status, "result": r.result, "error": r.error}
-                for sid, r in self.records.items()
-            },
-        }
+    def scope(self) -> Scope:
+        return Scope(self.variables, self.settings.env, self.records)
 
     def _settle(self, sid: str, status: str, *, reason: str) -> None:
         rec = self.records[sid]

@@ -654,3 +654,24 @@ def test_approval_at_a_tty_no_denies_and_yes_runs(write, tmp_path):
     code, out = _run_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], "y")
     assert code == 0, out
     assert (tmp_path / "deployed").exists()
+
+
+def test_plain_commands_run_without_a_shell_but_behave_the_same(run, write, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    tool = bindir / "mytool"
+    tool.write_text("#!/bin/sh\necho from-mytool $1\n")
+    tool.chmod(0o755)
+    write("p.yaml", f"""
+        steps:
+          - {{id: plain, tool: shell, args: {{cmd: "echo a  b"}}}}
+          - {{id: missing, tool: shell, args: {{cmd: "no-such-program-xyz arg", check: false}}}}
+          - {{id: path, tool: shell, args: {{cmd: "mytool x", env: {{PATH: "{bindir}:/usr/bin:/bin"}}}}}}
+          - {{id: builtin, tool: shell, args: {{cmd: "cd /"}}}}
+    """)
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    s = {x["id"]: x["result"] for x in r.json["steps"]}
+    assert s["plain"]["stdout"] == "a b\n"
+    assert s["missing"]["exit_code"] == 127 and "not found" in s["missing"]["stderr"]
+    assert s["path"]["stdout"] == "from-mytool x\n"

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
+import re
 import shlex
+import shutil
 import signal
 from typing import Any
 
@@ -32,7 +35,8 @@ def command_failed(command: str, result: dict[str, Any]) -> ToolFailed:
 async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Run `cmd`; result `{stdout, stderr, exit_code}`. Cancelling kills the whole group."""
     check_args("shell", args, ("cmd",), _OPTIONAL)
-    argv, command = _argv(args["cmd"])
+    env = _env(args.get("env"), ctx.env)
+    argv, command = _argv(args["cmd"], env)
     cwd = args.get("cwd")
     if cwd is None:
         cwd = ctx.cwd
@@ -40,7 +44,6 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         cwd = resolve_path(cwd, ctx)
     else:
         raise ToolFailed(f"shell: 'cwd' must be a string, got {type_name(cwd)}")
-    env = _env(args.get("env"), ctx.env)
     stdin = args.get("stdin")
     if stdin is not None and not isinstance(stdin, str):
         raise ToolFailed(f"shell: 'stdin' must be a string, got {type_name(stdin)}")
@@ -71,10 +74,49 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     return result
 
 
-def _argv(cmd: Any) -> tuple[list[str], str]:
-    """The argv to exec and the command as shown to the user."""
+# A command made only of plain words needs no shell: exec it directly, as make does. That
+# saves starting /bin/sh for each of the many trivial steps of a large plan. Words a shell
+# gives meaning to (builtins, keywords, assignments) always go through /bin/sh.
+_PLAIN = re.compile(r"[A-Za-z0-9_./:,@%+=-]+(?: +[A-Za-z0-9_./:,@%+=-]+)*")
+_SHELL_WORDS = frozenset(
+    {
+        *("alias", "bg", "break", "cd", "command", "continue", "eval", "exec", "exit"),
+        *("export", "fc", "fg", "getopts", "hash", "jobs", "read", "readonly", "return"),
+        *("set", "shift", "source", "times", "trap", "type", "ulimit", "umask", "unalias"),
+        *("unset", "wait", ".", ":", "[", "test", "printf", "kill", "pwd", "local", "if"),
+        *("then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case"),
+        *("esac", "function", "select", "time", "!", "{", "}"),
+    }
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _which(program: str, path: str) -> str | None:
+    return shutil.which(program, path=path)
+
+
+def _direct_argv(cmd: str, env: dict[str, str]) -> list[str] | None:
+    """argv for a plain command that runs the same without a shell, else None."""
+    text = cmd.strip()
+    if not _PLAIN.fullmatch(text):
+        return None
+    words = text.split()
+    first = words[0]
+    if "=" in first or first in _SHELL_WORDS or "/" in first:
+        return None
+    found = _which(first, env.get("PATH", os.defpath))
+    return [found, *words[1:]] if found else None
+
+
+def _argv(cmd: Any, env: dict[str, str] | None = None) -> tuple[list[str], str]:
+    """The argv to exec and the command as shown to the user.
+
+    With `env` (the command's environment, for PATH) a plain command skips the shell; without
+    it (a remote executor, whose workers may have another PATH) it always runs via /bin/sh.
+    """
     if isinstance(cmd, str):
-        return ["/bin/sh", "-c", cmd], cmd
+        direct = _direct_argv(cmd, env) if env is not None else None
+        return direct or ["/bin/sh", "-c", cmd], cmd
     if isinstance(cmd, list) and cmd:
         argv = []
         for item in cmd:

@@ -1,0 +1,837 @@
+"""Tests for planrun.loader: plan files in, plain data and source positions out."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import string
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from planrun import loader
+from planrun.errors import ExitCode, PlanInvalid, UsageError
+from planrun.loader import Document, load_document, load_text
+
+
+def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def only_error(exc: pytest.ExceptionInfo[PlanInvalid]) -> tuple[int, int, str]:
+    """(line, col, message) of the single diagnostic a PlanInvalid carries."""
+    diags = exc.value.diagnostics
+    assert len(diags) == 1, [d.render() for d in diags]
+    assert diags[0].severity == "error"
+    return diags[0].line, diags[0].col, diags[0].message
+
+
+def invalid(tmp_path: Path, name: str, content: str | bytes) -> tuple[int, int, str]:
+    path = write(tmp_path, name, content)
+    with pytest.raises(PlanInvalid) as exc:
+        load_document(path)
+    assert exc.value.exit_code == ExitCode.INVALID_PLAN
+    assert exc.value.diagnostics[0].file == str(path)
+    return only_error(exc)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_unparsable_yaml_points_at_the_problem(tmp_path: Path) -> None:
+    assert invalid(tmp_path, "p.yaml", "name: x\nsteps: [a, b\nvariables: {}\n") == (
+        3,
+        10,
+        "invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence at line 2)",
+    )
+    assert invalid(tmp_path, "q.yaml", "name: x\nsteps: a: b\n") == (
+        2,
+        9,
+        "invalid YAML: mapping values are not allowed in this context",
+    )
+
+
+def test_unparsable_json_reports_json_lineno_and_colno(tmp_path: Path) -> None:
+    assert invalid(tmp_path, "p.json", '{\n  "name": "x",\n  "steps": \n}\n') == (
+        4,
+        1,
+        "invalid JSON: Expecting value",
+    )
+    assert invalid(tmp_path, "q.json", '{"name": "x",}') == (
+        1,
+        14,
+        "invalid JSON: Expecting property name enclosed in double quotes",
+    )
+
+
+def test_duplicate_key_is_reported_at_its_second_occurrence(tmp_path: Path) -> None:
+    text = "name: a\nsteps:\n  - id: x\n    tool: shell\n    tool: http\n"
+    assert invalid(tmp_path, "p.yaml", text) == (5, 5, "duplicate key 'tool' (first at line 4)")
+
+
+def test_duplicate_keys_in_flow_style_and_at_top_level(tmp_path: Path) -> None:
+    assert invalid(tmp_path, "a.yaml", "variables: {a: 1, b: 2, a: 3}\n") == (
+        1,
+        25,
+        "duplicate key 'a' (first at line 1)",
+    )
+    assert invalid(tmp_path, "b.yaml", "name: a\nsteps: []\nname: b\n") == (
+        3,
+        1,
+        "duplicate key 'name' (first at line 1)",
+    )
+
+
+def test_every_duplicate_key_is_reported(tmp_path: Path) -> None:
+    path = write(tmp_path, "p.yaml", "a: 1\na: 2\nb:\n  c: 1\n  c: 2\n")
+    with pytest.raises(PlanInvalid) as exc:
+        load_document(path)
+    assert [(d.line, d.col, d.message) for d in exc.value.diagnostics] == [
+        (2, 1, "duplicate key 'a' (first at line 1)"),
+        (5, 3, "duplicate key 'c' (first at line 4)"),
+    ]
+
+
+def test_duplicate_key_in_json(tmp_path: Path) -> None:
+    text = '{\n  "variables": {"x": 1,\n                "x": 2}\n}\n'
+    assert invalid(tmp_path, "p.json", text) == (3, 17, "duplicate key 'x' (first at line 2)")
+
+
+@pytest.mark.parametrize("content", ["", "   \n\n", "# just a comment\n", "---\n"])
+@pytest.mark.parametrize("name", ["p.yaml", "p.json", "p.txt"])
+def test_empty_file(tmp_path: Path, name: str, content: str) -> None:
+    if name == "p.json" and content.strip():
+        pytest.skip("a comment is not empty JSON, it is invalid JSON")
+    assert invalid(tmp_path, name, content) == (1, 1, "plan file is empty")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "line", "col", "kind"),
+    [
+        ("p.yaml", "\n\n- a\n- b\n", 3, 1, "a list"),
+        ("p.yaml", "42\n", 1, 1, "a number"),
+        ("p.yaml", "hello\n", 1, 1, "a string"),
+        ("p.yaml", "null\n", 1, 1, "null"),
+        ("p.yaml", "true\n", 1, 1, "a boolean"),
+        ("p.json", '\n  ["a"]\n', 2, 3, "a list"),
+        ("p.json", '"x"', 1, 1, "a string"),
+    ],
+)
+def test_top_level_must_be_a_mapping(
+    tmp_path: Path, name: str, content: str, line: int, col: int, kind: str
+) -> None:
+    assert invalid(tmp_path, name, content) == (
+        line,
+        col,
+        f"a plan must be a mapping at the top level, got {kind}",
+    )
+
+
+def test_non_utf8_bytes_point_at_the_bad_byte(tmp_path: Path) -> None:
+    line, col, message = invalid(tmp_path, "p.yaml", b"name: x\ntitle: caf\xe9 ok\n")
+    assert (line, col) == (2, 11)
+    assert message == "plan file is not valid UTF-8: byte 0xe9 at offset 18"
+
+
+def test_utf16_is_named(tmp_path: Path) -> None:
+    content = "name: x\n".encode("utf-16")
+    assert invalid(tmp_path, "p.yaml", content) == (
+        1,
+        1,
+        "plan file is not UTF-8 (it looks like UTF-16); save it as UTF-8",
+    )
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    assert load_document(write(tmp_path, "p.yaml", b"\xef\xbb\xbfname: x\n")).data == {"name": "x"}
+    assert load_document(write(tmp_path, "p.json", b'\xef\xbb\xbf{"a": 1}')).data == {"a": 1}
+
+
+def test_directory_is_invalid(tmp_path: Path) -> None:
+    (tmp_path / "plans.yaml").mkdir()
+    with pytest.raises(PlanInvalid) as exc:
+        load_document(tmp_path / "plans.yaml")
+    assert only_error(exc) == (1, 1, f"{tmp_path / 'plans.yaml'} is a directory, not a plan file")
+
+
+def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(UsageError) as exc:
+        load_document(missing)
+    assert str(exc.value) == f"plan file not found: {missing}"
+    assert exc.value.exit_code == ExitCode.USAGE == 2
+
+
+def test_file_name_is_kept_as_given(tmp_path: Path) -> None:
+    write(tmp_path, "p.yaml", "a: [\n")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(PlanInvalid) as exc:
+            load_document("p.yaml")
+    finally:
+        os.chdir(old)
+    assert exc.value.diagnostics[0].render().startswith("p.yaml:2:1: error: invalid YAML")
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "col", "message"),
+    [
+        (
+            "name: x\nrun: !!python/object/apply:os.system [ls]\n",
+            2,
+            6,
+            "YAML tag '!!python/object/apply:os.system' is not allowed in a plan",
+        ),
+        ("a: !!python/name:os.system ''\n", 1, 4, "YAML tag '!!python/name:os.system' is not allowed in a plan"),
+        ("a: !foo bar\n", 1, 4, "YAML tag '!foo' is not allowed in a plan"),
+        ("a: !!binary aGVsbG8=\n", 1, 4, "YAML tag '!!binary' is not allowed in a plan"),
+        ("a: !!timestamp 2026-01-01\n", 1, 4, "YAML tag '!!timestamp' is not allowed in a plan"),
+        ("a: !!set {x: null}\n", 1, 4, "YAML tag '!!set' is not allowed in a plan"),
+        ("a: !!int abc\n", 1, 4, "'abc' is not a valid !!int"),
+        ("a: !!map [1]\n", 1, 4, "YAML tag '!!map' is not allowed here"),
+    ],
+)
+def test_unsafe_or_unknown_tags_are_refused(
+    tmp_path: Path, content: str, line: int, col: int, message: str
+) -> None:
+    assert invalid(tmp_path, "p.yaml", content) == (line, col, message)
+
+
+def test_standard_tags_give_plain_values() -> None:
+    data = load_text("a: !!str 123\nb: !!int '7'\nc: !!float 1\nd: !!bool true\ne: !!null ''\n").data
+    assert data == {"a": "123", "b": 7, "c": 1.0, "d": True, "e": None}
+    assert type(data["c"]) is float
+
+
+def test_recursive_alias(tmp_path: Path) -> None:
+    assert invalid(tmp_path, "p.yaml", "a: &x\n  b: *x\n") == (
+        1,
+        4,
+        "recursive YAML alias: this anchored node contains itself",
+    )
+
+
+def test_alias_bomb_is_stopped(tmp_path: Path) -> None:
+    lines = ["a: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    line, col, message = invalid(tmp_path, "p.yaml", "\n".join(lines) + "\n")
+    assert message == "YAML aliases expand to too much data"
+
+
+def test_more_than_one_document(tmp_path: Path) -> None:
+    assert invalid(tmp_path, "p.yaml", "a: 1\n---\nb: 2\n") == (
+        2,
+        1,
+        "a plan file holds one YAML document, but a second one starts here",
+    )
+
+
+def test_non_string_keys(tmp_path: Path) -> None:
+    assert invalid(tmp_path, "p.yaml", "name: x\n? [a, b]\n: 1\n") == (
+        2,
+        3,
+        "a mapping key must be a string, not a list",
+    )
+
+
+def test_undefined_alias_and_duplicate_anchor(tmp_path: Path) -> None:
+    assert invalid(tmp_path, "a.yaml", "a: 1\nb: *nope\n") == (
+        2,
+        4,
+        "invalid YAML: found undefined alias",
+    )
+    assert invalid(tmp_path, "b.yaml", "a: &x 1\nb: &x 2\n") == (
+        2,
+        4,
+        "invalid YAML: duplicate anchor (first at line 1)",
+    )
+
+
+def test_control_character_position_counts_characters(tmp_path: Path) -> None:
+    assert invalid(tmp_path, "p.yaml", "é: 1\nb: xé\x01y\n") == (
+        2,
+        6,
+        "invalid YAML: character #x01 is not allowed",
+    )
+
+
+def test_lone_surrogate_in_text() -> None:
+    with pytest.raises(PlanInvalid) as exc:
+        load_text("a: 1\nb: x\ud800\n", "p.yaml", "yaml")
+    assert only_error(exc) == (2, 5, "text is not valid Unicode: lone surrogate U+D800")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: " + "[" * 100_000,
+        "a: " + "[" * 50_000 + "]" * 50_000,
+        "a:\n" + "- " * 100_000 + "x\n",
+        "a: " + "{a: " * 50_000,
+    ],
+)
+def test_deep_nesting_is_refused_without_crashing(text: str) -> None:
+    with pytest.raises(PlanInvalid) as exc:
+        load_text(text, "p.yaml", "yaml")
+    _, _, message = only_error(exc)
+    assert message == "plan is nested too deeply (more than 200 levels)"
+
+
+def test_deep_json_is_refused() -> None:
+    with pytest.raises(PlanInvalid) as exc:
+        load_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "p.json", "json")
+    assert only_error(exc)[2] == "plan is nested too deeply"
+
+
+# --------------------------------------------------------------------------- values
+
+
+def test_yaml_scalars_are_json_types_and_yaml_11_surprises_stay_strings() -> None:
+    text = """\
+a_yes: yes
+a_no: no
+a_on: on
+a_off: off
+a_y: y
+date: 2026-11-26
+time: 2026-11-26T10:00:00Z
+octal: 0777
+leading_zero: "010"
+sexagesimal: 1:30
+underscore: 1_000
+hex: 0x1F
+exp_no_dot: 1e3
+int: 42
+neg: -7
+float: 1.5
+float_exp: 1.0e+3
+true_: true
+false_: False
+null_: ~
+null2: null
+empty:
+quoted_true: "true"
+quoted_int: '42'
+version: 1.10
+"""
+    data = load_text(text).data
+    assert data == {
+        "a_yes": "yes",
+        "a_no": "no",
+        "a_on": "on",
+        "a_off": "off",
+        "a_y": "y",
+        "date": "2026-11-26",
+        "time": "2026-11-26T10:00:00Z",
+        "octal": "0777",
+        "leading_zero": "010",
+        "sexagesimal": "1:30",
+        "underscore": "1_000",
+        "hex": "0x1F",
+        "exp_no_dot": "1e3",
+        "int": 42,
+        "neg": -7,
+        "float": 1.5,
+        "float_exp": 1000.0,
+        "true_": True,
+        "false_": False,
+        "null_": None,
+        "null2": None,
+        "empty": None,
+        "quoted_true": "true",
+        "quoted_int": "42",
+        "version": 1.1,
+    }
+    json.dumps(data)  # plain data only
+
+
+def test_keys_are_strings_as_written() -> None:
+    assert load_text("1: a\ntrue: b\nnull: c\n1.50: d\n").data == {
+        "1": "a",
+        "true": "b",
+        "null": "c",
+        "1.50": "d",
+    }
+
+
+def test_anchors_aliases_and_merge_keys_give_independent_plain_data() -> None:
+    text = """\
+defaults: &defaults
+  timeout: 30s
+  retries: 2
+steps:
+  - <<: *defaults
+    id: a
+    retries: 5
+  - id: b
+    <<: [*defaults, {on_failure: ignore, retries: 9}]
+  - id: c
+    args: *defaults
+"""
+    doc = load_text(text, "p.yaml")
+    steps = doc.data["steps"]
+    assert steps[0] == {"timeout": "30s", "retries": 5, "id": "a"}
+    assert steps[1] == {"id": "b", "timeout": "30s", "retries": 2, "on_failure": "ignore"}
+    assert steps[2]["args"] == {"timeout": "30s", "retries": 2}
+    assert steps[2]["args"] is not doc.data["defaults"]
+    # a merged key points at where it is written, in the anchored mapping
+    assert doc.pos(("steps", 0, "timeout")) == (2, 12)
+    assert doc.pos(("steps", 0, "timeout"), key=True) == (2, 3)
+    assert doc.pos(("steps", 0, "retries")) == (7, 14)
+    assert doc.pos(("steps", 1, "on_failure")) == (9, 34)
+
+
+def test_quoted_merge_key_is_an_ordinary_key() -> None:
+    assert load_text("a:\n  '<<': {x: 1}\n").data == {"a": {"<<": {"x": 1}}}
+
+
+def test_json_values() -> None:
+    data = load_text('{"a": 1, "b": 1.5, "c": [true, null, "x"], "d": {}}', fmt="json").data
+    assert data == {"a": 1, "b": 1.5, "c": [True, None, "x"], "d": {}}
+
+
+# --------------------------------------------------------------------------- positions
+
+BLOCK = """\
+version: 1
+name: demo
+variables:
+  api: {host: example.com, version: v2}
+  paths:
+    - src/a.py
+    - "src/b.py"
+steps:
+  - id: read
+    tool: read_file
+    args:
+      path: "${paths[0]}"
+    depends_on: []
+  - id: build
+    tool: shell
+    depends_on: [read, lint]
+    retries: 2
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "expected"),
+    [
+        ((), False, (1, 1)),
+        (("version",), False, (1, 10)),
+        (("version",), True, (1, 1)),
+        (("variables",), False, (4, 3)),
+        (("variables", "api"), True, (4, 3)),
+        (("variables", "api"), False, (4, 8)),
+        (("variables", "api", "host"), True, (4, 9)),
+        (("variables", "api", "host"), False, (4, 15)),
+        (("variables", "api", "version"), False, (4, 37)),
+        (("variables", "paths", 0), False, (6, 7)),
+        (("variables", "paths", 1), False, (7, 7)),
+        (("variables", "paths", -1), False, (7, 7)),
+        (("steps", 0), False, (9, 5)),
+        (("steps", 0, "id"), True, (9, 5)),
+        (("steps", 0, "args", "path"), False, (12, 13)),
+        (("steps", 0, "depends_on"), False, (13, 17)),
+        (("steps", 1, "depends_on", 0), False, (16, 18)),
+        (("steps", 1, "depends_on", 1), False, (16, 24)),
+        (("steps", 1, "retries"), True, (17, 5)),
+        # missing parts fall back to the nearest existing ancestor
+        (("steps", 1, "depends_on", 5), False, (16, 17)),
+        (("steps", 1, "nope"), True, (14, 5)),
+        (("steps", 9, "id"), False, (9, 3)),
+        (("nope", "deeper"), False, (1, 1)),
+        (("name", "x"), False, (2, 7)),
+        ((0,), False, (1, 1)),
+    ],
+)
+def test_yaml_positions(path: tuple[Any, ...], key: bool, expected: tuple[int, int]) -> None:
+    doc = load_text(BLOCK, "p.yaml")
+    assert doc.pos(path, key=key) == expected
+
+
+PRETTY_JSON = """\
+{
+  "name": "demo",
+  "variables": {"api": {"host": "example.com"}, "list": [1, 2, [3, {"deep": true}]]},
+  "steps": [
+    {
+      "id": "read",
+      "depends_on": ["a", "b"]
+    },
+    {"id": "w\\u00e9ird \\"key\\"", "args": {"k\\"ey": null}}
+  ]
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "expected"),
+    [
+        ((), False, (1, 1)),
+        (("name",), True, (2, 3)),
+        (("name",), False, (2, 11)),
+        (("variables", "api", "host"), True, (3, 25)),
+        (("variables", "api", "host"), False, (3, 33)),
+        (("variables", "list", 2, 1, "deep"), False, (3, 77)),
+        (("variables", "list", 2, 1, "deep"), True, (3, 69)),
+        (("steps", 0), False, (5, 5)),
+        (("steps", 0, "depends_on", 1), False, (7, 27)),
+        (("steps", 1, "id"), False, (9, 12)),
+        (("steps", 1, "args", 'k"ey'), True, (9, 43)),
+        (("steps", 1, "args", 'k"ey'), False, (9, 52)),
+        (("steps", 3), False, (4, 12)),
+        (("steps", 0, "missing"), True, (5, 5)),
+    ],
+)
+def test_json_positions(path: tuple[Any, ...], key: bool, expected: tuple[int, int]) -> None:
+    doc = load_text(PRETTY_JSON, "p.json", "json")
+    assert doc.pos(path, key=key) == expected
+
+
+def test_json_and_yaml_positions_agree_on_one_line_flow_text() -> None:
+    text = '{"a": [1, {"b": "x"}], "c": {"d": [true]}}'
+    as_json = load_text(text, "p.json", "json")
+    as_yaml = load_text(text, "p.yaml", "yaml")
+    assert as_json.data == as_yaml.data
+    for path in [(), ("a",), ("a", 1), ("a", 1, "b"), ("c", "d", 0)]:
+        assert as_json.pos(path) == as_yaml.pos(path), path
+        if path and isinstance(path[-1], str):
+            assert as_json.pos(path, key=True) == as_yaml.pos(path, key=True), path
+
+
+def test_positions_count_characters_not_bytes() -> None:
+    doc = load_text("名前: ünïcode\nlist: [é, ü]\n")
+    assert doc.pos(("名前",)) == (1, 5)
+    assert doc.pos(("list", 1)) == (2, 11)
+    jdoc = load_text('{"é": "ü", "x": 1}', fmt="json")
+    assert jdoc.pos(("x",)) == (1, 17)
+
+
+def test_positions_in_windows_line_endings() -> None:
+    doc = load_text("a: 1\r\nb:\r\n  - x\r\n  - y\r\n")
+    assert doc.data == {"a": 1, "b": ["x", "y"]}
+    assert doc.pos(("b", 1)) == (4, 5)
+
+
+def test_document_built_by_hand_has_root_positions() -> None:
+    doc = Document("x.yaml", {"a": 1})
+    assert doc.pos(("a",)) == (1, 1)
+    assert doc.diagnostic(("a",), "bad").render() == "x.yaml:1:1: error: bad"
+
+
+def test_diagnostic_helper_uses_positions() -> None:
+    doc = load_text("steps:\n  - id: a\n    depends_on: [b]\n", "p.yaml")
+    diag = doc.diagnostic(("steps", 0, "depends_on", 0), "unknown step 'b'", hint="did you mean 'a'?")
+    assert diag.render() == "p.yaml:3:18: error: unknown step 'b' (did you mean 'a'?)"
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def test_format_follows_extension_then_sniffing(tmp_path: Path) -> None:
+    assert load_document(write(tmp_path, "a.yml", "a: 1\n")).data == {"a": 1}
+    assert load_document(write(tmp_path, "b.YAML", "a: 1\n")).data == {"a": 1}
+    assert load_document(write(tmp_path, "c.plan", '{"a": 1}')).data == {"a": 1}
+    assert load_document(write(tmp_path, "d.plan", "a: 1\n")).data == {"a": 1}
+    # looks like JSON but is YAML flow style
+    assert load_document(write(tmp_path, "e.plan", "{a: 1, b: [x]}\n")).data == {"a": 1, "b": ["x"]}
+    # a .json file is JSON only
+    with pytest.raises(PlanInvalid) as exc:
+        load_document(write(tmp_path, "f.json", "{a: 1}\n"))
+    assert only_error(exc)[2] == "invalid JSON: Expecting property name enclosed in double quotes"
+
+
+def test_sniffed_text_that_is_neither_reports_the_json_problem() -> None:
+    with pytest.raises(PlanInvalid) as exc:
+        load_text('{"a": 1,, }')
+    assert only_error(exc) == (1, 9, "invalid JSON: Expecting property name enclosed in double quotes")
+
+
+def test_load_text_rejects_unknown_format_name() -> None:
+    with pytest.raises(ValueError):
+        load_text("a: 1", fmt="toml")
+
+
+def test_load_document_accepts_pathlike_and_str(tmp_path: Path) -> None:
+    path = write(tmp_path, "p.yaml", "a: 1\n")
+    assert load_document(path).file == str(path)
+    assert load_document(str(path)).file == str(path)
+
+
+# --------------------------------------------------------------------------- fast path vs libyaml
+
+
+def libyaml_data(text: str) -> Any:
+    """What the reference (libyaml) path makes of a text."""
+    root = loader._compose(text)
+    builder = loader._Builder(text)
+    data = builder.build(root)
+    assert not builder.errors
+    return data
+
+
+FAST_CASES = [
+    "a: 1\nb: two\n",
+    "a:\n- 1\n- 2\nb: 3\n",
+    "a:\n  - x: 1\n    y: [p, q]\n  - - n1\n    - n2\n  -\n    z: 1\n  -\n",
+    "- a\n",
+    "a: foo\n  bar\n",
+    "a: foo\n  # comment\nb: 1\n",
+    "a: 'it''s'  # c\nb: \"x y\"\n",
+    "a: x #c\nb: x#c\nc: x: y\n",
+    "a: x[0]\nb: x, y\nc: ${v}\nd: -x\ne: -1\nf: .5\ng: -.5\nh: +1\n",
+    "a: [a b, c]\nb: {k: v, u: w x}\nc: []\nd: {}\ne: [a, b, ]\n",
+    "a:\n  b:\n    c: 1\n   d: 2\n",
+    "a:\n  b: 1\n  b: 2\n",
+    "a: yes\nb: ~\nc: null\nd: 2026-01-01\ne: 0x10\nf: 1.5e+3\n",
+    "  a: 1\n  b: 2\n",
+    "a: 'x\n  y'\n",
+    "a: \"x\\ty\"\n",
+    "a: b: c\n",
+    "key with space: 1\n",
+    "a:\t1\n",
+    "a: 1 \nb:   2   \n",
+    "- - - x\n",
+    "a:\n    - 1\n    - 2\n  b: 1\n",
+    "a: |\n  text\n",
+    "a: >\n  text\n",
+    "a: *x\n",
+    "a: &x 1\n",
+    "a: !!str 1\n",
+    "a: {k: [1]}\n",
+    "a: [x]  # trailing\nb: {y: 1}# no space\n",
+    "a: \"q\" x\n",
+    "a: 'q'x\n",
+    "a:  \n  - 1\n",
+    "a: - x\n",
+    "a: ? x\n",
+    "a: @x\n",
+    "a: %x\n",
+    "a: `x`\n",
+    "ab-c.d_e: 1\n_x: 2\n",
+    "a: x\n---\nb: y\n",
+    "a: x\n...\n",
+    "%YAML 1.1\n---\na: x\n",
+    "a: 1\n- b\n",
+    "a:\n  - b\n  c: 1\n",
+    "a:\n- b\nc:\n- d\n",
+    "a:\n  -   b: 1\n      c: 2\n",
+    "a: é\nb: 名前\n",
+    "a: x\u2028y\n",
+    "a: \ufeffx\n",
+    "a: true\nb: True\nc: TRUE\nd: tRue\ne: f\nf: n\ng: t\n",
+    "n: nginx\nt: text\nf: foo\nN: No\nF: Foo\nT: To\n",
+    "a: {k: v, k: w}\n",
+    "a: [x, y]z\n",
+    "a: {x: http://h}\n",
+    "a: 'x' # c\n",
+]
+
+
+@pytest.mark.parametrize("text", FAST_CASES)
+def test_fast_path_agrees_with_libyaml_or_gives_up(text: str) -> None:
+    try:
+        fast = loader._fast_yaml(text)
+    except loader._Bail:
+        return
+    try:
+        reference = libyaml_data(text)
+    except Exception as exc:  # the fast path must not accept what libyaml refuses
+        pytest.fail(f"fast path accepted text libyaml refuses: {exc}")
+    assert fast == reference
+
+
+yaml_ish_lines = st.lists(
+    st.tuples(
+        st.sampled_from(["", " ", "  ", "    ", "      "]),
+        st.sampled_from(["", "- ", "- - ", "-"]),
+        st.one_of(
+            st.just(""),
+            st.from_regex(r"[a-z_][a-z0-9_]{0,3}:", fullmatch=True),
+        ),
+        st.text(alphabet=" abnty01.-:#[]{},'\"~|>&*!?", max_size=12),
+    ).map(lambda t: "".join(t)),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(yaml_ish_lines)
+def test_fast_path_agrees_with_libyaml_on_generated_text(lines: list[str]) -> None:
+    text = "\n".join(lines) + "\n"
+    try:
+        fast = loader._fast_yaml(text)
+    except loader._Bail:
+        return
+    assert fast == libyaml_data(text), text
+
+
+# --------------------------------------------------------------------------- properties
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.text(max_size=10), children, max_size=4),
+    ),
+    max_leaves=20,
+)
+plans = st.dictionaries(st.text(max_size=10), json_values, min_size=1, max_size=5)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality that also checks types (1 == 1.0 == True in Python)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return bool(a == b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    plan=plans,
+    flow=st.sampled_from([False, True, None]),
+    allow_unicode=st.booleans(),
+    indent=st.sampled_from([2, 4]),
+)
+def test_yaml_dump_loads_back_equal(
+    tmp_path_factory: pytest.TempPathFactory,
+    plan: dict[str, Any],
+    flow: bool | None,
+    allow_unicode: bool,
+    indent: int,
+) -> None:
+    text = yaml.safe_dump(
+        plan, default_flow_style=flow, allow_unicode=allow_unicode, sort_keys=False, indent=indent
+    )
+    # PyYAML's emitter writes some characters (NEL, LS, PS) raw where YAML folds them
+    # into spaces; such texts do not round-trip through PyYAML itself either.
+    assume(yaml.safe_load(text) == plan)
+    path = tmp_path_factory.mktemp("y") / "plan.yaml"
+    path.write_text(text, encoding="utf-8")
+    doc = load_document(path)
+    assert same(doc.data, plan), text
+    # every value has a position
+    for key in plan:
+        line, col = doc.pos((key,))
+        assert line >= 1 and col >= 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(plan=plans, indent=st.sampled_from([None, 2]), ensure_ascii=st.booleans())
+def test_json_dump_loads_back_equal(
+    tmp_path_factory: pytest.TempPathFactory,
+    plan: dict[str, Any],
+    indent: int | None,
+    ensure_ascii: bool,
+) -> None:
+    text = json.dumps(plan, indent=indent, ensure_ascii=ensure_ascii)
+    path = tmp_path_factory.mktemp("j") / "plan.json"
+    path.write_text(text, encoding="utf-8")
+    doc = load_document(path)
+    assert same(doc.data, plan), text
+    # positions found by the JSON scanner match the text: each key is where it is written
+    for key in plan:
+        line, col = doc.pos((key,), key=True)
+        source_line = text.split("\n")[line - 1]
+        assert source_line[col - 1 :].startswith(json.dumps(key, ensure_ascii=ensure_ascii))
+
+
+@settings(max_examples=200, deadline=None)
+@given(plan=plans)
+def test_json_text_positions_match_yaml_positions(plan: dict[str, Any]) -> None:
+    """JSON is YAML: libyaml's positions for the same text are the reference."""
+    text = json.dumps(plan, indent=1)
+    as_json = load_text(text, "p.json", "json")
+    try:
+        as_yaml = load_text(text, "p.yaml", "yaml")
+    except PlanInvalid:
+        assume(False)  # JSON corner cases that YAML 1.1 reads differently
+        raise
+    assume(same(as_json.data, as_yaml.data))
+
+    def walk(value: Any, path: tuple[Any, ...]) -> None:
+        assert as_json.pos(path) == as_yaml.pos(path), path
+        if isinstance(value, dict):
+            for key, child in value.items():
+                assert as_json.pos((*path, key), key=True) == as_yaml.pos((*path, key), key=True)
+                walk(child, (*path, key))
+        elif isinstance(value, list):
+            for index, child in enumerate(value):
+                walk(child, (*path, index))
+
+    walk(plan, ())
+
+
+# --------------------------------------------------------------------------- fuzz
+
+
+def loads_or_refuses(call: Any) -> None:
+    try:
+        doc = call()
+    except (PlanInvalid, UsageError) as exc:
+        assert str(exc)
+        if isinstance(exc, PlanInvalid):
+            for diag in exc.diagnostics:
+                assert diag.line >= 1 and diag.col >= 1 and "\n" not in diag.message
+        return
+    assert isinstance(doc.data, dict)
+    json.dumps(doc.data)  # plain, JSON-serialisable data (NaN/Infinity allowed)
+    for key in list(doc.data)[:3]:
+        doc.pos((key,))
+        doc.pos((key, 0, "x"), key=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=st.binary(max_size=300), suffix=st.sampled_from([".yaml", ".json", ".txt"]))
+def test_fuzz_random_bytes_in_files(tmp_path: Path, raw: bytes, suffix: str) -> None:
+    path = tmp_path / f"plan{suffix}"
+    path.write_bytes(raw)
+    loads_or_refuses(lambda: load_document(path))
+
+
+yaml_alphabet = string.ascii_letters[:6] + string.digits[:3] + " \n\t-:[]{}#&*!|>'\"%@`,?~.<=\\é\x00\x85\u2028\ufeff"
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.one_of(st.text(max_size=200), st.text(alphabet=yaml_alphabet, max_size=200)),
+    fmt=st.sampled_from([None, "yaml", "json"]),
+)
+def test_fuzz_random_text(text: str, fmt: str | None) -> None:
+    loads_or_refuses(lambda: load_text(text, "fuzz", fmt))
+
+
+@settings(max_examples=200, deadline=None)
+@given(plan=plans, data=st.data())
+def test_fuzz_mutated_plans(plan: dict[str, Any], data: st.DataObject) -> None:
+    text = yaml.safe_dump(plan, sort_keys=False)
+    where = data.draw(st.integers(min_value=0, max_value=len(text)))
+    insert = data.draw(st.text(alphabet=yaml_alphabet, max_size=5))
+    mutated = text[:where] + insert + text[where + data.draw(st.integers(0, 3)) :]
+    loads_or_refuses(lambda: load_text(mutated, "m.yaml", "yaml"))
