@@ -274,9 +274,9 @@ def step_overhead(reps: int, profile: bool, timeout: float) -> tuple[Timing, Tim
         )
     per_step = (t_big.median - t_one.median) / n * 1e6 if t_one.ok and t_big.ok else float("nan")
     if profile or (per_step == per_step and per_step >= STEP_OVERHEAD_TARGET_US):
-        # A miss is profiled at 2,000 steps (enough to show anything quadratic) unless
-        # --profile asks for the full size: a profiled 10,000-step run can take minutes.
-        if not profile and n > 2_000:
+        # A slow miss is profiled at 2,000 steps (enough to show anything quadratic) unless
+        # --profile asks for the full size: a profiled 10,000-step run can then take minutes.
+        if not profile and n > 2_000 and t_big.median > 10:
             big = write_echo_plan(d, 2_000)
         clean()
         print(f"\n-- cProfile of {big.stem} (--no-state --events) --")

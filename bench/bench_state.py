@@ -69,7 +69,7 @@ def state_overhead(reps: int, timeout: float, profile: bool) -> tuple[Timing, Ti
             break
         print(f"({n:,} steps timed out after {timeout:.0f} s; measuring 1,000 instead)")
     if profile or (on.ok and off.ok and on.median / off.median > RATIO_TARGET):
-        if not profile and n > 2_000:  # a profiled 10,000-step run can take minutes
+        if not profile and n > 2_000 and on.median > 10:  # profiling 10k slow steps takes minutes
             plan = write_echo_plan(d, 2_000)
         clear()
         print(f"\n-- cProfile of {plan.stem} with state on --")

@@ -193,7 +193,12 @@ def test_file_name_is_kept_as_given(tmp_path: Path) -> None:
             6,
             "YAML tag '!!python/object/apply:os.system' is not allowed in a plan",
         ),
-        ("a: !!python/name:os.system ''\n", 1, 4, "YAML tag '!!python/name:os.system' is not allowed in a plan"),
+        (
+            "a: !!python/name:os.system ''\n",
+            1,
+            4,
+            "YAML tag '!!python/name:os.system' is not allowed in a plan",
+        ),
         ("a: !foo bar\n", 1, 4, "YAML tag '!foo' is not allowed in a plan"),
         ("a: !!binary aGVsbG8=\n", 1, 4, "YAML tag '!!binary' is not allowed in a plan"),
         ("a: !!timestamp 2026-01-01\n", 1, 4, "YAML tag '!!timestamp' is not allowed in a plan"),
@@ -209,7 +214,9 @@ def test_unsafe_or_unknown_tags_are_refused(
 
 
 def test_standard_tags_give_plain_values() -> None:
-    data = load_text("a: !!str 123\nb: !!int '7'\nc: !!float 1\nd: !!bool true\ne: !!null ''\n").data
+    data = load_text(
+        "a: !!str 123\nb: !!int '7'\nc: !!float 1\nd: !!bool true\ne: !!null ''\n"
+    ).data
     assert data == {"a": "123", "b": 7, "c": 1.0, "d": True, "e": None}
     assert type(data["c"]) is float
 
@@ -533,7 +540,9 @@ def test_document_built_by_hand_has_root_positions() -> None:
 
 def test_diagnostic_helper_uses_positions() -> None:
     doc = load_text("steps:\n  - id: a\n    depends_on: [b]\n", "p.yaml")
-    diag = doc.diagnostic(("steps", 0, "depends_on", 0), "unknown step 'b'", hint="did you mean 'a'?")
+    diag = doc.diagnostic(
+        ("steps", 0, "depends_on", 0), "unknown step 'b'", hint="did you mean 'a'?"
+    )
     assert diag.render() == "p.yaml:3:18: error: unknown step 'b' (did you mean 'a'?)"
 
 
@@ -556,7 +565,11 @@ def test_format_follows_extension_then_sniffing(tmp_path: Path) -> None:
 def test_sniffed_text_that_is_neither_reports_the_json_problem() -> None:
     with pytest.raises(PlanInvalid) as exc:
         load_text('{"a": 1,, }')
-    assert only_error(exc) == (1, 9, "invalid JSON: Expecting property name enclosed in double quotes")
+    assert only_error(exc) == (
+        1,
+        9,
+        "invalid JSON: Expecting property name enclosed in double quotes",
+    )
 
 
 def test_load_text_rejects_unknown_format_name() -> None:
@@ -598,7 +611,7 @@ FAST_CASES = [
     "a: yes\nb: ~\nc: null\nd: 2026-01-01\ne: 0x10\nf: 1.5e+3\n",
     "  a: 1\n  b: 2\n",
     "a: 'x\n  y'\n",
-    "a: \"x\\ty\"\n",
+    'a: "x\\ty"\n',
     "a: b: c\n",
     "key with space: 1\n",
     "a:\t1\n",
@@ -612,7 +625,7 @@ FAST_CASES = [
     "a: !!str 1\n",
     "a: {k: [1]}\n",
     "a: [x]  # trailing\nb: {y: 1}# no space\n",
-    "a: \"q\" x\n",
+    'a: "q" x\n',
     "a: 'q'x\n",
     "a:  \n  - 1\n",
     "a: - x\n",
@@ -807,7 +820,9 @@ def loads_or_refuses(call: Any) -> None:
         doc.pos((key, 0, "x"), key=True)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(raw=st.binary(max_size=300), suffix=st.sampled_from([".yaml", ".json", ".txt"]))
 def test_fuzz_random_bytes_in_files(tmp_path: Path, raw: bytes, suffix: str) -> None:
     path = tmp_path / f"plan{suffix}"
@@ -815,7 +830,11 @@ def test_fuzz_random_bytes_in_files(tmp_path: Path, raw: bytes, suffix: str) -> 
     loads_or_refuses(lambda: load_document(path))
 
 
-yaml_alphabet = string.ascii_letters[:6] + string.digits[:3] + " \n\t-:[]{}#&*!|>'\"%@`,?~.<=\\é\x00\x85\u2028\ufeff"
+yaml_alphabet = (
+    string.ascii_letters[:6]
+    + string.digits[:3]
+    + " \n\t-:[]{}#&*!|>'\"%@`,?~.<=\\é\x00\x85\u2028\ufeff"
+)
 
 
 @settings(max_examples=500, deadline=None)

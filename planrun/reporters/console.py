@@ -29,6 +29,7 @@ _SUMMARY = (
     ("running", "unfinished"),
     ("skipped", "skipped"),
     ("pending", "pending"),
+    ("replaced", "replaced by the planner"),
 )
 
 # kind -> (unicode symbol, ascii fallback, ANSI colour)
@@ -421,14 +422,25 @@ class ConsoleReporter:
                 if self._status.get(step_id) in (None, "pending"):
                     self._tools.pop(step_id, None)
                     self._status.pop(step_id, None)
+                elif self._status.get(step_id) == "failed":
+                    # the planner routed around it: not a failure of the run any more
+                    self._status[step_id] = "replaced"
+                    self._errors.pop(step_id, None)
             for step_id in data.get("added") or ():
                 self._tools.setdefault(step_id, "")
         if self.quiet:
             return
+        # removed struck through, added highlighted (as -id / +id / ~id without colour)
+        marks = {"removed": ("9;31", "-"), "added": ("1;32", "+"), "revised": ("33", "~")}
+
+        def mark(key: str, step_id: str) -> str:
+            ansi, sign = marks[key]
+            return f"\x1b[{ansi}m{step_id}\x1b[0m" if self.color else f"{sign}{step_id}"
+
         changes = [
-            f"{label} {', '.join(ids)}"
-            for label, key in (("removed", "removed"), ("added", "added"), ("revised", "revised"))
-            if (ids := [str(i) for i in data.get(key) or ()])
+            f"{key} {', '.join(mark(key, str(i)) for i in ids)}"
+            for key in ("removed", "added", "revised")
+            if (ids := list(data.get(key) or ()))
         ]
         revision = data.get("revision")
         head = f"plan revised (revision {revision})" if revision is not None else "plan revised"
