@@ -76,3 +76,16 @@ def run(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def assert_no_traceback(result: Result) -> None:
     assert "Traceback" not in result.err and "Traceback" not in result.out, str(result)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real `dask scheduler` and two `dask worker` processes on 127.0.0.1, for the session."""
+    pytest.importorskip("distributed")
+    from tests.test_dask_executor import start_cluster, stop_cluster
+
+    c = start_cluster(tmp_path_factory.mktemp("dask-cluster"))
+    try:
+        yield c
+    finally:
+        stop_cluster(c)

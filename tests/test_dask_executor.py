@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,13 +152,7 @@ def alive(pids: set[int]) -> list[int]:
     return left
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("dask-cluster"))
-    try:
-        yield c
-    finally:
-        stop_cluster(c)
+# The session-wide `cluster` fixture lives in conftest.py (shared with test_dask_cli.py).
 
 
 @contextlib.asynccontextmanager

@@ -1,0 +1,147 @@
+"""`planrun run --executor dask`: the same plans, run through a real cluster on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT
+
+pytest.importorskip("distributed")
+
+
+def _sleepers(mark: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if mark in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            out.append(p)
+    return out
+
+
+PLAN = """
+steps:
+  - {id: a, tool: shell, args: {cmd: "echo from-$(hostname) > a.txt; echo A"}, result_variable: a}
+  - {id: b, tool: python, args: {function: "helpers:double", kwargs: {n: 21}}, result_variable: b}
+  - {id: c, tool: echo, args: {value: "${a.stdout | trim}-${b}"}}
+  - {id: d, tool: shell, args: {cmd: "exit 3"}, on_failure: continue}
+"""
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_same_results_under_both_executors(run, write, tmp_path, cluster, executor):
+    write("helpers.py", "def double(n):\n    return n * 2\n")
+    write("p.yaml", PLAN)
+    extra = ["--executor", "dask", "--address", cluster.address] if executor == "dask" else []
+    r = run("run", "p.yaml", "--output", "json", *extra)
+    assert r.code == 1, r
+    s = {x["id"]: x for x in r.json["steps"]}
+    assert s["c"]["result"] == "A-42"
+    assert s["d"]["status"] == "failed" and s["d"]["error"] == "command exited with code 3"
+    assert (tmp_path / "a.txt").exists()
+
+
+def test_examples_run_on_the_cluster(run, cluster):
+    for example in ("hello.yaml", "replan/plan.yaml"):
+        r = run("run", f"examples/{example}", "--no-state", "--address", cluster.address, cwd=ROOT)
+        assert r.code == 0, r
+
+
+def test_address_from_the_environment_and_the_plan(run, write, cluster):
+    write("p.yaml", "steps:\n  - {id: a, tool: shell, args: {cmd: 'echo hi'}}\n")
+    r = run(
+        "run",
+        "p.yaml",
+        "--executor",
+        "dask",
+        "--no-state",
+        env={"PLANRUN_DASK_ADDRESS": cluster.address},
+    )
+    assert r.code == 0, r
+    write(
+        "q.yaml",
+        f"executor: {{type: dask, address: '{cluster.address}'}}\n"
+        "steps:\n  - {id: a, tool: shell, args: {cmd: 'echo hi'}}\n",
+    )
+    assert run("run", "q.yaml", "--no-state").code == 0
+
+
+def test_timeout_stops_the_remote_process(run, write, cluster):
+    write("p.yaml", "steps:\n  - {id: a, tool: shell, timeout: 1s, args: {cmd: 'sleep 37.5'}}\n")
+    t0 = time.monotonic()
+    r = run("run", "p.yaml", "--output", "json", "--address", cluster.address)
+    assert time.monotonic() - t0 < 15
+    assert r.code == 1 and "timed out after 1s" in r.json["steps"][0]["error"], r
+    time.sleep(1)
+    assert not _sleepers("sleep 37.5")
+
+
+def test_sigint_then_resume_on_the_cluster(write, tmp_path, cluster):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: first, tool: shell, args: {cmd: "echo first >> log"}}
+          - {id: long, tool: shell, args: {cmd: "test -f go || sleep 38.5; echo long >> log"}, depends_on: [first]}
+          - {id: last, tool: shell, args: {cmd: "echo last >> log"}, depends_on: [long]}
+    """,
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "planrun",
+        "run",
+        "p.yaml",
+        "--address",
+        cluster.address,
+        "--output",
+        "json",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not _sleepers("sleep 38.5"):
+        time.sleep(0.1)
+    assert _sleepers("sleep 38.5")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert {s["id"]: s["status"] for s in doc["steps"]} == {
+        "first": "succeeded",
+        "long": "interrupted",
+        "last": "pending",
+    }
+    time.sleep(1)
+    assert not _sleepers("sleep 38.5")
+    (tmp_path / "go").touch()
+    r = subprocess.run(
+        [sys.executable, "-m", "planrun", "resume", "p.yaml", "--address", cluster.address],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "log").read_text().split() == ["first", "long", "last"]
+
+
+def test_resources_map_to_worker_resources(run, write, cluster):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: big, tool: shell, args: {cmd: "echo ok"}, resources: {cpu: 2}}
+          - {id: huge, tool: shell, args: {cmd: "echo no"}, resources: {gpu: 1}, on_failure: continue}
+    """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--address", cluster.address)
+    s = {x["id"]: x for x in r.json["steps"]}
+    assert s["big"]["status"] == "succeeded"
+    assert s["huge"]["status"] == "failed" and "resources" in s["huge"]["error"]
