@@ -204,6 +204,12 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str]]:
             )
     except TemplateSyntaxError as exc:
         raise ExpressionError(f"bad expression '${{{source}}}': {exc.message}") from None
+    for f in node.find_all(nodes.Filter):
+        if f.name not in env.filters:
+            raise ExpressionError(f"bad expression '${{{source}}}': unknown filter '{f.name}'")
+    for t in node.find_all(nodes.Test):
+        if t.name not in env.tests:
+            raise ExpressionError(f"bad expression '${{{source}}}': unknown test '{t.name}'")
     names = {n.name for n in node.find_all(nodes.Name) if n.ctx == "load"}
     names -= set(env.globals)
     step_refs: set[str] = set()

@@ -947,45 +947,90 @@ def _node_error(file: str, node: Node, message: str) -> PlanInvalid:
     return PlanInvalid([_node_diagnostic(file, node, message)])
 
 
+# A position packed in one int (line << 32 | col): ints are not tracked by the garbage
+# collector, so a big position tree costs later collections almost nothing.
+_Packed = int
+# A compact position tree: a scalar is its packed position; a mapping is
+# (position, {key: (key position, child)}); a sequence is (position, [child, ...]).
+_PosTree = Any
+
+
+def _pack(node: Node) -> _Packed:
+    mark = node.start_mark
+    return (mark.line + 1) << 32 | (mark.column + 1)
+
+
+def _unpack(packed: _Packed) -> Position:
+    return packed >> 32, packed & 0xFFFFFFFF
+
+
+def _position_tree(node: Node, memo: dict[int, _PosTree]) -> _PosTree:
+    """The positions of a node tree, without the nodes (which are far bigger)."""
+    cls = node.__class__
+    if cls is ScalarNode:
+        return _pack(node)
+    done = memo.get(id(node))  # an aliased node: same positions as where it is written
+    if done is not None:
+        return done
+    tree: _PosTree
+    if cls is SequenceNode:
+        tree = (_pack(node), [_position_tree(item, memo) for item in node.value])
+    else:
+        entries = _mapping_entries(node)
+        tree = (
+            _pack(node),
+            {
+                name: (_pack(key_node), _position_tree(value_node, memo))
+                for name, (key_node, value_node) in entries.items()
+            },
+        )
+    memo[id(node)] = tree
+    return tree
+
+
 class _YamlLocator:
-    """Positions in YAML text: the text is composed again on first use, then walked per path."""
+    """Positions in YAML text: composed again on first use into a compact position tree."""
 
     def __init__(self, text: str) -> None:
         self._text = text
-        self._root: Node | bool | None = None  # None: not composed yet; False: no nodes
-        self._entries: dict[int, dict[str, tuple[Node, Node]]] = {}
+        self._tree: _PosTree = None  # None: not built yet; False: not available
+
+    def _build(self) -> _PosTree:
+        root = _compose(self._text)
+        if root is None:
+            return False
+        # The memo is keyed by id(): the node tree must stay alive until it is done.
+        tree = _position_tree(root, {})
+        del root  # freed while the GC is still paused (see _parse_yaml)
+        return tree
 
     def pos(self, path: tuple[PathPart, ...], key: bool) -> Position:
-        if self._root is None:
+        if self._tree is None:
             try:
-                self._root = _gc_paused(lambda: _compose(self._text)) or False
+                self._tree = _gc_paused(self._build)
             except Exception:  # the text loaded, so this should not happen; no position then
-                self._root = False
-        if not isinstance(self._root, Node):
+                self._tree = False
+        if self._tree is False:
             return (1, 1)
-        node: Node = self._root
-        found = node
+        tree = self._tree
+        found = tree if isinstance(tree, int) else tree[0]
         for i, part in enumerate(path):
-            if node.__class__ is MappingNode and isinstance(part, str):
-                entries = self._entries.get(id(node))
-                if entries is None:
-                    entries = self._entries[id(node)] = _mapping_entries(node)
-                pair = entries.get(part)
-                if pair is None:
-                    break
+            if isinstance(tree, int):
+                break
+            children = tree[1]
+            if isinstance(children, dict) and isinstance(part, str) and part in children:
+                key_pos, tree = children[part]
                 if key and i == len(path) - 1:
-                    found = pair[0]
+                    found = key_pos
                     break
-                node = pair[1]
             elif (
-                node.__class__ is SequenceNode
+                isinstance(children, list)
                 and isinstance(part, int)
                 and not isinstance(part, bool)
-                and -len(node.value) <= part < len(node.value)
+                and -len(children) <= part < len(children)
             ):
-                node = node.value[part]
+                tree = children[part]
             else:
                 break
-            found = node
-        mark = found.start_mark
-        return mark.line + 1, mark.column + 1
+            found = tree if isinstance(tree, int) else tree[0]
+        return _unpack(found)

@@ -63,6 +63,17 @@ Duration = Annotated[
 ]
 
 
+def _not_bool(value: Any) -> Any:
+    # pydantic takes `true` as 1 for an int field; `retries: true` is a mistake, not a count.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number, got {str(value).lower()}")
+    return value
+
+
+Count = Annotated[int, Field(ge=0), BeforeValidator(_not_bool)]
+PositiveCount = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
+
+
 def _step_id(value: Any) -> Any:
     if isinstance(value, bool):
         return value
@@ -104,7 +115,7 @@ class Step(_Frozen):
     result_variable: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     when: str | bool | None = None
     timeout: Duration | None = None
-    retries: int | None = Field(default=None, ge=0)
+    retries: Count | None = None
     retry_delay: Duration | None = None
     on_failure: OnFailure | None = None
     expected_outcome: str | None = None
@@ -149,16 +160,16 @@ class ServerEntry(_Frozen):
 
 class Defaults(_Frozen):
     timeout: Duration | None = None
-    retries: int = Field(default=0, ge=0)
+    retries: Count = 0
     retry_delay: Duration = 1.0
     on_failure: OnFailure = OnFailure.abort
 
 
 class Limits(_Frozen):
-    max_steps: int | None = Field(default=None, ge=1)
-    max_replans: int = Field(default=2, ge=0)
-    max_concurrency: int | None = Field(default=None, ge=1)
-    tool_caps: dict[str, int] = Field(default_factory=dict)
+    max_steps: PositiveCount | None = None
+    max_replans: Count = 2
+    max_concurrency: PositiveCount | None = None
+    tool_caps: dict[str, Count] = Field(default_factory=dict)
 
 
 class Policy(_Frozen):

@@ -39,13 +39,14 @@ def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
 
 
 def children() -> list[psutil.Process]:
-    """Live (non-zombie) descendants of this test process."""
+    """Live (non-zombie) descendants of this test process, but for the session's Dask cluster
+    (a fixture of other test files that may still be running)."""
     alive = []
     for proc in psutil.Process().children(recursive=True):
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.status() != psutil.STATUS_ZOMBIE and "dask" not in " ".join(proc.cmdline()):
                 alive.append(proc)
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             pass
     return alive
 

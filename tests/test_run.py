@@ -76,7 +76,7 @@ def test_timeout_kills_the_process_tree(run, write):
           - id: slow
             tool: shell
             timeout: 1s
-            args: {cmd: "sleep 30 & sleep 31; wait"}
+            args: {cmd: "sleep 30.25 & sleep 31.25; wait"}
     """,
     )
     t0 = time.monotonic()
@@ -89,7 +89,7 @@ def test_timeout_kills_the_process_tree(run, write):
     left = [
         p
         for p in psutil.process_iter(["cmdline"])
-        if p.info["cmdline"] in (["sleep", "30"], ["sleep", "31"])
+        if p.info["cmdline"] in (["sleep", "30.25"], ["sleep", "31.25"])
     ]
     assert not left
 

@@ -768,3 +768,21 @@ def test_alias_given_together_with_its_key(check):
         "plan.yaml:1:1: error: the plan: 'id' is an alias of 'name': give only one of them",
         "plan.yaml:4:13: error: step 'c': 'index' is an alias of 'id': give only one of them",
     ]
+
+
+def test_booleans_and_negatives_are_not_counts(check):
+    out = check(
+        """
+        limits: {max_steps: true, max_concurrency: 0, tool_caps: {shell: -1}}
+        defaults: {retries: false}
+        steps:
+          - {id: a, tool: echo, retries: true}
+        """
+    )
+    assert out == [
+        "plan.yaml:1:21: error: limits.max_steps: expected a whole number, got true",
+        "plan.yaml:1:44: error: limits.max_concurrency: Input should be greater than or equal to 1",
+        "plan.yaml:1:66: error: limits.tool_caps.shell: Input should be greater than or equal to 0",
+        "plan.yaml:2:21: error: defaults.retries: expected a whole number, got false",
+        "plan.yaml:4:34: error: step 'a': retries: expected a whole number, got true",
+    ]
