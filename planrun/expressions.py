@@ -204,16 +204,17 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str]]:
             )
     except TemplateSyntaxError as exc:
         raise ExpressionError(f"bad expression '${{{source}}}': {exc.message}") from None
-    for f in node.find_all(nodes.Filter):
+    everything = [node, *node.find_all(nodes.Node)]  # find_all skips the root itself
+    for f in (n for n in everything if isinstance(n, nodes.Filter)):
         if f.name not in env.filters:
             raise ExpressionError(f"bad expression '${{{source}}}': unknown filter '{f.name}'")
-    for t in node.find_all(nodes.Test):
+    for t in (n for n in everything if isinstance(n, nodes.Test)):
         if t.name not in env.tests:
             raise ExpressionError(f"bad expression '${{{source}}}': unknown test '{t.name}'")
-    names = {n.name for n in node.find_all(nodes.Name) if n.ctx == "load"}
+    names = {n.name for n in everything if isinstance(n, nodes.Name) and n.ctx == "load"}
     names -= set(env.globals)
     step_refs: set[str] = set()
-    for found in node.find_all((nodes.Getattr, nodes.Getitem)):
+    for found in (n for n in everything if isinstance(n, nodes.Getattr | nodes.Getitem)):
         sub: Any = found
         target = sub.node
         if isinstance(target, nodes.Name) and target.name == "steps":

@@ -747,10 +747,65 @@ yaml_ish_lines = st.lists(
 )
 
 
+keys = st.sampled_from(["a", "b", "c_d", "a.b", "x-y", "on", "n1"])
+# A tree whose leaves are raw YAML text; a mapping is a list of (key, child) pairs, so
+# duplicate keys happen too.
+raw_trees = st.recursive(
+    yaml_ish_values,
+    lambda children: st.one_of(
+        st.lists(children, min_size=1, max_size=3),
+        st.lists(st.tuples(keys, children), min_size=1, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+def is_mapping(node: Any) -> bool:
+    return isinstance(node, list) and bool(node) and isinstance(node[0], tuple)
+
+
+def render(node: Any, indent: int, style: dict[str, Any], lines: list[str]) -> None:
+    pad = " " * indent
+    if is_mapping(node):
+        for key, child in node:
+            if isinstance(child, str):
+                lines.append(f"{pad}{key}: {child}" if child else f"{pad}{key}:")
+                continue
+            lines.append(f"{pad}{key}:")
+            same = style["same_indent_lists"] and not is_mapping(child)
+            render(child, indent if same else indent + style["step"], style, lines)
+        return
+    for item in node:
+        if isinstance(item, str):
+            lines.append(f"{pad}- {item}" if item else f"{pad}-")
+        elif style["compact"]:
+            first = len(lines)
+            render(item, indent + 2, style, lines)
+            lines[first] = pad + "- " + lines[first][indent + 2 :]
+        else:
+            lines.append(f"{pad}-")
+            render(item, indent + style["step"], style, lines)
+
+
+@st.composite
+def yaml_ish_documents(draw: st.DrawFn) -> str:
+    root = draw(st.lists(st.tuples(keys, raw_trees), min_size=1, max_size=4))
+    style = {
+        "step": draw(st.sampled_from([1, 2, 4])),
+        "compact": draw(st.booleans()),
+        "same_indent_lists": draw(st.booleans()),
+    }
+    lines: list[str] = []
+    render(root, 0, style, lines)
+    if draw(st.booleans()):  # and sometimes a line of noise
+        where = draw(st.integers(0, len(lines)))
+        lines.insert(where, draw(st.sampled_from(["", "# c", "  # c", " x", "  - y", "z"])))
+    return "\n".join(lines) + "\n"
+
+
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(yaml_ish_lines)
-def test_fast_path_agrees_with_libyaml_on_generated_text(lines: list[str]) -> None:
-    text = "\n".join(lines) + "\n"
+@given(st.one_of(yaml_ish_documents(), yaml_ish_lines.map(lambda lines: "\n".join(lines) + "\n")))
+def test_fast_path_agrees_with_libyaml_on_generated_text(text: str) -> None:
     try:
         fast = loader._fast_yaml(text)
     except loader._Bail:

@@ -786,3 +786,17 @@ def test_booleans_and_negatives_are_not_counts(check):
         "plan.yaml:2:21: error: defaults.retries: expected a whole number, got false",
         "plan.yaml:4:34: error: step 'a': retries: expected a whole number, got true",
     ]
+
+
+def test_unknown_jinja_filters_and_tests_are_errors(run, write):
+    write(
+        "f.yaml",
+        'steps:\n  - {id: a, tool: echo, args: {value: "${[1] | nofilter}"}}\n'
+        '  - {id: b, tool: echo, args: {value: "${x is nosuchtest}"}}\n',
+    )
+    r = run("validate", "f.yaml", "--var", "x=1")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "f.yaml:2:39: error: step 'a': args.value: bad expression '${[1] | nofilter}': unknown filter 'nofilter'",
+        "f.yaml:3:39: error: step 'b': args.value: bad expression '${x is nosuchtest}': unknown test 'nosuchtest'",
+    ]
