@@ -609,8 +609,11 @@ def run_sync(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
         def on_signal() -> None:
             nonlocal hits
             hits += 1
-            if hits > 1:
-                os._exit(int(ExitCode.INTERRUPTED))  # second Ctrl-C: at once; the journal is valid
+            if hits > 1:  # second Ctrl-C: exit at once (the journal is valid), leave no process
+                shell = sys.modules.get("planrun.tools.shell")
+                if shell is not None:
+                    shell.kill_live_groups()
+                os._exit(int(ExitCode.INTERRUPTED))
             if task is not None:
                 task.cancel()
 

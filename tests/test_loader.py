@@ -107,11 +107,16 @@ def test_duplicate_key_in_json(tmp_path: Path) -> None:
     assert invalid(tmp_path, "p.json", text) == (3, 17, "duplicate key 'x' (first at line 2)")
 
 
-@pytest.mark.parametrize("content", ["", "   \n\n", "# just a comment\n", "---\n"])
-@pytest.mark.parametrize("name", ["p.yaml", "p.json", "p.txt"])
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        (name, content)
+        for name in ("p.yaml", "p.json", "p.txt")
+        for content in ("", "   \n\n", "# just a comment\n", "---\n")
+        if name != "p.json" or not content.strip()  # a comment is invalid JSON, not empty
+    ],
+)
 def test_empty_file(tmp_path: Path, name: str, content: str) -> None:
-    if name == "p.json" and content.strip():
-        pytest.skip("a comment is not empty JSON, it is invalid JSON")
     assert invalid(tmp_path, name, content) == (1, 1, "plan file is empty")
 
 

@@ -283,3 +283,47 @@ def test_status_and_list(run, write, tmp_path):
     ]
     r = run("list")
     assert "one.yaml" in r.out and "never run" in r.out
+
+
+def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
+          - {id: stubborn, tool: shell, args: {cmd: "trap '' TERM; sleep 33.5"}, depends_on: [quick]}
+    """,
+    )
+    for signals in ([signal.SIGTERM], [signal.SIGINT, signal.SIGINT]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planrun", "run", "p.yaml", "-q"],
+            cwd=tmp_path,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not (tmp_path / "log").exists():
+            time.sleep(0.05)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        for sig in signals:
+            proc.send_signal(sig)
+            time.sleep(0.05)
+        _, err = proc.communicate(timeout=15)
+        assert time.monotonic() - t0 < 3
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err
+        status = subprocess.run(
+            [sys.executable, "-m", "planrun", "status", "p.yaml", "--output", "json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert status.returncode == 0, status.stderr
+        steps = {s["id"]: s["status"] for s in json.loads(status.stdout)["steps"]}
+        assert steps["quick"] == "succeeded" and steps["stubborn"] in ("interrupted", "running")
+        time.sleep(0.3)
+        left = subprocess.run(["pgrep", "-f", "sleep 33.5"], capture_output=True, text=True).stdout
+        assert not left.split(), "a step's process outlived planrun"
+        (tmp_path / "log").unlink()

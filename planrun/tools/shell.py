@@ -21,6 +21,15 @@ _GRACE_S = 0.5  # between SIGTERM and SIGKILL when a step is cancelled
 _TAIL_LINES = 20
 _CHUNK = 65536
 
+LIVE_GROUPS: set[int] = set()
+"""Process groups of running commands: what a second Ctrl-C kills before planrun exits."""
+
+
+def kill_live_groups() -> None:
+    """SIGKILL every running command's process group (no grace: planrun is exiting now)."""
+    for pgid in list(LIVE_GROUPS):
+        _signal_group(pgid, signal.SIGKILL)
+
 
 def command_failed(command: str, result: dict[str, Any]) -> ToolFailed:
     """The failure of a command that exited non-zero (shared with remote executors)."""
@@ -53,6 +62,7 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     data = stdin.encode() if stdin is not None else None
 
     proc = await _spawn(argv, cwd, env, data is not None)
+    LIVE_GROUPS.add(proc.pid)
     try:
         if ctx.on_output is None:
             out, err = await proc.communicate(data)
@@ -62,6 +72,8 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         # Cancellation is how timeouts, abort and Ctrl-C reach a step: nothing may outlive it.
         await _kill_group(proc)
         raise
+    finally:
+        LIVE_GROUPS.discard(proc.pid)
     code = proc.returncode
     assert code is not None
     result = {
