@@ -721,11 +721,17 @@ def _fast_yaml(text: str) -> dict[str, Any]:
     append = entries.append
     key_match = _FAST_KEY.match
     quick_first = _FAST_QUICK_FIRST
-    for line in text.split("\n"):
+    lines = text.split("\n")
+    count = len(lines)
+    i = 0
+    while i < count:
+        line = lines[i]
+        i += 1
         body = line.lstrip(" ")
         if not body or body[0] == "#":
             continue
         indent = len(line) - len(body)
+        value: Any
         # "- - key: value" holds several nodes on one line: an item whose value is the
         # node that starts further right, at that node's column.
         while body[0] == "-" and (len(body) == 1 or body[1] == " "):
@@ -738,7 +744,11 @@ def _fast_yaml(text: str) -> dict[str, Any]:
             if key_match(rest) is None and not (
                 rest[0] == "-" and (len(rest) == 1 or rest[1] == " ")
             ):
-                append((indent, _ITEM, None, _fast_inline(rest)))
+                if rest[0] == "|":
+                    value, i = _fast_literal(rest, lines, i, indent)
+                else:
+                    value = _fast_inline(rest)
+                append((indent, _ITEM, None, value))
                 break
             append((indent, _ITEM, None, _NESTED))
             indent += len(body) - len(rest)
@@ -757,6 +767,8 @@ def _fast_yaml(text: str) -> dict[str, Any]:
                 and ": " not in rest
             ):
                 value = rest  # a plain string, by far the most common value
+            elif rest[0] == "|":
+                value, i = _fast_literal(rest, lines, i, indent)
             else:
                 value = _fast_inline(rest)
             append((indent, _KEY, key, value))
@@ -831,6 +843,43 @@ def _fast_nested(
         if at == indent and kind == _ITEM and in_mapping:
             return _fast_sequence(entries, i, at, depth + 1)  # "key:\n- item" at one indent
     return None, i
+
+
+def _fast_literal(header: str, lines: list[str], i: int, owner: int) -> tuple[str, int]:
+    """A literal block scalar ("|" or "|-") whose text starts at lines[i]; (value, next i).
+
+    Only the plain forms: no indentation indicator, no "+" (keep) chomping, and the
+    text must start on a line of its own, indented deeper than its key or item.
+    """
+    chomp = header[:2] if header[:2] == "|-" else "|"
+    after = header[len(chomp) :]
+    if after and not after.startswith(" #") and after.strip(" "):
+        raise _Bail
+    count = len(lines)
+    start = i
+    while i < count and not lines[i].strip(" "):
+        i += 1  # leading empty lines belong to the text
+    if i == count:
+        raise _Bail
+    first = lines[i]
+    block = len(first) - len(first.lstrip(" "))
+    if block <= owner or any(len(lines[j]) > block for j in range(start, i)):
+        raise _Bail
+    while i < count:
+        line = lines[i]
+        if line.strip(" "):
+            if len(line) - len(line.lstrip(" ")) < block:
+                break
+        elif len(line) > block:
+            raise _Bail  # a line of spaces only, longer than the indentation
+        i += 1
+    end = i
+    while end > start and not lines[end - 1].strip(" "):
+        end -= 1  # trailing empty lines are chomped
+    text = "\n".join(line[block:] for line in lines[start:end])
+    if chomp == "|" and end < count:  # clip: keep the last line break, if there is one
+        text += "\n"
+    return text, i
 
 
 def _fast_inline(rest: str) -> Any:

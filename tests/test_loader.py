@@ -655,6 +655,22 @@ FAST_CASES = [
     "a: [x, y]z\n",
     "a: {x: http://h}\n",
     "a: 'x' # c\n",
+    "a: |\n  x\n  y\nb: 1\n",
+    "a: |-\n  x\n\n  y\n\n\nb: 1\n",
+    "a: |\n\n  x\n    y\n  # not comment\nb: 1\n",
+    "a:\n- |\n  x\n- y\n",
+    "a:\n- b: |\n    x\n  c: 1\n",
+    "a: |\n x\n",
+    "a: | # c\n  x\n",
+    "a: |2\n  x\n",
+    "a: |\n  x\n   \n  y\n",
+    "a: |\n  x\n  \n",
+    "a: |\nb: 1\n",
+    "a: |\n    x\n  y\n",
+    "a: |-\n  x",
+    "a: |\n  x",
+    "a: |+\n  x\n\n",
+    "a: >\n  x\n  y\n",
 ]
 
 
@@ -735,6 +751,21 @@ yaml_ish_values = st.one_of(
             "=",
             "'x'y",
             '"x" y',
+            # block scalars: each "\n" becomes a line break plus the indentation + 2
+            "|\nx",
+            "|-\nx\ny",
+            "|\nx\n\ny\n",
+            "| # c\nx\n  deeper",
+            "|\n\nx",
+            "|-\nx\n\n",
+            "|+\nx",
+            "|2\nx",
+            ">\nx\ny",
+            "|\n#x\n- y\na: b",
+            "|",
+            "|-",
+            "|\n x",
+            "|\nx\n   ",
         ]
     ),
     st.text(alphabet=" abnty01.-:#[]{},'\"~|>&*!?", max_size=8),
@@ -774,6 +805,7 @@ def render(node: Any, indent: int, style: dict[str, Any], lines: list[str]) -> N
     if is_mapping(node):
         for key, child in node:
             if isinstance(child, str):
+                child = child.replace("\n", "\n" + pad + "  ")
                 lines.append(f"{pad}{key}: {child}" if child else f"{pad}{key}:")
                 continue
             lines.append(f"{pad}{key}:")
@@ -782,6 +814,7 @@ def render(node: Any, indent: int, style: dict[str, Any], lines: list[str]) -> N
         return
     for item in node:
         if isinstance(item, str):
+            item = item.replace("\n", "\n" + pad + "  ")
             lines.append(f"{pad}- {item}" if item else f"{pad}-")
         elif style["compact"]:
             first = len(lines)
