@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     Figure,
+    Timing,
     find_tool,
     fmt_s,
     machine_note,
@@ -135,18 +137,29 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         reps=opts.reps,
     )
     t_help = time_command("planrun --help", [*planrun, "--help"], cwd=wd, reps=opts.help_reps)
+    on_path = shutil.which("planrun")
+    t_shim = None
+    if on_path and on_path != planrun[0]:
+        # What a user typing `planrun` gets when PATH holds a wrapper (pyenv shim): informational.
+        t_shim = time_command(
+            "planrun --help via PATH (shim)", [on_path, "--help"], cwd=wd, reps=opts.help_reps
+        )
     t_python = time_command(
         "python -c pass (floor)", [sys.executable, "-c", "pass"], cwd=wd, reps=opts.help_reps
     )
     shim = find_tool("planrun")
     timings = [t_yaml, t_json, t_help, t_python]
     rows = []
-    for t, target in (
+    measured: list[tuple[Timing, float | None]] = [
         (t_yaml, VALIDATE_TARGET_S),
         (t_json, None),
         (t_help, HELP_TARGET_S),
-        (t_python, None),
-    ):
+    ]
+    if t_shim is not None:
+        timings.append(t_shim)
+        measured.append((t_shim, None))
+    measured.append((t_python, None))
+    for t, target in measured:
         status = t.skipped or ("FAILED" if t.error else "")
         verdict = ""
         if t.ok and target is not None:

@@ -42,9 +42,17 @@ def children() -> list[psutil.Process]:
     """Live (non-zombie) descendants of this test process, but for the session's Dask cluster
     (a fixture of other test files that may still be running)."""
     alive = []
+    cluster: set[int] = set()
+    for proc in psutil.Process().children():
+        try:
+            if "dask" in " ".join(proc.cmdline()):
+                cluster.add(proc.pid)
+                cluster.update(c.pid for c in proc.children(recursive=True))
+        except psutil.Error:
+            pass
     for proc in psutil.Process().children(recursive=True):
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE and "dask" not in " ".join(proc.cmdline()):
+            if proc.pid not in cluster and proc.status() != psutil.STATUS_ZOMBIE:
                 alive.append(proc)
         except psutil.Error:
             pass
