@@ -45,7 +45,10 @@ def children() -> list[psutil.Process]:
     cluster: set[int] = set()
     for proc in psutil.Process().children():
         try:
-            if "dask" in " ".join(proc.cmdline()):
+            cmd = " ".join(proc.cmdline())
+            # the session's Dask cluster, and multiprocessing's resource tracker that an
+            # in-process LocalCluster leaves for the life of the test process
+            if "dask" in cmd or "multiprocessing.resource_tracker" in cmd:
                 cluster.add(proc.pid)
                 cluster.update(c.pid for c in proc.children(recursive=True))
         except psutil.Error:
@@ -143,7 +146,7 @@ def test_concurrent_calls_share_one_server_process(tmp_path: Path) -> None:
                 "Asia/Tokyo",
                 "America/New_York",
             ]
-        assert children() == []
+        assert children() == [], [p.cmdline() for p in children()]
 
     run(main)
 
@@ -285,7 +288,7 @@ def test_cancelling_the_run_shuts_servers_down(tmp_path: Path) -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert children() == []
+        assert children() == [], [p.cmdline() for p in children()]
 
     run(main)
 
