@@ -194,7 +194,7 @@ def render_mermaid(graph: PlanGraph) -> str:
 
 # Words Mermaid's flowchart lexer takes as keywords when they start a node id (checked
 # against mermaid 11): `end`, `end.x` and `graph-x` break a diagram, `End` and `endx` do not.
-_MERMAID_KEYWORDS = frozenset(
+MERMAID_KEYWORDS = frozenset(
     [
         "end",
         "graph",
@@ -226,7 +226,7 @@ def _mermaid_ids(order: list[str]) -> dict[str, str]:
     taken = set(order)
     out: dict[str, str] = {}
     for sid in order:
-        if _MERMAID_SAFE_ID.match(sid) and re.split(r"[.-]", sid)[0] not in _MERMAID_KEYWORDS:
+        if _MERMAID_SAFE_ID.match(sid) and re.split(r"[.-]", sid)[0] not in MERMAID_KEYWORDS:
             out[sid] = sid
             continue
         base = "step_" + re.sub(r"[^A-Za-z0-9_]", "_", sid)

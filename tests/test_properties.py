@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from planrun.errors import PlanInvalid
-from planrun.graph import PlanGraph, render_json, render_mermaid
+from planrun.graph import MERMAID_KEYWORDS, PlanGraph, render_json, render_mermaid
 from planrun.loader import load_text
 from planrun.validate import check_document
 from tests.conftest import assert_no_traceback
@@ -146,24 +146,7 @@ def test_mermaid_node_ids_are_unique_safe_and_carry_every_edge(dag):
     nodes = re.findall(r'^    (\S+)\["(.*?)<br/>', text, re.M)
     node_ids = [nid for nid, _ in nodes]
     assert len(set(node_ids)) == len(node_ids) == len(dag["ids"])
-    keywords = {
-        "end",
-        "graph",
-        "flowchart",
-        "subgraph",
-        "style",
-        "class",
-        "classDef",
-        "linkStyle",
-        "click",
-        "call",
-        "href",
-        "interpolate",
-        "_blank",
-        "_self",
-        "_parent",
-        "_top",
-    }
+    keywords = MERMAID_KEYWORDS
     for nid in node_ids:
         # What mermaid 11 accepts as a node id (checked by hand with its parser).
         assert re.fullmatch(r"[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*", nid), nid

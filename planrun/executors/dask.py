@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -300,27 +299,13 @@ class _OutputRoute:
 
 def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dict[str, Any]:
     """Check a shell step's args as the local tool does; the request for the worker."""
-    from planrun.tools import check_args, type_name
-    from planrun.tools.shell import _OPTIONAL, _argv, _env
+    from planrun.tools.shell import _argv, _env, parse_shell_args
 
-    check_args("shell", args, ("cmd",), _OPTIONAL)
-    argv, command = _argv(args["cmd"])
-    cwd = args.get("cwd")
-    if cwd is None:
-        cwd = base_cwd
-    elif isinstance(cwd, str):
-        cwd = cwd if os.path.isabs(cwd) else os.path.join(base_cwd, cwd)
-    else:
-        raise ToolFailed(f"shell: 'cwd' must be a string, got {type_name(cwd)}")
-    env = args.get("env")
+    parsed = parse_shell_args(args, base_cwd)
+    argv, command = _argv(parsed.cmd)  # no env: workers look the program up on their PATH
+    cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
     env_set = _env(env, {})  # the values as text; merged over the worker's environment there
     env_unset = [str(k) for k, v in env.items() if v is None] if isinstance(env, dict) else []
-    stdin = args.get("stdin")
-    if stdin is not None and not isinstance(stdin, str):
-        raise ToolFailed(f"shell: 'stdin' must be a string, got {type_name(stdin)}")
-    check = args.get("check", True)
-    if not isinstance(check, bool):
-        raise ToolFailed(f"shell: 'check' must be true or false, got {type_name(check)}")
     return {
         "argv": argv,
         "command": command,

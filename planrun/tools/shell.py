@@ -11,10 +11,11 @@ import re
 import shlex
 import shutil
 import signal
+from dataclasses import dataclass
 from typing import Any
 
 from planrun.tools import check_args, type_name
-from planrun.tools.base import OutputCallback, ToolContext, ToolFailed, resolve_path
+from planrun.tools.base import OutputCallback, ToolContext, ToolFailed
 
 _OPTIONAL = ("cwd", "env", "stdin", "check")
 _GRACE_S = 0.5  # between SIGTERM and SIGKILL when a step is cancelled
@@ -41,16 +42,25 @@ def command_failed(command: str, result: dict[str, Any]) -> ToolFailed:
     )
 
 
-async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    """Run `cmd`; result `{stdout, stderr, exit_code}`. Cancelling kills the whole group."""
+@dataclass(frozen=True)
+class ShellArgs:
+    """A shell step's arguments, checked (shared with remote executors)."""
+
+    cmd: Any
+    cwd: str  # absolute, or relative to the base directory it was given
+    env: Any  # as written: merged over the environment where the command runs
+    stdin: str | None
+    check: bool
+
+
+def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
+    """Check `args` as the shell tool does; one clear ToolFailed line for each mistake."""
     check_args("shell", args, ("cmd",), _OPTIONAL)
-    env = _env(args.get("env"), ctx.env)
-    argv, command = _argv(args["cmd"], env)
     cwd = args.get("cwd")
     if cwd is None:
-        cwd = ctx.cwd
+        cwd = base_cwd
     elif isinstance(cwd, str):
-        cwd = resolve_path(cwd, ctx)
+        cwd = cwd if os.path.isabs(cwd) else os.path.join(base_cwd, cwd)
     else:
         raise ToolFailed(f"shell: 'cwd' must be a string, got {type_name(cwd)}")
     stdin = args.get("stdin")
@@ -59,6 +69,15 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     check = args.get("check", True)
     if not isinstance(check, bool):
         raise ToolFailed(f"shell: 'check' must be true or false, got {type_name(check)}")
+    return ShellArgs(args["cmd"], cwd, args.get("env"), stdin, check)
+
+
+async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Run `cmd`; result `{stdout, stderr, exit_code}`. Cancelling kills the whole group."""
+    parsed = parse_shell_args(args, ctx.cwd)
+    env = _env(parsed.env, ctx.env)
+    argv, command = _argv(parsed.cmd, env)
+    cwd, stdin, check = parsed.cwd, parsed.stdin, parsed.check
     data = stdin.encode() if stdin is not None else None
 
     proc = await _spawn(argv, cwd, env, data is not None)
