@@ -255,20 +255,19 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
         raise ExpressionError(f"in '${{{source}}}': {type(exc).__name__}: {exc}") from None
 
 
-def iter_templates(
+def template_strings(
     value: Any, path: tuple[str | int, ...] = ()
-) -> Iterator[tuple[tuple[str | int, ...], Template]]:
-    """Every template inside a JSON-like value, with its path (keys are not templated)."""
+) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Every string holding `${` inside a JSON-like value, with its path (keys are not templated)."""
     if isinstance(value, str):
-        tpl = parse_template(value)
-        if tpl is not None:
-            yield path, tpl
+        if "${" in value:
+            yield path, value
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from iter_templates(v, (*path, k))
+            yield from template_strings(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from iter_templates(v, (*path, i))
+            yield from template_strings(v, (*path, i))
 
 
 def resolve(

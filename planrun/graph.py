@@ -8,17 +8,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planrun.expressions import ExpressionError, iter_templates
+from planrun.expressions import ExpressionError, parse_template, template_strings
 from planrun.model import Step
 
 
-def step_expressions(step: Step) -> Iterable[tuple[tuple[str | int, ...], Any]]:
-    """(path, Template) for every template a step holds: args, when, title."""
-    yield from iter_templates(step.args, ("args",))
+def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
+    """(path, text) for every `${...}` string a step holds: args, when, title."""
+    yield from template_strings(step.args, ("args",))
     if isinstance(step.when, str):
-        yield from iter_templates(when_source(step.when), ("when",))
+        yield from template_strings(when_source(step.when), ("when",))
     if step.title:
-        yield from iter_templates(step.title, ("title",))
+        yield from template_strings(step.title, ("title",))
 
 
 def when_source(when: str) -> str:
@@ -144,26 +144,22 @@ class PlanGraph:
 def data_sources(
     step: Step, binders: dict[str, list[str]], known: set[str]
 ) -> Iterable[tuple[str, str]]:
-    """(name, producing step) for every result variable or `steps.X` the step reads."""
-    for _path, tpl in _safe_expressions(step):
-        for expr in tpl.exprs:
+    """(name, producing step) for every result variable or `steps.X` the step reads.
+
+    Strings that do not parse are skipped here: validation reports them.
+    """
+    for _path, text in step_strings(step):
+        try:
+            tpl = parse_template(text)
+        except ExpressionError:
+            continue
+        for expr in tpl.exprs if tpl is not None else ():
             for name in expr.names:
                 for producer in binders.get(name, ()):
                     yield name, producer
             for ref in expr.step_refs:
                 if ref in known:
                     yield f"steps.{ref}", ref
-
-
-def _safe_expressions(step: Step) -> Iterable[tuple[tuple[str | int, ...], Any]]:
-    it = iter(step_expressions(step))
-    while True:
-        try:
-            yield next(it)
-        except StopIteration:
-            return
-        except ExpressionError:
-            continue
 
 
 # ---- renderings -------------------------------------------------------------------------

@@ -5,15 +5,15 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from planrun.errors import Diagnostic, PlanInvalid
-from planrun.expressions import ExpressionError, format_path, parse_template
-from planrun.graph import PlanGraph, when_source
+from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
+from planrun.graph import PlanGraph, step_strings
 from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, Step
 
 BUILTIN_TOOLS = ("echo", "http", "plan", "python", "read_file", "shell", "sleep", "write_file")
@@ -171,18 +171,6 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     return PLAN_FIELDS
 
 
-def _strings(value: Any, path: Path) -> Iterator[tuple[Path, str]]:
-    if isinstance(value, str):
-        if "${" in value:
-            yield path, value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from _strings(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _strings(v, (*path, i))
-
-
 def default_name(file: str) -> str:
     if file.startswith("<"):
         return "inline"
@@ -265,7 +253,7 @@ def check_document(
             elif dep == s.id:
                 out.add(("steps", i, "depends_on", j), f"step '{s.id}' depends on itself")
         _check_tool(s, i, servers, header, out)
-        for path, text in _step_strings(s):
+        for path, text in step_strings(s):
             try:
                 tpl = parse_template(text)
             except ExpressionError as exc:
@@ -289,7 +277,7 @@ def check_document(
     # Server entries are resolved before any step runs: only variables and `env` are known.
     server_names = set(plan_vars) | set(variables or {}) | {"env"}
     for name, entry in (header.servers if header else {}).items():
-        for path, text in _strings(entry.model_dump(exclude_none=True), ("servers", name)):
+        for path, text in template_strings(entry.model_dump(exclude_none=True), ("servers", name)):
             try:
                 tpl = parse_template(text)
             except ExpressionError as exc:
@@ -338,7 +326,7 @@ def check_document(
 def _data_edge_path(s: Step, producer: str, steps: list[Step]) -> Path:
     """Where step `s` reads a result of `producer` (the string that makes the data-flow edge)."""
     bound = {t.result_variable for t in steps if t.id == producer and t.result_variable}
-    for path, text in _step_strings(s):
+    for path, text in step_strings(s):
         try:
             tpl = parse_template(text)
         except ExpressionError:
@@ -352,14 +340,6 @@ def _data_edge_path(s: Step, producer: str, steps: list[Step]) -> Path:
 def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
     value = data.get(key)
     return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-def _step_strings(s: Step) -> Iterator[tuple[Path, str]]:
-    yield from _strings(s.args, ("args",))
-    if isinstance(s.when, str):
-        yield from _strings(when_source(s.when), ("when",))
-    if s.title:
-        yield from _strings(s.title, ("title",))
 
 
 def _check_tool(
