@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     print_table(["run", "wall", "cpu", "runs"], rows)
     ratio = on.median / off.median if on.ok and off.ok else float("nan")
     ratio_ok = ratio == ratio and ratio <= RATIO_TARGET
-    shown = f"{ratio:.2f}x" if ratio == ratio else "n/a"
+    shown = f"{ratio:.3f}x" if ratio == ratio else "n/a"
     print(
         f"state on / --no-state: {shown} (target <= {RATIO_TARGET}x) {'OK' if ratio_ok else 'MISSED'}"
     )

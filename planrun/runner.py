@@ -75,22 +75,22 @@ def _abs(path: str, cwd: str) -> str:
 
 
 def load_vars_file(path: str, cwd: str) -> dict[str, Any]:
-    """`--vars-file`: a YAML or JSON mapping."""
-    import yaml
+    """`--vars-file`: a YAML or JSON mapping (read by the plan loader: JSON types only)."""
+    from planrun.loader import load_document
 
     full = _abs(path, cwd)
     try:
-        with open(full, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except FileNotFoundError:
+        if os.path.isfile(full) and not open(full, "rb").read(4096).strip():
+            return {}  # an empty vars file sets nothing
+        doc = load_document(full)
+    except UsageError:
         raise UsageError(f"vars file not found: {path}") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read vars file {path}: {str(exc).splitlines()[0]}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
+    except PlanInvalid as exc:
+        first = exc.diagnostics[0]
+        raise UsageError(f"vars file {path}:{first.line}:{first.col}: {first.message}") from None
+    if not isinstance(doc.data, dict):
         raise UsageError(f"vars file {path} must hold a mapping of names to values")
-    return data
+    return doc.data
 
 
 def load_checked(req: RunRequest, extra_vars: dict[str, Any]) -> CheckedPlan:

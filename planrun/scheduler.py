@@ -30,7 +30,7 @@ DONE_OK = frozenset({"succeeded", "ignored", "skipped"})
 def fingerprint(tool: str, args: Any) -> str:
     """What a step does: its tool and resolved arguments."""
     blob = json.dumps([tool, args], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 @dataclass

@@ -675,3 +675,18 @@ def test_plain_commands_run_without_a_shell_but_behave_the_same(run, write, tmp_
     assert s["plain"]["stdout"] == "a b\n"
     assert s["missing"]["exit_code"] == 127 and "not found" in s["missing"]["stderr"]
     assert s["path"]["stdout"] == "from-mytool x\n"
+
+
+def test_vars_file_errors_and_unicode(run, write, tmp_path):
+    (tmp_path / "v.json").write_text(json.dumps({"big": "ab\U0001f600cd"}))  # written as \\ud83d\\ude00
+    write("bad.json", "[1\n")
+    write("empty.yaml", "")
+    write("p.yaml", 'steps:\n  - {id: a, tool: echo, args: {value: "${big | default(1)}"}}\n')
+    r = run("run", "p.yaml", "--vars-file", "v.json", "--no-state", "--output", "json")
+    assert r.code == 0 and r.json["steps"][0]["result"] == "ab\U0001f600cd", r
+    r = run("run", "p.yaml", "--vars-file", "bad.json")
+    assert r.code == 2 and "bad.json:2:1" in r.err, r
+    assert run("run", "p.yaml", "--vars-file", "empty.yaml", "--no-state").code == 0
+    r = run("run", "p.yaml", "--vars-file", "missing.yaml")
+    assert r.code == 2 and "missing.yaml" in r.err
+    assert_no_traceback(r)
