@@ -12,6 +12,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError
@@ -80,7 +81,11 @@ def load_vars_file(path: str, cwd: str) -> dict[str, Any]:
 
     full = _abs(path, cwd)
     try:
-        if os.path.isfile(full) and not open(full, "rb").read(4096).strip():
+        if (
+            os.path.isfile(full)
+            and os.path.getsize(full) < 4096
+            and not Path(full).read_bytes().strip()
+        ):
             return {}  # an empty vars file sets nothing
         doc = load_document(full)
     except UsageError:
