@@ -35,8 +35,14 @@ def fails(tool: str, args: dict[str, Any], ctx: ToolContext) -> ToolFailed:
     return info.value
 
 
-@pytest.fixture
-def ctx(tmp_path: Path) -> ToolContext:
+@pytest.fixture(params=["spawn", "fork"])
+def ctx(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> ToolContext:
+    """Both ways the shell tool starts a command: posix_spawn (a step run in planrun's own
+    directory) and asyncio's fork/exec (any other directory)."""
+    if request.param == "spawn":
+        monkeypatch.chdir(tmp_path)
     return ToolContext(step_id="s", cwd=str(tmp_path), env={**os.environ, "FROM_CTX": "ctx"})
 
 

@@ -186,10 +186,138 @@ def _env(extra: Any, base: dict[str, str]) -> dict[str, str]:
     return env
 
 
-async def _spawn(
+class _SpawnedProcess:
+    """The part of asyncio's Process that this tool uses, for a child started by posix_spawn
+    and watched through a pidfd: no fork of this (large) process, no watcher thread."""
+
+    def __init__(self, pid: int, pidfd: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin: asyncio.StreamWriter | None = None
+        self.stdout: asyncio.StreamReader | None = None
+        self.stderr: asyncio.StreamReader | None = None
+        self._transports: list[asyncio.BaseTransport] = []
+        loop = asyncio.get_running_loop()
+        self._exited: asyncio.Future[None] = loop.create_future()
+        self._pidfd = pidfd
+        loop.add_reader(pidfd, self._on_exit, loop)
+        self._transport = self  # _kill_group closes the pipes through this
+
+    def _on_exit(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        _, status = os.waitpid(self.pid, 0)
+        self.returncode = os.waitstatus_to_exitcode(status)
+        if not self._exited.done():
+            self._exited.set_result(None)
+
+    async def connect(self, out_r: int, err_r: int, in_w: int | None) -> None:
+        loop = asyncio.get_running_loop()
+        for fd, name in ((out_r, "stdout"), (err_r, "stderr")):
+            reader = asyncio.StreamReader(limit=_CHUNK)
+
+            def reading(r: asyncio.StreamReader = reader) -> asyncio.StreamReaderProtocol:
+                return asyncio.StreamReaderProtocol(r)
+
+            transport, _ = await loop.connect_read_pipe(reading, os.fdopen(fd, "rb", 0))
+            self._transports.append(transport)
+            setattr(self, name, reader)
+        if in_w is not None:
+
+            def protocol() -> asyncio.StreamReaderProtocol:
+                return asyncio.StreamReaderProtocol(asyncio.StreamReader())
+
+            wt, wp = await loop.connect_write_pipe(protocol, os.fdopen(in_w, "wb", 0))
+            self._transports.append(wt)
+            self.stdin = asyncio.StreamWriter(wt, wp, None, loop)
+
+    async def wait(self) -> int:
+        await asyncio.shield(self._exited)
+        assert self.returncode is not None
+        return self.returncode
+
+    async def communicate(self, data: bytes | None) -> tuple[bytes, bytes]:
+        async def feed() -> None:
+            if self.stdin is None:
+                return
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                if data:
+                    self.stdin.write(data)
+                    await self.stdin.drain()
+                self.stdin.close()
+
+        assert self.stdout is not None and self.stderr is not None
+        _, out, err = await asyncio.gather(feed(), self.stdout.read(), self.stderr.read())
+        await self.wait()
+        self.close()
+        return out, err
+
+    def close(self) -> None:
+        for t in self._transports:
+            t.close()
+
+
+def _spawn_fast(
     argv: list[str], cwd: str, env: dict[str, str], with_stdin: bool
-) -> asyncio.subprocess.Process:
+) -> tuple[int, int, int, int | None] | None:
+    """posix_spawn the command (pid, stdout, stderr, stdin fds), or None where it cannot be used.
+
+    posix_spawn has no chdir, so only commands run in planrun's own directory take this path;
+    os.pipe() fds are close-on-exec, so the child gets exactly its three standard streams.
+    """
+    if not _FAST_SPAWN or not os.path.isabs(argv[0]) or cwd != os.getcwd():
+        return None
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    in_r, in_w = os.pipe() if with_stdin else (None, None)
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_DUP2, err_w, 2),
+        (os.POSIX_SPAWN_DUP2, in_r, 0)
+        if in_r is not None
+        else (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+    ]
     try:
+        pid = os.posix_spawn(
+            argv[0],
+            argv,
+            env,
+            file_actions=actions,
+            setsid=True,  # own process group
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            setsigmask=(),  # as subprocess does
+        )
+    except BaseException:
+        for fd in (out_r, err_r, in_w):
+            if fd is not None:
+                os.close(fd)
+        raise
+    finally:
+        for fd in (out_w, err_w, in_r):
+            if fd is not None:
+                os.close(fd)
+    return pid, out_r, err_r, in_w
+
+
+_FAST_SPAWN = hasattr(os, "posix_spawn") and hasattr(os, "pidfd_open")
+
+
+async def _spawn(argv: list[str], cwd: str, env: dict[str, str], with_stdin: bool) -> Any:
+    try:
+        fast = _spawn_fast(argv, cwd, env, with_stdin)
+        if fast is not None:
+            pid, out_r, err_r, in_w = fast
+            try:
+                proc = _SpawnedProcess(pid, os.pidfd_open(pid))
+            except OSError:  # no pidfd support in this kernel: reap it and go the usual way
+                for fd in (out_r, err_r, in_w):
+                    if fd is not None:
+                        os.close(fd)
+                os.waitpid(pid, 0)
+                globals()["_FAST_SPAWN"] = False
+            else:
+                await proc.connect(out_r, err_r, in_w)
+                return proc
         return await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
@@ -212,9 +340,7 @@ async def _spawn(
         raise ToolFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
 
 
-async def _stream(
-    proc: asyncio.subprocess.Process, data: bytes | None, on_output: OutputCallback
-) -> tuple[bytes, bytes]:
+async def _stream(proc: Any, data: bytes | None, on_output: OutputCallback) -> tuple[bytes, bytes]:
     """Capture both pipes while passing each complete line to `on_output` as it arrives."""
     out: list[bytes] = []
     err: list[bytes] = []
@@ -260,7 +386,7 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+async def _kill_group(proc: Any) -> None:
     """SIGTERM the process group, SIGKILL what is left after a short grace, reap the child."""
     # The group id is the child's pid (start_new_session); the group lives on in any
     # grandchild even after the child itself has exited.
