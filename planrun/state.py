@@ -40,7 +40,7 @@ RUN_STATUSES = ("running", "succeeded", "failed", "interrupted", "blocked")
 
 # The journal is folded into the snapshot once it is larger than this and than the last
 # snapshot: each compaction is paid for by at least as many journal bytes, so it stays linear.
-COMPACT_MIN_BYTES = 1 << 20
+COMPACT_MIN_BYTES = 4 << 20  # journal size before the first compaction during a run
 
 _JOURNAL_SUFFIX = ".journal"
 _LOCK_SUFFIX = ".lock"
@@ -771,7 +771,8 @@ class StateStore:
             os.replace(jtmp, self.journal_path)
             self._journal_fd = jfd
             self._journal_bytes = len(header)
-            self._compact_at = max(self._compact_min_bytes, len(data))
+            # the journal may grow to twice the snapshot: compaction cost stays linear overall
+            self._compact_at = max(self._compact_min_bytes, 2 * len(data))
         _fsync_dir(self.path.parent)
 
     def _close_journal(self, *, sync: bool = False) -> None:
