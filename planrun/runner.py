@@ -331,7 +331,7 @@ async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
     prep = prepare(req)
     plan = prep.plan
     if req.dry_run:
-        return dry_run_document(prep), ExitCode.OK
+        return Masker(plan.secrets, prep.variables)(dry_run_document(prep)), ExitCode.OK
     gated = [sid for sid in prep.selected if needs_approval(plan, plan.step(sid))]
     if gated and not req.yes and not req.interactive:
         doc = blocked_document(plan, prep.selected, gated)

@@ -580,6 +580,9 @@ def test_secrets_are_masked_everywhere(run, write, tmp_path):
     for f in (tmp_path / ".planrun").rglob("*"):
         if f.is_file():
             assert "s3cr3t-value" not in f.read_text(errors="replace")
+    for fmt in ("text", "json"):
+        r = run("run", "p.yaml", "--var", "token=s3cr3t-value", "--dry-run", "--output", fmt)
+        assert r.code == 0 and "s3cr3t-value" not in r.out + r.err and "***" in r.out, r
 
 
 def test_missing_plan_is_usage_error(run):
