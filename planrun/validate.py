@@ -253,6 +253,13 @@ def check_document(
             elif dep == s.id:
                 out.add(("steps", i, "depends_on", j), f"step '{s.id}' depends on itself")
         _check_tool(s, i, servers, header, out)
+        if s.on_failure == "replan" and header is not None and header.replan is None:
+            out.add(
+                ("steps", i, "on_failure"),
+                f"step '{s.id}' has on_failure: replan but the plan has no 'replan:' planner "
+                "(without --planner it fails like abort)",
+                severity="warning",
+            )
         for path, text in step_strings(s):
             try:
                 tpl = parse_template(text)

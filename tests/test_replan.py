@@ -222,3 +222,17 @@ def test_resume_after_interrupted_revised_run_continues_the_revision(write, tmp_
     assert [n["id"] for n in g["nodes"]] == ["first", "alt", "wait", "finish"]
     st = run("status", "p.yaml", "--output", "json").json
     assert len(st["revisions"]) == 1
+
+
+def test_planner_from_the_command_line(run, write, tmp_path, setup):
+    setup("route")
+    text = (tmp_path / "p.yaml").read_text()
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("replan:"))
+    (tmp_path / "p.yaml").write_text(text + "\n")
+    v = run("validate", "p.yaml")
+    assert v.code == 0 and "warning" in v.out and "--planner" in v.out, v
+    r = run("run", "p.yaml", "--output", "json", "--planner", f"{sys.executable} planner.py")
+    assert r.code == 0, r
+    assert [s["id"] for s in r.json["steps"]] == ["first", "alt", "finish"]
+    r = run("run", "p.yaml", "--output", "json")  # no planner: the failure aborts the run
+    assert r.code == 1 and r.json["reason"] == "step_failed", r
