@@ -35,7 +35,20 @@ async def check_tools(
             if server in plan.servers:
                 used.setdefault(server, []).append(i)
     names = list(used)
-    listings = await asyncio.gather(*(pool.list_tools(n) for n in names), return_exceptions=True)
+
+    async def tools_of(server: str) -> Any:
+        # A server that is slow to answer must not hold the run longer than its steps' own
+        # timeouts would: past that, skip the check and let the steps fail on their own.
+        bounds = [plan.steps[i].timeout or plan.defaults.timeout for i in used[server]]
+        bound = min((b for b in bounds if b), default=None)
+        if bound is None:
+            return await pool.list_tools(server)
+        try:
+            return await asyncio.wait_for(pool.list_tools(server), bound)
+        except TimeoutError:
+            return ToolFailed(f"no answer within {bound:g}s")
+
+    listings = await asyncio.gather(*(tools_of(n) for n in names), return_exceptions=True)
     out: list[Diagnostic] = []
 
     def add(path: tuple[Any, ...], severity: str, message: str, hint: str | None = None) -> None:

@@ -436,6 +436,9 @@ class Scheduler:
                         result = await self._call(step, args, ctx)
                 except TimeoutError:
                     error = f"timed out after {_fmt_seconds(timeout or 0)}"
+                    if "." in step.tool:  # name the MCP server and tool that did not answer
+                        server, _, tool = step.tool.partition(".")
+                        error = f"MCP server '{server}' tool '{tool}': {error}"
                 except ToolFailed as exc:
                     error, detail, partial = exc.message, exc.detail, exc.result
                 except (asyncio.CancelledError, KeyboardInterrupt):

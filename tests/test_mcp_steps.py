@@ -187,3 +187,21 @@ def test_mcp_config_file_supplies_servers(run, write):
 
 def test_git_binary_available():
     assert shutil.which("git")
+
+
+def test_silent_server_is_bounded_by_the_step_timeout(run, write):
+    write(
+        "p.yaml",
+        f"""
+        servers:
+          mute: {{command: "{sys.executable}", args: ["{SERVERS / "silent_server.py"}"]}}
+        steps:
+          - {{id: a, tool: mute.anything, timeout: 1s}}
+    """,
+    )
+    t0 = time.monotonic()
+    r = run("run", "p.yaml", "--output", "json")
+    assert time.monotonic() - t0 < 10  # not the 20 s default connect timeout
+    assert r.code == 1, r
+    assert r.json["steps"][0]["error"] == "MCP server 'mute' tool 'anything': timed out after 1s"
+    _no_servers_left()
