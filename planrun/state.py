@@ -467,6 +467,16 @@ class StateStore:
     # ----------------------------------------------------------------- locking
 
     def acquire(self) -> None:
+        """Take the state file's lock, or StateError naming the live holder's pid (or saying
+        why the state file cannot be written there)."""
+        try:
+            self._acquire()
+        except OSError as exc:
+            raise StateError(
+                f"cannot write the state file {self.path}: {exc.strerror or exc}"
+            ) from None
+
+    def _acquire(self) -> None:
         """Take the state file's lock, or StateError naming the live holder's pid.
 
         flock decides: the kernel drops it when its holder dies, even by kill -9, so a lock

@@ -701,3 +701,16 @@ def test_vars_file_errors_and_unicode(run, write, tmp_path):
     r = run("run", "p.yaml", "--vars-file", "missing.yaml")
     assert r.code == 2 and "missing.yaml" in r.err
     assert_no_traceback(r)
+
+
+def test_unwritable_state_and_report_paths(run, write, tmp_path):
+    write("p.yaml", "steps:\n  - {id: a, tool: echo, args: {value: 1}}\n")
+    (tmp_path / "afile").write_text("")
+    r = run("run", "p.yaml", "--state", "afile/state.json")
+    assert r.code == 4 and "cannot write the state file" in r.err, r
+    r = run("run", "p.yaml", "--junit", "afile/junit.xml", "--no-state")
+    assert r.code == 2 and "afile/junit.xml" in r.err, r
+    r = run("run", "p.yaml", "--events", "afile/ev.jsonl", "--no-state")
+    assert r.code == 2, r
+    for res in (r,):
+        assert_no_traceback(res)

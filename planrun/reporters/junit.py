@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -75,6 +76,13 @@ class JUnitReporter:
         self.path = Path(path)
         self._suites: dict[str, _Suite] = {}
         self._closed = False
+        # Fail now (OSError), not after the run, when the report cannot be written there.
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self.path.parent, prefix=".planrun-"):
+                pass
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
     def _suite(self, plan: str) -> _Suite:
         suite = self._suites.get(plan)
