@@ -257,17 +257,20 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
 
 def template_strings(
     value: Any, path: tuple[str | int, ...] = ()
-) -> Iterator[tuple[tuple[str | int, ...], str]]:
+) -> list[tuple[tuple[str | int, ...], str]]:
     """Every string holding `${` inside a JSON-like value, with its path (keys are not templated)."""
-    if isinstance(value, str):
-        if "${" in value:
-            yield path, value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield from template_strings(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from template_strings(v, (*path, i))
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    stack: list[tuple[tuple[str | int, ...], Any]] = [(path, value)]
+    while stack:  # a loop, not recursive generators: this runs over every value of a plan
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if "${" in item:
+                found.append((where, item))
+        elif isinstance(item, dict):
+            stack.extend(((*where, k), v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend(((*where, i), v) for i, v in reversed(list(enumerate(item))))
+    return found
 
 
 def resolve(

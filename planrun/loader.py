@@ -18,6 +18,7 @@ Design, in short (docs/loader.md has the user-facing rules):
 from __future__ import annotations
 
 import bisect
+import contextlib
 import gc
 import json
 import os
@@ -882,6 +883,23 @@ def _fast_literal(header: str, lines: list[str], i: int, owner: int) -> tuple[st
     return text, i
 
 
+def _fast_json_float(text: str) -> float:
+    if "e" in text or "E" in text:
+        raise _Bail  # YAML 1.1 reads 1e3 as a string
+    return float(text)
+
+
+def _fast_json_bail(text: str) -> Any:
+    raise _Bail
+
+
+def _fast_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _Bail  # duplicate keys: libyaml's path reports them with positions
+    return result
+
+
 def _fast_inline(rest: str) -> Any:
     """The value written after "key: " or "- " on one line."""
     first = rest[0]
@@ -898,6 +916,16 @@ def _fast_inline(rest: str) -> Any:
         _fast_tail(rest, quoted.end())
         return quoted.group(1).replace("''", "'")
     if first == "[" or first == "{":
+        if '"' in rest and "\\u" not in rest:
+            # A flow collection written as JSON (`{"host": "a.b"}`): JSON reads it as YAML
+            # does, but for exponents, NaN and duplicate keys, which go to libyaml.
+            with contextlib.suppress(ValueError):
+                return json.loads(
+                    rest.rstrip(" "),
+                    parse_float=_fast_json_float,
+                    parse_constant=_fast_json_bail,
+                    object_pairs_hook=_fast_json_object,
+                )
         close = rest.find("]" if first == "[" else "}")
         if close < 0:
             raise _Bail
