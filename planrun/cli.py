@@ -165,7 +165,8 @@ def _run_options(fn: F) -> F:
 
 
 def _do_run(force_resume: bool, **kw: Any) -> None:
-    from planrun.runner import RunRequest, render_dry_run, run_sync
+    from planrun.dryrun import render_dry_run
+    from planrun.runner import RunRequest, run_sync
 
     plan = kw["plan"]
     if not os.path.exists(plan):

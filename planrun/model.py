@@ -232,6 +232,14 @@ class Plan(PlanHeader):
             self._index = (self.steps, {s.id: s for s in self.steps})
         return self._index[1][step_id]
 
+    def needs_approval(self, step: Step) -> bool:
+        """`approval: true`, or a tool matched by `policy.require_approval`."""
+        import fnmatch
+
+        return step.approval or any(
+            fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval
+        )
+
     @property
     def goal(self) -> str:
         return self.description or self.title or self.name or ""

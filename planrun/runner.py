@@ -17,9 +17,9 @@ from typing import Any
 
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError
 from planrun.events import Event, EventBus
-from planrun.expressions import Expr, ExpressionError, parse_template, to_text
 from planrun.graph import PlanGraph
-from planrun.model import Plan, Step
+from planrun.model import Plan
+from planrun.secrets import Masker
 from planrun.validate import CheckedPlan, check_document
 
 
@@ -154,150 +154,6 @@ def _with_mcp_config(plan: Plan, path: str, cwd: str) -> Plan:
     return plan.model_copy(update={"servers": servers})
 
 
-# ---- dry-run -----------------------------------------------------------------------------
-
-
-def dry_run_document(prep: Prepared) -> dict[str, Any]:
-    """The SPEC §8 dry-run document: start order in waves, resolved args with placeholders."""
-    plan, graph = prep.plan, prep.graph
-    keep = set(prep.selected)
-    sub = PlanGraph(
-        order=[s for s in graph.order if s in keep],
-        deps={s: [d for d in graph.deps[s] if d in keep] for s in graph.order if s in keep},
-        kinds=graph.kinds,
-        titles=graph.titles,
-        tools=graph.tools,
-    )
-    waves = sub.waves()
-    producers: dict[str, str] = {}
-    for s in plan.steps:
-        if s.result_variable:
-            producers.setdefault(s.result_variable, s.id)
-    scope = {**prep.variables, "env": dict(os.environ), "steps": {}}
-    steps_out = []
-    for wave in waves:
-        for sid in wave:
-            step = plan.step(sid)
-            steps_out.append(
-                {
-                    "id": sid,
-                    "title": _preview(step.title or sid, scope, producers),
-                    "tool": step.tool,
-                    "args": _preview(step.args, scope, producers),
-                    "depends_on": sub.deps[sid],
-                    "when": step.when,
-                    "approval": needs_approval(plan, step),
-                }
-            )
-    return {"plan": plan.name, "waves": waves, "steps": steps_out}
-
-
-def needs_approval(plan: Plan, step: Step) -> bool:
-    import fnmatch
-
-    return step.approval or any(
-        fnmatch.fnmatchcase(step.tool, p) for p in plan.policy.require_approval
-    )
-
-
-def _preview(value: Any, scope: dict[str, Any], producers: dict[str, str]) -> Any:
-    """Resolve what is known now; a value that needs a step's result becomes `<id result>`."""
-    if isinstance(value, dict):
-        return {k: _preview(v, scope, producers) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_preview(v, scope, producers) for v in value]
-    if not isinstance(value, str):
-        return value
-    try:
-        tpl = parse_template(value)
-    except ExpressionError as exc:
-        return f"<error: {exc.message}>"
-    if tpl is None:
-        return value.replace("$${", "${")
-
-    def one(expr: Expr) -> Any:
-        for name in sorted(expr.names):
-            if name in producers:
-                return f"<{producers[name]} result>"
-        if expr.step_refs:
-            return f"<{sorted(expr.step_refs)[0]} result>"
-        try:
-            return expr.evaluate(scope)
-        except ExpressionError as exc:
-            return f"<error: {exc.message}>"
-
-    if tpl.whole is not None:
-        return one(tpl.whole)
-    return "".join(p if isinstance(p, str) else to_text(one(p)) for p in tpl.parts)
-
-
-def render_dry_run(doc: dict[str, Any]) -> str:
-    """Dry-run text: waves in start order, each step with tool, args, dependencies, condition."""
-    import json
-
-    lines = [
-        f"plan {doc['plan']}: {len(doc['steps'])} steps in {len(doc['waves'])} waves (dry run)"
-    ]
-    by_id = {s["id"]: s for s in doc["steps"]}
-    for n, wave in enumerate(doc["waves"], 1):
-        lines.append(f"wave {n}" + (f" ({len(wave)} in parallel)" if len(wave) > 1 else ""))
-        for sid in wave:
-            s = by_id[sid]
-            head = f"  {'∥' if len(wave) > 1 else '•'} {sid}"
-            if s["title"] != sid:
-                head += f"  {s['title']}"
-            head += f"  [{s['tool']}]"
-            if s["approval"]:
-                head += "  ⚠ needs approval"
-            lines.append(head)
-            if s["args"]:
-                lines.append(f"      args: {json.dumps(s['args'], ensure_ascii=False)}")
-            if s["depends_on"]:
-                lines.append(f"      after: {', '.join(s['depends_on'])}")
-            if s["when"] is not None:
-                lines.append(f"      when: {s['when']}")
-    return "\n".join(lines) + "\n"
-
-
-# ---- secrets -----------------------------------------------------------------------------
-
-
-class Masker:
-    """Replaces the values of `secrets:` variables with `***` in any JSON-like value."""
-
-    def __init__(self, names: list[str], variables: dict[str, Any]) -> None:
-        self.names = names
-        self.variables = variables  # live: result variables named as secrets count once bound
-
-    def values(self) -> list[str]:
-        out = []
-        for n in self.names:
-            v = self.variables.get(n)
-            if v is None:
-                continue
-            text = v if isinstance(v, str) else to_text(v)
-            if text:
-                out.append(text)
-        return sorted(out, key=len, reverse=True)
-
-    def __call__(self, value: Any) -> Any:
-        secrets = self.values()
-        return _mask(value, secrets) if secrets else value
-
-
-def _mask(value: Any, secrets: list[str]) -> Any:
-    if isinstance(value, str):
-        for s in secrets:
-            if s in value:
-                value = value.replace(s, "***")
-        return value
-    if isinstance(value, dict):
-        return {k: _mask(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask(v, secrets) for v in value]
-    return value
-
-
 # ---- the run -----------------------------------------------------------------------------
 
 
@@ -331,8 +187,11 @@ async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
     prep = prepare(req)
     plan = prep.plan
     if req.dry_run:
-        return Masker(plan.secrets, prep.variables)(dry_run_document(prep)), ExitCode.OK
-    gated = [sid for sid in prep.selected if needs_approval(plan, plan.step(sid))]
+        from planrun.dryrun import dry_run_document
+
+        doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables)
+        return Masker(plan.secrets, prep.variables)(doc), ExitCode.OK
+    gated = [sid for sid in prep.selected if plan.needs_approval(plan.step(sid))]
     if gated and not req.yes and not req.interactive:
         doc = blocked_document(plan, prep.selected, gated)
         masker = Masker(plan.secrets, prep.variables)
@@ -340,57 +199,59 @@ async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
     return await _run(req, prep)
 
 
-async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCode]:
-    from planrun.executors.local import LocalExecutor
-    from planrun.scheduler import PreviousStep, RunSettings, Scheduler, result_document
+@dataclass
+class OpenedState:
+    """The locked state store of a run (None with --no-state) and what resume needs from it."""
 
-    plan = prep.plan
-    name = plan.name or "plan"
-    store = None
-    previous: dict[str, PreviousStep] | None = None
-    revisions: list[dict[str, Any]] = []
-    if not req.no_state:
-        from planrun.state import StateStore, default_state_path
+    store: Any
+    previous: dict[str, Any] | None = None  # step id -> scheduler.PreviousStep
+    revisions: list[dict[str, Any]] = field(default_factory=list)
 
-        path = _abs(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
-        from pathlib import Path
 
-        store = StateStore(Path(path), name)
-        store.acquire()
-        try:
-            if req.resume:
-                old = store.load()
-                if old is None:
-                    raise StateError(
-                        f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
-                    )
-                previous = {
-                    sid: PreviousStep(
-                        st.status,
-                        st.fingerprint,
-                        st.result,
-                        st.result_variable,
-                        st.attempts,
-                        st.duration_s,
-                    )
-                    for sid, st in old.steps.items()
-                }
-                if old.revisions:
-                    prep = _revised(prep, old.revisions, req.only)
-                    plan = prep.plan
-                    revisions = list(old.revisions)
-                for st in old.steps.values():
-                    if st.status in ("succeeded", "ignored") and st.result_variable:
-                        prep.variables[st.result_variable] = st.result
-        except BaseException:
-            store.release()
-            raise
-    elif req.resume:
-        raise UsageError("--resume needs state: drop --no-state")
+def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
+    """Lock the state file; on resume, load it: the previous steps, results and revisions."""
+    if req.no_state:
+        if req.resume:
+            raise UsageError("--resume needs state: drop --no-state")
+        return prep, OpenedState(None)
+    from planrun.scheduler import PreviousStep
+    from planrun.state import StateStore, default_state_path
 
-    variables = dict(prep.variables)
-    masker = Masker(plan.secrets, variables)
-    bus = EventBus(mask=masker if plan.secrets else None)
+    name = prep.plan.name or "plan"
+    path = _abs(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
+    store = StateStore(Path(path), name)
+    store.acquire()
+    opened = OpenedState(store)
+    if not req.resume:
+        return prep, opened
+    try:
+        old = store.load()
+        if old is None:
+            raise StateError(
+                f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
+            )
+        opened.previous = {
+            sid: PreviousStep(
+                st.status, st.fingerprint, st.result, st.result_variable, st.attempts, st.duration_s
+            )
+            for sid, st in old.steps.items()
+        }
+        if old.revisions:
+            prep = _revised(prep, old.revisions, req.only)
+            opened.revisions = list(old.revisions)
+        for st in old.steps.values():
+            if st.status in ("succeeded", "ignored") and st.result_variable:
+                prep.variables[st.result_variable] = st.result
+    except BaseException:
+        store.release()
+        raise
+    return prep, opened
+
+
+def attach_reporters(
+    req: RunRequest, bus: EventBus, store: Any
+) -> tuple[Any, list[Callable[[], None]]]:
+    """Subscribe the console, the state store, --events and --junit; (console, closers)."""
     closers: list[Callable[[], None]] = []
     console = None
     if req.console:
@@ -424,11 +285,63 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     except OSError as exc:
         for close in closers:
             close()
-        if store is not None:
-            store.release()
         raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
     for fn in req.subscribers:
         bus.subscribe(fn)
+    return console, closers
+
+
+async def _check_mcp_tools(plan: Plan, prep: Prepared, pool: Any, console: Any) -> None:
+    """Before the first step: every SERVER.TOOL exists and its literal arguments fit."""
+    from planrun.checktools import check_tools
+
+    found = await check_tools(
+        plan, prep.checked.doc, pool, unreachable_is_error=False, selected=set(prep.selected)
+    )
+    if console is not None:
+        for d in found:
+            if d.severity == "warning":
+                console.notice(d.render(), warning=True)
+    errors = [d for d in found if d.severity == "error"]
+    if errors:
+        raise PlanInvalid(errors)
+
+
+def _started_event(prep: Prepared, variables: dict[str, Any], resumed: bool) -> Event:
+    plan = prep.plan
+    selected = set(prep.selected)
+    steps = [
+        {"id": s.id, "title": s.title or s.id, "tool": s.tool, "depends_on": prep.graph.deps[s.id]}
+        for s in plan.steps
+        if s.id in selected
+    ]
+    data = {
+        "run_id": uuid.uuid4().hex[:12],
+        "digest": plan_digest(plan),
+        "resumed": resumed,
+        "variables": variables,
+        "steps": steps,
+    }
+    return Event("run.started", plan.name or "plan", None, data)
+
+
+async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCode]:
+    """Open state → reporters → servers and executor → schedule → the result document."""
+    from planrun.executors.local import LocalExecutor
+    from planrun.scheduler import RunSettings, Scheduler, result_document
+
+    prep, opened = open_state(req, prep)
+    plan, store = prep.plan, opened.store
+    name = plan.name or "plan"
+    variables = dict(prep.variables)
+    masker = Masker(plan.secrets, variables)
+    bus = EventBus(mask=masker if plan.secrets else None)
+    try:
+        console, closers = attach_reporters(req, bus, store)
+    except BaseException:
+        if store is not None:
+            store.release()
+        raise
 
     services: dict[str, Any] = {
         "notice": console.notice if console is not None else None,
@@ -438,28 +351,12 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     executor: Any = LocalExecutor()
     try:
         if plan.servers:
-            from planrun.checktools import check_tools, make_pool
+            from planrun.checktools import make_pool
 
-            pool = make_pool(plan, variables, req.cwd)
-            services["mcp"] = pool
-            # Before the first step: every SERVER.TOOL exists and its literal args fit.
-            found = await check_tools(
-                plan,
-                prep.checked.doc,
-                pool,
-                unreachable_is_error=False,
-                selected=set(prep.selected),
-            )
-            if console is not None:
-                for d in found:
-                    if d.severity == "warning":
-                        console.notice(d.render(), warning=True)
-            errors = [d for d in found if d.severity == "error"]
-            if errors:
-                raise PlanInvalid(errors)
+            pool = services["mcp"] = make_pool(plan, variables, req.cwd)
+            await _check_mcp_tools(plan, prep, pool, console)
         executor = _make_executor(req, plan, executor)
         await executor.start()
-        ask = _tty_ask(console) if req.interactive and not req.yes else None
         settings = RunSettings(
             jobs=req.jobs or (plan.limits.max_concurrency or os.cpu_count() or 1),
             keep_going=req.keep_going,
@@ -467,7 +364,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
             stream=req.stream,
             cwd=req.cwd,
             env=dict(os.environ),
-            ask=ask,
+            ask=_tty_ask(console) if req.interactive and not req.yes else None,
             services=services,
         )
         replanner = None
@@ -476,49 +373,20 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
 
             replanner = make_replanner(plan, req, services)
         sched = Scheduler(
-            plan, prep.selected, variables, executor, bus, settings, previous, replanner
+            plan, prep.selected, variables, executor, bus, settings, opened.previous, replanner
         )
         masker.variables = sched.variables
-        sched.revisions = revisions
-        sched.replans = len(revisions)
-        selected_set = set(prep.selected)
-        bus.emit(
-            Event(
-                "run.started",
-                name,
-                None,
-                {
-                    "run_id": uuid.uuid4().hex[:12],
-                    "digest": plan_digest(plan),
-                    "resumed": previous is not None,
-                    "variables": variables,
-                    "steps": [
-                        {
-                            "id": s.id,
-                            "title": s.title or s.id,
-                            "tool": s.tool,
-                            "depends_on": prep.graph.deps[s.id],
-                        }
-                        for s in plan.steps
-                        if s.id in selected_set
-                    ],
-                },
-            )
-        )
+        sched.revisions = opened.revisions
+        sched.replans = len(opened.revisions)
+        bus.emit(_started_event(prep, variables, opened.previous is not None))
         outcome = await sched.run()
-        bus.emit(
-            Event(
-                "run.finished",
-                name,
-                None,
-                {
-                    "status": outcome.status,
-                    "reason": outcome.reason,
-                    "duration_s": outcome.duration_s,
-                    "error": outcome.error,
-                },
-            )
-        )
+        finished = {
+            "status": outcome.status,
+            "reason": outcome.reason,
+            "duration_s": outcome.duration_s,
+            "error": outcome.error,
+        }
+        bus.emit(Event("run.finished", name, None, finished))
         doc = result_document(name, sched.order, sched.records, outcome, sched.variables)
         if sched.revisions:
             doc["revisions"] = sched.revisions

@@ -7,7 +7,6 @@ call is carried out is the executor's business; what happens to events is the su
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import graphlib
 import hashlib
 import heapq
@@ -333,7 +332,7 @@ class Scheduler:
                 why = "its tool or arguments changed"
             else:
                 why = "a step it depends on ran again"
-        if self._needs_approval(step) and not self.settings.yes:
+        if self.plan.needs_approval(step) and not self.settings.yes:
             ask = self.settings.ask
             if ask is None or not await ask(sid):
                 self.stop_reason = "denied" if ask is not None else "approval_required"
@@ -353,11 +352,6 @@ class Scheduler:
         task = tg.create_task(self._run_step(sid, step, args, fp, why))
         self._tasks[sid] = task
         return True
-
-    def _needs_approval(self, step: Step) -> bool:
-        return step.approval or any(
-            fnmatch.fnmatchcase(step.tool, pat) for pat in self.plan.policy.require_approval
-        )
 
     def scope(self) -> Scope:
         return Scope(self.variables, self.settings.env, self.records)

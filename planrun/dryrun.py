@@ -1,0 +1,104 @@
+"""`--dry-run`: what would start, in which waves, with which arguments (nothing runs)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from planrun.expressions import Expr, ExpressionError, parse_template, to_text
+from planrun.graph import PlanGraph
+from planrun.model import Plan
+
+
+def dry_run_document(
+    plan: Plan, graph: PlanGraph, selected: list[str], variables: dict[str, Any]
+) -> dict[str, Any]:
+    """The SPEC §8 dry-run document: start order in waves, resolved args with placeholders."""
+    keep = set(selected)
+    sub = PlanGraph(
+        order=[s for s in graph.order if s in keep],
+        deps={s: [d for d in graph.deps[s] if d in keep] for s in graph.order if s in keep},
+        kinds=graph.kinds,
+        titles=graph.titles,
+        tools=graph.tools,
+    )
+    waves = sub.waves()
+    producers: dict[str, str] = {}
+    for s in plan.steps:
+        if s.result_variable:
+            producers.setdefault(s.result_variable, s.id)
+    scope = {**variables, "env": dict(os.environ), "steps": {}}
+    steps_out = []
+    for wave in waves:
+        for sid in wave:
+            step = plan.step(sid)
+            steps_out.append(
+                {
+                    "id": sid,
+                    "title": _preview(step.title or sid, scope, producers),
+                    "tool": step.tool,
+                    "args": _preview(step.args, scope, producers),
+                    "depends_on": sub.deps[sid],
+                    "when": step.when,
+                    "approval": plan.needs_approval(step),
+                }
+            )
+    return {"plan": plan.name, "waves": waves, "steps": steps_out}
+
+
+def _preview(value: Any, scope: dict[str, Any], producers: dict[str, str]) -> Any:
+    """Resolve what is known now; a value that needs a step's result becomes `<id result>`."""
+    if isinstance(value, dict):
+        return {k: _preview(v, scope, producers) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_preview(v, scope, producers) for v in value]
+    if not isinstance(value, str):
+        return value
+    try:
+        tpl = parse_template(value)
+    except ExpressionError as exc:
+        return f"<error: {exc.message}>"
+    if tpl is None:
+        return value.replace("$${", "${")
+
+    def one(expr: Expr) -> Any:
+        for name in sorted(expr.names):
+            if name in producers:
+                return f"<{producers[name]} result>"
+        if expr.step_refs:
+            return f"<{sorted(expr.step_refs)[0]} result>"
+        try:
+            return expr.evaluate(scope)
+        except ExpressionError as exc:
+            return f"<error: {exc.message}>"
+
+    if tpl.whole is not None:
+        return one(tpl.whole)
+    return "".join(p if isinstance(p, str) else to_text(one(p)) for p in tpl.parts)
+
+
+def render_dry_run(doc: dict[str, Any]) -> str:
+    """Dry-run text: waves in start order, each step with tool, args, dependencies, condition."""
+    lines = [
+        f"plan {doc['plan']}: {len(doc['steps'])} steps in {len(doc['waves'])} waves (dry run)"
+    ]
+    by_id = {s["id"]: s for s in doc["steps"]}
+    for n, wave in enumerate(doc["waves"], 1):
+        lines.append(f"wave {n}" + (f" ({len(wave)} in parallel)" if len(wave) > 1 else ""))
+        for sid in wave:
+            s = by_id[sid]
+            head = f"  {'∥' if len(wave) > 1 else '•'} {sid}"
+            if s["title"] != sid:
+                head += f"  {s['title']}"
+            head += f"  [{s['tool']}]"
+            if s["approval"]:
+                head += "  ⚠ needs approval"
+            lines.append(head)
+            if s["args"]:
+                lines.append(f"      args: {json.dumps(s['args'], ensure_ascii=False)}")
+            if s["depends_on"]:
+                lines.append(f"      after: {', '.join(s['depends_on'])}")
+            if s["when"] is not None:
+                lines.append(f"      when: {s['when']}")
+    return "\n".join(lines) + "\n"
