@@ -109,14 +109,7 @@ class PlanGraph:
 
     def upstream(self, targets: Iterable[str]) -> set[str]:
         """`targets` and everything they depend on, transitively."""
-        seen: set[str] = set()
-        stack = list(targets)
-        while stack:
-            sid = stack.pop()
-            if sid not in seen:
-                seen.add(sid)
-                stack.extend(self.deps.get(sid, ()))
-        return seen
+        return _reachable(targets, self.deps)
 
     def downstream(self, sources: Iterable[str]) -> set[str]:
         """`sources` and everything that depends on them, transitively."""
@@ -124,14 +117,7 @@ class PlanGraph:
         for sid, ds in self.deps.items():
             for d in ds:
                 dependents[d].append(sid)
-        seen: set[str] = set()
-        stack = list(sources)
-        while stack:
-            sid = stack.pop()
-            if sid not in seen:
-                seen.add(sid)
-                stack.extend(dependents.get(sid, ()))
-        return seen
+        return _reachable(sources, dependents)
 
     def edges(self) -> list[dict[str, str]]:
         return [
@@ -139,6 +125,17 @@ class PlanGraph:
             for sid in self.order
             for d in self.deps[sid]
         ]
+
+
+def _reachable(starts: Iterable[str], neighbours: dict[str, list[str]]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(starts)
+    while stack:
+        sid = stack.pop()
+        if sid not in seen:
+            seen.add(sid)
+            stack.extend(neighbours.get(sid, ()))
+    return seen
 
 
 def data_sources(

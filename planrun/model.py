@@ -93,6 +93,14 @@ StepId = Annotated[
 ]
 
 
+def _alias(data: Any, alias: str, name: str) -> Any:
+    """`data` with the `alias` key renamed to `name` (when `name` itself is absent)."""
+    if isinstance(data, dict) and alias in data and name not in data:
+        data = dict(data)
+        data[name] = data.pop(alias)
+    return data
+
+
 class OnFailure(StrEnum):
     abort = "abort"
     continue_ = "continue"
@@ -128,10 +136,7 @@ class Step(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _index_alias(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "index" in data and "id" not in data:
-            data = dict(data)
-            data["id"] = data.pop("index")
-        return data
+        return _alias(data, "index", "id")
 
 
 class ServerEntry(_Frozen):
@@ -213,10 +218,7 @@ class PlanHeader(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _id_alias(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "id" in data and "name" not in data:
-            data = dict(data)
-            data["name"] = data.pop("id")
-        return data
+        return _alias(data, "id", "name")
 
 
 class Plan(PlanHeader):
