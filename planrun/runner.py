@@ -250,9 +250,14 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
 
 def attach_reporters(
     req: RunRequest, bus: EventBus, store: Any
-) -> tuple[Any, list[Callable[[], None]]]:
-    """Subscribe the console, the state store, --events and --junit; (console, closers)."""
+) -> tuple[Any, list[Callable[[], None]], list[Callable[[Event], None]]]:
+    """Subscribe the console, the state store, --events and --junit.
+
+    Returns (console, closers, reporters): the reporters also see sub-plans' events (the
+    state store and library subscribers do not: they follow this plan only).
+    """
     closers: list[Callable[[], None]] = []
+    reporters: list[Callable[[Event], None]] = []
     console = None
     if req.console:
         from planrun.reporters.console import ConsoleReporter
@@ -266,6 +271,7 @@ def attach_reporters(
         if req.resume:
             bus.subscribe(_why_notices(console))
         bus.subscribe(console.handle)
+        reporters.append(console.handle)
         closers.append(console.close)
     if store is not None:
         bus.subscribe(store.handle)
@@ -275,12 +281,14 @@ def attach_reporters(
 
             jl = JsonLinesReporter(_abs(req.events, req.cwd))
             bus.subscribe(jl.handle)
+            reporters.append(jl.handle)
             closers.append(jl.close)
         if req.junit:
             from planrun.reporters.junit import JUnitReporter
 
             ju = JUnitReporter(_abs(req.junit, req.cwd))
             bus.subscribe(ju.handle)
+            reporters.append(ju.handle)
             closers.append(ju.close)
     except OSError as exc:
         for close in closers:
@@ -288,7 +296,7 @@ def attach_reporters(
         raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
     for fn in req.subscribers:
         bus.subscribe(fn)
-    return console, closers
+    return console, closers, reporters
 
 
 async def _check_mcp_tools(plan: Plan, prep: Prepared, pool: Any, console: Any) -> None:
@@ -337,7 +345,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     masker = Masker(plan.secrets, variables)
     bus = EventBus(mask=masker if plan.secrets else None)
     try:
-        console, closers = attach_reporters(req, bus, store)
+        console, closers, reporters = attach_reporters(req, bus, store)
     except BaseException:
         if store is not None:
             store.release()
@@ -346,6 +354,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     services: dict[str, Any] = {
         "notice": console.notice if console is not None else None,
         "plan_stack": (os.path.realpath(_abs(req.plan, req.cwd)),),
+        "reporters": reporters,  # sub-plans report their steps to these too
     }
     pool = None
     executor: Any = LocalExecutor()

@@ -714,3 +714,19 @@ def test_unwritable_state_and_report_paths(run, write, tmp_path):
     assert r.code == 2, r
     for res in (r,):
         assert_no_traceback(res)
+
+
+def test_subplan_steps_reach_the_reporters_but_not_the_state(run, write, tmp_path):
+    write("sub.yaml", "name: inner\nsteps:\n  - {id: deep, tool: echo, args: {value: 1}}\n")
+    write("main.yaml", "steps:\n  - {id: outer, tool: plan, args: {path: sub.yaml}}\n")
+    r = run("run", "main.yaml", "--events", "ev.jsonl", "--junit", "j.xml")
+    assert r.code == 0, r
+    assert "inner:deep" in r.err
+    events = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    assert any(e["plan"] == "inner" and e.get("step") == "deep" for e in events)
+    assert events[0]["event"] == "run.started" and events[0]["plan"] == "main"
+    assert events[-1]["event"] == "run.finished" and events[-1]["plan"] == "main"
+    names = {c.get("name") for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")}
+    assert names == {"outer", "deep"}
+    state = json.loads((tmp_path / ".planrun/state/main.json").read_text())
+    assert list(state["steps"]) == ["outer"]

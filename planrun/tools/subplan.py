@@ -48,6 +48,11 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext) -> Any:
         }
         pool = ServerPool(entries, cwd=ctx.cwd)
         services["mcp"] = pool
+    from planrun.secrets import Masker
+
+    bus = EventBus(mask=Masker(prep.plan.secrets, prep.variables) if prep.plan.secrets else None)
+    for report in ctx.services.get("reporters", ()):
+        bus.subscribe(report)
     settings = RunSettings(
         jobs=prep.plan.limits.max_concurrency or os.cpu_count() or 1,
         cwd=ctx.cwd,
@@ -55,9 +60,7 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext) -> Any:
         yes=True,
         services=services,
     )
-    sched = Scheduler(
-        prep.plan, prep.selected, prep.variables, LocalExecutor(), EventBus(), settings
-    )
+    sched = Scheduler(prep.plan, prep.selected, prep.variables, LocalExecutor(), bus, settings)
     try:
         outcome = await sched.run()
     finally:
