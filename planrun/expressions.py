@@ -319,10 +319,17 @@ def resolve_args(tool: str, args: dict[str, Any], scope: Mapping[str, Any]) -> d
 
 
 def parse_cli_value(text: str) -> Any:
-    """`--var K=V`: V as a YAML scalar or flow value (`3` int, `[1,2]` list, `'3'` string)."""
-    import yaml
+    """`--var K=V`: V as a YAML scalar or flow value (`3` int, `[1,2]` list, `'3'` string).
 
+    Read by the plan loader, so it yields what the same text in a plan file would: JSON
+    types only (`yes` and `2026-11-26` stay strings). Text that is not YAML stays as typed.
+    """
+    from planrun.errors import PlanInvalid
+    from planrun.loader import load_text
+
+    if not text.strip() or "\n" in text:
+        return text
     try:
-        return yaml.safe_load(text) if text.strip() else text
-    except yaml.YAMLError:
+        return load_text(f"v: {text}", "--var", "yaml").data["v"]
+    except (PlanInvalid, KeyError, TypeError):
         return text
