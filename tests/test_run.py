@@ -730,3 +730,29 @@ def test_subplan_steps_reach_the_reporters_but_not_the_state(run, write, tmp_pat
     assert names == {"outer", "deep"}
     state = json.loads((tmp_path / ".planrun/state/main.json").read_text())
     assert list(state["steps"]) == ["outer"]
+
+
+def test_var_values_are_yaml_scalars_with_json_types(run, write):
+    write(
+        "p.yaml",
+        'steps:\n  - {id: a, tool: echo, args: {value: ["${n}", "${xs}", "${s}", "${d}", "${y}"]}}\n',
+    )
+    r = run(
+        "run",
+        "p.yaml",
+        "--no-state",
+        "--output",
+        "json",
+        "--var",
+        "n=3",
+        "--var",
+        "xs=[1,2]",
+        "--var",
+        "s='3'",
+        "--var",
+        "d=2026-11-26",
+        "--var",
+        "y=yes",
+    )
+    assert r.code == 0, r
+    assert r.json["steps"][0]["result"] == [3, [1, 2], "3", "2026-11-26", "yes"]
