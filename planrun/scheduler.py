@@ -18,12 +18,10 @@ from typing import Any
 
 from planrun.events import Event, EventBus
 from planrun.executors.base import Executor
-from planrun.expressions import ExpressionError, parse_template, resolve, resolve_args
+from planrun.expressions import ExpressionError, resolve, resolve_args
 from planrun.graph import PlanGraph, when_source
 from planrun.model import OnFailure, Plan, Step
 from planrun.tools.base import ToolContext, ToolFailed
-
-DONE_OK = frozenset({"succeeded", "ignored", "skipped"})
 
 
 def fingerprint(tool: str, args: Any) -> str:
@@ -114,10 +112,6 @@ class RunSettings:
     env: dict[str, str] = field(default_factory=dict)
     ask: Callable[[str], Awaitable[bool]] | None = None  # approval prompt at a TTY
     services: dict[str, Any] = field(default_factory=dict)
-
-
-class StopRun(Exception):
-    """Raised inside the loop to stop starting steps (abort, budget, denial)."""
 
 
 @dataclass
@@ -615,7 +609,3 @@ def result_document(
         ],
         "variables": variables,
     }
-
-
-def uses_template(value: Any) -> bool:
-    return isinstance(value, str) and parse_template(value) is not None
