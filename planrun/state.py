@@ -41,6 +41,7 @@ RUN_STATUSES = ("running", "succeeded", "failed", "interrupted", "blocked")
 # The journal is folded into the snapshot once it is larger than this and than the last
 # snapshot: each compaction is paid for by at least as many journal bytes, so it stays linear.
 COMPACT_MIN_BYTES = 4 << 20  # journal size before the first compaction during a run
+REFRESH_MIN_S = 0.05  # the snapshot is at most this much (or 20 snapshot-writes) behind
 
 _JOURNAL_SUFFIX = ".journal"
 _LOCK_SUFFIX = ".lock"
@@ -445,6 +446,13 @@ class StateStore:
         self._lock_fd: int | None = None
         self._started: set[str] = set()  # steps started in this run
         self._mutex = threading.Lock()  # executors may emit from worker threads
+        # The snapshot is refreshed soon after changes too, not only when the journal is
+        # large, so that the JSON file a user (or a script) reads is close to current; the
+        # refresh rate is bounded so that refreshing costs at most ~5% of the run.
+        self._compacted_at = 0.0  # time.monotonic() of the last snapshot
+        self._compact_cost = 0.0  # how long it took
+        self._refresh_pending = False
+        self._journal_header = 0
 
     # ----------------------------------------------------------------- reading
 
@@ -746,9 +754,36 @@ class StateStore:
         self._journal_bytes += len(line)
         if self._journal_bytes >= self._compact_at:
             self._compact(final=False)
+        else:
+            self._refresh_soon()
+
+    def _refresh_soon(self) -> None:
+        """Rewrite the snapshot now if the last one is old enough, else once that time comes."""
+        wait = self._compacted_at + max(REFRESH_MIN_S, 20 * self._compact_cost) - time.monotonic()
+        if wait <= 0:
+            self._compact(final=False)
+            return
+        if self._refresh_pending:
+            return
+        try:
+            import asyncio
+
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not in a run's event loop: the journal alone keeps the change
+        self._refresh_pending = True
+        loop.call_later(wait, self._scheduled_refresh)
+
+    def _scheduled_refresh(self) -> None:
+        with self._mutex:
+            self._refresh_pending = False
+            if self._journal_fd is not None and self._journal_bytes > self._journal_header:
+                with contextlib.suppress(OSError):  # the journal still holds every change
+                    self._compact(final=False)
 
     def _compact(self, *, final: bool) -> None:
         """Write the full snapshot atomically, then start a fresh journal (or none if final)."""
+        started = time.monotonic()
         state = self.state
         token = None if final else os.urandom(8).hex()
         data = _snapshot_bytes(state, token)
@@ -780,10 +815,12 @@ class StateStore:
             _write_all(jfd, header)
             os.replace(jtmp, self.journal_path)
             self._journal_fd = jfd
-            self._journal_bytes = len(header)
+            self._journal_bytes = self._journal_header = len(header)
             # the journal may grow to twice the snapshot: compaction cost stays linear overall
             self._compact_at = max(self._compact_min_bytes, 2 * len(data))
         _fsync_dir(self.path.parent)
+        self._compacted_at = time.monotonic()
+        self._compact_cost = self._compacted_at - started
 
     def _close_journal(self, *, sync: bool = False) -> None:
         if self._journal_fd is not None:

@@ -327,3 +327,31 @@ def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
         left = subprocess.run(["pgrep", "-f", "sleep 33.5"], capture_output=True, text=True).stdout
         assert not left.split(), "a step's process outlived planrun"
         (tmp_path / "log").unlink()
+
+
+def test_the_json_file_itself_is_current_after_kill_9(write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
+          - {id: long, tool: shell, args: {cmd: "sleep 21.25"}, depends_on: [quick]}
+    """,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "run", "p.yaml", "-q"],
+        cwd=tmp_path,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not (tmp_path / "log").exists():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    subprocess.run(["pkill", "-f", "sleep 21.25"])
+    raw = json.loads((tmp_path / ".planrun/state/p.json").read_text())  # no journal replay
+    assert {k: v["status"] for k, v in raw["steps"].items()} == {
+        "quick": "succeeded",
+        "long": "running",
+    }
