@@ -201,7 +201,7 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
     elif kw["dry_run"]:
         click.echo(render_dry_run(doc), nl=False)
     elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
-        click.echo(f"planrun: blocked: {doc['error']}", err=True)
+        click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
     sys.exit(int(code))
 
 

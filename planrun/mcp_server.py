@@ -362,9 +362,7 @@ async def run_doc(
         if reporter is not None:
             await reporter.finish()
     if doc.get("reason") == "approval_required" and isinstance(doc.get("error"), str):
-        doc["error"] = doc["error"].replace(
-            "(use --yes, or run at a terminal)", "(call again with approve: true)"
-        )
+        doc["error"] += " (call again with approve: true)"
     return doc
 
 

@@ -105,7 +105,7 @@ def load_checked(req: RunRequest, extra_vars: dict[str, Any]) -> CheckedPlan:
     if req.text is not None:
         doc = load_text(req.text, req.plan)
     else:
-        doc = load_document(_abs(req.plan, req.cwd) if not os.path.isabs(req.plan) else req.plan)
+        doc = load_document(_abs(req.plan, req.cwd))
         doc.file = req.plan
     servers = None
     if req.mcp_config:
@@ -125,8 +125,6 @@ def prepare(req: RunRequest) -> Prepared:
     checked = load_checked(req, extra)
     plan = checked.plan
     assert plan is not None
-    if req.mcp_config:
-        plan = _with_mcp_config(plan, req.mcp_config, req.cwd)
     variables = {**plan.variables, **extra}
     graph = PlanGraph.build(plan.steps)
     selected = list(graph.order)
@@ -144,16 +142,6 @@ def prepare(req: RunRequest) -> Prepared:
     return Prepared(checked, plan, variables, selected, graph)
 
 
-def _with_mcp_config(plan: Plan, path: str, cwd: str) -> Plan:
-    from planrun.mcp_client import parse_mcp_config
-    from planrun.model import ServerEntry
-
-    servers = dict(plan.servers)
-    for name, entry in parse_mcp_config(_abs(path, cwd)).items():
-        servers.setdefault(name, ServerEntry.model_validate(entry))
-    return plan.model_copy(update={"servers": servers})
-
-
 # ---- the run -----------------------------------------------------------------------------
 
 
@@ -163,7 +151,7 @@ def blocked_document(plan: Plan, selected: list[str], steps: list[str]) -> dict[
         "status": "blocked",
         "reason": "approval_required",
         "duration_s": 0.0,
-        "error": f"approval required for: {', '.join(steps)} (use --yes, or run at a terminal)",
+        "error": f"approval required for: {', '.join(steps)}",
         "steps": [
             {
                 "id": s,

@@ -41,6 +41,12 @@ class StepRecord:
     duration_s: float | None = None
     fingerprint: str | None = None
     reran: bool = False  # executed in this run (as opposed to kept from the previous one)
+    upstream_failed: bool = False  # skipped because a step it depends on failed
+
+    @property
+    def blocks_dependents(self) -> bool:
+        """Its dependents are skipped: it failed, was stopped, or was itself skipped so."""
+        return self.status in ("failed", "interrupted") or self.upstream_failed
 
 
 class StepsView(Mapping[str, Any]):
@@ -257,18 +263,12 @@ class Scheduler:
             (
                 d
                 for d in self.graph.deps[sid]
-                if d in self.records
-                and self.records[d].status in ("failed", "interrupted")
-                or (
-                    d in self.records
-                    and self.records[d].status == "skipped"
-                    and (self.records[d].error or "").startswith("upstream failed")
-                )
+                if d in self.records and self.records[d].blocks_dependents
             ),
             None,
         )
         if upstream_failed:
-            self._settle(sid, "skipped", reason=f"upstream failed: {upstream_failed}")
+            self._skip(sid, f"upstream failed: {upstream_failed}", upstream_failed=True)
             return False
         scope = self.scope()
         if step.when is not None and step.when is not True:
@@ -282,7 +282,7 @@ class Scheduler:
                 self._fail_now(sid, f"step '{sid}': {exc.message}")
                 return False
             if not cond:
-                self._settle(sid, "skipped", reason="condition false")
+                self._skip(sid, "condition false")
                 return False
         try:
             args = resolve_args(step.tool, step.args, scope)
@@ -350,15 +350,14 @@ class Scheduler:
     def scope(self) -> Scope:
         return Scope(self.variables, self.settings.env, self.records)
 
-    def _settle(self, sid: str, status: str, *, reason: str) -> None:
+    def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None:
         rec = self.records[sid]
-        rec.status, rec.error, rec.reran = (
-            status,
-            reason if status == "skipped" and reason.startswith("upstream") else None,
-            True,
-        )
+        rec.status, rec.reran, rec.upstream_failed = "skipped", True, upstream_failed
+        rec.error = reason if upstream_failed else None  # a `when` skip is no error
         self.bus.emit(
-            Event("step.skipped", self.plan.name or "", sid, {"status": status, "reason": reason})
+            Event(
+                "step.skipped", self.plan.name or "", sid, {"status": "skipped", "reason": reason}
+            )
         )
 
     def _fail_now(self, sid: str, error: str) -> None:

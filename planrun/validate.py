@@ -14,9 +14,10 @@ from pydantic import BaseModel, ValidationError
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.graph import PlanGraph, step_strings
-from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, Step
+from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, ServerEntry, Step
+from planrun.tools import builtin_registry
 
-BUILTIN_TOOLS = ("echo", "http", "plan", "python", "read_file", "shell", "sleep", "write_file")
+BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
 SCOPE_NAMES = frozenset({"env", "steps"})
 
 Path = tuple[str | int, ...]
@@ -326,7 +327,13 @@ def check_document(
         and len(steps) == len(raw_steps)
     ):
         name = header.name or default_name(doc.file)
-        plan = Plan.model_construct(**{**dict(header), "name": name, "steps": steps})
+        merged = {
+            **{n: ServerEntry.model_validate(e) for n, e in extra_servers.items()},
+            **header.servers,
+        }
+        plan = Plan.model_construct(
+            **{**dict(header), "name": name, "steps": steps, "servers": merged}
+        )
     return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
 
 

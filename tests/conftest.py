@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
         yield c
     finally:
         stop_cluster(c)
+
+
+def spawn_planrun(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[Any]:
+    """Start `python -m planrun ARGS` in `cwd` without waiting (to signal or kill it)."""
+    return subprocess.Popen([sys.executable, "-m", "planrun", *args], cwd=cwd, **popen)
+
+
+def wait_for_file(path: Path, timeout: float = 15, interval: float = 0.05) -> None:
+    """Poll until `path` exists (a step's side effect shows the run got that far)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(interval)

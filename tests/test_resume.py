@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import assert_no_traceback
+from tests.conftest import assert_no_traceback, spawn_planrun, wait_for_file
 
 CHAIN = """
 steps:
@@ -142,18 +142,17 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
           - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [long]}
     """,
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "planrun", "run", "p.yaml", "--output", "json"],
+    proc = spawn_planrun(
+        "run",
+        "p.yaml",
+        "--output",
+        "json",
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if (tmp_path / "log").exists():
-            break
-        time.sleep(0.05)
+    wait_for_file(tmp_path / "log")
     time.sleep(0.5)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
@@ -200,15 +199,17 @@ def test_kill_9_at_random_points_then_resume(write, tmp_path):
 
         shutil.rmtree(tmp_path / ".planrun", ignore_errors=True)
         (tmp_path / "log").unlink(missing_ok=True)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "planrun", "run", "p.yaml", "-q", "-j", "2"],
+        proc = spawn_planrun(
+            "run",
+            "p.yaml",
+            "-q",
+            "-j",
+            "2",
             cwd=tmp_path,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 20
-        while not (tmp_path / "log").exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for_file(tmp_path / "log", timeout=20, interval=0.01)
         time.sleep(rng.random() * 0.3)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -295,15 +296,8 @@ def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
     """,
     )
     for signals in ([signal.SIGTERM], [signal.SIGINT, signal.SIGINT]):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "planrun", "run", "p.yaml", "-q"],
-            cwd=tmp_path,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not (tmp_path / "log").exists():
-            time.sleep(0.05)
+        proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        wait_for_file(tmp_path / "log")
         time.sleep(0.5)
         t0 = time.monotonic()
         for sig in signals:
@@ -338,14 +332,8 @@ def test_the_json_file_itself_is_current_after_kill_9(write, tmp_path):
           - {id: long, tool: shell, args: {cmd: "sleep 21.25"}, depends_on: [quick]}
     """,
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "planrun", "run", "p.yaml", "-q"],
-        cwd=tmp_path,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and not (tmp_path / "log").exists():
-        time.sleep(0.05)
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.DEVNULL)
+    wait_for_file(tmp_path / "log")
     time.sleep(0.5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -51,46 +51,29 @@ def type_name(value: Any) -> str:
 # `planrun.tools` (e.g. for `planrun validate`) costs no asyncio, json or httpx2.
 
 
-async def _shell(args: dict[str, Any], ctx: ToolContext) -> Any:
-    from planrun.tools.shell import run_shell
+def _lazy(module: str, attr: str) -> ToolFn:
+    """A tool function that imports `planrun.tools.<module>` on its first call."""
+    fn: ToolFn | None = None
 
-    return await run_shell(args, ctx)
+    async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
+        nonlocal fn
+        if fn is None:
+            import importlib
 
+            fn = getattr(importlib.import_module(f"planrun.tools.{module}"), attr)
+        return await fn(args, ctx)
 
-async def _echo(args: dict[str, Any], ctx: ToolContext) -> Any:
-    from planrun.tools.echo import run_echo
-
-    return await run_echo(args, ctx)
-
-
-async def _sleep(args: dict[str, Any], ctx: ToolContext) -> Any:
-    from planrun.tools.sleep import run_sleep
-
-    return await run_sleep(args, ctx)
+    call.__name__ = attr
+    return call
 
 
-async def _read_file(args: dict[str, Any], ctx: ToolContext) -> Any:
-    from planrun.tools.files import run_read_file
-
-    return await run_read_file(args, ctx)
-
-
-async def _write_file(args: dict[str, Any], ctx: ToolContext) -> Any:
-    from planrun.tools.files import run_write_file
-
-    return await run_write_file(args, ctx)
-
-
-async def _http(args: dict[str, Any], ctx: ToolContext) -> Any:
-    from planrun.tools.http import run_http
-
-    return await run_http(args, ctx)
-
-
-async def _python(args: dict[str, Any], ctx: ToolContext) -> Any:
-    from planrun.tools.python import run_python
-
-    return await run_python(args, ctx)
+_shell = _lazy("shell", "run_shell")
+_echo = _lazy("echo", "run_echo")
+_sleep = _lazy("sleep", "run_sleep")
+_read_file = _lazy("files", "run_read_file")
+_write_file = _lazy("files", "run_write_file")
+_http = _lazy("http", "run_http")
+_python = _lazy("python", "run_python")
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
