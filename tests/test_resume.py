@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import assert_no_traceback, spawn_planrun, wait_for_file
+from tests.conftest import assert_no_traceback, planrun, spawn_planrun, wait_for_file
 
 CHAIN = """
 steps:
@@ -118,15 +118,9 @@ def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path)
         ):
             time.sleep(0.05)
         time.sleep(0.3)
-        second = subprocess.run(
-            [sys.executable, "-m", "planrun", "run", "p.yaml"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        assert second.returncode == 4, second.stderr
-        assert str(first.pid) in second.stderr
+        second = planrun("run", "p.yaml", cwd=tmp_path, timeout=30)
+        assert second.code == 4, second.err
+        assert str(first.pid) in second.err
     finally:
         first.send_signal(signal.SIGINT)
         first.wait(timeout=20)
@@ -173,14 +167,8 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
     ).stdout.split()
     assert not [p for p in left if int(p) != os.getpid()]
     (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace("sleep 30; ", ""))
-    r = subprocess.run(
-        [sys.executable, "-m", "planrun", "resume", "p.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert r.returncode == 0, r.stderr
+    r = planrun("resume", "p.yaml", cwd=tmp_path, timeout=30)
+    assert r.code == 0, r.err
     assert _log(tmp_path) == ["quick", "long", "after"]
 
 
@@ -213,26 +201,12 @@ def test_kill_9_at_random_points_then_resume(write, tmp_path):
         time.sleep(rng.random() * 0.3)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        status = subprocess.run(
-            [sys.executable, "-m", "planrun", "status", "p.yaml", "--output", "json"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        assert status.returncode == 0, status.stderr
-        succeeded = {
-            s["id"] for s in json.loads(status.stdout)["steps"] if s["status"] == "succeeded"
-        }
+        status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
+        assert status.code == 0, status.err
+        succeeded = {s["id"] for s in json.loads(status.out)["steps"] if s["status"] == "succeeded"}
         before = _log(tmp_path)
-        r = subprocess.run(
-            [sys.executable, "-m", "planrun", "resume", "p.yaml", "-q"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert r.returncode == 0, r.stderr
+        r = planrun("resume", "p.yaml", "-q", cwd=tmp_path, timeout=120)
+        assert r.code == 0, r.err
         after = _log(tmp_path)
         rerun = after[len(before) :]
         assert not succeeded & set(rerun), sorted(succeeded & set(rerun))
@@ -307,15 +281,9 @@ def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
         assert time.monotonic() - t0 < 3
         assert proc.returncode == 130, err
         assert "Traceback" not in err
-        status = subprocess.run(
-            [sys.executable, "-m", "planrun", "status", "p.yaml", "--output", "json"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        assert status.returncode == 0, status.stderr
-        steps = {s["id"]: s["status"] for s in json.loads(status.stdout)["steps"]}
+        status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
+        assert status.code == 0, status.err
+        steps = {s["id"]: s["status"] for s in json.loads(status.out)["steps"]}
         assert steps["quick"] == "succeeded" and steps["stubborn"] in ("interrupted", "running")
         time.sleep(0.3)
         left = subprocess.run(["pgrep", "-f", "sleep 33.5"], capture_output=True, text=True).stdout
