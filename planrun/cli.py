@@ -158,6 +158,21 @@ def _run_options(fn: F) -> F:
             type=click.Path(dir_okay=False),
             help="Load MCP servers from an mcpServers JSON file.",
         ),
+        click.option(
+            "--force",
+            is_flag=False,
+            flag_value="*",
+            multiple=True,
+            metavar="[ID]",
+            help="Run steps even when the cache has them: all, or the step ID (repeatable).",
+        ),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False),
+            help="Cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache).",
+        ),
+        click.option("--explain", is_flag=True, help="Say for every step why it runs or not."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -192,6 +207,10 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
         address=kw["address"],
         planner=kw["planner"],
         mcp_config=kw["mcp_config"],
+        force=list(kw["force"]),
+        no_cache=kw["no_cache"],
+        cache_dir=kw["cache_dir"],
+        explain=kw["explain"],
         cwd=os.getcwd(),
         interactive=sys.stdin.isatty() and sys.stderr.isatty(),
     )
@@ -378,6 +397,15 @@ def list_(directory: str, output: str) -> None:
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
         click.echo(render_list(rows), nl=False)
+
+
+def _cache_group() -> None:
+    from planrun.cli_cache import make_cache_group
+
+    main.add_command(make_cache_group(_guard), name="cache")
+
+
+_cache_group()
 
 
 @main.command()

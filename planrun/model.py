@@ -7,11 +7,13 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     WithJsonSchema,
     model_validator,
 )
@@ -93,6 +95,23 @@ StepId = Annotated[
 ]
 
 
+def _glob(output: bool) -> Any:
+    def check(value: str) -> str:
+        from planrun.cache.globs import check_pattern
+
+        problem = check_pattern(value, output=output)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    return AfterValidator(check)
+
+
+# `sources` / `outputs` entries: globs relative to the working directory, `!` excludes.
+SourceGlob = Annotated[str, Field(min_length=1), _glob(False)]
+OutputGlob = Annotated[str, Field(min_length=1), _glob(True)]
+
+
 def _alias(data: Any, alias: str, name: str) -> Any:
     """`data` with the `alias` key renamed to `name` (when `name` itself is absent)."""
     if isinstance(data, dict) and alias in data and name not in data:
@@ -131,6 +150,18 @@ class Step(_Frozen):
     description: str | None = None
     resources: dict[str, float] | None = Field(
         default=None, description="Dask worker resources this step needs, e.g. {cpu: 2}."
+    )
+    sources: list[SourceGlob] | None = Field(
+        default=None,
+        description="Files the step reads (globs, ** across directories, ! excludes): in its cache key.",
+    )
+    outputs: list[OutputGlob] | None = Field(
+        default=None,
+        description="Files the step produces (globs): stored and restored by the cache.",
+    )
+    cache: StrictBool | None = Field(
+        default=None,
+        description="Cache this step (default: true when sources or outputs are given).",
     )
 
     @model_validator(mode="before")

@@ -48,6 +48,10 @@ class RunRequest:
     address: str | None = None
     planner: str | None = None
     mcp_config: str | None = None
+    force: list[str] = field(default_factory=list)  # step ids, or "*" for all
+    no_cache: bool = False
+    cache_dir: str | None = None
+    explain: bool = False
     cwd: str = field(default_factory=os.getcwd)
     interactive: bool = False  # a TTY to ask approval questions at
     console: bool = True  # human progress on stderr

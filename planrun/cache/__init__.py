@@ -1,0 +1,1 @@
+"""Incremental runs: source globs, keys, stat records and the content-addressed cache store."""

@@ -1,0 +1,82 @@
+"""A cached step's key: SHA-256 over everything that decides its result (SPEC-like list below).
+
+The material is kept apart (args, env, upstream, sources) so that a miss can say which part
+changed; the key is the hash of all of it plus planrun's cache format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+CACHE_FORMAT = 1  # bump when the key or the entry layout changes: old entries stop matching
+_ENV_READ = re.compile(r"\benv\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(['\"])(.*?)\2\s*\])")
+ALL_ENV = "*"
+
+
+def canonical(value: Any) -> bytes:
+    """A stable byte form of a JSON-like value (sorted keys, no whitespace)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def digest_value(value: Any) -> str:
+    return hashlib.sha256(canonical(value)).hexdigest()
+
+
+@dataclass
+class Material:
+    """What a key is made of, part by part."""
+
+    args: str  # digest of tool, resolved args, declared sources/outputs and env values read
+    upstream: dict[str, str] = field(default_factory=dict)  # dep id -> its key or result digest
+    sources: dict[str, str] = field(default_factory=dict)  # path -> content sha256 (+ dotenv)
+
+    def key(self) -> str:
+        h = hashlib.sha256()
+        h.update(f"planrun-cache/{CACHE_FORMAT}\n".encode())
+        h.update(self.args.encode() + b"\n")
+        for dep in sorted(self.upstream):
+            h.update(f"u {dep}\0{self.upstream[dep]}\n".encode("utf-8", "surrogatepass"))
+        for path in sorted(self.sources):
+            h.update(f"s {path}\0{self.sources[path]}\n".encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+
+    def sources_digest(self) -> str:
+        return digest_value(sorted(self.sources.items()))
+
+
+def env_names(texts: Iterable[str]) -> set[str]:
+    """The `env` names read by expressions (`env.X`, `env['X']`); ALL_ENV when read otherwise."""
+    names: set[str] = set()
+    for text in texts:
+        reads = list(_ENV_READ.finditer(text))
+        names.update(m.group(1) or m.group(3) for m in reads)
+        if len(re.findall(r"\benv\b", text)) > len(reads):
+            names.add(ALL_ENV)  # `env | tojson`, env[name]: the whole environment is read
+    return names
+
+
+def args_digest(
+    tool: str,
+    args: Any,
+    sources: Iterable[str],
+    outputs: Iterable[str],
+    env: Mapping[str, str],
+    names: set[str],
+) -> str:
+    """Digest of what the step does: tool, resolved args, its declared files and the env read."""
+    if ALL_ENV in names:
+        env_part: Any = dict(env)
+    else:
+        env_part = {n: env.get(n) for n in sorted(names)}
+    return digest_value([tool, args, list(sources), list(outputs), env_part])
+
+
+def first_difference(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """Names whose values differ (added, removed or changed), sorted."""
+    return sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))

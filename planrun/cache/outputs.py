@@ -1,0 +1,103 @@
+"""A step's declared outputs: collected into the store after a run, restored on a hit."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+
+from planrun.cache.globs import Matcher, compile_patterns, match_files
+from planrun.cache.statcache import StatRecords
+from planrun.cache.store import CacheStore, CorruptCache, OutputFile, atomic_write, safe_relpath
+
+
+class OutputMissing(Exception):
+    """A declared output pattern matched nothing after a successful run."""
+
+
+@dataclass
+class Collected:
+    files: list[OutputFile]
+    contents: dict[str, bytes]  # hash -> bytes, to be stored as blobs
+
+
+def collect_outputs(
+    cwd: str, patterns: list[str], skip: list[str], records: StatRecords
+) -> Collected:
+    """Read every file the `outputs` patterns match; OutputMissing names a pattern that matched
+    nothing (each pattern on its own must match, `!` excludes apply to all)."""
+    excludes = tuple(p for p in patterns if p.startswith("!"))
+    files: dict[str, OutputFile] = {}
+    contents: dict[str, bytes] = {}
+    for pattern in (p for p in patterns if not p.startswith("!")):
+        found = match_files(cwd, compile_patterns((pattern, *excludes)), skip)
+        if not found:
+            raise OutputMissing(f"declared output not produced: {pattern}")
+        for f in found:
+            if f.path in files:
+                continue
+            with open(os.path.join(cwd, f.path), "rb") as fh:
+                data = fh.read()
+            digest = hashlib.sha256(data).hexdigest()
+            contents[digest] = data
+            files[f.path] = OutputFile(f.path, digest, f.mode, len(data))
+            records.forget(f.path)  # just written: its stat is racy; hash it afresh next time
+    return Collected([files[k] for k in sorted(files)], contents)
+
+
+def covered(matcher: Matcher, rel: str) -> bool:
+    """Whether the sources matcher takes `rel` (itself, or a directory above it)."""
+    if matcher.excluded(rel):
+        return False
+    parts = rel.split("/")
+    return any(matcher.included("/".join(parts[:n])) for n in range(1, len(parts) + 1))
+
+
+def outputs_to_restore(
+    cwd: str, outputs: list[OutputFile], records: StatRecords
+) -> list[tuple[OutputFile, bool]]:
+    """(output, needs its bytes) for each output that is missing or differs; [] if all match."""
+    todo: list[tuple[OutputFile, bool]] = []
+    for o in outputs:
+        full = os.path.join(cwd, safe_relpath(o.path))
+        try:
+            st = os.lstat(full)
+        except OSError:
+            todo.append((o, True))
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_size != o.size:
+            todo.append((o, True))
+            continue
+        from planrun.cache.globs import FileStat
+
+        fs = FileStat(
+            o.path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, stat.S_IMODE(st.st_mode)
+        )
+        if records.digest(cwd, fs) != o.hash:
+            todo.append((o, True))
+        elif fs.mode != o.mode:
+            todo.append((o, False))
+    return todo
+
+
+def restore_outputs(
+    cwd: str, store: CacheStore, todo: list[tuple[OutputFile, bool]], records: StatRecords
+) -> None:
+    """Put each output back byte-identical with its mode. Every blob is read and verified first,
+    so a corrupt store changes no file (CorruptCache)."""
+    data = {o.hash: store.read_blob(o.hash) for o, needed in todo if needed}
+    for o, needed in todo:
+        full = os.path.join(cwd, o.path)
+        if not needed:
+            os.chmod(full, o.mode)
+            continue
+        parent = os.path.dirname(full)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            if os.path.isdir(full) and not os.path.islink(full):
+                raise CorruptCache(f"cannot restore {o.path}: a directory is in the way")
+            atomic_write(full, data[o.hash], mode=o.mode)
+        except OSError as exc:
+            raise CorruptCache(f"cannot restore {o.path}: {exc.strerror}") from None
+        records.forget(o.path)

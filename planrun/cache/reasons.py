@@ -1,0 +1,51 @@
+"""Why a cached step runs: one short reason, found by comparing with its most recent entry."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from planrun.cache.keys import Material, first_difference
+from planrun.cache.store import CacheStore, CorruptCache
+
+NO_ENTRY = "no cache entry"
+FORCED = "forced"
+OFF = "cache off"
+CACHED = "cached"
+
+
+def _more(names: list[str]) -> str:
+    return names[0] + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
+
+
+def miss_reason(store: CacheStore, previous_key: str | None, material: Material) -> str:
+    """`args changed`, `upstream changed: X`, `sources changed: P (+N more)` or `no cache entry`."""
+    if previous_key is None:
+        return NO_ENTRY
+    entry = store.get(previous_key, quiet=True)
+    if entry is None:
+        return NO_ENTRY
+    old: dict[str, Any] = entry.material
+    if old.get("args") != material.args:
+        return "args changed"
+    old_up = old.get("upstream")
+    if isinstance(old_up, dict):
+        changed = [d for d in material.upstream if old_up.get(d) != material.upstream[d]]
+        changed += sorted(d for d in old_up if d not in material.upstream)
+        if changed:
+            return f"upstream changed: {_more(changed)}"
+    if old.get("sources_digest") != material.sources_digest():
+        paths = _changed_paths(store, old.get("sources"), material.sources)
+        return f"sources changed: {_more(paths)}" if paths else "sources changed"
+    return NO_ENTRY
+
+
+def _changed_paths(store: CacheStore, blob: Any, now: dict[str, str]) -> list[str]:
+    if not isinstance(blob, str):
+        return []
+    try:
+        old = json.loads(store.read_blob(blob))
+        before = {str(p): str(h) for p, h in old}
+    except (CorruptCache, ValueError, TypeError):
+        return []
+    return first_difference(before, now)

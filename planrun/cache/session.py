@@ -1,0 +1,287 @@
+"""One run's use of the cache: decide hit or miss before a step, store after it succeeds.
+
+The scheduler calls `before` (which restores outputs on a hit) and `after` (which stores a
+successful run, or names a declared output that was not produced), and `close` once at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from planrun.cache import reasons
+from planrun.cache.globs import compile_patterns, match_files
+from planrun.cache.keys import Material, args_digest, canonical, digest_value, env_names
+from planrun.cache.outputs import (
+    OutputMissing,
+    collect_outputs,
+    covered,
+    outputs_to_restore,
+    restore_outputs,
+)
+from planrun.cache.statcache import StatRecords, hash_file
+from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
+
+ENV_DIR = "PLANRUN_CACHE_DIR"
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """The run's cache flags: --no-cache, --cache-dir, --force [ID], --explain."""
+
+    enabled: bool = True
+    directory: str | None = None
+    force_all: bool = False
+    force: frozenset[str] = frozenset()
+    explain: bool = False
+
+
+@dataclass
+class Decision:
+    """hit (the step does not run), miss (it runs, then is stored) or off; and why."""
+
+    status: str
+    reason: str
+    key: str | None = None
+    entry: Entry | None = None
+    material: Material | None = None
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """A dependency as the cache sees it: its id, status and result."""
+
+    id: str
+    status: str
+    result: Any
+
+
+def cache_directory(cwd: str, given: str | None) -> str:
+    """--cache-dir, else $PLANRUN_CACHE_DIR, else .planrun/cache (relative to `cwd`)."""
+    path = given or os.environ.get(ENV_DIR) or os.path.join(".planrun", "cache")
+    return os.path.normpath(os.path.join(cwd, path))
+
+
+def step_cached(step: Any) -> bool:
+    """`cache: true`, or `sources`/`outputs` given and `cache` not false."""
+    flag = getattr(step, "cache", None)
+    if flag is not None:
+        return bool(flag)
+    return bool(getattr(step, "sources", None) or getattr(step, "outputs", None))
+
+
+def _step_texts(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        if "${" in value:
+            yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _step_texts(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _step_texts(v)
+
+
+@dataclass
+class CacheSession:
+    """The cache for one run (or dry-run) of one plan in one working directory."""
+
+    options: CacheOptions
+    plan_name: str
+    cwd: str
+    env: dict[str, str]
+    warn: Callable[[str], None]
+    secret_values: Callable[[], list[str]] = list
+    dotenv: Sequence[str] = ()
+    dry_run: bool = False
+    store: CacheStore = field(init=False)
+    records: StatRecords = field(init=False)
+    keys: dict[str, str] = field(default_factory=dict)  # steps done this run -> their key
+    _pending: dict[str, Decision] = field(default_factory=dict)
+    _recent: dict[str, Any] = field(default_factory=dict)
+    _changed: dict[str, str] = field(default_factory=dict)  # step -> its newest key, to save
+
+    def __post_init__(self) -> None:
+        self.root = cache_directory(self.cwd, self.options.directory)
+        self.store = CacheStore(self.root, self.warn)
+        state_dir = os.path.join(self.cwd, ".planrun")
+        self.records = StatRecords.load(os.path.join(state_dir, "stat-records.json"))
+        self._recent_path = os.path.join(state_dir, "cache-recent.json")
+        self._recent = _read_json(self._recent_path)
+
+    # ---- decisions -------------------------------------------------------------------------
+
+    def material(self, step: Any, args: Any, upstream: Sequence[Upstream]) -> Material:
+        """Everything the key of `step` covers, with its source files hashed (stat first)."""
+        sources: dict[str, str] = {}
+        patterns = tuple(step.sources or ())
+        if patterns:
+            for f in match_files(self.cwd, compile_patterns(patterns), [self.root]):
+                sources[f.path] = self.records.digest(self.cwd, f)
+        for name in self.dotenv:  # they reach every step's environment
+            path = name.rstrip("?")
+            try:
+                sources[path] = hash_file(os.path.join(self.cwd, path))
+            except OSError:
+                sources[path] = "absent"
+        names = env_names(_step_texts(step.args))
+        up = {
+            u.id: self.keys.get(u.id)
+            or digest_value(["succeeded" if u.status == "cached" else u.status, u.result])
+            for u in upstream
+        }
+        digest = args_digest(step.tool, args, patterns, tuple(step.outputs or ()), self.env, names)
+        return Material(digest, up, sources)
+
+    def decide(self, sid: str, step: Any, args: Any, upstream: Sequence[Upstream]) -> Decision:
+        """Hit, miss or off for `step` with these resolved args; a hit restores its outputs."""
+        if not self.options.enabled or not step_cached(step):
+            return Decision("off", reasons.OFF)
+        material = self.material(step, args, upstream)
+        key = material.key()
+        if self.options.force_all or sid in self.options.force:
+            decision = Decision("miss", reasons.FORCED, key, None, material)
+        else:
+            decision = self._lookup(sid, step, key, material)
+        if decision.status == "hit" and not self.dry_run:
+            self.keys[sid] = key
+            self._set_recent(sid, key)
+            self.store.touch(key)
+        else:
+            self._pending[sid] = decision
+        return decision
+
+    def _lookup(self, sid: str, step: Any, key: str, material: Material) -> Decision:
+        entry = self.store.get(key)
+        if entry is not None:
+            try:
+                todo = outputs_to_restore(self.cwd, entry.outputs, self.records)
+                if todo and not self.dry_run:
+                    restore_outputs(self.cwd, self.store, todo, self.records)
+                return Decision("hit", reasons.CACHED, key, entry, material)
+            except CorruptCache as exc:
+                self.warn(f"step '{sid}': cache entry {key[:12]} not usable ({exc}): running it")
+                return Decision("miss", reasons.NO_ENTRY, key, None, material)
+        reason = reasons.miss_reason(self.store, self._recent_key(sid), material)
+        return Decision("miss", reason, key, None, material)
+
+    async def before(
+        self, sid: str, step: Any, args: Any, upstream: Sequence[Upstream]
+    ) -> Decision:
+        """`decide` off the event loop (hashing and restoring read and write files)."""
+        if not self.options.enabled or not step_cached(step):
+            return Decision("off", reasons.OFF)
+        return await asyncio.to_thread(self.decide, sid, step, args, upstream)
+
+    # ---- after a successful run ------------------------------------------------------------
+
+    async def after(self, sid: str, step: Any, result: Any) -> str | None:
+        """Store a successful run; returns an error when a declared output was not produced."""
+        decision = self._pending.pop(sid, None)
+        if decision is None or decision.key is None or decision.material is None:
+            return None
+        return await asyncio.to_thread(self._store, sid, step, result, decision)
+
+    def _store(self, sid: str, step: Any, result: Any, decision: Decision) -> str | None:
+        assert decision.key is not None and decision.material is not None
+        try:
+            collected = collect_outputs(
+                self.cwd, list(step.outputs or ()), [self.root], self.records
+            )
+        except OutputMissing as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"cannot read an output of step '{sid}': {exc.strerror}"
+        self.keys[sid] = decision.key
+        if step.sources:
+            matcher = compile_patterns(tuple(step.sources))
+            overlap = [o.path for o in collected.files if covered(matcher, o.path)]
+            if overlap:
+                self.warn(
+                    f"step '{sid}': its outputs are also its sources ({overlap[0]}"
+                    + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
+                    + "): it will not hit the cache"
+                )
+        if self._holds_secret(result, collected.contents.values()):
+            self.warn(f"step '{sid}': result held a secret: not stored in the cache")
+            return None
+        out = result if isinstance(result, dict) else {}
+        try:
+            for digest, data in collected.contents.items():
+                self.store.put_blob(data, digest)
+            manifest = canonical(sorted(decision.material.sources.items()))
+            self.store.put(
+                Entry(
+                    key=decision.key,
+                    plan=self.plan_name,
+                    step=sid,
+                    result=result,
+                    exit=int(out.get("exit_code") or 0),
+                    stdout=str(out.get("stdout") or ""),
+                    stderr=str(out.get("stderr") or ""),
+                    outputs=collected.files,
+                    material={
+                        "args": decision.material.args,
+                        "upstream": decision.material.upstream,
+                        "sources": self.store.put_blob(manifest),
+                        "sources_digest": decision.material.sources_digest(),
+                    },
+                    created=time.time(),
+                )
+            )
+        except (OSError, TypeError, ValueError) as exc:
+            self.warn(f"step '{sid}': not stored in the cache ({exc})")
+            return None
+        self._set_recent(sid, decision.key)
+        return None
+
+    def _holds_secret(self, result: Any, files: Iterable[bytes]) -> bool:
+        values = [v for v in self.secret_values() if v]
+        if not values:
+            return False
+        text = canonical(result).decode("utf-8", "replace")
+        raw = [v.encode() for v in values]
+        return any(v in text for v in values) or any(r in data for data in files for r in raw)
+
+    # ---- most recent entries and the end of the run ------------------------------------
+
+    def _recent_key(self, sid: str) -> str | None:
+        if sid in self._changed:
+            return self._changed[sid]
+        steps = self._recent.get(self.plan_name)
+        key = steps.get(sid) if isinstance(steps, dict) else None
+        return key if isinstance(key, str) else None
+
+    def _set_recent(self, sid: str, key: str) -> None:
+        if self._recent_key(sid) != key:
+            self._changed[sid] = key
+
+    def close(self) -> None:
+        """Save the stat records (also after a dry-run) and the steps' most recent entries.
+
+        The recent-entry file is re-read first so that runs of other plans (or of this one)
+        that finished meanwhile keep theirs; it only shapes the reasons, never a hit."""
+        self.records.save()
+        if not self._changed or self.dry_run:
+            return
+        doc = _read_json(self._recent_path)
+        steps = doc.get(self.plan_name)
+        doc[self.plan_name] = {**(steps if isinstance(steps, dict) else {}), **self._changed}
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(self._recent_path), exist_ok=True)
+            atomic_write(self._recent_path, json.dumps(doc, separators=(",", ":")).encode())
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}

@@ -1,0 +1,225 @@
+"""The cache directory: content-addressed blobs and one entry per key, shared safely.
+
+Layout: `entries/<key>.json` (a header line with the body's SHA-256, then the JSON body) and
+`blobs/<sha256>` (file contents). Everything is written to a temporary name in the same
+directory and renamed into place, so readers see a whole file or none; entries are immutable
+once written, so any number of processes may share the directory without a lock. A missing,
+truncated or corrupt entry or blob is reported as a miss (with a warning), never raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planrun.cache.keys import CACHE_FORMAT
+
+_HEADER = "planrun-cache-entry"
+Warn = Callable[[str], None]
+
+
+class CorruptCache(Exception):
+    """Something in the cache directory is not what it claims to be."""
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    path: str  # relative to the working directory, '/'-separated
+    hash: str
+    mode: int
+    size: int
+
+
+@dataclass
+class Entry:
+    """One stored step execution."""
+
+    key: str
+    plan: str
+    step: str
+    result: Any
+    exit: int
+    stdout: str
+    stderr: str
+    outputs: list[OutputFile] = field(default_factory=list)
+    material: dict[str, Any] = field(default_factory=dict)
+    created: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": CACHE_FORMAT,
+            "key": self.key,
+            "plan": self.plan,
+            "step": self.step,
+            "created": self.created,
+            "result": self.result,
+            "exit": self.exit,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "outputs": [vars(o) for o in self.outputs],
+            "material": self.material,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, key: str) -> Entry:
+        try:
+            if doc["format"] != CACHE_FORMAT or doc["key"] != key:
+                raise CorruptCache("entry is for another key or format")
+            outputs = [
+                OutputFile(str(o["path"]), str(o["hash"]), int(o["mode"]), int(o["size"]))
+                for o in doc["outputs"]
+            ]
+            for o in outputs:
+                safe_relpath(o.path)
+            return cls(
+                key,
+                str(doc["plan"]),
+                str(doc["step"]),
+                doc["result"],
+                int(doc["exit"]),
+                str(doc["stdout"]),
+                str(doc["stderr"]),
+                outputs,
+                dict(doc["material"]),
+                float(doc["created"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptCache(f"entry is malformed ({type(exc).__name__})") from None
+
+
+def safe_relpath(path: str) -> str:
+    """`path` if it stays inside the working directory, else CorruptCache."""
+    parts = path.split("/")
+    if not path or path.startswith("/") or ".." in parts or "\\" in path or "\0" in path:
+        raise CorruptCache(f"output path {path!r} leaves the working directory")
+    return path
+
+
+def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
+    """Write `data` to `path` via a temporary file in the same directory and a rename."""
+    directory = os.path.dirname(path) or "."
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class CacheStore:
+    """One cache directory."""
+
+    def __init__(self, root: str, warn: Warn) -> None:
+        self.root = root
+        self.entries = os.path.join(root, "entries")
+        self.blobs = os.path.join(root, "blobs")
+        self.warn = warn
+        self._ready = False
+
+    # ---- entries --------------------------------------------------------------------------
+
+    def entry_path(self, key: str) -> str:
+        return os.path.join(self.entries, f"{key}.json")
+
+    def get(self, key: str, *, quiet: bool = False) -> Entry | None:
+        """The entry for `key`, or None (a damaged one is reported unless `quiet`)."""
+        path = self.entry_path(key)
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if not quiet:
+                self.warn(f"cache entry {key[:12]} unreadable ({exc.strerror}): treated as a miss")
+            return None
+        try:
+            head, _, body = raw.partition(b"\n")
+            parts = head.decode("ascii").split(" ")
+            if len(parts) != 3 or parts[0] != _HEADER or parts[1] != str(CACHE_FORMAT):
+                raise CorruptCache("bad header")
+            if hashlib.sha256(body).hexdigest() != parts[2]:
+                raise CorruptCache("checksum mismatch (truncated or altered)")
+            return Entry.from_json(json.loads(body), key)
+        except (CorruptCache, UnicodeDecodeError, ValueError) as exc:
+            if not quiet:
+                reason = exc if isinstance(exc, CorruptCache) else "not a cache entry"
+                self.warn(f"cache entry {key[:12]} is corrupt ({reason}): treated as a miss")
+            return None
+
+    def put(self, entry: Entry) -> None:
+        self._prepare()
+        body = json.dumps(entry.to_json(), ensure_ascii=False, default=str).encode("utf-8")
+        head = f"{_HEADER} {CACHE_FORMAT} {hashlib.sha256(body).hexdigest()}\n".encode()
+        atomic_write(self.entry_path(entry.key), head + body)
+
+    def touch(self, key: str) -> None:
+        """Mark an entry used (least-recently-used pruning reads the mtime)."""
+        with contextlib.suppress(OSError):
+            os.utime(self.entry_path(key))
+
+    # ---- blobs ----------------------------------------------------------------------------
+
+    def blob_path(self, digest: str) -> str:
+        return os.path.join(self.blobs, digest)
+
+    def has_blob(self, digest: str) -> bool:
+        return os.path.isfile(self.blob_path(digest))
+
+    def put_blob(self, data: bytes, digest: str | None = None) -> str:
+        """Store bytes under their SHA-256 (once); returns the digest."""
+        self._prepare()
+        digest = digest or hashlib.sha256(data).hexdigest()
+        path = self.blob_path(digest)
+        if os.path.isfile(path):
+            with contextlib.suppress(OSError):
+                os.utime(path)
+            return digest
+        atomic_write(path, data)
+        return digest
+
+    def read_blob(self, digest: str) -> bytes:
+        """A blob's bytes, verified against its name; CorruptCache (and the blob removed) if not."""
+        path = self.blob_path(digest)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            with contextlib.suppress(OSError):  # the next run that produces it stores it afresh
+                os.unlink(path)
+            raise CorruptCache(f"blob {digest[:12]} is corrupt")
+        return data
+
+    def _prepare(self) -> None:
+        if self._ready:
+            return
+        os.makedirs(self.entries, exist_ok=True)
+        os.makedirs(self.blobs, exist_ok=True)
+        tag = os.path.join(self.root, "CACHEDIR.TAG")
+        if not os.path.exists(tag):  # backup tools skip directories tagged like this
+            with contextlib.suppress(OSError):
+                atomic_write(
+                    tag,
+                    b"Signature: 8a477f597d28d172789f06886806bc55\n"
+                    b"# This directory is planrun's cache; `planrun cache clean` empties it.\n",
+                )
+        self._ready = True
+
+
+def file_mode(st: os.stat_result) -> int:
+    return stat.S_IMODE(st.st_mode)

@@ -1,0 +1,89 @@
+"""`planrun cache info|clean|prune`: thin click commands over planrun.cache.prune."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from planrun.errors import UsageError
+
+
+def _root(cache_dir: str | None) -> str:
+    from planrun.cache.session import cache_directory
+
+    return cache_directory(os.getcwd(), cache_dir)
+
+
+_DIR_HELP = "The cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache)."
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "K", "M", "G"):
+        if n < 1024 or unit == "G":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def make_cache_group(guard: click.decorators.FC) -> click.Group:  # type: ignore[name-defined]
+    """The `cache` command group; `guard` turns errors into one line and an exit code."""
+
+    @click.group()
+    def cache() -> None:
+        """Inspect, empty or trim the cache of step results and outputs."""
+
+    @cache.command()
+    @click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
+    @click.option(
+        "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
+    )
+    @guard
+    def info(cache_dir: str | None, output: str) -> None:
+        """Show the cache directory, its number of entries and its size on disk."""
+        from planrun.cache.prune import cache_info
+
+        doc = cache_info(_root(cache_dir))
+        if output == "json":
+            click.echo(json.dumps(doc, indent=2))
+        else:
+            size = int(doc["bytes"])  # type: ignore[call-overload]
+            click.echo(f"{doc['dir']}: {doc['entries']} entries, {_human(size)} ({size} bytes)")
+
+    @cache.command()
+    @click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
+    @guard
+    def clean(cache_dir: str | None) -> None:
+        """Remove every entry and stored output."""
+        from planrun.cache.prune import clean as do_clean
+
+        root = _root(cache_dir)
+        n = do_clean(root)
+        click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
+
+    @cache.command()
+    @click.option(
+        "--max-size", metavar="SIZE", help="Trim to SIZE bytes (K, M, G: powers of 1024)."
+    )
+    @click.option("--older-than", metavar="DURATION", help="Drop entries unused for DURATION.")
+    @click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
+    @guard
+    def prune(max_size: str | None, older_than: str | None, cache_dir: str | None) -> None:
+        """Drop entries, least recently used first, until the cache fits."""
+        from planrun.cache.prune import parse_size
+        from planrun.cache.prune import prune as do_prune
+        from planrun.model import parse_duration
+
+        if max_size is None and older_than is None:
+            raise UsageError("cache prune needs --max-size SIZE or --older-than DURATION")
+        try:
+            size = parse_size(max_size) if max_size is not None else None
+            age = parse_duration(older_than) if older_than is not None else None
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        root = _root(cache_dir)
+        n = do_prune(root, size, age)
+        click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
+
+    return cache
