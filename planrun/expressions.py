@@ -39,6 +39,9 @@ class Expr:
     names: frozenset[str]
     step_refs: frozenset[str]  # ids X read as steps.X / steps['X']
     ref: tuple[str, tuple[str | int, ...]] | None  # (root, accessors) for plain references
+    # `steps` read other than as steps.ID / steps['ID'] (`steps[x]`, `steps | length`): such a
+    # read names no step, so it can order nothing and would see steps still pending.
+    steps_dynamic: bool = False
 
     def evaluate(self, scope: Mapping[str, Any]) -> Any:
         if self.ref is not None:
@@ -171,9 +174,10 @@ def parse_expr(source: str) -> Expr:
         step_refs: frozenset[str] = frozenset()
         if root == "steps" and accessors and isinstance(accessors[0], str):
             step_refs = frozenset([accessors[0]])
-        return Expr(source, frozenset([root]), step_refs, (root, tuple(accessors)))
-    names, step_refs = _jinja_names(source)
-    return Expr(source, names, step_refs, None)
+        dynamic = root == "steps" and not step_refs
+        return Expr(source, frozenset([root]), step_refs, (root, tuple(accessors)), dynamic)
+    names, step_refs, dynamic = _jinja_names(source)
+    return Expr(source, names, step_refs, None, dynamic)
 
 
 def _environment() -> Any:
@@ -189,7 +193,8 @@ def _environment() -> Any:
 _ENV: Any = None
 
 
-def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str]]:
+def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(root names read, step ids read as steps.ID, whether `steps` is read any other way)."""
     from jinja2 import TemplateSyntaxError, nodes
     from jinja2.parser import Parser
 
@@ -214,15 +219,21 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str]]:
     names = {n.name for n in everything if isinstance(n, nodes.Name) and n.ctx == "load"}
     names -= set(env.globals)
     step_refs: set[str] = set()
+    literal_reads = 0
     for found in (n for n in everything if isinstance(n, nodes.Getattr | nodes.Getitem)):
         sub: Any = found
         target = sub.node
         if isinstance(target, nodes.Name) and target.name == "steps":
             if isinstance(sub, nodes.Getattr):
                 step_refs.add(sub.attr)
+                literal_reads += 1
             elif isinstance(sub.arg, nodes.Const) and isinstance(sub.arg.value, str):
                 step_refs.add(sub.arg.value)
-    return frozenset(names), frozenset(step_refs)
+                literal_reads += 1
+    steps_reads = sum(
+        1 for n in everything if isinstance(n, nodes.Name) and n.name == "steps" and n.ctx == "load"
+    )
+    return frozenset(names), frozenset(step_refs), steps_reads > literal_reads
 
 
 @lru_cache(maxsize=4096)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from planrun.conditions import when_source
 from planrun.expressions import ExpressionError, parse_template, template_strings
 from planrun.model import Step
 
@@ -19,11 +20,6 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
         yield from template_strings(when_source(step.when), ("when",))
     if step.title:
         yield from template_strings(step.title, ("title",))
-
-
-def when_source(when: str) -> str:
-    """A `when` string without `${` is one bare expression (`when: "n > 1"`)."""
-    return when if "${" in when else "${" + when + "}"
 
 
 @dataclass

@@ -183,7 +183,9 @@ async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
 
         doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables)
         return Masker(plan.secrets, prep.variables)(doc), ExitCode.OK
-    gated = [sid for sid in prep.selected if plan.needs_approval(plan.step(sid))]
+    from planrun.conditions import steps_needing_approval
+
+    gated = steps_needing_approval(plan, prep.selected, prep.variables, os.environ)
     if gated and not req.yes and not req.interactive:
         doc = blocked_document(plan, prep.selected, gated)
         masker = Masker(plan.secrets, prep.variables)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from planrun.conditions import reacts_to
 from planrun.events import Event, EventBus
 from planrun.executors.base import Executor
 from planrun.expressions import ExpressionError, resolve, resolve_args
@@ -259,11 +260,12 @@ class Scheduler:
     async def _start(self, sid: str, tg: asyncio.TaskGroup) -> bool:
         """Start `sid`, or settle it at once (skipped, kept, refused). True if a task started."""
         step = self.steps[sid]
+        watched = reacts_to(step)  # its `when` decides about these: a notify-on-failure step
         upstream_failed = next(
             (
                 d
                 for d in self.graph.deps[sid]
-                if d in self.records and self.records[d].blocks_dependents
+                if d in self.records and self.records[d].blocks_dependents and d not in watched
             ),
             None,
         )

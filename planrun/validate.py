@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from planrun.conditions import when_problem
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.graph import PlanGraph, step_strings
@@ -21,6 +22,12 @@ BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the exec
 SCOPE_NAMES = frozenset({"env", "steps"})
 
 Path = tuple[str | int, ...]
+
+
+def reserved(name: str) -> str:
+    """Why a variable cannot be called `env` or `steps`."""
+    what = "the process environment" if name == "env" else "the steps' status, result and error"
+    return f"the name '{name}' is reserved ({what})"
 
 
 def did_you_mean(word: str, choices: list[str] | set[str] | tuple[str, ...]) -> str | None:
@@ -220,8 +227,10 @@ def check_document(
                 step_paths.append(i)
             except ValidationError:
                 pass
-    if not raw_steps and isinstance(data.get("steps", []), list):
-        out.add(("steps",) if "steps" in data else (), "the plan has no steps")
+    if "steps" not in data:
+        out.add((), "the plan has no 'steps' key (write 'steps: []' for a plan without steps)")
+    elif not raw_steps and isinstance(data["steps"], list):
+        out.add(("steps",), "the plan has no steps", severity="warning")
 
     plan_vars = dict(header.variables) if header else _raw_mapping(data, "variables")
     # A header error elsewhere (say a typo in `defaults`) must not make every variable
@@ -233,6 +242,11 @@ def check_document(
     }
     bound = {s.result_variable for s in steps if s.result_variable}
     known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
+    for name in sorted(set(variables or {}) & SCOPE_NAMES):
+        out.add((), f"variable '{name}' (from --var or --vars-file): {reserved(name)}")
+    for name in plan_vars:
+        if name in SCOPE_NAMES:
+            out.add(("variables", name), f"variable '{name}': {reserved(name)}", key=True)
     ids = [s.id for s in steps]
     id_set = set(ids)
     seen_ids: dict[str, int] = {}
@@ -252,7 +266,15 @@ def check_document(
                     hint=did_you_mean(dep, id_set),
                 )
             elif dep == s.id:
-                out.add(("steps", i, "depends_on", j), f"step '{s.id}' depends on itself")
+                out.add(("steps", i, "depends_on", j), f"dependency cycle: {s.id} -> {s.id}")
+        if s.result_variable in SCOPE_NAMES:
+            out.add(
+                ("steps", i, "result_variable"),
+                f"step '{s.id}': result_variable '{s.result_variable}': "
+                + reserved(s.result_variable),
+            )
+        if isinstance(s.when, str) and (problem := when_problem(s.when)):
+            out.add(("steps", i, "when"), f"step '{s.id}': when: {problem[0]}", hint=problem[1])
         _check_tool(s, i, servers, header, out)
         if s.on_failure == "replan" and header is not None and header.replan is None:
             out.add(
@@ -270,6 +292,14 @@ def check_document(
             if tpl is None:
                 continue
             for expr in tpl.exprs:
+                if s.result_variable in expr.names or s.id in expr.step_refs:
+                    out.add(("steps", i, *path), f"dependency cycle: {s.id} -> {s.id}")
+                if expr.steps_dynamic:
+                    out.add(
+                        ("steps", i, *path),
+                        f"step '{s.id}': {format_path(path)}: read a step as steps.ID or "
+                        "steps['ID'], with a literal step id",
+                    )
                 for name in sorted(expr.names - known_names):
                     out.add(
                         ("steps", i, *path),

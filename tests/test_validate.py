@@ -184,7 +184,10 @@ def test_steps_must_be_a_list_of_mappings(check):
     assert check("steps:\n  - echo\n") == [
         "plan.yaml:2:5: error: step #1 must be a mapping with at least 'id' and 'tool'"
     ]
-    assert check("name: x\n") == ["plan.yaml:1:1: error: the plan has no steps"]
+    assert check("name: x\n") == [
+        "plan.yaml:1:1: error: the plan has no 'steps' key "
+        "(write 'steps: []' for a plan without steps)"
+    ]
 
 
 def test_missing_required_keys(check):
@@ -295,7 +298,7 @@ def test_unknown_depends_on_with_did_you_mean(check):
 
 def test_self_dependency(check):
     assert check("steps:\n  - {id: a, tool: echo, depends_on: [a]}\n") == [
-        "plan.yaml:2:38: error: step 'a' depends on itself"
+        "plan.yaml:2:38: error: dependency cycle: a -> a"
     ]
 
 
@@ -523,7 +526,7 @@ def test_mcp_cli_plan_errors_point_at_index(check):
     out = check(json.dumps(bad, indent=2), "refactor.json")
     assert out == [
         "refactor.json:31:16: error: duplicate step id '2' (first defined in step #2)",
-        "refactor.json:39:9: error: step '2' depends on itself",
+        "refactor.json:39:9: error: dependency cycle: 2 -> 2",
     ]
 
 
