@@ -1,7 +1,8 @@
 """`${EXPR}` strings (SPEC §2): parsing, the names they read, and evaluation in Jinja2's sandbox.
 
 Plain references (`${a.b[0]}`, the bulk of real plans) are parsed and evaluated here without
-Jinja2; anything else is compiled once by a Jinja2 `SandboxedEnvironment` and cached.
+Jinja2; anything else is compiled once by planrun's bounded, immutable Jinja2 sandbox
+(planrun/sandbox.py) and cached.
 """
 
 from __future__ import annotations
@@ -184,9 +185,10 @@ def _environment() -> Any:
     global _ENV
     if _ENV is None:
         from jinja2 import StrictUndefined
-        from jinja2.sandbox import SandboxedEnvironment
 
-        _ENV = SandboxedEnvironment(undefined=StrictUndefined)
+        from planrun.sandbox import BoundedEnvironment
+
+        _ENV = BoundedEnvironment(undefined=StrictUndefined)
     return _ENV
 
 
@@ -209,6 +211,12 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str], bool]:
             )
     except TemplateSyntaxError as exc:
         raise ExpressionError(f"bad expression '${{{source}}}': {exc.message}") from None
+    from planrun.sandbox import TooLarge, check_literal
+
+    try:
+        check_literal(node)
+    except TooLarge as exc:
+        raise ExpressionError(f"bad expression '${{{source}}}': {exc}") from None
     everything = [node, *node.find_all(nodes.Node)]  # find_all skips the root itself
     for f in (n for n in everything if isinstance(n, nodes.Filter)):
         if f.name not in env.filters:
@@ -248,6 +256,8 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
     from jinja2 import Undefined
     from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
 
+    from planrun.sandbox import TooLarge
+
     try:
         value = _compiled(source)(**scope)
         if isinstance(value, Undefined):
@@ -258,6 +268,8 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
         if m:
             raise ExpressionError(f"undefined name '{m.group(1)}'", name=m.group(1)) from None
         raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None
+    except TooLarge as exc:
+        raise ExpressionError(f"in '${{{source}}}': {exc}") from None
     except SecurityError as exc:
         raise ExpressionError(f"in '${{{source}}}': not allowed: {exc}") from None
     except TemplateError as exc:

@@ -1,0 +1,135 @@
+"""Expressions cannot hurt the host: no mutation of variables or env, no unbounded values."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_no_traceback
+
+BOMBS = [
+    "n ** (n ** 9)",
+    "'x' * n ** 12",
+    "[0] * n ** 12",
+    "s | center(n ** 10)",
+    "s.ljust(n ** 10)",
+    "('%0' ~ n ** 9 ~ 'd') % 1",
+    "(s * 1000000) | replace('x', 'xxxxxxxxxx')",
+    "([s * 100000] * 100000) | join(',')",
+    "range(n ** 9) | list",
+    "'{:>999999999}'.format(1)",
+]
+
+
+def test_literal_power_bomb_is_a_validation_error(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${ (10 ** (10 ** 9)) > 5 }"}
+        """,
+    )
+    started = time.monotonic()
+    r = run("validate", "p.yaml", timeout=20)
+    assert r.code == 3, r
+    assert time.monotonic() - started < 10
+    line = [x for x in r.out.splitlines() if "error" in x]
+    assert len(line) == 1 and line[0].startswith("p.yaml:4:"), r
+    assert "too large" in line[0] or "bits" in line[0], r
+    assert_no_traceback(r)
+
+
+@pytest.mark.parametrize("bomb", BOMBS)
+def test_bomb_fails_its_step_quickly_with_one_line(run, write, bomb):
+    write(
+        "p.yaml",
+        f"""
+        variables: {{n: 10, s: x}}
+        steps:
+          - id: boom
+            tool: echo
+            args: {{value: "${{ {bomb} }}"}}
+            timeout: 30s
+          - id: after
+            tool: echo
+            args: {{value: ok}}
+            depends_on: [boom]
+        """,
+    )
+    started = time.monotonic()
+    r = run("run", "p.yaml", "--no-state", "--output", "json", timeout=30)
+    took = time.monotonic() - started
+    assert r.code == 1, r
+    boom = r.json["steps"][0]
+    assert boom["status"] == "failed", r
+    assert "\n" not in boom["error"] and "too large" in boom["error"], boom
+    assert took < 10, took  # planrun's own start-up included; the expression is refused at once
+    assert_no_traceback(r)
+
+
+def test_expressions_cannot_change_variables_or_env(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {d: {k: 1}}
+        steps:
+          - id: upd
+            tool: echo
+            args: {value: "${ d.update({'k': 99}) }"}
+            on_failure: continue
+          - id: pop
+            tool: echo
+            args: {value: "${ env.pop('PATH') }"}
+            on_failure: continue
+          - id: after
+            tool: shell
+            args: {cmd: "echo k=${d.k} path=$PATH"}
+            depends_on: [upd, pop]
+            when: "${ true }"
+          - id: free
+            tool: shell
+            args: {cmd: "echo k=${d.k} path=$PATH"}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state", "--output", "json", env={"PATH": "/usr/bin:/bin"})
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert steps["upd"]["status"] == "failed" and "not allowed" in steps["upd"]["error"], r
+    assert steps["pop"]["status"] == "failed" and "not allowed" in steps["pop"]["error"], r
+    assert steps["free"]["result"]["stdout"] == "k=1 path=/usr/bin:/bin\n", r
+    assert r.json["variables"]["d"] == {"k": 1}
+
+
+def test_mcp_bomb_answers_quickly_and_other_calls_go_on(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    plan = "variables: {n: 10}\nsteps:\n  - {id: boom, tool: echo, args: {value: '${ n ** (n ** 9) }'}}\n"
+
+    async def main() -> Any:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "planrun", "mcp"],
+            cwd=str(tmp_path),
+            env=dict(os.environ),  # the SDK passes only a few variables on (PYTHONPATH matters)
+        )
+        async with Client(params, read_timeout_seconds=30) as client:
+            started = time.monotonic()
+            bomb, schema = await asyncio.gather(
+                client.call_tool("plan_run", {"plan": plan}),
+                client.call_tool("plan_schema", {}),
+            )
+            return bomb, schema, time.monotonic() - started
+
+    bomb, schema, took = asyncio.run(main())
+    assert not schema.is_error
+    doc = bomb.structured_content
+    assert doc is not None and doc["status"] == "failed", bomb.content
+    assert "too large" in doc["steps"][0]["error"]
+    assert took < 10
