@@ -302,7 +302,7 @@ def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dic
     from planrun.tools.shell import _argv, _env, parse_shell_args
 
     parsed = parse_shell_args(args, base_cwd)
-    argv, command = _argv(parsed.cmd)  # no env: workers look the program up on their PATH
+    argv, command = _argv(parsed.cmd)
     cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
     env_set = _env(env, {})  # the values as text; merged over the worker's environment there
     env_unset = [str(k) for k, v in env.items() if v is None] if isinstance(env, dict) else []
