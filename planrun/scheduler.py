@@ -435,7 +435,7 @@ class Scheduler:
                 except Exception as exc:  # a tool's unexpected error still fails only its step
                     error = f"{type(exc).__name__}: {exc}"
                 else:
-                    self._succeed(sid, step, result, time.monotonic() - started)
+                    self._succeed(sid, step, result, time.monotonic() - started, ctx.output)
                     return
                 if rec.attempts <= retries:
                     self.bus.emit(
@@ -494,7 +494,9 @@ class Scheduler:
         self.tool_counts[step.tool] = self.tool_counts.get(step.tool, 0) + 1
         return None
 
-    def _succeed(self, sid: str, step: Step, result: Any, duration: float) -> None:
+    def _succeed(
+        self, sid: str, step: Step, result: Any, duration: float, printed: str | None = None
+    ) -> None:
         rec = self.records[sid]
         rec.status, rec.result, rec.error = "succeeded", result, None
         rec.duration_s = round(duration, 3)
@@ -511,7 +513,7 @@ class Scheduler:
                     "duration_s": rec.duration_s,
                     "result": result,
                     "fingerprint": rec.fingerprint,
-                    "output": _output_of(result),
+                    "output": _output_of(result) or printed,
                     "result_variable": step.result_variable,
                 },
             )

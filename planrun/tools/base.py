@@ -37,6 +37,7 @@ class ToolContext:
     services: dict[str, Any] = field(
         default_factory=dict
     )  # e.g. "mcp": server pool, "subplan": runner
+    output: str | None = None  # what an in-process tool printed, shown as the step's output
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

@@ -14,6 +14,7 @@ from typing import Any
 
 from planrun.tools import check_args, type_name
 from planrun.tools.base import ToolContext, ToolFailed
+from planrun.tools.capture import captured
 
 
 async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -31,6 +32,32 @@ async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
         raise ToolFailed(f"python: 'kwargs' must be a mapping, got {type_name(kwargs)}")
 
     fn = await _load(target, ctx.cwd)
+    with captured() as capture:
+        try:
+            value = await _call(fn, kwargs, target)
+        except ToolFailed as exc:
+            printed = capture.text().rstrip("\n")
+            if printed:  # what it printed before failing comes first, then the traceback
+                exc.detail = f"{printed}\n{exc.detail}" if exc.detail else printed
+            raise
+        finally:
+            # Its prints are its output: shown with the step (or live with --stream).
+            ctx.output = capture.text() or None
+            if ctx.on_output is not None:
+                for stream, line in capture.lines():
+                    ctx.on_output(stream, line)
+    try:
+        # The round trip gives the value the state file and a resumed run will see.
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        raise ToolFailed(
+            f"function {target} returned a non-JSON value of type {type(value).__name__}"
+        ) from None
+
+
+async def _call(fn: Any, kwargs: dict[str, Any], target: str) -> Any:
+    """Call the function; whatever it raises, sys.exit and Ctrl-C-like exceptions included,
+    ends only this step (a ToolFailed), never planrun."""
     try:
         if inspect.iscoroutinefunction(fn):
             value = await fn(**kwargs)
@@ -42,20 +69,19 @@ async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
                 value = await value
     except asyncio.CancelledError:
         raise
-    except Exception as exc:
+    except SystemExit as exc:
+        if exc.code is None or exc.code == 0:
+            return None  # a clean exit: the function is done and returned nothing
+        raise ToolFailed(f"python: {target} called sys.exit({exc.code!r})") from None
+    except BaseException as exc:  # KeyboardInterrupt and GeneratorExit are the step's own too
         message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise ToolFailed(message, detail=_user_traceback(exc)) from None
-    try:
-        # The round trip gives the value the state file and a resumed run will see.
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError):
-        raise ToolFailed(
-            f"function {target} returned a non-JSON value of type {type(value).__name__}"
-        ) from None
+    return value
 
 
-def _user_traceback(exc: BaseException) -> str:
-    """The traceback from the user's function down, without planrun's and asyncio's frames."""
+def _user_traceback(exc: BaseException) -> str | None:
+    """The traceback from the user's function down, without planrun's and asyncio's frames
+    (None when none of its frames is the user's)."""
     ours = (
         os.path.dirname(asyncio.__file__),
         os.path.dirname(concurrent.futures.__file__),
@@ -68,6 +94,8 @@ def _user_traceback(exc: BaseException) -> str:
         and tb.tb_frame.f_code.co_filename.startswith(ours)
     ):
         tb = tb.tb_next
+    if tb is None or tb.tb_frame.f_code.co_filename.startswith(ours):
+        return None
     return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
 
 
