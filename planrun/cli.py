@@ -218,7 +218,7 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
     if kw["output"] == "json":
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     elif kw["dry_run"]:
-        click.echo(render_dry_run(doc), nl=False)
+        click.echo(render_dry_run(doc, kw["explain"]), nl=False)
     elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
     sys.exit(int(code))

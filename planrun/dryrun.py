@@ -78,7 +78,7 @@ def _preview(value: Any, scope: dict[str, Any], producers: dict[str, str]) -> An
     return "".join(p if isinstance(p, str) else to_text(one(p)) for p in tpl.parts)
 
 
-def render_dry_run(doc: dict[str, Any]) -> str:
+def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
     """Dry-run text: waves in start order, each step with tool, args, dependencies, condition."""
     lines = [
         f"plan {doc['plan']}: {len(doc['steps'])} steps in {len(doc['waves'])} waves (dry run)"
@@ -101,4 +101,11 @@ def render_dry_run(doc: dict[str, Any]) -> str:
                 lines.append(f"      after: {', '.join(s['depends_on'])}")
             if s["when"] is not None:
                 lines.append(f"      when: {s['when']}")
+            cache = s.get("cache") or {}
+            if cache.get("status") == "hit":
+                lines.append("      cache: hit")
+            elif cache.get("status") == "miss":
+                lines.append(f"      cache: miss ({cache['reason']})")
+            elif cache and explain:
+                lines.append("      cache: off")
     return "\n".join(lines) + "\n"

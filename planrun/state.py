@@ -35,7 +35,16 @@ from planrun.events import Event
 
 STATE_VERSION = 1
 
-STEP_STATUSES = ("pending", "running", "succeeded", "failed", "skipped", "ignored", "interrupted")
+STEP_STATUSES = (
+    "pending",
+    "running",
+    "succeeded",
+    "cached",
+    "failed",
+    "skipped",
+    "ignored",
+    "interrupted",
+)
 RUN_STATUSES = ("running", "succeeded", "failed", "interrupted", "blocked")
 
 # The journal is folded into the snapshot once it is larger than this and than the last
@@ -683,6 +692,13 @@ class StateStore:
             elif name == "step.interrupted":
                 new.status = "interrupted"
                 self._finish(new, d, ts)
+            elif name == "step.cached":
+                new.status = "cached"
+                new.result = d.get("result")
+                new.fingerprint = d.get("fingerprint")
+                new.result_variable = d.get("result_variable") or new.result_variable
+                new.started_at = new.ended_at = ts
+                new.reason = "cached"
             elif name == "step.resumed":
                 new.status = "succeeded"
                 new.result = d.get("result")

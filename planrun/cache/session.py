@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,16 +168,17 @@ class CacheSession:
             except CorruptCache as exc:
                 self.warn(f"step '{sid}': cache entry {key[:12]} not usable ({exc}): running it")
                 return Decision("miss", reasons.NO_ENTRY, key, None, material)
-        reason = reasons.miss_reason(self.store, self._recent_key(sid), material)
+        reason = reasons.miss_reason(self.store, self.recent_key(sid), material)
         return Decision("miss", reason, key, None, material)
 
-    async def before(
-        self, sid: str, step: Any, args: Any, upstream: Sequence[Upstream]
-    ) -> Decision:
-        """`decide` off the event loop (hashing and restoring read and write files)."""
+    async def before(self, sid: str, step: Any, args: Any, upstream: Mapping[str, Any]) -> Decision:
+        """`decide` off the event loop (hashing and restoring read and write files).
+
+        `upstream`: the step's dependencies' records (anything with `status` and `result`)."""
         if not self.options.enabled or not step_cached(step):
             return Decision("off", reasons.OFF)
-        return await asyncio.to_thread(self.decide, sid, step, args, upstream)
+        deps = [Upstream(d, str(r.status), r.result) for d, r in upstream.items()]
+        return await asyncio.to_thread(self.decide, sid, step, args, deps)
 
     # ---- after a successful run ------------------------------------------------------------
 
@@ -251,7 +252,7 @@ class CacheSession:
 
     # ---- most recent entries and the end of the run ------------------------------------
 
-    def _recent_key(self, sid: str) -> str | None:
+    def recent_key(self, sid: str) -> str | None:
         if sid in self._changed:
             return self._changed[sid]
         steps = self._recent.get(self.plan_name)
@@ -259,7 +260,7 @@ class CacheSession:
         return key if isinstance(key, str) else None
 
     def _set_recent(self, sid: str, key: str) -> None:
-        if self._recent_key(sid) != key:
+        if self.recent_key(sid) != key:
             self._changed[sid] = key
 
     def close(self) -> None:
@@ -285,3 +286,22 @@ def _read_json(path: str) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def hit_event(decision: Decision, step: Any, fingerprint: str | None) -> dict[str, Any]:
+    """The data of a `step.cached` event: the recorded result and the replayed output."""
+    entry = decision.entry
+    assert entry is not None
+    output = (entry.stdout + entry.stderr) or None
+    return {
+        "status": "cached",
+        "key": decision.key,
+        "reason": reasons.CACHED,
+        "result": entry.result,
+        "result_variable": step.result_variable,
+        "fingerprint": fingerprint,
+        "attempts": 0,
+        "duration_s": 0.0,
+        "output": output,
+        "replayed": output is not None,
+    }

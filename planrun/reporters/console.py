@@ -18,10 +18,13 @@ from typing import Any, TextIO
 
 from planrun.events import Event
 
-_TERMINAL = frozenset(("succeeded", "failed", "ignored", "skipped", "interrupted", "resumed"))
+_TERMINAL = frozenset(
+    ("succeeded", "cached", "failed", "ignored", "skipped", "interrupted", "resumed")
+)
 # Summary order, with the word used for each status.
 _SUMMARY = (
     ("succeeded", "succeeded"),
+    ("cached", "cached"),
     ("resumed", "kept"),
     ("ignored", "ignored"),
     ("failed", "failed"),
@@ -131,6 +134,7 @@ class ConsoleReporter:
         self._live_wanted = live if live is not None else (tty and not dumb and not quiet)
         self._live_forced = live is True and not tty
         self.resume_hint = resume_hint
+        self.explain = False  # --explain: say why for every step, "cache off" included
 
         encoding = getattr(self._stream, "encoding", None) or "utf-8"
         try:
@@ -171,6 +175,7 @@ class ConsoleReporter:
             "step.skipped": self._step_skipped,
             "step.interrupted": self._step_interrupted,
             "step.resumed": self._step_resumed,
+            "step.cached": self._step_cached,
             "plan.diff": self._plan_diff,
             "run.finished": self._run_finished,
         }
@@ -333,6 +338,9 @@ class ConsoleReporter:
             text += f" [{tool}]"
         if attempt > 1:
             text += f" (attempt {attempt})"
+        reason = event.data.get("reason")
+        if reason and (self.explain or reason != "cache off") and attempt == 1:
+            text += f": {reason}"  # why it runs (the cache's reason)
         self._write(self._line(event.ts, "start", text))
 
     def _step_output(self, event: Event) -> None:
@@ -407,6 +415,16 @@ class ConsoleReporter:
             self._write(
                 self._line(event.ts, "stop", f"{self._name(event)} interrupted after {took}")
             )
+
+    def _step_cached(self, event: Event) -> None:
+        self._set_status(event, "cached")
+        if self.quiet:
+            return
+        text = self._line(event.ts, "kept", f"{self._name(event)} cached")
+        output = event.data.get("output")
+        if output:
+            text += self._block(f"(replayed from the cache)\n{output}")
+        self._write(text)
 
     def _step_resumed(self, event: Event) -> None:
         self._set_status(event, "resumed")
@@ -574,6 +592,7 @@ class ConsoleReporter:
         text = Text()
         for key, symbol, style in (
             ("succeeded", "✓", "green"),
+            ("cached", "✓", "dim green"),
             ("resumed", "=", "dim"),
             ("failed", "✗", "red"),
             ("ignored", "!", "yellow"),

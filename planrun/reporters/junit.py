@@ -4,6 +4,8 @@ How step statuses map to JUnit (CI systems only know passed / failure / error / 
 
 - succeeded, and kept from a previous run (`step.resumed`) -> passed (a kept step says so in
   `<system-out>`);
+- cached (`step.cached`: the cache had it) -> passed, `<system-out>` says so and holds the
+  replayed output;
 - failed -> `<failure message=error type="failed">detail</failure>`;
 - ignored (failed with `on_failure: ignore`) -> passed, `<system-out>` holds the ignored error;
 - skipped -> `<skipped message=reason/>`;
@@ -139,6 +141,9 @@ class JUnitReporter:
             case.reason = data.get("reason")
         elif name == "step.resumed":
             case.status = "resumed"
+        elif name == "step.cached":
+            case.status = "cached"
+            case.output = data.get("output")
 
     __call__ = handle
 
@@ -236,6 +241,8 @@ def _suite_xml(suite: _Suite) -> tuple[ET.Element, dict[str, int], float]:
             )
         elif status == "resumed":
             out.append("kept from a previous run (unchanged)")
+        elif status == "cached":
+            out.append("cached: not run, output replayed from the cache")
         if case.attempts > 1:
             out.append(f"attempts: {case.attempts}")
         if case.output:

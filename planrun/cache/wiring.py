@@ -1,0 +1,139 @@
+"""How a run gets its cache: options from the request, one session per run, dry-run previews."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from planrun.cache import reasons
+from planrun.cache.session import CacheOptions, CacheSession, Upstream, step_cached
+from planrun.errors import UsageError
+
+ALL = "*"  # what a bare --force stands for
+
+
+def cache_options(
+    force: Iterable[str], no_cache: bool, cache_dir: str | None, explain: bool, ids: Iterable[str]
+) -> CacheOptions:
+    """CacheOptions from the run flags; an unknown `--force ID` is a usage error."""
+    forced = [f for f in force if f != ALL]
+    known = set(ids)
+    unknown = [f for f in forced if f not in known]
+    if unknown:
+        from planrun.validate import did_you_mean
+
+        hint = did_you_mean(unknown[0], known)
+        raise UsageError(
+            f"--force: no step '{unknown[0]}' in the plan" + (f" ({hint})" if hint else "")
+        )
+    return CacheOptions(
+        enabled=not no_cache,
+        directory=cache_dir,
+        force_all=ALL in force,
+        force=frozenset(forced),
+        explain=explain,
+    )
+
+
+def open_session(
+    options: CacheOptions,
+    plan: Any,
+    cwd: str,
+    env: dict[str, str],
+    warn: Callable[[str], None],
+    secret_values: Callable[[], list[str]] = list,
+    *,
+    dry_run: bool = False,
+) -> CacheSession | None:
+    """A session when some step of the plan is cached and the cache is on, else None."""
+    if not options.enabled or not any(step_cached(s) for s in plan.steps):
+        return None
+    dotenv = [str(d) for d in (getattr(plan, "dotenv", None) or [])]
+    return CacheSession(
+        options, plan.name or "plan", cwd, env, warn, secret_values, dotenv, dry_run=dry_run
+    )
+
+
+def preview(
+    plan: Any,
+    order: list[str],
+    deps: dict[str, list[str]],
+    variables: dict[str, Any],
+    env: dict[str, str],
+    options: CacheOptions,
+    cwd: str,
+    warn: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    """Dry-run: {step id: {status: hit|miss|off, reason}} in start order. Hashes, writes nothing
+    (but the stat records, which only save re-reading)."""
+    session = open_session(options, plan, cwd, env, warn, dry_run=True)
+    out: dict[str, dict[str, Any]] = {}
+    results: dict[str, Any] = {}  # results known now: those of hits
+    try:
+        for sid in order:
+            step = plan.step(sid)
+            if session is None or not step_cached(step):
+                out[sid] = {"status": "off", "reason": reasons.OFF}
+                continue
+            scope = _scope(plan, variables, env, results)
+            out[sid] = _preview_step(session, sid, step, deps[sid], scope, results, out)
+    finally:
+        if session is not None:
+            session.close()
+    return out
+
+
+def _preview_step(
+    session: CacheSession,
+    sid: str,
+    step: Any,
+    deps: list[str],
+    scope: dict[str, Any],
+    results: dict[str, Any],
+    seen: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    from planrun.expressions import ExpressionError, resolve_args
+
+    forced = session.options.force_all or sid in session.options.force
+    first = session.recent_key(sid) is None and not forced  # never stored: say so, not "changed"
+    unknown = [d for d in deps if d not in session.keys]
+    if unknown and not forced:
+        d = unknown[0]
+        why = (
+            "upstream changed" if seen.get(d, {}).get("status") != "off" else "upstream not cached"
+        )
+        return {"status": "miss", "reason": f"{why}: {d}"}
+    try:
+        args = resolve_args(step.tool, step.args, scope)
+    except ExpressionError:
+        if forced:
+            return {"status": "miss", "reason": reasons.FORCED}
+        missed = next((d for d in deps if seen.get(d, {}).get("status") != "hit"), None)
+        if first:
+            return {"status": "miss", "reason": reasons.NO_ENTRY}
+        return {
+            "status": "miss",
+            "reason": f"upstream changed: {missed}" if missed else "args changed",
+        }
+    upstream = [Upstream(d, "succeeded", results.get(d)) for d in deps]
+    decision = session.decide(sid, step, args, upstream)
+    if decision.key is not None:
+        session.keys[sid] = decision.key  # dependents see the key this step would run or hit with
+    if decision.status == "hit" and decision.entry is not None:
+        results[sid] = decision.entry.result
+    return {"status": decision.status, "reason": decision.reason}
+
+
+def _scope(
+    plan: Any, variables: dict[str, Any], env: dict[str, str], results: dict[str, Any]
+) -> dict[str, Any]:
+    """What args can read before anything runs: variables, env, and the results of hits."""
+    scope: dict[str, Any] = {**variables, "env": env}
+    scope["steps"] = {
+        d: {"status": "cached", "result": r, "error": None} for d, r in results.items()
+    }
+    for d, r in results.items():
+        var = plan.step(d).result_variable
+        if var:
+            scope[var] = r
+    return scope
