@@ -348,9 +348,13 @@ def _revised_plan(plan: Any, state: str | None) -> Any:
         return plan
     if st is None or not getattr(st, "revisions", None):
         return plan
-    from planrun.replan import apply_revisions
+    from planrun.revision_check import checked_revision
 
-    return apply_revisions(plan, st.revisions)
+    try:  # shown only when it passes the plan's checks, as resume would run it
+        path = _state_path(plan.name or "", state)
+        return checked_revision(plan, st.revisions, state_path=path, planner=True, variables={})
+    except PlanrunError:
+        return plan
 
 
 @main.command()

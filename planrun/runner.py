@@ -231,7 +231,7 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
             for sid, st in old.steps.items()
         }
         if old.revisions:
-            prep = _revised(prep, old.revisions, req.only)
+            prep = _revised(prep, old.revisions, req, path)
             opened.revisions = list(old.revisions)
         for st in old.steps.values():
             if st.status in ("succeeded", "ignored") and st.result_variable:
@@ -406,11 +406,20 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
                 store.close()
 
 
-def _revised(prep: Prepared, revisions: list[dict[str, Any]], only: list[str]) -> Prepared:
-    """On resume, continue the plan as the planner last revised it."""
-    from planrun.replan import apply_revisions
+def _revised(
+    prep: Prepared, revisions: list[dict[str, Any]], req: RunRequest, state_path: str
+) -> Prepared:
+    """On resume, continue the plan as the planner last revised it (once it passes the checks)."""
+    from planrun.revision_check import checked_revision
 
-    plan = apply_revisions(prep.plan, revisions)
+    plan = checked_revision(
+        prep.plan,
+        revisions,
+        state_path=state_path,
+        planner=bool(req.planner),
+        variables=prep.variables,
+    )
+    only = req.only
     graph = PlanGraph.build(plan.steps)
     keep = graph.upstream([o for o in only if o in graph.deps]) if only else set(graph.order)
     selected = [sid for sid in graph.order if sid in keep]

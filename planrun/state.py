@@ -32,6 +32,7 @@ from typing import Any
 
 from planrun.errors import StateError
 from planrun.events import Event
+from planrun.statefiles import check_not_special, create_temp, open_regular, read_regular
 
 STATE_VERSION = 1
 
@@ -381,32 +382,27 @@ def read_state(path: Path, plan_name: str, *, as_recorded: bool = False) -> RunS
     # A compaction may replace both files while we read. Reading the snapshot first is safe in
     # every interleaving: a journal not matching the snapshot's token is ignored, and the
     # snapshot alone is then a complete (possibly slightly older) state.
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = read_regular(path)  # never through a symlink, never a FIFO or device
+    if raw is None:
         return None
-    except OSError as exc:
-        raise StateError(f"cannot read state file {path}: {exc.strerror}") from None
     try:
         doc = json.loads(raw)
     except ValueError as exc:
         raise StateError(f"state file {path} is corrupt (not valid JSON: {exc})") from None
     state, token = _state_from_json(doc, path, plan_name)
-    try:
-        data = journal.read_bytes()
-    except FileNotFoundError:
+    data = read_regular(journal)
+    if data is None:
         return state if as_recorded else mark_abandoned(state, path)
-    except OSError as exc:
-        raise StateError(f"cannot read state journal {journal}: {exc.strerror}") from None
     _replay_journal(state, data, token, journal)
     return state if as_recorded else mark_abandoned(state, path)
 
 
 def _lock_holder(path: Path) -> int | None:
     try:
-        text = path.with_name(path.name + _LOCK_SUFFIX).read_text(errors="replace").strip()
-    except OSError:
-        return None
+        raw = read_regular(path.with_name(path.name + _LOCK_SUFFIX))
+    except StateError:
+        return None  # a planted link or FIFO names no live run
+    text = (raw or b"").decode(errors="replace").strip()
     return int(text) if text.isdigit() else None
 
 
@@ -453,6 +449,7 @@ class StateStore:
         self._journal_bytes = 0
         self._compact_at = compact_min_bytes
         self._lock_fd: int | None = None
+        self._preloaded: list[RunState | None] = []  # the state acquire() checked, for load()
         self._started: set[str] = set()  # steps started in this run
         self._mutex = threading.Lock()  # executors may emit from worker threads
         # The snapshot is refreshed soon after changes too, not only when the journal is
@@ -470,7 +467,8 @@ class StateStore:
 
         A run left `running` by a dead process is returned as `interrupted`. Never writes.
         """
-        state = read_state(self.path, self.plan_name)
+        # acquire() read it under the lock (nobody changed it since): no need to parse it twice
+        state = self._preloaded.pop() if self._preloaded else read_state(self.path, self.plan_name)
         if state is not None:
             self._state = state
         return state
@@ -502,13 +500,16 @@ class StateStore:
         """
         if self._lock_fd is not None:
             return
+        # A symlink, FIFO or device where the state goes is refused before anything is created.
+        check_not_special(self.path)
+        check_not_special(self.journal_path)
         _make_dirs(self.path.parent)
         for _ in range(50):
             try:
-                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                fd = open_regular(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             except FileExistsError:
                 try:
-                    fd = os.open(self.lock_path, os.O_RDWR)
+                    fd = open_regular(self.lock_path, os.O_RDWR)
                 except FileNotFoundError:
                     continue  # released meanwhile: try to create it again
             try:
@@ -537,9 +538,19 @@ class StateStore:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             os.fchmod(fd, 0o600)
             self._lock_fd = fd
+            self._check_existing()
             self._remove_temp_files()
             return
         raise StateError(f"could not lock state file {self.path}: the lock file keeps changing")
+
+    def _check_existing(self) -> None:
+        """Under the lock: a file already at the state's path must be this plan's state (a
+        foreign or corrupt file, `--state config.json`, is left byte-for-byte; StateError)."""
+        try:
+            self._preloaded = [read_state(self.path, self.plan_name)]
+        except BaseException:
+            self._release_lock()
+            raise
 
     def _try_flock(self, fd: int) -> bool:
         try:
@@ -805,7 +816,7 @@ class StateStore:
         data = _snapshot_bytes(state, token)
         _make_dirs(self.path.parent)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = create_temp(tmp)
         try:
             os.fchmod(fd, 0o600)
             _write_all(fd, data)
@@ -825,7 +836,7 @@ class StateStore:
                 os.unlink(self.journal_path)
         else:
             jtmp = self.journal_path.with_name(f"{self.journal_path.name}.{os.getpid()}.tmp")
-            jfd = os.open(jtmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+            jfd = create_temp(jtmp, os.O_APPEND)
             os.fchmod(jfd, 0o600)
             header = _encode({"journal": token, "plan": state.plan}).encode() + b"\n"
             _write_all(jfd, header)

@@ -1,0 +1,102 @@
+"""Opening state files safely: never through a symbolic link, never anything but a regular file.
+
+A repository can ship `.planrun/state/NAME.json.lock` as a symlink to a file of the user's, and
+`--state PATH` can name any file at all. Every state file (`.json`, `.journal`, `.lock` and the
+temporary files they are written through) is therefore opened with O_NOFOLLOW (a link is refused,
+not followed), O_NONBLOCK (a FIFO cannot hang the open) and checked with fstat to be a regular
+file; temporary files are created with O_CREAT|O_EXCL, so an existing name is never written
+through. Each refusal is a StateError (exit 4) of one line that names the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+
+from planrun.errors import StateError
+
+_SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def refuse(path: Path | str, what: str) -> StateError:
+    """The one-line error for a state file that is not a regular file of its own."""
+    return StateError(f"state file {path} is {what}: refusing to use it (remove or rename it)")
+
+
+def check_not_special(path: Path | str) -> None:
+    """StateError if `path` exists and is a symlink, FIFO, device or anything but a regular file."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StateError(f"cannot read state file {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise refuse(path, _kind(st.st_mode))
+
+
+def open_regular(path: Path | str, flags: int, mode: int = 0o600) -> int:
+    """os.open without following a symlink; the fd of a regular file, else StateError.
+
+    FileNotFoundError and FileExistsError pass through (callers handle races with them).
+    """
+    try:
+        fd = os.open(path, flags | _SAFE, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise refuse(path, "a symbolic link") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse(path, _kind(st.st_mode))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path | str) -> bytes | None:
+    """The bytes of the regular file `path`, None if it does not exist; StateError otherwise."""
+    try:
+        fd = open_regular(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read state file {path}: {exc.strerror}") from None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def create_temp(path: Path | str, flags: int = 0) -> int:
+    """Create the temporary file `path` afresh (O_EXCL): a leftover or planted name is removed
+    first (unlinking a symlink removes the link, never its target)."""
+    for _ in range(3):
+        try:
+            return open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | flags)
+        except FileExistsError:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    raise StateError(f"cannot create temporary state file {path}: it keeps reappearing")
