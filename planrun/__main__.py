@@ -2,4 +2,5 @@
 
 from planrun.cli import main
 
-main()
+# One program name however it is started: usage lines and shell completion (`_PLANRUN_COMPLETE`).
+main(prog_name="planrun")

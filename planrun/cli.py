@@ -10,6 +10,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from planrun.completion import complete_plan_files, complete_run_args, complete_step_ids
+from planrun.defaultplan import plan_or_default, split_run_args
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 
 EXIT_CODES_HELP = """\b
@@ -108,7 +110,9 @@ def main(directory: str | None) -> None:
 
 def _run_options(fn: F) -> F:
     options = [
-        click.argument("plan"),
+        click.argument(
+            "args", nargs=-1, metavar="[PLAN] [ID]...", shell_complete=complete_run_args
+        ),
         click.option(
             "--dry-run", is_flag=True, help="Validate and show what would run; run nothing."
         ),
@@ -137,7 +141,11 @@ def _run_options(fn: F) -> F:
         click.option("--keep-going", is_flag=True, help="Treat on_failure: abort as continue."),
         click.option("--yes", "-y", is_flag=True, help="Approve every step that needs approval."),
         click.option(
-            "--only", multiple=True, metavar="ID", help="Only these steps and what they depend on."
+            "--only",
+            multiple=True,
+            metavar="ID",
+            help="Only these steps and what they depend on.",
+            shell_complete=complete_step_ids,
         ),
         click.option(
             "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
@@ -147,6 +155,11 @@ def _run_options(fn: F) -> F:
         ),
         click.option(
             "--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report to FILE."
+        ),
+        click.option(
+            "--report",
+            type=click.Path(dir_okay=False),
+            help="Write an HTML run report to FILE when the run ends.",
         ),
         click.option("--quiet", "-q", is_flag=True, help="Only failures and the summary."),
         click.option("--stream", is_flag=True, help="Print output lines live, prefixed [step-id]."),
@@ -183,9 +196,15 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
     from planrun.dryrun import render_dry_run
     from planrun.runner import RunRequest, run_sync
 
-    plan = kw["plan"]
-    if not os.path.exists(plan):
-        raise UsageError(f"plan file not found: {plan}")
+    plan, targets = split_run_args(kw["args"], os.getcwd())
+    reporter = None
+    if kw["report"] and not kw["dry_run"]:
+        from planrun.report import ReportOnExit, check_report_path
+
+        if kw["no_state"]:
+            raise UsageError("--report is built from the run's state: drop --no-state")
+        check_report_path(kw["report"])
+        reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
     req = RunRequest(
         plan=plan,
         variables=_parse_vars(kw["var"]),
@@ -196,7 +215,7 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
         resume=force_resume or kw["resume"],
         keep_going=kw["keep_going"],
         yes=kw["yes"],
-        only=list(kw["only"]),
+        only=[*kw["only"], *targets],
         dry_run=kw["dry_run"],
         output=kw["output"],
         events=kw["events"],
@@ -213,8 +232,13 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
         explain=kw["explain"],
         cwd=os.getcwd(),
         interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+        subscribers=[reporter.handle] if reporter else [],
     )
-    doc, code = run_sync(req)
+    try:
+        doc, code = run_sync(req)
+    finally:
+        if reporter is not None:
+            reporter.write()  # after a failure or Ctrl-C too
     if kw["output"] == "json":
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     elif kw["dry_run"]:
@@ -241,7 +265,7 @@ def resume(**kw: Any) -> None:
 
 
 @main.command()
-@click.argument("plans", nargs=-1, required=True)
+@click.argument("plans", nargs=-1, shell_complete=complete_plan_files)
 @click.option(
     "--format",
     "fmt",
@@ -262,6 +286,7 @@ def validate(
     from planrun.runner import load_vars_file
     from planrun.validate import load_and_check
 
+    plans = plans or (plan_or_default(None, os.getcwd()),)
     extra = {**(load_vars_file(vars_file, os.getcwd()) if vars_file else {}), **_parse_vars(var)}
     missing = [p for p in plans if not os.path.exists(p)]
     if missing:
@@ -271,6 +296,10 @@ def validate(
         try:
             checked = load_and_check(path, extra)
             diags.extend(checked.diagnostics)
+            if checked.ok:
+                from planrun.dotenv import dotenv_problems
+
+                diags.extend(dotenv_problems(checked, os.getcwd()))
             if check_tools and checked.plan is not None and checked.ok:
                 from planrun.checktools import check_plan_tools
 
@@ -285,7 +314,7 @@ def validate(
 
 
 @main.command()
-@click.argument("plan")
+@click.argument("plan", required=False, shell_complete=complete_plan_files)
 @click.option(
     "--format",
     "fmt",
@@ -297,14 +326,12 @@ def validate(
     "--state", type=click.Path(dir_okay=False), help="Show step statuses from this state file."
 )
 @_guard
-def graph(plan: str, fmt: str, state: str | None) -> None:
+def graph(plan: str | None, fmt: str, state: str | None) -> None:
     """Show the step graph (explicit and data-flow edges, parallel waves)."""
     from planrun import graph as g
     from planrun.validate import load_plan
 
-    if not os.path.exists(plan):
-        raise UsageError(f"plan file not found: {plan}")
-    p = load_plan(plan)
+    p = load_plan(plan_or_default(plan, os.getcwd()))
     p = _revised_plan(p, state)
     pg = g.PlanGraph.build(p.steps)
     if fmt == "json":
@@ -358,17 +385,16 @@ def _revised_plan(plan: Any, state: str | None) -> Any:
 
 
 @main.command()
-@click.argument("plan")
+@click.argument("plan", required=False, shell_complete=complete_plan_files)
 @click.option("--state", type=click.Path(dir_okay=False))
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_guard
-def status(plan: str, state: str | None, output: str) -> None:
+def status(plan: str | None, state: str | None, output: str) -> None:
     """Show the last run of PLAN: status, reason and every step."""
     from planrun.state import render_status_text, status_document
     from planrun.validate import default_name, load_plan
 
-    if not os.path.exists(plan):
-        raise UsageError(f"plan file not found: {plan}")
+    plan = plan_or_default(plan, os.getcwd())
     try:
         name = load_plan(plan).name or default_name(plan)
     except PlanInvalid:
@@ -387,16 +413,26 @@ def status(plan: str, state: str | None, output: str) -> None:
 
 
 @main.command(name="list")
-@click.argument("directory", required=False, default="plans")
+@click.argument("target", required=False, shell_complete=complete_plan_files)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @_guard
-def list_(directory: str, output: str) -> None:
-    """List the plans in DIRECTORY (default ./plans) with their last run status."""
+def list_(target: str | None, output: str) -> None:
+    """List the plans in a directory (default ./plans) with their last run status, or the
+    steps of a plan file (default: ./planrun.yaml when there is no ./plans)."""
     from planrun.catalog import list_plans, render_list
+    from planrun.steplist import list_target
 
-    if not os.path.isdir(directory):
-        raise UsageError(f"no such directory: {directory}")
-    rows = list_plans(directory, os.getcwd())
+    directory = list_target(target, os.getcwd())
+    if directory.plan is not None:
+        from planrun.steplist import render_steps, step_rows
+
+        doc = step_rows(directory.plan)
+        if output == "json":
+            click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        else:
+            click.echo(render_steps(doc), nl=False)
+        return
+    rows = list_plans(directory.directory, os.getcwd())
     if output == "json":
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
@@ -437,6 +473,51 @@ def tools(plan: str | None, output: str, mcp_config: str | None) -> None:
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
         click.echo(render_tools(rows), nl=False)
+
+
+@main.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+@_guard
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL (see the README for where to put it)."""
+    from planrun.completion import completion_script
+
+    click.echo(completion_script(main, shell), nl=False)
+
+
+@main.command()
+@click.argument("file", required=False, default="planrun.yaml")
+@_guard
+def init(file: str) -> None:
+    """Write a commented starter plan to FILE (default planrun.yaml); never overwrites."""
+    from planrun.starter import write_starter
+
+    write_starter(file)
+    named = "" if file == "planrun.yaml" else f" {file}"
+    click.echo(f"wrote {file}; next: planrun list{named}, planrun run{named}", err=True)
+
+
+@main.command()
+@click.argument("plan", required=False, shell_complete=complete_plan_files)
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    default="planrun-report.html",
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="The HTML file to write.",
+)
+@click.option("--state", type=click.Path(dir_okay=False), help="Read this state file.")
+@_guard
+def report(plan: str | None, out: str, state: str | None) -> None:
+    """Write an HTML report of the last run of PLAN: timeline, steps, errors and output."""
+    from planrun.report import check_report_path, report_for_plan, write_report
+
+    plan = plan_or_default(plan, os.getcwd())
+    check_report_path(out)
+    write_report(out, report_for_plan(plan, state, os.getcwd()))
+    click.echo(f"wrote {out}", err=True)
 
 
 @main.command()

@@ -12,9 +12,15 @@ from planrun.model import Plan
 
 
 def dry_run_document(
-    plan: Plan, graph: PlanGraph, selected: list[str], variables: dict[str, Any]
+    plan: Plan,
+    graph: PlanGraph,
+    selected: list[str],
+    variables: dict[str, Any],
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The SPEC §8 dry-run document: start order in waves, resolved args with placeholders."""
+    """The SPEC §8 dry-run document: start order in waves, resolved args with placeholders.
+
+    `env` is what `env` reads (the process environment over the plan's dotenv values)."""
     keep = set(selected)
     sub = PlanGraph(
         order=[s for s in graph.order if s in keep],
@@ -28,7 +34,7 @@ def dry_run_document(
     for s in plan.steps:
         if s.result_variable:
             producers.setdefault(s.result_variable, s.id)
-    scope = {**variables, "env": dict(os.environ), "steps": {}}
+    scope = {**variables, "env": dict(os.environ) if env is None else env, "steps": {}}
     steps_out = []
     for wave in waves:
         for sid in wave:

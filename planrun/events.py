@@ -2,9 +2,9 @@
 
 Event names and their data (besides `ts`, `event`, `plan`, and `step` for step events):
 
-- `run.started`    run_id, digest, resumed (bool), variables (dict, secrets masked),
+- `run.started`    run_id, digest, resumed (bool), jobs (-j), variables (dict, secrets masked),
                    steps: [{id, title, tool, depends_on}] in file order
-- `step.started`   attempt (1-based), fingerprint, status="running"
+- `step.started`   attempt (1-based), fingerprint, status="running", tool, title (rendered)
 - `step.output`    stream ("stdout"|"stderr"), line  (only with --stream; not written to JSON Lines)
 - `step.retrying`  attempt (the one that failed), error, delay_s
 - `step.succeeded` status="succeeded", attempts, duration_s, result, fingerprint, output (captured

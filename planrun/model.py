@@ -245,6 +245,10 @@ class PlanHeader(_Frozen):
     replan: Replan | None = None
     secrets: list[str] = Field(default_factory=list)
     executor: ExecutorConfig | None = None
+    dotenv: list[str] = Field(
+        default_factory=list,
+        description="KEY=VALUE files added to the steps' environment; a name ending in ? is optional.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -65,6 +65,18 @@ class Prepared:
     variables: dict[str, Any]
     selected: list[str]
     graph: PlanGraph
+    dotenv: dict[str, str] = field(default_factory=dict)  # from the plan's `dotenv:` files
+
+    def environment(self) -> dict[str, str]:
+        """The steps' environment: the dotenv values under the process environment."""
+        from planrun.dotenv import step_environment
+
+        return step_environment(self.dotenv, dict(os.environ))
+
+    def masker(self, variables: dict[str, Any]) -> Masker:
+        """Masks `secrets:`, whether variables or environment values (a dotenv secret)."""
+        env = self.environment() if self.plan.secrets and self.dotenv else None
+        return Masker(self.plan.secrets, variables, env)
 
 
 EXIT_FOR_STATUS = {
@@ -130,6 +142,11 @@ def prepare(req: RunRequest) -> Prepared:
     plan = checked.plan
     assert plan is not None
     variables = {**plan.variables, **extra}
+    dotenv: dict[str, str] = {}
+    if plan.dotenv:
+        from planrun.dotenv import load_dotenv
+
+        dotenv = load_dotenv(checked.doc, plan.dotenv, req.cwd)
     graph = PlanGraph.build(plan.steps)
     selected = list(graph.order)
     if req.only:
@@ -139,11 +156,11 @@ def prepare(req: RunRequest) -> Prepared:
 
             hint = did_you_mean(unknown[0], set(graph.order))
             raise UsageError(
-                f"--only: no step '{unknown[0]}' in the plan" + (f" ({hint})" if hint else "")
+                f"no step '{unknown[0]}' in {req.plan}" + (f" ({hint})" if hint else "")
             )
         keep = graph.upstream(req.only)
         selected = [sid for sid in graph.order if sid in keep]
-    return Prepared(checked, plan, variables, selected, graph)
+    return Prepared(checked, plan, variables, selected, graph, dotenv)
 
 
 # ---- the run -----------------------------------------------------------------------------
@@ -181,15 +198,14 @@ async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
     if req.dry_run:
         from planrun.dryrun import dry_run_document
 
-        doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables)
-        return Masker(plan.secrets, prep.variables)(doc), ExitCode.OK
+        doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables, prep.environment())
+        return prep.masker(prep.variables)(doc), ExitCode.OK
     from planrun.conditions import steps_needing_approval
 
-    gated = steps_needing_approval(plan, prep.selected, prep.variables, os.environ)
+    gated = steps_needing_approval(plan, prep.selected, prep.variables, prep.environment())
     if gated and not req.yes and not req.interactive:
         doc = blocked_document(plan, prep.selected, gated)
-        masker = Masker(plan.secrets, prep.variables)
-        return masker(doc), ExitCode.BLOCKED
+        return prep.masker(prep.variables)(doc), ExitCode.BLOCKED
     return await _run(req, prep)
 
 
@@ -309,7 +325,9 @@ async def _check_mcp_tools(plan: Plan, prep: Prepared, pool: Any, console: Any) 
         raise PlanInvalid(errors)
 
 
-def _started_event(prep: Prepared, variables: dict[str, Any], resumed: bool) -> Event:
+def _started_event(
+    prep: Prepared, variables: dict[str, Any], resumed: bool, jobs: int | None = None
+) -> Event:
     plan = prep.plan
     selected = set(prep.selected)
     steps = [
@@ -321,6 +339,8 @@ def _started_event(prep: Prepared, variables: dict[str, Any], resumed: bool) -> 
         "run_id": uuid.uuid4().hex[:12],
         "digest": plan_digest(plan),
         "resumed": resumed,
+        "title": plan.title,
+        "jobs": jobs,
         "variables": variables,
         "steps": steps,
     }
@@ -336,7 +356,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
     plan, store = prep.plan, opened.store
     name = plan.name or "plan"
     variables = dict(prep.variables)
-    masker = Masker(plan.secrets, variables)
+    masker = prep.masker(variables)
     bus = EventBus(mask=masker if plan.secrets else None)
     try:
         console, closers, reporters = attach_reporters(req, bus, store)
@@ -366,7 +386,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
             yes=req.yes,
             stream=req.stream,
             cwd=req.cwd,
-            env=dict(os.environ),
+            env=prep.environment(),
             ask=_tty_ask(console) if req.interactive and not req.yes else None,
             services=services,
         )
@@ -381,7 +401,7 @@ async def _run(req: RunRequest, prep: Prepared) -> tuple[dict[str, Any], ExitCod
         masker.variables = sched.variables
         sched.revisions = opened.revisions
         sched.replans = len(opened.revisions)
-        bus.emit(_started_event(prep, variables, opened.previous is not None))
+        bus.emit(_started_event(prep, variables, opened.previous is not None, settings.jobs))
         outcome = await sched.run()
         finished = {
             "status": outcome.status,
@@ -423,7 +443,7 @@ def _revised(
     graph = PlanGraph.build(plan.steps)
     keep = graph.upstream([o for o in only if o in graph.deps]) if only else set(graph.order)
     selected = [sid for sid in graph.order if sid in keep]
-    return Prepared(prep.checked, plan, prep.variables, selected, graph)
+    return Prepared(prep.checked, plan, prep.variables, selected, graph, prep.dotenv)
 
 
 def _why_notices(console: Any) -> Callable[[Event], None]:

@@ -19,7 +19,7 @@ from typing import Any
 from planrun.conditions import reacts_to
 from planrun.events import Event, EventBus
 from planrun.executors.base import Executor
-from planrun.expressions import ExpressionError, resolve, resolve_args
+from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
 from planrun.graph import PlanGraph, when_source
 from planrun.model import OnFailure, Plan, Step
 from planrun.tools.base import ToolContext, ToolFailed
@@ -352,6 +352,15 @@ class Scheduler:
     def scope(self) -> Scope:
         return Scope(self.variables, self.settings.env, self.records)
 
+    def title(self, step: Step) -> str:
+        """The step's title with `${...}` rendered (as written when it cannot be rendered)."""
+        if not step.title or "${" not in step.title:
+            return step.title or step.id
+        try:
+            return to_text(resolve(step.title, self.scope(), path=("title",)))
+        except ExpressionError:
+            return step.title
+
     def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None:
         rec = self.records[sid]
         rec.status, rec.reran, rec.upstream_failed = "skipped", True, upstream_failed
@@ -411,6 +420,7 @@ class Scheduler:
                             "attempt": rec.attempts,
                             "fingerprint": fp,
                             "tool": step.tool,
+                            "title": self.title(step),
                             **({"why": why} if why and rec.attempts == 1 else {}),
                         },
                     )

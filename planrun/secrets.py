@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from planrun.expressions import to_text
@@ -10,14 +11,19 @@ from planrun.expressions import to_text
 class Masker:
     """Replaces the values of `secrets:` variables with `***` in any JSON-like value."""
 
-    def __init__(self, names: list[str], variables: dict[str, Any]) -> None:
+    def __init__(
+        self, names: list[str], variables: dict[str, Any], env: Mapping[str, str] | None = None
+    ) -> None:
         self.names = names
         self.variables = variables  # live: result variables named as secrets count once bound
+        self.env = env or {}  # a secret may be an environment value (read from a dotenv file)
 
     def values(self) -> list[str]:
         out = []
         for n in self.names:
             v = self.variables.get(n)
+            if v is None:
+                v = self.env.get(n)
             if v is None:
                 continue
             text = v if isinstance(v, str) else to_text(v)

@@ -72,6 +72,7 @@ class StepState:
     result_variable: str | None = None
     reason: str | None = None  # why it was skipped ("condition false", "upstream failed: a")
     detail: str | None = None  # failure detail (command, stderr tail)
+    title: str | None = None  # the title as rendered when it last started (for reports)
 
     def to_json(self) -> dict[str, Any]:
         # Shallow on purpose: dataclasses.asdict deep-copies the result, which is slow for big ones.
@@ -87,6 +88,7 @@ class StepState:
             "result_variable": self.result_variable,
             "reason": self.reason,
             "detail": self.detail,
+            "title": self.title,
         }
 
     @classmethod
@@ -123,6 +125,7 @@ class RunState:
     steps: dict[str, StepState] = field(default_factory=dict)  # in plan order
     revisions: list[dict[str, Any]] = field(default_factory=list)
     pid: int | None = None
+    jobs: int | None = None  # -j of the run (for the run report)
 
 
 _RUN_SCALARS = (
@@ -137,6 +140,7 @@ _RUN_SCALARS = (
     "ended_at",
     "duration_s",
     "pid",
+    "jobs",
 )
 
 
@@ -652,6 +656,7 @@ class StateStore:
             steps=steps,
             revisions=revisions,
             pid=os.getpid(),
+            jobs=d.get("jobs") if isinstance(d.get("jobs"), int) else None,
         )
         self._compact(final=False)  # the snapshot exists and is readable from the first moment
 
@@ -672,6 +677,7 @@ class StateStore:
                 started_at=ts,
                 fingerprint=d.get("fingerprint"),
                 result_variable=old.result_variable if old else None,
+                title=d.get("title") if isinstance(d.get("title"), str) else None,
             )
         elif old is None or (sid not in self._started and name != "step.resumed"):
             # Skipped, or failed/interrupted before starting in this run: nothing of an earlier

@@ -150,6 +150,9 @@ class ConsoleReporter:
 
         self._root: str | None = None  # the plan of the first run.started; others are sub-plans
         self._tools: dict[str, str] = {}  # step id -> tool, in plan order (also the step list)
+        self._titles: dict[
+            tuple[str, str], str
+        ] = {}  # (plan, step id) -> title (rendered once known)
         self._status: dict[str, str] = {}  # step id -> last status, root plan only
         self._errors: dict[str, str] = {}  # failed step id -> error
         self._running: dict[str, tuple[float, int]] = {}  # step id -> (start ts, attempt)
@@ -289,10 +292,16 @@ class ConsoleReporter:
         except BrokenPipeError:  # `planrun run ... 2>&1 | head`: stop printing, keep running
             self._broken = True
 
+    def _id(self, event: Event) -> str:
+        step = event.step or ""
+        return step if event.plan == self._root or self._root is None else f"{event.plan}:{step}"
+
     def _name(self, event: Event) -> str:
-        if event.plan == self._root or self._root is None:
-            return event.step or ""
-        return f"{event.plan}:{event.step}"
+        """The step as people read it: its id (plan:id for a sub-plan's), then its title."""
+        title = self._titles.get((event.plan, event.step or ""))
+        if not title or title.casefold() == (event.step or "").casefold():
+            return self._id(event)  # "build (Build)" would only repeat the id
+        return f"{self._id(event)} ({title})"
 
     def _set_status(self, event: Event, status: str) -> bool:
         """Record a root-plan step's status; False for a sub-plan's step."""
@@ -311,6 +320,10 @@ class ConsoleReporter:
     def _run_started(self, event: Event) -> None:
         data = event.data
         steps = data.get("steps") or []
+        for step in steps:  # a title with ${...} waits for step.started to render it
+            title = step.get("title") if isinstance(step, dict) else None
+            if isinstance(title, str) and "${" not in title:
+                self._titles[(event.plan, str(step.get("id")))] = _first_line(title)
         if self._root is None:
             self._root = event.plan
             self._run_ts = event.ts
@@ -328,6 +341,8 @@ class ConsoleReporter:
 
     def _step_started(self, event: Event) -> None:
         attempt = event.data.get("attempt") or 1
+        if event.data.get("title"):  # rendered now that its ${...} can be
+            self._titles[(event.plan, event.step or "")] = _first_line(event.data["title"])
         if self._set_status(event, "running"):
             self._running[event.step or ""] = (event.ts, attempt)
         if self.quiet or self._live is not None:
@@ -347,7 +362,7 @@ class ConsoleReporter:
         if not self.stream_output:
             return
         line = str(event.data.get("line", "")).rstrip("\r\n")
-        self._write(f"[{self._name(event)}] {line}\n")
+        self._write(f"[{self._id(event)}] {line}\n")
 
     def _step_retrying(self, event: Event) -> None:
         data = event.data
@@ -572,8 +587,10 @@ class ConsoleReporter:
         rows = Table.grid(padding=(0, 2))
         shown = running[: max(1, min(20, height - 3))]
         for step_id, (started, attempt) in shown:
+            title = self._titles.get((self._root or "", step_id), step_id)
             rows.add_row(
                 Text("  ▶ " + step_id, style="cyan"),
+                Text(title[:60] if title.casefold() != step_id.casefold() else ""),
                 Text(self._tools.get(step_id, ""), style="dim"),
                 Text(f"attempt {attempt}" if attempt > 1 else ""),
                 Text(_duration(now - started)),

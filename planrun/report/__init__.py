@@ -1,0 +1,119 @@
+"""The HTML run report: `planrun report` and `run --report FILE` (built from a run's state)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from planrun.errors import PlanInvalid, StateError, UsageError
+from planrun.events import Event, iso_ts
+from planrun.report.model import PlanInfo, build_report
+from planrun.state import RunState, default_state_path, read_state
+
+__all__ = ["PlanInfo", "ReportOnExit", "check_report_path", "render_report", "write_report"]
+
+
+def check_report_path(path: str) -> None:
+    """UsageError now, before anything runs, if a report could not be written at `path`."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"cannot write the report {path}: it is a directory")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write the report {path}: no such directory: {parent}")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write the report {path}: directory {parent} is not writable")
+
+
+def render_report(state: RunState, plan: PlanInfo) -> str:
+    """The report page for the run in `state`."""
+    from planrun.report.html import render_html
+
+    now = time.time()
+    return render_html(build_report(state, plan, now), iso_ts(now))
+
+
+def write_report(path: str, html: str) -> None:
+    """Write the page atomically (temp file + rename): a reader never sees half a report."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
+
+
+def plan_info(plan: Any) -> PlanInfo:
+    """Titles, tools and effective dependencies of a loaded Plan."""
+    from planrun.graph import PlanGraph
+
+    graph = PlanGraph.build(plan.steps)
+    return PlanInfo(plan.title or "", dict(graph.titles), dict(graph.tools), dict(graph.deps))
+
+
+def report_for_plan(plan_path: str, state: str | None, cwd: str) -> str:
+    """`planrun report`: the page for the last run of the plan at `plan_path`."""
+    from planrun.validate import default_name, load_plan
+
+    info = PlanInfo()
+    try:
+        plan = load_plan(plan_path)
+        name = plan.name or default_name(plan_path)
+        info = plan_info(plan)
+    except PlanInvalid:
+        name = default_name(plan_path)  # an edited, broken plan still has its last run
+    path = Path(state) if state else default_state_path(cwd, name)
+    if state and not path.is_absolute():
+        path = Path(cwd) / path
+    recorded = read_state(path, name)
+    if recorded is None:
+        raise StateError(
+            f"no state for plan '{name}' at {path}: run it first with 'planrun run {plan_path}'"
+        )
+    return render_report(recorded, info)
+
+
+class ReportOnExit:
+    """Bus subscriber for `run --report`: remembers the run's steps, writes the page at the end."""
+
+    def __init__(self, out: str, state: str | None, cwd: str) -> None:
+        self.out = out
+        self.state = state
+        self.cwd = cwd
+        self.plan: str | None = None
+        self.info = PlanInfo()
+
+    def handle(self, event: Event) -> None:
+        if event.event != "run.started" or self.plan is not None:
+            return
+        self.plan = event.plan
+        steps = [s for s in event.data.get("steps") or [] if isinstance(s, dict)]
+        self.info = PlanInfo(
+            title=str(event.data.get("title") or ""),
+            titles={str(s.get("id")): str(s.get("title") or s.get("id")) for s in steps},
+            tools={str(s.get("id")): str(s.get("tool") or "") for s in steps},
+            deps={str(s.get("id")): [str(d) for d in s.get("depends_on") or []] for s in steps},
+        )
+
+    def write(self) -> bool:
+        """Write the report if a run started; False if none did (nothing to report)."""
+        if self.plan is None:
+            return False
+        if self.state:
+            path = Path(self.state) if os.path.isabs(self.state) else Path(self.cwd) / self.state
+        else:
+            path = default_state_path(self.cwd, self.plan)
+        recorded = read_state(path, self.plan)
+        if recorded is None:
+            return False
+        write_report(self.out, render_report(recorded, self.info))
+        return True

@@ -1,0 +1,168 @@
+"""The run report as one self-contained HTML page: an SVG timeline and a table, from a Jinja2 template."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from planrun.report.model import RunReport, StepRow
+from planrun.state import format_duration
+
+LABEL_W = 300  # the step names left of the chart
+CHART_W = 800
+RIGHT_PAD = 100  # room for the last bar's duration label
+ROW_H = 24
+BAR_H = 14
+AXIS_H = 30
+LABEL_CHARS = 42
+
+COLOURS = {
+    "succeeded": "#2da44e",
+    "failed": "#cf222e",
+    "ignored": "#bf8700",
+    "interrupted": "#8250df",
+    "running": "#0969da",
+    "skipped": "#8c959f",
+    "pending": "#d0d7de",
+}
+_NICE = (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800)
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One row of the timeline."""
+
+    index: int
+    y: float
+    label: str
+    row: StepRow
+    x: float | None  # None: nothing to draw (not run in this run)
+    width: float
+    colour: str
+    text: str  # beside the bar: duration, "cached", "skipped"
+    tooltip: str
+
+
+def tick_step(span: float, most: int = 10) -> float:
+    """A round tick interval giving at most `most` ticks over `span` seconds."""
+    for step in _NICE:
+        if span / step <= most:
+            return step
+    return 3600 * math.ceil(span / 3600 / most)
+
+
+def _tick_label(seconds: float, step: float) -> str:
+    if step < 1:
+        return f"{seconds:.2f}".rstrip("0").rstrip(".") + "s"
+    if seconds < 60:
+        return f"{seconds:g}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s" if secs else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _tooltip(row: StepRow) -> str:
+    lines = [row.id if row.title == row.id else f"{row.id}: {row.title}"]
+    state = row.status + (" (cached)" if row.cached else "") + (" (kept)" if row.kept else "")
+    lines.append(f"status: {state}")
+    if row.tool:
+        lines.append(f"tool: {row.tool}")
+    if row.attempts:
+        lines.append(f"attempts: {row.attempts}")
+    if row.start_s is not None and row.end_s is not None:
+        lines.append(
+            f"from {format_duration(row.start_s)} to {format_duration(row.end_s)}"
+            f" ({format_duration(row.end_s - row.start_s)})"
+        )
+    if row.critical:
+        lines.append("on the critical path")
+    if row.error:
+        lines.append(f"error: {_short(row.error.splitlines()[0], 200)}")
+    elif row.reason:
+        lines.append(f"reason: {row.reason}")
+    return "\n".join(lines)
+
+
+def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
+    """Rows and axis ticks of the timeline, in SVG user units."""
+    scale = CHART_W / report.span_s
+    step = tick_step(report.span_s)
+    ticks = [
+        Tick(LABEL_W + k * step * scale, _tick_label(k * step, step))
+        for k in range(int(report.span_s / step + 1e-9) + 1)
+    ]
+    bars = []
+    for i, row in enumerate(report.steps):
+        y = AXIS_H + i * ROW_H
+        label = row.id if row.title == row.id else f"{row.id} · {row.title}"
+        x: float | None = None
+        width = 0.0
+        text = ""
+        if row.start_s is not None and row.end_s is not None:
+            x = LABEL_W + row.start_s * scale
+            width = max(2.0, (row.end_s - row.start_s) * scale)
+            text = format_duration(row.end_s - row.start_s)
+            if row.cached:
+                text += " cached"
+            if row.status == "running":
+                text += " running"
+        elif row.kept:
+            text = "kept from an earlier run"
+        elif row.status in ("skipped", "pending"):
+            text = row.status if not row.reason else f"{row.status}: {row.reason}"
+        bars.append(
+            Bar(
+                index=i,
+                y=y,
+                label=_short(label, LABEL_CHARS),
+                row=row,
+                x=x,
+                width=width,
+                colour=COLOURS.get(row.status, "#8c959f"),
+                text=_short(text, 60),
+                tooltip=_tooltip(row),
+            )
+        )
+    return bars, ticks
+
+
+def render_html(report: RunReport, generated_at: str) -> str:
+    """The whole page as text."""
+    from importlib.resources import files
+
+    import jinja2
+
+    template_text = files("planrun.report").joinpath("templates/report.html.j2").read_text("utf-8")
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    env.filters["duration"] = format_duration
+    bars, ticks = layout(report)
+    height = AXIS_H + max(1, len(bars)) * ROW_H + 8
+    context: dict[str, Any] = {
+        "r": report,
+        "bars": bars,
+        "ticks": ticks,
+        "generated_at": generated_at,
+        "colours": COLOURS,
+        "label_w": LABEL_W,
+        "chart_w": CHART_W,
+        "width": LABEL_W + CHART_W + RIGHT_PAD,
+        "height": height,
+        "row_h": ROW_H,
+        "bar_h": BAR_H,
+        "axis_h": AXIS_H,
+        "critical_count": sum(1 for b in bars if b.row.critical),
+    }
+    return env.from_string(template_text).render(context)

@@ -1,0 +1,225 @@
+"""What a run report shows, computed from a run's state: one row per step, times, the critical path."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from planrun.state import RunState, StepState
+
+OUTPUT_TAIL_LINES = 30
+OUTPUT_TAIL_CHARS = 4000
+ERROR_CHARS = 2000
+_INSTANCE = re.compile(r"^(.*)\[(\d+)\]$")  # `lint[3]`: an instance of a foreach step
+KEPT_REASON = "unchanged since last run"
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One step (or foreach instance) of the run, as the report shows it."""
+
+    id: str
+    title: str
+    tool: str
+    status: str
+    attempts: int
+    start_s: float | None  # seconds after the run started; None when it did not run
+    end_s: float | None
+    duration_s: float | None
+    error: str
+    reason: str
+    output: str  # the tail of its output (or of its result), possibly empty
+    cached: bool = False
+    kept: bool = False  # succeeded in an earlier run, not run again
+    critical: bool = False
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """The run as a whole, and its steps in plan order."""
+
+    plan: str
+    title: str
+    status: str
+    reason: str
+    error: str
+    started_at: str
+    duration_s: float | None
+    span_s: float  # the timeline's length: the run, or its last step's end if later
+    jobs: int | None
+    steps: list[StepRow]
+    counts: dict[str, int] = field(default_factory=dict)
+    critical_s: float = 0.0  # how long the critical path took
+
+
+@dataclass(frozen=True)
+class PlanInfo:
+    """What the report needs from the plan: titles, tools and effective dependencies."""
+
+    title: str = ""
+    titles: Mapping[str, str] = field(default_factory=dict)
+    tools: Mapping[str, str] = field(default_factory=dict)
+    deps: Mapping[str, list[str]] = field(default_factory=dict)
+
+
+def _ts(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _tail(text: str) -> str:
+    lines = text.rstrip("\n").split("\n")
+    if len(lines) > OUTPUT_TAIL_LINES:
+        lines = [f"… ({len(lines) - OUTPUT_TAIL_LINES} earlier lines)", *lines[-OUTPUT_TAIL_LINES:]]
+    out = "\n".join(lines)
+    return out if len(out) <= OUTPUT_TAIL_CHARS else "…" + out[-(OUTPUT_TAIL_CHARS - 1) :]
+
+
+def output_tail(step: StepState) -> str:
+    """The last lines of what the step printed; for other tools, its result as JSON."""
+    result = step.result
+    if isinstance(result, dict) and ("stdout" in result or "stderr" in result):
+        text = str(result.get("stdout") or "") + str(result.get("stderr") or "")
+    elif step.detail:
+        text = step.detail
+    elif result is None:
+        text = ""
+    elif isinstance(result, str):
+        text = result
+    else:
+        try:
+            text = json.dumps(result, indent=2, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            text = str(result)
+    return _tail(text) if text.strip() else ""
+
+
+def base_id(step_id: str) -> str:
+    """`lint` for `lint[3]`; the id itself for a plain step."""
+    m = _INSTANCE.match(step_id)
+    return m.group(1) if m else step_id
+
+
+def _title(st: StepState, sid: str, plan: PlanInfo, variables: dict[str, Any]) -> str:
+    """The title as rendered when the step started; else as written, rendered if it can be."""
+    recorded = getattr(st, "title", None)
+    if isinstance(recorded, str) and recorded:
+        return _clip(recorded, 200)
+    title = plan.titles.get(sid) or plan.titles.get(base_id(sid)) or sid
+    if "${" in title:
+        from planrun.expressions import ExpressionError, resolve, to_text
+
+        # a step that never ran may read results that never came: then it stays as written
+        with contextlib.suppress(ExpressionError):
+            title = to_text(resolve(title, {**variables, "env": {}, "steps": {}}))
+    return _clip(title, 200)
+
+
+def _is_cached(st: StepState) -> bool:
+    return bool(getattr(st, "cached", False)) or "cache" in (st.reason or "").lower()
+
+
+def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
+    """The report of the run recorded in `state` (`now` ends the bars of steps still running)."""
+    run_start = _ts(state.started_at)
+    run_end = _ts(state.ended_at)
+    times: dict[str, tuple[float, float]] = {}
+    rows: list[StepRow] = []
+    for sid, st in state.steps.items():
+        kept = st.reason == KEPT_REASON
+        start = _ts(st.started_at)
+        end = _ts(st.ended_at) or (now if st.status == "running" and start else None)
+        if kept or run_start is None or start is None or start < run_start - 1:
+            start = end = None  # not run in this run
+        if start is not None and end is not None and end >= start:
+            times[sid] = (start - (run_start or start), end - (run_start or start))
+    if run_start is not None and run_end is None:
+        run_end = max(
+            [
+                now if state.status == "running" else run_start,
+                *(run_start + e for _, e in times.values()),
+            ]
+        )
+    span = max([(run_end or 0) - (run_start or 0), *(e for _, e in times.values()), 0.001])
+    critical = critical_path(times, {sid: _deps_of(sid, plan, state) for sid in times})
+    for sid, st in state.steps.items():
+        start_end = times.get(sid)
+        rows.append(
+            StepRow(
+                id=sid,
+                title=_title(st, sid, plan, state.variables),
+                tool=plan.tools.get(base_id(sid), ""),
+                status=st.status,
+                attempts=st.attempts,
+                start_s=start_end[0] if start_end else None,
+                end_s=start_end[1] if start_end else None,
+                duration_s=st.duration_s,
+                error=_clip(st.error or "", ERROR_CHARS),
+                reason=st.reason or "",
+                output=output_tail(st),
+                cached=_is_cached(st),
+                kept=st.reason == KEPT_REASON,
+                critical=sid in critical,
+            )
+        )
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.status] = counts.get(row.status, 0) + 1
+    return RunReport(
+        plan=state.plan,
+        title=plan.title,
+        status=state.status,
+        reason=state.reason or "",
+        error=_clip(state.error or "", ERROR_CHARS),
+        started_at=state.started_at or "",
+        duration_s=state.duration_s,
+        span_s=span,
+        jobs=jobs if isinstance(jobs := getattr(state, "jobs", None), int) else None,
+        steps=rows,
+        counts=counts,
+        critical_s=sum(times[s][1] - times[s][0] for s in critical) if critical else 0.0,
+    )
+
+
+def _deps_of(sid: str, plan: PlanInfo, state: RunState) -> list[str]:
+    """A step's dependencies among the recorded ids (a foreach step stands for its instances)."""
+    out: list[str] = []
+    for dep in plan.deps.get(base_id(sid), []):
+        if dep in state.steps:
+            out.append(dep)
+        else:
+            out.extend(s for s in state.steps if base_id(s) == dep and s != dep)
+    return out
+
+
+def critical_path(
+    times: Mapping[str, tuple[float, float]], deps: Mapping[str, list[str]]
+) -> set[str]:
+    """The chain of steps that decided when the run ended.
+
+    From the step that ended last, walk back to the dependency that ended last (the one it
+    waited for), and so on: the steps on that chain are the ones whose speed-up would have
+    shortened the run.
+    """
+    if not times:
+        return set()
+    current: str | None = max(times, key=lambda s: (times[s][1], -times[s][0]))
+    path: set[str] = set()
+    while current is not None and current not in path:
+        path.add(current)
+        ran = [d for d in deps.get(current, []) if d in times]
+        current = max(ran, key=lambda d: times[d][1]) if ran else None
+    return path

@@ -1,0 +1,102 @@
+"""`planrun init`: a commented starter plan that validates and runs as written."""
+
+from __future__ import annotations
+
+import os
+
+from planrun.errors import UsageError
+
+SCHEMA_URL = "https://planrun.dev/schema/plan-v1.json"
+
+STARTER_YAML = f"""\
+# yaml-language-server: $schema={SCHEMA_URL}
+# A planrun plan: each step is one tool call; steps run in parallel as soon as the steps
+# they depend on are done. Editors with the YAML language server check and complete this
+# file with the schema above (offline: `planrun schema > plan.schema.json`, then point the
+# line above at that file).
+#
+#   planrun list             the steps of this plan
+#   planrun run              run it (planrun.yaml is the default plan)
+#   planrun run test         only `test` and what it depends on
+#   planrun run --dry-run    what would run, in parallel waves
+#   planrun report           an HTML timeline of the last run
+version: 1
+title: Starter plan
+
+# Values steps read as ${{name}}; override them with --var name=value.
+variables:
+  greeting: hello
+
+# KEY=VALUE files added to the steps' environment and to ${{env.KEY}};
+# a name ending in ? is optional. The environment planrun runs in wins.
+dotenv: [".env?"]
+
+# What every step gets unless it says otherwise.
+defaults:
+  timeout: 5m
+  retries: 0
+  on_failure: abort          # abort | continue | ignore | replan
+
+steps:
+  - id: hello
+    title: Say ${{greeting}}
+    tool: shell
+    args:
+      cmd: echo "${{greeting}} from planrun"
+
+  - id: lint
+    title: Lint the code
+    tool: shell
+    args: {{cmd: echo "lint - replace me with your linter"}}
+
+  - id: test
+    title: Run the tests
+    tool: shell
+    depends_on: [lint]       # after lint; hello runs alongside
+    retries: 1               # one more attempt if it fails
+    args: {{cmd: echo "test - replace me with your test command"}}
+
+  - id: version
+    title: Decide the version
+    tool: echo
+    args: {{value: "0.1.0"}}
+    result_variable: version # later steps read ${{version}} (and so run after this one)
+
+  - id: package
+    title: Package ${{version}}
+    tool: shell
+    depends_on: [test]
+    when: "${{version != ''}}"  # skipped when false
+    args:
+      cmd: echo "packaging version ${{version}}"
+"""
+
+
+def starter_text(path: str) -> str:
+    """The starter plan for `path`: commented YAML, or the same plan as JSON for a .json name."""
+    if path.lower().endswith(".json"):
+        import json
+
+        import yaml
+
+        return json.dumps(yaml.safe_load(STARTER_YAML), indent=2) + "\n"
+    return STARTER_YAML
+
+
+def write_starter(path: str) -> None:
+    """Create `path` with the starter plan; UsageError if it exists (never overwritten)."""
+    if not path.lower().endswith((".yaml", ".yml", ".json")):
+        raise UsageError(f"a plan file name ends in .yaml, .yml or .json: {path}")
+    data = starter_text(path).encode()
+    try:
+        # O_EXCL: an existing file, or a symlink (even a dangling one), is never written through.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists: not overwriting it") from None
+    except OSError as exc:
+        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,81 @@
+"""`planrun list PLAN_FILE`: a plan's steps (id, title, tool, dependencies), like `task --list`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from planrun.defaultplan import find_default_plan
+from planrun.errors import UsageError
+
+
+@dataclass(frozen=True)
+class ListTarget:
+    """What `planrun list` lists: the plans in a directory, or the steps of one plan."""
+
+    directory: str = "plans"
+    plan: str | None = None
+
+
+def list_target(target: str | None, cwd: str) -> ListTarget:
+    """A directory or plan file as given; without one, ./plans, else the default plan."""
+    if target is not None:
+        full = os.path.join(cwd, target)
+        if os.path.isdir(full):
+            return ListTarget(directory=target)
+        if os.path.exists(full):
+            return ListTarget(plan=target)
+        raise UsageError(f"no such plan file or directory: {target}")
+    if os.path.isdir(os.path.join(cwd, "plans")):
+        return ListTarget(directory="plans")
+    default = find_default_plan(cwd)
+    if default is not None:
+        return ListTarget(plan=default)
+    raise UsageError(
+        "nothing to list: no ./plans directory and no planrun.yaml, planrun.yml or planrun.json "
+        "here (give a directory of plans or a plan file)"
+    )
+
+
+def step_rows(plan_path: str) -> dict[str, Any]:
+    """{plan, file, title, steps: [{id, title, tool, depends_on}]} of a valid plan (PlanInvalid if not).
+
+    `depends_on` holds the effective dependencies: explicit and data-flow.
+    """
+    from planrun.graph import PlanGraph
+    from planrun.validate import default_name, load_plan
+
+    plan = load_plan(plan_path)
+    graph = PlanGraph.build(plan.steps)
+    return {
+        "plan": plan.name or default_name(plan_path),
+        "file": plan_path,
+        "title": plan.title,
+        "steps": [
+            {
+                "id": sid,
+                "title": graph.titles[sid],
+                "tool": graph.tools[sid],
+                "depends_on": list(graph.deps[sid]),
+            }
+            for sid in graph.order
+        ],
+    }
+
+
+def render_steps(doc: dict[str, Any]) -> str:
+    """One aligned line per step: id, title, [tool], `after: deps`."""
+    steps = doc["steps"]
+    count = len(steps)
+    head = f"{doc['plan']}" + (f" — {doc['title']}" if doc.get("title") else "")
+    lines = [f"{head} ({count} step{'s' if count != 1 else ''}, {doc['file']})"]
+    id_w = max((len(s["id"]) for s in steps), default=0)
+    title_w = min(48, max((len(s["title"]) for s in steps if s["title"] != s["id"]), default=0))
+    for s in steps:
+        title = s["title"] if s["title"] != s["id"] else ""
+        line = f"  {s['id']:<{id_w}}  {title:<{title_w}}  [{s['tool']}]"
+        if s["depends_on"]:
+            line += f"  after: {', '.join(s['depends_on'])}"
+        lines.append(line.rstrip())
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,245 @@
+"""Everyday conveniences: the default plan, targets, `list PLAN_FILE`, `init`, dotenv, titles."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import ROOT, assert_no_traceback, planrun
+
+TWO_STEPS = """
+    steps:
+      - id: build
+        title: Build it
+        tool: shell
+        args: {cmd: "echo built > built.txt"}
+      - id: test
+        tool: shell
+        depends_on: [build]
+        args: {cmd: "echo tested > tested.txt"}
+      - id: docs
+        tool: shell
+        args: {cmd: "echo docs > docs.txt"}
+"""
+
+
+# ---- default plan -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["run", "resume", "validate", "graph", "status", "report"])
+def test_no_default_plan_exits_2_naming_the_files(run, command):
+    r = run(command)
+    assert r.code == 2, r
+    assert "planrun.yaml, planrun.yml or planrun.json" in r.err
+    assert_no_traceback(r)
+
+
+def test_run_uses_planrun_yaml_then_yml_then_json(run, write, tmp_path):
+    write(
+        "planrun.json", json.dumps({"steps": [{"id": "j", "tool": "echo", "args": {"value": 1}}]})
+    )
+    r = run("run", "--output", "json", "--no-state")
+    assert r.code == 0 and [s["id"] for s in r.json["steps"]] == ["j"], r
+    write("planrun.yml", "steps: [{id: y, tool: echo, args: {value: 1}}]\n")
+    r = run("run", "--output", "json", "--no-state")
+    assert [s["id"] for s in r.json["steps"]] == ["y"], r
+    write("planrun.yaml", "steps: [{id: a, tool: echo, args: {value: 1}}]\n")
+    r = run("run", "--output", "json", "--no-state")
+    assert [s["id"] for s in r.json["steps"]] == ["a"], r
+
+
+def test_default_plan_for_validate_graph_status_resume(run, write):
+    write("planrun.yaml", TWO_STEPS)
+    assert run("validate").code == 0
+    g = run("graph", "--format", "json")
+    assert g.code == 0 and [n["id"] for n in g.json["nodes"]] == ["build", "test", "docs"], g
+    assert run("status").code == 4  # no run yet: a state error, not a usage error
+    assert run("run").code == 0
+    s = run("status", "--output", "json")
+    assert s.code == 0 and s.json["status"] == "succeeded", s
+    r = run("resume")
+    assert r.code == 0 and "kept from the previous run" in r.err, r
+
+
+def test_dash_C_finds_the_default_plan_there(run, write, tmp_path):
+    write("proj/planrun.yaml", TWO_STEPS)
+    r = run("-C", "proj", "run", "docs")
+    assert r.code == 0, r
+    assert (tmp_path / "proj" / "docs.txt").exists()
+    assert not (tmp_path / "proj" / "built.txt").exists()
+
+
+# ---- targets ----------------------------------------------------------------------------------
+
+
+def test_targets_of_the_default_plan_run_them_and_their_dependencies(run, write, tmp_path):
+    write("planrun.yaml", TWO_STEPS)
+    r = run("run", "test", "--output", "json")
+    assert r.code == 0, r
+    assert [s["id"] for s in r.json["steps"]] == ["build", "test"]
+    assert (tmp_path / "tested.txt").exists() and not (tmp_path / "docs.txt").exists()
+
+
+def test_targets_after_an_explicit_plan(run, write, tmp_path):
+    write("ci.yaml", TWO_STEPS)
+    r = run("run", "ci.yaml", "docs", "build", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    assert sorted(s["id"] for s in r.json["steps"]) == ["build", "docs"]
+
+
+def test_a_missing_plan_named_by_its_extension_is_a_missing_plan(run, write):
+    write("planrun.yaml", TWO_STEPS)
+    r = run("run", "other.yaml")
+    assert r.code == 2 and "plan file not found: other.yaml" in r.err, r
+
+
+def test_unknown_target_exits_2_with_a_hint(run, write, tmp_path):
+    write("planrun.yaml", TWO_STEPS)
+    r = run("run", "tset")
+    assert r.code == 2, r
+    assert "no step 'tset'" in r.err and "did you mean 'test'?" in r.err
+    assert not (tmp_path / "built.txt").exists()  # nothing ran
+    assert_no_traceback(r)
+
+
+def test_a_directory_named_like_a_step_is_still_a_target(run, write, tmp_path):
+    write("planrun.yaml", TWO_STEPS)
+    (tmp_path / "docs").mkdir()
+    r = run("run", "docs", "--no-state")
+    assert r.code == 0, r
+    assert (tmp_path / "docs.txt").exists() and not (tmp_path / "built.txt").exists()
+
+
+# ---- list PLAN_FILE ---------------------------------------------------------------------------
+
+
+def test_list_plan_file_shows_steps(run, write):
+    write(
+        "ci.yaml",
+        """
+        title: CI
+        steps:
+          - {id: read, tool: echo, args: {value: 1}, result_variable: x}
+          - {id: use, title: Use it, tool: echo, args: {value: "${x}"}}
+          - {id: last, tool: shell, args: {cmd: "true"}, depends_on: [use]}
+        """,
+    )
+    r = run("list", "ci.yaml")
+    assert r.code == 0, r
+    lines = r.out.splitlines()
+    assert lines[0].startswith("ci — CI (3 steps")
+    assert lines[2].split() == ["use", "Use", "it", "[echo]", "after:", "read"]
+    assert lines[3].split() == ["last", "[shell]", "after:", "use"]
+    j = run("list", "ci.yaml", "--output", "json")
+    assert j.json["steps"] == [
+        {"id": "read", "title": "read", "tool": "echo", "depends_on": []},
+        {"id": "use", "title": "Use it", "tool": "echo", "depends_on": ["read"]},
+        {"id": "last", "title": "last", "tool": "shell", "depends_on": ["use"]},
+    ]
+
+
+def test_list_without_plans_dir_lists_the_default_plan(run, write):
+    write("planrun.yaml", TWO_STEPS)
+    r = run("list", "--output", "json")
+    assert r.code == 0 and [s["id"] for s in r.json["steps"]] == ["build", "test", "docs"], r
+
+
+def test_list_with_nothing_to_list_says_so(run):
+    r = run("list")
+    assert r.code == 2 and "nothing to list" in r.err and "planrun.yaml" in r.err, r
+    r = run("list", "nope.yaml")
+    assert r.code == 2 and "no such plan file or directory: nope.yaml" in r.err, r
+
+
+def test_list_directory_still_lists_plans(run, write):
+    write("plans/a.yaml", TWO_STEPS)
+    write("planrun.yaml", TWO_STEPS)
+    r = run("list", "--output", "json")  # ./plans wins, as before
+    assert r.code == 0 and r.json[0]["name"] == "a", r
+
+
+def test_list_invalid_plan_exits_3(run, write):
+    write("bad.yaml", "steps: [{id: a, tool: echo, depends_on: [nope]}]\n")
+    r = run("list", "bad.yaml")
+    assert r.code == 3 and "bad.yaml:1:" in r.out, r
+
+
+# ---- init -------------------------------------------------------------------------------------
+
+
+def test_init_writes_a_commented_plan_that_validates_and_runs(run, tmp_path):
+    r = run("init")
+    assert r.code == 0, r
+    text = (tmp_path / "planrun.yaml").read_text()
+    assert text.startswith("# yaml-language-server: $schema=")
+    assert text.count("\n#") >= 5  # commented
+    assert run("validate").code == 0
+    r = run("run", "--output", "json")
+    assert r.code == 0 and r.json["status"] == "succeeded", r
+
+
+def test_init_never_overwrites(run, tmp_path):
+    (tmp_path / "planrun.yaml").write_text("mine\n")
+    r = run("init")
+    assert r.code == 2 and "already exists" in r.err, r
+    assert (tmp_path / "planrun.yaml").read_text() == "mine\n"
+    os.symlink(tmp_path / "elsewhere.yaml", tmp_path / "link.yaml")  # dangling
+    r = run("init", "link.yaml")
+    assert r.code == 2 and not (tmp_path / "elsewhere.yaml").exists(), r
+
+
+def test_init_other_names(run, tmp_path):
+    assert run("init", "ci.yml").code == 0
+    assert run("validate", "ci.yml").code == 0
+    assert run("init", "ci.json").code == 0
+    json.loads((tmp_path / "ci.json").read_text())
+    assert run("validate", "ci.json").code == 0
+    r = run("init", "ci.txt")
+    assert r.code == 2 and not (tmp_path / "ci.txt").exists(), r
+    r = run("init", "no/such/dir/plan.yaml")
+    assert r.code == 2 and "cannot create" in r.err, r
+
+
+# ---- titles -----------------------------------------------------------------------------------
+
+
+def test_rendered_titles_in_the_plain_log(run, write):
+    write(
+        "planrun.yaml",
+        """
+        variables: {who: world}
+        steps:
+          - {id: pick, tool: echo, args: {value: v2}, result_variable: ver}
+          - {id: greet, title: "Greet ${who} at ${ver}", tool: echo, args: {value: "${ver}"}}
+          - {id: plain, title: Plain title, tool: shell, args: {cmd: "exit 3"}}
+        """,
+    )
+    r = run("run", "--keep-going")
+    assert r.code == 1, r
+    assert "greet (Greet world at v2) started [echo]" in r.err
+    assert "greet (Greet world at v2) succeeded" in r.err
+    assert "plain (Plain title) failed" in r.err
+    assert "${" not in r.err
+
+
+# ---- the default-plan example -----------------------------------------------------------------
+
+
+def test_default_plan_example(tmp_path):
+    example = ROOT / "examples/default-plan/planrun.yaml"
+    work = tmp_path / "default-plan"
+    work.mkdir()
+    (work / "planrun.yaml").write_text(example.read_text())
+    r = planrun("list", cwd=work)
+    assert r.code == 0 and "unit" in r.out, r
+    r = planrun("run", "unit", "--output", "json", cwd=work)
+    assert r.code == 0 and [s["id"] for s in r.json["steps"]] == ["setup", "unit"], r
+    r = planrun("run", "--var", "broken=true", "--output", "json", cwd=work)
+    assert r.code == 1, r
+    status = {s["id"]: s["status"] for s in r.json["steps"]}
+    assert status["docs"] == "failed" and status["package"] == "skipped"
+    assert status["unit"] == "succeeded"
+    r = planrun("report", "-o", "report.html", cwd=work)
+    assert r.code == 0 and "docs/index.md:3: broken link" in (work / "report.html").read_text()

@@ -1,0 +1,301 @@
+"""The HTML run report: `planrun report` and `run --report FILE`, checked as files and in Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from planrun.report.model import PlanInfo, build_report, critical_path
+from planrun.state import RunState, StepState
+from tests.conftest import assert_no_traceback, spawn_planrun, wait_for_file
+
+PIPELINE = """
+    title: A small pipeline
+    variables: {token: "tok-SECRET-123"}
+    secrets: [token]
+    steps:
+      - {id: setup, tool: shell, args: {cmd: "sleep 0.2; echo ready"}}
+      - id: slow
+        title: The slow one
+        tool: shell
+        depends_on: [setup]
+        args: {cmd: "sleep 0.8; echo slow done"}
+      - id: quick
+        tool: shell
+        depends_on: [setup]
+        args: {cmd: "echo quick with ${token}"}
+      - id: broken
+        tool: shell
+        depends_on: [setup]
+        on_failure: continue
+        args: {cmd: "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35; do echo line $i; done; echo 'it broke' >&2; exit 2"}
+      - {id: after_broken, tool: echo, depends_on: [broken], args: {value: 1}}
+      - {id: last, tool: shell, depends_on: [slow, quick], args: {cmd: "sleep 0.1; echo last"}}
+"""
+
+
+class Bars(HTMLParser):
+    """The timeline's rows (`<a class="step" data-...>`) and all tags and URLs in the page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, dict[str, str]] = {}
+        self.tags: set[str] = set()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        a = {k: v or "" for k, v in attrs}
+        if tag == "a" and a.get("class") == "step":
+            self.rows[a["data-step"]] = a
+        for key in ("src", "href"):
+            if key in a:
+                self.urls.append(a[key])
+
+
+def parse(path: Path) -> tuple[str, Bars]:
+    text = path.read_text()
+    bars = Bars()
+    bars.feed(text)
+    return text, bars
+
+
+def assert_self_contained(text: str, bars: Bars) -> None:
+    assert all(u.startswith("#") for u in bars.urls), bars.urls  # in-page links only
+    assert not {"script", "link", "img", "iframe", "object"} & bars.tags
+    assert "@import" not in text and "url(http" not in text
+    # the only absolute URL is the SVG namespace name, which is never fetched
+    assert set(re.findall(r"https?://[^\s\"'<>]+", text)) <= {"http://www.w3.org/2000/svg"}
+
+
+def test_run_report_after_a_failure(run, write, tmp_path):
+    write("p.yaml", PIPELINE)
+    r = run("run", "p.yaml", "-j", "3", "--report", "out/report.html")
+    assert r.code == 2 and "no such directory" in r.err, r  # checked before anything runs
+    assert not (tmp_path / ".planrun").exists()
+    r = run("run", "p.yaml", "-j", "3", "--report", "report.html")
+    assert r.code == 1, r
+    text, bars = parse(tmp_path / "report.html")
+    assert_self_contained(text, bars)
+    assert list(bars.rows) == ["setup", "slow", "quick", "broken", "after_broken", "last"]
+    status = {sid: row["data-status"] for sid, row in bars.rows.items()}
+    assert status == {
+        "setup": "succeeded",
+        "slow": "succeeded",
+        "quick": "succeeded",
+        "broken": "failed",
+        "after_broken": "skipped",
+        "last": "succeeded",
+    }
+    assert "data-bar" not in bars.rows["after_broken"]  # never ran: no bar
+    # bars start where their step started: after setup, slow and quick side by side
+    x = {
+        sid: float(row["data-bar"].split(",")[0])
+        for sid, row in bars.rows.items()
+        if "data-bar" in row
+    }
+    w = {
+        sid: float(row["data-bar"].split(",")[1])
+        for sid, row in bars.rows.items()
+        if "data-bar" in row
+    }
+    assert x["setup"] < x["slow"] and x["setup"] < x["quick"]
+    assert x["last"] >= x["slow"] + w["slow"] - 1
+    assert w["slow"] > 3 * w["quick"]
+    critical = {sid for sid, row in bars.rows.items() if row.get("data-critical")}
+    assert critical == {"setup", "slow", "last"}
+    assert "The slow one" in text
+    assert "failed" in text and "step_failed" in text and "-j <b>3</b>" in text
+    assert "it broke" in text and "line 35" in text and "line 1\n" not in text  # the tail
+    assert "tok-SECRET-123" not in text and "quick with ***" in text
+    assert_no_traceback(r)
+
+
+def test_report_command_reads_the_state(run, write, tmp_path):
+    write("planrun.yaml", "steps: [{id: a, title: First, tool: echo, args: {value: 1}}]\n")
+    r = run("report")
+    assert r.code == 4 and "no state" in r.err, r
+    assert run("run").code == 0
+    r = run("report")
+    assert r.code == 0, r
+    text, bars = parse(tmp_path / "planrun-report.html")
+    assert list(bars.rows) == ["a"] and "First" in text and "succeeded" in text
+    r = run("report", "planrun.yaml", "-o", "custom.html")
+    assert r.code == 0 and (tmp_path / "custom.html").exists(), r
+    r = run("report", "-o", str(tmp_path))
+    assert r.code == 2 and "directory" in r.err, r
+
+
+def test_report_needs_state(run, write):
+    write("p.yaml", "steps: [{id: a, tool: echo, args: {value: 1}}]\n")
+    r = run("run", "p.yaml", "--no-state", "--report", "r.html")
+    assert r.code == 2 and "--no-state" in r.err, r
+
+
+def test_report_written_after_ctrl_c(write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: first, tool: shell, args: {cmd: "echo one"}}
+          - {id: hang, tool: shell, depends_on: [first], args: {cmd: "touch started; sleep 60"}}
+        """,
+    )
+    proc = spawn_planrun(
+        "run", "p.yaml", "--report", "r.html", cwd=tmp_path, stderr=subprocess.PIPE
+    )
+    try:
+        wait_for_file(tmp_path / "started")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    text, bars = parse(tmp_path / "r.html")
+    assert bars.rows["first"]["data-status"] == "succeeded"
+    assert bars.rows["hang"]["data-status"] == "interrupted"
+    assert "interrupted" in text
+
+
+def test_report_marks_steps_kept_from_an_earlier_run(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+          - {id: b, tool: shell, depends_on: [a], args: {cmd: "test -e ok"}}
+        """,
+    )
+    assert run("run", "p.yaml").code == 1
+    (tmp_path / "ok").write_text("")
+    r = run("resume", "p.yaml", "--report", "r.html")
+    assert r.code == 0, r
+    text, bars = parse(tmp_path / "r.html")
+    assert bars.rows["a"].get("data-kept") == "true" and "data-bar" not in bars.rows["a"]
+    assert bars.rows["b"]["data-status"] == "succeeded" and "data-bar" in bars.rows["b"]
+    assert "kept from an earlier run" in text
+
+
+def _state(steps: dict[str, tuple[float, float, str]]) -> RunState:
+    def iso(t: float) -> str:
+        return f"2026-11-26T08:00:{t:06.3f}Z"
+
+    return RunState(
+        plan="p",
+        status="succeeded",
+        started_at=iso(0),
+        ended_at=iso(max(e for _, e, _ in steps.values())),
+        steps={
+            sid: StepState(status=st, attempts=1, started_at=iso(s), ended_at=iso(e))
+            for sid, (s, e, st) in steps.items()
+        },
+    )
+
+
+def test_foreach_instances_are_bars_and_carry_the_critical_path():
+    state = _state(
+        {
+            "gen": (0, 1, "succeeded"),
+            "lint[0]": (1, 2, "succeeded"),
+            "lint[1]": (1, 5, "succeeded"),
+            "lint[2]": (1, 3, "failed"),
+            "done": (5, 6, "succeeded"),
+        }
+    )
+    info = PlanInfo(
+        titles={"lint": "Lint a package"},
+        tools={"lint": "shell"},
+        deps={"gen": [], "lint": ["gen"], "done": ["lint"]},
+    )
+    report = build_report(state, info, now=0)
+    rows = {r.id: r for r in report.steps}
+    assert [r.id for r in report.steps] == ["gen", "lint[0]", "lint[1]", "lint[2]", "done"]
+    assert {r.id for r in report.steps if r.critical} == {"gen", "lint[1]", "done"}
+    assert rows["lint[1]"].title == "Lint a package" and rows["lint[1]"].tool == "shell"
+    assert (rows["lint[1]"].start_s, rows["lint[1]"].end_s) == (1, 5)
+
+
+def test_critical_path_follows_what_each_step_waited_for():
+    times = {"a": (0.0, 1.0), "b": (1.0, 4.0), "c": (1.0, 2.0), "d": (4.0, 5.0)}
+    deps = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
+    assert critical_path(times, deps) == {"a", "b", "d"}
+    assert critical_path({}, {}) == set()
+
+
+def test_template_ships_as_package_data():
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["planrun.report"]
+    templates = root / "planrun" / "report"
+    assert any(templates.glob(p) for p in patterns)
+    assert (templates / "templates" / "report.html.j2") in {
+        f for p in patterns for f in templates.glob(p)
+    }
+
+
+# ---- in a real browser ------------------------------------------------------------------------
+
+CHROMIUM = (
+    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+)
+browser = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get install chromium)"
+)
+
+
+def _chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--user-data-dir={cwd / 'chromium-profile'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def _console_messages(stderr: str) -> list[str]:
+    """What the page logged to the console (errors, CSP refusals): Chromium's CONSOLE lines."""
+    return [
+        line
+        for line in stderr.splitlines()
+        if "CONSOLE" in line or "Refused to" in line or "Uncaught" in line
+    ]
+
+
+@pytest.mark.browser
+@browser
+def test_report_loads_in_chromium_without_console_errors(run, write, tmp_path):
+    write("p.yaml", PIPELINE)
+    assert run("run", "p.yaml", "--report", "report.html").code == 1
+    page = (tmp_path / "report.html").resolve()
+    done = _chromium("--dump-dom", page.as_uri(), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert _console_messages(done.stderr) == [], done.stderr[-4000:]
+    dom = done.stdout
+    assert "<svg" in dom and 'data-step="slow"' in dom and "The slow one" in dom
+    shot = tmp_path / "shot.png"
+    done = _chromium(
+        "--screenshot=" + str(shot), "--window-size=1280,900", page.as_uri(), cwd=tmp_path
+    )
+    assert shot.exists() and shot.stat().st_size > 10_000, done.stderr[-2000:]
+    assert _console_messages(done.stderr) == []
