@@ -694,7 +694,7 @@ def test_var_and_vars_file_define_names(run, write):
     [
         (("validate", "missing.yaml"), "plan file not found: missing.yaml"),
         (("validate", "good.yaml", "--format", "xml"), "Invalid value for '--format'"),
-        (("validate",), "Missing argument"),
+        (("validate",), "no planrun.yaml, planrun.yml or planrun.json"),  # no default plan
         (("validate", "good.yaml", "--var", "novalue"), "--var expects KEY=VALUE"),
         (("validate", "good.yaml", "--frobnicate"), "No such option"),
     ],
