@@ -178,6 +178,7 @@ def _run_options(fn: F) -> F:
             multiple=True,
             metavar="[ID]",
             help="Run steps even when the cache has them: all, or the step ID (repeatable).",
+            shell_complete=complete_step_ids,
         ),
         click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
         click.option(

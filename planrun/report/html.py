@@ -19,6 +19,7 @@ LABEL_CHARS = 42
 
 COLOURS = {
     "succeeded": "#2da44e",
+    "cached": "#2da44e",  # a success taken from the cache: hatched in the timeline
     "failed": "#cf222e",
     "ignored": "#bf8700",
     "interrupted": "#8250df",
@@ -113,10 +114,10 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
         text = ""
         if row.start_s is not None and row.end_s is not None:
             x = LABEL_W + row.start_s * scale
-            width = max(2.0, (row.end_s - row.start_s) * scale)
+            width = max(6.0 if row.cached else 2.0, (row.end_s - row.start_s) * scale)
             text = format_duration(row.end_s - row.start_s)
             if row.cached:
-                text += " cached"
+                text = "cached" if row.end_s - row.start_s < 0.005 else text + " cached"
             if row.status == "running":
                 text += " running"
         elif row.kept:

@@ -129,7 +129,7 @@ def _title(st: StepState, sid: str, plan: PlanInfo, variables: dict[str, Any]) -
 
 
 def _is_cached(st: StepState) -> bool:
-    return bool(getattr(st, "cached", False)) or "cache" in (st.reason or "").lower()
+    return st.status == "cached" or "cache" in (st.reason or "").lower()
 
 
 def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
