@@ -45,9 +45,15 @@ PathPart = str | int
 Position = tuple[int, int]
 T = TypeVar("T")
 
-# Nesting deeper than this is refused; no real plan comes close.
+# Nesting deeper than this is refused; no real plan comes close.  A level is a mapping or
+# a list (the top-level mapping is level 1); scalars do not count.  The same rule and the
+# same message hold on every path: JSON, the fast YAML reader, libyaml.
 MAX_DEPTH = 200
 _TOO_DEEP = f"plan is nested too deeply (more than {MAX_DEPTH} levels)"
+# The fast reader leaves anything that might come near MAX_DEPTH to libyaml's path, which
+# counts exactly: flow values with more brackets than this, block nesting deeper than the rest.
+_FAST_MAX_FLOW = 32
+_FAST_MAX_BLOCK = MAX_DEPTH - _FAST_MAX_FLOW
 _JSON_EXTENSIONS = {".json"}
 _YAML_EXTENSIONS = {".yaml", ".yml"}
 
@@ -227,11 +233,15 @@ def _load_json(text: str, file: str) -> Document:
         data = _gc_paused(lambda: json.loads(text, object_pairs_hook=pairs_hook))
     except json.JSONDecodeError as exc:
         raise _invalid(file, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise _invalid(file, 1, 1, "plan is nested too deeply") from None  # json's own limit
+    except RecursionError:  # json's own limit, far beyond ours: find where ours is passed
+        offset = _json_too_deep_offset(text)
+        raise _invalid(file, *_line_col(text, offset), _TOO_DEEP) from None
     except ValueError:  # the one other refusal: an integer of more than 4,300 digits
         raise _invalid(file, 1, 1, "invalid JSON: a number has too many digits") from None
     locator = _JsonLocator(text)
+    too_deep = _too_deep_path(data) if text.count("[") + text.count("{") > MAX_DEPTH else None
+    if too_deep is not None:
+        raise _invalid(file, *locator.pos(too_deep, False), _TOO_DEEP)
     if duplicates:
         raise PlanInvalid(
             [
@@ -246,6 +256,40 @@ def _load_json(text: str, file: str) -> Document:
         )
     _check_top_level(data, file, lambda: locator.pos((), False))
     return Document(file, data, locator)
+
+
+def _too_deep_path(data: Any) -> tuple[PathPart, ...] | None:
+    """The path of the first mapping or list nested deeper than MAX_DEPTH, if any."""
+    found = _too_deep_below(data, 1)
+    return None if found is None else tuple(reversed(found))
+
+
+def _too_deep_below(value: Any, level: int) -> list[PathPart] | None:
+    # Recursion is bounded by MAX_DEPTH; the path is built (reversed) only when found.
+    if level > MAX_DEPTH:
+        return []
+    items = value.items() if value.__class__ is dict else enumerate(value)
+    for key, child in items:
+        if child.__class__ is dict or child.__class__ is list:
+            found = _too_deep_below(child, level + 1)
+            if found is not None:
+                found.append(key)
+                return found
+    return None
+
+
+def _json_too_deep_offset(text: str) -> int:
+    """Offset of the first '[' or '{' that opens level MAX_DEPTH + 1 (strings skipped)."""
+    depth = 0
+    for m in _JSON_TOKEN.finditer(text):
+        token = m.group(1)
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return m.start(1)
+        elif token in ("]", "}"):
+            depth -= 1
+    return 0
 
 
 # One JSON token after optional whitespace.  The text has already been accepted by
@@ -385,7 +429,10 @@ class _Composer(_ParserBase):  # type: ignore[valid-type,misc]
 
     The depth limit is not optional: libyaml's composer recurses in C once per level, so
     a hostile "[[[[..." of ~80,000 levels overflows the C stack and kills the process,
-    and deep flow nesting also makes libyaml quadratic.  Stopping at MAX_DEPTH avoids both.
+    and deep flow nesting also makes libyaml quadratic.  Every node counts here, scalars
+    too, so a scalar inside level MAX_DEPTH is depth MAX_DEPTH + 1; a collection at level
+    MAX_DEPTH + 1 is then refused as the parent of its first child, or by the builder if
+    it is empty (both report the collection's own position).
     """
 
     resolve = slice
@@ -393,7 +440,7 @@ class _Composer(_ParserBase):  # type: ignore[valid-type,misc]
 
     def descend_resolver(self, parent: Any, index: Any) -> None:
         self.depth += 1
-        if self.depth > MAX_DEPTH:
+        if self.depth > MAX_DEPTH + 1:
             raise _TooDeep(parent)
 
     def ascend_resolver(self) -> None:
@@ -420,7 +467,7 @@ def _compose_or_raise(text: str, file: str) -> Node | None:
     try:
         return _compose(text)
     except MarkedYAMLError as exc:
-        raise _yaml_error(exc, file) from None
+        raise _too_deep_before(exc, text, file) or _yaml_error(exc, file) from None
     except ReaderError as exc:
         # libyaml reports a byte offset into the UTF-8 encoding.
         prefix = text.encode("utf-8", "surrogatepass")[: exc.position]
@@ -438,6 +485,31 @@ def _compose_or_raise(text: str, file: str) -> Node | None:
         raise _node_error(file, exc.node, _TOO_DEEP) from None
     except yaml.YAMLError as exc:  # pragma: no cover - every libyaml error is one of the above
         raise _invalid(file, 1, 1, f"invalid YAML: {exc}") from None
+
+
+def _too_deep_before(exc: MarkedYAMLError, text: str, file: str) -> PlanInvalid | None:
+    """Our depth error, if the text passes MAX_DEPTH before the point libyaml refused.
+
+    libyaml's scanner reads ahead of the composer (up to a line), and newer libyaml
+    refuses deep flow nesting there with its own message and limit: composing the text
+    up to the refused point finds our limit first, so the message does not depend on the
+    libyaml version.
+    """
+    mark = exc.problem_mark or exc.context_mark
+    if mark is None:
+        return None
+    line_start = 0
+    for _ in range(mark.line):
+        line_start = text.find("\n", line_start) + 1
+        if line_start == 0:
+            return None
+    try:
+        _compose(text[: line_start + mark.column])
+    except _TooDeep as deep:
+        return _node_error(file, deep.node, _TOO_DEEP)
+    except (yaml.YAMLError, UnicodeEncodeError):
+        pass
+    return None
 
 
 def _yaml_error(exc: MarkedYAMLError, file: str) -> PlanInvalid:
@@ -788,7 +860,7 @@ _FAST_QUICK_FIRST = frozenset("abcdeghijklmopqrsuvwxyzABCDEGHIJKLMOPQRSUVWXYZ_/$
 def _fast_mapping(
     entries: list[_FastEntry], i: int, indent: int, depth: int
 ) -> tuple[dict[str, Any], int]:
-    if depth > MAX_DEPTH:
+    if depth >= _FAST_MAX_BLOCK:
         raise _Bail
     count = len(entries)
     result: dict[str, Any] = {}
@@ -812,7 +884,7 @@ def _fast_mapping(
 def _fast_sequence(
     entries: list[_FastEntry], i: int, indent: int, depth: int
 ) -> tuple[list[Any], int]:
-    if depth > MAX_DEPTH:
+    if depth >= _FAST_MAX_BLOCK:
         raise _Bail
     count = len(entries)
     result: list[Any] = []
@@ -916,6 +988,8 @@ def _fast_inline(rest: str) -> Any:
         _fast_tail(rest, quoted.end())
         return quoted.group(1).replace("''", "'")
     if first == "[" or first == "{":
+        if rest.count("[") + rest.count("{") > _FAST_MAX_FLOW:
+            raise _Bail  # possibly deep: libyaml's path counts the levels exactly
         if '"' in rest and "\\u" not in rest:
             # A flow collection written as JSON (`{"host": "a.b"}`): JSON reads it as YAML
             # does, but for exponents, NaN and duplicate keys, which go to libyaml.
@@ -1085,10 +1159,10 @@ class _YamlLocator:
         if self._tree is None:
             try:
                 self._tree = _gc_paused(self._build)
-            except Exception:  # the text loaded, so this should not happen; no position then
+            except Exception:  # the text loaded, so this should not happen: search lines then
                 self._tree = False
         if self._tree is False:
-            return (1, 1)
+            return _search_keys(self._text, path)
         tree = self._tree
         found = tree if isinstance(tree, int) else tree[0]
         for i, part in enumerate(path):
@@ -1111,3 +1185,22 @@ class _YamlLocator:
                 break
             found = tree if isinstance(tree, int) else tree[0]
         return _unpack(found)
+
+
+def _search_keys(text: str, path: tuple[PathPart, ...]) -> Position:
+    """A fallback position: each string key of `path` searched for as `key:` below the last.
+
+    Used only if composing the text again for positions fails, so that diagnostics still
+    point near their place rather than all at 1:1.
+    """
+    offset = found = 0
+    for part in path:
+        if not isinstance(part, str):
+            continue
+        match = re.compile(rf"^[ \t-]*[\"']?{re.escape(part)}[\"']?[ \t]*:", re.M).search(
+            text, offset
+        )
+        if match is None:
+            break
+        found = offset = match.start() + len(match.group()) - len(match.group().lstrip(" \t-"))
+    return _line_col(text, found)

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 
 @dataclass
@@ -97,8 +101,62 @@ def spawn_planrun(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[Any]:
     return subprocess.Popen([sys.executable, "-m", "planrun", *args], cwd=cwd, **popen)
 
 
-def wait_for_file(path: Path, timeout: float = 15, interval: float = 0.05) -> None:
-    """Poll until `path` exists (a step's side effect shows the run got that far)."""
+def wait_until(
+    condition: Callable[[], T], timeout: float = 15, interval: float = 0.02, what: str = ""
+) -> T:
+    """Poll `condition` until it returns something truthy, and return that; fail on timeout.
+
+    Tests wait on what they need to see (a file, a line, a process), never for a fixed time.
+    """
     deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
         time.sleep(interval)
+
+
+def wait_for_file(path: Path, timeout: float = 15, interval: float = 0.02) -> None:
+    """Wait until `path` exists (a step's side effect shows the run got that far)."""
+    wait_until(path.exists, timeout, interval, f"{path} to exist")
+
+
+def unique_mark() -> str:
+    """A word that is unique to one test, to tag the commands it starts (`: MARK; cmd`)."""
+    return f"planrun-test-{uuid.uuid4().hex[:12]}"
+
+
+def processes_marked(mark: str) -> list[Any]:
+    """Live (not zombie) processes whose command line contains `mark`."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and mark in " ".join(
+                proc.info["cmdline"] or []
+            ):
+                found.append(proc)
+    return found
+
+
+def assert_no_process_left(mark: str, timeout: float = 10) -> None:
+    """No process tagged with `mark` outlives the test (waits for them to go, then fails).
+
+    Whatever is still alive at the deadline is killed, so one failure leaves nothing behind.
+    """
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    left = processes_marked(mark)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = processes_marked(mark)
+    if left:
+        described = [(p.pid, " ".join(p.cmdline())) for p in left if p.is_running()]
+        for proc in left:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        raise AssertionError(f"processes left behind: {described}")

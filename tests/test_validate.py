@@ -44,10 +44,8 @@ def test_unparsable_yaml(check):
             tool: echo
            args: {}
     """)
-    assert out == [
-        "plan.yaml:4:4: error: invalid YAML: did not find expected '-' indicator "
-        "(while parsing a block collection at line 2)"
-    ]
+    # libyaml words the problem (its wording changes between versions): assert ours
+    assert len(out) == 1 and out[0].startswith("plan.yaml:4:4: error: invalid YAML: "), out
 
 
 def test_unparsable_yaml_flow(check):
