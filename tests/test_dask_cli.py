@@ -13,6 +13,9 @@ import pytest
 
 from tests.conftest import ROOT
 
+# MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("distributed")
 
 

@@ -19,6 +19,9 @@ from typing import Any
 import psutil
 import pytest
 
+# MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("distributed")
 
 from planrun.errors import UsageError  # noqa: E402

@@ -953,6 +953,7 @@ def yaml_ish_documents(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(yaml_ish_documents(), yaml_ish_lines.map(lambda lines: "\n".join(lines) + "\n")))
 def test_fast_path_agrees_with_libyaml_on_generated_text(text: str) -> None:
@@ -996,6 +997,7 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=300, deadline=None)
 @given(
     plan=plans,
@@ -1026,6 +1028,7 @@ def test_yaml_dump_loads_back_equal(
         assert line >= 1 and col >= 1
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=300, deadline=None)
 @given(plan=plans, indent=st.sampled_from([None, 2]), ensure_ascii=st.booleans())
 def test_json_dump_loads_back_equal(
@@ -1058,6 +1061,7 @@ yaml_compatible_values = st.recursive(
 )
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(plan=st.dictionaries(st.text(max_size=8), yaml_compatible_values, min_size=1, max_size=5))
 def test_json_text_positions_match_yaml_positions(plan: dict[str, Any]) -> None:

@@ -21,6 +21,9 @@ from planrun.errors import UsageError
 from planrun.mcp_client import ServerPool, check_tool_args, parse_mcp_config
 from planrun.tools.base import ToolFailed
 
+# MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
+pytestmark = pytest.mark.slow
+
 SERVERS_DIR = Path(__file__).parent / "mcp_servers"
 CRASHY = {"command": sys.executable, "args": [str(SERVERS_DIR / "crashy_server.py")]}
 SILENT = {"command": sys.executable, "args": [str(SERVERS_DIR / "silent_server.py")]}

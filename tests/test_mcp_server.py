@@ -19,6 +19,9 @@ import psutil
 import pytest
 from mcp import Client, StdioServerParameters
 
+# MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
+pytestmark = pytest.mark.slow
+
 TOOLS = {
     "plan_validate",
     "plan_dry_run",

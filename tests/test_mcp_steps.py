@@ -8,8 +8,12 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from tests.conftest import ROOT, assert_no_traceback
+
+# MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
+pytestmark = pytest.mark.slow
 
 SERVERS = ROOT / "tests" / "mcp_servers"
 

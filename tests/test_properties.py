@@ -9,6 +9,7 @@ import string
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -73,6 +74,7 @@ def check_text(text: str):  # type: ignore[no-untyped-def]
     return check_document(load_text(text, "p.yaml"))
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @FAST
 @given(dags())
 def test_random_dag_validates_and_order_respects_every_edge(dag):
@@ -101,6 +103,7 @@ def test_random_dag_validates_and_order_respects_every_edge(dag):
         assert not any((a, b) in expected for a in wave for b in wave)
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @FAST
 @given(dags(), st.data())
 def test_random_dag_plus_back_edge_is_a_cycle_of_real_edges(dag, data):
@@ -138,6 +141,7 @@ def test_random_dag_plus_back_edge_is_a_cycle_of_real_edges(dag, data):
     assert yaml.safe_load(lines[start][2:])["id"] == path[0], (line, path)
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @FAST
 @given(dags())
 def test_mermaid_node_ids_are_unique_safe_and_carry_every_edge(dag):
@@ -287,6 +291,7 @@ def test_fuzz_random_bytes(raw, name):
     _assert_sane(validate_bytes(raw, name), name)
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PLANS, st.sampled_from(["yaml", "json", "flow"]))
 def test_fuzz_random_plan_documents(plan, style):
@@ -325,6 +330,7 @@ def test_fuzz_mutated_examples(data):
     _assert_sane(validate_bytes(src, "m.yaml"), "m.yaml")
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 def test_fuzz_through_the_cli(run, tmp_path):
     """A handful of random files through the real command: exit 0 or 3, never a traceback."""
     rng = random.Random(20261126)

@@ -194,6 +194,7 @@ def test_revision_with_a_cycle_is_rejected_and_asked_again(run, tmp_path, setup)
     assert r.code == 1 and r.json["reason"] == "replan_budget", r
 
 
+@pytest.mark.slow  # real signals to a real run
 def test_resume_after_interrupted_revised_run_continues_the_revision(write, tmp_path, setup, run):
     setup("slow_after")
     proc = subprocess.Popen(

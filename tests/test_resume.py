@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import assert_no_traceback, planrun, spawn_planrun, wait_for_file
 
 CHAIN = """
@@ -104,6 +106,7 @@ def test_foreign_state_is_refused(run, write, tmp_path):
     assert (tmp_path / "shared.json").read_bytes() == before
 
 
+@pytest.mark.slow  # real signals to a real run
 def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path):
     write("p.yaml", "steps:\n  - {id: slow, tool: sleep, args: {seconds: 5}}\n")
     first = subprocess.Popen(
@@ -126,6 +129,7 @@ def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path)
         first.wait(timeout=20)
 
 
+@pytest.mark.slow  # real signals to a real run
 def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
     write(
         "p.yaml",
@@ -172,6 +176,7 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
     assert _log(tmp_path) == ["quick", "long", "after"]
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 def test_kill_9_at_random_points_then_resume(write, tmp_path):
     steps = "\n".join(
         f"  - {{id: s{i}, tool: shell, args: {{cmd: 'echo s{i} >> log'}}"
@@ -260,6 +265,7 @@ def test_status_and_list(run, write, tmp_path):
     assert "one.yaml" in r.out and "never run" in r.out
 
 
+@pytest.mark.slow  # real signals to a real run
 def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
     write(
         "p.yaml",
@@ -291,6 +297,7 @@ def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
         (tmp_path / "log").unlink()
 
 
+@pytest.mark.slow  # real signals to a real run
 def test_the_json_file_itself_is_current_after_kill_9(write, tmp_path):
     write(
         "p.yaml",

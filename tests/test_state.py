@@ -376,6 +376,7 @@ def _succeeded_prefix(statuses: list[str]) -> int:
     return done
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 def test_real_kill_9_at_random_moments_leaves_a_loadable_prefix(tmp_path: Path) -> None:
     """Kill a writing process at random instants (while importing, loading, writing the first
     snapshot, appending, compacting mid-run); every time the state loads and holds exactly the
@@ -759,6 +760,7 @@ def _timed_run(tmp_path: Path, n: int, **kw: Any) -> dict[str, float]:
     }
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 def test_ten_thousand_steps_cost_is_linear(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
