@@ -33,6 +33,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.reader import ReaderError
 
 from planrun.errors import Diagnostic, PlanInvalid, UsageError
+from planrun.inputfiles import NotARegularFile, read_regular_file
 
 try:
     from yaml._yaml import CParser as _ParserBase
@@ -104,12 +105,11 @@ def load_document(path: str | os.PathLike[str]) -> Document:
     """
     file = os.fspath(path)
     try:
-        with open(file, "rb") as handle:
-            raw = handle.read()
+        raw = read_regular_file(file)  # a FIFO or a device is refused, never opened blocking
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"plan file not found: {file}") from None
-    except IsADirectoryError:
-        raise _invalid(file, 1, 1, f"{file} is a directory, not a plan file") from None
+    except NotARegularFile as exc:
+        raise _invalid(file, 1, 1, f"{file} is {exc.kind}, not a plan file") from None
     except OSError as exc:
         raise _invalid(file, 1, 1, f"cannot read plan file: {exc.strerror or exc}") from None
     suffix = os.path.splitext(file)[1].lower()
@@ -117,7 +117,7 @@ def load_document(path: str | os.PathLike[str]) -> Document:
     return _load(_decode(raw, file), file, fmt)
 
 
-def load_text(text: str, file: str = "<inline>", fmt: str | None = None) -> Document:
+def load_text(text: str | bytes, file: str = "<inline>", fmt: str | None = None) -> Document:
     """Parse plan text; `fmt` is "yaml", "json" or None to sniff (JSON if it starts with { or [)."""
     if fmt not in (None, "yaml", "json"):
         raise ValueError(f"fmt must be 'yaml', 'json' or None, not {fmt!r}")

@@ -57,11 +57,16 @@ def parse_mcp_config(path: str) -> dict[str, dict[str, Any]]:
     `${workspaceFolder}`, `${userHome}`, `${env:VAR}`), so the entries hold plain values.
     Raises UsageError with a one-line message on any problem.
     """
+    from planrun.inputfiles import NotARegularFile, read_regular_file
+
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = read_regular_file(path).decode("utf-8")  # a FIFO is refused, never read
+    except NotARegularFile as exc:
+        raise UsageError(f"{path}: cannot read MCP config: it is {exc.kind}") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read MCP config: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: cannot read MCP config: not UTF-8 text") from None
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -181,18 +186,19 @@ def _did_you_mean(word: str, choices: frozenset[str] | list[str]) -> str:
 
 def load_env_file(path: str) -> dict[str, str]:
     """Read a dotenv file (`KEY=VALUE` lines, `#` comments, optional `export` and quotes)."""
+    from planrun.inputfiles import read_regular_file
+
     env: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#") or "=" not in line:
-                continue
-            key, _, value = line.partition("=")
-            key = key.strip().removeprefix("export ").strip()
-            value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            env[key] = value
+    for line in read_regular_file(path).decode("utf-8").splitlines():  # never a FIFO
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip().removeprefix("export ").strip()
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        env[key] = value
     return env
 
 
@@ -506,9 +512,10 @@ class ServerPool:
             env_file = os.path.join(self._cwd, entry["envFile"])
             try:
                 env.update(load_env_file(env_file))
-            except OSError as exc:
+            except (OSError, UnicodeDecodeError) as exc:
+                why = (exc.strerror if isinstance(exc, OSError) else None) or exc
                 raise ToolFailed(
-                    f"MCP server '{srv.name}': cannot read envFile {env_file}: {exc.strerror or exc}"
+                    f"MCP server '{srv.name}': cannot read envFile {env_file}: {why}"
                 ) from None
         env.update({str(k): str(v) for k, v in (entry.get("env") or {}).items()})
         params = StdioServerParameters(

@@ -93,19 +93,23 @@ def _abs(path: str, cwd: str) -> str:
 
 def load_vars_file(path: str, cwd: str) -> dict[str, Any]:
     """`--vars-file`: a YAML or JSON mapping (read by the plan loader: JSON types only)."""
-    from planrun.loader import load_document
+    from planrun.inputfiles import NotARegularFile, read_regular_file
+    from planrun.loader import load_text
 
-    full = _abs(path, cwd)
     try:
-        if (
-            os.path.isfile(full)
-            and os.path.getsize(full) < 4096
-            and not Path(full).read_bytes().strip()
-        ):
-            return {}  # an empty vars file sets nothing
-        doc = load_document(full)
-    except UsageError:
+        raw = read_regular_file(_abs(path, cwd))  # a FIFO is refused, never read
+    except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"vars file not found: {path}") from None
+    except NotARegularFile as exc:
+        raise UsageError(f"vars file {path} is {exc.kind}, not a regular file") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read vars file {path}: {exc.strerror or exc}") from None
+    if not raw.strip():
+        return {}  # an empty vars file sets nothing
+    suffix = os.path.splitext(path)[1].lower()
+    fmt = "json" if suffix == ".json" else "yaml" if suffix in (".yaml", ".yml") else None
+    try:
+        doc = load_text(raw, path, fmt)
     except PlanInvalid as exc:
         first = exc.diagnostics[0]
         raise UsageError(f"vars file {path}:{first.line}:{first.col}: {first.message}") from None

@@ -1,0 +1,55 @@
+"""Read an input file (plan, vars file, MCP config) only if it is a regular file.
+
+A FIFO given as a plan would block `open()` forever (and a device may never end), so
+anything that is not a regular file is refused at once: `stat` first, then open with
+O_NONBLOCK (opening a FIFO then cannot block) and check again with `fstat`, in case the
+path was swapped between the two.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+__all__ = ["NotARegularFile", "read_regular_file"]
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+class NotARegularFile(OSError):
+    """The path names something other than a regular file; `kind` says what."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(f"{path} is {kind}, not a regular file")
+        self.path = path
+        self.kind = kind
+
+
+def _check(path: str, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    raise NotARegularFile(path, kind)
+
+
+def read_regular_file(path: str) -> bytes:
+    """The bytes of the regular file at `path` (symlinks followed).
+
+    Raises NotARegularFile for a directory, FIFO, socket or device, and OSError
+    (FileNotFoundError...) as `open` would for anything else.
+    """
+    _check(path, os.stat(path).st_mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        _check(path, os.fstat(fd).st_mode)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)

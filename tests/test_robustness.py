@@ -1,0 +1,75 @@
+"""Hostile inputs never hang, crash or print a traceback: FIFOs and devices as input files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from planrun.inputfiles import NotARegularFile, read_regular_file
+from tests.conftest import assert_no_traceback
+
+OK_PLAN = "steps:\n  - {id: a, tool: echo, args: {value: 1}}\n"
+
+
+@pytest.mark.parametrize("command", ["run", "resume", "validate", "graph", "tools"])
+def test_a_fifo_as_the_plan_is_refused_at_once(run, tmp_path: Path, command: str) -> None:
+    os.mkfifo(tmp_path / "p.yaml")  # nobody ever writes to it: opening it blocking would hang
+    result = run(command, "p.yaml", timeout=30)
+    assert result.code == 3, result
+    assert_no_traceback(result)
+    lines = (result.out + result.err).strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("p.yaml is a FIFO, not a plan file"), result
+
+
+def test_status_of_a_fifo_plan_does_not_hang(run, tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "p.yaml")
+    result = run("status", "p.yaml", timeout=30)
+    assert result.code in (3, 4), result
+    assert_no_traceback(result)
+
+
+def test_a_fifo_as_vars_file_or_mcp_config_is_refused(run, write, tmp_path: Path) -> None:
+    write("p.yaml", OK_PLAN)
+    os.mkfifo(tmp_path / "v.yaml")
+    os.mkfifo(tmp_path / "m.json")
+    result = run("run", "p.yaml", "--vars-file", "v.yaml", timeout=30)
+    assert (result.code, result.err) == (
+        2,
+        "planrun: error: vars file v.yaml is a FIFO, not a regular file\n",
+    )
+    result = run("validate", "p.yaml", "--vars-file", "v.yaml", timeout=30)
+    assert result.code == 2 and "is a FIFO" in result.err, result
+    result = run("run", "p.yaml", "--mcp-config", "m.json", timeout=30)
+    assert result.code == 2 and result.err.endswith("cannot read MCP config: it is a FIFO\n"), (
+        result
+    )
+
+
+def test_a_device_as_the_plan_is_refused(run) -> None:
+    result = run("validate", "/dev/zero", timeout=30)  # would never end if read
+    assert result.code == 3, result
+    assert result.out.strip().endswith("/dev/zero is a character device, not a plan file"), result
+
+
+def test_a_fifo_in_the_plans_directory_does_not_block_list(run, write, tmp_path: Path) -> None:
+    write("plans/ok.yaml", OK_PLAN)
+    os.mkfifo(tmp_path / "plans" / "f.yaml")
+    result = run("list", timeout=30)
+    assert result.code == 0, result
+    assert "plans/ok.yaml" in result.out
+
+
+def test_read_regular_file_checks_after_opening(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"x")
+    assert read_regular_file(str(tmp_path / "f")) == b"x"
+    os.mkfifo(tmp_path / "q")
+    with pytest.raises(NotARegularFile) as exc:
+        read_regular_file(str(tmp_path / "q"))
+    assert exc.value.kind == "a FIFO"
+    with pytest.raises(NotARegularFile) as exc:
+        read_regular_file(str(tmp_path))
+    assert exc.value.kind == "a directory"
+    with pytest.raises(FileNotFoundError):
+        read_regular_file(str(tmp_path / "missing"))
