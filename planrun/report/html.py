@@ -148,7 +148,7 @@ def render_html(report: RunReport, generated_at: str) -> str:
 
     template_text = files("planrun.report").joinpath("templates/report.html.j2").read_text("utf-8")
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    env.filters["duration"] = format_duration
+    env.filters["duration"] = lambda s: "–" if s is None else format_duration(s)
     bars, ticks = layout(report)
     height = AXIS_H + max(1, len(bars)) * ROW_H + 8
     context: dict[str, Any] = {
