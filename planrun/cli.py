@@ -361,19 +361,13 @@ def _read_state(name: str, state: str | None) -> Any:
 
 
 def _last_statuses(name: str, state: str | None) -> dict[str, str]:
-    try:
-        st = _read_state(name, state)
-    except PlanrunError:
-        return {}
+    st = _read_state(name, state)  # a corrupt state file is an error (exit 4), as for status
     return {sid: s.status for sid, s in st.steps.items()} if st else {}
 
 
 def _revised_plan(plan: Any, state: str | None) -> Any:
     """The plan as last revised by the planner, if the state holds revisions."""
-    try:
-        st = _read_state(plan.name or "", state)
-    except PlanrunError:
-        return plan
+    st = _read_state(plan.name or "", state)  # a corrupt state file is an error (exit 4)
     if st is None or not getattr(st, "revisions", None):
         return plan
     from planrun.revision_check import checked_revision

@@ -32,6 +32,12 @@ from typing import Any
 
 from planrun.errors import StateError
 from planrun.events import Event
+from planrun.statecheck import (
+    check_journal_entry,
+    check_revisions,
+    check_run_fields,
+    check_step_fields,
+)
 from planrun.statefiles import check_not_special, create_temp, open_regular, read_regular
 
 STATE_VERSION = 1
@@ -93,15 +99,8 @@ class StepState:
 
     @classmethod
     def from_json(cls, doc: Any) -> StepState:
-        if not isinstance(doc, dict):
-            raise ValueError("a step state is not an object")
-        known = {k: v for k, v in doc.items() if k in _STEP_FIELDS}
-        state = cls(**known)
-        if state.status not in STEP_STATUSES:
-            raise ValueError(f"unknown step status {state.status!r}")
-        if not isinstance(state.attempts, int):
-            raise ValueError("step attempts is not an integer")
-        return state
+        check_step_fields(doc, STEP_STATUSES)
+        return cls(**{k: v for k, v in doc.items() if k in _STEP_FIELDS})
 
 
 _STEP_FIELDS = frozenset(f.name for f in fields(StepState))
@@ -324,8 +323,10 @@ def _state_from_json(doc: Any, path: Path, plan_name: str) -> tuple[RunState, st
             raise ValueError("steps is not an object")
         variables = doc.get("variables") or {}
         revisions = doc.get("revisions") or []
-        if not isinstance(variables, dict) or not isinstance(revisions, list):
-            raise ValueError("variables or revisions have the wrong type")
+        if not isinstance(variables, dict):
+            raise ValueError("variables is not an object")
+        check_revisions(revisions)
+        check_run_fields(doc, RUN_STATUSES)
         state = RunState(
             plan=plan,
             version=version,
@@ -360,6 +361,7 @@ def _replay_journal(state: RunState, data: bytes, token: str | None, journal: Pa
     for number, line in enumerate(lines[1:], start=2):
         try:
             entry = json.loads(line)
+            check_journal_entry(entry, RUN_STATUSES)
             op = entry["op"]
             if op == "step":
                 _apply_step(state, str(entry["id"]), StepState.from_json(entry["state"]))
@@ -369,7 +371,7 @@ def _replay_journal(state: RunState, data: bytes, token: str | None, journal: Pa
                 _apply_revision(state, entry["revision"])
             else:
                 raise ValueError(f"unknown operation {op!r}")
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StateError(
                 f"state journal {journal} is corrupt at line {number}: {exc}"
             ) from None

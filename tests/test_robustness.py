@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +75,74 @@ def test_read_regular_file_checks_after_opening(tmp_path: Path) -> None:
     assert exc.value.kind == "a directory"
     with pytest.raises(FileNotFoundError):
         read_regular_file(str(tmp_path / "missing"))
+
+
+# --- corrupt state: one line naming the file, exit 4; `list` goes on ----------------------
+
+
+def _corrupt_journal(tmp_path: Path, line: str) -> None:
+    state = tmp_path / ".planrun/state/p.json"
+    doc = json.loads(state.read_text())
+    doc["journal"] = "t1"
+    state.write_text(json.dumps(doc))
+    (tmp_path / ".planrun/state/p.json.journal").write_text('{"journal": "t1"}\n' + line + "\n")
+
+
+def _edit_state(tmp_path: Path, **changes: Any) -> None:
+    state = tmp_path / ".planrun/state/p.json"
+    doc = json.loads(state.read_text())
+    doc.update(changes)
+    state.write_text(json.dumps(doc))
+
+
+CORRUPTIONS = [
+    ("journal", '{"op": "run", "changes": 1}'),
+    ("journal", '{"op": "run", "changes": {"duration_s": "soon"}}'),
+    ("journal", '{"op": "revision", "revision": [1]}'),
+    ("journal", '{"op": "step", "id": "a", "state": {"status": "succeeded", "error": 5}}'),
+    ("journal", "[1, 2]"),
+    ("state", {"revisions": [1]}),
+    ("state", {"revisions": "x"}),
+    ("state", {"revisions": [{"diff": {"removed": 3}}]}),
+    ("state", {"steps": {"a": {"status": "succeeded", "title": ["x"]}}}),
+    ("state", {"duration_s": "long"}),
+    ("state", {"started_at": 5}),
+]
+
+
+@pytest.mark.parametrize(("where", "corruption"), CORRUPTIONS)
+def test_corrupt_state_exits_4_with_one_line_naming_the_file(
+    run, write, tmp_path: Path, where: str, corruption: Any
+) -> None:
+    write("p.yaml", OK_PLAN)
+    assert run("run", "p.yaml", "-q").code == 0
+    if where == "journal":
+        _corrupt_journal(tmp_path, corruption)
+        name = "p.json.journal"
+    else:
+        _edit_state(tmp_path, **corruption)
+        name = "p.json"
+    before = sorted((p.name, p.read_bytes()) for p in (tmp_path / ".planrun/state").iterdir())
+    for command in (["status", "p.yaml"], ["graph", "p.yaml"], ["resume", "p.yaml"]):
+        result = run(*command)
+        assert result.code == 4, (command, result)
+        assert_no_traceback(result)
+        lines = result.err.strip().splitlines()
+        assert len(lines) == 1 and name in lines[0] and "corrupt" in lines[0], (command, result)
+        assert "internal error" not in result.err
+    after = sorted((p.name, p.read_bytes()) for p in (tmp_path / ".planrun/state").iterdir())
+    assert after == before  # left byte for byte as it was
+
+
+def test_one_corrupt_state_does_not_break_list(run, write, tmp_path: Path) -> None:
+    write("plans/p.yaml", OK_PLAN)
+    write("plans/q.yaml", OK_PLAN)
+    assert run("run", "plans/p.yaml", "-q").code == 0
+    assert run("run", "plans/q.yaml", "-q").code == 0
+    _corrupt_journal(tmp_path, '{"op": "run", "changes": 1}')
+    result = run("list", "--output", "json")
+    assert result.code == 0, result
+    assert {row["name"]: row["last_status"] for row in result.json} == {
+        "p": "unreadable",
+        "q": "succeeded",
+    }

@@ -1,0 +1,124 @@
+"""Shape checks for what a state file or its journal holds, before anything uses it.
+
+A state file is input like any other: hand-edited, truncated or written by a buggy
+version, it must give one clear "corrupt" line (exit 4), never an AttributeError deep in
+`status`, `graph` or `resume`. Each check raises ValueError saying what is wrong; the
+state reader adds the file name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "check_journal_entry",
+    "check_revisions",
+    "check_run_fields",
+    "check_step_fields",
+]
+
+_STEP_TEXT = (
+    "error",
+    "started_at",
+    "ended_at",
+    "fingerprint",
+    "result_variable",
+    "reason",
+    "detail",
+    "title",
+)
+_RUN_TEXT = ("digest", "run_id", "reason", "error", "started_at", "ended_at")
+
+
+def _text_or_null(doc: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        value = doc.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"{where}{key} is {_kind(value)}, not a string")
+
+
+def _number_or_null(value: Any, name: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ValueError(f"{name} is {_kind(value)}, not a number")
+
+
+def _count_or_null(value: Any, name: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ValueError(f"{name} is {_kind(value)}, not a whole number")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
+        type(value), "a list" if isinstance(value, list) else "an object"
+    )
+
+
+def check_step_fields(doc: Any, statuses: tuple[str, ...]) -> None:
+    """A step's recorded state: an object with a known status and fields of the right types."""
+    if not isinstance(doc, dict):
+        raise ValueError("a step state is not an object")
+    if doc.get("status", "pending") not in statuses:
+        raise ValueError(f"unknown step status {doc.get('status')!r}")
+    attempts = doc.get("attempts", 0)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        raise ValueError("step attempts is not a whole number")
+    _text_or_null(doc, _STEP_TEXT, "step ")
+    _number_or_null(doc.get("duration_s"), "step duration_s")
+
+
+def check_run_fields(doc: Mapping[str, Any], statuses: tuple[str, ...]) -> None:
+    """The run-level fields of a snapshot (or of a journal's run changes)."""
+    if "status" in doc and doc["status"] not in statuses:
+        raise ValueError(f"unknown run status {doc['status']!r}")
+    _text_or_null(doc, _RUN_TEXT, "")
+    _number_or_null(doc.get("duration_s"), "duration_s")
+    _count_or_null(doc.get("pid"), "pid")
+    _count_or_null(doc.get("jobs"), "jobs")
+
+
+def check_revisions(revisions: Any) -> None:
+    """`revisions`: a list of objects, each with an optional diff of id lists and step list."""
+    if not isinstance(revisions, list):
+        raise ValueError(f"revisions is {_kind(revisions)}, not a list")
+    for number, revision in enumerate(revisions, start=1):
+        check_revision(revision, f"revision {number}")
+
+
+def check_revision(revision: Any, where: str = "revision") -> None:
+    if not isinstance(revision, dict):
+        raise ValueError(f"{where} is {_kind(revision)}, not an object")
+    diff = revision.get("diff")
+    if diff is not None:
+        if not isinstance(diff, dict):
+            raise ValueError(f"{where}: diff is {_kind(diff)}, not an object")
+        for key in ("removed", "added", "revised"):
+            ids = diff.get(key)
+            if ids is not None and (
+                not isinstance(ids, list) or not all(isinstance(i, str | int) for i in ids)
+            ):
+                raise ValueError(f"{where}: diff.{key} is not a list of step ids")
+    steps = revision.get("steps")
+    if steps is not None and not isinstance(steps, list):
+        raise ValueError(f"{where}: steps is {_kind(steps)}, not a list")
+
+
+def check_journal_entry(entry: Any, run_statuses: tuple[str, ...]) -> None:
+    """One journal line: {op: step, id, state} | {op: run, changes} | {op: revision, revision}."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"an entry is {_kind(entry)}, not an object")
+    op = entry.get("op")
+    if op == "step":
+        if not isinstance(entry.get("id"), str | int) or isinstance(entry.get("id"), bool):
+            raise ValueError("a step entry has no step id")
+    elif op == "run":
+        changes = entry.get("changes")
+        if not isinstance(changes, dict):
+            raise ValueError(f"run changes are {_kind(changes)}, not an object")
+        check_run_fields(changes, run_statuses)
+    elif op == "revision":
+        check_revision(entry.get("revision"))
+    else:
+        raise ValueError(f"unknown operation {op!r}")
