@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-from planrun.expressions import Expr, ExpressionError, parse_template, to_text
+from planrun.expressions import Expr, ExpressionError, parse_template, shell_args, to_text
 from planrun.graph import PlanGraph
 from planrun.model import Plan
 
@@ -44,7 +44,7 @@ def dry_run_document(
                     "id": sid,
                     "title": _preview(step.title or sid, scope, producers),
                     "tool": step.tool,
-                    "args": _preview(step.args, scope, producers),
+                    "args": _preview_args(step.tool, step.args, scope, producers),
                     "depends_on": sub.deps[sid],
                     "when": step.when,
                     "approval": plan.needs_approval(step),
@@ -68,20 +68,50 @@ def _preview(value: Any, scope: dict[str, Any], producers: dict[str, str]) -> An
     if tpl is None:
         return value.replace("$${", "${")
 
-    def one(expr: Expr) -> Any:
-        for name in sorted(expr.names):
-            if name in producers:
-                return f"<{producers[name]} result>"
-        if expr.step_refs:
-            return f"<{sorted(expr.step_refs)[0]} result>"
-        try:
-            return expr.evaluate(scope)
-        except ExpressionError as exc:
-            return f"<error: {exc.message}>"
-
     if tpl.whole is not None:
-        return one(tpl.whole)
-    return "".join(p if isinstance(p, str) else to_text(one(p)) for p in tpl.parts)
+        return _one(tpl.whole, scope, producers)[0]
+    return "".join(
+        p if isinstance(p, str) else to_text(_one(p, scope, producers)[0]) for p in tpl.parts
+    )
+
+
+def _one(expr: Expr, scope: dict[str, Any], producers: dict[str, str]) -> tuple[Any, bool]:
+    """The value of `expr` and True, or a `<placeholder>` and False when it is not known yet."""
+    for name in sorted(expr.names):
+        if name in producers:
+            return f"<{producers[name]} result>", False
+    if expr.step_refs:
+        return f"<{sorted(expr.step_refs)[0]} result>", False
+    try:
+        return expr.evaluate(scope), True
+    except ExpressionError as exc:
+        return f"<error: {exc.message}>", False
+
+
+def _preview_args(
+    tool: str, args: dict[str, Any], scope: dict[str, Any], producers: dict[str, str]
+) -> Any:
+    """The args as they will run: a shell string cmd exactly as the shell gets it, with the
+    values it reads from the environment (placeholders for values not known yet)."""
+    cmd = args.get("cmd") if tool == "shell" else None
+    try:
+        tpl = parse_template(cmd) if isinstance(cmd, str) else None
+    except ExpressionError:
+        tpl = None
+    if tpl is None or tpl.whole is not None:
+        return _preview(args, scope, producers)
+    rest = _preview({k: v for k, v in args.items() if k != "cmd"}, scope, producers)
+    texts: list[str] = []
+    unknown: set[int] = set()
+    for n, expr in enumerate(tpl.exprs):
+        value, known = _one(expr, scope, producers)
+        texts.append(to_text(value))
+        if not known:
+            unknown.add(n)
+    try:
+        return shell_args(tpl, texts, rest, frozenset(unknown))
+    except ExpressionError as exc:
+        return {**rest, "cmd": f"<error: {exc.message}>"}
 
 
 def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -79,7 +78,7 @@ class Template:
     def exprs(self) -> Iterator[Expr]:
         return (p for p in self.parts if isinstance(p, Expr))
 
-    def render(self, scope: Mapping[str, Any], quote: Callable[[str], str] | None = None) -> Any:
+    def render(self, scope: Mapping[str, Any]) -> Any:
         whole = self.whole
         if whole is not None:
             return whole.evaluate(scope)
@@ -88,8 +87,7 @@ class Template:
             if isinstance(part, str):
                 out.append(part)
             else:
-                text = to_text(part.evaluate(scope))
-                out.append(quote(text) if quote else text)
+                out.append(to_text(part.evaluate(scope)))
         return "".join(out)
 
 
@@ -301,7 +299,6 @@ def resolve(
     scope: Mapping[str, Any],
     *,
     path: tuple[str | int, ...] = (),
-    quote: Callable[[str], str] | None = None,
 ) -> Any:
     """`value` with every template evaluated. ExpressionError messages gain the value's path."""
     if isinstance(value, str):
@@ -309,16 +306,16 @@ def resolve(
         if tpl is None:
             return value.replace("$${", "${") if "$${" in value else value
         try:
-            return tpl.render(scope, quote)
+            return tpl.render(scope)
         except ExpressionError as exc:
             where = format_path(path)
             raise ExpressionError(
                 f"{where}: {exc.message}" if where else exc.message, name=exc.name
             ) from None
     if isinstance(value, dict):
-        return {k: resolve(v, scope, path=(*path, k), quote=quote) for k, v in value.items()}
+        return {k: resolve(v, scope, path=(*path, k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [resolve(v, scope, path=(*path, i), quote=quote) for i, v in enumerate(value)]
+        return [resolve(v, scope, path=(*path, i)) for i, v in enumerate(value)]
     return value
 
 
@@ -331,14 +328,47 @@ def format_path(path: tuple[str | int, ...]) -> str:
 
 
 def resolve_args(tool: str, args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
-    """A step's resolved arguments; values interpolated into a `shell` string cmd are quoted."""
-    if tool == "shell" and isinstance(args.get("cmd"), str):
-        rest = {k: v for k, v in args.items() if k != "cmd"}
-        out = resolve(rest, scope, path=("args",))
-        cmd = resolve(args["cmd"], scope, path=("args", "cmd"), quote=shlex.quote)
-        return {"cmd": cmd, **out}
-    result: dict[str, Any] = resolve(args, scope, path=("args",))
-    return result
+    """A step's resolved arguments; values interpolated into a `shell` string cmd go in as data
+    (planrun/shellquote.py: inert text in place, anything else by environment variable)."""
+    cmd = args.get("cmd") if tool == "shell" else None
+    tpl = parse_template(cmd) if isinstance(cmd, str) else None
+    if tpl is None or tpl.whole is not None:
+        result: dict[str, Any] = resolve(args, scope, path=("args",))
+        return result
+    rest = resolve({k: v for k, v in args.items() if k != "cmd"}, scope, path=("args",))
+    texts: list[str] = []
+    for part in tpl.exprs:
+        try:
+            texts.append(to_text(part.evaluate(scope)))
+        except ExpressionError as exc:
+            raise ExpressionError(f"args.cmd: {exc.message}", name=exc.name) from None
+    return shell_args(tpl, texts, rest)
+
+
+def shell_args(
+    tpl: Template, texts: list[str], rest: dict[str, Any], unknown: frozenset[int] = frozenset()
+) -> dict[str, Any]:
+    """`{cmd, **rest}` with the values `texts` put into the command template safely; the
+    values passed by environment variable are merged into `env` (over the step's own)."""
+    from planrun.shellquote import QuotingError, quote_command, template_items
+
+    parts: list[str | int] = []
+    n = 0
+    for part in tpl.parts:
+        if isinstance(part, str):
+            parts.append(part)
+        else:
+            parts.append(n)
+            n += 1
+    try:
+        cmd, env = quote_command(template_items(parts), texts, unknown)
+    except QuotingError as exc:
+        raise ExpressionError(f"args.cmd: {exc}") from None
+    out = {"cmd": cmd, **rest}
+    if env:
+        own = rest.get("env")
+        out["env"] = {**own, **env} if isinstance(own, dict) else env if own is None else own
+    return out
 
 
 def parse_cli_value(text: str) -> Any:

@@ -44,10 +44,8 @@ def check_not_special(path: Path | str) -> None:
     """StateError if `path` exists and is a symlink, FIFO, device or anything but a regular file."""
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise StateError(f"cannot read state file {path}: {exc.strerror}") from None
+    except OSError:
+        return  # missing, or its directory cannot be made: writing it will say so
     if not stat.S_ISREG(st.st_mode):
         raise refuse(path, _kind(st.st_mode))
 

@@ -402,7 +402,11 @@ def test_dry_run_shows_waves_and_placeholders_and_writes_nothing(run, write, tmp
     assert doc["waves"] == [["read", "other"], ["count"]]
     assert [s["id"] for s in doc["steps"]] == ["read", "other", "count"]
     count = doc["steps"][2]
-    assert count["args"] == {"cmd": "echo <read result> | wc -c"}
+    # the command as the shell will get it; the value it reads is not known yet
+    assert count["args"] == {
+        "cmd": 'echo "${PLANRUN_V_0}" | wc -c',
+        "env": {"PLANRUN_V_0": "<read result>"},
+    }
     assert count["depends_on"] == ["read"] and count["approval"] is True
     assert doc["steps"][0]["args"] == {"path": "README"}
     assert not (tmp_path / ".planrun").exists()

@@ -1,0 +1,178 @@
+"""Values in shell commands are data in every quoting context: nothing in them runs or expands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_no_traceback
+
+# Each value tries to run `touch pwned-N` (or to end a here-document early) in some context.
+VALUES = [
+    "$(touch pwned-1)",
+    "`touch pwned-2`",
+    "$HOME and ${HOME}",
+    "it's",
+    'say "hi"',
+    "'; touch pwned-3; '",
+    '"; touch pwned-4; "',
+    "; touch pwned-5",
+    "line1\nline2",
+    "x\nEOF\ntouch pwned-6\nEOF",
+    "back\\slash\\",
+    "\\$(touch pwned-7)",
+    "hello world",
+    "*",
+    "plain-1.2",
+    "if",
+    "",
+    "$((1+1)) !x ~root",
+]
+
+# (context, command template, what the command prints for a value V)
+CONTEXTS = [
+    ("unquoted", "printf '%s' ${v}", "{v}"),
+    ("double", "printf '%s' \"<${v}>\"", "<{v}>"),
+    ("single", "printf '%s' '<${v}>'", "<{v}>"),
+    ("heredoc", "cat <<EOF\n<${v}>\nEOF", "<{v}>\n"),
+    ("heredoc-quoted", "cat <<'EOF'\n$HOME `x` \\ <${v}>\nEOF", "$HOME `x` \\ <{v}>\n"),
+    ("heredoc-dash", 'cat <<-"END"\n\t<${v}>\n\tEND', "<{v}>\n"),
+    ("substitution", "printf '%s' \"$(printf '%s' \"<${v}>\")\"", "<{v}>"),
+    ("backticks", "x=`printf '%s' ${v}`; printf '%s' \"$x\"", "{v}"),
+    ("parameter", "printf '%s' \"$${UNSET_PLANRUN_X:-<${v}>}\"", "<{v}>"),
+    ("two-in-a-word", "printf '%s' ${v}'|'\"${v}\"", "{v}|{v}"),
+]
+
+
+def plan_for(contexts: list[tuple[str, str, str]]) -> str:
+    steps = []
+    for ci, (_, cmd, _) in enumerate(contexts):
+        for vi in range(len(VALUES)):
+            steps.append(
+                {
+                    "id": f"c{ci}v{vi}",
+                    "tool": "shell",
+                    "args": {"cmd": cmd.replace("${v}", f"${{values[{vi}]}}")},
+                    "on_failure": "continue",
+                }
+            )
+    return json.dumps({"name": "quoting", "steps": steps})
+
+
+def check_matrix(tmp_path: Path, doc: dict, contexts: list[tuple[str, str, str]]) -> None:  # type: ignore[type-arg]
+    steps = {s["id"]: s for s in doc["steps"]}
+    wrong = []
+    for ci, (name, _, expected) in enumerate(contexts):
+        for vi, value in enumerate(VALUES):
+            step = steps[f"c{ci}v{vi}"]
+            want = expected.replace("{v}", value)
+            got = (step["result"] or {}).get("stdout")
+            if step["status"] != "succeeded" or got != want:
+                wrong.append((name, value, step["status"], step["error"], got, want))
+    assert not wrong, "\n".join(map(repr, wrong))
+    assert not list(tmp_path.glob("pwned*"))
+
+
+def test_hostile_values_round_trip_in_every_context(run, write, tmp_path):
+    write("p.json", plan_for(CONTEXTS))
+    (tmp_path / "vars.json").write_text(json.dumps({"values": VALUES}))
+    r = run(
+        "run", "p.json", "--vars-file", "vars.json", "--no-state", "--output", "json", "-j", "2"
+    )
+    assert_no_traceback(r)
+    check_matrix(tmp_path, r.json, CONTEXTS)
+    assert r.code == 0, r
+
+
+def test_value_in_double_quotes_is_not_shell_quoted(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {s: hello world, msg: "$(touch pwned)"}
+        steps:
+          - {id: a, tool: shell, args: {cmd: 'echo "msg=${s}"'}}
+          - {id: b, tool: shell, args: {cmd: 'echo "Message: ${msg}"'}}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 0, r
+    out = [s["result"]["stdout"] for s in r.json["steps"]]
+    assert out == ["msg=hello world\n", "Message: $(touch pwned)\n"]
+
+
+def test_dry_run_shows_the_command_that_really_runs(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        variables: {msg: "$(touch pwned)", name: world}
+        steps:
+          - {id: a, tool: shell, args: {cmd: 'echo "Message: ${msg}" ${name}'}}
+        """,
+    )
+    r = run("run", "p.yaml", "--dry-run", "--output", "json")
+    assert r.code == 0, r
+    args = r.json["steps"][0]["args"]
+    assert args["cmd"] == 'echo "Message: ${PLANRUN_V_0}" world'
+    assert args["env"] == {"PLANRUN_V_0": "$(touch pwned)"}
+    r = run("run", "p.yaml", "--dry-run")
+    assert "PLANRUN_V_0" in r.out and "$(touch pwned)" in r.out
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(
+    ("cmd", "value", "message"),
+    [
+        ("printf '%s' ${v}", "a\0b", "NUL"),
+        ("echo $((${v} + 1))", "1; touch pwned", "integer"),
+        ("echo \\${v}", "x", "backslash"),
+        ("cat <<'E F'\n${v}\nE F", "x", "delimiter"),
+    ],
+)
+def test_values_that_cannot_go_in_safely_fail_their_step_in_one_line(
+    run, write, tmp_path, cmd, value, message
+):
+    write(
+        "p.json",
+        json.dumps({"steps": [{"id": "a", "tool": "shell", "args": {"cmd": cmd}}]}),
+    )
+    (tmp_path / "vars.json").write_text(json.dumps({"v": value}))
+    r = run("run", "p.json", "--vars-file", "vars.json", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    error = r.json["steps"][0]["error"]
+    assert message in error and "\n" not in error, error
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_arithmetic_takes_integers(run, write):
+    write(
+        "p.yaml",
+        "variables: {n: 41}\nsteps:\n  - {id: a, tool: shell, args: {cmd: 'echo $((${n} + 1))'}}\n",
+    )
+    r = run("run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 0 and r.json["steps"][0]["result"]["stdout"] == "42\n", r
+
+
+def test_hostile_values_round_trip_on_the_dask_executor(run, write, tmp_path, cluster):
+    contexts = [CONTEXTS[0], CONTEXTS[1], CONTEXTS[2], CONTEXTS[4]]
+    write("p.json", plan_for(contexts))
+    (tmp_path / "vars.json").write_text(json.dumps({"values": VALUES}))
+    r = run(
+        "run",
+        "p.json",
+        "--vars-file",
+        "vars.json",
+        "--no-state",
+        "--output",
+        "json",
+        "--executor",
+        "dask",
+        "--address",
+        cluster.address,
+        timeout=180,
+    )
+    assert_no_traceback(r)
+    check_matrix(tmp_path, r.json, contexts)
+    assert r.code == 0, r
