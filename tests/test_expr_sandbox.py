@@ -107,6 +107,7 @@ def test_expressions_cannot_change_variables_or_env(run, write):
     assert r.json["variables"]["d"] == {"k": 1}
 
 
+@pytest.mark.slow  # a real MCP server
 def test_mcp_bomb_answers_quickly_and_other_calls_go_on(tmp_path: Path) -> None:
     from mcp import Client, StdioServerParameters
 

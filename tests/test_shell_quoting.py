@@ -155,6 +155,7 @@ def test_arithmetic_takes_integers(run, write):
     assert r.code == 0 and r.json["steps"][0]["result"]["stdout"] == "42\n", r
 
 
+@pytest.mark.slow  # a real Dask cluster
 def test_hostile_values_round_trip_on_the_dask_executor(run, write, tmp_path, cluster):
     contexts = [CONTEXTS[0], CONTEXTS[1], CONTEXTS[2], CONTEXTS[4]]
     write("p.json", plan_for(contexts))
