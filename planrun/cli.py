@@ -70,10 +70,10 @@ def _print_diagnostics(diags: list[Any], fmt: str) -> None:
             json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2)
         )
     elif fmt == "github":
+        from planrun.reporters.github import annotation
+
         for d in diags:
-            kind = "error" if d.severity == "error" else "warning"
-            msg = d.to_json()["message"]
-            click.echo(f"::{kind} file={d.file},line={d.line},col={d.col}::{msg}")
+            click.echo(annotation(d))
     else:
         for d in diags:
             click.echo(d.render())

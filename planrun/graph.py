@@ -173,12 +173,33 @@ def render_mermaid(graph: PlanGraph) -> str:
     alias = _mermaid_ids(graph.order)
     for sid in graph.order:
         label = f"{sid}: {graph.titles[sid]}" if graph.titles[sid] != sid else sid
-        label = label.replace('"', "#quot;")
-        lines.append(f'    {alias[sid]}["{label}<br/>[{graph.tools[sid]}]"]')
+        label = _mermaid_text(label)
+        lines.append(f'    {alias[sid]}["{label}<br/>[{_mermaid_text(graph.tools[sid])}]"]')
     for e in graph.edges():
         arrow = "-->" if e["kind"] == "explicit" else "-.->|data|"
         lines.append(f"    {alias[e['from']]} {arrow} {alias[e['to']]}")
     return "\n".join(lines) + "\n"
+
+
+# Label characters Mermaid would read as syntax, HTML or markdown, as its entity codes
+# (`#name;` or `#decimal;`); one pass, so the `#` and `;` of a code are not escaped again.
+_MERMAID_ENTITIES = str.maketrans(
+    {
+        "#": "#35;",
+        ";": "#59;",
+        '"': "#quot;",
+        "<": "#lt;",
+        ">": "#gt;",
+        "&": "#amp;",
+        "`": "#96;",
+        "\n": " ",
+        "\r": " ",
+    }
+)
+
+
+def _mermaid_text(text: str) -> str:
+    return text.translate(_MERMAID_ENTITIES)
 
 
 # Words Mermaid's flowchart lexer takes as keywords when they start a node id (checked

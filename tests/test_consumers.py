@@ -1,0 +1,88 @@
+"""Outputs that real consumers accept: GitHub annotations, Mermaid labels, JUnit XML."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from planrun.errors import Diagnostic
+from planrun.graph import PlanGraph, render_mermaid
+from planrun.reporters.github import annotation
+
+# --- GitHub workflow commands ------------------------------------------------------------
+
+
+def parse_workflow_command(line: str) -> tuple[str, dict[str, str], str]:
+    """What GitHub's runner reads from `::cmd k=v,k=v::message` (its ActionCommand rules):
+    properties split at `,`, each at its first `=`, then %-escapes decoded."""
+
+    def unescape(text: str, prop: bool) -> str:
+        pairs = [("%0D", "\r"), ("%0A", "\n")] + ([("%3A", ":"), ("%2C", ",")] if prop else [])
+        for code, char in [*pairs, ("%25", "%")]:
+            text = text.replace(code, char)
+        return text
+
+    match = re.fullmatch(r"::(\w+) ([^:]*)::(.*)", line)
+    assert match, line
+    props = dict(part.split("=", 1) for part in match.group(2).split(","))
+    return (
+        match.group(1),
+        {k: unescape(v, True) for k, v in props.items()},
+        unescape(match.group(3), False),
+    )
+
+
+def test_annotation_escapes_like_the_toolkit() -> None:
+    diag = Diagnostic("dir,x/a:b%.yaml", 3, 7, "error", "100% wrong\r\nsecond line: a,b")
+    line = annotation(diag)
+    assert line == (
+        "::error file=dir%2Cx/a%3Ab%25.yaml,line=3,col=7::100%25 wrong%0D%0Asecond line: a,b"
+    )
+    assert "\n" not in line and "\r" not in line
+    assert parse_workflow_command(line) == (
+        "error",
+        {"file": "dir,x/a:b%.yaml", "line": "3", "col": "7"},
+        "100% wrong\r\nsecond line: a,b",
+    )
+
+
+def test_validate_github_format_round_trips_through_the_runners_parser(run, tmp_path: Path) -> None:
+    name = "a,b:c%.yaml"
+    (tmp_path / name).write_text(
+        "steps:\n"
+        '  - {id: a, tool: echo, args: {value: "${ 100% + }"}}\n'
+        '  - {id: b, tool: echo, args: {value: "${ x +\n\n }"}}\n'
+    )
+    result = run("validate", name, "--format", "github")
+    assert result.code == 3, result
+    lines = result.out.splitlines()
+    assert len(lines) == 2, result
+    parsed = [parse_workflow_command(line) for line in lines]
+    assert [p[1] for p in parsed] == [
+        {"file": name, "line": "2", "col": "39"},
+        {"file": name, "line": "3", "col": "39"},
+    ]
+    assert "'${ 100% + }'" in parsed[0][2]
+    assert "'${ x +\n}'" in parsed[1][2]
+
+
+# --- Mermaid labels ------------------------------------------------------------------------
+
+
+def test_mermaid_labels_escape_what_mermaid_would_read_as_syntax() -> None:
+    from planrun.model import Step
+
+    steps = [
+        Step(id="t", tool="shell", title='Run tests for <module> & "x"'),
+        Step(id="i", tool="echo", title="issue #42; `code`\nnext", depends_on=["t"]),
+    ]
+    text = render_mermaid(PlanGraph.build(steps))
+    labels = re.findall(r'\["(.*)"\]', text)
+    assert labels == [
+        "t: Run tests for #lt;module#gt; #amp; #quot;x#quot;<br/>[shell]",
+        "i: issue #35;42#59; #96;code#96; next<br/>[echo]",
+    ]
+    for label in labels:
+        # outside entity codes and the one <br/>, nothing Mermaid reads as syntax
+        bare = re.sub(r"#(\w+|\d+);", "", label.replace("<br/>", ""))
+        assert not set(bare) & set('<>#;"&`\n'), label
