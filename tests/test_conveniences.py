@@ -243,3 +243,30 @@ def test_default_plan_example(tmp_path):
     assert status["unit"] == "succeeded"
     r = planrun("report", "-o", "report.html", cwd=work)
     assert r.code == 0 and "docs/index.md:3: broken link" in (work / "report.html").read_text()
+
+
+def test_live_view_shows_titles_of_running_steps():
+    import io
+
+    from rich.console import Console
+
+    from planrun.events import Event
+    from planrun.reporters.console import ConsoleReporter
+
+    console = ConsoleReporter(io.StringIO(), live=True, color=False)
+    steps = [
+        {"id": "unit", "title": "Unit tests", "tool": "shell", "depends_on": []},
+        {"id": "pkg", "title": "Package ${v}", "tool": "shell", "depends_on": []},
+    ]
+    console.handle(Event("run.started", "p", None, {"steps": steps}, ts=1.0))
+    console.handle(
+        Event("step.started", "p", "unit", {"attempt": 1, "title": "Unit tests"}, ts=1.1)
+    )
+    console.handle(
+        Event("step.started", "p", "pkg", {"attempt": 1, "title": "Package 1.2"}, ts=1.2)
+    )
+    render = Console(file=io.StringIO(), force_terminal=True, width=100)
+    render.print(console._render(30))
+    view = render.file.getvalue()  # type: ignore[attr-defined]
+    console.close()
+    assert "Unit tests" in view and "Package 1.2" in view and "${v}" not in view

@@ -114,3 +114,18 @@ def test_dry_run_sees_dotenv_values_masked(run, write):
     r = run("run", "p.yaml", "--dry-run", "--output", "json", env=_env_without("NAME"))
     assert r.code == 0, r
     assert r.json["steps"][0]["args"] == {"value": "dotenv-name ***"}
+
+
+@pytest.mark.slow
+def test_dotenv_values_reach_steps_on_the_dask_executor(run, write, cluster):
+    write(
+        "p.yaml",
+        """
+        dotenv: [.env]
+        steps: [{id: a, tool: shell, args: {cmd: 'printf %s "$FROM_DOTENV"'}}]
+        """,
+    )
+    write(".env", "FROM_DOTENV=shipped to the worker\n")
+    r = run("run", "p.yaml", "--no-state", "--address", cluster.address, "--output", "json")
+    assert r.code == 0, r
+    assert r.json["steps"][0]["result"]["stdout"] == "shipped to the worker"

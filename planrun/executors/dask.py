@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -304,7 +305,10 @@ def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dic
     parsed = parse_shell_args(args, base_cwd)
     argv, command = _argv(parsed.cmd)
     cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
-    env_set = _env(env, {})  # the values as text; merged over the worker's environment there
+    # What planrun adds to its own environment (the plan's dotenv values), then the step's
+    # own `env` as text: both merged over the worker's environment there.
+    added = {k: v for k, v in ctx.env.items() if os.environ.get(k) != v}
+    env_set = {**added, **_env(env, {})}
     env_unset = [str(k) for k, v in env.items() if v is None] if isinstance(env, dict) else []
     return {
         "argv": argv,
