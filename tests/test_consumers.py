@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from planrun.errors import Diagnostic
 from planrun.graph import PlanGraph, render_mermaid
@@ -86,3 +87,77 @@ def test_mermaid_labels_escape_what_mermaid_would_read_as_syntax() -> None:
         # outside entity codes and the one <br/>, nothing Mermaid reads as syntax
         bare = re.sub(r"#(\w+|\d+);", "", label.replace("<br/>", ""))
         assert not set(bare) & set('<>#;"&`\n'), label
+
+
+# --- JUnit XML: Jenkins' schema, junitparser, xunitparser ----------------------------------
+
+JUNIT_XSD = Path(__file__).parent / "data" / "junit-10.xsd"
+
+MIXED_PLAN = """
+steps:
+  - {id: ok, tool: echo, args: {value: "fine <&> \\u001b[31mred\\u001b[0m"}}
+  - {id: skipped, tool: echo, args: {value: 1}, when: "false"}
+  - {id: ignored, tool: shell, args: {cmd: "echo out; exit 3"}, on_failure: ignore}
+  - {id: bad, tool: shell, args: {cmd: "echo 'why: it broke' >&2; exit 2"}, on_failure: continue}
+  - {id: after_bad, tool: echo, args: {value: 1}, depends_on: [bad]}
+  - {id: retried, tool: shell, args: {cmd: "test -f mark || { touch mark; exit 1; }"}, retries: 1, retry_delay: 0}
+"""
+
+
+def check_junit(path: Path) -> Any:
+    """The report validates against junit-10.xsd and parses with junitparser; returns it."""
+    import xmlschema
+    from junitparser import JUnitXml
+
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(path))
+    return JUnitXml.fromfile(str(path))
+
+
+def test_junit_report_is_valid_for_jenkins_and_junitparser(run, write, tmp_path: Path) -> None:
+    write("p.yaml", MIXED_PLAN)
+    result = run("run", "p.yaml", "--junit", "j.xml")
+    assert result.code == 1, result
+    report = check_junit(tmp_path / "j.xml")
+    suites = list(report)
+    assert [s.name for s in suites] == ["p"]
+    suite = suites[0]
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (6, 1, 0, 2)
+    outcome = {}
+    for case in suite:
+        kinds = [type(r).__name__ for r in case.result]
+        outcome[case.name] = kinds[0] if kinds else "passed"
+    assert outcome == {
+        "ok": "passed",
+        "skipped": "Skipped",
+        "ignored": "passed",
+        "bad": "Failure",
+        "after_bad": "Skipped",
+        "retried": "passed",
+    }
+    assert {p.name: p.value for p in suite.properties()}["status"] == "failed"
+
+
+def test_junit_report_after_resume_and_with_sub_plans_parses_everywhere(
+    run, write, tmp_path: Path
+) -> None:
+    import xunitparser
+
+    write("child.yaml", "steps:\n  - {id: c1, tool: echo, args: {value: 1}}\n")
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: first, tool: echo, args: {value: 1}}
+          - {id: sub1, tool: plan, args: {path: child.yaml}, depends_on: [first]}
+          - {id: sub2, tool: plan, args: {path: child.yaml}, depends_on: [first]}
+          - {id: gate, tool: shell, args: {cmd: "test -f go"}, depends_on: [sub1, sub2]}
+        """,
+    )
+    assert run("run", "p.yaml", "--junit", "j1.xml").code == 1
+    (tmp_path / "go").touch()
+    assert run("resume", "p.yaml", "--junit", "j2.xml").code == 0
+    for name in ("j1.xml", "j2.xml"):
+        check_junit(tmp_path / name)
+        with open(tmp_path / name) as handle:
+            suite, result = xunitparser.parse(handle)  # asserts its own totals
+        assert result.testsRun >= 4

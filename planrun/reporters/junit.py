@@ -17,6 +17,7 @@ How step statuses map to JUnit (CI systems only know passed / failure / error / 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -156,19 +157,27 @@ class JUnitReporter:
         ET.indent(tree)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tree.write(tmp, encoding="utf-8", xml_declaration=True)
-        os.replace(tmp, self.path)
+        try:
+            tree.write(tmp, encoding="utf-8", xml_declaration=True)
+            os.replace(tmp, self.path)
+        except OSError as exc:  # a full disk: no temp file left behind, one clear error
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
     def to_xml(self) -> ET.Element:
         """The `<testsuites>` element: one `<testsuite>` per plan seen (normally one)."""
         root = ET.Element("testsuites")
-        totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+        # junit-10.xsd (Jenkins) allows no `skipped` on <testsuites>: only per suite.
+        totals = dict.fromkeys(("tests", "failures", "errors"), 0)
         total_time = 0.0
-        for suite in self._suites.values():
-            element, counts, seconds = _suite_xml(suite)
+        for index, suite in enumerate(self._suites.values()):
+            # Run properties once, on the run's own suite: readers such as xunitparser
+            # merge all suites' properties and refuse a name seen twice.
+            element, counts, seconds = _suite_xml(suite, properties=index == 0)
             root.append(element)
-            for key, value in counts.items():
-                totals[key] += value
+            for key in totals:
+                totals[key] += counts[key]
             total_time += seconds
         if len(self._suites) == 1:
             root.set("name", next(iter(self._suites)))
@@ -178,7 +187,7 @@ class JUnitReporter:
         return root
 
 
-def _suite_xml(suite: _Suite) -> tuple[ET.Element, dict[str, int], float]:
+def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, int], float]:
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     element = ET.Element("testsuite", name=suite.plan)
     props = {
@@ -187,10 +196,11 @@ def _suite_xml(suite: _Suite) -> tuple[ET.Element, dict[str, int], float]:
         "reason": suite.reason,
         "resumed": str(suite.resumed).lower(),
     }
-    properties = ET.SubElement(element, "properties")
-    for key, value in props.items():
-        if value is not None:
-            ET.SubElement(properties, "property", name=key, value=xml_text(str(value)))
+    if properties:
+        listed = ET.SubElement(element, "properties")
+        for key, value in props.items():
+            if value is not None:
+                ET.SubElement(listed, "property", name=key, value=xml_text(str(value)))
     if suite.status is None:
         stopped = "the run did not finish"
     elif suite.reason and suite.reason != suite.status:
