@@ -62,6 +62,11 @@ class EventBus:
     def subscribe(self, fn: Subscriber) -> None:
         self._subscribers.append(fn)
 
+    def mask(self, value: Any) -> Any:
+        """`value` with the run's secrets masked (what leaves the run without being an event:
+        the planner's context)."""
+        return self._mask(value) if self._mask is not None else value
+
     def emit(self, event: Event) -> None:
         if self._mask is not None and event.data:
             event.data = self._mask(event.data)

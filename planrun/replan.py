@@ -171,7 +171,8 @@ async def _replan(
             "history": history,
         }
         try:
-            new_raw = _steps_of(await ask(context))
+            # The planner is outside the run: it sees secrets masked, as every output does.
+            new_raw = _steps_of(await ask(sched.bus.mask(context)))
         except PlannerError as exc:
             history.append({"revision": None, "error": str(exc), "diff": None})
             error = str(exc)

@@ -189,6 +189,21 @@ def default_name(file: str) -> str:
     return base
 
 
+def _check_secrets(header: PlanHeader | None, names: set[str], out: _Collector) -> None:
+    """Each name in `secrets:` is a variable (declared, given or bound by a step): a typo would
+    otherwise leave the real secret in clear. With `dotenv:` files it may name one of their keys,
+    which are read only at run time."""
+    if header is None or header.dotenv:
+        return
+    for i, name in enumerate(header.secrets):
+        if name not in names:
+            out.add(
+                ("secrets", i),
+                f"secrets: unknown variable '{name}' (not declared, given or bound by a step)",
+                hint=did_you_mean(name, names),
+            )
+
+
 def check_document(
     doc: Any, variables: Mapping[str, Any] | None = None, servers: Mapping[str, Any] | None = None
 ) -> CheckedPlan:
@@ -242,6 +257,7 @@ def check_document(
     }
     bound = {s.result_variable for s in steps if s.result_variable}
     known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
+    _check_secrets(header, set(plan_vars) | set(variables or {}) | bound, out)
     for name in sorted(set(variables or {}) & SCOPE_NAMES):
         out.add((), f"variable '{name}' (from --var or --vars-file): {reserved(name)}")
     for name in plan_vars:

@@ -1,0 +1,152 @@
+"""Every secret is masked in every shape, everywhere it is shown or stored, and steps still get it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import assert_no_traceback
+
+
+def everything_shown(run, tmp_path: Path, r) -> str:  # type: ignore[no-untyped-def]
+    """All a user or a CI system can see of a run: outputs, events, JUnit, state, status."""
+    texts = [r.out, r.err]
+    for name in ("ev.jsonl", "junit.xml"):
+        if (tmp_path / name).exists():
+            texts.append((tmp_path / name).read_text())
+    for f in (tmp_path / ".planrun").rglob("*"):
+        if f.is_file():
+            texts.append(f.read_text(errors="replace"))
+    for fmt in ("text", "json"):
+        s = run("status", "p.yaml", "--output", fmt)
+        texts += [s.out, s.err]
+    return "\n".join(texts)
+
+
+def run_all_outputs(run, *extra: str):  # type: ignore[no-untyped-def]
+    return run(
+        "run",
+        "p.yaml",
+        "--output",
+        "json",
+        "--events",
+        "ev.jsonl",
+        "--junit",
+        "junit.xml",
+        *extra,
+    )
+
+
+def test_numbers_mappings_quotes_and_lines_are_masked_everywhere(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [pin, creds, quote, key]
+        variables:
+          pin: 987654321
+          creds: {user: agent-7q, password: hunter2-xyz}
+          quote: "it's-s3cr3t"
+          key: "line-one-AAAA\\nline-two-BBBB"
+        steps:
+          - id: num
+            tool: echo
+            args: {value: "${pin}"}
+            result_variable: got_pin
+          - id: num_text
+            tool: shell
+            args: {cmd: "echo pin=${pin} user=${creds.user}"}
+          - id: whole
+            tool: echo
+            args: {value: "creds are ${creds}"}
+          - id: received
+            tool: shell
+            args:
+              cmd: "test ${got_pin} -eq 987654321 && test '${creds.password}' = hunter2-xyz && echo intact"
+          - id: quoted
+            tool: shell
+            args: {cmd: [sh, -c, "echo \\"$0\\" >&2; exit 1", "${quote}"]}
+            on_failure: continue
+          - id: lines
+            tool: shell
+            args: {cmd: "printf '%s\\\\n' \\"${key}\\" >&2; exit 1"}
+            on_failure: continue
+        """,
+    )
+    r = run_all_outputs(run, "--stream")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert steps["received"]["result"]["stdout"] == "intact\n"  # steps get the real values
+    shown = everything_shown(run, tmp_path, r)
+    for leak in (
+        "987654321",
+        "hunter2-xyz",
+        "agent-7q",
+        "s3cr3t",
+        "line-one-AAAA",
+        "line-two-BBBB",
+    ):
+        assert leak not in shown, leak
+    assert "***" in steps["num_text"]["result"]["stdout"]
+    assert steps["num"]["result"] == "***"
+
+
+def test_unknown_secret_name_is_a_validation_error(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {api_token: x}
+        secrets: [api_tokn]
+        steps:
+          - {id: a, tool: echo, args: {value: "${api_token}"}}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert "p.yaml:2:11: error: secrets: unknown variable 'api_tokn'" in r.out, r
+    assert "api_token" in r.out  # did you mean
+    r = run("run", "p.yaml")
+    assert r.code == 3, r
+    # a name given on the command line, or bound by a step, is known
+    write(
+        "q.yaml",
+        """
+        secrets: [given, bound]
+        steps:
+          - {id: a, tool: echo, args: {value: "${given}"}, result_variable: bound}
+        """,
+    )
+    assert run("validate", "q.yaml", "--var", "given=1").code == 0
+
+
+def test_the_planner_sees_secrets_masked(run, write, tmp_path):
+    write(
+        "planner.py",
+        """
+        import json, sys
+        ctx = sys.stdin.read()
+        open("context.json", "w").write(ctx)
+        print(json.dumps([{"id": "fixed", "tool": "echo", "args": {"value": "ok"}}]))
+        """,
+    )
+    write(
+        "p.yaml",
+        f"""
+        secrets: [token, pin]
+        variables: {{token: tok-SECRET-9, pin: 4242424242}}
+        replan: {{command: ["{sys.executable}", planner.py]}}
+        steps:
+          - {{id: first, tool: echo, args: {{value: "${{token}}"}}, result_variable: echoed}}
+          - id: breaks
+            tool: shell
+            args: {{cmd: "echo ${{token}} ${{pin}} >&2; exit 1"}}
+            depends_on: [first]
+            on_failure: replan
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    context = (tmp_path / "context.json").read_text()
+    assert json.loads(context)["variables"]["token"] == "***"
+    assert "tok-SECRET-9" not in context and "4242424242" not in context
