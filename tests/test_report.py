@@ -201,14 +201,16 @@ def _state(steps: dict[str, tuple[float, float, str]]) -> RunState:
     )
 
 
-def test_foreach_instances_are_bars_and_carry_the_critical_path():
+def test_foreach_instances_are_bars_under_their_step_and_carry_the_critical_path():
+    # as the state lists them: the plan's steps, then instances as they appeared
     state = _state(
         {
             "gen": (0, 1, "succeeded"),
-            "lint[0]": (1, 2, "succeeded"),
-            "lint[1]": (1, 5, "succeeded"),
-            "lint[2]": (1, 3, "failed"),
+            "lint": (1, 5, "failed"),
             "done": (5, 6, "succeeded"),
+            "lint[1]": (1, 5, "succeeded"),
+            "lint[0]": (1, 2, "succeeded"),
+            "lint[2]": (1, 3, "failed"),
         }
     )
     info = PlanInfo(
@@ -218,9 +220,12 @@ def test_foreach_instances_are_bars_and_carry_the_critical_path():
     )
     report = build_report(state, info, now=0)
     rows = {r.id: r for r in report.steps}
-    assert [r.id for r in report.steps] == ["gen", "lint[0]", "lint[1]", "lint[2]", "done"]
-    assert {r.id for r in report.steps if r.critical} == {"gen", "lint[1]", "done"}
-    assert rows["lint[1]"].title == "Lint a package" and rows["lint[1]"].tool == "shell"
+    assert [r.id for r in report.steps] == ["gen", "lint", "lint[0]", "lint[1]", "lint[2]", "done"]
+    assert {r.id for r in report.steps if r.critical} == {"gen", "lint", "lint[1]", "done"}
+    assert report.critical_s == 6
+    assert rows["lint"].group and not rows["lint"].instance
+    assert rows["lint[1]"].instance and rows["lint[1]"].title == "Lint a package"
+    assert rows["lint[1]"].tool == "shell"
     assert (rows["lint[1]"].start_s, rows["lint[1]"].end_s) == (1, 5)
 
 

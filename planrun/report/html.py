@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from planrun.report.model import RunReport, StepRow
+from planrun.report.model import RunReport, StepRow, base_id
 from planrun.state import format_duration
 
 LABEL_W = 300  # the step names left of the chart
@@ -105,6 +105,10 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
         Tick(LABEL_W + k * step * scale, _tick_label(k * step, step))
         for k in range(int(report.span_s / step + 1e-9) + 1)
     ]
+    sizes: dict[str, int] = {}
+    for row in report.steps:
+        if row.instance:
+            sizes[base_id(row.id)] = sizes.get(base_id(row.id), 0) + 1
     bars = []
     for i, row in enumerate(report.steps):
         y = AXIS_H + i * ROW_H
@@ -120,6 +124,9 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
                 text = "cached" if row.end_s - row.start_s < 0.005 else text + " cached"
             if row.status == "running":
                 text += " running"
+            if row.group:
+                n = sizes.get(row.id, 0)
+                text += f" · {n} instance{'s' if n != 1 else ''}"
         elif row.kept:
             text = "kept from an earlier run"
         elif row.status in ("skipped", "pending"):
@@ -128,7 +135,7 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
             Bar(
                 index=i,
                 y=y,
-                label=_short(label, LABEL_CHARS),
+                label=_short(label, LABEL_CHARS - (2 if row.instance else 0)),
                 row=row,
                 x=x,
                 width=width,

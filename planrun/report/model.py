@@ -37,6 +37,8 @@ class StepRow:
     cached: bool = False
     kept: bool = False  # succeeded in an earlier run, not run again
     critical: bool = False
+    group: bool = False  # a foreach step: its bar spans its instances
+    instance: bool = False  # an instance `ID[N]` of a foreach step
 
 
 @dataclass(frozen=True)
@@ -154,8 +156,14 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
             ]
         )
     span = max([(run_end or 0) - (run_start or 0), *(e for _, e in times.values()), 0.001])
-    critical = critical_path(times, {sid: _deps_of(sid, plan, state) for sid in times})
-    for sid, st in state.steps.items():
+    instances = _instances(list(state.steps))
+    # A foreach step's bar only spans its instances: the path runs through the instances.
+    ran = {sid: t for sid, t in times.items() if sid not in instances}
+    path = critical_path(ran, {sid: _deps_of(sid, plan, instances) for sid in ran})
+    # a foreach step is on the critical path when one of its instances is
+    critical = path | {base_id(sid) for sid in path if base_id(sid) in state.steps}
+    for sid in _grouped(list(state.steps), instances):
+        st = state.steps[sid]
         start_end = times.get(sid)
         rows.append(
             StepRow(
@@ -173,6 +181,8 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
                 cached=_is_cached(st),
                 kept=st.reason == KEPT_REASON,
                 critical=sid in critical,
+                group=bool(instances.get(sid)),
+                instance=base_id(sid) != sid,
             )
         )
     counts: dict[str, int] = {}
@@ -190,18 +200,50 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
         jobs=jobs if isinstance(jobs := getattr(state, "jobs", None), int) else None,
         steps=rows,
         counts=counts,
-        critical_s=sum(times[s][1] - times[s][0] for s in critical) if critical else 0.0,
+        critical_s=_busy(times[s] for s in path),
     )
 
 
-def _deps_of(sid: str, plan: PlanInfo, state: RunState) -> list[str]:
-    """A step's dependencies among the recorded ids (a foreach step stands for its instances)."""
+def _busy(spans: Any) -> float:
+    """How long at least one of the time spans was running (overlaps counted once)."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def _instances(ids: list[str]) -> dict[str, list[str]]:
+    """foreach step id -> its recorded instance ids, by index."""
+    out: dict[str, list[str]] = {}
+    for sid in ids:
+        base = base_id(sid)
+        if base != sid:
+            out.setdefault(base, []).append(sid)
+    for group in out.values():
+        group.sort(key=lambda s: int(s[s.rindex("[") + 1 : -1]))
+    return out
+
+
+def _grouped(ids: list[str], instances: dict[str, list[str]]) -> list[str]:
+    """Ids in state order, with each foreach step's instances right under it."""
+    present = set(ids)
+    out: list[str] = []
+    for sid in ids:
+        base = base_id(sid)
+        if base != sid and base in present:
+            continue  # listed under its step
+        out.append(sid)
+        out.extend(instances.get(sid, []))
+    return out
+
+
+def _deps_of(sid: str, plan: PlanInfo, instances: dict[str, list[str]]) -> list[str]:
+    """What a step waited for: its dependencies, a foreach step standing for its instances."""
     out: list[str] = []
     for dep in plan.deps.get(base_id(sid), []):
-        if dep in state.steps:
-            out.append(dep)
-        else:
-            out.extend(s for s in state.steps if base_id(s) == dep and s != dep)
+        out.extend(instances.get(dep) or [dep])
     return out
 
 
