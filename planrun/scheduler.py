@@ -22,6 +22,7 @@ from planrun.executors.base import Executor
 from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
 from planrun.graph import PlanGraph, when_source
 from planrun.model import OnFailure, Plan, Step
+from planrun.parent import Budget, ParentContext, RunStopped, Slots
 from planrun.tools.base import ToolContext, ToolFailed
 
 
@@ -119,6 +120,10 @@ class RunSettings:
     env: dict[str, str] = field(default_factory=dict)
     ask: Callable[[str], Awaitable[bool]] | None = None  # approval prompt at a TTY
     services: dict[str, Any] = field(default_factory=dict)
+    slots: Slots | None = None  # shared with sub-plans: at most `-j` steps of the tree at once
+    budget: Budget | None = None  # this plan's limits, charged with every enclosing plan's
+    prefix: str = ""  # "PARENT_STEP/" for a sub-plan: how its step ids show in messages
+    parent: ParentContext | None = None  # this run, for the sub-plans its `plan` steps start
 
 
 @dataclass
@@ -159,8 +164,8 @@ class Scheduler:
         self.variables = dict(variables)  # input variables + result variables bound so far
         self.records: dict[str, StepRecord] = {}
         self._set_steps(plan.steps, selected)
-        self.executions = 0
-        self.tool_counts: dict[str, int] = {}
+        self.budget = settings.budget or Budget(plan.limits, plan.name or "plan")
+        self.slots = settings.slots or Slots(settings.jobs)
         self.stop_reason: str | None = None
         self.stop_error: str | None = None
         self.failed_any = False
@@ -332,7 +337,7 @@ class Scheduler:
             ask = self.settings.ask
             if ask is None or not await ask(sid):
                 self.stop_reason = "denied" if ask is not None else "approval_required"
-                self.stop_error = f"approval denied for step '{sid}'"
+                self.stop_error = f"approval denied for step '{self.settings.prefix}{sid}'"
                 self.records[sid].status = "interrupted" if ask is not None else "pending"
                 if ask is not None:
                     self.bus.emit(
@@ -397,13 +402,19 @@ class Scheduler:
             timeout=timeout,
             on_output=self._output_cb(sid) if self.settings.stream else None,
             services=self.settings.services,
+            parent=self.settings.parent,
         )
+        try:
+            await self.slots.acquire(step.tool)  # before the step starts: not part of its timeout
+        except asyncio.CancelledError:
+            self._done.put_nowait(sid)  # stopped before it started: it stays pending
+            raise
         try:
             while True:
                 refusal = self._charge_budget(step)
                 if refusal:
                     self.stop_reason = "step_budget"
-                    self.stop_error = f"step '{sid}': {refusal}"
+                    self.stop_error = f"step '{self.settings.prefix}{sid}': {refusal}"
                     self._finish_failure(
                         sid, step, refusal, None, None, time.monotonic() - started, budget=True
                     )
@@ -438,6 +449,9 @@ class Scheduler:
                     if "." in step.tool:  # name the MCP server and tool that did not answer
                         server, _, tool = step.tool.partition(".")
                         error = f"MCP server '{server}' tool '{tool}': {error}"
+                except RunStopped as exc:  # a sub-plan's gate or a shared budget stops the run
+                    self._stopped_by_sub_plan(sid, step, exc, time.monotonic() - started)
+                    return
                 except ToolFailed as exc:
                     error, detail, partial = exc.message, exc.detail, exc.result
                 except (asyncio.CancelledError, KeyboardInterrupt):
@@ -478,7 +492,24 @@ class Scheduler:
             )
             raise
         finally:
+            self.slots.release(step.tool)
             self._done.put_nowait(sid)
+
+    def _stopped_by_sub_plan(self, sid: str, step: Step, exc: RunStopped, duration: float) -> None:
+        self.stop_reason, self.stop_error = exc.reason, exc.message
+        if exc.reason == "step_budget":
+            self._finish_failure(sid, step, exc.message, None, None, duration, budget=True)
+            return
+        rec = self.records[sid]
+        rec.status, rec.duration_s = "interrupted", round(duration, 3)
+        self.bus.emit(
+            Event(
+                "step.interrupted",
+                self.plan.name or "",
+                sid,
+                {"status": "interrupted", "attempts": rec.attempts, "duration_s": rec.duration_s},
+            )
+        )
 
     async def _call(self, step: Step, args: dict[str, Any], ctx: ToolContext) -> Any:
         if step.resources:
@@ -494,15 +525,7 @@ class Scheduler:
         return emit
 
     def _charge_budget(self, step: Step) -> str | None:
-        limits = self.plan.limits
-        if limits.max_steps is not None and self.executions >= limits.max_steps:
-            return f"step budget exhausted: limits.max_steps is {limits.max_steps}"
-        cap = limits.tool_caps.get(step.tool)
-        if cap is not None and self.tool_counts.get(step.tool, 0) >= cap:
-            return f"step budget exhausted: limits.tool_caps.{step.tool} is {cap}"
-        self.executions += 1
-        self.tool_counts[step.tool] = self.tool_counts.get(step.tool, 0) + 1
-        return None
+        return self.budget.charge(step.tool)
 
     def _succeed(
         self, sid: str, step: Step, result: Any, duration: float, printed: str | None = None

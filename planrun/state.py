@@ -900,13 +900,20 @@ def status_document(state: RunState) -> dict[str, Any]:
                 "result": st.result,
                 "error": st.error,
             }
-            for sid, st in state.steps.items()
+            for sid, st in _in_tree_order(state.steps)
         ],
         "variables": state.variables,
     }
     if state.revisions:
         doc["revisions"] = state.revisions
     return doc
+
+
+def _in_tree_order(steps: dict[str, StepState]) -> list[tuple[str, StepState]]:
+    """The plan's steps, each followed by its sub-plan's steps (PARENT/CHILD ids)."""
+    from planrun.substeps import tree_order
+
+    return [(sid, steps[sid]) for sid in tree_order(steps)]
 
 
 def format_duration(seconds: float | None) -> str:
@@ -948,7 +955,7 @@ def render_status_text(state: RunState) -> str:
     if counts:
         lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
     rows = [("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR")]
-    for sid, st in state.steps.items():
+    for sid, st in _in_tree_order(state.steps):
         note = _first_line(st.error) or (st.reason or "")
         rows.append((sid, st.status, str(st.attempts), format_duration(st.duration_s), note))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import select
 import subprocess
@@ -94,8 +95,10 @@ def no_leftover_processes() -> Any:
 
 @asynccontextmanager
 async def planrun_mcp(cwd: Path) -> AsyncIterator[Client]:
+    # The SDK passes a spawned server only a few safe variables: give it ours, so that it
+    # imports the planrun under test (PYTHONPATH) rather than whichever is installed.
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "planrun", "mcp"], cwd=str(cwd)
+        command=sys.executable, args=["-m", "planrun", "mcp"], cwd=str(cwd), env=dict(os.environ)
     )
     async with Client(params, read_timeout_seconds=30) as client:
         yield client

@@ -501,7 +501,10 @@ def test_python_and_subplan_steps(run, write, tmp_path):
     )
     r = run("run", "main.yaml", "--output", "json")
     assert r.code == 0, r
-    assert r.json["steps"][1]["result"] == 42
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert [s["id"] for s in r.json["steps"]] == ["sub", "sub/double", "show"]
+    assert steps["show"]["result"] == 42
+    assert steps["sub/double"]["result"] == {"sum": 42}
 
 
 def test_subplan_including_itself_fails(run, write):
@@ -720,20 +723,26 @@ def test_unwritable_state_and_report_paths(run, write, tmp_path):
         assert_no_traceback(res)
 
 
-def test_subplan_steps_reach_the_reporters_but_not_the_state(run, write, tmp_path):
-    write("sub.yaml", "name: inner\nsteps:\n  - {id: deep, tool: echo, args: {value: 1}}\n")
+def test_subplan_steps_report_under_the_parent_step(run, write, tmp_path):
+    write(
+        "sub.yaml",
+        "name: inner\nsteps:\n  - {id: deep, tool: echo, args: {value: 1}, result_variable: v}\n",
+    )
     write("main.yaml", "steps:\n  - {id: outer, tool: plan, args: {path: sub.yaml}}\n")
     r = run("run", "main.yaml", "--events", "ev.jsonl", "--junit", "j.xml")
     assert r.code == 0, r
-    assert "inner:deep" in r.err
+    assert "outer/deep succeeded" in r.err
     events = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
-    assert any(e["plan"] == "inner" and e.get("step") == "deep" for e in events)
+    assert any(e["plan"] == "main" and e.get("step") == "outer/deep" for e in events)
     assert events[0]["event"] == "run.started" and events[0]["plan"] == "main"
     assert events[-1]["event"] == "run.finished" and events[-1]["plan"] == "main"
     names = {c.get("name") for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")}
-    assert names == {"outer", "deep"}
+    assert names == {"outer", "outer/deep"}
     state = json.loads((tmp_path / ".planrun/state/main.json").read_text())
-    assert list(state["steps"]) == ["outer"]
+    assert list(state["steps"]) == ["outer", "outer/deep"]
+    assert "v" not in state["variables"]  # the sub-plan's result variable is its own
+    r = run("resume", "main.yaml", "--output", "json")
+    assert r.code == 0 and "v" not in r.json["variables"], r
 
 
 def test_var_values_are_yaml_scalars_with_json_types(run, write):

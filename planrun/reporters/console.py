@@ -307,6 +307,10 @@ class ConsoleReporter:
         """Record a root-plan step's status; False for a sub-plan's step."""
         if event.plan != self._root or event.step is None:
             return False
+        if "/" in event.step:  # a sub-plan's step: shown, but not counted among the plan's own
+            if status != "running":
+                self._running.pop(event.step, None)
+            return True
         old = self._status.get(event.step)
         self._status[event.step] = status
         if status in _TERMINAL and old not in _TERMINAL:
@@ -394,8 +398,9 @@ class ConsoleReporter:
         ignored = status == "ignored"
         self._set_status(event, status)
         error = _first_line(data.get("error")) or "failed"
-        if not ignored and event.plan == self._root and event.step is not None:
-            self._errors[event.step] = error
+        own = event.step is not None and "/" not in event.step
+        if not ignored and event.plan == self._root and own:
+            self._errors[str(event.step)] = error
         if self.quiet and ignored:
             return
         attempts = data.get("attempts") or 1

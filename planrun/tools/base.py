@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planrun.parent import ParentContext
 
 
 class ToolFailed(Exception):
@@ -34,10 +37,9 @@ class ToolContext:
     env: dict[str, str]  # the process environment (read-only by convention)
     timeout: float | None = None  # the step timeout in seconds, for tools that enforce it remotely
     on_output: OutputCallback | None = None
-    services: dict[str, Any] = field(
-        default_factory=dict
-    )  # e.g. "mcp": server pool, "subplan": runner
+    services: dict[str, Any] = field(default_factory=dict)  # e.g. "mcp": the server pool
     output: str | None = None  # what an in-process tool printed, shown as the step's output
+    parent: ParentContext | None = None  # the run this step is part of, for a `plan` step
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

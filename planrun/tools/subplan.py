@@ -1,7 +1,12 @@
-"""The `plan` tool: run another plan file as one step and return its final variables."""
+"""The `plan` tool: run another plan file as one step and return its final variables.
+
+The sub-plan goes through the same run path as a top-level run (validate, gate, schedule),
+inside its parent: see planrun.parent for what it inherits.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -10,11 +15,9 @@ from planrun.tools.base import ToolContext, ToolFailed, resolve_path
 
 async def run_subplan(args: dict[str, Any], ctx: ToolContext) -> Any:
     """Run the sub-plan at `path` with `variables`; a plan that includes itself is an error."""
-    from planrun.errors import PlanrunError
-    from planrun.events import EventBus
-    from planrun.executors.local import LocalExecutor
-    from planrun.runner import RunRequest, prepare
-    from planrun.scheduler import RunSettings, Scheduler
+    from planrun.errors import PlanInvalid, PlanrunError
+    from planrun.parent import RunStopped, SubPlanCall
+    from planrun.runner import RunRequest, run_request
 
     path = args.get("path")
     if not isinstance(path, str):
@@ -27,49 +30,35 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext) -> Any:
         raise ToolFailed(
             f"plan: unknown argument {', '.join(map(repr, unknown))} (allowed: path, variables)"
         )
+    parent = ctx.parent
+    if parent is None:
+        raise ToolFailed("plan: a sub-plan runs only as a step of a plan run")
     full = os.path.realpath(resolve_path(path, ctx))
-    stack: tuple[str, ...] = ctx.services.get("plan_stack", ())
-    if full in stack:
-        chain = " -> ".join(os.path.basename(p) for p in (*stack, full))
+    if full in parent.plan_stack:
+        chain = " -> ".join(os.path.basename(p) for p in (*parent.plan_stack, full))
         raise ToolFailed(f"plan: sub-plan includes itself: {chain}")
-    try:
-        prep = prepare(RunRequest(plan=path, variables=dict(variables), cwd=ctx.cwd, console=False))
-    except PlanrunError as exc:
-        raise ToolFailed(f"plan: sub-plan {path} is invalid: {exc}") from None
-    services: dict[str, Any] = {**ctx.services, "plan_stack": (*stack, full)}
-    pool = None
-    if prep.plan.servers:
-        from planrun.expressions import resolve
-        from planrun.mcp_client import ServerPool
-
-        scope = {**prep.variables, "env": dict(ctx.env)}
-        entries = {
-            n: resolve(e.model_dump(exclude_none=True), scope) for n, e in prep.plan.servers.items()
-        }
-        pool = ServerPool(entries, cwd=ctx.cwd)
-        services["mcp"] = pool
-    from planrun.secrets import Masker
-
-    bus = EventBus(mask=Masker(prep.plan.secrets, prep.variables) if prep.plan.secrets else None)
-    for report in ctx.services.get("reporters", ()):
-        bus.subscribe(report)
-    settings = RunSettings(
-        jobs=prep.plan.limits.max_concurrency or os.cpu_count() or 1,
+    req = RunRequest(
+        plan=path,
+        variables=dict(variables),
         cwd=ctx.cwd,
-        env=ctx.env,
-        yes=True,
-        services=services,
+        console=False,
+        no_state=True,  # its steps are recorded in the parent's state, as PARENT/CHILD
+        mcp_config=parent.mcp_config,
     )
-    sched = Scheduler(prep.plan, prep.selected, prep.variables, LocalExecutor(), bus, settings)
     try:
-        outcome = await sched.run()
-    finally:
-        if pool is not None:
-            await pool.aclose()
-    if outcome.status == "interrupted":
-        import asyncio
-
+        finished = await run_request(req, SubPlanCall(parent, ctx.step_id, full))
+    except PlanInvalid as exc:
+        raise ToolFailed(f"plan: sub-plan {path} is invalid: {exc}") from None
+    except PlanrunError as exc:
+        raise ToolFailed(f"plan: sub-plan {path}: {exc}") from None
+    status, reason = finished.document["status"], finished.document["reason"]
+    error = finished.document.get("error") or reason
+    if status == "interrupted":
         raise asyncio.CancelledError()
-    if outcome.status != "succeeded":
-        raise ToolFailed(f"sub-plan {path} {outcome.status}: {outcome.error or outcome.reason}")
-    return sched.variables
+    if reason in ("approval_required", "denied"):
+        raise RunStopped(reason, error)
+    if reason == "step_budget" and parent.budget.spent_here_or_above():
+        raise RunStopped(reason, error)
+    if status != "succeeded":
+        raise ToolFailed(f"sub-plan {path} {status}: {error}")
+    return finished.variables

@@ -1,0 +1,100 @@
+"""`planrun mcp`: arguments are taken exactly as the input schemas say, and sub-plan gates hold
+there as on the command line (a real server over stdio, driven by `mcp.Client`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+
+from tests.test_mcp_server import no_leftover_processes, session  # noqa: F401 (autouse fixture)
+
+GATED = """\
+name: gated
+steps:
+  - {id: deploy, tool: shell, args: {cmd: "touch RAN"}, approval: true}
+"""
+
+
+def _text(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_approve_must_be_a_boolean(tmp_path: Path) -> None:
+    (tmp_path / "gated.yaml").write_text(GATED)
+
+    async def body(c: Client) -> Any:
+        return [
+            await c.call_tool("plan_run", {"plan": "gated.yaml", "approve": value})
+            for value in ("yes", 1, "true", [True], {"ok": True})
+        ]
+
+    for result in session(tmp_path, body):
+        assert result.is_error, result
+        assert "approve" in _text(result)
+    assert not (tmp_path / "RAN").exists()
+    assert not (tmp_path / ".planrun").exists()  # refused before anything started
+
+
+def test_unknown_and_mistyped_arguments_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "gated.yaml").write_text(GATED)
+
+    async def body(c: Client) -> Any:
+        return (
+            await c.call_tool("plan_run", {"plan": "gated.yaml", "yes": True}),
+            await c.call_tool("plan_run", {"plan": "gated.yaml", "variables": '{"x": 1}'}),
+            await c.call_tool("plan_validate", {"plan": 7}),
+            await c.call_tool("plan_list", {"dir": "plans", "recursive": True}),
+            await c.call_tool("plan_schema", {"anything": 1}),
+            await c.call_tool("plan_run", {}),
+            await c.call_tool("plan_run", {"plan": "gated.yaml", "approve": False}),
+            (await c.list_tools()).tools,
+        )
+
+    *refused, blocked, tools = session(tmp_path, body)
+    unknown, as_text, number, extra, schema_extra, missing = refused
+    for result in refused:
+        assert result.is_error, result
+    assert "unknown argument 'yes'" in _text(unknown)
+    assert "variables" in _text(as_text)
+    assert "plan" in _text(number)
+    assert "unknown argument 'recursive'" in _text(extra)
+    assert "unknown argument 'anything'" in _text(schema_extra)
+    assert "missing argument 'plan'" in _text(missing)
+    assert not (tmp_path / "RAN").exists()
+    assert not blocked.is_error and blocked.structured_content["status"] == "blocked"
+    for tool in tools:
+        assert tool.input_schema.get("additionalProperties") is False, tool.name
+
+
+def test_sub_plan_gates_hold_in_plan_run(tmp_path: Path) -> None:
+    (tmp_path / "child.yaml").write_text(GATED)
+    (tmp_path / "parent.yaml").write_text(
+        "steps:\n  - {id: sub, tool: plan, args: {path: child.yaml}}\n"
+    )
+    (tmp_path / "denying.yaml").write_text(
+        "name: denying\npolicy: {deny: [shell]}\n"
+        "steps:\n  - {id: sub, tool: plan, args: {path: child.yaml}}\n"
+    )
+
+    async def body(c: Client) -> Any:
+        blocked = await c.call_tool("plan_run", {"plan": "parent.yaml"})
+        ran_after_block = (tmp_path / "RAN").exists()
+        denied = await c.call_tool("plan_run", {"plan": "denying.yaml", "approve": True})
+        ran_after_deny = (tmp_path / "RAN").exists()
+        approved = await c.call_tool("plan_run", {"plan": "parent.yaml", "approve": True})
+        return blocked, ran_after_block, denied, ran_after_deny, approved
+
+    blocked, ran_after_block, denied, ran_after_deny, approved = session(tmp_path, body)
+    doc = blocked.structured_content
+    assert (doc["status"], doc["reason"]) == ("blocked", "approval_required"), doc
+    assert "sub/deploy" in doc["error"]
+    assert not ran_after_block
+    assert denied.structured_content["status"] == "failed", denied.content
+    assert "denied by policy" in denied.structured_content["steps"][0]["error"]
+    assert not ran_after_deny
+    assert approved.structured_content["status"] == "succeeded", approved.content
+    ids = [s["id"] for s in approved.structured_content["steps"]]
+    assert ids == ["sub", "sub/deploy"]
+    assert (tmp_path / "RAN").exists()
