@@ -299,7 +299,8 @@ class ConsoleReporter:
     def _name(self, event: Event) -> str:
         """The step as people read it: its id (plan:id for a sub-plan's), then its title."""
         title = self._titles.get((event.plan, event.step or ""))
-        if not title or title.casefold() == (event.step or "").casefold():
+        own_id = (event.step or "").rpartition("/")[2]  # a sub-plan's step: PARENT/ID
+        if not title or title.casefold() == own_id.casefold():
             return self._id(event)  # "build (Build)" would only repeat the id
         return f"{self._id(event)} ({title})"
 
