@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -13,40 +14,45 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    Strict,
     StrictBool,
     WithJsonSchema,
     model_validator,
 )
 
 STEP_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-_DURATION_RE = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*)+$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)")
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_PART = rf"{_NUMBER} *(?:ms|s|m|h)"
+# One pattern for the schema and for parse_duration, so that both accept the same strings:
+# a bare number of seconds ("30"), or number-unit parts ("500ms", "1m30s", "1m 30s").
+DURATION_PATTERN = rf"^ *(?:{_NUMBER}|{_PART}(?: *{_PART})*) *$"
+_DURATION_RE = re.compile(DURATION_PATTERN)
+_DURATION_PART = re.compile(rf"({_NUMBER}) *(ms|s|m|h)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_BAD_DURATION = "use a number of seconds or a string like '500ms', '30s', '5m', '1h'"
 
 
 def parse_duration(value: Any) -> float:
-    """Seconds from `500ms`, `30s`, `5m`, `1h`, `1m30s` or a bare number of seconds."""
+    """Seconds from `500ms`, `30s`, `5m`, `1h`, `1m30s` or a number of seconds (finite, >= 0)."""
     if isinstance(value, bool):
-        raise ValueError("a duration is a number of seconds or a string like '30s', '5m', '500ms'")
+        raise ValueError(f"a duration is not a boolean: {_BAD_DURATION}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("a duration cannot be negative")
-        return float(value)
-    if isinstance(value, str):
-        text = value.strip()
         try:
-            seconds = float(text)
-        except ValueError:
-            pass
-        else:
-            if seconds < 0:
-                raise ValueError("a duration cannot be negative")
-            return seconds
-        if _DURATION_RE.match(text):
-            return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(text))
-    raise ValueError(
-        f"bad duration {value!r}: use a number of seconds or a string like '500ms', '30s', '5m', '1h'"
-    )
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if seconds < 0:
+            raise ValueError("a duration cannot be negative")
+        if math.isnan(seconds):
+            raise ValueError(f"bad duration {value!r}: {_BAD_DURATION}")
+    elif isinstance(value, str) and _DURATION_RE.fullmatch(value):
+        parts = _DURATION_PART.findall(value)
+        seconds = sum(float(n) * _UNIT[u] for n, u in parts) if parts else float(value)
+    else:
+        raise ValueError(f"bad duration {value!r}: {_BAD_DURATION}")
+    if not math.isfinite(seconds):
+        raise ValueError(f"bad duration {value!r}: too long")
+    return seconds
 
 
 # The schema must accept what parse_duration accepts ("30s" as well as 30), so it replaces
@@ -58,7 +64,7 @@ Duration = Annotated[
         {
             "anyOf": [
                 {"type": "number", "minimum": 0},
-                {"type": "string", "pattern": r"^\s*(\d+(\.\d+)?\s*(ms|s|m|h)?\s*)+$"},
+                {"type": "string", "pattern": DURATION_PATTERN},
             ]
         }
     ),
@@ -128,7 +134,13 @@ class OnFailure(StrEnum):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # Strict: `approval: "yes"`, `retries: "3"` or `max_concurrency: "2"` are mistakes the
+    # schema rejects, so validation rejects them too instead of converting them.
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+
+
+# Enums are written as their string values, which strict mode alone would refuse.
+OnFailureName = Annotated[OnFailure, Strict(False)]
 
 
 class Step(_Frozen):
@@ -144,7 +156,7 @@ class Step(_Frozen):
     timeout: Duration | None = None
     retries: Count | None = None
     retry_delay: Duration | None = None
-    on_failure: OnFailure | None = None
+    on_failure: OnFailureName | None = None
     expected_outcome: str | None = None
     approval: bool = False
     description: str | None = None
@@ -198,7 +210,7 @@ class Defaults(_Frozen):
     timeout: Duration | None = None
     retries: Count = 0
     retry_delay: Duration = 1.0
-    on_failure: OnFailure = OnFailure.abort
+    on_failure: OnFailureName = OnFailure.abort
 
 
 class Limits(_Frozen):
@@ -233,7 +245,7 @@ class ExecutorConfig(_Frozen):
 class PlanHeader(_Frozen):
     """Everything in a plan but its steps (validated separately so every step's errors show)."""
 
-    version: Literal[1] | None = None
+    version: Annotated[Literal[1], BeforeValidator(_not_bool)] | None = None
     name: str | None = Field(default=None, description="Default: the file stem. Alias: id.")
     title: str | None = None
     description: str | None = None
@@ -287,18 +299,39 @@ STEP_FIELDS = sorted(set(Step.model_fields) | {"index"})
 
 
 def plan_json_schema() -> dict[str, Any]:
-    """JSON Schema (Draft 2020-12) of the plan format, for editors and `planrun schema`."""
+    """JSON Schema (Draft 2020-12) of the plan format, for editors and `planrun schema`.
+
+    It rejects what validation rejects for the plan's structure too: `steps` is required (an
+    empty list is valid), a step has exactly one of `id`/`index`, a server exactly one of
+    `command`/`url`, a planner exactly one of `command`/`tool`, a plan at most one of
+    `name`/`id`.
+    """
     schema = Plan.model_json_schema()
-    schema["properties"]["id"] = {"type": "string", "description": "Alias of name."}
-    step = schema["$defs"]["Step"]
+    defs = schema["$defs"]
+    schema["properties"]["id"] = {**schema["properties"]["name"], "description": "Alias of name."}
+    schema["required"] = ["steps"]
+    schema["not"] = {"required": ["name", "id"]}
+    step = defs["Step"]
     step["properties"]["index"] = {
-        "anyOf": [{"type": "string"}, {"type": "integer"}],
+        **step["properties"]["id"],
         "description": "Alias of id (mcp-cli plans).",
     }
     step["required"] = ["tool"]
+    step["oneOf"] = [{"required": ["id"]}, {"required": ["index"]}]
+    defs["ServerEntry"]["oneOf"] = _exactly_one_string("command", "url")
+    replan = defs["Replan"]
+    replan["oneOf"] = [
+        {"required": ["command"], "properties": {"command": {"not": {"type": "null"}}}},
+        {"required": ["tool"], "properties": {"tool": {"type": "string"}}},
+    ]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://planrun.dev/schema/plan-v1.json",
         "title": "planrun plan",
         **schema,
     }
+
+
+def _exactly_one_string(a: str, b: str) -> list[dict[str, Any]]:
+    """A `oneOf` for "exactly one of keys a and b holds a string" (the other absent or null)."""
+    return [{"required": [key], "properties": {key: {"type": "string"}}} for key in (a, b)]

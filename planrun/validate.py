@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -156,9 +157,29 @@ def _schema_errors(
                 path,
                 f"{_label(path[:-1], steps)}: bad result_variable {node!r}: use a name like 'my_var'",
             )
+        elif kind in _EXPECTED or kind in ("enum", "literal_error", "greater_than_equal"):
+            where = _label(path, steps) or "plan"
+            got = json.dumps(node, ensure_ascii=False, default=str)[:80]
+            ctx = err.get("ctx") or {}
+            if kind == "greater_than_equal":
+                out.add(path, f"{where}: expected {ctx.get('ge')} or more, got {got}")
+            else:
+                expected = _EXPECTED.get(kind) or ctx.get("expected", "another value")
+                out.add(path, f"{where}: expected {expected}, got {got}")
         else:
             where = _label(path, steps) or "plan"
             out.add(path, f"{where}: {msg}")
+
+
+# Type errors (strict: nothing is converted) in the words of the plan's JSON types.
+_EXPECTED = {
+    "bool_type": "true or false",
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "string_type": "a string",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+}
 
 
 def _fields_at(loc: tuple[Any, ...]) -> list[str]:

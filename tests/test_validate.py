@@ -168,12 +168,12 @@ def test_wrong_types(check):
           - {id: c, tool: echo, retries: two}
     """)
     assert out == [
-        "plan.yaml:1:12: error: variables: Input should be a valid dictionary",
-        "plan.yaml:5:17: error: step 'a': depends_on: Input should be a valid list",
-        "plan.yaml:6:11: error: step 'a': args: Input should be a valid dictionary",
-        "plan.yaml:7:34: error: step 'b': retries: Input should be greater than or equal to 0",
-        "plan.yaml:7:48: error: step 'b': approval: Input should be a valid boolean, unable to interpret input",
-        "plan.yaml:8:34: error: step 'c': retries: Input should be a valid integer, unable to parse string as an integer",
+        "plan.yaml:1:12: error: variables: expected a mapping, got []",
+        "plan.yaml:5:17: error: step 'a': depends_on: expected a list, got \"b\"",
+        "plan.yaml:6:11: error: step 'a': args: expected a mapping, got [1]",
+        "plan.yaml:7:34: error: step 'b': retries: expected 0 or more, got -1",
+        "plan.yaml:7:48: error: step 'b': approval: expected true or false, got \"maybe\"",
+        "plan.yaml:8:34: error: step 'c': retries: expected a whole number, got \"two\"",
     ]
 
 
@@ -224,8 +224,10 @@ def test_bad_on_failure(check):
           - {id: a, tool: echo, on_failure: retry}
     """)
     assert out == [
-        "plan.yaml:1:24: error: defaults.on_failure: Input should be 'abort', 'continue', 'ignore' or 'replan'",
-        "plan.yaml:3:37: error: step 'a': on_failure: Input should be 'abort', 'continue', 'ignore' or 'replan'",
+        "plan.yaml:1:24: error: defaults.on_failure: expected 'abort', 'continue', 'ignore' "
+        "or 'replan', got \"explode\"",
+        "plan.yaml:3:37: error: step 'a': on_failure: expected 'abort', 'continue', 'ignore' "
+        "or 'replan', got \"retry\"",
     ]
 
 
@@ -244,7 +246,7 @@ def test_bad_step_id_and_result_variable(check):
 
 def test_version_2_rejected_version_1_accepted(check):
     assert check("version: 2\nsteps:\n  - {id: a, tool: echo}\n") == [
-        "plan.yaml:1:10: error: version: Input should be 1"
+        "plan.yaml:1:10: error: version: expected 1, got 2"
     ]
     assert check("version: 1\nsteps:\n  - {id: a, tool: echo}\n") == []
 
@@ -782,8 +784,8 @@ def test_booleans_and_negatives_are_not_counts(check):
     )
     assert out == [
         "plan.yaml:1:21: error: limits.max_steps: expected a whole number, got true",
-        "plan.yaml:1:44: error: limits.max_concurrency: Input should be greater than or equal to 1",
-        "plan.yaml:1:66: error: limits.tool_caps.shell: Input should be greater than or equal to 0",
+        "plan.yaml:1:44: error: limits.max_concurrency: expected 1 or more, got 0",
+        "plan.yaml:1:66: error: limits.tool_caps.shell: expected 0 or more, got -1",
         "plan.yaml:2:21: error: defaults.retries: expected a whole number, got false",
         "plan.yaml:4:34: error: step 'a': retries: expected a whole number, got true",
     ]
