@@ -81,7 +81,7 @@ class Template:
     def render(self, scope: Mapping[str, Any]) -> Any:
         whole = self.whole
         if whole is not None:
-            return whole.evaluate(scope)
+            return detached(whole.evaluate(scope))
         out = []
         for part in self.parts:
             if isinstance(part, str):
@@ -89,6 +89,17 @@ class Template:
             else:
                 out.append(to_text(part.evaluate(scope)))
         return "".join(out)
+
+
+def detached(value: Any) -> Any:
+    """A copy of a mapping or list taken from the scope, so that a tool changing its arguments
+    (a python function updating a dict it was given) cannot change a variable, a result or the
+    environment later steps get. Scalars are immutable and returned as they are."""
+    if isinstance(value, Mapping):
+        return {k: detached(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [detached(v) for v in value]
+    return value
 
 
 def to_text(value: Any) -> str:

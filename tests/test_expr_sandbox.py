@@ -134,3 +134,19 @@ def test_mcp_bomb_answers_quickly_and_other_calls_go_on(tmp_path: Path) -> None:
     assert doc is not None and doc["status"] == "failed", bomb.content
     assert "too large" in doc["steps"][0]["error"]
     assert took < 10
+
+
+def test_a_tool_changing_its_arguments_changes_no_variable(run, write):
+    write("mut.py", "def grab(d, e):\n    d['k'] = 99\n    e['PATH'] = 'gone'\n    return 1\n")
+    write(
+        "p.yaml",
+        """
+        variables: {d: {k: 1}}
+        steps:
+          - {id: mut, tool: python, args: {function: "mut:grab", kwargs: {d: "${d}", e: "${env}"}}}
+          - {id: after, tool: shell, args: {cmd: "echo k=${d.k} path=$PATH"}, depends_on: [mut]}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state", "--output", "json", env={"PATH": "/usr/bin:/bin"})
+    assert r.code == 0, r
+    assert r.json["steps"][1]["result"]["stdout"] == "k=1 path=/usr/bin:/bin\n"

@@ -177,3 +177,17 @@ def test_hostile_values_round_trip_on_the_dask_executor(run, write, tmp_path, cl
     assert_no_traceback(r)
     check_matrix(tmp_path, r.json, contexts)
     assert r.code == 0, r
+
+
+def test_nul_in_a_list_cmd_or_env_fails_the_step_in_one_line(run, write, tmp_path):
+    steps = [
+        {"id": "argv", "tool": "shell", "args": {"cmd": ["printf", "%s", "${v}"]}},
+        {"id": "env", "tool": "shell", "args": {"cmd": "true", "env": {"X": "${v}"}}},
+    ]
+    write("p.json", json.dumps({"steps": [{**s, "on_failure": "continue"} for s in steps]}))
+    (tmp_path / "vars.json").write_text(json.dumps({"v": "a\0b"}))
+    r = run("run", "p.json", "--vars-file", "vars.json", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    for step in r.json["steps"]:
+        assert step["error"].startswith("shell:") and "NUL byte" in step["error"], step

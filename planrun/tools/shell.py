@@ -111,6 +111,8 @@ def _argv(cmd: Any) -> tuple[list[str], str]:
     Dask executor, which always uses the shell. Starting the shell costs about 1 ms.
     """
     if isinstance(cmd, str):
+        if "\0" in cmd:
+            raise ToolFailed("shell: 'cmd' contains a NUL byte, which no command can receive")
         return ["/bin/sh", "-c", cmd], cmd
     if isinstance(cmd, list) and cmd:
         argv = []
@@ -123,6 +125,8 @@ def _argv(cmd: Any) -> tuple[list[str], str]:
                 raise ToolFailed(
                     f"shell: every item of a list 'cmd' must be a string, got {type_name(item)}"
                 )
+        if any("\0" in a for a in argv):
+            raise ToolFailed("shell: 'cmd' contains a NUL byte, which no command can receive")
         return argv, shlex.join(argv)
     raise ToolFailed(
         f"shell: 'cmd' must be a string or a non-empty list of strings, got {type_name(cmd)}"
@@ -147,6 +151,10 @@ def _env(extra: Any, base: dict[str, str]) -> dict[str, str]:
             env[str(key)] = str(value)
         else:
             env[str(key)] = json.dumps(value)
+        if "\0" in env.get(str(key), "") or "\0" in str(key):
+            raise ToolFailed(
+                f"shell: env {str(key)!r} contains a NUL byte, which no command can receive"
+            )
     return env
 
 
