@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -356,3 +357,18 @@ def test_hostile_text_stays_text(run, write, tmp_path):
     assert_self_contained(text, bars, no_urls_in_text=False)  # a URL in a title is only text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     assert "&lt;/pre&gt;&lt;script&gt;alert(2)" in text
+
+
+def test_report_never_replaces_a_device_fifo_or_symlink(run, write, tmp_path):
+    write("planrun.yaml", "steps: [{id: a, tool: echo, args: {value: 1}}]\n")
+    assert run("run").code == 0
+    os.mkfifo(tmp_path / "fifo.html")
+    (tmp_path / "target.html").write_text("keep me")
+    os.symlink(tmp_path / "target.html", tmp_path / "link.html")
+    for name in ("fifo.html", "link.html"):
+        r = run("report", "-o", name, timeout=20)
+        assert r.code == 2 and "not replacing it" in r.err, r
+        r = run("run", "--report", name, timeout=20)
+        assert r.code == 2 and "not replacing it" in r.err, r
+    assert (tmp_path / "target.html").read_text() == "keep me"
+    assert (tmp_path / "link.html").is_symlink()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -22,11 +23,25 @@ def check_report_path(path: str) -> None:
     target = Path(path)
     if target.is_dir():
         raise UsageError(f"cannot write the report {path}: it is a directory")
+    _only_regular(path)
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"cannot write the report {path}: no such directory: {parent}")
     if not os.access(parent, os.W_OK):
         raise UsageError(f"cannot write the report {path}: directory {parent} is not writable")
+
+
+def _only_regular(path: str) -> None:
+    """The report replaces a regular file only: never a device, FIFO, socket or symlink."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+        raise UsageError(f"cannot write the report {path}: it is {kind}; not replacing it")
 
 
 def render_report(state: RunState, plan: PlanInfo) -> str:
@@ -40,6 +55,7 @@ def render_report(state: RunState, plan: PlanInfo) -> str:
 def write_report(path: str, html: str) -> None:
     """Write the page atomically (temp file + rename): a reader never sees half a report."""
     target = Path(path)
+    _only_regular(path)  # again: it may have appeared during the run
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
