@@ -32,16 +32,22 @@ def gated_steps(
     """Ids (with their PARENT/ prefix) of the selected steps that need approval and can run,
     and of such steps in literal sub-plans. `plan.policy` is already merged with enclosing ones;
     `variables` are those known at start (a gate whose `when` is false from them is no gate)."""
-    from planrun.conditions import steps_needing_approval
+    from planrun.conditions import false_at_start, steps_needing_approval
 
     loaded = {} if loaded is None else loaded  # a sub-plan called many times is read once
     gated = set(steps_needing_approval(plan, selected, variables, env))
+    bound = {s.result_variable for s in plan.steps if s.result_variable}
+    known = {k: v for k, v in variables.items() if k not in bound}
     out: list[str] = []
     for sid in selected:
         step = plan.step(sid)
         if sid in gated:
             out.append(prefix + sid)
-        if step.tool == SUB_PLAN_TOOL and len(stack) < MAX_DEPTH:
+        if (
+            step.tool == SUB_PLAN_TOOL
+            and len(stack) < MAX_DEPTH
+            and not false_at_start(step, known, env)  # a sub-plan that cannot run holds nothing up
+        ):
             child = _literal_sub_plan(step.args, plan.policy, cwd, stack, loaded)
             if child is not None:
                 sub, full = child

@@ -366,3 +366,21 @@ def test_two_calls_of_one_sub_plan_never_merge(run, write, tmp_path):
     status = run("status", "parent.yaml", "--output", "json")
     assert [s["id"] for s in status.json["steps"]] == ids
     assert all(s["status"] == "succeeded" for s in status.json["steps"])
+
+
+def test_a_sub_plan_step_false_at_start_holds_nothing_up(run, write, tmp_path):
+    write("child.yaml", GATED_CHILD)
+    write(
+        "parent.yaml",
+        """
+        variables: {deploy: false}
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}, when: "${deploy}"}
+          - {id: other, tool: shell, args: {cmd: "touch OTHER"}}
+    """,
+    )
+    r = run("run", "parent.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert (tmp_path / "OTHER").exists() and not (tmp_path / "RAN").exists()
+    r = run("run", "parent.yaml", "--var", "deploy=true", "--output", "json")
+    assert r.code == 5 and "sub/deploy" in r.json["error"], r
