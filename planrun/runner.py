@@ -182,7 +182,12 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
         return None
     doc = blocked_document(prep.plan, prep.selected, gated)
     masker = call.parent.masks if call else prep.masker(prep.variables)
-    return Finished(masker(doc), ExitCode.BLOCKED)
+    doc = masker(doc)
+    if call is None:  # a top-level run: its state, events and JUnit report say it was blocked
+        from planrun.blocked import record_blocked
+
+        record_blocked(req, prep, doc)
+    return Finished(doc, ExitCode.BLOCKED)
 
 
 def run_sync(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:

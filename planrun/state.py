@@ -885,12 +885,14 @@ class StateStore:
 
 
 def status_document(state: RunState) -> dict[str, Any]:
-    """The SPEC §8 run document: {plan, status, reason, duration_s, steps, variables}."""
+    """The run document, as `run --output json` prints it: {plan, status, reason, duration_s,
+    error, steps, variables} (plus `revisions` after a replan)."""
     doc: dict[str, Any] = {
         "plan": state.plan,
         "status": state.status,
         "reason": state.reason,
         "duration_s": state.duration_s,
+        "error": state.error,
         "steps": [
             {
                 "id": sid,

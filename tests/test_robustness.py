@@ -146,3 +146,51 @@ def test_one_corrupt_state_does_not_break_list(run, write, tmp_path: Path) -> No
         "p": "unreadable",
         "q": "succeeded",
     }
+
+
+# --- status has the run document's shape; a blocked run is recorded ------------------------
+
+
+def test_status_json_has_the_shape_of_run_json(run, write) -> None:
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+          - {id: b, tool: shell, args: {cmd: "exit 3"}, depends_on: [a]}
+        """,
+    )
+    ran = run("run", "p.yaml", "--output", "json")
+    assert ran.code == 1, ran
+    status = run("status", "p.yaml", "--output", "json")
+    assert status.code == 0, status
+    assert list(status.json) == list(ran.json)
+    assert status.json["error"] == ran.json["error"] and ran.json["error"]
+    assert [list(s) for s in status.json["steps"]] == [list(s) for s in ran.json["steps"]]
+
+
+def test_a_blocked_run_writes_state_events_and_junit(run, write, tmp_path: Path) -> None:
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: 1}, approval: true}
+          - {id: b, tool: echo, args: {value: 2}}
+        """,
+    )
+    ran = run("run", "p.yaml", "--output", "json", "--events", "e.jsonl", "--junit", "j.xml")
+    assert ran.code == 5, ran
+    assert (ran.json["status"], ran.json["reason"]) == ("blocked", "approval_required")
+    events = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["run.started", "run.finished"]
+    assert (events[-1]["status"], events[-1]["reason"]) == ("blocked", "approval_required")
+    status = run("status", "p.yaml", "--output", "json")
+    assert status.code == 0, status
+    assert status.json == ran.json
+    from tests.test_consumers import check_junit
+
+    suite = next(iter(check_junit(tmp_path / "j.xml")))
+    assert {p.name: p.value for p in suite.properties()}["status"] == "blocked"
+    assert suite.skipped == 2
+    # and a later run is not refused because of it (the lock was released)
+    assert run("run", "p.yaml", "--yes", "-q").code == 0
