@@ -11,8 +11,8 @@ from typing import Any
 from planrun.errors import ExitCode
 from planrun.events import Event
 from planrun.graph import PlanGraph
+from planrun.masking import Masker
 from planrun.model import Plan
-from planrun.secrets import Masker
 from planrun.validate import CheckedPlan
 
 

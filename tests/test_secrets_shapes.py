@@ -150,3 +150,26 @@ def test_the_planner_sees_secrets_masked(run, write, tmp_path):
     context = (tmp_path / "context.json").read_text()
     assert json.loads(context)["variables"]["token"] == "***"
     assert "tok-SECRET-9" not in context and "4242424242" not in context
+
+
+def test_secrets_passed_into_a_sub_plan_stay_masked(run, write, tmp_path):
+    write(
+        "child.yaml",
+        """
+        name: child
+        steps:
+          - {id: show, tool: shell, args: {cmd: "echo child got ${value}"}}
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        variables: {token: sub-SECRET-77}
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml, variables: {value: "${token}"}}}
+        """,
+    )
+    r = run_all_outputs(run, "--stream")
+    assert r.code == 0, r
+    assert "sub-SECRET-77" not in everything_shown(run, tmp_path, r)
