@@ -220,13 +220,17 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str], bool]:
             )
     except TemplateSyntaxError as exc:
         raise ExpressionError(f"bad expression '${{{source}}}': {exc.message}") from None
+    except RecursionError:
+        raise ExpressionError(f"bad expression '${{{source[:40]}…}}': nested too deeply") from None
     from planrun.sandbox import TooLarge, check_literal
 
     try:
         check_literal(node)
+        everything = [node, *node.find_all(nodes.Node)]  # find_all skips the root itself
     except TooLarge as exc:
         raise ExpressionError(f"bad expression '${{{source}}}': {exc}") from None
-    everything = [node, *node.find_all(nodes.Node)]  # find_all skips the root itself
+    except RecursionError:
+        raise ExpressionError(f"bad expression '${{{source[:40]}…}}': nested too deeply") from None
     for f in (n for n in everything if isinstance(n, nodes.Filter)):
         if f.name not in env.filters:
             raise ExpressionError(f"bad expression '${{{source}}}': unknown filter '{f.name}'")

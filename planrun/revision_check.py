@@ -5,7 +5,8 @@ returned are kept in its `revisions`, and `resume` continues the plan as the las
 it, so those steps would run. They are therefore accepted only when the plan has a planner
 (`replan:`, or `--planner` on this command), and only when the revised plan passes the same
 checks a fresh revision passes: schema, tools, `policy`, references and graph. Otherwise the
-run stops before anything starts (StateError, exit 4, one line).
+run stops before anything starts (StateError, exit 4, one line). A step the plan gates with
+`approval` stays gated in the revision, whatever the stored step says.
 """
 
 from __future__ import annotations
@@ -59,4 +60,10 @@ def checked_revision(
             f"state file {state_path}: the stored revision {len(revisions)} does not pass "
             f"plan '{name}''s checks: {why}{more}; refusing to run it"
         )
-    return plan.model_copy(update={"steps": checked.plan.steps})
+    # A revision cannot lift an approval gate: a step the plan gates stays gated under its id.
+    gated = {s.id for s in plan.steps if plan.needs_approval(s)}
+    steps = [
+        s.model_copy(update={"approval": True}) if s.id in gated and not s.approval else s
+        for s in checked.plan.steps
+    ]
+    return plan.model_copy(update={"steps": steps})

@@ -83,6 +83,40 @@ def _check_format(text: str) -> None:
             raise TooLarge(f"format width {m.group()[:12]} is too large (limit {MAX_SIZE:,})")
 
 
+def _check_percent(fmt: str, right: Any) -> None:
+    """`fmt % right`: widths in the text or given by `*`, and how often each value is repeated
+    (`'%(a)s' * 100000 % {'a': big}`)."""
+    _check_format(fmt)
+    items = list(right.values()) if isinstance(right, dict) else right
+    items = list(items) if isinstance(items, tuple | list) else [items]
+    if "*" in fmt:
+        for n in items:
+            if _is_int(n) and abs(n) > MAX_SIZE:
+                raise TooLarge(f"format width {n} is too large (limit {MAX_SIZE:,})")
+    _check_repeats(fmt, fmt.count("%"), items)
+
+
+def _check_repeats(fmt: str, fields: int, items: list[Any]) -> None:
+    largest = max((_size(v, MAX_SIZE) for v in items), default=0)
+    _check_growth("the formatted text", len(fmt) + fields * largest, fmt, *items)
+
+
+def _check_format_call(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """`fmt.format(...)`: a width may come from an argument (`'{:{}}'.format(1, '999999999')`),
+    and one argument may be used many times (`'{0}' * 300000`)."""
+    items = [*args, *kwargs.values()]
+    for item in items:
+        if isinstance(item, dict):
+            items.extend(item.values())
+    if "{" in fmt.replace("{{", ""):
+        for item in items:
+            if _is_int(item) and abs(item) > MAX_SIZE:
+                raise TooLarge(f"format width {item} is too large (limit {MAX_SIZE:,})")
+            if isinstance(item, str) and len(item) < 64:
+                _check_format(item)
+    _check_repeats(fmt, fmt.count("{"), items)
+
+
 def _check_binop(op: str, left: Any, right: Any) -> None:
     if op == "**" and _is_int(left) and _is_int(right) and right > 1 and abs(left) > 1:
         _check_int_bits("the power", right * (abs(left).bit_length() - 1) + 1)
@@ -94,7 +128,7 @@ def _check_binop(op: str, left: Any, right: Any) -> None:
         elif _is_int(left) and not _is_int(right):
             _check_growth("the repeated value", _size(right, MAX_SIZE) * max(left, 0), right)
     elif op == "%" and isinstance(left, str):
-        _check_format(left)
+        _check_percent(left, right)
 
 
 def _check_args(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -129,7 +163,7 @@ def _check_args(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, 
         tab = args[0] if args and _is_int(args[0]) else 8
         _check_growth(f"the result of {name}", len(value) + value.count("\t") * tab, value)
     elif name == "format" and isinstance(value, str):
-        _check_format(value)
+        _check_percent(value, kwargs or args)
 
 
 def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -175,9 +209,17 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         wrapped = super().wrap_str_format(value)
-        if wrapped is not None:
-            _check_format(str(value.__self__))
-        return wrapped
+        if wrapped is None:
+            return None
+        fmt = str(value.__self__)
+        _check_format(fmt)
+        inner = wrapped
+
+        def bounded(*args: Any, **kwargs: Any) -> str:
+            _check_format_call(fmt, args, kwargs)
+            return inner(*args, **kwargs)
+
+        return bounded
 
 
 def check_literal(node: Any) -> None:

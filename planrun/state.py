@@ -512,10 +512,10 @@ class StateStore:
         _make_dirs(self.path.parent)
         for _ in range(50):
             try:
-                fd = open_regular(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+                fd = open_regular(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, own=True)
             except FileExistsError:
                 try:
-                    fd = open_regular(self.lock_path, os.O_RDWR)
+                    fd = open_regular(self.lock_path, os.O_RDWR, own=True)
                 except FileNotFoundError:
                     continue  # released meanwhile: try to create it again
             try:

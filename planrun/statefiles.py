@@ -50,8 +50,11 @@ def check_not_special(path: Path | str) -> None:
         raise refuse(path, _kind(st.st_mode))
 
 
-def open_regular(path: Path | str, flags: int, mode: int = 0o600) -> int:
+def open_regular(path: Path | str, flags: int, mode: int = 0o600, *, own: bool = False) -> int:
     """os.open without following a symlink; the fd of a regular file, else StateError.
+
+    `own`: the file is written in place (the lock), so it must not be a hard link to a file
+    elsewhere either.
 
     FileNotFoundError and FileExistsError pass through (callers handle races with them).
     """
@@ -65,6 +68,8 @@ def open_regular(path: Path | str, flags: int, mode: int = 0o600) -> int:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise refuse(path, _kind(st.st_mode))
+        if own and st.st_nlink > 1:
+            raise refuse(path, "a hard link to another file")
     except BaseException:
         os.close(fd)
         raise

@@ -150,3 +150,34 @@ def test_a_tool_changing_its_arguments_changes_no_variable(run, write):
     r = run("run", "p.yaml", "--no-state", "--output", "json", env={"PATH": "/usr/bin:/bin"})
     assert r.code == 0, r
     assert r.json["steps"][1]["result"]["stdout"] == "k=1 path=/usr/bin:/bin\n"
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        "'{0:{1}}'.format(1, n ** 9)",
+        "'{:{}}'.format(1, '999999999')",
+        "('{0}' * 300000).format(s * 1000)",
+        "('%(a)s' * 100000) % {'a': s * 1000}",
+        "'%*d' % (n ** 9, 1)",
+    ],
+)
+def test_format_bombs_fail_at_once(run, write, bomb):
+    write(
+        "p.yaml",
+        f"""
+        variables: {{n: 10, s: x}}
+        steps:
+          - {{id: boom, tool: echo, args: {{value: "${{ {bomb} }}"}}}}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state", "--output", "json", timeout=30)
+    assert r.code == 1 and "too large" in r.json["steps"][0]["error"], r
+
+
+def test_an_expression_nested_too_deeply_is_one_validation_line(run, write):
+    deep = "(" * 3000 + "1" + ")" * 3000
+    write("p.yaml", f"steps:\n  - {{id: a, tool: echo, args: {{value: '${{{deep}}}'}}}}\n")
+    r = run("validate", "p.yaml")
+    assert r.code == 3 and "nested too deeply" in r.out, r
+    assert_no_traceback(r)

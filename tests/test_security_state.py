@@ -157,3 +157,38 @@ def test_state_option_never_overwrites_a_file_that_is_not_this_plans_state(run, 
     assert json.loads(fresh.read_text())["plan"] == "p"
     assert run("run", "p.yaml", "--state", str(fresh)).code == 1
     assert run("resume", "p.yaml", "--state", str(fresh)).code == 1
+
+
+def test_a_hard_link_as_the_lock_file_is_refused(run, write, tmp_path):
+    write("p.yaml", FAILING)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    state_dir = tmp_path / ".planrun" / "state"
+    state_dir.mkdir(parents=True)
+    os.link(victim, state_dir / "p.json.lock")
+    r = run("run", "p.yaml")
+    assert r.code == 4 and "hard link" in one_line_error(r), r
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_revision_cannot_lift_an_approval_gate(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        name: p
+        replan: {command: ["false"]}
+        steps:
+          - {id: a, tool: shell, args: {cmd: "exit 3"}}
+          - {id: deploy, tool: shell, args: {cmd: "touch DEPLOYED"}, approval: true, depends_on: [a]}
+        """,
+    )
+    assert run("run", "p.yaml", "--yes").code == 1
+    forge_revision(
+        tmp_path / ".planrun/state/p.json",
+        [{"id": "deploy", "tool": "shell", "args": {"cmd": "touch DEPLOYED"}}],
+    )
+    r = run("resume", "p.yaml")
+    assert r.code == 5, r
+    assert not (tmp_path / "DEPLOYED").exists()
+    assert run("resume", "p.yaml", "--yes").code == 0
+    assert (tmp_path / "DEPLOYED").exists()
