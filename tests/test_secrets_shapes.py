@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import assert_no_traceback
 
@@ -173,3 +177,35 @@ def test_secrets_passed_into_a_sub_plan_stay_masked(run, write, tmp_path):
     r = run_all_outputs(run, "--stream")
     assert r.code == 0, r
     assert "sub-SECRET-77" not in everything_shown(run, tmp_path, r)
+
+
+@pytest.mark.slow  # a real MCP server
+def test_mcp_answers_mask_secrets(tmp_path):
+    from mcp import Client, StdioServerParameters
+
+    plan = (
+        "name: m\nsecrets: [token, pin]\nvariables: {token: x, pin: 0}\nsteps:\n"
+        "  - {id: a, tool: shell, args: {cmd: 'echo ${token} ${pin}; exit 1'}}\n"
+    )
+    variables = {"token": "mcp-SECRET-5", "pin": 55667788}
+
+    async def main():  # type: ignore[no-untyped-def]
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "planrun", "mcp"],
+            cwd=str(tmp_path),
+            env=dict(os.environ),  # the SDK passes only a few variables on (PYTHONPATH matters)
+        )
+        async with Client(params, read_timeout_seconds=30) as client:
+            ran = await client.call_tool("plan_run", {"plan": plan, "variables": variables})
+            status = await client.call_tool("plan_status", {"plan": plan})
+            dry = await client.call_tool("plan_dry_run", {"plan": plan, "variables": variables})
+            return [ran, status, dry]
+
+    answers = asyncio.run(main())
+    assert answers[0].structured_content["status"] == "failed"
+    for answer in answers:
+        text = json.dumps(answer.structured_content) + "".join(
+            getattr(c, "text", "") for c in answer.content
+        )
+        assert "mcp-SECRET-5" not in text and "55667788" not in text, text
