@@ -6,12 +6,14 @@ The library API (`load_plan`, `validate_plan`, `run_plan`) is imported lazily so
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+TYPE_CHECKING = False  # not `typing`: this module is on the path of every start-up
 
 __version__ = "0.1.0"
 __all__ = ["load_plan", "validate_plan", "run_plan", "RunRequest", "Diagnostic", "ExitCode"]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from planrun.errors import Diagnostic, ExitCode
     from planrun.runner import RunRequest
     from planrun.validate import load_plan, validate_plan

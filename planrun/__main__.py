@@ -1,6 +1,24 @@
-"""`python -m planrun`."""
+"""`python -m planrun` and the `planrun` command."""
 
-from planrun.cli import main
 
-# One program name however it is started: usage lines and shell completion (`_PLANRUN_COMPLETE`).
-main(prog_name="planrun")
+def main() -> None:
+    """The command line, with Ctrl-C handled from the first instant (see planrun.interrupts)."""
+    import _signal  # the C module: `signal` itself takes long enough to import to be hit
+    import os
+
+    def quiet_exit(signum: int, frame: object) -> None:
+        os._exit(130)  # still starting up: nothing to stop or save yet
+
+    _signal.signal(_signal.SIGINT, quiet_exit)
+    _signal.signal(_signal.SIGTERM, quiet_exit)
+    from planrun.interrupts import install_quiet_exit
+
+    install_quiet_exit()  # the same, and also ending the commands of a run, if any
+    from planrun.cli import main as cli
+
+    # One program name however it is started: usage lines and shell completion.
+    cli(prog_name="planrun")
+
+
+if __name__ == "__main__":
+    main()

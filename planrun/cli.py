@@ -30,6 +30,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _fail(message: str, code: ExitCode) -> NoReturn:
     click.echo(f"planrun: error: {message}", err=True)
+    if code == ExitCode.INTERRUPTED:
+        from planrun.interrupts import exit_now
+
+        exit_now(int(code))  # no waiting for a worker thread that an interrupted run left
     sys.exit(int(code))
 
 
@@ -46,21 +50,33 @@ def _guard(fn: F) -> F:
             _print_diagnostics(exc.diagnostics, "json" if fmt == "json" else "text")
             sys.exit(int(exc.exit_code))
         except PlanrunError as exc:
+            _error_document(kwargs, str(exc), exc.exit_code)
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            sys.exit(int(ExitCode.INTERRUPTED))
+            from planrun.interrupts import exit_now
+
+            exit_now(int(ExitCode.INTERRUPTED))
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except BrokenPipeError:
             sys.exit(int(ExitCode.RUN_FAILED))
         except Exception as exc:  # a bug: one line and where to report it
-            _fail(
+            message = (
                 f"internal error: {type(exc).__name__}: {exc} "
-                "(this is a bug in planrun; please report it with the plan that caused it)",
-                ExitCode.RUN_FAILED,
+                "(this is a bug in planrun; please report it with the plan that caused it)"
             )
+            _error_document(kwargs, message, ExitCode.RUN_FAILED)
+            _fail(message, ExitCode.RUN_FAILED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _error_document(options: dict[str, Any], message: str, code: ExitCode) -> None:
+    """With JSON output asked for, an error found before a result exists (exit 2, 4...) is a
+    JSON document on stdout too, `{"error", "exit_code"}`, as exit 3 gives its diagnostics:
+    a consumer parsing stdout always gets one document."""
+    if (options.get("output") or options.get("fmt")) == "json":
+        click.echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
 
 
 def _print_diagnostics(diags: list[Any], fmt: str) -> None:
@@ -246,7 +262,11 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
         click.echo(render_dry_run(doc, kw["explain"]), nl=False)
     elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
-    sys.exit(int(code))
+    from planrun.interrupts import exit_now
+
+    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
+    # call or a prompt blocked in a read), so none of its effects lands after the record.
+    exit_now(int(code))
 
 
 @main.command(epilog=EXIT_CODES_HELP)

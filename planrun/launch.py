@@ -256,14 +256,21 @@ async def launch(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> F
     executor: Any = call.parent.executor if call else LocalExecutor()
     try:
         services: dict[str, Any] = {"notice": attached.notice}
-        if plan.servers:
-            from planrun.checktools import make_pool
+        try:
+            if plan.servers:
+                from planrun.checktools import make_pool
 
-            pool = services["mcp"] = make_pool(plan, prep.variables, req.cwd)
-            await _check_mcp_tools(plan, prep, pool, attached.notice)
-        if call is None:
-            executor = _make_executor(req, plan, executor)
-            await executor.start()
+                pool = services["mcp"] = make_pool(plan, prep.variables, req.cwd)
+                await _check_mcp_tools(plan, prep, pool, attached.notice)
+            if call is None:
+                executor = _make_executor(req, plan, executor)
+                await executor.start()
+        except asyncio.CancelledError:
+            if call is not None:
+                raise
+            from planrun.unstarted import stopped_while_starting
+
+            return stopped_while_starting(prep, attached.bus, opened.previous is not None)
         here = _context(req, plan, attached, executor, call)
         return await _schedule(req, prep, opened, attached, here, services, call)
     finally:

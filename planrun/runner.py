@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from typing import Any
 
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
@@ -184,41 +183,18 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
     masker = call.parent.masks if call else prep.masker(prep.variables)
     doc = masker(doc)
     if call is None:  # a top-level run: its state, events and JUnit report say it was blocked
-        from planrun.blocked import record_blocked
+        from planrun.unstarted import record_blocked
 
         record_blocked(req, prep, doc)
     return Finished(doc, ExitCode.BLOCKED)
 
 
 def run_sync(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
-    """`execute` in a fresh event loop, with SIGINT/SIGTERM turned into a clean interruption."""
-    import signal
+    """`execute` in a fresh event loop, with SIGINT/SIGTERM turned into a clean interruption
+    (planrun.interrupts: a second signal exits at once)."""
+    from planrun.interrupts import run_interruptibly
 
-    async def main() -> tuple[dict[str, Any], ExitCode]:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        hits = 0
-
-        def on_signal() -> None:
-            nonlocal hits
-            hits += 1
-            if hits > 1:  # second Ctrl-C: exit at once (the journal is valid), leave no process
-                shell = sys.modules.get("planrun.tools.shell")
-                if shell is not None:
-                    shell.kill_live_groups()
-                os._exit(int(ExitCode.INTERRUPTED))
-            if task is not None:
-                task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, on_signal)
-        try:
-            return await _interruptible(execute(req))
-        finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.remove_signal_handler(sig)
-
-    return asyncio.run(main())
+    return run_interruptibly(_interruptible(execute(req)))
 
 
 async def _interruptible(coro: Any) -> tuple[dict[str, Any], ExitCode]:

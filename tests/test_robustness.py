@@ -194,3 +194,31 @@ def test_a_blocked_run_writes_state_events_and_junit(run, write, tmp_path: Path)
     assert suite.skipped == 2
     # and a later run is not refused because of it (the lock was released)
     assert run("run", "p.yaml", "--yes", "-q").code == 0
+
+
+# --- --output json: one document on stdout whatever the exit code ------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["run", "missing.yaml"], 2),
+        (["run", "p.yaml", "--var", "novalue"], 2),
+        (["status", "p.yaml", "--state", "none.json"], 4),
+        (["resume", "p.yaml"], 4),
+        (["run", "bad.yaml"], 3),
+        (["run", "p.yaml"], 0),
+    ],
+)
+def test_output_json_always_prints_one_document(run, write, args: list[str], code: int) -> None:
+    write("p.yaml", OK_PLAN)
+    write("bad.yaml", "steps:\n  - {id: a, tool: nope}\n")
+    result = run(*args, "--output", "json")
+    assert result.code == code, result
+    doc = result.json  # exactly one JSON document
+    if code in (2, 4):
+        assert doc["exit_code"] == code and doc["error"] in result.err, result
+    elif code == 3:
+        assert doc["valid"] is False and doc["diagnostics"], result
+    else:
+        assert doc["status"] == "succeeded"

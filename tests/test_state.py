@@ -798,7 +798,7 @@ def test_status_document_and_text(tmp_path: Path) -> None:
     )
     store.handle(finished("failed", "step_failed", 1.75))
     doc = status_document(store.state)
-    assert list(doc) == ["plan", "status", "reason", "duration_s", "steps", "variables"]
+    assert list(doc) == ["plan", "status", "reason", "duration_s", "error", "steps", "variables"]
     assert doc["plan"] == PLAN and doc["status"] == "failed" and doc["reason"] == "step_failed"
     assert doc["duration_s"] == 1.75
     assert doc["steps"] == [

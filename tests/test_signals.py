@@ -1,0 +1,225 @@
+"""Ctrl-C and SIGTERM with real signals: the first stops the run (exit 130, state saved), the
+second exits at once, and no signal ever prints a traceback or leaves a process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import (
+    assert_no_process_left,
+    planrun,
+    spawn_planrun,
+    unique_mark,
+    wait_for_file,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 15) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out or "", err or ""
+
+
+def steps_of(cwd: Path) -> dict[str, str]:
+    status = planrun("status", "p.yaml", "--output", "json", cwd=cwd)
+    assert status.code == 0, status
+    return {s["id"]: s["status"] for s in json.loads(status.out)["steps"]}
+
+
+BLOCKING_PYTHON = """
+import pathlib, time
+
+def block(seconds):
+    pathlib.Path("started").touch()
+    time.sleep(seconds)
+    pathlib.Path("side-effect").touch()  # must never happen once the step was interrupted
+    return 1
+"""
+
+
+@pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGINT, signal.SIGINT]])
+def test_a_blocking_python_step_does_not_keep_planrun_alive(
+    write, tmp_path: Path, signals: list[int]
+) -> None:
+    write("blocker.py", BLOCKING_PYTHON)
+    write(
+        "p.yaml",
+        "steps:\n  - {id: a, tool: python, args: {function: 'blocker:block', kwargs: {seconds: 30}}}\n",
+    )
+    proc = spawn_planrun(
+        "run",
+        "p.yaml",
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        },
+    )
+    wait_for_file(tmp_path / "started")
+    for sig in signals:
+        proc.send_signal(sig)
+    code, _, err = finish(proc)  # the step would block 30 s: this would time out
+    assert code == 130, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "side-effect").exists()  # the process is gone: so is the thread
+    assert steps_of(tmp_path)["a"] in ("interrupted", "running")
+
+
+def test_ctrl_c_at_the_approval_prompt_exits_130(write, tmp_path: Path) -> None:
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: first, tool: echo, args: {value: 1}}
+          - {id: gated, tool: echo, args: {value: 2}, approval: true, depends_on: [first]}
+        """,
+    )
+    for hits in (1, 2):
+        leader, follower = pty.openpty()  # a terminal: planrun asks y/N when `gated` is reached
+        proc = spawn_planrun(
+            "run",
+            "p.yaml",
+            cwd=tmp_path,
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+        )
+        os.close(follower)
+        seen = b""
+
+        def asked(leader: int = leader) -> bool:
+            nonlocal seen
+            try:
+                seen += os.read(leader, 4096)
+            except OSError:
+                return False
+            return b"gated" in seen and b"?" in seen
+
+        wait_until(asked, what="the approval question")
+        for _ in range(hits):
+            proc.send_signal(signal.SIGINT)
+        code, _, _ = finish(proc)
+        os.close(leader)
+        assert code == 130, seen.decode(errors="replace")
+        assert b"Traceback" not in seen
+        assert steps_of(tmp_path)["first"] == "succeeded"
+
+
+def test_a_second_ctrl_c_kills_the_commands_and_exits_at_once(write, tmp_path: Path) -> None:
+    mark = unique_mark()
+    write(
+        "p.yaml",
+        f"""
+        steps:
+          - {{id: stubborn, tool: shell, args: {{cmd: "trap '' INT TERM; touch started; : {mark}; sleep 60"}}}}
+        """,
+    )
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    wait_for_file(tmp_path / "started")
+    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGINT)
+    code, _, err = finish(proc)
+    assert code == 130 and "Traceback" not in err, err
+    assert_no_process_left(mark)
+
+
+def test_ctrl_c_during_start_up_never_prints_a_traceback(write, tmp_path: Path) -> None:
+    write("p.yaml", "steps:\n  - {id: a, tool: echo, args: {value: 1}}\n")
+    rng = random.Random(12)
+    for _ in range(20):
+        proc = spawn_planrun(
+            "validate",
+            "p.yaml",
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(rng.uniform(0.03, 0.4))  # a random moment of start-up, not a wait for it
+        proc.send_signal(signal.SIGINT)
+        code, out, err = finish(proc)
+        if "init_import_site" in err:
+            continue  # the interpreter's own start-up (site-packages' .pth files), before planrun
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+        assert code in (0, 130, -signal.SIGINT), (code, err)
+
+
+def test_sigint_while_mcp_servers_start_still_prints_the_document(write, tmp_path: Path) -> None:
+    # A server that takes its time to answer the handshake: SIGINT arrives before any step.
+    write(
+        "slow_server.py",
+        "import pathlib, sys, time\npathlib.Path('server-started').touch()\ntime.sleep(60)\n",
+    )
+    write(
+        "p.yaml",
+        f"""
+        servers:
+          slow: {{command: {sys.executable}, args: [slow_server.py]}}
+        steps:
+          - {{id: a, tool: slow.anything, args: {{}}}}
+        """,
+    )
+    proc = spawn_planrun(
+        "run",
+        "p.yaml",
+        "--output",
+        "json",
+        "--events",
+        "e.jsonl",
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for_file(tmp_path / "server-started")
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130 and "Traceback" not in err, err
+    doc = json.loads(out)
+    assert (doc["status"], doc["reason"]) == ("interrupted", "interrupted")
+    events = [json.loads(line)["event"] for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert events[0] == "run.started" and events[-1] == "run.finished"
+    assert_no_process_left("slow_server.py")
+
+
+def test_mcp_http_server_stops_on_sigint(tmp_path: Path) -> None:
+    proc = spawn_planrun(
+        "mcp",
+        "--http",
+        "127.0.0.1:0",
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # Listening (or failed): wait until it printed something, then interrupt it.
+    wait_until(lambda: proc.poll() is not None or _listening(proc.pid), what="the server")
+    proc.send_signal(signal.SIGINT)
+    code, _, err = finish(proc)
+    assert code == 130, err
+    assert "never awaited" not in err and "Traceback" not in err, err
+
+
+def _listening(pid: int) -> bool:
+    import psutil
+
+    try:
+        return any(c.status == psutil.CONN_LISTEN for c in psutil.Process(pid).net_connections())
+    except psutil.Error:
+        return False
