@@ -4,18 +4,23 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
 
 - `run.started`    run_id, digest, resumed (bool), jobs (-j), variables (dict, secrets masked),
                    steps: [{id, title, tool, depends_on}] in file order
-- `step.started`   attempt (1-based), fingerprint, status="running", tool, title (rendered)
+- `step.started`   attempt (1-based), fingerprint, status="running", tool, title (rendered); reason
+                   and again=true (on resume, the first attempt of a step that ran before: why it
+                   runs again)
 - `step.output`    stream ("stdout"|"stderr"), line  (only with --stream; not written to JSON Lines)
 - `step.retrying`  attempt (the one that failed), error, delay_s
 - `step.succeeded` status="succeeded", attempts, duration_s, result, fingerprint, output (captured
-                   text or null), result_variable (name or null)
+                   text or null), result_variable (name or null), result_masked (true when a
+                   secret was masked in the result)
 - `step.failed`    status="failed" | "ignored", attempts, duration_s, error (one line), detail (text or
                    null: e.g. stderr tail and command), result (null, or partial), fingerprint,
                    result_variable
-- `step.skipped`   status="skipped", reason ("condition false" | "upstream failed: <id>" |
-                   "unchanged since last run")
+- `step.skipped`   status="skipped", reason ("condition false" | "upstream failed: <id>"), error
+                   (upstream failed only)
 - `step.interrupted` status="interrupted", attempts, duration_s
-- `step.resumed`   status="succeeded", result, fingerprint (a step kept from the previous run)
+- `step.resumed`   a step kept from the previous run, as recorded there: status ("succeeded" |
+                   "ignored" | "skipped"), attempts, duration_s, result, error, reason,
+                   fingerprint, result_variable, result_masked
 - `plan.diff`      removed, added, revised (lists of step ids), revision (int), error
 - `run.finished`   status, reason, duration_s, error (one line or null)
 """

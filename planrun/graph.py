@@ -11,6 +11,7 @@ from typing import Any
 from planrun.conditions import when_source
 from planrun.expressions import ExpressionError, parse_template, template_strings
 from planrun.model import Step
+from planrun.status import Status
 
 
 def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
@@ -271,15 +272,16 @@ def render_dot(plan_name: str, graph: PlanGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
-GLYPHS = {
+GLYPHS: dict[str | None, str] = {
     None: "○",
-    "pending": "○",
-    "running": "◐",
-    "succeeded": "✓",
-    "failed": "✗",
-    "skipped": "⊘",
-    "ignored": "!",
-    "interrupted": "⏸",
+    Status.PENDING: "○",
+    Status.RUNNING: "◐",
+    Status.SUCCEEDED: "✓",
+    Status.CACHED: "✓",
+    Status.FAILED: "✗",
+    Status.SKIPPED: "⊘",
+    Status.IGNORED: "!",
+    Status.INTERRUPTED: "⏸",
 }
 
 

@@ -26,6 +26,8 @@ from planrun.parent import (
     forward_steps,
 )
 from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, abs_path, plan_stack
+from planrun.resume import PreviousStep
+from planrun.runstate import decide_resume, previous_steps
 
 
 @dataclass
@@ -33,7 +35,7 @@ class OpenedState:
     """The locked state store of a run (None with --no-state) and what resume needs from it."""
 
     store: Any
-    previous: dict[str, Any] | None = None  # step id -> scheduler.PreviousStep
+    previous: dict[str, PreviousStep] | None = None
     revisions: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -43,7 +45,6 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
         if req.resume:
             raise UsageError("--resume needs state: drop --no-state")
         return prep, OpenedState(None)
-    from planrun.scheduler import PreviousStep
     from planrun.state import StateStore, default_state_path
 
     name = prep.plan.name or "plan"
@@ -59,18 +60,10 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
             raise StateError(
                 f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
             )
-        opened.previous = {
-            sid: PreviousStep(
-                st.status, st.fingerprint, st.result, st.result_variable, st.attempts, st.duration_s
-            )
-            for sid, st in old.steps.items()
-        }
+        opened.previous = previous_steps(old)
         if old.revisions:
             prep = _revised(prep, old.revisions, req, path)
             opened.revisions = list(old.revisions)
-        for st in old.steps.values():
-            if st.status in ("succeeded", "ignored") and st.result_variable:
-                prep.variables[st.result_variable] = st.result
     except BaseException:
         store.release()
         raise
@@ -95,8 +88,6 @@ def attach_reporters(
             stream_output=req.stream,
             resume_hint=req.plan if store is not None else None,
         )
-        if req.resume:
-            bus.subscribe(_why_notices(console))
         bus.subscribe(console.handle)
         closers.append(console.close)
     if store is not None:
@@ -298,6 +289,10 @@ async def _schedule(
     from planrun.scheduler import RunSettings, Scheduler, result_document
 
     plan, bus = prep.plan, attached.bus
+    masker = prep.masker(prep.variables)  # made live below: result variables count once bound
+    if plan.secrets:
+        here.masks.add(masker)
+    mask = None if here.masks.empty else here.masks  # fingerprints and results, as stored
     settings = RunSettings(
         jobs=here.jobs,
         keep_going=here.keep_going,
@@ -311,27 +306,19 @@ async def _schedule(
         budget=here.budget,
         prefix=here.prefix,
         parent=here,
+        mask=mask,
     )
     replanner = None
     if plan.replan is not None or req.planner:
         from planrun.replan import make_replanner
 
-        replanner = make_replanner(plan, req, services)
+        replanner = make_replanner(plan, req, services, here.masks)
+    resume = decide_resume(prep, opened.previous, mask)
     sched = Scheduler(
-        plan,
-        prep.selected,
-        prep.variables,
-        here.executor,
-        bus,
-        settings,
-        opened.previous,
-        replanner,
+        plan, prep.selected, prep.variables, here.executor, bus, settings, resume, replanner
     )
-    masker = prep.masker(sched.variables)  # live: result variables count once bound
-    if plan.secrets:
-        here.masks.add(masker)
-    sched.revisions = opened.revisions
-    sched.replans = len(opened.revisions)
+    masker.variables = sched.variables  # live: result variables count once bound
+    sched.revisions = opened.revisions  # numbering goes on; the budget is this run's
     name = plan.name or "plan"
     bus.emit(_started_event(prep, dict(prep.variables), opened.previous is not None, here.jobs))
     outcome = await sched.run()
@@ -368,16 +355,6 @@ def _revised(
     keep = graph.upstream([o for o in only if o in graph.deps]) if only else set(graph.order)
     selected = [sid for sid in graph.order if sid in keep]
     return Prepared(prep.checked, plan, prep.variables, selected, graph, prep.dotenv)
-
-
-def _why_notices(console: Any) -> Callable[[Event], None]:
-    """On resume, say why each step that runs again does."""
-
-    def on_event(event: Event) -> None:
-        if event.event == "step.started" and event.data.get("why"):
-            console.notice(f"running '{event.step}' again: {event.data['why']}")
-
-    return on_event
 
 
 def _make_executor(req: RunRequest, plan: Plan, local: Any) -> Any:

@@ -125,6 +125,11 @@ class MaskChain:
     def add(self, masker: Callable[[Any], Any]) -> None:
         self._maskers.append(masker)
 
+    @property
+    def empty(self) -> bool:
+        """No run of the tree has secrets: nothing to mask."""
+        return not self._maskers
+
     def __call__(self, value: Any) -> Any:
         for masker in self._maskers:
             value = masker(value)

@@ -2,7 +2,8 @@
 
 planrun stays deterministic and model-free: the planner is a command (context JSON on stdin,
 steps JSON on stdout) or an MCP tool (context as arguments). Every revision is validated
-against the completed steps before anything runs, emitted as `plan.diff`, and stored.
+against the completed steps before anything runs. The answer is a value (a `Revision` or a
+`ReplanStop`) that the scheduler applies, emits as `plan.diff`, and so stores.
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import PlanInvalid
-from planrun.events import Event
 from planrun.model import Plan, Step
+from planrun.planner import Replanner, ReplanRequest, ReplanStop, Revision
+from planrun.status import Reason
 
 if TYPE_CHECKING:
     from planrun.runner import RunRequest
-    from planrun.scheduler import ReplanRequested, Scheduler
-
-COMPLETED = ("succeeded", "ignored", "skipped")
 
 
 class PlannerError(Exception):
@@ -44,8 +43,11 @@ def apply_revisions(plan: Plan, revisions: list[dict[str, Any]]) -> Plan:
 
 
 def make_replanner(
-    plan: Plan, req: RunRequest, services: dict[str, Any]
-) -> Callable[[Scheduler, ReplanRequested], Awaitable[bool]]:
+    plan: Plan,
+    req: RunRequest,
+    services: dict[str, Any],
+    mask: Callable[[Any], Any] | None = None,
+) -> Replanner:
     """The scheduler's replan hook for this run's planner source."""
     if req.planner:
         source: dict[str, Any] = {"command": req.planner, "timeout": 60.0}
@@ -72,8 +74,8 @@ def make_replanner(
                 raise PlannerError(f"planner tool {source['tool']} failed: {exc}") from None
         return await _run_command(source["command"], context, cwd, float(source["timeout"]))
 
-    async def replan(sched: Scheduler, request: ReplanRequested) -> bool:
-        return await _replan(sched, request, ask)
+    async def replan(request: ReplanRequest) -> Revision | ReplanStop:
+        return await _replan(request, ask, services.get("notice"), mask)
 
     return replan
 
@@ -134,114 +136,111 @@ def _steps_of(answer: Any) -> list[Any]:
 
 
 async def _replan(
-    sched: Scheduler, request: ReplanRequested, ask: Callable[[dict[str, Any]], Awaitable[Any]]
-) -> bool:
-    """Ask until a revision validates or the budget is spent; True when a new pass should run."""
-    from planrun.loader import load_text
-    from planrun.validate import check_document
-
-    plan = sched.plan
-    name = plan.name or ""
-    failed = sched.steps[request.step_id]
-    error = request.error
-    completed_ids = [sid for sid in sched.order if sched.records[sid].status in COMPLETED]
+    request: ReplanRequest,
+    ask: Callable[[dict[str, Any]], Awaitable[Any]],
+    notice: Callable[[str], None] | None,
+    mask: Callable[[Any], Any] | None = None,
+) -> Revision | ReplanStop:
+    """Ask until a revision validates or the budget is spent; the answer is a value the
+    scheduler applies (this module changes nothing of the run itself)."""
+    plan = request.plan
+    steps = {s.id: s for s in plan.steps}
+    first = request.failures[0]
+    error = first.error
     history: list[dict[str, Any]] = [
-        {"revision": r["revision"], "error": r["error"], "diff": r["diff"]} for r in sched.revisions
+        {"revision": r["revision"], "error": r["error"], "diff": r["diff"]}
+        for r in request.revisions
     ]
+    calls = 0
     while True:
-        if sched.replans >= plan.limits.max_replans:
-            sched.stop_reason = "replan_budget"
-            sched.stop_error = (
+        if calls >= request.calls_left:
+            text = (
                 f"replan budget exhausted: limits.max_replans is {plan.limits.max_replans} "
                 f"(last error: {error})"
             )
-            return False
-        sched.replans += 1
-        context = {
-            "goal": plan.goal,
-            "plan": plan.model_dump(mode="json", exclude_defaults=True) | {"name": name},
-            "failed_step": step_dict(failed),
-            "error": error,
-            "completed": {
-                sid: sched.records[sid].result
-                for sid in completed_ids
-                if sched.records[sid].status != "skipped"
-            },
-            "variables": {k: v for k, v in sched.variables.items()},
-            "history": history,
-        }
+            return ReplanStop(Reason.REPLAN_BUDGET, text, calls)
+        calls += 1
+        context = planner_context(request, steps, error, history)
         try:
             # The planner is outside the run: it sees secrets masked, as every output does.
-            new_raw = _steps_of(await ask(sched.bus.mask(context)))
+            new_raw = _steps_of(await ask(mask(context) if mask is not None else context))
         except PlannerError as exc:
             history.append({"revision": None, "error": str(exc), "diff": None})
             error = str(exc)
-            _notice(sched, f"replan {sched.replans} failed: {exc}")
+            _say(notice, f"replan {len(request.revisions) + calls} failed: {exc}")
             continue
         if not new_raw:
-            sched.stop_reason = "no_plan"
-            sched.stop_error = "the planner returned no steps"
-            return False
-        kept = [step_dict(sched.steps[sid]) for sid in completed_ids]
-        candidate = plan.model_dump(mode="json", exclude_defaults=True)
-        candidate.update({"name": name, "steps": kept + new_raw})
-        candidate.pop("id", None)
-        try:
-            checked = check_document(
-                load_text(json.dumps(candidate), f"<revision {sched.replans}>", "json"),
-                {k: v for k, v in sched.variables.items()},
-            )
-            errors = [d for d in checked.diagnostics if d.severity == "error"]
-        except PlanInvalid as exc:
-            errors = exc.diagnostics
-            checked = None
-        if errors or checked is None or checked.plan is None:
-            text = (
-                "; ".join(d.message + (f" ({d.hint})" if d.hint else "") for d in errors)
-                or "invalid revision"
-            )
-            error = f"the planner's revision is invalid: {text}"
+            return ReplanStop(Reason.NO_PLAN, "the planner returned no steps", calls)
+        new_plan, problem = _check_revision(request, steps, new_raw, calls)
+        if new_plan is None:
+            error = f"the planner's revision is invalid: {problem}"
             history.append({"revision": None, "error": error, "diff": None})
-            _notice(sched, f"replan {sched.replans} rejected: {text}")
+            _say(notice, f"replan {len(request.revisions) + calls} rejected: {problem}")
             continue
-        new_plan = checked.plan
-        new_steps = new_plan.steps[len(kept) :]
-        diff = plan_diff(sched, completed_ids, new_steps)
-        revision = {
-            "revision": len(sched.revisions) + 1,
-            "diff": diff,
-            "error": request.error,
-            "failed_step": request.step_id,
+        new_steps = new_plan.steps[len(request.completed) :]
+        record = {
+            "revision": len(request.revisions) + 1,
+            "diff": plan_diff(plan, request.completed, new_steps),
+            "error": first.error,
+            "failed_step": first.step_id,
             "steps": [step_dict(s) for s in new_plan.steps],
         }
-        sched.revisions.append(revision)
-        sched.bus.emit(
-            Event(
-                "plan.diff",
-                name,
-                None,
-                {
-                    **diff,
-                    "revision": revision["revision"],
-                    "error": request.error,
-                    "steps": revision["steps"],
-                },
-            )
+        if len(request.failures) > 1:
+            record["failed_steps"] = [f.step_id for f in request.failures]
+        return Revision(new_plan, record, calls)
+
+
+def planner_context(
+    request: ReplanRequest, steps: dict[str, Step], error: str, history: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The planner's input: `failed_step` and `error` name the first failure, `failures`
+    lists every step that failed with `on_failure: replan` before the planner was asked."""
+    plan = request.plan
+    return {
+        "goal": plan.goal,
+        "plan": plan.model_dump(mode="json", exclude_defaults=True) | {"name": plan.name or ""},
+        "failed_step": step_dict(steps[request.failures[0].step_id]),
+        "error": error,
+        "failures": [
+            {"failed_step": step_dict(steps[f.step_id]), "error": f.error} for f in request.failures
+        ],
+        "completed": dict(request.results),
+        "variables": dict(request.variables),
+        "history": list(history),
+    }
+
+
+def _check_revision(
+    request: ReplanRequest, steps: dict[str, Step], new_raw: list[Any], number: int
+) -> tuple[Plan | None, str]:
+    """The revised plan (the completed steps, then the new ones) if it validates, else
+    (None, the problems in one line)."""
+    from planrun.loader import load_text
+    from planrun.validate import check_document
+
+    plan = request.plan
+    kept = [step_dict(steps[sid]) for sid in request.completed]
+    candidate = plan.model_dump(mode="json", exclude_defaults=True)
+    candidate.update({"name": plan.name or "", "steps": kept + new_raw})
+    candidate.pop("id", None)
+    label = f"<revision {len(request.revisions) + number}>"
+    try:
+        checked = check_document(
+            load_text(json.dumps(candidate), label, "json"), dict(request.variables)
         )
-        for sid in list(sched.records):
-            if sid not in completed_ids:
-                del sched.records[sid]
-        sched.plan = plan.model_copy(update={"steps": new_plan.steps})
-        sched._set_steps(new_plan.steps, [s.id for s in new_plan.steps])
-        sched.failed_any = any(r.status == "failed" for r in sched.records.values())
-        return True
+        errors = [d for d in checked.diagnostics if d.severity == "error"]
+    except PlanInvalid as exc:
+        errors, checked = exc.diagnostics, None
+    if errors or checked is None or checked.plan is None:
+        text = "; ".join(d.message + (f" ({d.hint})" if d.hint else "") for d in errors)
+        return None, text or "invalid revision"
+    return plan.model_copy(update={"steps": checked.plan.steps}), ""
 
 
-def plan_diff(
-    sched: Scheduler, completed_ids: list[str], new_steps: list[Step]
-) -> dict[str, list[str]]:
+def plan_diff(plan: Plan, completed: list[str], new_steps: list[Step]) -> dict[str, list[str]]:
     """{removed, added, revised} by step id; revised = same id, different tool or args."""
-    old = {sid: sched.steps[sid] for sid in sched.order if sid not in completed_ids}
+    done = set(completed)
+    old = {s.id: s for s in plan.steps if s.id not in done}
     new = {s.id: s for s in new_steps}
     return {
         "removed": [sid for sid in old if sid not in new],
@@ -254,7 +253,6 @@ def plan_diff(
     }
 
 
-def _notice(sched: Scheduler, text: str) -> None:
-    note = sched.settings.services.get("notice")
-    if note is not None:
-        note(text)
+def _say(notice: Callable[[str], None] | None, text: str) -> None:
+    if notice is not None:
+        notice(text)

@@ -15,7 +15,7 @@ from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 from planrun.graph import PlanGraph
 from planrun.launch import launch
 from planrun.model import Plan
-from planrun.parent import SubPlanCall, denied_by, merge_policy
+from planrun.parent import STEP_SEPARATOR, SubPlanCall, denied_by, merge_policy
 from planrun.request import Finished, Prepared, RunRequest, abs_path, plan_stack
 from planrun.validate import CheckedPlan, check_document
 
@@ -110,26 +110,19 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
 # ---- the run -----------------------------------------------------------------------------
 
 
-def blocked_document(plan: Plan, selected: list[str], steps: list[str]) -> dict[str, Any]:
-    return {
-        "plan": plan.name,
-        "status": "blocked",
-        "reason": "approval_required",
-        "duration_s": 0.0,
-        "error": f"approval required for: {', '.join(steps)}",
-        "steps": [
-            {
-                "id": s,
-                "status": "pending",
-                "attempts": 0,
-                "duration_s": None,
-                "result": None,
-                "error": None,
-            }
-            for s in selected
-        ],
-        "variables": {},
-    }
+def blocked_document(
+    plan: Plan, selected: list[str], steps: list[str], kept: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The document of a run blocked before its first step (on resume, the kept steps are
+    shown as what they are, the others pending)."""
+    from planrun.outcome import Outcome, result_document
+    from planrun.scope import StepRecord
+    from planrun.status import Reason, Status
+
+    records = {sid: (kept or {}).get(sid) or StepRecord() for sid in selected}
+    error = f"approval required for: {', '.join(steps)}"
+    outcome = Outcome(Status.BLOCKED, Reason.APPROVAL_REQUIRED, error, 0.0)
+    return result_document(plan.name or "", selected, records, outcome, {})
 
 
 async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
@@ -177,9 +170,15 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
         prefix=call.prefix if call else "",
         stack=call.stack if call else plan_stack(req),
     )
+    kept: dict[str, Any] = {}
+    if gated and req.resume and call is None:  # a step kept from the last run is not asked again
+        from planrun.runstate import kept_on_resume
+
+        kept = kept_on_resume(req, prep)
+        gated = [g for g in gated if g.split(STEP_SEPARATOR, 1)[0] not in kept]
     if not gated:
         return None
-    doc = blocked_document(prep.plan, prep.selected, gated)
+    doc = blocked_document(prep.plan, prep.selected, gated, kept)
     masker = call.parent.masks if call else prep.masker(prep.variables)
     doc = masker(doc)
     if call is None:  # a top-level run: its state, events and JUnit report say it was blocked

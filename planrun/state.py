@@ -39,20 +39,10 @@ from planrun.statecheck import (
     check_step_fields,
 )
 from planrun.statefiles import check_not_special, create_temp, open_regular, read_regular
+from planrun.status import RUN_STATUSES, STEP_STATUSES, Status
 
 STATE_VERSION = 1
 
-STEP_STATUSES = (
-    "pending",
-    "running",
-    "succeeded",
-    "cached",
-    "failed",
-    "skipped",
-    "ignored",
-    "interrupted",
-)
-RUN_STATUSES = ("running", "succeeded", "failed", "interrupted", "blocked")
 
 # The journal is folded into the snapshot once it is larger than this and than the last
 # snapshot: each compaction is paid for by at least as many journal bytes, so it stays linear.
@@ -67,7 +57,7 @@ _LOCK_SUFFIX = ".lock"
 class StepState:
     """What is known about one step of the run."""
 
-    status: str = "pending"
+    status: str = Status.PENDING
     attempts: int = 0
     result: Any = None
     error: str | None = None
@@ -79,6 +69,7 @@ class StepState:
     reason: str | None = None  # why it was skipped ("condition false", "upstream failed: a")
     detail: str | None = None  # failure detail (command, stderr tail)
     title: str | None = None  # the title as rendered when it last started (for reports)
+    result_masked: bool = False  # a secret was masked in `result`: it is not the value
 
     def to_json(self) -> dict[str, Any]:
         # Shallow on purpose: dataclasses.asdict deep-copies the result, which is slow for big ones.
@@ -95,6 +86,7 @@ class StepState:
             "reason": self.reason,
             "detail": self.detail,
             "title": self.title,
+            "result_masked": self.result_masked,
         }
 
     @classmethod
@@ -114,7 +106,7 @@ class RunState:
     version: int = STATE_VERSION
     digest: str | None = None
     run_id: str | None = None
-    status: str = "running"
+    status: str = Status.RUNNING
     reason: str | None = None
     error: str | None = None
     started_at: str | None = None
@@ -266,9 +258,9 @@ def _snapshot_bytes(state: RunState, token: str | None) -> bytes:
 def _bind_result(state: RunState, step: StepState) -> None:
     """Bind a step's result variable as the run's variable scope sees it (SPEC §9: ignored -> null)."""
     if step.result_variable:
-        if step.status == "succeeded":
+        if step.status in (Status.SUCCEEDED, Status.CACHED):
             state.variables[step.result_variable] = step.result
-        elif step.status == "ignored":
+        elif step.status == Status.IGNORED:
             state.variables[step.result_variable] = None
 
 
@@ -420,14 +412,14 @@ def mark_abandoned(state: RunState, path: Path) -> RunState:
     could have been reused by an unrelated process since.
     """
     live = _pid_alive(state.pid) and _lock_holder(path) == state.pid
-    if state.status == "running" and not live:
-        state.status = "interrupted"
+    if state.status == Status.RUNNING and not live:
+        state.status = Status.INTERRUPTED
         state.reason = "interrupted"
         if state.error is None:
             state.error = f"planrun (pid {state.pid}) stopped without finishing the run"
         for step in state.steps.values():
-            if step.status == "running":
-                step.status = "interrupted"
+            if step.status == Status.RUNNING:
+                step.status = Status.INTERRUPTED
     return state
 
 
@@ -652,7 +644,7 @@ class StateStore:
             plan=self.plan_name,
             digest=d.get("digest"),
             run_id=d.get("run_id"),
-            status="running",
+            status=Status.RUNNING,
             started_at=_iso_ts(event.ts),
             variables=dict(d.get("variables") or {}),
             steps=steps,
@@ -674,7 +666,7 @@ class StateStore:
         if name == "step.started":
             self._started.add(sid)
             new = StepState(
-                status="running",
+                status=Status.RUNNING,
                 attempts=int(d.get("attempt") or ((old.attempts if old else 0) + 1)),
                 started_at=ts,
                 fingerprint=d.get("fingerprint"),
@@ -693,44 +685,52 @@ class StateStore:
                 new.attempts = int(d.get("attempt") or new.attempts)
                 new.error = d.get("error")
             elif name == "step.succeeded":
-                new.status = d.get("status") or "succeeded"
+                new.status = d.get("status") or Status.SUCCEEDED
                 new.result = d.get("result")
                 new.error = None
                 new.detail = None
+                new.result_masked = bool(d.get("result_masked"))
                 self._finish(new, d, ts)
             elif name == "step.failed":
-                new.status = d.get("status") or "failed"
+                new.status = d.get("status") or Status.FAILED
                 new.result = d.get("result")
                 new.error = d.get("error")
                 new.detail = d.get("detail")
+                new.result_masked = False
                 self._finish(new, d, ts)
             elif name == "step.skipped":
-                new.status = "skipped"
+                new.status = Status.SKIPPED
                 new.reason = d.get("reason")
+                new.error = d.get("error")
                 new.ended_at = ts
             elif name == "step.interrupted":
-                new.status = "interrupted"
+                new.status = Status.INTERRUPTED
                 self._finish(new, d, ts)
             elif name == "step.cached":
-                new.status = "cached"
+                new.status = Status.CACHED
                 new.result = d.get("result")
                 new.fingerprint = d.get("fingerprint")
                 new.result_variable = d.get("result_variable") or new.result_variable
                 new.started_at = new.ended_at = ts
                 new.reason = "cached"
             elif name == "step.resumed":
-                new.status = "succeeded"
-                new.result = d.get("result")
-                new.error = None
-                if "fingerprint" in d:
-                    new.fingerprint = d["fingerprint"]
-                if d.get("result_variable"):
-                    new.result_variable = d["result_variable"]
-                new.reason = "unchanged since last run"
+                self._keep(new, d)
             else:
                 return  # an event we do not record
         _apply_step(state, sid, new)
         self._append({"op": "step", "id": sid, "state": new.to_json()})
+
+    @staticmethod
+    def _keep(step: StepState, d: dict[str, Any]) -> None:
+        """A step kept from the previous run: as it was recorded there."""
+        step.status = d.get("status") or Status.SUCCEEDED
+        step.result = d.get("result")
+        step.error = d.get("error")
+        step.result_masked = bool(d.get("result_masked"))
+        step.reason = d.get("reason") or "unchanged since last run"
+        for key in ("attempts", "duration_s", "fingerprint", "result_variable"):
+            if d.get(key) is not None:
+                setattr(step, key, d[key])
 
     @staticmethod
     def _finish(step: StepState, d: dict[str, Any], ts: str) -> None:

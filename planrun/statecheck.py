@@ -8,7 +8,7 @@ state reader adds the file name.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 __all__ = [
@@ -56,22 +56,25 @@ def _kind(value: Any) -> str:
     )
 
 
-def check_step_fields(doc: Any, statuses: tuple[str, ...]) -> None:
+def check_step_fields(doc: Any, statuses: Collection[str]) -> None:
     """A step's recorded state: an object with a known status and fields of the right types."""
     if not isinstance(doc, dict):
         raise ValueError("a step state is not an object")
-    if doc.get("status", "pending") not in statuses:
+    status = doc.get("status", "pending")
+    if not isinstance(status, str) or status not in statuses:
         raise ValueError(f"unknown step status {doc.get('status')!r}")
     attempts = doc.get("attempts", 0)
     if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
         raise ValueError("step attempts is not a whole number")
     _text_or_null(doc, _STEP_TEXT, "step ")
     _number_or_null(doc.get("duration_s"), "step duration_s")
+    if not isinstance(doc.get("result_masked", False), bool):
+        raise ValueError("step result_masked is not a boolean")
 
 
-def check_run_fields(doc: Mapping[str, Any], statuses: tuple[str, ...]) -> None:
+def check_run_fields(doc: Mapping[str, Any], statuses: Collection[str]) -> None:
     """The run-level fields of a snapshot (or of a journal's run changes)."""
-    if "status" in doc and doc["status"] not in statuses:
+    if "status" in doc and (not isinstance(doc["status"], str) or doc["status"] not in statuses):
         raise ValueError(f"unknown run status {doc['status']!r}")
     _text_or_null(doc, _RUN_TEXT, "")
     _number_or_null(doc.get("duration_s"), "duration_s")
@@ -105,7 +108,7 @@ def check_revision(revision: Any, where: str = "revision") -> None:
         raise ValueError(f"{where}: steps is {_kind(steps)}, not a list")
 
 
-def check_journal_entry(entry: Any, run_statuses: tuple[str, ...]) -> None:
+def check_journal_entry(entry: Any, run_statuses: Collection[str]) -> None:
     """One journal line: {op: step, id, state} | {op: run, changes} | {op: revision, revision}."""
     if not isinstance(entry, dict):
         raise ValueError(f"an entry is {_kind(entry)}, not an object")

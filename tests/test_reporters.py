@@ -405,7 +405,12 @@ def test_console_interrupted_run_prints_resume_hint() -> None:
     out = console_text(interrupted_run(), resume_hint="planrun -C ci resume 'my plan.yaml'")
     assert "resuming demo: 2 steps" in out
     assert "a kept from the previous run" in out
-    assert re.search(r"run interrupted: 2 steps \(1 kept, 1 interrupted\) in 1\.60s\n", out)
+    # a kept step is counted as what it is (succeeded), and the summary says it was kept
+    assert re.search(
+        r"run interrupted: 2 steps \(1 succeeded, 1 interrupted; 1 kept from the previous run\) "
+        r"in 1\.60s\n",
+        out,
+    )
     assert out.endswith("resume with: planrun -C ci resume 'my plan.yaml'\n")
     assert "resume with" not in console_text(interrupted_run())  # no hint given
 

@@ -17,15 +17,22 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from planrun.events import Event
+from planrun.status import Status
 
 _TERMINAL = frozenset(
-    ("succeeded", "cached", "failed", "ignored", "skipped", "interrupted", "resumed")
+    (
+        Status.SUCCEEDED,
+        Status.CACHED,
+        Status.FAILED,
+        Status.IGNORED,
+        Status.SKIPPED,
+        Status.INTERRUPTED,
+    )
 )
 # Summary order, with the word used for each status.
 _SUMMARY = (
     ("succeeded", "succeeded"),
     ("cached", "cached"),
-    ("resumed", "kept"),
     ("ignored", "ignored"),
     ("failed", "failed"),
     ("interrupted", "interrupted"),
@@ -155,6 +162,7 @@ class ConsoleReporter:
         ] = {}  # (plan, step id) -> title (rendered once known)
         self._status: dict[str, str] = {}  # step id -> last status, root plan only
         self._errors: dict[str, str] = {}  # failed step id -> error
+        self._kept: set[str] = set()  # steps kept from the previous run (root plan)
         self._running: dict[str, tuple[float, int]] = {}  # step id -> (start ts, attempt)
         self._done = 0
         self._run_ts: float | None = None
@@ -350,6 +358,12 @@ class ConsoleReporter:
             self._titles[(event.plan, event.step or "")] = _first_line(event.data["title"])
         if self._set_status(event, "running"):
             self._running[event.step or ""] = (event.ts, attempt)
+            self._kept.discard(event.step or "")
+        reason = event.data.get("reason")
+        again = bool(event.data.get("again"))  # on resume: the reason is why it runs again
+        if again and reason and not self.quiet:
+            text = f"running '{self._name(event)}' again: {reason}"
+            self._write(self._line(event.ts, "note", text))
         if self.quiet or self._live is not None:
             return  # the live view shows running steps itself
         tool = event.data.get("tool") or self._tools.get(event.step or "")
@@ -358,8 +372,7 @@ class ConsoleReporter:
             text += f" [{tool}]"
         if attempt > 1:
             text += f" (attempt {attempt})"
-        reason = event.data.get("reason")
-        if reason and (self.explain or reason != "cache off") and attempt == 1:
+        if reason and not again and (self.explain or reason != "cache off") and attempt == 1:
             text += f": {reason}"  # why it runs (the cache's reason)
         self._write(self._line(event.ts, "start", text))
 
@@ -448,11 +461,13 @@ class ConsoleReporter:
         self._write(text)
 
     def _step_resumed(self, event: Event) -> None:
-        self._set_status(event, "resumed")
+        status = str(event.data.get("status") or Status.SUCCEEDED)
+        if self._set_status(event, status):
+            self._kept.add(event.step or "")
         if not self.quiet:
-            self._write(
-                self._line(event.ts, "kept", f"{self._name(event)} kept from the previous run")
-            )
+            note = "" if status == Status.SUCCEEDED else f" ({status})"
+            text = f"{self._name(event)} kept from the previous run{note}"
+            self._write(self._line(event.ts, "kept", text))
 
     def _plan_diff(self, event: Event) -> None:
         data = event.data
@@ -517,6 +532,9 @@ class ConsoleReporter:
                 counts[key] = counts.get(key, 0) + 1
         total = sum(counts.values())
         parts = [f"{counts[key]} {word}" for key, word in _SUMMARY if counts.get(key)]
+        kept = sum(1 for sid in self._kept if self._status.get(sid) in _TERMINAL)
+        if kept and parts:  # kept steps are counted as what they are; say how many were kept
+            parts[-1] += f"; {kept} kept from the previous run"
         head = f"run {status}"
         if reason and reason not in (status, "completed"):
             head += f" ({reason})"
@@ -616,7 +634,6 @@ class ConsoleReporter:
         for key, symbol, style in (
             ("succeeded", "✓", "green"),
             ("cached", "✓", "dim green"),
-            ("resumed", "=", "dim"),
             ("failed", "✗", "red"),
             ("ignored", "!", "yellow"),
             ("interrupted", "■", "magenta"),

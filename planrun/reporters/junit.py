@@ -2,8 +2,8 @@
 
 How step statuses map to JUnit (CI systems only know passed / failure / error / skipped):
 
-- succeeded, and kept from a previous run (`step.resumed`) -> passed (a kept step says so in
-  `<system-out>`);
+- succeeded -> passed; a step kept from a previous run (`step.resumed`) is reported as what it
+  was there (succeeded, ignored, skipped, cached) and says it was kept in `<system-out>`;
 - cached (`step.cached`: the cache had it) -> passed, `<system-out>` says so and holds the
   replayed output;
 - failed -> `<failure message=error type="failed">detail</failure>`;
@@ -140,8 +140,13 @@ class JUnitReporter:
         elif name == "step.skipped":
             case.status = "skipped"
             case.reason = data.get("reason")
-        elif name == "step.resumed":
-            case.status = "resumed"
+        elif name == "step.resumed":  # kept from the previous run: reported as what it is
+            case.status = data.get("status") or "succeeded"
+            case.duration_s = float(data.get("duration_s") or 0.0)
+            case.attempts = data.get("attempts") or 0
+            case.error = data.get("error")
+            case.reason = data.get("reason")
+            case.notes.append("kept from a previous run (unchanged)")
         elif name == "step.cached":
             case.status = "cached"
             case.output = data.get("output")
@@ -249,8 +254,6 @@ def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, i
             ET.SubElement(
                 tc, "error", message="started but no result was recorded", type="incomplete"
             )
-        elif status == "resumed":
-            out.append("kept from a previous run (unchanged)")
         elif status == "cached":
             out.append("cached: not run, output replayed from the cache")
         if case.attempts > 1:

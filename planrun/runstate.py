@@ -1,0 +1,72 @@
+"""Resume at the run path's edges: the previous run as the resume rules read it, the decision
+for the run about to start, and the steps the approval gate no longer needs to ask about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from planrun.resume import PreviousStep, ResumePlan, plan_resume
+from planrun.scope import StepRecord
+
+if TYPE_CHECKING:
+    from planrun.request import Prepared, RunRequest
+    from planrun.state import RunState
+
+
+def previous_steps(state: RunState) -> dict[str, PreviousStep]:
+    """What the recorded run says of each step."""
+    return {
+        sid: PreviousStep(
+            st.status,
+            st.fingerprint,
+            st.result,
+            st.result_variable,
+            st.attempts,
+            st.duration_s,
+            st.error,
+            st.reason,
+            st.result_masked,
+        )
+        for sid, st in state.steps.items()
+    }
+
+
+def decide_resume(
+    prep: Prepared,
+    previous: dict[str, PreviousStep] | None,
+    mask: Callable[[Any], Any] | None,
+) -> ResumePlan | None:
+    """On resume, which steps the previous run leaves done and why the others run again."""
+    if previous is None:
+        return None
+    steps = {s.id: s for s in prep.plan.steps}
+    env = prep.environment()
+    return plan_resume(steps, prep.selected, prep.graph, previous, prep.variables, env, mask)
+
+
+def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
+    """The steps a resume keeps, for the approval gate (a kept step is not asked about again).
+
+    Reads the state without taking its lock; StateError when there is none (exit 4, before
+    any question of approval) or it cannot be read.
+    """
+    from planrun.errors import StateError
+    from planrun.launch import _revised
+    from planrun.request import abs_path
+    from planrun.state import default_state_path, read_state
+
+    name = prep.plan.name or "plan"
+    path = abs_path(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
+    old = read_state(Path(path), name)
+    if old is None:
+        raise StateError(
+            f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
+        )
+    if old.revisions:
+        prep = _revised(prep, old.revisions, req, path)
+    mask = prep.masker(prep.variables) if prep.plan.secrets else None
+    decided = decide_resume(prep, previous_steps(old), mask)
+    return decided.kept if decided is not None else {}

@@ -1,0 +1,119 @@
+"""What the scheduler knows about each step of a run, the names an expression can read, and
+what a step would do with them (its condition, resolved arguments and fingerprint).
+
+`StepRecord`s are changed by the scheduler only; `Scope` and `StepsView` read them live, so
+an expression sees every step's current status without a copy per step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from planrun.expressions import resolve, resolve_args
+from planrun.graph import when_source
+from planrun.model import Step
+from planrun.status import Status
+
+
+@dataclass
+class StepRecord:
+    """The scheduler's own view of one step in this run."""
+
+    status: Status = Status.PENDING
+    attempts: int = 0
+    result: Any = None
+    error: str | None = None
+    duration_s: float | None = None
+    fingerprint: str | None = None
+    executed: bool = False  # started (or settled by its own failure) in this run
+    kept: bool = False  # kept from the previous run as it was recorded there
+    upstream_failed: bool = False  # skipped because a step it depends on failed
+    result_masked: bool = False  # a secret was masked in the result as shown and stored
+    reason: str | None = None  # why it was skipped, or why it runs again on resume
+
+    @property
+    def blocks_dependents(self) -> bool:
+        """Its dependents are skipped: it failed, was stopped, or was itself skipped so."""
+        return self.status in (Status.FAILED, Status.INTERRUPTED) or self.upstream_failed
+
+
+class StepsView(Mapping[str, Any]):
+    """`steps.<id>` in expressions: each step's status, result and error, read live."""
+
+    def __init__(self, records: dict[str, StepRecord]) -> None:
+        self._records = records
+
+    def __getitem__(self, sid: str) -> dict[str, Any]:
+        r = self._records[sid]
+        return {"status": str(r.status), "result": r.result, "error": r.error}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+class Scope(Mapping[str, Any]):
+    """The names an expression can read, without copying them for every step (`env` and
+    `steps` first, then variables: plan < vars file < --var < result variables)."""
+
+    def __init__(
+        self, variables: dict[str, Any], env: dict[str, str], records: dict[str, StepRecord]
+    ) -> None:
+        self._variables = variables
+        self._env = env
+        self._records = records
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "env":
+            return self._env
+        if name == "steps":
+            return StepsView(self._records)
+        return self._variables[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in ("env", "steps") or name in self._variables
+
+    def __iter__(self) -> Iterator[str]:
+        yield "env"
+        yield "steps"
+        yield from (k for k in self._variables if k not in ("env", "steps"))
+
+    def __len__(self) -> int:
+        return 2 + len(self._variables)
+
+
+def fingerprint(tool: str, args: Any, mask: Callable[[Any], Any] | None = None) -> str:
+    """What a step does: its tool and resolved arguments, secrets masked.
+
+    Masked so that the stored value tells nothing about a secret, and so that a step reading
+    a result recorded masked (`hdr-***`) has the same fingerprint on resume as when it ran.
+    """
+    shown = mask(args) if mask is not None else args
+    blob = json.dumps([tool, shown], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def step_condition(step: Step, scope: Scope) -> bool:
+    """Whether the step's `when` holds now (no `when`: it does). ExpressionError if it cannot
+    be evaluated."""
+    when = step.when
+    if when is None or when is True:
+        return True
+    if isinstance(when, bool):
+        return when
+    return bool(resolve(when_source(when), scope, path=("when",)))
+
+
+def step_args(
+    step: Step, scope: Scope, mask: Callable[[Any], Any] | None = None
+) -> tuple[dict[str, Any], str]:
+    """The step's resolved arguments and their fingerprint; ExpressionError if they cannot be
+    resolved now."""
+    args = resolve_args(step.tool, step.args, scope)
+    return args, fingerprint(step.tool, args, mask)
