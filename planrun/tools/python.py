@@ -64,7 +64,9 @@ async def _call(fn: Any, kwargs: dict[str, Any], target: str) -> Any:
         else:
             # A thread keeps the event loop (other steps, output) going during a slow call.
             # It cannot be interrupted: a cancelled step leaves the call to finish on its own.
-            value = await asyncio.to_thread(fn, **kwargs)
+            value, raised = await asyncio.to_thread(_in_thread, fn, kwargs)
+            if raised is not None:
+                raise raised
             if inspect.isawaitable(value):
                 value = await value
     except asyncio.CancelledError:
@@ -77,6 +79,16 @@ async def _call(fn: Any, kwargs: dict[str, Any], target: str) -> Any:
         message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise ToolFailed(message, detail=_user_traceback(exc)) from None
     return value
+
+
+def _in_thread(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    """Call `fn` and hand back what it raised as a value: a future holding GeneratorExit
+    would be thrown into the awaiting task, which closes its await chain and so skips every
+    handler below the task's own coroutine."""
+    try:
+        return fn(**kwargs), None
+    except BaseException as exc:
+        return None, exc
 
 
 def _user_traceback(exc: BaseException) -> str | None:
@@ -108,7 +120,8 @@ async def _load(target: str, cwd: str) -> Any:
         sys.path.append(cwd)
     try:
         module = sys.modules.get(module_name)
-        if module is None:
+        # A module another step is still importing is in sys.modules half-made: wait for it.
+        if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
             # First imports can be slow (pandas...); keep the event loop free meanwhile.
             module = await asyncio.to_thread(importlib.import_module, module_name)
     except ModuleNotFoundError as exc:
