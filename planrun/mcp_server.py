@@ -15,113 +15,28 @@ import re
 import socket
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
-from mcp_types import Tool as MCPTool
 from pydantic import Field
-from typing_extensions import TypedDict
 
 from planrun.errors import PlanInvalid, PlanrunError, StateError, UsageError
-from planrun.events import Event
+from planrun.mcp_progress import ProgressReporter
+from planrun.mcp_shapes import (
+    ApproveArg,
+    DryRunDoc,
+    PlanArg,
+    PlanRowDoc,
+    RunDoc,
+    ValidateDoc,
+    VariablesArg,
+)
+from planrun.mcp_strict import StrictServer
 
 INLINE_LABEL = "<inline>"  # the `file` of diagnostics for inline plan text; names it "inline"
 PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
 HTTP_GRACE_S = 5  # seconds a stopping HTTP server waits for connections to close
-
-# ---- result shapes (SPEC §8): the documents the CLI prints with --output/--format json --------
-# typing_extensions.TypedDict, not typing's: pydantic needs it below Python 3.12 for nested dicts.
-
-
-class DiagnosticDoc(TypedDict):
-    file: str
-    line: int
-    col: int
-    severity: Literal["error", "warning"]
-    message: str
-
-
-class ValidateDoc(TypedDict):
-    """`planrun validate --format json`."""
-
-    valid: bool
-    diagnostics: list[DiagnosticDoc]
-
-
-class DryRunStepDoc(TypedDict):
-    id: str
-    title: Any
-    tool: str
-    args: Any
-    depends_on: list[str]
-    when: Any
-    approval: bool
-
-
-class DryRunDoc(TypedDict):
-    """`planrun run --dry-run --output json`."""
-
-    plan: str | None
-    waves: list[list[str]]
-    steps: list[DryRunStepDoc]
-
-
-class StepDoc(TypedDict):
-    id: str
-    status: str
-    attempts: int
-    duration_s: float | None
-    result: Any
-    error: str | None
-
-
-class RunDoc(TypedDict):
-    """`planrun run --output json` (and `planrun status --output json`)."""
-
-    plan: str | None
-    status: str
-    reason: str | None
-    duration_s: float | None
-    error: NotRequired[str | None]
-    steps: list[StepDoc]
-    variables: dict[str, Any]
-    revisions: NotRequired[list[Any]]
-
-
-class PlanRowDoc(TypedDict):
-    path: str
-    name: str
-    title: str | None
-    steps: int
-    last_status: str | None
-
-
-# ---- arguments --------------------------------------------------------------------------------
-
-PlanArg = Annotated[
-    str,
-    Field(
-        description=(
-            "The plan: its YAML or JSON text, or the path of a plan file "
-            "(relative to the server's working directory)."
-        )
-    ),
-]
-VariablesArg = Annotated[
-    dict[str, Any] | None,
-    Field(description="Variables, like --var: they override the plan's `variables`."),
-]
-ApproveArg = Annotated[
-    bool,
-    Field(
-        description=(
-            "Approve the steps that need approval (like --yes). Without it a plan with such "
-            "steps comes back with status 'blocked', reason 'approval_required', and runs nothing."
-        )
-    ),
-]
-
 
 # ---- helpers ----------------------------------------------------------------------------------
 
@@ -253,60 +168,6 @@ def list_doc(directory: str, cwd: str) -> list[dict[str, Any]]:
     return list_plans(directory, cwd)
 
 
-class ProgressReporter:
-    """Turns the run's events into MCP progress notifications: steps done / steps to run.
-
-    The event bus calls subscribers synchronously inside the scheduler, while sending a
-    notification is async: events go through a queue that one task drains in order, so
-    notifications never overtake each other and all are sent before the result.
-    """
-
-    FINAL = frozenset(
-        {"step.succeeded", "step.failed", "step.skipped", "step.interrupted", "step.resumed"}
-    )
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.total = 0
-        self.done: set[str] = set()
-        self.queue: asyncio.Queue[tuple[float, float, str] | None] = asyncio.Queue()
-        self.task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.task = asyncio.get_running_loop().create_task(self._drain())
-
-    async def finish(self) -> None:
-        """Wait until every queued notification is sent."""
-        self.queue.put_nowait(None)
-        if self.task is not None:
-            await self.task
-
-    async def _drain(self) -> None:
-        while (item := await self.queue.get()) is not None:
-            progress, total, message = item
-            try:
-                await self.ctx.report_progress(progress, total, message)
-            except Exception:  # a client gone away must not fail the run itself
-                logging.getLogger(__name__).debug("progress notification failed", exc_info=True)
-
-    def __call__(self, event: Event) -> None:
-        if event.event == "run.started":
-            self.total = len(event.data.get("steps") or [])
-            self.queue.put_nowait((0, self.total, f"run {event.plan} started"))
-        elif event.event == "plan.diff":
-            added = len(event.data.get("added") or [])
-            removed = len(event.data.get("removed") or [])
-            self.total = max(len(self.done), self.total + added - removed)
-        elif event.event in self.FINAL and event.step is not None:
-            self.done.add(event.step)
-            self.total = max(self.total, len(self.done))
-            status = event.data.get("status") or event.event.removeprefix("step.")
-            self.queue.put_nowait((len(self.done), self.total, f"{event.step} {status}"))
-        elif event.event == "run.finished":
-            status = event.data.get("status")
-            self.queue.put_nowait((len(self.done), self.total, f"run {status}"))
-
-
 RUNS: set[asyncio.Task[tuple[dict[str, Any], Any]]] = set()  # runs in flight, for a signal to stop
 RUNS_STOPPERS: set[asyncio.Task[None]] = set()  # keeps the task that stops them referenced
 
@@ -368,76 +229,6 @@ async def run_doc(
 
 
 # ---- the server -------------------------------------------------------------------------------
-
-
-class StrictServer(MCPServer):
-    """An MCPServer whose tools take exactly their input schema.
-
-    The SDK validates arguments with pydantic in lax mode: `approve: "yes"` or `approve: 1`
-    would become True, and a JSON text where an object is expected would be parsed. A gate must
-    not open on a coercion, so the raw arguments are checked against the published schema
-    first (no unknown keys: the schemas say `additionalProperties: false`), and a mismatch is a
-    tool error naming the argument.
-    """
-
-    async def list_tools(self) -> list[MCPTool]:
-        tools = await super().list_tools()
-        return [
-            t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
-            for t in tools
-        ]
-
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> Any:
-        schemas = {t.name: t.input_schema for t in await self.list_tools()}
-        schema = schemas.get(name)
-        if schema is not None:
-            problems = argument_problems(name, schema, arguments)
-            if problems:
-                return CallToolResult(
-                    content=[TextContent(type="text", text="\n".join(problems))], is_error=True
-                )
-        return await super().call_tool(name, arguments, context)
-
-
-def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list[str]:
-    """One line per way `arguments` does not match `schema` (empty when they match)."""
-    from jsonschema import Draft202012Validator
-
-    from planrun.tools import type_name
-
-    if not isinstance(arguments, dict):
-        return [f"{tool}: arguments must be an object, got {type_name(arguments)}"]
-    allowed = list(schema.get("properties") or {})
-    out = []
-    for err in sorted(Draft202012Validator(schema).iter_errors(arguments), key=str):
-        where = ".".join(str(p) for p in err.absolute_path)
-        if err.validator == "additionalProperties":
-            for key in sorted(set(arguments) - set(allowed)):
-                out.append(
-                    f"{tool}: unknown argument '{key}' (allowed: {', '.join(allowed) or 'none'})"
-                )
-        elif err.validator == "required":
-            missing = [k for k in schema.get("required", []) if k not in arguments]
-            out += [f"{tool}: missing argument '{k}'" for k in missing]
-        elif where in allowed and err.validator in ("type", "anyOf"):
-            expected = _expected(schema["properties"][where])
-            out.append(
-                f"{tool}: argument '{where}' must be {expected}, "
-                f"got {type_name(err.instance)} {json.dumps(err.instance)[:60]}"
-            )
-        else:
-            out.append(f"{tool}: argument '{where}': {err.message}")
-    return list(dict.fromkeys(out))
-
-
-def _expected(prop: dict[str, Any]) -> str:
-    """`a boolean`, `an object or null`: the JSON types a property's schema accepts."""
-    options = prop.get("anyOf") or [prop]
-    names = [str(o.get("type")) for o in options if o.get("type")]
-    words = {"object": "an object", "array": "an array", "integer": "an integer"}
-    return " or ".join(words.get(n, f"a {n}" if n != "null" else "null") for n in names)
 
 
 def build_server() -> MCPServer:

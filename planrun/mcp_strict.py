@@ -1,0 +1,80 @@
+"""`planrun mcp`'s tools take exactly their input schema: no coercion, no unknown arguments."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, TextContent
+from mcp_types import Tool as MCPTool
+
+
+class StrictServer(MCPServer):
+    """An MCPServer whose tools take exactly their input schema.
+
+    The SDK validates arguments with pydantic in lax mode: `approve: "yes"` or `approve: 1`
+    would become True, and a JSON text where an object is expected would be parsed. A gate must
+    not open on a coercion, so the raw arguments are checked against the published schema
+    first (no unknown keys: the schemas say `additionalProperties: false`), and a mismatch is a
+    tool error naming the argument.
+    """
+
+    async def list_tools(self) -> list[MCPTool]:
+        tools = await super().list_tools()
+        return [
+            t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
+            for t in tools
+        ]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        schemas = {t.name: t.input_schema for t in await self.list_tools()}
+        schema = schemas.get(name)
+        if schema is not None:
+            problems = argument_problems(name, schema, arguments)
+            if problems:
+                return CallToolResult(
+                    content=[TextContent(type="text", text="\n".join(problems))], is_error=True
+                )
+        return await super().call_tool(name, arguments, context)
+
+
+def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list[str]:
+    """One line per way `arguments` does not match `schema` (empty when they match)."""
+    from jsonschema import Draft202012Validator
+
+    from planrun.tools import type_name
+
+    if not isinstance(arguments, dict):
+        return [f"{tool}: arguments must be an object, got {type_name(arguments)}"]
+    allowed = list(schema.get("properties") or {})
+    out = []
+    for err in sorted(Draft202012Validator(schema).iter_errors(arguments), key=str):
+        where = ".".join(str(p) for p in err.absolute_path)
+        if err.validator == "additionalProperties":
+            for key in sorted(set(arguments) - set(allowed)):
+                out.append(
+                    f"{tool}: unknown argument '{key}' (allowed: {', '.join(allowed) or 'none'})"
+                )
+        elif err.validator == "required":
+            missing = [k for k in schema.get("required", []) if k not in arguments]
+            out += [f"{tool}: missing argument '{k}'" for k in missing]
+        elif where in allowed and err.validator in ("type", "anyOf"):
+            expected = _expected(schema["properties"][where])
+            out.append(
+                f"{tool}: argument '{where}' must be {expected}, "
+                f"got {type_name(err.instance)} {json.dumps(err.instance)[:60]}"
+            )
+        else:
+            out.append(f"{tool}: argument '{where}': {err.message}")
+    return list(dict.fromkeys(out))
+
+
+def _expected(prop: dict[str, Any]) -> str:
+    """`a boolean`, `an object or null`: the JSON types a property's schema accepts."""
+    options = prop.get("anyOf") or [prop]
+    names = [str(o.get("type")) for o in options if o.get("type")]
+    words = {"object": "an object", "array": "an array", "integer": "an integer"}
+    return " or ".join(words.get(n, f"a {n}" if n != "null" else "null") for n in names)
