@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 
 from tests.test_mcp_server import no_leftover_processes, session  # noqa: F401 (autouse fixture)
+
+pytestmark = pytest.mark.slow  # a real `planrun mcp` server per test
 
 GATED = """\
 name: gated

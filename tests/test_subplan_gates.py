@@ -8,6 +8,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import assert_no_traceback
 from tests.test_run import _run_at_tty
 
@@ -98,6 +100,7 @@ def test_nested_gate_is_named_by_its_path(run, write, tmp_path):
     assert not (tmp_path / "RAN").exists()
 
 
+@pytest.mark.slow  # a terminal or a real MCP server
 def test_child_gate_at_a_tty_asks_when_reached(write, tmp_path):
     write("child.yaml", GATED_CHILD)
     write("parent.yaml", "steps:\n  - {id: sub, tool: plan, args: {path: child.yaml}}\n")
@@ -296,6 +299,7 @@ def test_parent_secrets_are_masked_in_the_child_output(run, write, tmp_path):
 # ---- MCP servers of the child -----------------------------------------------------------------
 
 
+@pytest.mark.slow  # a terminal or a real MCP server
 def test_child_mcp_tools_are_checked_before_its_first_step(run, write, tmp_path):
     write(
         "child.yaml",
@@ -314,6 +318,7 @@ def test_child_mcp_tools_are_checked_before_its_first_step(run, write, tmp_path)
     assert not (tmp_path / "FIRST").exists()
 
 
+@pytest.mark.slow  # a terminal or a real MCP server
 def test_child_server_connect_timeout_holds(run, write):
     import time
 
