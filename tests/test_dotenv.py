@@ -35,16 +35,19 @@ def _env_without(*names: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in names}
 
 
-def test_values_reach_steps_and_expressions(run, write):
+def test_values_reach_steps_and_expressions(run, write, tmp_path):
     write("p.yaml", PLAN)
     write(".env", DOTENV)
-    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    r = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl", "--report", "r.html")
     assert r.code == 0, r
     steps = {s["id"]: s for s in r.json["steps"]}
     out = steps["show"]["result"]["stdout"]
     assert out == "plain value|two\nlines # not a comment|literal $HOME \\n|from-env-file|***\n"
     assert steps["expr"]["result"] == "plain value-from-env-file"
     assert "tok-123-secret" not in r.out + r.err
+    for written in (".planrun/state/p.json", "ev.jsonl", "r.html"):
+        text = (tmp_path / written).read_text()
+        assert "tok-123-secret" not in text and "***" in text, written
 
 
 def test_later_files_win_and_the_process_environment_wins_over_all(run, write):
