@@ -246,7 +246,8 @@ async def launch(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> F
     pool = None
     executor: Any = call.parent.executor if call else LocalExecutor()
     try:
-        services: dict[str, Any] = {"notice": attached.notice}
+        # dotenv: sent along with the steps that run elsewhere (the Dask executor)
+        services: dict[str, Any] = {"notice": attached.notice, "dotenv": prep.dotenv}
         try:
             if plan.servers:
                 from planrun.checktools import make_pool

@@ -305,9 +305,10 @@ def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dic
     parsed = parse_shell_args(args, base_cwd)
     argv, command = _argv(parsed.cmd)
     cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
-    # What planrun adds to its own environment (the plan's dotenv values), then the step's
-    # own `env` as text: both merged over the worker's environment there.
-    added = {k: v for k, v in ctx.env.items() if os.environ.get(k) != v}
+    # The plan's dotenv values (where planrun's own environment does not win), then the
+    # step's own `env` as text: both merged over the worker's environment there.
+    dotenv = ctx.services.get("dotenv") or {}
+    added = {str(k): str(v) for k, v in dotenv.items() if k not in os.environ}
     env_set = {**added, **_env(env, {})}
     env_unset = [str(k) for k, v in env.items() if v is None] if isinstance(env, dict) else []
     return {
