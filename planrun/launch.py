@@ -238,12 +238,16 @@ def _context(
 
 async def launch(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished:
     """Open state → reporters → servers and executor → schedule → the result document."""
+    from planrun.cache.wiring import run_cache_options
     from planrun.executors.local import LocalExecutor
 
+    # Sub-plans' steps are not cached; an unknown --force ID stops the run before any state.
+    cache_options = run_cache_options(req, prep) if call is None else None
     prep, opened = open_state(req, prep) if call is None else (prep, OpenedState(None))
     plan, store = prep.plan, opened.store
     attached = _attach(req, prep, store, call)
     pool = None
+    cache = None
     executor: Any = call.parent.executor if call else LocalExecutor()
     try:
         # dotenv: sent along with the steps that run elsewhere (the Dask executor)
@@ -264,8 +268,14 @@ async def launch(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> F
 
             return stopped_while_starting(prep, attached.bus, opened.previous is not None)
         here = _context(req, plan, attached, executor, call)
-        return await _schedule(req, prep, opened, attached, here, services, call)
+        if cache_options is not None:
+            from planrun.cache.wiring import open_run_cache
+
+            cache = open_run_cache(req, prep, cache_options, attached.console)
+        return await _schedule(req, prep, opened, attached, here, services, call, cache)
     finally:
+        if cache is not None:
+            cache.close()
         try:
             if pool is not None:
                 await pool.aclose()
@@ -286,6 +296,7 @@ async def _schedule(
     here: ParentContext,
     services: dict[str, Any],
     call: SubPlanCall | None,
+    cache: Any = None,
 ) -> Finished:
     from planrun.scheduler import RunSettings, Scheduler, result_document
 
@@ -308,6 +319,7 @@ async def _schedule(
         prefix=here.prefix,
         parent=here,
         mask=mask,
+        cache=cache,
     )
     replanner = None
     if plan.replan is not None or req.planner:
@@ -319,6 +331,8 @@ async def _schedule(
         plan, prep.selected, prep.variables, here.executor, bus, settings, resume, replanner
     )
     masker.variables = sched.variables  # live: result variables count once bound
+    if cache is not None:
+        cache.secret_values = masker.values  # a result holding one is not stored
     sched.revisions = opened.revisions  # numbering goes on; the budget is this run's
     name = plan.name or "plan"
     bus.emit(_started_event(prep, dict(prep.variables), opened.previous is not None, here.jobs))

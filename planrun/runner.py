@@ -145,6 +145,10 @@ async def run_request(req: RunRequest, call: SubPlanCall | None = None) -> Finis
         from planrun.dryrun import dry_run_document
 
         doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables, prep.environment())
+        if call is None:
+            from planrun.cache.wiring import preview_dry_run
+
+            preview_dry_run(req, prep, doc)
         return Finished(prep.masker(prep.variables)(doc), ExitCode.OK)
     blocked = gate(req, prep, call)
     if blocked is not None:

@@ -49,6 +49,7 @@ class RunSettings:
     budget: Budget | None = None  # this plan's limits, charged with every enclosing plan's
     prefix: str = ""  # "PARENT_STEP/" for a sub-plan: how its step ids show in messages
     parent: ParentContext | None = None  # this run, for the sub-plans its `plan` steps start
+    cache: Any = None  # planrun.cache.session.CacheSession: hit or miss before, store after
 
 
 class Scheduler:
@@ -74,6 +75,7 @@ class Scheduler:
         self.variables = dict(variables)  # input variables + result variables bound so far
         self.records: dict[str, StepRecord] = {}
         self.reasons: dict[str, str] = dict(resume.reasons) if resume else {}  # why run again
+        self.cache_reasons: dict[str, str] = {}  # why the cache did not have it
         self._set_steps(plan.steps, selected)
         # Budgets are per invocation: a resume starts from zero (steps, tool caps, replans).
         self.budget = settings.budget or Budget(plan.limits, plan.name or "plan")
@@ -215,8 +217,29 @@ class Scheduler:
         if prepared is None or not await self._approved(sid, step):
             return False
         args, fp = prepared
+        cache = self.settings.cache
+        if cache is not None:  # hit: settled from the cache; miss: runs, and says why
+            deps = {d: self.records[d] for d in self.graph.deps[sid] if d in self.records}
+            decision = await cache.before(sid, step, args, deps)
+            if decision.status == "hit":
+                self._settle_cached(sid, step, fp, decision)
+                return False
+            self.cache_reasons[sid] = decision.reason
         self._tasks[sid] = tg.create_task(self._run_step(sid, step, args, fp))
         return True
+
+    def _settle_cached(self, sid: str, step: Step, fp: str, decision: Any) -> None:
+        """A cache hit: the step counts as succeeded with its recorded result; nothing ran,
+        no budget is charged."""
+        from planrun.cache.session import hit_event
+
+        data = hit_event(decision, step, fp)
+        rec = self.records[sid]
+        rec.status, rec.result, rec.fingerprint = Status.CACHED, data["result"], fp
+        rec.duration_s = 0.0
+        if step.result_variable:
+            self.variables[step.result_variable] = data["result"]
+        self._emit("step.cached", sid, data)
 
     def _prepare(self, sid: str, step: Step) -> tuple[dict[str, Any], str] | None:
         """The step's resolved args and fingerprint; None when it is settled instead."""
@@ -300,6 +323,9 @@ class Scheduler:
             raise
         try:
             result, failure, budget = await self._attempts(sid, step, args, ctx)
+            if failure is None and self.settings.cache is not None:
+                unstored = await self.settings.cache.after(sid, step, result)
+                failure = AttemptFailed(unstored) if unstored else None  # an output missing
             if failure is None:
                 self._succeed(sid, step, result, time.monotonic() - started, ctx.output)
             else:
@@ -365,6 +391,8 @@ class Scheduler:
             }
             if rec.attempts == 1 and sid in self.reasons:
                 data["reason"], data["again"] = self.reasons[sid], True
+            elif rec.attempts == 1:
+                data["reason"] = self.cache_reasons.get(sid, "cache off")
             self._emit("step.started", sid, data)
             result, failure = await attempt(self.executor, step, args, ctx, ctx.timeout)
             if failure is None or rec.attempts > retries:

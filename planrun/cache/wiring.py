@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -137,3 +138,42 @@ def _scope(
         if var:
             scope[var] = r
     return scope
+
+
+# ---- the run's side (called by the runner, which passes its request and prepared plan) --
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"planrun: warning: {message}", file=sys.stderr)
+
+
+def run_cache_options(req: Any, prep: Any) -> CacheOptions:
+    """The options of a top-level run (its --force IDs checked against the plan)."""
+    return cache_options(req.force, req.no_cache, req.cache_dir, req.explain, prep.graph.order)
+
+
+def open_run_cache(req: Any, prep: Any, options: CacheOptions, console: Any) -> Any:
+    """The run's session (None when no step is cached or with --no-cache); warnings go to
+    the console (or stderr without one)."""
+    if console is not None:
+        console.explain = req.explain
+    warn = (lambda m: console.notice(m, warning=True)) if console is not None else _warn_stderr
+    return open_session(options, prep.plan, req.cwd, prep.environment(), warn)
+
+
+def preview_dry_run(req: Any, prep: Any, doc: dict[str, Any]) -> None:
+    """Dry-run: add each step's `cache: {status, reason}` (hashes sources, stores nothing)."""
+    deps = {s["id"]: s["depends_on"] for s in doc["steps"]}
+    order = [s["id"] for s in doc["steps"]]
+    found = preview(
+        prep.plan,
+        order,
+        deps,
+        prep.variables,
+        prep.environment(),
+        run_cache_options(req, prep),
+        req.cwd,
+        _warn_stderr,
+    )
+    for s in doc["steps"]:
+        s["cache"] = found[s["id"]]

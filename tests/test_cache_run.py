@@ -1,0 +1,348 @@
+"""Incremental runs end to end: real plans, real files, real `planrun` processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import assert_no_traceback, planrun
+
+BUILD = """
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "mkdir -p out && cat src/*.py > out/app.txt && chmod 750 out/app.txt && echo built ${flavour}"}
+    sources: ["src/*.py"]
+    outputs: ["out/app.txt"]
+    result_variable: build
+  - id: pack
+    tool: shell
+    args: {cmd: "echo packed"}
+    depends_on: [build]
+    cache: true
+  - id: show
+    tool: echo
+    args: {value: "${build.stdout}"}
+variables: {flavour: plain}
+"""
+
+
+def project(root: Path, plan: str = BUILD, files: int = 3) -> Path:
+    (root / "src").mkdir(parents=True, exist_ok=True)
+    for n in range(files):
+        (root / "src" / f"m{n}.py").write_text(f"print({n})\n")
+    (root / "plan.yaml").write_text(plan.lstrip())
+    return root
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def statuses(result: Any) -> dict[str, str]:
+    return {s["id"]: s["status"] for s in result.json["steps"]}
+
+
+def started_reasons(path: Path) -> dict[str, str]:
+    return {e["step"]: e.get("reason") for e in events(path) if e["event"] == "step.started"}
+
+
+def go(cwd: Path, *args: str, **kw: Any) -> Any:
+    r = planrun("run", "plan.yaml", *args, cwd=cwd, **kw)
+    assert_no_traceback(r)
+    return r
+
+
+def test_second_run_hits_restores_outputs_and_replays_output(tmp_path: Path) -> None:
+    project(tmp_path)
+    first = go(tmp_path, "--output", "json", "--events", "e1.jsonl")
+    assert first.code == 0, first
+    assert statuses(first) == {"build": "succeeded", "pack": "succeeded", "show": "succeeded"}
+    assert started_reasons(tmp_path / "e1.jsonl")["build"] == "no cache entry"
+    original = (tmp_path / "out/app.txt").read_bytes()
+    shutil.rmtree(tmp_path / "out")
+
+    second = go(tmp_path, "--output", "json", "--events", "e2.jsonl", "--junit", "j.xml")
+    assert second.code == 0, second
+    assert statuses(second) == {"build": "cached", "pack": "cached", "show": "succeeded"}
+    assert (tmp_path / "out/app.txt").read_bytes() == original
+    assert (tmp_path / "out/app.txt").stat().st_mode & 0o777 == 0o750
+    docs = {s["id"]: s for s in second.json["steps"]}
+    assert docs["show"]["result"] == "built plain\n"  # result variable bound from the entry
+    assert second.json["variables"]["build"]["stdout"] == "built plain\n"
+    cached = [e for e in events(tmp_path / "e2.jsonl") if e["event"] == "step.cached"]
+    assert [e["step"] for e in cached] == ["build", "pack"]
+    assert all(len(e["key"]) == 64 for e in cached)
+    assert "build cached" in second.err and "replayed" in second.err and "built plain" in second.err
+    junit = (tmp_path / "j.xml").read_text()
+    assert 'failures="0"' in junit and 'errors="0"' in junit and 'skipped="0"' in junit
+    status = planrun("status", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert {s["id"]: s["status"] for s in status.json["steps"]}["build"] == "cached"
+    text = planrun("status", "plan.yaml", cwd=tmp_path)
+    assert "cached" in text.out
+
+
+def test_restore_only_what_differs_and_keep_identical_files(tmp_path: Path) -> None:
+    project(tmp_path)
+    assert go(tmp_path).code == 0
+    out = tmp_path / "out/app.txt"
+    out.write_text("tampered")
+    assert go(tmp_path, "--output", "json").json["steps"][0]["status"] == "cached"
+    assert out.read_text() == "print(0)\nprint(1)\nprint(2)\n"
+    os.chmod(out, 0o600)
+    ino = out.stat().st_ino
+    go(tmp_path)
+    assert out.stat().st_mode & 0o777 == 0o750 and out.stat().st_ino == ino  # mode only
+
+
+def test_each_miss_says_why(tmp_path: Path) -> None:
+    project(tmp_path)
+    go(tmp_path)
+    for n in range(3):
+        (tmp_path / f"src/m{n}.py").write_text(f"print({n + 10})\n")
+    r = go(tmp_path, "--events", "a.jsonl")
+    assert started_reasons(tmp_path / "a.jsonl") == {
+        "build": "sources changed: src/m0.py (+2 more)",
+        "pack": "upstream changed: build",
+        "show": "cache off",
+    }
+    assert "build started [shell]: sources changed: src/m0.py (+2 more)" in r.err
+    go(tmp_path, "--var", "flavour=spicy", "--events", "b.jsonl")
+    assert started_reasons(tmp_path / "b.jsonl")["build"] == "args changed"
+    go(tmp_path, "--var", "flavour=spicy", "--force", "--events", "c.jsonl")
+    assert set(started_reasons(tmp_path / "c.jsonl").values()) == {"forced", "cache off"}
+    r = go(tmp_path, "--var", "flavour=spicy", "--force", "pack", "--explain", "--output", "json")
+    assert statuses(r) == {"build": "cached", "pack": "succeeded", "show": "succeeded"}
+    assert "pack started [shell]: forced" in r.err and "build cached" in r.err
+    assert "show started [echo]: cache off" in r.err  # --explain: every step
+    r = go(tmp_path, "--no-cache", "--events", "d.jsonl", "--output", "json")
+    assert set(started_reasons(tmp_path / "d.jsonl").values()) == {"cache off"}
+
+
+def test_force_takes_step_ids_and_rejects_unknown_ones(tmp_path: Path) -> None:
+    project(tmp_path)
+    go(tmp_path)
+    r = go(tmp_path, "--force", "build", "--force", "pack", "--output", "json")
+    assert statuses(r) == {"build": "succeeded", "pack": "succeeded", "show": "succeeded"}
+    r = go(tmp_path, "--force", "biuld")
+    assert r.code == 2 and "biuld" in r.err and "did you mean 'build'" in r.err
+
+
+def test_no_cache_neither_reads_nor_writes(tmp_path: Path) -> None:
+    project(tmp_path)
+    r = go(tmp_path, "--no-cache", "--output", "json")
+    assert statuses(r)["build"] == "succeeded"
+    assert not (tmp_path / ".planrun/cache/entries").exists()
+    go(tmp_path)
+    r = go(tmp_path, "--no-cache", "--output", "json")
+    assert statuses(r)["build"] == "succeeded"
+
+
+def test_dry_run_shows_hits_and_misses_and_writes_nothing(tmp_path: Path) -> None:
+    project(tmp_path)
+    r = go(tmp_path, "--dry-run")
+    assert r.code == 0 and "cache: miss (no cache entry)" in r.out
+    assert not (tmp_path / ".planrun/cache").exists()
+    go(tmp_path)
+    r = go(tmp_path, "--dry-run", "--output", "json")
+    caches = {s["id"]: s["cache"] for s in r.json["steps"]}
+    assert caches["build"] == {"status": "hit", "reason": "cached"}
+    assert caches["pack"]["status"] == "hit"
+    assert caches["show"] == {"status": "off", "reason": "cache off"}
+    (tmp_path / "src/m1.py").write_text("changed\n")
+    before = sorted(p.name for p in (tmp_path / ".planrun/cache/entries").iterdir())
+    r = go(tmp_path, "--dry-run")
+    assert "cache: miss (sources changed: src/m1.py)" in r.out
+    assert "cache: miss (upstream changed: build)" in r.out
+    assert sorted(p.name for p in (tmp_path / ".planrun/cache/entries").iterdir()) == before
+
+
+def test_an_earlier_state_of_the_sources_hits(tmp_path: Path) -> None:
+    project(tmp_path)
+    go(tmp_path)
+    (tmp_path / "src/m0.py").write_text("print('new')\n")
+    assert statuses(go(tmp_path, "--output", "json"))["build"] == "succeeded"
+    (tmp_path / "src/m0.py").write_text("print(0)\n")
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r)["build"] == "cached"
+    assert (tmp_path / "out/app.txt").read_text().startswith("print(0)")
+
+
+def test_a_second_checkout_shares_the_cache_directory(tmp_path: Path) -> None:
+    shared = tmp_path / "shared-cache"
+    one = project(tmp_path / "one")
+    two = project(tmp_path / "two")
+    assert go(one, "--cache-dir", str(shared)).code == 0
+    r = go(two, "--output", "json", env={"PLANRUN_CACHE_DIR": str(shared)})
+    assert statuses(r)["build"] == "cached"
+    assert (two / "out/app.txt").read_bytes() == (one / "out/app.txt").read_bytes()
+    info = planrun("cache", "info", "--output", "json", "--cache-dir", str(shared), cwd=two)
+    assert info.json["dir"] == str(shared) and info.json["entries"] == 2
+
+
+def test_a_corrupt_store_is_a_miss_with_a_warning(tmp_path: Path) -> None:
+    project(tmp_path)
+    go(tmp_path)
+    entries = tmp_path / ".planrun/cache/entries"
+    for e in entries.iterdir():
+        e.write_bytes(e.read_bytes()[:40])
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 0 and statuses(r)["build"] == "succeeded"
+    assert "corrupt" in r.err
+    blobs = tmp_path / ".planrun/cache/blobs"
+    for b in blobs.iterdir():
+        b.write_bytes(b"garbage")
+    shutil.rmtree(tmp_path / "out")
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 0 and statuses(r)["build"] == "succeeded", r
+    assert (tmp_path / "out/app.txt").read_text().startswith("print(0)")
+    shutil.rmtree(tmp_path / ".planrun/cache")
+    (tmp_path / ".planrun/cache").write_text("not a directory")
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 0 and statuses(r)["build"] == "succeeded"
+
+
+def test_concurrent_runs_share_one_store(tmp_path: Path) -> None:
+    shared = tmp_path / "cache"
+    dirs = [project(tmp_path / f"c{n}") for n in range(4)]
+    env = {**os.environ, "PLANRUN_CACHE_DIR": str(shared), "NO_COLOR": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "planrun", "run", "plan.yaml", "--output", "json"],
+            cwd=d,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for d in dirs
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and "Traceback" not in err, err
+    for d in dirs:
+        r = go(d, "--output", "json", env={"PLANRUN_CACHE_DIR": str(shared)})
+        assert statuses(r)["build"] == "cached" and "corrupt" not in r.err
+
+
+def test_declared_output_not_produced_fails_the_step(tmp_path: Path) -> None:
+    plan = """
+    steps:
+      - id: wheel
+        tool: shell
+        args: {cmd: "echo no wheel"}
+        outputs: ["dist/*.whl"]
+    """
+    project(tmp_path, plan.replace("\n    ", "\n"))
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 1
+    assert r.json["steps"][0]["error"] == "declared output not produced: dist/*.whl"
+    assert planrun("cache", "info", "--output", "json", cwd=tmp_path).json["entries"] == 0
+
+
+def test_outputs_inside_sources_warn(tmp_path: Path) -> None:
+    plan = """
+    steps:
+      - id: gen
+        tool: shell
+        args: {cmd: "echo x > src/gen.py"}
+        sources: ["src"]
+        outputs: ["src/gen.py"]
+    """
+    project(tmp_path, plan.replace("\n    ", "\n"))
+    r = go(tmp_path)
+    assert r.code == 0 and "outputs are also its sources (src/gen.py)" in r.err
+
+
+def test_hits_are_not_charged_to_budgets(tmp_path: Path) -> None:
+    plan = BUILD + "limits: {max_steps: 3}\n"
+    project(tmp_path, plan)
+    assert go(tmp_path).code == 0
+    (tmp_path / "plan.yaml").write_text(BUILD + "limits: {max_steps: 1}\n")
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "cached", "pack": "cached", "show": "succeeded"}
+
+
+def test_results_holding_a_secret_are_not_stored(tmp_path: Path) -> None:
+    plan = """
+    variables: {token: s3cr3t-value}
+    secrets: [token]
+    steps:
+      - {id: leak, tool: shell, args: {cmd: "echo ${token}"}, cache: true}
+      - {id: safe, tool: shell, args: {cmd: "echo fine"}, cache: true}
+    """
+    project(tmp_path, plan.replace("\n    ", "\n"))
+    go(tmp_path)
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r) == {"leak": "succeeded", "safe": "cached"}
+    for path in (tmp_path / ".planrun").rglob("*"):
+        if path.is_file():
+            assert b"s3cr3t-value" not in path.read_bytes(), path
+
+
+def test_resume_counts_cached_steps_as_done(tmp_path: Path) -> None:
+    plan = BUILD.replace(
+        "  - id: show\n",
+        '  - id: flaky\n    tool: shell\n    args: {cmd: "test -f ok"}\n  - id: show\n',
+    )
+    project(tmp_path, plan)
+    assert go(tmp_path).code == 1
+    assert go(tmp_path).code == 1  # build and pack now come from the cache
+    (tmp_path / "ok").write_text("")
+    r = planrun("resume", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r)["flaky"] == "succeeded" and statuses(r)["build"] in ("cached", "succeeded")
+
+
+def test_cache_info_clean_and_prune(tmp_path: Path) -> None:
+    project(tmp_path)
+    go(tmp_path)
+    info = planrun("cache", "info", "--output", "json", cwd=tmp_path)
+    assert info.json["entries"] == 2 and info.json["bytes"] > 0
+    assert planrun("cache", "info", cwd=tmp_path).out.startswith(str(tmp_path))
+    r = planrun("cache", "prune", "--older-than", "1h", cwd=tmp_path)
+    assert r.code == 0
+    assert planrun("cache", "info", "--output", "json", cwd=tmp_path).json["entries"] == 2
+    r = planrun("cache", "prune", "--max-size", "1K", cwd=tmp_path)
+    assert r.code == 0 and "removed 2 entries" in r.err
+    after = planrun("cache", "info", "--output", "json", cwd=tmp_path).json
+    assert after["entries"] == 0
+    assert planrun("cache", "prune", "--max-size", "lots", cwd=tmp_path).code == 2
+    assert planrun("cache", "prune", cwd=tmp_path).code == 2
+    go(tmp_path)
+    r = planrun("cache", "clean", cwd=tmp_path)
+    assert r.code == 0
+    assert planrun("cache", "info", "--output", "json", cwd=tmp_path).json["entries"] == 0
+
+
+def test_validation_of_cache_fields_has_positions(tmp_path: Path) -> None:
+    plan = """
+    steps:
+      - id: a
+        tool: echo
+        sources: "src"
+      - id: b
+        tool: echo
+        outputs: ["ok/*", "../escape"]
+        cache: "yes"
+      - id: c
+        tool: echo
+        sources: ["/abs/path", "!"]
+    """
+    project(tmp_path, plan.replace("\n    ", "\n"))
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert r.code == 3
+    assert "plan.yaml:4:14: error: step 'a': sources" in r.out
+    assert "plan.yaml:7:23: error: step 'b': outputs[1]" in r.out and "inside the working" in r.out
+    assert "plan.yaml:8:12: error: step 'b': cache" in r.out
+    assert "plan.yaml:11:15: error: step 'c': sources[0]" in r.out
+    assert "plan.yaml:11:28: error: step 'c': sources[1]" in r.out
+    schema = planrun("schema", cwd=tmp_path).json
+    props = schema["$defs"]["Step"]["properties"]
+    assert {"sources", "outputs", "cache"} <= set(props)
