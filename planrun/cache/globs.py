@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 _MAGIC = re.compile(r"[*?\[\]{}]")
 ALWAYS_SKIPPED = frozenset({".planrun"})  # planrun's own state and stat records, at the root
@@ -23,9 +24,10 @@ class PatternError(ValueError):
     """A pattern that cannot be used (empty, absolute, or escaping the working directory)."""
 
 
-@dataclass(frozen=True)
-class FileStat:
-    """One matched regular file: its path relative to the working directory and its stat."""
+class FileStat(NamedTuple):
+    """One matched regular file: its path relative to the working directory and its stat.
+
+    A tuple, not a dataclass: a walk makes one per file, and tuples are made fastest."""
 
     path: str
     size: int
@@ -44,12 +46,16 @@ class Matcher:
     exclude: tuple[re.Pattern[str], ...]
     roots: tuple[str, ...]
     hidden: bool  # a pattern names a dot-directory or dot-file on purpose: walk into them
+    literal_include: frozenset[str] = frozenset()  # patterns without wildcards: plain paths
+    literal_exclude: frozenset[str] = frozenset()
+    has_excludes: bool = False
 
     def included(self, rel: str) -> bool:
-        return any(p.match(rel) for p in self.include) and not self.excluded(rel)
+        hit = rel in self.literal_include or any(p.match(rel) for p in self.include)
+        return hit and not self.excluded(rel)
 
     def excluded(self, rel: str) -> bool:
-        return any(p.match(rel) for p in self.exclude)
+        return rel in self.literal_exclude or any(p.match(rel) for p in self.exclude)
 
 
 def check_pattern(pattern: str, *, output: bool) -> str | None:
@@ -75,8 +81,6 @@ def _normal(pattern: str) -> str:
 @lru_cache(maxsize=1024)
 def compile_patterns(patterns: tuple[str, ...]) -> Matcher:
     """Compile globs (`!` marks an exclude); raises PatternError for an unusable pattern."""
-    from wcmatch import glob as wcglob
-
     includes, excludes = [], []
     for raw in patterns:
         problem = check_pattern(raw, output=False)
@@ -86,16 +90,31 @@ def compile_patterns(patterns: tuple[str, ...]) -> Matcher:
             excludes.append(_normal(raw[1:]))
         else:
             includes.append(_normal(raw))
-    flags = wcglob.GLOBSTAR | wcglob.BRACE
-    inc = [re.compile(r) for r in wcglob.translate(includes, flags=flags)[0]] if includes else []
-    exc = [re.compile(r) for r in wcglob.translate(excludes, flags=flags)[0]] if excludes else []
-    roots = _roots(includes)
     hidden = any(
         seg.startswith(".") and seg not in (".", "..")
         for p in includes + excludes
         for seg in p.split("/")
     )
-    return Matcher(tuple(patterns), tuple(inc), tuple(exc), roots, hidden)
+    return Matcher(
+        tuple(patterns),
+        _translate([p for p in includes if _MAGIC.search(p)]),
+        _translate([p for p in excludes if _MAGIC.search(p)]),
+        _roots(includes),
+        hidden,
+        frozenset(p for p in includes if not _MAGIC.search(p)),
+        frozenset(p for p in excludes if not _MAGIC.search(p)),
+        bool(excludes),
+    )
+
+
+def _translate(globs: list[str]) -> tuple[re.Pattern[str], ...]:
+    """Regular expressions for wildcard patterns (wcmatch is imported only when one is used)."""
+    if not globs:
+        return ()
+    from wcmatch import glob as wcglob
+
+    flags = wcglob.GLOBSTAR | wcglob.BRACE
+    return tuple(re.compile(r) for r in wcglob.translate(globs, flags=flags)[0])
 
 
 def _roots(includes: Iterable[str]) -> tuple[str, ...]:
@@ -123,7 +142,9 @@ def match_files(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> list[Fi
     `skip` holds absolute directories never walked into (the cache directory).
     """
     found: dict[str, FileStat] = {}
-    skipped = {os.path.realpath(s) for s in skip}
+    # Directories never walked into, by their path relative to `cwd` (compared as strings:
+    # resolving every directory's real path would cost more than the walk).
+    skipped = {os.path.relpath(s, cwd).replace(os.sep, "/") for s in skip}
     for root in matcher.roots:
         full = os.path.join(cwd, root) if root != "." else cwd
         try:
@@ -141,9 +162,7 @@ def match_files(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> list[Fi
 
 
 def _file(rel: str, st: os.stat_result) -> FileStat:
-    return FileStat(
-        rel, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, stat.S_IMODE(st.st_mode)
-    )
+    return FileStat(rel, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_mode & 0o7777)
 
 
 def _walk(
@@ -154,40 +173,52 @@ def _walk(
     found: dict[str, FileStat],
     skipped: set[str],
 ) -> None:
-    """Walk one directory (iteratively); `whole`: the directory itself matched, take all below."""
+    """Walk one directory (iteratively); `whole`: the directory itself matched, take all below.
+
+    The inner loop runs once per file of a source tree, so it is kept to the bare minimum."""
+    included, excluded = matcher.included, matcher.excluded
+    has_excludes, hidden = matcher.has_excludes, matcher.hidden
+    is_reg = stat.S_ISREG
     stack = [(full, rel, whole)]
     while stack:
         dpath, drel, all_below = stack.pop()
-        if skipped and os.path.realpath(dpath) in skipped:
+        if drel in skipped:
             continue
         try:
             it = os.scandir(dpath)
         except OSError:
             continue
+        prefix = f"{drel}/" if drel else ""
         with it:
             for entry in it:
                 name = entry.name
-                erel = f"{drel}/{name}" if drel else name
+                erel = prefix + name
                 try:
                     # Symlinked directories are not followed (no cycles); files are.
                     if entry.is_dir(follow_symlinks=False):
-                        if not drel and name in ALWAYS_SKIPPED:
-                            continue
-                        if matcher.exclude and matcher.excluded(erel):
+                        if (not drel and name in ALWAYS_SKIPPED) or (
+                            has_excludes and excluded(erel)
+                        ):
                             continue
                         if all_below:
                             stack.append((entry.path, erel, True))
-                        elif name.startswith(".") and not matcher.hidden:
-                            continue  # `*` and `**` do not match dot-directories
-                        else:
-                            stack.append((entry.path, erel, matcher.included(erel)))
+                        elif hidden or not name.startswith("."):  # `*`, `**` skip dot-dirs
+                            stack.append((entry.path, erel, included(erel)))
                         continue
-                    if not all_below and not matcher.included(erel):
-                        continue
-                    if all_below and matcher.exclude and matcher.excluded(erel):
+                    if all_below:
+                        if has_excludes and excluded(erel):
+                            continue
+                    elif not included(erel):
                         continue
                     st = entry.stat()
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode):  # never a FIFO, socket or device: reading could hang
-                    found[erel] = _file(erel, st)
+                if is_reg(st.st_mode):  # never a FIFO, socket or device: reading could hang
+                    found[erel] = FileStat(
+                        erel,
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ino,
+                        st.st_ctime_ns,
+                        st.st_mode & 0o7777,
+                    )

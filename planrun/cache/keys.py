@@ -37,14 +37,10 @@ class Material:
     sources: dict[str, str] = field(default_factory=dict)  # path -> content sha256 (+ dotenv)
 
     def key(self) -> str:
-        h = hashlib.sha256()
-        h.update(f"planrun-cache/{CACHE_FORMAT}\n".encode())
-        h.update(self.args.encode() + b"\n")
-        for dep in sorted(self.upstream):
-            h.update(f"u {dep}\0{self.upstream[dep]}\n".encode("utf-8", "surrogatepass"))
-        for path in sorted(self.sources):
-            h.update(f"s {path}\0{self.sources[path]}\n".encode("utf-8", "surrogatepass"))
-        return h.hexdigest()
+        parts = [f"planrun-cache/{CACHE_FORMAT}", self.args]
+        parts += [f"u {d}\0{self.upstream[d]}" for d in sorted(self.upstream)]
+        parts += [f"s {p}\0{self.sources[p]}" for p in sorted(self.sources)]
+        return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
     def sources_digest(self) -> str:
         return digest_value(sorted(self.sources.items()))

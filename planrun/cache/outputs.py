@@ -7,7 +7,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from planrun.cache.globs import Matcher, compile_patterns, match_files
+from planrun.cache.globs import FileStat, Matcher, compile_patterns, match_files
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, OutputFile, atomic_write, safe_relpath
 
@@ -69,8 +69,6 @@ def outputs_to_restore(
         if not stat.S_ISREG(st.st_mode) or st.st_size != o.size:
             todo.append((o, True))
             continue
-        from planrun.cache.globs import FileStat
-
         fs = FileStat(
             o.path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, stat.S_IMODE(st.st_mode)
         )
