@@ -346,3 +346,32 @@ def test_validation_of_cache_fields_has_positions(tmp_path: Path) -> None:
     schema = planrun("schema", cwd=tmp_path).json
     props = schema["$defs"]["Step"]["properties"]
     assert {"sources", "outputs", "cache"} <= set(props)
+
+
+def test_dotenv_contents_and_env_read_by_args_are_in_the_key(tmp_path: Path) -> None:
+    plan = """
+    dotenv: [.env, .env.local?]
+    steps:
+      - {id: greet, tool: shell, args: {cmd: "echo $GREETING ${env.WHO}"}, cache: true}
+    """
+    project(tmp_path, plan.replace("\n    ", "\n"))
+    (tmp_path / ".env").write_text("GREETING=hello\n")
+    env = {"WHO": "world"}
+    assert statuses(go(tmp_path, "--output", "json", env=env))["greet"] == "succeeded"
+    assert statuses(go(tmp_path, "--output", "json", env=env))["greet"] == "cached"
+    (tmp_path / ".env").write_text("GREETING=bye\n")
+    r = go(tmp_path, "--output", "json", "--events", "e.jsonl", env=env)
+    assert r.json["steps"][0]["result"]["stdout"] == "bye world\n"
+    assert started_reasons(tmp_path / "e.jsonl")["greet"] == "sources changed: .env"
+    r = go(tmp_path, "--output", "json", "--events", "f.jsonl", env={"WHO": "you"})
+    assert r.json["steps"][0]["result"]["stdout"] == "bye you\n"
+    assert started_reasons(tmp_path / "f.jsonl")["greet"] == "args changed"
+
+
+def test_force_with_the_default_plan_takes_the_step_id(tmp_path: Path) -> None:
+    project(tmp_path)
+    (tmp_path / "plan.yaml").rename(tmp_path / "planrun.yaml")
+    assert planrun("run", cwd=tmp_path).code == 0
+    r = planrun("run", "--force", "pack", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "cached", "pack": "succeeded", "show": "succeeded"}
