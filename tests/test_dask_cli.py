@@ -148,3 +148,25 @@ def test_resources_map_to_worker_resources(run, write, cluster):
     s = {x["id"]: x for x in r.json["steps"]}
     assert s["big"]["status"] == "succeeded"
     assert s["huge"]["status"] == "failed" and "resources" in s["huge"]["error"]
+
+
+def test_the_cluster_runs_only_cache_misses(run, write, tmp_path, cluster):
+    write("src/in.txt", "one\n")
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: build
+            tool: shell
+            args: {cmd: "echo ran >> count.txt; mkdir -p out; cp src/in.txt out/in.txt"}
+            sources: ["src"]
+            outputs: ["out/in.txt"]
+        """,
+    )
+    args = ("run", "p.yaml", "--executor", "dask", "--address", cluster.address, "--output", "json")
+    assert run(*args).json["steps"][0]["status"] == "succeeded"
+    (tmp_path / "out" / "in.txt").unlink()
+    second = run(*args)
+    assert second.json["steps"][0]["status"] == "cached", second
+    assert (tmp_path / "count.txt").read_text() == "ran\n"  # the cluster did not run it again
+    assert (tmp_path / "out" / "in.txt").read_text() == "one\n"
