@@ -375,3 +375,18 @@ def test_force_with_the_default_plan_takes_the_step_id(tmp_path: Path) -> None:
     r = planrun("run", "--force", "pack", "--output", "json", cwd=tmp_path)
     assert r.code == 0, r
     assert statuses(r) == {"build": "cached", "pack": "succeeded", "show": "succeeded"}
+
+
+def test_fifos_where_cache_files_belong_neither_hang_nor_break_the_run(tmp_path: Path) -> None:
+    project(tmp_path)
+    go(tmp_path)
+    planrun_dir = tmp_path / ".planrun"
+    for name in ("stat-records", "cache-recent.json"):
+        (planrun_dir / name).unlink(missing_ok=True)
+        os.mkfifo(planrun_dir / name)
+    for entry in (planrun_dir / "cache/entries").iterdir():
+        entry.unlink()
+        os.mkfifo(entry)
+    r = go(tmp_path, "--output", "json", timeout=60)
+    assert r.code == 0 and statuses(r)["build"] == "succeeded", r
+    assert planrun("cache", "prune", "--max-size", "1", cwd=tmp_path, timeout=60).code == 0

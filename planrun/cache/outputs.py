@@ -8,6 +8,7 @@ import stat
 from dataclasses import dataclass
 
 from planrun.cache.globs import FileStat, Matcher, compile_patterns, match_files
+from planrun.cache.safeio import read_regular
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, OutputFile, atomic_write, safe_relpath
 
@@ -37,8 +38,7 @@ def collect_outputs(
         for f in found:
             if f.path in files:
                 continue
-            with open(os.path.join(cwd, f.path), "rb") as fh:
-                data = fh.read()
+            data = read_regular(os.path.join(cwd, f.path))
             digest = hashlib.sha256(data).hexdigest()
             contents[digest] = data
             files[f.path] = OutputFile(f.path, digest, f.mode, len(data))

@@ -15,6 +15,8 @@ import shutil
 import time
 from dataclasses import dataclass
 
+from planrun.cache.safeio import read_regular
+
 BLOB_GRACE_S = 600.0
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)(?:I?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
@@ -84,8 +86,7 @@ def clean(root: str) -> int:
 def _refs(path: str) -> set[str]:
     """The blobs one entry refers to (none when it cannot be read: it holds nothing to keep)."""
     try:
-        with open(path, "rb") as fh:
-            doc = json.loads(fh.read().partition(b"\n")[2])
+        doc = json.loads(read_regular(path).partition(b"\n")[2])
         refs = {str(o["hash"]) for o in doc.get("outputs", [])}
         material = doc.get("material")
         if isinstance(material, dict) and material.get("sources"):

@@ -25,6 +25,7 @@ from planrun.cache.outputs import (
     outputs_to_restore,
     restore_outputs,
 )
+from planrun.cache.safeio import read_regular
 from planrun.cache.statcache import StatRecords, hash_file
 from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
 
@@ -283,8 +284,7 @@ class CacheSession:
 
 def _read_json(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = json.loads(read_regular(path))
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}

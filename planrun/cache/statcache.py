@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from planrun.cache.globs import FileStat
+from planrun.cache.safeio import open_regular, read_regular
 
 RACY_NS = 2_000_000_000  # mtime granularity on the coarsest common file systems, and some slack
 _MAGIC = b"planrun-stat-records 2\n"
@@ -34,7 +35,7 @@ Sig = tuple[int, int, int, int]
 def hash_file(path: str) -> str:
     """SHA-256 of a file's bytes (hex)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
@@ -60,8 +61,7 @@ class StatRecords:
     def load(cls, path: str) -> StatRecords:
         """The records at `path`; unreadable or foreign content counts as no records."""
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_regular(path)
             if not data.startswith(_MAGIC):
                 return cls(path)
             head_end = data.index(b"\n", len(_MAGIC))

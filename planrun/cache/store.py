@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planrun.cache.keys import CACHE_FORMAT
+from planrun.cache.safeio import read_regular
 
 _HEADER = "planrun-cache-entry"
 Warn = Callable[[str], None]
@@ -138,8 +139,7 @@ class CacheStore:
         """The entry for `key`, or None (a damaged one is reported unless `quiet`)."""
         path = self.entry_path(key)
         try:
-            with open(path, "rb") as f:
-                raw = f.read()
+            raw = read_regular(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -195,8 +195,7 @@ class CacheStore:
         """A blob's bytes, verified against its name; CorruptCache (and the blob removed) if not."""
         path = self.blob_path(digest)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = read_regular(path)
         except OSError as exc:
             raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
         if hashlib.sha256(data).hexdigest() != digest:
