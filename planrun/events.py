@@ -5,8 +5,9 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
 - `run.started`    run_id, digest, resumed (bool), jobs (-j), variables (dict, secrets masked),
                    steps: [{id, title, tool, depends_on}] in file order
 - `step.started`   attempt (1-based), fingerprint, status="running", tool, title (rendered); reason
-                   and again=true (on resume, the first attempt of a step that ran before: why it
-                   runs again)
+                   on the first attempt: why it runs (with again=true on resume, for a step that
+                   ran before: why it runs again; else the cache's reason, "cache off" for a step
+                   the cache does not cover)
 - `step.output`    stream ("stdout"|"stderr"), line  (only with --stream; not written to JSON Lines)
 - `step.retrying`  attempt (the one that failed), error, delay_s
 - `step.succeeded` status="succeeded", attempts, duration_s, result, fingerprint, output (captured
@@ -18,6 +19,8 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
 - `step.skipped`   status="skipped", reason ("condition false" | "upstream failed: <id>"), error
                    (upstream failed only)
 - `step.interrupted` status="interrupted", attempts, duration_s
+- `step.cached`    status="cached", key, reason="cached", result, result_variable, fingerprint,
+                   attempts=0, duration_s=0, output (recorded stdout+stderr, replayed), replayed
 - `step.resumed`   a step kept from the previous run, as recorded there: status ("succeeded" |
                    "ignored" | "skipped"), attempts, duration_s, result, error, reason,
                    fingerprint, result_variable, result_masked
