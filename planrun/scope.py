@@ -49,7 +49,9 @@ class StepsView(Mapping[str, Any]):
 
     def __getitem__(self, sid: str) -> dict[str, Any]:
         r = self._records[sid]
-        return {"status": str(r.status), "result": r.result, "error": r.error}
+        # A step the cache had counts as succeeded for `when` (its result is the recorded one).
+        status = Status.SUCCEEDED if r.status == Status.CACHED else r.status
+        return {"status": str(status), "result": r.result, "error": r.error}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._records)

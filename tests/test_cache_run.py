@@ -390,3 +390,15 @@ def test_fifos_where_cache_files_belong_neither_hang_nor_break_the_run(tmp_path:
     r = go(tmp_path, "--output", "json", timeout=60)
     assert r.code == 0 and statuses(r)["build"] == "succeeded", r
     assert planrun("cache", "prune", "--max-size", "1", cwd=tmp_path, timeout=60).code == 0
+
+
+def test_a_cached_step_counts_as_succeeded_for_when(tmp_path: Path) -> None:
+    plan = BUILD.replace(
+        "variables:",
+        "  - id: notify\n    tool: echo\n    args: {value: ok}\n    depends_on: [build]\n"
+        "    when: \"${steps.build.status == 'succeeded'}\"\nvariables:",
+    )
+    project(tmp_path, plan)
+    assert statuses(go(tmp_path, "--output", "json"))["notify"] == "succeeded"
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r)["build"] == "cached" and statuses(r)["notify"] == "succeeded"
