@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from planrun.builtin_args import check_builtin_args
 from planrun.conditions import when_problem
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
@@ -313,6 +314,13 @@ def check_document(
         if isinstance(s.when, str) and (problem := when_problem(s.when)):
             out.add(("steps", i, "when"), f"step '{s.id}': when: {problem[0]}", hint=problem[1])
         _check_tool(s, i, servers, header, out)
+        for arg_problem in check_builtin_args(s.tool, s.args):
+            out.add(
+                ("steps", i, *arg_problem.path),
+                f"step '{s.id}': {s.tool}: {arg_problem.message}",
+                hint=arg_problem.hint,
+                key=arg_problem.key,
+            )
         if s.on_failure == "replan" and header is not None and header.replan is None:
             out.add(
                 ("steps", i, "on_failure"),

@@ -276,7 +276,7 @@ def test_duplicate_step_id_reported_on_second_occurrence(check):
           - id: test
             tool: echo
           - id: build
-            tool: shell
+            tool: echo
     """)
     assert out == ["plan.yaml:6:9: error: duplicate step id 'build' (first defined in step #1)"]
 
@@ -390,13 +390,14 @@ def test_undefined_names_and_unknown_step_refs(check):
           - id: use
             tool: echo
             args:
-              value: "${code} ${env.HOME} ${steps.read.status} ${steps.raed.result}"
-              nested: ["${nope | default('x')}"]
+              value:
+                text: "${code} ${env.HOME} ${steps.read.status} ${steps.raed.result}"
+                nested: ["${nope | default('x')}"]
     """)
     assert out == [
         "plan.yaml:5:18: error: step 'read': args.path: undefined name 'module_pth' (did you mean 'module_path'?)",
-        "plan.yaml:10:14: error: step 'use': args.value: unknown step 'steps.raed' (did you mean 'read'?)",
-        "plan.yaml:11:16: error: step 'use': args.nested[0]: undefined name 'nope'",
+        "plan.yaml:11:15: error: step 'use': args.value.text: unknown step 'steps.raed' (did you mean 'read'?)",
+        "plan.yaml:12:18: error: step 'use': args.value.nested[0]: undefined name 'nope'",
     ]
 
 
@@ -464,14 +465,14 @@ def test_all_problems_at_once_sorted_by_position(check):
         steps:
           - {id: a, tool: ech}
           - {id: a, tool: echo, depends_on: [zz]}
-          - {id: c, tool: echo, args: {v: "${nope}"}, on_failure: never}
+          - {id: c, tool: echo, args: {value: "${nope}"}, on_failure: never}
     """)
     assert [line.split(": error: ")[0] for line in out] == [
         "plan.yaml:2:19",
         "plan.yaml:3:10",
         "plan.yaml:3:38",
-        "plan.yaml:4:35",
-        "plan.yaml:4:59",
+        "plan.yaml:4:39",
+        "plan.yaml:4:63",
     ]
 
 

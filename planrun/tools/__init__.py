@@ -130,8 +130,8 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
     (
         "echo",
         _echo,
-        "Return `value` unchanged.",
-        _schema({"value": {"description": "Any JSON value."}}, ["value"]),
+        "Return `value` unchanged (null without one).",
+        _schema({"value": {"description": "Any JSON value (default null)."}}, []),
     ),
     (
         "sleep",

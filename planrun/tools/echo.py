@@ -9,6 +9,6 @@ from planrun.tools.base import ToolContext
 
 
 async def run_echo(args: dict[str, Any], ctx: ToolContext) -> Any:
-    """Return `value` as given."""
-    check_args("echo", args, ("value",))
-    return args["value"]
+    """Return `value` as given (null when there is none: a step that only orders others)."""
+    check_args("echo", args, (), ("value",))
+    return args.get("value")
