@@ -209,3 +209,22 @@ def test_mcp_answers_mask_secrets(tmp_path):
             getattr(c, "text", "") for c in answer.content
         )
         assert "mcp-SECRET-5" not in text and "55667788" not in text, text
+
+
+def test_fingerprints_in_the_state_are_not_hashes_of_secrets(run, write, tmp_path):
+    from planrun.scheduler import fingerprint
+
+    write(
+        "p.yaml",
+        """
+        secrets: [pin]
+        variables: {pin: 4321}
+        steps:
+          - {id: a, tool: shell, args: {cmd: "echo ${pin}"}}
+        """,
+    )
+    assert run("run", "p.yaml").code == 0
+    state = (tmp_path / ".planrun/state/p.json").read_text()
+    assert fingerprint("shell", {"cmd": "echo 4321"}) not in state  # guessable: 10,000 tries
+    assert fingerprint("shell", {"cmd": "echo ***"}) in state
+    assert run("resume", "p.yaml").code == 0
