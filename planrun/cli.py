@@ -491,51 +491,6 @@ def tools(plan: str | None, output: str, mcp_config: str | None) -> None:
 
 
 @main.command()
-@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-@_guard
-def completion(shell: str) -> None:
-    """Print the shell completion script for SHELL (see the README for where to put it)."""
-    from planrun.completion import completion_script
-
-    click.echo(completion_script(main, shell), nl=False)
-
-
-@main.command()
-@click.argument("file", required=False, default="planrun.yaml")
-@_guard
-def init(file: str) -> None:
-    """Write a commented starter plan to FILE (default planrun.yaml); never overwrites."""
-    from planrun.starter import write_starter
-
-    write_starter(file)
-    named = "" if file == "planrun.yaml" else f" {file}"
-    click.echo(f"wrote {file}; next: planrun list{named}, planrun run{named}", err=True)
-
-
-@main.command()
-@click.argument("plan", required=False, shell_complete=complete_plan_files)
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    default="planrun-report.html",
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="The HTML file to write.",
-)
-@click.option("--state", type=click.Path(dir_okay=False), help="Read this state file.")
-@_guard
-def report(plan: str | None, out: str, state: str | None) -> None:
-    """Write an HTML report of the last run of PLAN: timeline, steps, errors and output."""
-    from planrun.report import check_report_path, report_for_plan, write_report
-
-    plan = plan_or_default(plan, os.getcwd())
-    check_report_path(out)
-    write_report(out, report_for_plan(plan, state, os.getcwd()))
-    click.echo(f"wrote {out}", err=True)
-
-
-@main.command()
 @click.option("--http", "http", metavar="HOST:PORT", help="Serve streamable HTTP instead of stdio.")
 @_guard
 def mcp(http: str | None) -> None:
@@ -544,6 +499,11 @@ def mcp(http: str | None) -> None:
 
     serve(http)
 
+
+# completion, init and report: the conveniences' commands live in a module of their own
+from planrun.cli_conveniences import add_commands  # noqa: E402 - needs main and _guard above
+
+add_commands(main, _guard)
 
 if __name__ == "__main__":
     main()

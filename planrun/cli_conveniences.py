@@ -1,0 +1,58 @@
+"""The conveniences' commands: `completion`, `init` and `report` (thin, over their modules)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from planrun.completion import complete_plan_files
+from planrun.defaultplan import plan_or_default
+
+
+def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
+    """Add the commands to `group`; `guard` turns errors into one line and an exit code."""
+
+    @group.command()
+    @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+    @guard
+    def completion(shell: str) -> None:
+        """Print the shell completion script for SHELL (see the README for where to put it)."""
+        from planrun.completion import completion_script
+
+        click.echo(completion_script(group, shell), nl=False)
+
+    @group.command()
+    @click.argument("file", required=False, default="planrun.yaml")
+    @guard
+    def init(file: str) -> None:
+        """Write a commented starter plan to FILE (default planrun.yaml); never overwrites."""
+        from planrun.starter import write_starter
+
+        write_starter(file)
+        named = "" if file == "planrun.yaml" else f" {file}"
+        click.echo(f"wrote {file}; next: planrun list{named}, planrun run{named}", err=True)
+
+    @group.command()
+    @click.argument("plan", required=False, shell_complete=complete_plan_files)
+    @click.option(
+        "-o",
+        "--output",
+        "out",
+        default="planrun-report.html",
+        show_default=True,
+        type=click.Path(dir_okay=False),
+        help="The HTML file to write.",
+    )
+    @click.option("--state", type=click.Path(dir_okay=False), help="Read this state file.")
+    @guard
+    def report(plan: str | None, out: str, state: str | None) -> None:
+        """Write an HTML report of the last run of PLAN: timeline, steps, errors and output."""
+        from planrun.report import check_report_path, report_for_plan, write_report
+
+        plan = plan_or_default(plan, os.getcwd())
+        check_report_path(out)
+        write_report(out, report_for_plan(plan, state, os.getcwd()))
+        click.echo(f"wrote {out}", err=True)
