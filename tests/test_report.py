@@ -372,3 +372,28 @@ def test_report_never_replaces_a_device_fifo_or_symlink(run, write, tmp_path):
         assert r.code == 2 and "not replacing it" in r.err, r
     assert (tmp_path / "target.html").read_text() == "keep me"
     assert (tmp_path / "link.html").is_symlink()
+
+
+def test_foreach_instances_in_a_real_run(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: lint
+            title: "Lint ${pkg}"
+            tool: shell
+            foreach: [alpha, beta, gamma]
+            as: pkg
+            args: {cmd: "echo ${pkg}"}
+          - {id: done, tool: echo, depends_on: [lint], args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "-j", "2", "--report", "r.html")
+    if r.code == 3 and "foreach" in r.out:
+        pytest.skip("this planrun has no foreach yet")
+    assert r.code == 0, r
+    text, bars = parse(tmp_path / "r.html")
+    assert list(bars.rows) == ["lint", "lint[0]", "lint[1]", "lint[2]", "done"]
+    assert all("data-bar" in row for row in bars.rows.values())
+    assert "Lint beta" in text
+    assert bars.rows["done"].get("data-critical") == "true"
