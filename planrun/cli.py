@@ -355,6 +355,10 @@ def graph(plan: str | None, fmt: str, state: str | None) -> None:
     p = load_plan(plan_or_default(plan, os.getcwd()))
     p = _revised_plan(p, state)
     pg = g.PlanGraph.build(p.steps)
+    if any(s.foreach is not None for s in p.steps):
+        from planrun.dryrun import instances_preview
+
+        pg.instances = instances_preview(p, dict(p.variables))
     if fmt == "json":
         click.echo(json.dumps(g.render_json(p.name or "", pg), indent=2))
     elif fmt == "mermaid":

@@ -7,8 +7,9 @@ import os
 from typing import Any
 
 from planrun.expressions import Expr, ExpressionError, parse_template, shell_args, to_text
+from planrun.fanout import FanOutError, bindings, elements, instance_id, loop_names
 from planrun.graph import PlanGraph
-from planrun.model import Plan
+from planrun.model import Plan, Step
 
 
 def dry_run_document(
@@ -30,31 +31,109 @@ def dry_run_document(
         tools=graph.tools,
     )
     waves = sub.waves()
-    producers: dict[str, str] = {}
-    for s in plan.steps:
-        if s.result_variable:
-            producers.setdefault(s.result_variable, s.id)
+    producers = placeholders(plan)
     scope = {**variables, "env": dict(os.environ) if env is None else env, "steps": {}}
-    steps_out = []
+    steps_out: list[dict[str, Any]] = []
+    out_waves: list[list[str]] = []
     for wave in waves:
+        out_waves.append([])
         for sid in wave:
             step = plan.step(sid)
-            steps_out.append(
-                {
-                    "id": sid,
-                    "title": _preview(step.title or sid, scope, producers),
-                    "tool": step.tool,
-                    "args": _preview_args(step.tool, step.args, scope, producers),
-                    "depends_on": sub.deps[sid],
-                    "when": step.when,
-                    "approval": plan.needs_approval(step),
-                }
+            entry = {
+                "id": sid,
+                "title": step.title or sid,
+                "tool": step.tool,
+                "args": step.args,
+                "depends_on": sub.deps[sid],
+                "when": step.when,
+                "approval": plan.needs_approval(step),
+            }
+            for one in _entries(step, entry, scope, producers):
+                out_waves[-1].append(one["id"])
+                steps_out.append(one)
+    return {"plan": plan.name, "waves": out_waves, "steps": steps_out}
+
+
+def placeholders(plan: Plan) -> dict[str, str]:
+    """Result variable -> `<ID result>`, naming the step that binds it first."""
+    out: dict[str, str] = {}
+    for s in plan.steps:
+        if s.result_variable:
+            out.setdefault(s.result_variable, f"<{s.id} result>")
+    return out
+
+
+def _entries(
+    step: Step, entry: dict[str, Any], scope: dict[str, Any], producers: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The dry-run entries of a step: itself, or one per foreach instance (`ID[*]` when the
+    list is not known before the run)."""
+    if step.foreach is None:
+        title = _preview(entry["title"], scope, producers)
+        return [{**entry, "title": title, "args": _preview_args(step, scope, producers)}]
+    names = loop_names(step)
+    mine = {k: v for k, v in producers.items() if k not in names}
+    items = foreach_preview(step, scope, producers)
+    if isinstance(items, str):  # the element reads as the placeholder of the whole list
+        unknown = {**mine, **dict.fromkeys(names, items)}
+        star = instance_id(step.id, "*")
+        title = _preview(step.title or star, scope, unknown)
+        args = _preview_args(step, scope, unknown)
+        return [
+            {
+                **entry,
+                "id": star,
+                "title": title,
+                "args": args,
+                "instance_of": step.id,
+                "foreach": items,
+            }
+        ]
+    if not items:
+        return [{**entry, "args": {}, "instance_of": None, "foreach": []}]
+    out = []
+    for n, item in enumerate(items):
+        inner = {**scope, **bindings(step, item, n)}
+        iid = instance_id(step.id, n)
+        title = _preview(step.title or iid, inner, mine)
+        args = _preview_args(step, inner, mine)
+        out.append({**entry, "id": iid, "title": title, "args": args, "instance_of": step.id})
+    return out
+
+
+def foreach_preview(
+    step: Step, scope: dict[str, Any], producers: dict[str, str]
+) -> list[Any] | str:
+    """A foreach step's elements as far as known before the run, else a placeholder such as
+    `<foreach over <files result>>` (or `<error: ...>`)."""
+    value = _preview(step.foreach, scope, producers)
+    if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
+        return value if value.startswith("<error") else f"<foreach over {value}>"
+    try:
+        return elements(value)
+    except FanOutError as exc:
+        return f"<error: {exc}>"
+
+
+def instances_preview(plan: Plan, variables: dict[str, Any]) -> dict[str, list[str] | str]:
+    """Per foreach step: its instance ids when known before the run, else a placeholder."""
+    scope = {**variables, "env": dict(os.environ), "steps": {}}
+    producers = placeholders(plan)
+    out: dict[str, list[str] | str] = {}
+    for step in plan.steps:
+        if step.foreach is not None:
+            items = foreach_preview(step, scope, producers)
+            out[step.id] = (
+                items
+                if isinstance(items, str)
+                else [instance_id(step.id, n) for n in range(len(items))]
             )
-    return {"plan": plan.name, "waves": waves, "steps": steps_out}
+    return out
 
 
 def _preview(value: Any, scope: dict[str, Any], producers: dict[str, str]) -> Any:
-    """Resolve what is known now; a value that needs a step's result becomes `<id result>`."""
+    """Resolve what is known now; a value that reads a name in `producers` (a result not
+    known yet) becomes that name's placeholder, `<id result>`."""
     if isinstance(value, dict):
         return {k: _preview(v, scope, producers) for k, v in value.items()}
     if isinstance(value, list):
@@ -79,7 +158,7 @@ def _one(expr: Expr, scope: dict[str, Any], producers: dict[str, str]) -> tuple[
     """The value of `expr` and True, or a `<placeholder>` and False when it is not known yet."""
     for name in sorted(expr.names):
         if name in producers:
-            return f"<{producers[name]} result>", False
+            return producers[name], False
     if expr.step_refs:
         return f"<{sorted(expr.step_refs)[0]} result>", False
     try:
@@ -88,11 +167,10 @@ def _one(expr: Expr, scope: dict[str, Any], producers: dict[str, str]) -> tuple[
         return f"<error: {exc.message}>", False
 
 
-def _preview_args(
-    tool: str, args: dict[str, Any], scope: dict[str, Any], producers: dict[str, str]
-) -> Any:
+def _preview_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) -> Any:
     """The args as they will run: a shell string cmd exactly as the shell gets it, with the
     values it reads from the environment (placeholders for values not known yet)."""
+    tool, args = step.tool, step.args
     cmd = args.get("cmd") if tool == "shell" else None
     try:
         tpl = parse_template(cmd) if isinstance(cmd, str) else None
@@ -137,6 +215,9 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
                 lines.append(f"      after: {', '.join(s['depends_on'])}")
             if s["when"] is not None:
                 lines.append(f"      when: {s['when']}")
+            if "foreach" in s:
+                over = s["foreach"] if s["foreach"] else "an empty list: runs nothing, result []"
+                lines.append(f"      foreach: {over}")
             cache = s.get("cache") or {}
             if cache.get("status") == "hit":
                 lines.append("      cache: hit")

@@ -15,7 +15,9 @@ from planrun.status import Status
 
 
 def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
-    """(path, text) for every `${...}` string a step holds: args, when, title."""
+    """(path, text) for every `${...}` string a step holds: foreach, args, when, title."""
+    if step.foreach is not None:
+        yield from template_strings(step.foreach, ("foreach",))
     yield from template_strings(step.args, ("args",))
     if isinstance(step.when, str):
         yield from template_strings(when_source(step.when), ("when",))
@@ -32,6 +34,17 @@ class PlanGraph:
     kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (from, to) -> explicit|data
     titles: dict[str, str] = field(default_factory=dict)
     tools: dict[str, str] = field(default_factory=dict)
+    # foreach steps: instance ids when known, else a placeholder (`<foreach over <a result>>`)
+    instances: dict[str, list[str] | str] = field(default_factory=dict)
+
+    def foreach_note(self, sid: str) -> str | None:
+        """`foreach: 3 instances` / `foreach over <a result>` for a foreach step, else None."""
+        found = self.instances.get(sid)
+        if found is None:
+            return None
+        if isinstance(found, str):
+            return found[1:-1] if found.startswith("<foreach") else f"foreach: {found}"
+        return f"foreach: {len(found)} instance{'s' if len(found) != 1 else ''}"
 
     @classmethod
     def build(cls, steps: list[Step]) -> PlanGraph:
@@ -142,13 +155,18 @@ def data_sources(
 
     Strings that do not parse are skipped here: validation reports them.
     """
-    for _path, text in step_strings(step):
+    # A foreach step's element and index names hide variables of the same name in its args,
+    # when and title (not in `foreach` itself, which is read before there is an element).
+    hidden = frozenset((step.as_ or "item", "index")) if step.foreach is not None else frozenset()
+    for path, text in step_strings(step):
         try:
             tpl = parse_template(text)
         except ExpressionError:
             continue
         for expr in tpl.exprs if tpl is not None else ():
             for name in expr.names:
+                if path[0] != "foreach" and name in hidden:
+                    continue
                 for producer in binders.get(name, ()):
                     yield name, producer
             for ref in expr.step_refs:
@@ -162,10 +180,21 @@ def data_sources(
 def render_json(plan_name: str, graph: PlanGraph) -> dict[str, Any]:
     return {
         "plan": plan_name,
-        "nodes": [{"id": s, "title": graph.titles[s], "tool": graph.tools[s]} for s in graph.order],
+        "nodes": [_node(graph, s) for s in graph.order],
         "edges": graph.edges(),
         "waves": graph.waves(),
     }
+
+
+def _node(graph: PlanGraph, sid: str) -> dict[str, Any]:
+    node: dict[str, Any] = {"id": sid, "title": graph.titles[sid], "tool": graph.tools[sid]}
+    found = graph.instances.get(sid)
+    if isinstance(found, list):
+        node["instances"] = found
+    elif found is not None:
+        node["instances"] = [f"{sid}[*]"]
+        node["foreach"] = found
+    return node
 
 
 def render_mermaid(graph: PlanGraph) -> str:
@@ -175,6 +204,9 @@ def render_mermaid(graph: PlanGraph) -> str:
     for sid in graph.order:
         label = f"{sid}: {graph.titles[sid]}" if graph.titles[sid] != sid else sid
         label = _mermaid_text(label)
+        note = graph.foreach_note(sid)
+        if note:
+            label += "<br/>" + _mermaid_text(note)
         lines.append(f'    {alias[sid]}["{label}<br/>[{_mermaid_text(graph.tools[sid])}]"]')
     for e in graph.edges():
         arrow = "-->" if e["kind"] == "explicit" else "-.->|data|"
@@ -228,6 +260,27 @@ MERMAID_KEYWORDS = frozenset(
 _MERMAID_SAFE_ID = re.compile(r"^[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*$")
 
 
+def _instance_lines(graph: PlanGraph, sid: str, statuses: dict[str, str]) -> list[str]:
+    """A foreach step's instances under it (from the last run when it has them)."""
+    found = graph.instances.get(sid)
+    if found is None:
+        return []
+    ran = [i for i in statuses if i.startswith(f"{sid}[")]
+    ids = ran or found
+    if isinstance(ids, str):
+        return [f"      └ {sid}[*]  {ids}"]
+    if not ids:
+        return ["      └ (no instances: the list is empty)"]
+    shown = ids[:20]
+    lines = [
+        f"      {'└' if k == len(ids) - 1 else '├'} {GLYPHS.get(statuses.get(i), '○')} {i}"
+        for k, i in enumerate(shown)
+    ]
+    if len(ids) > len(shown):
+        lines.append(f"      └ … and {len(ids) - len(shown)} more")
+    return lines
+
+
 def _mermaid_ids(order: list[str]) -> dict[str, str]:
     """Node id per step: the step id itself, or `step_...` for the few Mermaid cannot take.
 
@@ -263,6 +316,9 @@ def render_dot(plan_name: str, graph: PlanGraph) -> str:
     lines = [f"digraph {q(plan_name)} {{", "    rankdir=TB;", "    node [shape=box];"]
     for sid in graph.order:
         parts = [sid, graph.titles[sid]] if graph.titles[sid] != sid else [sid]
+        note = graph.foreach_note(sid)
+        if note:
+            parts.append(note)
         label = "\\n".join([*map(esc, parts), esc(f"[{graph.tools[sid]}]")])
         lines.append(f'    {q(sid)} [label="{label}"];')
     for e in graph.edges():
@@ -302,4 +358,5 @@ def render_ascii(graph: PlanGraph, statuses: dict[str, str] | None = None) -> st
             if graph.deps[sid]:
                 text += f"  ← after: {', '.join(graph.deps[sid])}"
             lines.append(text)
+            lines.extend(_instance_lines(graph, sid, statuses))
     return "\n".join(lines) + "\n"

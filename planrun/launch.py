@@ -344,7 +344,7 @@ async def _schedule(
         "error": outcome.error,
     }
     bus.emit(Event("run.finished", name, None, finished))
-    doc = result_document(name, sched.order, sched.records, outcome, sched.variables)
+    doc = result_document(name, sched.report_order(), sched.records, outcome, sched.variables)
     if sched.revisions:
         doc["revisions"] = sched.revisions
     if attached.substeps is not None:

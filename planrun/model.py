@@ -144,7 +144,12 @@ OnFailureName = Annotated[OnFailure, Strict(False)]
 
 
 class Step(_Frozen):
-    """One tool call in the plan."""
+    """One tool call in the plan (or, with `foreach`, one per element of a list)."""
+
+    # `as` is a Python keyword: the field is `as_`, written and dumped as `as`.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True
+    )
 
     id: StepId = Field(description="Unique step id ([A-Za-z0-9_.-]+). Alias: index.")
     title: str | None = None
@@ -174,6 +179,17 @@ class Step(_Frozen):
     cache: StrictBool | None = Field(
         default=None,
         description="Cache this step (default: true when sources or outputs are given).",
+    )
+    foreach: list[Any] | dict[str, Any] | str | None = Field(
+        default=None,
+        description="Run the step once per element: a list, a mapping (elements {key, value}) "
+        "or one ${expression} giving either. Instances are ID[0], ID[1], ...",
+    )
+    as_: str | None = Field(
+        default=None,
+        alias="as",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The element's name in args, when and title (default: item).",
     )
 
     @model_validator(mode="before")
@@ -295,7 +311,7 @@ class Plan(PlanHeader):
 
 
 PLAN_FIELDS = sorted(set(Plan.model_fields) | {"id"})
-STEP_FIELDS = sorted(set(Step.model_fields) | {"index"})
+STEP_FIELDS = sorted((set(Step.model_fields) - {"as_"}) | {"index", "as"})
 
 
 def plan_json_schema() -> dict[str, Any]:

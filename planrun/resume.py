@@ -89,6 +89,8 @@ class ResumePlan:
 
     kept: dict[str, StepRecord] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    # what the previous run recorded, for foreach instances (decided when their step expands)
+    previous: Mapping[str, PreviousStep] = field(default_factory=dict)
 
 
 def plan_resume(
@@ -121,10 +123,10 @@ def plan_resume(
         seen[sid] = None if runs or prev is None else _see(steps[sid], prev, scope, mask)
         why[sid] = why_run_again(prev, seen[sid], dependency_runs=runs)
         if why[sid] is None and prev is not None:
-            records[sid] = _kept_record(prev)
+            records[sid] = kept_record(prev)
             _bind(scratch, steps[sid], records[sid])
     _rerun_masked_results(steps, order, deps, previous, seen, why)
-    plan = ResumePlan()
+    plan = ResumePlan(previous=previous)
     for sid in order:
         reason = why[sid]
         if reason is None:
@@ -135,6 +137,10 @@ def plan_resume(
 
 
 def _see(step: Step, prev: PreviousStep, scope: Scope, mask: Callable[[Any], Any] | None) -> Seen:
+    if step.foreach is not None:  # its instances' conditions and args, as one fingerprint
+        from planrun.fanout import foreach_fingerprint
+
+        return Seen(True, foreach_fingerprint(step, scope, mask))
     try:
         condition = step_condition(step, scope)
     except ExpressionError:
@@ -182,7 +188,8 @@ def _rerun_masked_results(
             changed = changed or why[sid] is not None
 
 
-def _kept_record(prev: PreviousStep) -> StepRecord:
+def kept_record(prev: PreviousStep) -> StepRecord:
+    """The record of a step kept as the previous run left it."""
     status = Status(prev.status)
     return StepRecord(
         status=status,

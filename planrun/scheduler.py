@@ -12,7 +12,7 @@ import asyncio
 import graphlib
 import heapq
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,7 +21,9 @@ from planrun.conditions import reacts_to
 from planrun.events import Event, EventBus
 from planrun.executors.base import Executor
 from planrun.expressions import ExpressionError, resolve, to_text
+from planrun.foreach_run import ForeachSteps
 from planrun.graph import PlanGraph
+from planrun.instances import parent_of
 from planrun.model import OnFailure, Plan, Step
 from planrun.outcome import Outcome, result_document
 from planrun.parent import Budget, ParentContext, RunStopped, Slots
@@ -76,6 +78,7 @@ class Scheduler:
         self.records: dict[str, StepRecord] = {}
         self.reasons: dict[str, str] = dict(resume.reasons) if resume else {}  # why run again
         self.cache_reasons: dict[str, str] = {}  # why the cache did not have it
+        self.foreach = ForeachSteps(self)
         self._set_steps(plan.steps, selected)
         # Budgets are per invocation: a resume starts from zero (steps, tool caps, replans).
         self.budget = settings.budget or Budget(plan.limits, plan.name or "plan")
@@ -98,8 +101,18 @@ class Scheduler:
         for sid in self.order:
             self.records.setdefault(sid, StepRecord())
 
-    def scope(self) -> Scope:
-        return Scope(self.variables, self.settings.env, self.records)
+    def scope(self, sid: str | None = None) -> Mapping[str, Any]:
+        """What expressions read; an instance's also holds its element and index."""
+        base = Scope(self.variables, self.settings.env, self.records)
+        return self.foreach.scope(sid, base) if sid is not None else base
+
+    @property
+    def mask(self) -> Callable[[Any], Any] | None:
+        return self.settings.mask
+
+    def report_order(self) -> list[str]:
+        """Step ids in run order, each foreach step followed by its instances."""
+        return self.foreach.grouped(self.order)
 
     def _emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
         self.bus.emit(Event(name, self.plan.name or "", sid, data))
@@ -150,6 +163,7 @@ class Scheduler:
         self.records.update(kept)
         bind_kept(self.variables, self.steps, kept)
         for sid, rec in kept.items():
+            self.foreach.keep(sid, self.resume)  # a kept foreach step: its instances too
             self._emit(
                 "step.resumed",
                 sid,
@@ -184,29 +198,51 @@ class Scheduler:
         deps = {sid: [d for d in self.graph.deps[sid] if d in self.position] for sid in self.order}
         sorter = graphlib.TopologicalSorter(deps)
         sorter.prepare()
-        heap: list[tuple[int, str]] = []
+        heap: list[tuple[int, int, str]] = []  # (file position, instance index or -1, id)
         running = 0
         jobs = max(1, self.settings.jobs)
-        async with asyncio.TaskGroup() as tg:
-            while sorter.is_active():
-                for sid in sorter.get_ready():
-                    heapq.heappush(heap, (self.position[sid], sid))
-                settled = False
-                while heap and running < jobs and not self._stopping():
-                    _, sid = heapq.heappop(heap)
-                    # settled before (kept, or done before a replan), or settled now
-                    if self.records[sid].status == Status.PENDING and await self._start(sid, tg):
-                        running += 1
-                    else:
-                        sorter.done(sid)
-                        settled = True
-                if running == 0:
-                    if settled and not self._stopping():
-                        continue
-                    break
-                sid = await self._done.get()
-                running -= 1
-                sorter.done(sid)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                while sorter.is_active():
+                    for sid in sorter.get_ready():
+                        heapq.heappush(heap, (self.position[sid], -1, sid))
+                    settled = False
+                    while heap and running < jobs and not self._stopping():
+                        _, _, sid = heapq.heappop(heap)
+                        if self.foreach.waiting(sid):  # a foreach step: its instances go next
+                            ids = self.foreach.expand(sid)
+                            for n, iid in enumerate(ids or ()):
+                                heapq.heappush(heap, (self.position[sid], n, iid))
+                            if ids is None:
+                                sorter.done(sid)
+                                settled = True
+                        # settled before (kept, or done before a replan), or settled now
+                        elif self.records[sid].status == Status.PENDING and await self._start(
+                            sid, tg
+                        ):
+                            running += 1
+                        else:
+                            settled = self._settled(sorter, sid) or settled
+                    if running == 0:
+                        if settled and not self._stopping():
+                            continue
+                        break
+                    sid = await self._done.get()
+                    running -= 1
+                    self._settled(sorter, sid)
+        finally:
+            self.foreach.close()  # a stop leaves a foreach step with open instances
+
+    def _settled(self, sorter: graphlib.TopologicalSorter[str], sid: str) -> bool:
+        """Mark `sid` done (an instance: its step, with the last of its siblings). True when
+        something the sorter waits for is done."""
+        if parent_of(sid) is None:
+            sorter.done(sid)
+            return True
+        parent = self.foreach.settled(sid)
+        if parent is not None:
+            sorter.done(parent)
+        return parent is not None
 
     # ---- starting a step -----------------------------------------------------------------
 
@@ -255,7 +291,7 @@ class Scheduler:
         if blocker:
             self._skip(sid, f"upstream failed: {blocker}", upstream_failed=True)
             return None
-        scope = self.scope()
+        scope = self.scope(sid)
         try:
             if not step_condition(step, scope):
                 self._skip(sid, CONDITION_FALSE)
@@ -292,7 +328,7 @@ class Scheduler:
         if not step.title or "${" not in step.title:
             return step.title or step.id
         try:
-            return to_text(resolve(step.title, self.scope(), path=("title",)))
+            return to_text(resolve(step.title, self.scope(step.id), path=("title",)))
         except ExpressionError:
             return step.title
 
@@ -464,7 +500,9 @@ class Scheduler:
         if budget:
             self._stop(Reason.STEP_BUDGET, f"step '{self.settings.prefix}{sid}': {failure.error}")
         elif policy == OnFailure.replan and self.replanner is not None:
-            self._replan_requests.append(Failure(sid, failure.error))
+            failed = parent_of(sid) or sid  # the step as written (once for a foreach step)
+            if all(f.step_id != failed for f in self._replan_requests):
+                self._replan_requests.append(Failure(failed, failure.error))
         elif policy in (OnFailure.abort, OnFailure.replan) and not self.settings.keep_going:
             self._stop(Reason.STEP_FAILED)
 
@@ -507,7 +545,7 @@ class Scheduler:
         )
         completed = {sid for sid in self.order if self.records[sid].status in COMPLETED}
         for sid in list(self.records):
-            if sid not in completed:
+            if sid not in completed and parent_of(sid) not in completed:  # instances stay too
                 del self.records[sid]
                 self.reasons.pop(sid, None)  # a new step now, not one run again
         self.plan = answer.plan

@@ -101,7 +101,7 @@ def fingerprint(tool: str, args: Any, mask: Callable[[Any], Any] | None = None) 
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def step_condition(step: Step, scope: Scope) -> bool:
+def step_condition(step: Step, scope: Mapping[str, Any]) -> bool:
     """Whether the step's `when` holds now (no `when`: it does). ExpressionError if it cannot
     be evaluated."""
     when = step.when
@@ -113,7 +113,7 @@ def step_condition(step: Step, scope: Scope) -> bool:
 
 
 def step_args(
-    step: Step, scope: Scope, mask: Callable[[Any], Any] | None = None
+    step: Step, scope: Mapping[str, Any], mask: Callable[[Any], Any] | None = None
 ) -> tuple[dict[str, Any], str]:
     """The step's resolved arguments and their fingerprint; ExpressionError if they cannot be
     resolved now."""

@@ -32,6 +32,7 @@ from typing import Any
 
 from planrun.errors import StateError
 from planrun.events import Event
+from planrun.instances import group_instances, parent_of
 from planrun.statecheck import (
     check_journal_entry,
     check_revisions,
@@ -361,6 +362,8 @@ def _replay_journal(state: RunState, data: bytes, token: str | None, journal: Pa
                 _apply_run(state, entry["changes"])
             elif op == "revision":
                 _apply_revision(state, entry["revision"])
+            elif op == "drop":
+                state.steps.pop(str(entry["id"]), None)
             else:
                 raise ValueError(f"unknown operation {op!r}")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -634,6 +637,8 @@ class StateStore:
             previous = self.load()
         listed = [s["id"] if isinstance(s, dict) else s for s in d.get("steps") or []]
         if d.get("resumed") and previous is not None:
+            # A foreach step's instances are listed by the previous run only: kept with it.
+            listed += [sid for sid in previous.steps if parent_of(sid) in set(listed)]
             steps = {str(sid): previous.steps.get(str(sid)) or StepState() for sid in listed}
             revisions = previous.revisions
         else:
@@ -664,6 +669,8 @@ class StateStore:
         name = event.event
         ts = _iso_ts(event.ts)
         if name == "step.started":
+            if "instances" in d:  # a foreach step expanded: instances of an older list go
+                self._drop_instances(sid, set(d["instances"]))
             self._started.add(sid)
             new = StepState(
                 status=Status.RUNNING,
@@ -719,6 +726,12 @@ class StateStore:
                 return  # an event we do not record
         _apply_step(state, sid, new)
         self._append({"op": "step", "id": sid, "state": new.to_json()})
+
+    def _drop_instances(self, sid: str, keep: set[str]) -> None:
+        state = self.state
+        for old in [i for i in state.steps if parent_of(i) == sid and i not in keep]:
+            del state.steps[old]
+            self._append({"op": "drop", "id": old})
 
     @staticmethod
     def _keep(step: StepState, d: dict[str, Any]) -> None:
@@ -912,10 +925,11 @@ def status_document(state: RunState) -> dict[str, Any]:
 
 
 def _in_tree_order(steps: dict[str, StepState]) -> list[tuple[str, StepState]]:
-    """The plan's steps, each followed by its sub-plan's steps (PARENT/CHILD ids)."""
+    """The plan's steps, each followed by its sub-plan's steps (PARENT/CHILD ids) and its
+    foreach instances (ID[N], in index order)."""
     from planrun.substeps import tree_order
 
-    return [(sid, steps[sid]) for sid in tree_order(steps)]
+    return [(sid, steps[sid]) for sid in group_instances(tree_order(steps))]
 
 
 def format_duration(seconds: float | None) -> str:

@@ -16,6 +16,7 @@ from planrun.builtin_args import check_builtin_args
 from planrun.conditions import when_problem
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
+from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
 from planrun.graph import PlanGraph, step_strings
 from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, ServerEntry, Step
 from planrun.tools import builtin_registry
@@ -328,6 +329,7 @@ def check_document(
                 "(without --planner it fails like abort)",
                 severity="warning",
             )
+        _check_foreach(s, i, out)
         for path, text in step_strings(s):
             try:
                 tpl = parse_template(text)
@@ -336,8 +338,13 @@ def check_document(
                 continue
             if tpl is None:
                 continue
+            # `as`/`index` are in scope for the step's args, when and title, not its foreach.
+            names_here = known_names if path[0] == "foreach" else known_names | loop_names(s)
             for expr in tpl.exprs:
-                if s.result_variable in expr.names or s.id in expr.step_refs:
+                if (
+                    s.result_variable in expr.names - (names_here - known_names)
+                    or s.id in expr.step_refs
+                ):
                     out.add(("steps", i, *path), f"dependency cycle: {s.id} -> {s.id}")
                 if expr.steps_dynamic:
                     out.add(
@@ -345,11 +352,11 @@ def check_document(
                         f"step '{s.id}': {format_path(path)}: read a step as steps.ID or "
                         "steps['ID'], with a literal step id",
                     )
-                for name in sorted(expr.names - known_names):
+                for name in sorted(expr.names - names_here):
                     out.add(
                         ("steps", i, *path),
                         f"step '{s.id}': {format_path(path)}: undefined name '{name}'",
-                        hint=did_you_mean(name, known_names - SCOPE_NAMES),
+                        hint=did_you_mean(name, names_here - SCOPE_NAMES),
                     )
                 for ref in sorted(expr.step_refs - id_set):
                     out.add(
@@ -429,6 +436,26 @@ def _data_edge_path(s: Step, producer: str, steps: list[Step]) -> Path:
 def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
     value = data.get(key)
     return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _check_foreach(s: Step, i: int, out: _Collector) -> None:
+    """`foreach` gives a list or mapping; `as` needs a foreach and a name of its own."""
+    if s.foreach is None:
+        if s.as_ is not None:
+            out.add(
+                ("steps", i, "as"),
+                f"step '{s.id}': 'as' names the element of a foreach, but the step has no 'foreach'",
+                key=True,
+            )
+        return
+    problem = foreach_problem(s)
+    if problem:
+        out.add(("steps", i, "foreach"), f"step '{s.id}': foreach: {problem}")
+    if s.as_ in SCOPE_NAMES or s.as_ == INDEX_NAME:
+        out.add(
+            ("steps", i, "as"),
+            f"step '{s.id}': as: '{s.as_}' is taken (env, steps and index are always defined)",
+        )
 
 
 def _check_tool(

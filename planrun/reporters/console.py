@@ -163,6 +163,7 @@ class ConsoleReporter:
         self._status: dict[str, str] = {}  # step id -> last status, root plan only
         self._errors: dict[str, str] = {}  # failed step id -> error
         self._kept: set[str] = set()  # steps kept from the previous run (root plan)
+        self._instances: dict[str, str] = {}  # foreach instance id -> last status
         self._running: dict[str, tuple[float, int]] = {}  # step id -> (start ts, attempt)
         self._done = 0
         self._run_ts: float | None = None
@@ -302,7 +303,10 @@ class ConsoleReporter:
 
     def _id(self, event: Event) -> str:
         step = event.step or ""
-        return step if event.plan == self._root or self._root is None else f"{event.plan}:{step}"
+        if event.plan == self._root or self._root is None:
+            # A foreach instance is shown indented under its step.
+            return f"  {step}" if step.endswith("]") and "[" in step else step
+        return f"{event.plan}:{step}"
 
     def _name(self, event: Event) -> str:
         """The step as people read it: its id (plan:id for a sub-plan's), then its title."""
@@ -315,6 +319,13 @@ class ConsoleReporter:
     def _set_status(self, event: Event, status: str) -> bool:
         """Record a root-plan step's status; False for a sub-plan's step."""
         if event.plan != self._root or event.step is None:
+            return False
+        if event.step.endswith("]") and "[" in event.step:
+            # A foreach instance: shown while it runs, counted apart from the plan's steps.
+            self._instances[event.step] = status
+            if status == "running":
+                return True
+            self._running.pop(event.step, None)
             return False
         if "/" in event.step:  # a sub-plan's step: shown, but not counted among the plan's own
             if status != "running":
@@ -372,6 +383,10 @@ class ConsoleReporter:
             text += f" [{tool}]"
         if attempt > 1:
             text += f" (attempt {attempt})"
+        instances = event.data.get("instances")
+        if isinstance(instances, list):
+            n = len(instances)
+            text += f": foreach, {n} instance{'s' if n != 1 else ''}" if n else ": foreach, empty"
         if reason and not again and (self.explain or reason != "cache off") and attempt == 1:
             text += f": {reason}"  # why it runs (the cache's reason)
         self._write(self._line(event.ts, "start", text))
@@ -410,10 +425,10 @@ class ConsoleReporter:
         data = event.data
         status = data.get("status") or "failed"
         ignored = status == "ignored"
-        self._set_status(event, status)
+        counted = self._set_status(event, status)
         error = _first_line(data.get("error")) or "failed"
         own = event.step is not None and "/" not in event.step
-        if not ignored and event.plan == self._root and own:
+        if not ignored and event.plan == self._root and own and counted:
             self._errors[str(event.step)] = error
         if self.quiet and ignored:
             return
@@ -543,6 +558,11 @@ class ConsoleReporter:
         if parts:
             text += f" ({', '.join(parts)})"
         text += f" in {_duration(data.get('duration_s'))}"
+        if self._instances:  # foreach instances, counted apart from the steps they belong to
+            n = len(self._instances)
+            failed = sum(1 for s in self._instances.values() if s == "failed")
+            text += f"; {n} foreach instance{'s' if n != 1 else ''}"
+            text += f" ({failed} failed)" if failed else ""
         out = self._line(ts if ts is not None else time.time(), kind, text)
         error = _first_line(data.get("error"))
         # "step 'b' failed: <error>" only repeats the failed-steps list below

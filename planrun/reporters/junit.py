@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from planrun.events import Event
+from planrun.instances import group_instances
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -213,7 +214,9 @@ def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, i
     else:
         stopped = f"run {suite.status}"
     case_time = 0.0
-    for case in suite.cases.values():
+    for case in (
+        suite.cases[sid] for sid in group_instances(suite.cases)
+    ):  # instances after their step
         counts["tests"] += 1
         case_time += case.duration_s
         tc = ET.SubElement(

@@ -1,0 +1,278 @@
+"""Fan-out (`foreach`): a step's list of elements, its instances `ID[N]`, and their results.
+
+The scheduler runs an instance like any step (same tool, timeout, retries, `when`, approval,
+budgets); this module says what the instances are, what each one may read, and what the step
+as a whole comes to once they are done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from planrun.expressions import ExpressionError, parse_template, resolve, template_strings
+from planrun.instances import grouped, instance_id, parent_of
+from planrun.model import Step
+
+DEFAULT_AS = "item"
+INDEX_NAME = "index"
+
+
+class FanOutError(Exception):
+    """A `foreach` that cannot be expanded (its value is not a list or a mapping)."""
+
+
+def loop_names(step: Step) -> frozenset[str]:
+    """Names a foreach step's args, when and title may read besides the plan's: element, index."""
+    if step.foreach is None:
+        return frozenset()
+    return frozenset((step.as_ or DEFAULT_AS, INDEX_NAME))
+
+
+def foreach_strings(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
+    """(path, text) for every `${...}` string in the step's `foreach`."""
+    if step.foreach is None:
+        return []
+    return template_strings(step.foreach, ("foreach",))
+
+
+def foreach_problem(step: Step) -> str | None:
+    """Why a `foreach` can never give a list (a string that is not one `${...}`), else None."""
+    if not isinstance(step.foreach, str):
+        return None
+    try:
+        tpl = parse_template(step.foreach)
+    except ExpressionError:
+        return None  # reported as an expression error
+    if tpl is None or tpl.whole is None:
+        return "a string must be exactly one ${expression} giving a list or a mapping"
+    return None
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return f"a {type(value).__name__}"
+
+
+def elements(value: Any) -> list[Any]:
+    """The elements a foreach value gives: a list as is, a mapping as {key, value} in order."""
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return [{"key": k, "value": v} for k, v in value.items()]
+    shown = repr(value) if isinstance(value, str | int | float) else ""
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    raise FanOutError(
+        f"foreach gave {_kind(value)}{' ' + shown if shown else ''}, not a list or a mapping"
+    )
+
+
+def instance_views(
+    step: Step, items: list[Any], scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
+) -> list[tuple[bool | None, str | None]]:
+    """Per instance: whether its `when` holds and the fingerprint of its resolved args (None
+    for what cannot be evaluated now)."""
+    from planrun.scope import step_args, step_condition
+
+    views: list[tuple[bool | None, str | None]] = []
+    for n, item in enumerate(items):
+        inner = InstanceScope(scope, bindings(step, item, n))
+        try:
+            cond = step_condition(step, inner)
+        except ExpressionError:
+            views.append((None, None))
+            continue
+        try:
+            views.append((cond, step_args(step, inner, mask)[1] if cond else None))
+        except ExpressionError:
+            views.append((cond, None))
+    return views
+
+
+def expansion_fingerprint(step: Step, views: list[tuple[bool | None, str | None]]) -> str:
+    """What a foreach step as a whole does: its tool and each instance's condition and args.
+    Equal fingerprints: every instance would do the same again."""
+    blob = json.dumps([step.tool, "foreach", views], ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def foreach_fingerprint(
+    step: Step, scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
+) -> str | None:
+    """The step's fingerprint now, None when its list cannot be read now."""
+    try:
+        items = resolve_elements(step, scope)
+    except (ExpressionError, FanOutError):
+        return None
+    return expansion_fingerprint(step, instance_views(step, items, scope, mask))
+
+
+def resolve_elements(step: Step, scope: Mapping[str, Any]) -> list[Any]:
+    """The step's elements now (ExpressionError, FanOutError)."""
+    return elements(resolve(step.foreach, scope, path=("foreach",)))
+
+
+class InstanceScope(Mapping[str, Any]):
+    """The run's scope with an instance's element and index on top (read-only, not copied)."""
+
+    def __init__(self, base: Mapping[str, Any], names: dict[str, Any]) -> None:
+        self._base = base
+        self._names = names
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._names:
+            return self._names[name]
+        return self._base[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names or name in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._names
+        yield from (k for k in self._base if k not in self._names)
+
+    def __len__(self) -> int:
+        return len(self._names) + sum(1 for k in self._base if k not in self._names)
+
+
+def bindings(step: Step, element: Any, n: int) -> dict[str, Any]:
+    """What one instance reads: `{as: element, index: n}`."""
+    return {step.as_ or DEFAULT_AS: element, INDEX_NAME: n}
+
+
+def instance_step(step: Step, n: int) -> Step:
+    """Instance `n` of a foreach step: the same step under the id `ID[N]`, binding nothing
+    itself (the step binds the list of all results)."""
+    return step.model_copy(
+        update={
+            "id": instance_id(step.id, n),
+            "foreach": None,
+            "as_": None,
+            "result_variable": None,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a foreach step comes to from its instances' statuses and results."""
+
+    status: str
+    result: list[Any]
+    error: str | None
+
+
+class InstanceRecord(Protocol):
+    """What `summarize` reads of an instance's record."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def result(self) -> Any: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def kept(self) -> bool: ...
+
+
+def summarize(ids: list[str], records: Mapping[str, InstanceRecord]) -> Verdict:
+    """The step's status and result list (input order) from its instances.
+
+    failed if one failed; interrupted if one was stopped or never got to start (the run
+    stopped first); skipped if every instance was skipped by `when`; else succeeded (skipped
+    and ignored instances give null in the list).
+    """
+    result = [
+        records[i].result if records[i].status not in ("skipped", "ignored") else None for i in ids
+    ]
+    statuses = {records[i].status for i in ids}
+    failed = next((i for i in ids if records[i].status == "failed"), None)
+    if failed is not None:
+        return Verdict("failed", result, f"instance {failed} failed: {records[failed].error}")
+    if statuses & {"interrupted", "running", "pending"}:
+        return Verdict("interrupted", result, None)
+    if statuses == {"skipped"}:
+        return Verdict("skipped", result, None)
+    return Verdict("succeeded", result, None)
+
+
+@dataclass
+class _Expansion:
+    ids: list[str]
+    started: float
+    open: set[str] = field(default_factory=set)
+
+
+class FanOuts:
+    """The foreach steps of one run: their instances, what each reads, which are still open."""
+
+    def __init__(self) -> None:
+        self._expansions: dict[str, _Expansion] = {}
+        self._bindings: dict[str, dict[str, Any]] = {}  # instance id -> {as: element, index: n}
+
+    def waiting(self, sid: str, steps: Mapping[str, Step], records: Mapping[str, Any]) -> bool:
+        """Whether `sid` is a foreach step still to expand (it is ready when asked)."""
+        step = steps.get(sid)
+        return step is not None and step.foreach is not None and records[sid].status == "pending"
+
+    def expand(self, step: Step, items: list[Any]) -> list[Step]:
+        """The instances of `step` over `items`, now open."""
+        instances = [instance_step(step, n) for n in range(len(items))]
+        for n, (inst, item) in enumerate(zip(instances, items, strict=True)):
+            self._bindings[inst.id] = bindings(step, item, n)
+        ids = [inst.id for inst in instances]
+        self._expansions[step.id] = _Expansion(ids, time.monotonic(), set(ids))
+        return instances
+
+    def kept(self, sid: str, ids: list[str]) -> None:
+        """A foreach step kept whole from the previous run, with these instances (all done)."""
+        self._expansions[sid] = _Expansion(ids, time.monotonic(), set())
+
+    def scope(self, sid: str, base: Mapping[str, Any]) -> Mapping[str, Any]:
+        names = self._bindings.get(sid)
+        return InstanceScope(base, names) if names is not None else base
+
+    def finish(self, iid: str) -> bool:
+        """Mark an instance done; True when it was its step's last open one."""
+        parent = parent_of(iid)
+        expansion = self._expansions.get(parent) if parent else None
+        if expansion is None or iid not in expansion.open:
+            return False
+        expansion.open.discard(iid)
+        return not expansion.open
+
+    def ids(self, sid: str) -> list[str]:
+        expansion = self._expansions.get(sid)
+        return list(expansion.ids) if expansion else []
+
+    def verdict(
+        self, sid: str, records: Mapping[str, InstanceRecord]
+    ) -> tuple[Verdict, float, bool]:
+        """(verdict, duration in seconds, whether every instance was kept from the last run)."""
+        expansion = self._expansions[sid]
+        expansion.open.clear()
+        verdict = summarize(expansion.ids, records)
+        kept = bool(expansion.ids) and all(records[i].kept for i in expansion.ids)
+        return verdict, round(time.monotonic() - expansion.started, 3), kept
+
+    def unfinished(self) -> list[str]:
+        return [sid for sid, e in self._expansions.items() if e.open]
+
+    def grouped(self, order: Iterable[str]) -> list[str]:
+        """`order` with each expanded step's instances right after it."""
+        return grouped(order, {sid: e.ids for sid, e in self._expansions.items()})
+
+
+__all__ = ["instance_id", "parent_of"]

@@ -1,0 +1,215 @@
+"""The scheduler's side of `foreach`: expanding a ready step into instances, and closing it.
+
+The scheduler runs each instance `ID[N]` like any step; this object turns a foreach step into
+those instances when its dependencies are done (deciding, on resume, which instances are kept
+from the previous run), and records what the step comes to when the last of them is done
+(events, result list, result variable). The rules live in planrun.fanout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, Protocol
+
+from planrun.conditions import reacts_to
+from planrun.events import Event, EventBus
+from planrun.expressions import ExpressionError
+from planrun.fanout import (
+    FanOutError,
+    FanOuts,
+    expansion_fingerprint,
+    instance_id,
+    instance_views,
+    resolve_elements,
+)
+from planrun.graph import PlanGraph
+from planrun.instances import parent_of
+from planrun.model import Plan, Step
+from planrun.resume import ResumePlan, Seen, kept_record, why_run_again
+from planrun.scope import StepRecord
+from planrun.status import Status
+
+
+class Host(Protocol):
+    """The scheduler, as far as foreach needs it."""
+
+    plan: Plan
+    steps: dict[str, Step]
+    records: dict[str, StepRecord]
+    graph: PlanGraph
+    bus: EventBus
+    variables: dict[str, Any]
+    reasons: dict[str, str]
+    resume: ResumePlan | None
+    failed_any: bool
+
+    @property
+    def mask(self) -> Callable[[Any], Any] | None: ...
+    def scope(self, sid: str | None = None) -> Mapping[str, Any]: ...
+    def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None: ...
+    def _fail_now(self, sid: str, error: str) -> None: ...
+
+
+class ForeachSteps:
+    """The foreach steps of one scheduler's run."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.fanouts = FanOuts()
+
+    def waiting(self, sid: str) -> bool:
+        """Whether `sid` is a foreach step still to expand (it is ready when asked); a step
+        the planner put back (pending again) is expanded afresh."""
+        return self.fanouts.waiting(sid, self.host.steps, self.host.records)
+
+    def scope(self, sid: str, base: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`base` with the element and index on top when `sid` is an instance."""
+        return self.fanouts.scope(sid, base)
+
+    def expand(self, sid: str) -> list[str] | None:
+        """The instances of a ready foreach step, now registered with the scheduler; None when
+        the step is settled at once instead (upstream failed, bad list, empty list)."""
+        host = self.host
+        step = host.steps[sid]
+        watched = reacts_to(step)  # its instances' `when` decides about these
+        blocker = next(
+            (
+                d
+                for d in host.graph.deps[sid]
+                if d in host.records and host.records[d].blocks_dependents and d not in watched
+            ),
+            None,
+        )
+        if blocker:
+            host._skip(sid, f"upstream failed: {blocker}", upstream_failed=True)
+            return None
+        scope = host.scope()
+        try:
+            items = resolve_elements(step, scope)
+        except (ExpressionError, FanOutError) as exc:
+            message = exc.message if isinstance(exc, ExpressionError) else str(exc)
+            host._fail_now(sid, f"step '{sid}': {message}")
+            return None
+        views = instance_views(step, items, scope, host.mask)
+        ids = []
+        for inst in self.fanouts.expand(step, items):
+            ids.append(inst.id)
+            host.steps[inst.id], host.records[inst.id] = inst, StepRecord()
+            host.graph.deps[inst.id] = host.graph.deps[sid]
+        rec = host.records[sid]
+        rec.status, rec.executed = Status.RUNNING, True
+        rec.fingerprint = expansion_fingerprint(step, views)
+        data = {
+            "status": rec.status,
+            "tool": step.tool,
+            "instances": ids,
+            "attempt": 1,
+            "fingerprint": rec.fingerprint,
+        }
+        host.bus.emit(Event("step.started", host.plan.name or "", sid, data))
+        if host.resume is not None:
+            self._keep_instances(sid, ids, views)
+        if not ids:
+            self.finish_step(sid)
+            return None
+        return ids
+
+    def _keep_instances(
+        self, sid: str, ids: list[str], views: list[tuple[bool | None, str | None]]
+    ) -> None:
+        """On resume: keep each instance that would do what it did last time (it is settled
+        when the scheduler reaches it); the others get the reason they run again."""
+        host = self.host
+        assert host.resume is not None
+        deps_ran = any(not host.records[d].kept for d in host.graph.deps[sid] if d in host.records)
+        for iid, (cond, fp) in zip(ids, views, strict=True):
+            prev = host.resume.previous.get(iid)
+            why = why_run_again(prev, Seen(cond, fp), dependency_runs=deps_ran)
+            if why is None and prev is not None:
+                self._restore(iid, kept_record(prev))
+            elif why is not None:
+                host.reasons[iid] = why
+
+    def _restore(self, iid: str, rec: StepRecord) -> None:
+        self.host.records[iid] = rec
+        data = {
+            "status": rec.status,
+            "attempts": rec.attempts,
+            "duration_s": rec.duration_s,
+            "result": rec.result,
+            "error": rec.error,
+            "reason": rec.reason,
+            "fingerprint": rec.fingerprint,
+            "result_variable": None,
+        }
+        self.host.bus.emit(Event("step.resumed", self.host.plan.name or "", iid, data))
+
+    def keep(self, sid: str, resume: ResumePlan) -> None:
+        """A foreach step kept whole from the previous run: its instances are kept with it."""
+        step, rec = self.host.steps.get(sid), self.host.records[sid]
+        if step is None or step.foreach is None or not isinstance(rec.result, list):
+            return
+        ids = [instance_id(sid, n) for n in range(len(rec.result))]
+        for n, iid in enumerate(ids):
+            prev = resume.previous.get(iid)
+            if prev is not None:
+                self._restore(iid, kept_record(prev))
+            else:  # not in the state (an older planrun wrote it): its result is the step's
+                self._restore(iid, replace(rec, result=rec.result[n], attempts=1))
+        self.fanouts.kept(sid, ids)
+
+    def settled(self, sid: str) -> str | None:
+        """Note that instance `sid` is done; its step's id when that was the last one (the
+        step is then finished), else None."""
+        parent = parent_of(sid)
+        if parent is not None and self.fanouts.finish(sid):
+            self.finish_step(parent)
+            return parent
+        return None
+
+    def finish_step(self, sid: str) -> None:
+        """Record what a foreach step came to from its instances, and bind its result list."""
+        host = self.host
+        step, rec = host.steps[sid], host.records[sid]
+        verdict, duration, kept = self.fanouts.verdict(sid, host.records)
+        rec.status, rec.result, rec.error = Status(verdict.status), verdict.result, verdict.error
+        rec.duration_s, rec.kept, rec.executed = duration, kept, not kept
+        rec.attempts = 0 if kept else 1
+        data: dict[str, Any] = {
+            "status": rec.status,
+            "attempts": rec.attempts,
+            "duration_s": duration,
+            "result": verdict.result,
+            "result_variable": step.result_variable,
+            "instances": self.fanouts.ids(sid),
+            "fingerprint": rec.fingerprint,
+        }
+        name = host.plan.name or ""
+        if verdict.status == Status.SUCCEEDED:
+            if step.result_variable:
+                host.variables[step.result_variable] = verdict.result
+            event = "step.resumed" if kept else "step.succeeded"
+            host.bus.emit(Event(event, name, sid, data))
+        elif verdict.status == Status.FAILED:
+            host.failed_any = True
+            host.bus.emit(Event("step.failed", name, sid, {**data, "error": verdict.error}))
+        elif verdict.status == Status.SKIPPED:
+            reason = "condition false for every instance"
+            rec.reason = reason
+            host.bus.emit(
+                Event("step.skipped", name, sid, {"status": rec.status, "reason": reason})
+            )
+        else:
+            host.bus.emit(Event("step.interrupted", name, sid, data))
+
+    def close(self) -> None:
+        """After a stop: a foreach step with unfinished instances is recorded as it stands."""
+        for sid in self.fanouts.unfinished():
+            rec = self.host.records.get(sid)
+            if rec is not None and rec.status == Status.RUNNING:
+                self.finish_step(sid)
+
+    def grouped(self, order: list[str]) -> list[str]:
+        """`order` with each expanded step's instances right after it."""
+        return [sid for sid in self.fanouts.grouped(order) if sid in self.host.records]

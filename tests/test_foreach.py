@@ -1,0 +1,769 @@
+"""`foreach`: a step run once per element of a list, as instances `ID[N]` (real processes, files)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from planrun.fanout import FanOutError, elements, summarize
+from planrun.instances import group_instances, instance_id, parent_of
+from tests.conftest import ROOT, assert_no_traceback, planrun
+
+
+def steps_of(doc: dict) -> dict[str, dict]:
+    return {s["id"]: s for s in doc["steps"]}
+
+
+# ---- the rules as functions ------------------------------------------------------------------
+
+
+def test_elements_of_lists_and_mappings():
+    assert elements([3, 1, 2]) == [3, 1, 2]
+    assert elements({"b": 1, "a": 2}) == [{"key": "b", "value": 1}, {"key": "a", "value": 2}]
+    assert elements([]) == []
+    for bad, word in (("abc", "a string"), (3, "a number"), (None, "null"), (True, "a boolean")):
+        with pytest.raises(FanOutError, match=f"foreach gave {word}.*not a list or a mapping"):
+            elements(bad)
+
+
+def test_instance_ids_and_their_order():
+    assert instance_id("lint", 2) == "lint[2]" and parent_of("lint[2]") == "lint"
+    assert parent_of("lint") is None
+    ids = ["a", "b", "a[10]", "a[2]", "c", "b[0]"]
+    assert group_instances(ids) == ["a", "a[2]", "a[10]", "b", "b[0]", "c"]
+
+
+class _Rec:
+    def __init__(self, status: str, result: object = None, error: str | None = None) -> None:
+        self.status, self.result, self.error, self.kept = status, result, error, False
+
+
+def test_summarize_instances():
+    ok = {"s[0]": _Rec("succeeded", 1), "s[1]": _Rec("ignored", error="x")}
+    assert summarize(["s[0]", "s[1]"], ok).status == "succeeded"
+    assert summarize(["s[0]", "s[1]"], ok).result == [1, None]
+    bad = {"s[0]": _Rec("succeeded", 1), "s[1]": _Rec("failed", error="boom")}
+    v = summarize(["s[0]", "s[1]"], bad)
+    assert v.status == "failed" and v.error == "instance s[1] failed: boom"
+    skipped = {"s[0]": _Rec("skipped"), "s[1]": _Rec("skipped")}
+    assert summarize(["s[0]", "s[1]"], skipped).status == "skipped"
+    stopped = {"s[0]": _Rec("succeeded", 1), "s[1]": _Rec("pending")}
+    assert summarize(["s[0]", "s[1]"], stopped).status == "interrupted"
+    assert summarize([], {}).status == "succeeded"
+
+
+# ---- running ---------------------------------------------------------------------------------
+
+
+def test_static_list_results_in_input_order(run, write):
+    # The first element sleeps longest: it finishes last, and its result still comes first.
+    write(
+        "p.yaml",
+        """
+        variables: {waits: [0.6, 0.3, 0]}
+        steps:
+          - id: nap
+            tool: shell
+            foreach: "${waits}"
+            args: {cmd: "sleep ${item}; echo ${index}:${item}"}
+            result_variable: naps
+          - id: after
+            tool: echo
+            args: {value: "${naps | map(attribute='stdout') | map('trim') | list}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "-j", "3", "--no-state")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert [x["id"] for x in r.json["steps"]] == ["nap", "nap[0]", "nap[1]", "nap[2]", "after"]
+    assert s["after"]["result"] == ["0:0.6", "1:0.3", "2:0"]
+    assert [x["stdout"] for x in s["nap"]["result"]] == ["0:0.6\n", "1:0.3\n", "2:0\n"]
+    assert s["nap[1]"]["result"]["stdout"] == "1:0.3\n" and s["nap[1]"]["attempts"] == 1
+    assert r.json["variables"]["naps"] == s["nap"]["result"]
+
+
+def test_as_names_the_element_and_mapping_gives_key_value(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {targets: {prod: eu-1, dev: us-2}}
+        steps:
+          - id: deploy
+            tool: echo
+            foreach: "${targets}"
+            as: t
+            title: "deploy ${t.key}"
+            args: {value: "${index} ${t.key}=${t.value}"}
+            result_variable: deployed
+          - id: literal
+            tool: echo
+            foreach: [x, "${targets.prod}", 3]
+            args: {value: "${item}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert s["deploy"]["result"] == ["0 prod=eu-1", "1 dev=us-2"]
+    assert s["literal"]["result"] == ["x", "eu-1", 3]
+
+
+def test_empty_list_gives_empty_result_and_runs_nothing(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: none
+            tool: shell
+            foreach: []
+            args: {cmd: "touch ran"}
+            result_variable: out
+          - id: after
+            tool: echo
+            args: {value: "${out}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    assert [x["id"] for x in r.json["steps"]] == ["none", "after"]
+    assert steps_of(r.json)["after"]["result"] == []
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "word"), [('"just text"', "a string"), ("7", "a number"), ("null", "null")]
+)
+def test_a_value_that_is_not_a_list_fails_the_step(run, write, value, word):
+    write(
+        "p.yaml",
+        f"""
+        variables: {{v: {value}}}
+        steps:
+          - {{id: fan, tool: echo, foreach: "${{v}}", args: {{value: "${{item}}"}}}}
+          - {{id: after, tool: echo, depends_on: [fan], args: {{value: 1}}}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert_no_traceback(r)
+    assert r.code == 1, r
+    s = steps_of(r.json)
+    assert s["fan"]["status"] == "failed"
+    assert s["fan"]["error"].startswith(f"step 'fan': foreach gave {word}")
+    assert "not a list or a mapping" in s["fan"]["error"]
+    assert s["after"]["status"] == "pending"
+
+
+def test_dynamic_fan_out_over_listed_files(run, write, tmp_path):
+    for name, text in (("a.txt", "1\n"), ("b.txt", "1\n2\n"), ("c.txt", "1\n2\n3\n")):
+        write(f"data/{name}", text)
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: files, tool: shell, args: {cmd: "ls data"}, result_variable: listing}
+          - id: count
+            tool: shell
+            foreach: "${listing.stdout.split()}"
+            as: f
+            args: {cmd: "wc -l < data/${f}"}
+            result_variable: counts
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert [int(c["stdout"]) for c in s["count"]["result"]] == [1, 2, 3]
+    assert {"count[0]", "count[1]", "count[2]"} <= set(s)
+    # One more file, one more instance: the list is read when `files` is done.
+    write("data/d.txt", "x\n")
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert len(steps_of(r.json)["count"]["result"]) == 4
+
+
+def test_instances_run_in_parallel_under_j(run, write, tmp_path):
+    # Each instance waits until all three have started: only possible when they run together.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: meet
+            tool: shell
+            foreach: [a, b, c]
+            timeout: 20s
+            args:
+              cmd: >-
+                touch started-${item};
+                i=0; while [ $(ls started-* | wc -l) -lt 3 ]; do
+                i=$((i+1)); [ $i -gt 400 ] && exit 1; sleep 0.05; done
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "-j", "3")
+    assert r.code == 0, r
+
+
+def test_j_bounds_the_instances(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: one
+            tool: shell
+            foreach: [1, 2, 3]
+            args: {cmd: "echo start >> log; sleep 0.1; echo end >> log"}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state", "-j", "1")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split() == ["start", "end"] * 3
+
+
+def test_abort_stops_the_siblings(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: fan
+            tool: shell
+            foreach: [fail, 30, 30]
+            args: {cmd: "if [ ${item} = fail ]; then exit 3; fi; sleep ${item}"}
+          - {id: after, tool: echo, depends_on: [fan], args: {value: 1}}
+        """,
+    )
+    t0 = time.monotonic()
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "-j", "3")
+    assert time.monotonic() - t0 < 20
+    assert r.code == 1, r
+    s = steps_of(r.json)
+    assert s["fan[0]"]["status"] == "failed"
+    assert s["fan[1]"]["status"] == "interrupted" and s["fan[2]"]["status"] == "interrupted"
+    assert s["fan"]["status"] == "failed"
+    assert s["fan"]["error"] == "instance fan[0] failed: command exited with code 3"
+    assert s["after"]["status"] == "pending"
+
+
+def test_continue_lets_the_siblings_finish(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: fan
+            tool: shell
+            foreach: [fail, a, b]
+            on_failure: continue
+            args: {cmd: "if [ ${item} = fail ]; then exit 3; fi; sleep 0.3; touch done-${item}"}
+            result_variable: out
+          - {id: after, tool: echo, args: {value: "${out}"}}
+          - {id: other, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "-j", "3")
+    assert r.code == 1, r
+    s = steps_of(r.json)
+    assert [s[f"fan[{n}]"]["status"] for n in range(3)] == ["failed", "succeeded", "succeeded"]
+    assert (tmp_path / "done-a").exists() and (tmp_path / "done-b").exists()
+    assert s["fan"]["status"] == "failed" and s["after"]["status"] == "skipped"
+    assert s["other"]["status"] == "succeeded"
+
+
+def test_ignore_gives_null_in_the_list(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: fan
+            tool: shell
+            foreach: [0, 3, 0]
+            on_failure: ignore
+            args: {cmd: "echo ${index}; exit ${item}"}
+            result_variable: out
+          - {id: after, tool: echo, args: {value: ["${out[1]}", "${out[2].stdout}"]}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert s["after"]["result"] == [None, "2\n"]
+    assert s["fan[1]"]["status"] == "ignored"
+    assert s["fan"]["status"] == "succeeded" and s["fan"]["result"][1] is None
+    assert s["fan"]["result"][0]["stdout"] == "0\n"
+
+
+def test_timeout_and_retries_per_instance(run, write, tmp_path):
+    # Instance 1 fails its first attempt (no marker yet), instance 2 always times out.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: fan
+            tool: shell
+            foreach: [ok, flaky, slow]
+            timeout: 1s
+            retries: 1
+            retry_delay: 0.05
+            on_failure: continue
+            args:
+              cmd: >-
+                case ${item} in
+                flaky) [ -e marker ] || { touch marker; exit 1; } ;;
+                slow) sleep 30 ;;
+                esac
+        """,
+    )
+    t0 = time.monotonic()
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "-j", "3")
+    assert time.monotonic() - t0 < 20
+    s = steps_of(r.json)
+    assert (s["fan[0]"]["status"], s["fan[0]"]["attempts"]) == ("succeeded", 1)
+    assert (s["fan[1]"]["status"], s["fan[1]"]["attempts"]) == ("succeeded", 2)
+    assert (s["fan[2]"]["status"], s["fan[2]"]["attempts"]) == ("failed", 2)
+    assert "timed out after 1s" in s["fan[2]"]["error"]
+    assert r.code == 1
+
+
+def test_when_per_instance(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: fan
+            tool: shell
+            foreach: [1, 2, 3, 4]
+            when: "${item % 2 == 0}"
+            args: {cmd: "touch ran-${item}; echo ${item}"}
+            result_variable: out
+          - id: never
+            tool: echo
+            foreach: [1, 2]
+            when: false
+            args: {value: "${item}"}
+            result_variable: never
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert [s[f"fan[{n}]"]["status"] for n in range(4)] == [
+        "skipped",
+        "succeeded",
+        "skipped",
+        "succeeded",
+    ]
+    assert sorted(p.name for p in tmp_path.glob("ran-*")) == ["ran-2", "ran-4"]
+    assert s["fan"]["status"] == "succeeded"
+    assert [x and x["stdout"] for x in s["fan"]["result"]] == [None, "2\n", None, "4\n"]
+    assert s["never"]["status"] == "skipped" and "never" not in r.json["variables"]
+
+
+def test_approval_gates_the_instances(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: fan, tool: shell, foreach: [a, b], approval: true, args: {cmd: "touch ${item}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 5 and "fan" in r.json["error"], r
+    assert not (tmp_path / "a").exists()
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "--yes")
+    assert r.code == 0, r
+    assert (tmp_path / "a").exists() and (tmp_path / "b").exists()
+
+
+def test_each_instance_counts_against_the_budgets(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        limits: {max_steps: 3}
+        steps:
+          - {id: first, tool: echo, args: {value: 1}}
+          - {id: fan, tool: shell, foreach: [a, b, c], depends_on: [first], args: {cmd: "touch ${item}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "-j", "1")
+    assert r.code == 1 and r.json["reason"] == "step_budget", r
+    s = steps_of(r.json)
+    assert s["fan[2]"]["status"] == "failed" and "limits.max_steps is 3" in s["fan[2]"]["error"]
+    assert sorted(p.name for p in tmp_path.iterdir() if len(p.name) == 1) == ["a", "b"]
+    write(
+        "q.yaml",
+        """
+        limits: {tool_caps: {shell: 2}}
+        steps:
+          - {id: fan, tool: shell, foreach: [a, b, c], args: {cmd: "true"}}
+        """,
+    )
+    r = run("run", "q.yaml", "--output", "json", "--no-state", "-j", "1")
+    assert r.code == 1 and r.json["reason"] == "step_budget", r
+
+
+def test_only_selects_all_instances(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: src, tool: echo, args: {value: [x, y]}, result_variable: xs}
+          - {id: fan, tool: echo, foreach: "${xs}", args: {value: "${item}!"}}
+          - {id: other, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "--only", "fan")
+    assert r.code == 0, r
+    assert [x["id"] for x in r.json["steps"]] == ["src", "fan", "fan[0]", "fan[1]"]
+    assert steps_of(r.json)["fan"]["result"] == ["x!", "y!"]
+
+
+# ---- state, resume, reports ------------------------------------------------------------------
+
+
+RESUMABLE = """
+variables: {names: [a, b, c]}
+steps:
+  - id: fan
+    tool: shell
+    foreach: "${names}"
+    on_failure: continue
+    args: {cmd: "echo ${item} >> log; { [ ${item} != b ] || [ -e fixed ]; } && echo ${item}"}
+    result_variable: out
+  - {id: after, tool: echo, args: {value: "${out | length}"}}
+"""
+
+
+def test_state_status_and_resume_keep_succeeded_instances(run, write, tmp_path):
+    write("p.yaml", RESUMABLE)
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    status = run("status", "p.yaml", "--output", "json")
+    assert status.code == 0, status
+    ids = [s["id"] for s in status.json["steps"]]
+    assert ids == ["fan", "fan[0]", "fan[1]", "fan[2]", "after"]
+    assert [s["status"] for s in status.json["steps"]] == [
+        "failed",
+        "succeeded",
+        "failed",
+        "succeeded",
+        "skipped",
+    ]
+    text = run("status", "p.yaml").out
+    rows = [line.split()[0] for line in text.split("STEP", 1)[1].splitlines()[1:] if line]
+    assert rows == ["fan", "fan[0]", "fan[1]", "fan[2]", "after"]
+
+    (tmp_path / "fixed").touch()
+    r = run("resume", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    # Only the failed instance ran again.
+    assert (tmp_path / "log").read_text().split() == ["a", "b", "c", "b"]
+    s = steps_of(r.json)
+    assert s["fan"]["status"] == "succeeded" and s["after"]["result"] == 3
+    assert all(s[f"fan[{n}]"]["status"] == "succeeded" for n in range(3))
+
+    # A changed element runs again (its fingerprint changed); the others are kept.
+    r = run("resume", "p.yaml", "--output", "json", "--var", 'names=["a", "b", "z"]')
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split() == ["a", "b", "c", "b", "z"]
+    # A shorter list: the dropped instance leaves the state.
+    r = run("run", "p.yaml", "--output", "json", "--var", 'names=["a"]')
+    assert r.code == 0, r
+    status = run("status", "p.yaml", "--output", "json")
+    assert [s["id"] for s in status.json["steps"]] == ["fan", "fan[0]", "after"]
+
+
+def test_events_junit_and_console_name_the_instances(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: fan
+            tool: shell
+            foreach: [0, 3]
+            on_failure: continue
+            args: {cmd: "exit ${item}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state", "--events", "e.jsonl", "--junit", "j.xml")
+    assert r.code == 1, r
+    events = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    seen = [(e["event"], e.get("step")) for e in events]
+    assert ("step.started", "fan") in seen and ("step.succeeded", "fan[0]") in seen
+    assert ("step.failed", "fan[1]") in seen and ("step.failed", "fan") in seen
+    started = next(e for e in events if e["event"] == "step.started" and e["step"] == "fan")
+    assert started["instances"] == ["fan[0]", "fan[1]"]
+    cases = ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    names = [(c.get("name"), c.find("failure") is not None) for c in cases]
+    assert names == [("fan", True), ("fan[0]", False), ("fan[1]", True)]
+    # The console shows the instances under their step.
+    assert "fan started [shell]: foreach, 2 instances" in r.err
+    assert "  fan[1] failed" in r.err
+    assert "2 foreach instances (1 failed)" in r.err
+
+
+# ---- validation, dry-run, graph --------------------------------------------------------------
+
+
+def test_validation_checks_foreach_names_and_the_loop_names_scope(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {pkgs: [a]}
+        steps:
+          - id: lint
+            tool: echo
+            foreach: "${pkgz}"
+            as: pkg
+            args: {value: "${pkg} ${index} ${missing}"}
+          - id: self
+            tool: echo
+            foreach: "${pkg}"
+            args: {value: "${item}"}
+          - {id: outside, tool: echo, args: {value: "${pkg}"}}
+          - {id: text, tool: echo, foreach: "pkgs", args: {value: 1}}
+          - {id: lonely, tool: echo, as: x, args: {value: 1}}
+          - {id: taken, tool: echo, foreach: [1], as: index, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    lines = r.out.splitlines()
+    assert any(
+        "p.yaml:5:14: error: step 'lint': foreach: undefined name 'pkgz'" in x
+        and "did you mean 'pkgs'" in x
+        for x in lines
+    ), r
+    assert any("step 'lint': args.value: undefined name 'missing'" in x for x in lines), r
+    assert not any("undefined name 'pkg'" in x and "'lint'" in x for x in lines), r
+    assert any("step 'self': foreach: undefined name 'pkg'" in x for x in lines), r
+    assert any("step 'outside': args.value: undefined name 'pkg'" in x for x in lines), r
+    assert any(
+        "step 'text': foreach: a string must be exactly one ${expression}" in x for x in lines
+    )
+    assert any("step 'lonely': 'as' names the element of a foreach" in x for x in lines), r
+    assert any("step 'taken': as: 'index' is taken" in x for x in lines), r
+
+
+def test_schema_knows_foreach_and_as(run, write):
+    r = run("schema")
+    step = r.json["$defs"]["Step"]["properties"]
+    assert "foreach" in step and "as" in step and "as_" not in step
+    write("p.yaml", "steps:\n  - {id: a, tool: echo, foreach: [1], ass: x}\n")
+    r = run("validate", "p.yaml")
+    assert r.code == 3 and "unknown key 'ass'" in r.out and "did you mean 'as'" in r.out, r
+
+
+def test_foreach_reading_a_result_is_a_data_dependency(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: fan, tool: echo, foreach: "${xs}", args: {value: "${item}"}}
+          - {id: src, tool: echo, args: {value: [1, 2]}, result_variable: xs}
+        """,
+    )
+    r = run("graph", "p.yaml", "--format", "json")
+    assert {"from": "src", "to": "fan", "kind": "data"} in r.json["edges"], r
+    node = next(n for n in r.json["nodes"] if n["id"] == "fan")
+    assert node["instances"] == ["fan[*]"] and node["foreach"] == "<foreach over <src result>>"
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert steps_of(r.json)["fan"]["result"] == [1, 2]
+
+
+def test_dry_run_shows_instances_or_a_placeholder(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        variables: {pkgs: [core, web]}
+        steps:
+          - {id: files, tool: shell, args: {cmd: "ls"}, result_variable: listing}
+          - id: lint
+            tool: shell
+            foreach: "${pkgs}"
+            as: pkg
+            title: "lint ${pkg}"
+            args: {cmd: "ruff check ${pkg}"}
+          - id: each
+            tool: shell
+            foreach: "${listing.stdout.split()}"
+            args: {cmd: "wc -l ${item}"}
+          - {id: none, tool: echo, foreach: [], args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "--dry-run")
+    assert r.code == 0, r
+    assert "lint[0]  lint core  [shell]" in r.out and "lint[1]  lint web  [shell]" in r.out
+    assert "ruff check core" in r.out
+    assert "each[*]" in r.out and "<foreach over <files result>>" in r.out
+    r = run("run", "p.yaml", "--dry-run", "--output", "json")
+    s = steps_of(r.json)
+    assert s["lint[1]"]["args"] == {"cmd": "ruff check web"}
+    assert s["lint[1]"]["instance_of"] == "lint"
+    assert s["each[*]"]["foreach"] == "<foreach over <files result>>"
+    assert s["each[*]"]["depends_on"] == ["files"]
+    assert s["none"]["foreach"] == []
+    assert r.json["waves"][0] == ["files", "lint[0]", "lint[1]", "none"]
+    assert r.json["waves"][1] == ["each[*]"]
+    assert not (tmp_path / ".planrun").exists()
+
+
+def test_graph_shows_instances_and_their_last_status(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {xs: [1, 2]}
+        steps:
+          - {id: fan, tool: echo, foreach: "${xs}", args: {value: "${item}"}}
+        """,
+    )
+    r = run("graph", "p.yaml")
+    assert "├ ○ fan[0]" in r.out and "└ ○ fan[1]" in r.out, r
+    assert "foreach: 2 instances" in run("graph", "p.yaml", "--format", "mermaid").out
+    assert "foreach: 2 instances" in run("graph", "p.yaml", "--format", "dot").out
+    assert run("run", "p.yaml").code == 0
+    r = run("graph", "p.yaml")
+    assert "├ ✓ fan[0]" in r.out and "└ ✓ fan[1]" in r.out, r
+
+
+# ---- the example ------------------------------------------------------------------------------
+
+
+EXAMPLE = ROOT / "examples/foreach.yaml"
+
+
+def test_example_foreach_counts_the_listed_files():
+    examples = EXAMPLE.parent
+    r = planrun("run", "--no-state", "--output", "json", "-j", "4", EXAMPLE.name, cwd=examples)
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    names = sorted(p.name for p in examples.glob("*.yaml"))
+    report = s["report"]["result"]
+    assert report["files"] == names
+    expected = [len((examples / n).read_text().splitlines()) for n in names]
+    assert report["lines"] == expected and report["total"] == sum(expected)
+    assert [s[f"count[{n}]"]["status"] for n in range(len(names))] == ["succeeded"] * len(names)
+    assert report["notes"][0] == "0: yaml means plans are YAML"
+    dry = planrun("run", "--dry-run", EXAMPLE.name, cwd=examples)
+    assert "count[*]" in dry.out and "<foreach over <files result>>" in dry.out
+
+
+@pytest.mark.slow
+def test_instances_run_on_the_dask_executor(run, write, tmp_path, request):
+    pytest.importorskip("distributed")
+    cluster = request.getfixturevalue("cluster")
+    write("data/a.txt", "1\n")
+    write("data/b.txt", "1\n2\n")
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: files, tool: shell, args: {cmd: "ls data"}, result_variable: listing}
+          - id: count
+            tool: shell
+            foreach: "${listing.stdout.split()}"
+            args: {cmd: "wc -l < data/${item}"}
+            result_variable: counts
+          - {id: fail, tool: shell, foreach: [0, 3], on_failure: continue, args: {cmd: "exit ${item}"}}
+        """,
+    )
+    r = run(
+        "run", "p.yaml", "--output", "json", "--no-state", "--address", cluster.address, "-j", "4"
+    )
+    assert r.code == 1, r
+    s = steps_of(r.json)
+    assert [c["stdout"].strip() for c in s["count"]["result"]] == ["1", "2"]
+    assert s["count[1]"]["status"] == "succeeded"
+    assert s["fail[1]"]["status"] == "failed" and s["fail"]["status"] == "failed"
+    assert s["fail[1]"]["error"] == "command exited with code 3"
+
+
+PLANNER = """
+import json, sys
+ctx = json.load(sys.stdin)
+json.dump({"seen": ctx["failed_step"]["id"], "foreach": ctx["failed_step"].get("foreach")},
+          open("asked.json", "w"))
+json.dump([{"id": "fan", "tool": "echo", "foreach": [x * 10 for x in ctx["failed_step"]["foreach"]],
+            "args": {"value": "${item}"}, "result_variable": "out"},
+           {"id": "after", "tool": "echo", "args": {"value": "${out}"}}], sys.stdout)
+"""
+
+
+def test_replan_gets_the_step_and_a_new_foreach_expands_afresh(run, write, tmp_path):
+    write("planner.py", PLANNER)
+    write(
+        "p.yaml",
+        f"""
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        steps:
+          - {{id: first, tool: echo, foreach: [a, b], args: {{value: "${{item}}"}}}}
+          - id: fan
+            tool: shell
+            foreach: [1, 2]
+            on_failure: replan
+            depends_on: [first]
+            args: {{cmd: "exit ${{item}}"}}
+          - {{id: after, tool: echo, depends_on: [fan], args: {{value: 0}}}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    assert json.loads((tmp_path / "asked.json").read_text()) == {"seen": "fan", "foreach": [1, 2]}
+    s = steps_of(r.json)
+    assert s["after"]["result"] == [10, 20]
+    assert s["fan[1]"]["result"] == 20 and s["fan"]["status"] == "succeeded"
+    # The completed foreach step keeps its instances.
+    assert s["first"]["result"] == ["a", "b"] and s["first[1]"]["result"] == "b"
+
+
+def _answer_at_tty(cwd: Path, args: list[str], answers: list[str]) -> tuple[int, str, str]:
+    """Run planrun with a pseudo-terminal as stdin/stderr, answering each [y/N] in turn."""
+    import os
+    import pty
+    import subprocess
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", *args],
+        cwd=cwd,
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 30
+    for answer in answers:
+        asked = seen.count(b"[y/N]")
+        while seen.count(b"[y/N]") == asked and time.monotonic() < deadline:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+        os.write(master, answer.encode() + b"\n")
+    out, _ = proc.communicate(timeout=30)
+    try:
+        while chunk := os.read(master, 4096):
+            seen += chunk
+    except OSError:
+        pass
+    os.close(master)
+    return proc.returncode, out.decode(), seen.decode(errors="replace")
+
+
+def test_approval_at_a_tty_is_asked_per_instance(write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: fan, tool: shell, foreach: [a, b], approval: true, args: {cmd: "touch ${item}"}}
+        """,
+    )
+    args = ["run", "p.yaml", "--output", "json", "--no-state", "-j", "1"]
+    code, out, err = _answer_at_tty(tmp_path, args, ["y", "n"])
+    assert code == 5, (out, err)
+    assert "step 'fan[0]' needs approval" in err and "step 'fan[1]' needs approval" in err
+    s = steps_of(json.loads(out))
+    assert s["fan[0]"]["status"] == "succeeded" and s["fan[1]"]["status"] == "interrupted"
+    assert (tmp_path / "a").exists() and not (tmp_path / "b").exists()
