@@ -457,15 +457,25 @@ def test_state_status_and_resume_keep_succeeded_instances(run, write, tmp_path):
     r = run("resume", "p.yaml", "--output", "json")
     assert r.code == 0, r
     # Only the failed instance ran again.
-    assert (tmp_path / "log").read_text().split() == ["a", "b", "c", "b"]
+    log = (tmp_path / "log").read_text().split()
+    assert sorted(log[:3]) == ["a", "b", "c"] and log[3:] == ["b"]
     s = steps_of(r.json)
     assert s["fan"]["status"] == "succeeded" and s["after"]["result"] == 3
     assert all(s[f"fan[{n}]"]["status"] == "succeeded" for n in range(3))
 
+    # A finished run resumed runs nothing: the step and its instances are kept whole.
+    r = run("resume", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split() == log
+    assert [x["id"] for x in r.json["steps"]] == ["fan", "fan[0]", "fan[1]", "fan[2]", "after"]
+    assert {x["status"] for x in r.json["steps"]} == {"succeeded"}
+    assert steps_of(r.json)["fan"]["result"][2]["stdout"] == "c\n"
+    assert "after kept from the previous run" in r.err and "started" not in r.err
+
     # A changed element runs again (its fingerprint changed); the others are kept.
     r = run("resume", "p.yaml", "--output", "json", "--var", 'names=["a", "b", "z"]')
     assert r.code == 0, r
-    assert (tmp_path / "log").read_text().split() == ["a", "b", "c", "b", "z"]
+    assert (tmp_path / "log").read_text().split() == [*log, "z"]
     # A shorter list: the dropped instance leaves the state.
     r = run("run", "p.yaml", "--output", "json", "--var", 'names=["a"]')
     assert r.code == 0, r
