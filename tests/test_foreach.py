@@ -777,3 +777,33 @@ def test_approval_at_a_tty_is_asked_per_instance(write, tmp_path):
     s = steps_of(json.loads(out))
     assert s["fan[0]"]["status"] == "succeeded" and s["fan[1]"]["status"] == "interrupted"
     assert (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_cache_per_instance(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        variables: {names: [a, b]}
+        steps:
+          - id: fan
+            tool: shell
+            foreach: "${names}"
+            cache: true
+            args: {cmd: "echo ${item} >> log; echo ${item}"}
+            result_variable: out
+        """,
+    )
+    assert run("run", "p.yaml", "--no-state").code == 0
+    r = run("run", "p.yaml", "--no-state", "--output", "json")
+    s = steps_of(r.json)
+    assert (s["fan[0]"]["status"], s["fan[1]"]["status"]) == ("cached", "cached"), r
+    assert [x["stdout"] for x in s["fan"]["result"]] == ["a\n", "b\n"]
+    dry = steps_of(
+        run("run", "p.yaml", "--dry-run", "--output", "json", "--var", "names=[a, c]").json
+    )
+    assert dry["fan[0]"]["cache"]["status"] == "hit" and dry["fan[1]"]["cache"]["status"] == "miss"
+    # A new element misses, the old one still hits.
+    r = run("run", "p.yaml", "--no-state", "--output", "json", "--var", "names=[a, c]")
+    s = steps_of(r.json)
+    assert (s["fan[0]"]["status"], s["fan[1]"]["status"]) == ("cached", "succeeded"), r
+    assert sorted((tmp_path / "log").read_text().split()) == ["a", "b", "c"]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from planrun.cache import reasons
 from planrun.cache.session import CacheOptions, CacheSession, Upstream, step_cached
 from planrun.errors import UsageError
+from planrun.instances import parent_of
 
 ALL = "*"  # what a bare --force stands for
 
@@ -72,11 +73,14 @@ def preview(
     results: dict[str, Any] = {}  # results known now: those of hits
     try:
         for sid in order:
-            step = plan.step(sid)
+            parent = parent_of(sid)  # a foreach instance is previewed as its step over its item
+            step = plan.step(parent or sid)
             if session is None or not step_cached(step):
                 out[sid] = {"status": "off", "reason": reasons.OFF}
                 continue
-            scope = _scope(plan, variables, env, results)
+            scope: Mapping[str, Any] = _scope(plan, variables, env, results)
+            if parent is not None:
+                step, scope = preview_instance(step, sid, scope)
             out[sid] = _preview_step(session, sid, step, deps[sid], scope, results, out)
     finally:
         if session is not None:
@@ -89,7 +93,7 @@ def _preview_step(
     sid: str,
     step: Any,
     deps: list[str],
-    scope: dict[str, Any],
+    scope: Mapping[str, Any],
     results: dict[str, Any],
     seen: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
@@ -120,9 +124,25 @@ def _preview_step(
     decision = session.decide(sid, step, args, upstream)
     if decision.key is not None:
         session.keys[sid] = decision.key  # dependents see the key this step would run or hit with
-    if decision.status == "hit" and decision.entry is not None:
+    if decision.status == "hit" and decision.entry is not None and parent_of(sid) is None:
         results[sid] = decision.entry.result
     return {"status": decision.status, "reason": decision.reason}
+
+
+def preview_instance(
+    step: Any, iid: str, scope: Mapping[str, Any]
+) -> tuple[Any, Mapping[str, Any]]:
+    """A foreach instance's step and scope for a preview (its element, when the list is
+    known now; else the scope as it is, where its args cannot resolve)."""
+    from planrun.expressions import ExpressionError
+    from planrun.fanout import FanOutError, InstanceScope, bindings, instance_step, resolve_elements
+
+    try:
+        n = int(iid[iid.rindex("[") + 1 : -1])
+        items = resolve_elements(step, scope)
+        return instance_step(step, n), InstanceScope(scope, bindings(step, items[n], n))
+    except (ValueError, IndexError, ExpressionError, FanOutError):
+        return step, scope
 
 
 def _scope(
