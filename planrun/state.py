@@ -39,7 +39,13 @@ from planrun.statecheck import (
     check_run_fields,
     check_step_fields,
 )
-from planrun.statefiles import check_not_special, create_temp, open_regular, read_regular
+from planrun.statefiles import (
+    check_not_special,
+    check_state_dirs,
+    create_temp,
+    open_regular,
+    read_regular,
+)
 from planrun.status import RUN_STATUSES, STEP_STATUSES, Status
 
 STATE_VERSION = 1
@@ -502,6 +508,7 @@ class StateStore:
         if self._lock_fd is not None:
             return
         # A symlink, FIFO or device where the state goes is refused before anything is created.
+        check_state_dirs(self.path)
         check_not_special(self.path)
         check_not_special(self.journal_path)
         _make_dirs(self.path.parent)

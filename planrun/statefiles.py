@@ -103,3 +103,21 @@ def create_temp(path: Path | str, flags: int = 0) -> int:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
     raise StateError(f"cannot create temporary state file {path}: it keeps reappearing")
+
+
+def check_state_dirs(path: Path) -> None:
+    """Under the default `.planrun/state/`, neither directory may be a symbolic link: a
+    repository could ship `.planrun` pointing anywhere (another user's directory, /tmp), and the
+    run's state would be written there. A `--state` path elsewhere is the user's own choice."""
+    state_dir = path.parent
+    if state_dir.name != "state" or state_dir.parent.name != ".planrun":
+        return
+    for d in (state_dir.parent, state_dir):
+        try:
+            st = os.lstat(d)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise StateError(
+                f"state directory {d} is a symbolic link: refusing to use it (remove or rename it)"
+            )

@@ -192,3 +192,16 @@ def test_a_revision_cannot_lift_an_approval_gate(run, write, tmp_path):
     assert not (tmp_path / "DEPLOYED").exists()
     assert run("resume", "p.yaml", "--yes").code == 0
     assert (tmp_path / "DEPLOYED").exists()
+
+
+@pytest.mark.parametrize("link", [".planrun", ".planrun/state"])
+def test_a_symlinked_state_directory_is_refused(run, write, tmp_path, link):
+    write("p.yaml", FAILING)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if link != ".planrun":
+        (tmp_path / ".planrun").mkdir()
+    (tmp_path / link).symlink_to(elsewhere)
+    r = run("run", "p.yaml")
+    assert r.code == 4 and "symbolic link" in one_line_error(r), r
+    assert list(elsewhere.iterdir()) == []
