@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from planrun.tools import check_args, type_name
-from planrun.tools.base import OutputCallback, ToolContext, ToolFailed
+from planrun.tools.base import ToolContext, ToolFailed
+from planrun.tools.cmdoutput import collect_output, output_sinks
 
 _OPTIONAL = ("cwd", "env", "stdin", "check")
 _GRACE_S = 0.5  # between SIGTERM and SIGKILL when a step is cancelled
@@ -79,11 +80,13 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
     proc = await _spawn(argv, cwd, env, data is not None)
     LIVE_GROUPS.add(proc.pid)
+    plan = ctx.parent.plan if ctx.parent is not None else "plan"
+    sinks = output_sinks(ctx.cwd, plan, ctx.step_id, ctx.env)  # bounded memory, see cmdoutput
     try:
-        if ctx.on_output is None:
-            out, err = await proc.communicate(data)
-        else:
-            out, err = await _stream(proc, data, ctx.on_output)
+        out, err = await collect_output(proc, data, ctx.on_output, sinks)
+        close = getattr(proc, "close", None)  # the fast path's pipes (asyncio's close themselves)
+        if close is not None:
+            close()
     except BaseException:
         # Cancellation is how timeouts, abort and Ctrl-C reach a step: nothing may outlive it.
         await _kill_group(proc)
@@ -310,47 +313,6 @@ async def _spawn(argv: list[str], cwd: str, env: dict[str, str], with_stdin: boo
         raise ToolFailed(f"permission denied: {exc.filename or argv[0]}") from None
     except OSError as exc:
         raise ToolFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-
-
-async def _stream(proc: Any, data: bytes | None, on_output: OutputCallback) -> tuple[bytes, bytes]:
-    """Capture both pipes while passing each complete line to `on_output` as it arrives."""
-    out: list[bytes] = []
-    err: list[bytes] = []
-
-    async def pump(reader: asyncio.StreamReader | None, stream: str, sink: list[bytes]) -> None:
-        assert reader is not None
-        partial: list[bytes] = []
-        while chunk := await reader.read(_CHUNK):
-            sink.append(chunk)
-            if b"\n" not in chunk:
-                partial.append(chunk)
-                continue
-            partial.append(chunk)
-            *lines, rest = b"".join(partial).split(b"\n")
-            partial = [rest] if rest else []
-            for line in lines:
-                on_output(stream, line.decode("utf-8", errors="replace"))
-        if partial:
-            on_output(stream, b"".join(partial).decode("utf-8", errors="replace"))
-
-    async def feed() -> None:
-        if proc.stdin is None:
-            return
-        try:
-            if data:
-                proc.stdin.write(data)
-                await proc.stdin.drain()
-            proc.stdin.close()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the command did not read all of its input; like communicate(), not an error
-
-    # A TaskGroup (not gather) so that an error in one pump cancels the others.
-    async with asyncio.TaskGroup() as group:
-        group.create_task(pump(proc.stdout, "stdout", out))
-        group.create_task(pump(proc.stderr, "stderr", err))
-        group.create_task(feed())
-    await proc.wait()
-    return b"".join(out), b"".join(err)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
