@@ -10,10 +10,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from planrun.executors.base import Executor
 from planrun.model import Step
 from planrun.parent import RunStopped
-from planrun.tools.base import ToolContext, ToolFailed
+from planrun.tools.base import ToolCaller, ToolContext, ToolFailed
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class AttemptFailed:
 
 
 async def attempt(
-    executor: Executor, step: Step, args: dict[str, Any], ctx: ToolContext, timeout: float | None
+    executor: ToolCaller, step: Step, args: dict[str, Any], ctx: ToolContext, timeout: float | None
 ) -> tuple[Any, AttemptFailed | None]:
     """(result, None) when the call succeeds, (None, failure) when it does not.
 

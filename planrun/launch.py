@@ -6,15 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from planrun.errors import PlanInvalid, StateError, UsageError
+from planrun.errors import PlanInvalid, UsageError
 from planrun.events import Event, EventBus
-from planrun.graph import PlanGraph
 from planrun.model import Plan
 from planrun.parent import (
     Budget,
@@ -25,93 +22,10 @@ from planrun.parent import (
     SubPlanCall,
     forward_steps,
 )
-from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, abs_path, plan_stack
-from planrun.resume import PreviousStep
-from planrun.runstate import decide_resume, previous_steps
-
-
-@dataclass
-class OpenedState:
-    """The locked state store of a run (None with --no-state) and what resume needs from it."""
-
-    store: Any
-    previous: dict[str, PreviousStep] | None = None
-    revisions: list[dict[str, Any]] = field(default_factory=list)
-
-
-def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
-    """Lock the state file; on resume, load it: the previous steps, results and revisions."""
-    if req.no_state:
-        if req.resume:
-            raise UsageError("--resume needs state: drop --no-state")
-        return prep, OpenedState(None)
-    from planrun.state import StateStore, default_state_path
-
-    name = prep.plan.name or "plan"
-    path = abs_path(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
-    store = StateStore(Path(path), name)
-    store.acquire()
-    opened = OpenedState(store)
-    if not req.resume:
-        return prep, opened
-    try:
-        old = store.load()
-        if old is None:
-            raise StateError(
-                f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
-            )
-        opened.previous = previous_steps(old)
-        if old.revisions:
-            prep = _revised(prep, old.revisions, req, path)
-            opened.revisions = list(old.revisions)
-    except BaseException:
-        store.release()
-        raise
-    return prep, opened
-
-
-def attach_reporters(
-    req: RunRequest, bus: EventBus, store: Any
-) -> tuple[Any, list[Callable[[], None]]]:
-    """Subscribe the console, the state store, --events, --junit and library subscribers.
-
-    Returns (console, closers). Sub-plans' steps reach them all, as PARENT_STEP/CHILD_STEP.
-    """
-    closers: list[Callable[[], None]] = []
-    console = None
-    if req.console:
-        from planrun.reporters.console import ConsoleReporter
-
-        console = ConsoleReporter(
-            sys.stderr,
-            quiet=req.quiet,
-            stream_output=req.stream,
-            resume_hint=req.plan if store is not None else None,
-        )
-        bus.subscribe(console.handle)
-        closers.append(console.close)
-    if store is not None:
-        bus.subscribe(store.handle)
-    try:
-        if req.events:
-            from planrun.reporters.jsonl import JsonLinesReporter
-
-            jl = JsonLinesReporter(abs_path(req.events, req.cwd))
-            bus.subscribe(jl.handle)
-            closers.append(jl.close)
-        if req.junit:
-            from planrun.reporters.junit import JUnitReporter
-
-            ju = JUnitReporter(abs_path(req.junit, req.cwd))
-            bus.subscribe(ju.handle)
-            closers.append(ju.close)
-    except OSError as exc:
-        for close in closers:
-            close()
-        raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
-    for fn in req.subscribers:
-        bus.subscribe(fn)
-    return console, closers
+from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
+from planrun.runopen import OpenedState, attach_reporters, open_state, started_event
+from planrun.runstate import decide_resume
+from planrun.tools.base import ToolFn
 
 
 async def _check_mcp_tools(plan: Plan, prep: Prepared, pool: Any, notice: Notice | None) -> None:
@@ -128,28 +42,6 @@ async def _check_mcp_tools(plan: Plan, prep: Prepared, pool: Any, notice: Notice
     errors = [d for d in found if d.severity == "error"]
     if errors:
         raise PlanInvalid(errors)
-
-
-def _started_event(
-    prep: Prepared, variables: dict[str, Any], resumed: bool, jobs: int | None = None
-) -> Event:
-    plan = prep.plan
-    selected = set(prep.selected)
-    steps = [
-        {"id": s.id, "title": s.title or s.id, "tool": s.tool, "depends_on": prep.graph.deps[s.id]}
-        for s in plan.steps
-        if s.id in selected
-    ]
-    data = {
-        "run_id": uuid.uuid4().hex[:12],
-        "digest": plan_digest(plan),
-        "resumed": resumed,
-        "title": plan.title,
-        "jobs": jobs,
-        "variables": variables,
-        "steps": steps,
-    }
-    return Event("run.started", plan.name or "plan", None, data)
 
 
 @dataclass
@@ -236,8 +128,13 @@ def _context(
     )
 
 
-async def launch(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished:
-    """Open state → reporters → servers and executor → schedule → the result document."""
+async def launch(
+    req: RunRequest, prep: Prepared, call: SubPlanCall | None, plan_tool: ToolFn | None = None
+) -> Finished:
+    """Open state → reporters → servers and executor → schedule → the result document.
+
+    `plan_tool` runs the `plan` steps of a top-level run (sub-plans share their parent's executor).
+    """
     from planrun.cache.wiring import run_cache_options
     from planrun.executors.local import LocalExecutor
 
@@ -248,7 +145,7 @@ async def launch(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> F
     attached = _attach(req, prep, store, call)
     pool = None
     cache = None
-    executor: Any = call.parent.executor if call else LocalExecutor()
+    executor: Any = call.parent.executor if call else LocalExecutor(plan_tool)
     try:
         # dotenv: sent along with the steps that run elsewhere (the Dask executor)
         services: dict[str, Any] = {"notice": attached.notice, "dotenv": prep.dotenv}
@@ -335,7 +232,7 @@ async def _schedule(
         cache.secret_values = masker.values  # a result holding one is not stored
     sched.revisions = opened.revisions  # numbering goes on; the budget is this run's
     name = plan.name or "plan"
-    bus.emit(_started_event(prep, dict(prep.variables), opened.previous is not None, here.jobs))
+    bus.emit(started_event(prep, dict(prep.variables), opened.previous is not None, here.jobs))
     outcome = await sched.run()
     finished = {
         "status": outcome.status,
@@ -350,26 +247,6 @@ async def _schedule(
     if attached.substeps is not None:
         doc["steps"] = attached.substeps.merge_into(doc["steps"])
     return Finished(here.masks(doc), EXIT_FOR_STATUS[outcome.status], sched.variables)
-
-
-def _revised(
-    prep: Prepared, revisions: list[dict[str, Any]], req: RunRequest, state_path: str
-) -> Prepared:
-    """On resume, continue the plan as the planner last revised it (once it passes the checks)."""
-    from planrun.revision_check import checked_revision
-
-    plan = checked_revision(
-        prep.plan,
-        revisions,
-        state_path=state_path,
-        planner=bool(req.planner),
-        variables=prep.variables,
-    )
-    only = req.only
-    graph = PlanGraph.build(plan.steps)
-    keep = graph.upstream([o for o in only if o in graph.deps]) if only else set(graph.order)
-    selected = [sid for sid in graph.order if sid in keep]
-    return Prepared(prep.checked, plan, prep.variables, selected, graph, prep.dotenv)
 
 
 def _make_executor(req: RunRequest, plan: Plan, local: Any) -> Any:
@@ -408,11 +285,3 @@ def _tty_ask(console: Any) -> Callable[[str], Any]:
                 return await asyncio.to_thread(prompt)
 
     return ask
-
-
-def plan_digest(plan: Plan) -> str:
-    import hashlib
-    import json
-
-    blob = json.dumps(plan.model_dump(mode="json"), sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]

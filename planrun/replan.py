@@ -22,7 +22,7 @@ from planrun.planner import Replanner, ReplanRequest, ReplanStop, Revision
 from planrun.status import Reason
 
 if TYPE_CHECKING:
-    from planrun.runner import RunRequest
+    from planrun.request import RunRequest
 
 
 class PlannerError(Exception):

@@ -153,7 +153,11 @@ async def run_request(req: RunRequest, call: SubPlanCall | None = None) -> Finis
     blocked = gate(req, prep, call)
     if blocked is not None:
         return blocked
-    return await launch(req, prep, call)
+    if call is not None:
+        return await launch(req, prep, call)
+    from planrun.tools.subplan import make_plan_tool
+
+    return await launch(req, prep, call, make_plan_tool(run_request))
 
 
 def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished | None:

@@ -54,7 +54,6 @@ def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
     any question of approval) or it cannot be read.
     """
     from planrun.errors import StateError
-    from planrun.launch import _revised
     from planrun.request import abs_path
     from planrun.state import default_state_path, read_state
 
@@ -66,7 +65,29 @@ def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
             f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
         )
     if old.revisions:
-        prep = _revised(prep, old.revisions, req, path)
+        prep = revised_prep(prep, old.revisions, req, path)
     mask = prep.masker(prep.variables) if prep.plan.secrets else None
     decided = decide_resume(prep, previous_steps(old), mask)
     return decided.kept if decided is not None else {}
+
+
+def revised_prep(
+    prep: Prepared, revisions: list[dict[str, Any]], req: RunRequest, state_path: str
+) -> Prepared:
+    """On resume, continue the plan as the planner last revised it (once it passes the checks)."""
+    from planrun.graph import PlanGraph
+    from planrun.request import Prepared
+    from planrun.revision_check import checked_revision
+
+    plan = checked_revision(
+        prep.plan,
+        revisions,
+        state_path=state_path,
+        planner=bool(req.planner),
+        variables=prep.variables,
+    )
+    only = req.only
+    graph = PlanGraph.build(plan.steps)
+    keep = graph.upstream([o for o in only if o in graph.deps]) if only else set(graph.order)
+    selected = [sid for sid in graph.order if sid in keep]
+    return Prepared(prep.checked, plan, prep.variables, selected, graph, prep.dotenv)

@@ -19,7 +19,6 @@ from typing import Any
 from planrun.attempts import AttemptFailed, attempt
 from planrun.conditions import reacts_to
 from planrun.events import Event, EventBus
-from planrun.executors.base import Executor
 from planrun.expressions import ExpressionError, resolve, to_text
 from planrun.foreach_run import ForeachSteps
 from planrun.graph import PlanGraph
@@ -31,7 +30,7 @@ from planrun.planner import Failure, Replanner, ReplanRequest, ReplanStop, Revis
 from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept
 from planrun.scope import Scope, StepRecord, fingerprint, step_args, step_condition
 from planrun.status import COMPLETED, Reason, Status
-from planrun.tools.base import ToolContext
+from planrun.tools.base import ToolCaller, ToolContext
 
 __all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "fingerprint", "result_document"]
 
@@ -62,7 +61,7 @@ class Scheduler:
         plan: Plan,
         selected: list[str],
         variables: dict[str, Any],
-        executor: Executor,
+        executor: ToolCaller,
         bus: EventBus,
         settings: RunSettings,
         resume: ResumePlan | None = None,

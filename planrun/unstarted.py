@@ -20,7 +20,7 @@ __all__ = ["not_started_document", "record_blocked", "stopped_while_starting"]
 
 def record_blocked(req: RunRequest, prep: Prepared, doc: dict[str, Any]) -> None:
     """Write the blocked run `doc` (already masked) to the state and the report files."""
-    from planrun.launch import _started_event, attach_reporters, open_state
+    from planrun.runopen import attach_reporters, open_state, started_event
 
     prep, opened = open_state(req, prep)
     store = opened.store
@@ -33,7 +33,7 @@ def record_blocked(req: RunRequest, prep: Prepared, doc: dict[str, Any]) -> None
             store.release()
         raise
     try:
-        bus.emit(_started_event(prep, prep.variables, opened.previous is not None))
+        bus.emit(started_event(prep, prep.variables, opened.previous is not None))
         finished = {key: doc[key] for key in ("status", "reason", "duration_s", "error")}
         bus.emit(Event("run.finished", prep.plan.name or "plan", None, finished))
     finally:
@@ -73,11 +73,11 @@ def not_started_document(
 def stopped_while_starting(prep: Prepared, bus: EventBus, resumed: bool) -> Finished:
     """SIGINT/SIGTERM while MCP servers or the executor start: an interrupted run (exit 130)
     whose start and end reach the state and the reports like any other run's."""
-    from planrun.launch import _started_event
+    from planrun.runopen import started_event
 
     error = "interrupted before any step started"
     doc = not_started_document(prep, "interrupted", "interrupted", error, dict(prep.variables))
-    bus.emit(_started_event(prep, prep.variables, resumed))
+    bus.emit(started_event(prep, prep.variables, resumed))
     finished = {key: doc[key] for key in ("status", "reason", "duration_s", "error")}
     bus.emit(Event("run.finished", prep.plan.name or "plan", None, finished))
     return Finished(doc, ExitCode.INTERRUPTED)

@@ -7,12 +7,12 @@ import fnmatch
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from planrun.builtin_args import check_builtin_args
+from planrun.checked import CheckedPlan
 from planrun.conditions import when_problem
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
@@ -36,19 +36,6 @@ def reserved(name: str) -> str:
 def did_you_mean(word: str, choices: list[str] | set[str] | tuple[str, ...]) -> str | None:
     match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f"did you mean '{match[0]}'?" if match else None
-
-
-@dataclass
-class CheckedPlan:
-    """A loaded plan (None when the schema check failed) and every diagnostic found."""
-
-    plan: Plan | None
-    diagnostics: list[Diagnostic]
-    doc: Any  # planrun.loader.Document
-
-    @property
-    def ok(self) -> bool:
-        return self.plan is not None and not any(d.severity == "error" for d in self.diagnostics)
 
 
 class _Collector:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from planrun.tools.base import ToolContext
+from planrun.tools.base import ToolCaller, ToolContext
 
 
-class Executor(Protocol):
+class Executor(ToolCaller, Protocol):
     """Carries out one tool call. The scheduler knows nothing else about it.
 
     `call` raises `ToolFailed` for an expected failure; cancellation (asyncio.CancelledError)

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from planrun.tools.base import ToolContext, ToolFailed
+from planrun.tools.base import ToolContext, ToolFailed, ToolFn
 
 
 class LocalExecutor:
     """Looks a tool up by name and awaits it; cancellation reaches the tool itself."""
 
-    def __init__(self) -> None:
+    def __init__(self, plan_tool: ToolFn | None = None) -> None:
         from planrun.tools import builtin_registry
 
         self.registry = builtin_registry()
+        self.plan_tool = plan_tool  # the `plan` tool, which runs sub-plans through the run path
 
     async def start(self) -> None:
         return None
@@ -22,10 +23,8 @@ class LocalExecutor:
         spec = self.registry.get(tool)
         if spec is not None:
             return await spec.fn(args, ctx)
-        if tool == "plan":
-            from planrun.tools.subplan import run_subplan
-
-            return await run_subplan(args, ctx)
+        if tool == "plan" and self.plan_tool is not None:
+            return await self.plan_tool(args, ctx)
         if "." in tool:
             pool = ctx.services.get("mcp")
             server, name = tool.split(".", 1)

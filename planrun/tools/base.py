@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
 
 if TYPE_CHECKING:
-    from planrun.parent import ParentContext
+    from planrun.events import Event
+    from planrun.model import Policy
 
 
 class ToolFailed(Exception):
@@ -43,6 +46,38 @@ class ToolContext:
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+class ToolCaller(Protocol):
+    """Carries out one tool call: the part of an executor a sub-plan's run shares."""
+
+    async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ParentContext:
+    """A run, as the parent of the sub-plans its `plan` steps start."""
+
+    prefix: str  # this run's id path: "" at the top, "deploy/" inside step deploy, "a/b/" ...
+    plan: str  # the top run's plan name: every event of the tree carries it
+    plan_stack: tuple[str, ...]  # real paths of the plan files running, outermost first
+    cwd: str
+    yes: bool  # --yes (or MCP approve): every gate is answered
+    ask: AskFn | None  # the TTY question, with the full step id; None: no one to ask
+    policy: Policy  # this run's own policy merged with every enclosing one
+    jobs: int
+    slots: Slots
+    budget: Budget
+    masks: MaskChain
+    emit: Callable[[Event], None]  # the top run's event bus
+    executor: ToolCaller  # the run's executor (planrun.executors.base.Executor)
+    keep_going: bool = False
+    stream: bool = False
+    notice: Notice | None = None
+    mcp_config: str | None = None
+
+    def child_prefix(self, step_id: str) -> str:
+        return f"{self.prefix}{step_id}{STEP_SEPARATOR}"
 
 
 @dataclass(frozen=True)

@@ -8,17 +8,29 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from planrun.tools.base import ToolContext, ToolFailed, resolve_path
+from planrun.errors import PlanInvalid, PlanrunError
+from planrun.parent import RunStopped, SubPlanCall
+from planrun.request import Finished, RunRequest
+from planrun.tools.base import ToolContext, ToolFailed, ToolFn, resolve_path
+
+RunFn = Callable[[RunRequest, SubPlanCall], Awaitable[Finished]]
+"""The one run path (planrun.runner.run_request), handed in so this module does not import it."""
 
 
-async def run_subplan(args: dict[str, Any], ctx: ToolContext) -> Any:
+def make_plan_tool(run: RunFn) -> ToolFn:
+    """The `plan` tool, running sub-plans through `run`."""
+
+    async def plan_tool(args: dict[str, Any], ctx: ToolContext) -> Any:
+        return await run_subplan(args, ctx, run)
+
+    return plan_tool
+
+
+async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn) -> Any:
     """Run the sub-plan at `path` with `variables`; a plan that includes itself is an error."""
-    from planrun.errors import PlanInvalid, PlanrunError
-    from planrun.parent import RunStopped, SubPlanCall
-    from planrun.runner import RunRequest, run_request
-
     path = args.get("path")
     if not isinstance(path, str):
         raise ToolFailed("plan: missing argument 'path' (the sub-plan file)")

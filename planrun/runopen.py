@@ -1,0 +1,132 @@
+"""What a run opens before its first step: the locked state (with what resume takes from it),
+the reporters its events go to, and the run.started event that describes it."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planrun.errors import StateError, UsageError
+from planrun.events import Event, EventBus
+from planrun.model import Plan
+from planrun.request import Prepared, RunRequest, abs_path
+from planrun.resume import PreviousStep
+from planrun.runstate import previous_steps, revised_prep
+
+
+@dataclass
+class OpenedState:
+    """The locked state store of a run (None with --no-state) and what resume needs from it."""
+
+    store: Any
+    previous: dict[str, PreviousStep] | None = None
+    revisions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
+    """Lock the state file; on resume, load it: the previous steps, results and revisions."""
+    if req.no_state:
+        if req.resume:
+            raise UsageError("--resume needs state: drop --no-state")
+        return prep, OpenedState(None)
+    from planrun.state import StateStore, default_state_path
+
+    name = prep.plan.name or "plan"
+    path = abs_path(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
+    store = StateStore(Path(path), name)
+    store.acquire()
+    opened = OpenedState(store)
+    if not req.resume:
+        return prep, opened
+    try:
+        old = store.load()
+        if old is None:
+            raise StateError(
+                f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
+            )
+        opened.previous = previous_steps(old)
+        if old.revisions:
+            prep = revised_prep(prep, old.revisions, req, path)
+            opened.revisions = list(old.revisions)
+    except BaseException:
+        store.release()
+        raise
+    return prep, opened
+
+
+def attach_reporters(
+    req: RunRequest, bus: EventBus, store: Any
+) -> tuple[Any, list[Callable[[], None]]]:
+    """Subscribe the console, the state store, --events, --junit and library subscribers.
+
+    Returns (console, closers). Sub-plans' steps reach them all, as PARENT_STEP/CHILD_STEP.
+    """
+    closers: list[Callable[[], None]] = []
+    console = None
+    if req.console:
+        from planrun.reporters.console import ConsoleReporter
+
+        console = ConsoleReporter(
+            sys.stderr,
+            quiet=req.quiet,
+            stream_output=req.stream,
+            resume_hint=req.plan if store is not None else None,
+        )
+        bus.subscribe(console.handle)
+        closers.append(console.close)
+    if store is not None:
+        bus.subscribe(store.handle)
+    try:
+        if req.events:
+            from planrun.reporters.jsonl import JsonLinesReporter
+
+            jl = JsonLinesReporter(abs_path(req.events, req.cwd))
+            bus.subscribe(jl.handle)
+            closers.append(jl.close)
+        if req.junit:
+            from planrun.reporters.junit import JUnitReporter
+
+            ju = JUnitReporter(abs_path(req.junit, req.cwd))
+            bus.subscribe(ju.handle)
+            closers.append(ju.close)
+    except OSError as exc:
+        for close in closers:
+            close()
+        raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
+    for fn in req.subscribers:
+        bus.subscribe(fn)
+    return console, closers
+
+
+def started_event(
+    prep: Prepared, variables: dict[str, Any], resumed: bool, jobs: int | None = None
+) -> Event:
+    plan = prep.plan
+    selected = set(prep.selected)
+    steps = [
+        {"id": s.id, "title": s.title or s.id, "tool": s.tool, "depends_on": prep.graph.deps[s.id]}
+        for s in plan.steps
+        if s.id in selected
+    ]
+    data = {
+        "run_id": uuid.uuid4().hex[:12],
+        "digest": plan_digest(plan),
+        "resumed": resumed,
+        "title": plan.title,
+        "jobs": jobs,
+        "variables": variables,
+        "steps": steps,
+    }
+    return Event("run.started", plan.name or "plan", None, data)
+
+
+def plan_digest(plan: Plan) -> str:
+    import hashlib
+    import json
+
+    blob = json.dumps(plan.model_dump(mode="json"), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
