@@ -95,19 +95,18 @@ def list_tools(
     rows.sort(key=lambda r: r["name"])
     if plan_path is None and mcp_config is None:
         return rows
-    servers: dict[str, Any] = {}
+    from planrun.mcp_client import parse_mcp_config
+
+    extra = parse_mcp_config(mcp_config) if mcp_config else {}
+    servers: dict[str, Any] = dict(extra)
     if plan_path is not None:
+        from planrun.checktools import server_entries
         from planrun.validate import load_plan
 
-        plan = load_plan(plan_path)
-        from planrun.checktools import server_entries
-
-        servers = server_entries(plan, plan.variables)
-    if mcp_config:
-        from planrun.mcp_client import parse_mcp_config
-
-        for n, e in parse_mcp_config(mcp_config).items():
-            servers.setdefault(n, e)
+        # The config's servers are the plan's too (as for `run --mcp-config`): its
+        # SERVER.TOOL steps are valid, and the plan's own entries win.
+        plan = load_plan(plan_path, servers=extra)
+        servers.update(server_entries(plan, plan.variables))
     if servers:
         import asyncio
 

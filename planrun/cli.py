@@ -299,9 +299,19 @@ def resume(**kw: Any) -> None:
 @click.option(
     "--check-tools", is_flag=True, help="Connect to MCP servers and check tools and arguments."
 )
+@click.option(
+    "--mcp-config",
+    type=click.Path(dir_okay=False),
+    help="MCP servers from a Claude/Cursor/VS Code config file, as for `run`.",
+)
 @_guard
 def validate(
-    plans: tuple[str, ...], fmt: str, var: tuple[str, ...], vars_file: str | None, check_tools: bool
+    plans: tuple[str, ...],
+    fmt: str,
+    var: tuple[str, ...],
+    vars_file: str | None,
+    check_tools: bool,
+    mcp_config: str | None,
 ) -> None:
     """Check plan files: schema, references, expressions, tools, policy, cycles."""
     from planrun.runner import load_vars_file
@@ -309,24 +319,32 @@ def validate(
 
     plans = plans or (plan_or_default(None, os.getcwd()),)
     extra = {**(load_vars_file(vars_file, os.getcwd()) if vars_file else {}), **_parse_vars(var)}
+    servers: dict[str, Any] = {}
+    if mcp_config:
+        from planrun.mcp_client import parse_mcp_config
+
+        servers = parse_mcp_config(mcp_config)
     missing = [p for p in plans if not os.path.exists(p)]
     if missing:
         raise UsageError(f"plan file not found: {missing[0]}")
     diags = []
     for path in plans:
+        found = []
         try:
-            checked = load_and_check(path, extra)
-            diags.extend(checked.diagnostics)
+            checked = load_and_check(path, extra, servers=servers)
+            found.extend(checked.diagnostics)
             if checked.ok:
                 from planrun.dotenv import dotenv_problems
 
-                diags.extend(dotenv_problems(checked, os.getcwd()))
-            if check_tools and checked.plan is not None and checked.ok:
+                found.extend(dotenv_problems(checked, os.getcwd()))
+            if check_tools and checked.plan is not None:
+                # Servers that exist are checked even when another one is unknown.
                 from planrun.checktools import check_plan_tools
 
-                diags.extend(check_plan_tools(checked, os.getcwd(), extra))
+                found.extend(check_plan_tools(checked, os.getcwd(), extra))
         except PlanInvalid as exc:
-            diags.extend(exc.diagnostics)
+            found.extend(exc.diagnostics)
+        diags.extend(sorted(found, key=lambda d: (d.line, d.col)))  # by position, per file
     _print_diagnostics(diags, fmt)
     if any(d.severity == "error" for d in diags):
         sys.exit(int(ExitCode.INVALID_PLAN))

@@ -390,11 +390,9 @@ def check_document(
             out.add(where, f"dependency cycle: {' -> '.join(cycle)}")
         else:
             _concurrent_binders(steps, step_paths, graph, out)
-    if (
-        header is not None
-        and not any(d.severity == "error" for d in out.items)
-        and len(steps) == len(raw_steps)
-    ):
+    # Built even when something else is wrong (`ok` says whether it may run): `validate
+    # --check-tools` still checks the tools of the servers that do exist.
+    if header is not None and len(steps) == len(raw_steps):
         name = header.name or default_name(doc.file)
         merged = {
             **{n: ServerEntry.model_validate(e) for n, e in extra_servers.items()},
@@ -498,18 +496,28 @@ def _concurrent_binders(
 
 
 def load_and_check(
-    source: str, variables: Mapping[str, Any] | None = None, *, text: str | None = None
+    source: str,
+    variables: Mapping[str, Any] | None = None,
+    *,
+    text: str | None = None,
+    servers: Mapping[str, Any] | None = None,
 ) -> CheckedPlan:
-    """Load a plan file (or inline text) and check it. Parse errors raise PlanInvalid."""
+    """Load a plan file (or inline text) and check it. Parse errors raise PlanInvalid.
+
+    `servers`: MCP servers from outside the plan (`--mcp-config`), under the plan's own."""
     from planrun.loader import load_document, load_text
 
     doc = load_text(text, source) if text is not None else load_document(source)
-    return check_document(doc, variables)
+    return check_document(doc, variables, servers)
 
 
-def load_plan(path: str, variables: Mapping[str, Any] | None = None) -> Plan:
+def load_plan(
+    path: str,
+    variables: Mapping[str, Any] | None = None,
+    servers: Mapping[str, Any] | None = None,
+) -> Plan:
     """The plan in `path`, validated; raises PlanInvalid with every diagnostic."""
-    checked = load_and_check(path, variables)
+    checked = load_and_check(path, variables, servers=servers)
     if not checked.ok or checked.plan is None:
         raise PlanInvalid([d for d in checked.diagnostics if d.severity == "error"])
     return checked.plan

@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from planrun.errors import Diagnostic
 from planrun.graph import PlanGraph, render_mermaid
 from planrun.reporters.github import annotation
@@ -161,3 +163,41 @@ def test_junit_report_after_resume_and_with_sub_plans_parses_everywhere(
         with open(tmp_path / name) as handle:
             suite, result = xunitparser.parse(handle)  # asserts its own totals
         assert result.testsRun >= 4
+
+
+# --- --mcp-config everywhere a plan is checked ---------------------------------------------
+
+MCP_CONFIG = '{"mcpServers": {"t": {"command": "mcp-server-time"}}}'
+
+
+@pytest.mark.slow
+def test_mcp_config_servers_are_seen_by_tools_and_validate(run, write) -> None:
+    write("m.json", MCP_CONFIG)
+    write("p.yaml", "steps:\n  - {id: a, tool: t.get_current_time, args: {timezone: UTC}}\n")
+    assert run("validate", "p.yaml").code == 3  # without the config, 't' is unknown
+    checked = run("validate", "p.yaml", "--mcp-config", "m.json", "--check-tools")
+    assert checked.code == 0, checked
+    tools = run("tools", "p.yaml", "--mcp-config", "m.json", "--output", "json")
+    assert tools.code == 0, tools
+    assert "t.get_current_time" in {row["name"] for row in tools.json if row["source"] == "t"}
+
+
+@pytest.mark.slow
+def test_check_tools_goes_on_past_an_unknown_server_and_sorts(run, write) -> None:
+    write("m.json", MCP_CONFIG)
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: c, tool: t.no_such_tool, args: {}}
+          - {id: b, tool: nope.x, args: {}}
+          - {id: a, tool: t.get_current_time, args: {timezone: 5}}
+        """,
+    )
+    result = run("validate", "p.yaml", "--mcp-config", "m.json", "--check-tools")
+    assert result.code == 3, result
+    lines = result.out.splitlines()
+    assert [line.split(":")[1] for line in lines] == ["2", "3", "4"], result  # by position
+    assert "no tool 'no_such_tool'" in lines[0]
+    assert "unknown MCP server 'nope'" in lines[1]
+    assert "timezone" in lines[2]  # checked although 'nope' is unknown
