@@ -222,9 +222,11 @@ class Scheduler:
                             running += 1
                         else:
                             settled = self._settled(sorter, sid) or settled
+                    # A step settled without running (skipped, cached, kept) may have made
+                    # others ready: look again before waiting for a running step to finish.
+                    if settled and not self._stopping():
+                        continue
                     if running == 0:
-                        if settled and not self._stopping():
-                            continue
                         break
                     sid = await self._done.get()
                     running -= 1

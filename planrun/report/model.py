@@ -146,6 +146,9 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
         end = _ts(st.ended_at) or (now if st.status == "running" and start else None)
         if kept or run_start is None or start is None or start < run_start - 1:
             start = end = None  # not run in this run
+        elif end is not None and isinstance(st.duration_s, int | float) and st.attempts > 1:
+            # started_at is the last attempt's start; the bar spans every attempt
+            start = max(run_start, min(start, end - st.duration_s))
         if start is not None and end is not None and end >= start:
             times[sid] = (start - (run_start or start), end - (run_start or start))
     if run_start is not None and run_end is None:
