@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from planrun import loader
 from planrun.errors import ExitCode, PlanInvalid, UsageError
 from planrun.loader import Document, load_document, load_text
+from planrun.loader._compose import _Builder, _compose
 from tests.conftest import ROOT, planrun
 
 
@@ -627,8 +628,8 @@ def test_load_document_accepts_pathlike_and_str(tmp_path: Path) -> None:
 
 def libyaml_data(text: str) -> Any:
     """What the reference (libyaml) path makes of a text."""
-    root = loader._compose(text)
-    builder = loader._Builder(text)
+    root = _compose(text)
+    builder = _Builder(text)
     data = builder.build(root)
     assert not builder.errors
     return data
@@ -1141,3 +1142,16 @@ def test_fuzz_mutated_plans(plan: dict[str, Any], data: st.DataObject) -> None:
     insert = data.draw(st.text(alphabet=yaml_alphabet, max_size=5))
     mutated = text[:where] + insert + text[where + data.draw(st.integers(0, 3)) :]
     loads_or_refuses(lambda: load_text(mutated, "m.yaml", "yaml"))
+
+
+def test_the_fast_reader_can_be_turned_off(tmp_path):
+    """PLANRUN_NO_FAST_YAML=1: every YAML plan goes through libyaml, with the same result."""
+    text = "name: p\nsteps:\n  - id: a\n    tool: echo\n    args: {value: 1}\n"
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    fast = planrun("validate", "--format", "json", str(path), cwd=tmp_path)
+    slow = planrun(
+        "validate", "--format", "json", str(path), cwd=tmp_path, env={"PLANRUN_NO_FAST_YAML": "1"}
+    )
+    assert fast.code == slow.code == 0
+    assert fast.out == slow.out
