@@ -44,7 +44,10 @@ def _guard(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except BaseExceptionGroup as group:  # from a TaskGroup: what is inside decides
+                raise _telling_leaf(group) from None
         except PlanInvalid as exc:
             fmt = kwargs.get("output") or kwargs.get("fmt") or "text"
             _print_diagnostics(exc.diagnostics, "json" if fmt == "json" else "text")
@@ -69,6 +72,26 @@ def _guard(fn: F) -> F:
             _fail(message, ExitCode.RUN_FAILED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _telling_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The exception an ExceptionGroup stands for: planrun's own error (a state file that
+    cannot be written, from inside a step task) before Ctrl-C, an OS error, or anything."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    for kind in (PlanrunError, KeyboardInterrupt, OSError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return leaves[0] if leaves else group
 
 
 def _error_document(options: dict[str, Any], message: str, code: ExitCode) -> None:
@@ -209,6 +232,17 @@ def _run_options(fn: F) -> F:
     return fn
 
 
+def _report_write_failures(code: ExitCode) -> ExitCode:
+    """`--events` / `--junit` files that could not be written: one line each; a run that
+    succeeded exits 1, since what CI asked for is missing."""
+    from planrun.reporters.failures import take_failures
+
+    failures = take_failures()
+    for failure in failures:
+        click.echo(f"planrun: error: {failure}", err=True)
+    return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
+
+
 def _do_run(force_resume: bool, **kw: Any) -> None:
     from planrun.dryrun import render_dry_run
     from planrun.runner import RunRequest, run_sync
@@ -256,6 +290,7 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
     finally:
         if reporter is not None:
             reporter.write()  # after a failure or Ctrl-C too
+    code = _report_write_failures(code)
     if kw["output"] == "json":
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     elif kw["dry_run"]:

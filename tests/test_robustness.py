@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -222,3 +223,73 @@ def test_output_json_always_prints_one_document(run, write, args: list[str], cod
         assert doc["valid"] is False and doc["diagnostics"], result
     else:
         assert doc["status"] == "succeeded"
+
+
+# --- a full disk: one line, a documented exit code, state finished, no temp files ---------
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 64 KiB tmpfs (needs root and mount); the test is skipped where there is none."""
+    import subprocess
+
+    where = tmp_path / "tiny"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+TWO_STEPS = """
+steps:
+  - {id: a, tool: echo, args: {value: 1}}
+  - {id: b, tool: shell, args: {cmd: "echo hi"}, depends_on: [a]}
+"""
+
+
+def test_events_on_a_full_disk(run, write) -> None:
+    write("p.yaml", TWO_STEPS)
+    result = run("run", "p.yaml", "--events", "/dev/full")
+    assert result.code == 1, result
+    assert_no_traceback(result)
+    assert (
+        result.err.splitlines()[-1]
+        == "planrun: error: cannot write /dev/full: No space left on device"
+    )
+    assert "internal error" not in result.err
+    status = run("status", "p.yaml", "--output", "json")
+    assert status.json["status"] == "succeeded"  # the run itself finished, and was recorded
+
+
+def test_junit_on_a_full_disk_leaves_no_temp_file(run, write, tiny_disk: Path) -> None:
+    write("p.yaml", TWO_STEPS)
+    with open(tiny_disk / "fill", "wb") as fill, contextlib.suppress(OSError):
+        fill.write(b"\0" * 100_000)  # more than fits: the disk is full
+    result = run("run", "p.yaml", "--junit", str(tiny_disk / "j.xml"))
+    assert result.code == 1, result
+    assert_no_traceback(result)
+    assert result.err.splitlines()[-1].startswith("planrun: error: cannot write ")
+    assert sorted(p.name for p in tiny_disk.iterdir()) == ["fill"]  # no .j.xml.PID.tmp
+    assert run("status", "p.yaml", "--output", "json").json["status"] == "succeeded"
+
+
+def test_state_on_a_disk_that_fills_during_a_step(run, write, tiny_disk: Path) -> None:
+    write(
+        "p.yaml",
+        f"""
+        steps:
+          - {{id: a, tool: shell, args: {{cmd: "head -c 100000 /dev/zero > {tiny_disk}/fill; true"}}}}
+          - {{id: b, tool: echo, args: {{value: 1}}, depends_on: [a]}}
+        """,
+    )
+    result = run("run", "p.yaml", "--state", str(tiny_disk / "s.json"), "--output", "json")
+    assert result.code == 4, result
+    assert_no_traceback(result)
+    assert "ExceptionGroup" not in result.err and "internal error" not in result.err
+    assert result.json["exit_code"] == 4 and "No space left on device" in result.json["error"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from planrun.events import Event
+from planrun.reporters.failures import report_failed
 
 
 def _fallback(value: Any) -> Any:
@@ -52,11 +54,23 @@ class JsonLinesReporter:
             line = (_encode(doc) + "\n").encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates from undecodable tool output
             line = (_encode_ascii(doc) + "\n").encode("ascii")
-        self._file.write(line)
+        try:
+            self._file.write(line)
+        except OSError as exc:  # a full disk: the run goes on, the command says so at the end
+            report_failed(self.path, exc)
+            self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        file, self._file = self._file, None
+        with contextlib.suppress(OSError):
+            file.close()
 
     __call__ = handle  # so `bus.subscribe(reporter)` works as well as `reporter.handle`
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as exc:
+                report_failed(self.path, exc)
             self._file = None

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from planrun.events import Event
 from planrun.instances import group_instances
+from planrun.reporters.failures import report_failed
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -155,7 +156,8 @@ class JUnitReporter:
     __call__ = handle
 
     def close(self) -> None:
-        """Write the report (once); a crash before close leaves no half-written file behind."""
+        """Write the report (once); a crash before close leaves no half-written file behind.
+        A write that fails (a full disk) is remembered in planrun.reporters.failures."""
         if self._closed:
             return
         self._closed = True
@@ -169,7 +171,7 @@ class JUnitReporter:
         except OSError as exc:  # a full disk: no temp file left behind, one clear error
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+            report_failed(self.path, exc)
 
     def to_xml(self) -> ET.Element:
         """The `<testsuites>` element: one `<testsuite>` per plan seen (normally one)."""
