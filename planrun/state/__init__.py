@@ -1,0 +1,36 @@
+"""The run state store: turns the event stream into a durable, resumable state file.
+
+Layout, for a state file `NAME.json`:
+
+- `NAME.json`          the snapshot: complete, always valid JSON (one step per line), replaced
+                       atomically (temp file + fsync + os.replace).
+- `NAME.json.journal`  append-only JSON Lines written since that snapshot: a header line
+                       `{"journal": TOKEN}` naming the snapshot it extends, then one line per
+                       change, each written with a single os.write on an O_APPEND descriptor.
+- `NAME.json.lock`     the pid of the run holding the state (flock-ed while held).
+
+A change costs one small append, so a run of N steps costs O(N), not O(N^2) as rewriting
+the whole file after every step would. A written line is in the kernel, so it survives a
+`kill -9` of planrun; only a power loss can lose the lines appended since the last fsync
+(the snapshot, fsync-ed before every replace, is never torn). The journal is folded into
+the snapshot at run start, when it grows past the snapshot's size, and at `close()`.
+"""
+
+from planrun.state.journal import mark_abandoned, read_state
+from planrun.state.model import STATE_VERSION, RunState, StepState, _iso_ts, default_state_path
+from planrun.state.store import StateStore
+from planrun.state.view import format_duration, render_status_text, status_document
+
+__all__ = [
+    "STATE_VERSION",
+    "RunState",
+    "StateStore",
+    "StepState",
+    "_iso_ts",
+    "default_state_path",
+    "format_duration",
+    "mark_abandoned",
+    "read_state",
+    "render_status_text",
+    "status_document",
+]

@@ -1,0 +1,232 @@
+"""The bytes on disk: the snapshot and the journal written, read back and replayed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from planrun.errors import StateError
+from planrun.state.model import (
+    _JOURNAL_SUFFIX,
+    _LOCK_SUFFIX,
+    _RUN_SCALARS,
+    STATE_VERSION,
+    RunState,
+    StepState,
+    _encode,
+)
+from planrun.state.reduce import apply
+from planrun.statecheck import (
+    check_journal_entry,
+    check_revisions,
+    check_run_fields,
+)
+from planrun.statefiles import (
+    read_regular,
+)
+from planrun.status import RUN_STATUSES, Status
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    # A killed process stays a zombie until its parent reaps it, and kill(pid, 0) still
+    # succeeds on one (a planrun orphaned in a container whose init never reaps): not alive.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
+    except (OSError, ValueError):
+        return True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # os.write on a regular file writes everything except on a full disk or a signal; loop anyway.
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _make_dirs(directory: Path) -> None:
+    """Create the state directory (and missing parents) with mode 0700: state can hold results."""
+    missing: list[Path] = []
+    d = directory
+    while not d.exists():
+        missing.append(d)
+        if d.parent == d:
+            break
+        d = d.parent
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(d, 0o700)
+
+
+def _snapshot_bytes(state: RunState, token: str | None) -> bytes:
+    """The snapshot as JSON with one step (and one revision) per line: readable, diffable, and
+    written with the C encoder (json's indent= would switch to the slow pure-Python one)."""
+    lines = ["{"]
+    for key in _RUN_SCALARS:
+        lines.append(f" {_encode(key)}: {_encode(getattr(state, key))},")
+    lines.append(f' "journal": {_encode(token)},')
+    lines.append(f' "variables": {_encode(state.variables)},')
+    if state.revisions:
+        lines.append(' "revisions": [')
+        lines.append(",\n".join("  " + _encode(r) for r in state.revisions))
+        lines.append(" ],")
+    else:
+        lines.append(' "revisions": [],')
+    if state.steps:
+        lines.append(' "steps": {')
+        lines.append(
+            ",\n".join(
+                f"  {_encode(sid)}: {_encode(st.to_json())}" for sid, st in state.steps.items()
+            )
+        )
+        lines.append(" }")
+    else:
+        lines.append(' "steps": {}')
+    lines.append("}\n")
+    return "\n".join(lines).encode()
+
+
+def _state_from_json(doc: Any, path: Path, plan_name: str) -> tuple[RunState, str | None]:
+    if not isinstance(doc, dict):
+        raise StateError(f"state file {path} is corrupt: not a JSON object")
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise StateError(f"state file {path} is corrupt: no valid format version")
+    if version > STATE_VERSION:
+        raise StateError(
+            f"state file {path} has format version {version}, newer than this planrun reads "
+            f"({STATE_VERSION}); upgrade planrun or remove the file"
+        )
+    plan = doc.get("plan")
+    if plan != plan_name:
+        raise StateError(f"state file {path} belongs to plan {plan!r}, not {plan_name!r}")
+    try:
+        steps_doc = doc.get("steps") or {}
+        if not isinstance(steps_doc, dict):
+            raise ValueError("steps is not an object")
+        variables = doc.get("variables") or {}
+        revisions = doc.get("revisions") or []
+        if not isinstance(variables, dict):
+            raise ValueError("variables is not an object")
+        check_revisions(revisions)
+        check_run_fields(doc, RUN_STATUSES)
+        state = RunState(
+            plan=plan,
+            version=version,
+            variables=variables,
+            revisions=revisions,
+            steps={str(sid): StepState.from_json(s) for sid, s in steps_doc.items()},
+        )
+        for key in _RUN_SCALARS[2:]:
+            if key in doc:
+                setattr(state, key, doc[key])
+        if state.status not in RUN_STATUSES:
+            raise ValueError(f"unknown run status {state.status!r}")
+    except (TypeError, ValueError) as exc:
+        raise StateError(f"state file {path} is corrupt: {exc}") from None
+    token = doc.get("journal")
+    return state, token if isinstance(token, str) else None
+
+
+def _replay_journal(state: RunState, data: bytes, token: str | None, journal: Path) -> None:
+    """Apply the journal's complete lines; a torn last line (no newline: kill -9 mid-write) is
+    dropped, a journal written for another snapshot (crash during compaction) is ignored."""
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: b"" normally, the torn fragment after a crash
+    if not lines:
+        return
+    try:
+        header = json.loads(lines[0])
+    except ValueError:
+        raise StateError(f"state journal {journal} is corrupt: bad header line") from None
+    if not isinstance(header, dict) or token is None or header.get("journal") != token:
+        return  # extends an older snapshot whose changes the current one already holds
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            entry = json.loads(line)
+            check_journal_entry(entry, RUN_STATUSES)
+            apply(state, entry)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StateError(
+                f"state journal {journal} is corrupt at line {number}: {exc}"
+            ) from None
+
+
+def read_state(path: Path, plan_name: str, *, as_recorded: bool = False) -> RunState | None:
+    """The state in `path` (snapshot + journal), None if there is none, StateError if unusable.
+
+    A run recorded as `running` whose process no longer holds the lock (killed) is returned as
+    `interrupted` unless `as_recorded`. Read-only: never creates, changes or removes a file,
+    and needs no lock, so `status` can read while a run writes.
+    """
+    journal = path.with_name(path.name + _JOURNAL_SUFFIX)
+    # A compaction may replace both files while we read. Reading the snapshot first is safe in
+    # every interleaving: a journal not matching the snapshot's token is ignored, and the
+    # snapshot alone is then a complete (possibly slightly older) state.
+    raw = read_regular(path)  # never through a symlink, never a FIFO or device
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise StateError(f"state file {path} is corrupt (not valid JSON: {exc})") from None
+    state, token = _state_from_json(doc, path, plan_name)
+    data = read_regular(journal)
+    if data is None:
+        return state if as_recorded else mark_abandoned(state, path)
+    _replay_journal(state, data, token, journal)
+    return state if as_recorded else mark_abandoned(state, path)
+
+
+def _lock_holder(path: Path) -> int | None:
+    try:
+        raw = read_regular(path.with_name(path.name + _LOCK_SUFFIX))
+    except StateError:
+        return None  # a planted link or FIFO names no live run
+    text = (raw or b"").decode(errors="replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def mark_abandoned(state: RunState, path: Path) -> RunState:
+    """A run still `running` whose process is gone (kill -9, power loss) was interrupted:
+    show it so, with its running steps `interrupted` (SPEC §9). Changes `state` in memory only.
+
+    The run is live while its process is alive and still named in the lock file: a pid alone
+    could have been reused by an unrelated process since.
+    """
+    live = _pid_alive(state.pid) and _lock_holder(path) == state.pid
+    if state.status == Status.RUNNING and not live:
+        state.status = Status.INTERRUPTED
+        state.reason = "interrupted"
+        if state.error is None:
+            state.error = f"planrun (pid {state.pid}) stopped without finishing the run"
+        for step in state.steps.values():
+            if step.status == Status.RUNNING:
+                step.status = Status.INTERRUPTED
+    return state

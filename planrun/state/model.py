@@ -1,0 +1,146 @@
+"""What a run's state is: the run and its steps as recorded, and where the file lives."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from planrun.statecheck import (
+    check_step_fields,
+)
+from planrun.status import STEP_STATUSES, Status
+
+STATE_VERSION = 1
+
+
+# The journal is folded into the snapshot once it is larger than this and than the last
+# snapshot: each compaction is paid for by at least as many journal bytes, so it stays linear.
+COMPACT_MIN_BYTES = 4 << 20  # journal size before the first compaction during a run
+REFRESH_MIN_S = 0.05  # the snapshot is at most this much (or 20 snapshot-writes) behind
+
+_JOURNAL_SUFFIX = ".journal"
+_LOCK_SUFFIX = ".lock"
+
+
+@dataclass(slots=True)
+class StepState:
+    """What is known about one step of the run."""
+
+    status: str = Status.PENDING
+    attempts: int = 0
+    result: Any = None
+    error: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    fingerprint: str | None = None
+    result_variable: str | None = None
+    reason: str | None = None  # why it was skipped ("condition false", "upstream failed: a")
+    detail: str | None = None  # failure detail (command, stderr tail)
+    title: str | None = None  # the title as rendered when it last started (for reports)
+    result_masked: bool = False  # a secret was masked in `result`: it is not the value
+
+    def to_json(self) -> dict[str, Any]:
+        # Shallow on purpose: dataclasses.asdict deep-copies the result, which is slow for big ones.
+        return {
+            "status": self.status,
+            "attempts": self.attempts,
+            "result": self.result,
+            "error": self.error,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "duration_s": self.duration_s,
+            "fingerprint": self.fingerprint,
+            "result_variable": self.result_variable,
+            "reason": self.reason,
+            "detail": self.detail,
+            "title": self.title,
+            "result_masked": self.result_masked,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> StepState:
+        check_step_fields(doc, STEP_STATUSES)
+        return cls(**{k: v for k, v in doc.items() if k in _STEP_FIELDS})
+
+
+_STEP_FIELDS = frozenset(f.name for f in fields(StepState))
+
+
+@dataclass(slots=True)
+class RunState:
+    """The whole state of a run: what the state file holds."""
+
+    plan: str
+    version: int = STATE_VERSION
+    digest: str | None = None
+    run_id: str | None = None
+    status: str = Status.RUNNING
+    reason: str | None = None
+    error: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    steps: dict[str, StepState] = field(default_factory=dict)  # in plan order
+    revisions: list[dict[str, Any]] = field(default_factory=list)
+    pid: int | None = None
+    jobs: int | None = None  # -j of the run (for the run report)
+
+
+_RUN_SCALARS = (
+    "version",
+    "plan",
+    "digest",
+    "run_id",
+    "status",
+    "reason",
+    "error",
+    "started_at",
+    "ended_at",
+    "duration_s",
+    "pid",
+    "jobs",
+)
+
+
+def default_state_path(cwd: str, plan_name: str) -> Path:
+    """`<cwd>/.planrun/state/<plan name>.json` (a name that could escape the dir is flattened)."""
+    name = plan_name.replace("/", "_").replace("\\", "_").replace("\0", "_")
+    if name in ("", ".", ".."):
+        name = name.replace(".", "_") or "_"
+    return Path(cwd) / ".planrun" / "state" / f"{name}.json"
+
+
+def _json_default(value: Any) -> Any:
+    # Results are meant to be JSON already; a stray object must not crash the run's bookkeeping.
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+_encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
+
+
+_second_cache: list[Any] = [None, ""]
+
+
+def _iso_ts(ts: float) -> str:
+    """events.iso_ts, character for character, at a fifth of its cost (about a third of what
+    handle() spent per event): the seconds part is formatted once per second."""
+    frac, whole = math.modf(ts)
+    micros = round(frac * 1e6)  # rounded half-even like datetime.fromtimestamp, then truncated
+    sec = int(whole)
+    if micros >= 1_000_000:
+        sec += 1
+        micros -= 1_000_000
+    if sec != _second_cache[0]:
+        _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _second_cache[0] = sec
+    return f"{_second_cache[1]}.{micros // 1000:03d}Z"

@@ -1,0 +1,105 @@
+"""What `status`, `list` and `run --output json` show of a run state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planrun.instances import group_instances
+from planrun.state.model import RunState, StepState
+
+# --------------------------------------------------------------------- reports
+
+
+def status_document(state: RunState) -> dict[str, Any]:
+    """The run document, as `run --output json` prints it: {plan, status, reason, duration_s,
+    error, steps, variables} (plus `revisions` after a replan)."""
+    doc: dict[str, Any] = {
+        "plan": state.plan,
+        "status": state.status,
+        "reason": state.reason,
+        "duration_s": state.duration_s,
+        "error": state.error,
+        "steps": [
+            {
+                "id": sid,
+                "status": st.status,
+                "attempts": st.attempts,
+                "duration_s": st.duration_s,
+                "result": st.result,
+                "error": st.error,
+            }
+            for sid, st in _in_tree_order(state.steps)
+        ],
+        "variables": state.variables,
+    }
+    if state.revisions:
+        doc["revisions"] = state.revisions
+    return doc
+
+
+def _in_tree_order(steps: dict[str, StepState]) -> list[tuple[str, StepState]]:
+    """The plan's steps, each followed by its sub-plan's steps (PARENT/CHILD ids) and its
+    foreach instances (ID[N], in index order)."""
+    from planrun.substeps import tree_order
+
+    return [(sid, steps[sid]) for sid in group_instances(tree_order(steps))]
+
+
+def format_duration(seconds: float | None) -> str:
+    """0.42s, 12.3s, 2m03s, 1h02m; "-" when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 10:
+        return f"{seconds:.2f}s"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _first_line(text: str | None, width: int = 80) -> str:
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def render_status_text(state: RunState) -> str:
+    """A plain-text table: the run's status line, then one row per step."""
+    head = f"plan {state.plan}: {state.status}"
+    if state.reason:
+        head += f" ({state.reason})"
+    head += f", {format_duration(state.duration_s)}"
+    if state.started_at:
+        head += f", started {state.started_at}"
+    lines = [head]
+    if state.error:
+        lines.append(f"error: {_first_line(state.error, 200)}")
+    counts: dict[str, int] = {}
+    for st in state.steps.values():
+        counts[st.status] = counts.get(st.status, 0) + 1
+    if counts:
+        lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+    rows = [("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR")]
+    for sid, st in _in_tree_order(state.steps):
+        note = _first_line(st.error) or (st.reason or "")
+        rows.append((sid, st.status, str(st.attempts), format_duration(st.duration_s), note))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines.append("")
+    for r in rows:
+        cells = [r[i].ljust(widths[i]) for i in range(4)] + [r[4]]
+        lines.append("  ".join(cells).rstrip())
+    if state.revisions:
+        lines.append("")
+        for rev in state.revisions:
+            diff = rev.get("diff") or {}
+            parts = [
+                f"{k} {', '.join(map(str, diff.get(k) or []))}"
+                for k in ("removed", "added", "revised")
+                if diff.get(k)
+            ]
+            lines.append(f"revision {rev.get('revision')}: " + ("; ".join(parts) or "no change"))
+    return "\n".join(lines) + "\n"
