@@ -101,12 +101,18 @@ def list_tools(
     servers: dict[str, Any] = dict(extra)
     if plan_path is not None:
         from planrun.checktools import server_entries
+        from planrun.expressions import ExpressionError
+        from planrun.plan_variables import evaluate_variables
         from planrun.validate import load_plan
 
         # The config's servers are the plan's too (as for `run --mcp-config`): its
         # SERVER.TOOL steps are valid, and the plan's own entries win.
         plan = load_plan(plan_path, servers=extra)
-        servers.update(server_entries(plan, plan.variables))
+        try:
+            values = evaluate_variables(plan.variables, {}, os.environ)
+        except ExpressionError:  # an unset env variable: list what can be listed
+            values = dict(plan.variables)
+        servers.update(server_entries(plan, values))
     if servers:
         import asyncio
 

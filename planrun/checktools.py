@@ -127,8 +127,12 @@ def check_plan_tools(
     if plan is None or not any("." in s.tool for s in plan.steps):
         return []
 
+    from planrun.plan_variables import start_variables
+
+    values = start_variables(plan.variables, variables or {}, os.environ, checked.doc)
+
     async def main() -> list[Diagnostic]:
-        async with make_pool(plan, {**plan.variables, **(variables or {})}, cwd) as pool:
+        async with make_pool(plan, values, cwd) as pool:
             return await check_tools(plan, checked.doc, pool, unreachable_is_error=True)
 
     return asyncio.run(main())

@@ -35,18 +35,30 @@ def load_vars_file(path: str, cwd: str) -> dict[str, Any]:
         raise UsageError(f"vars file {path} is {exc.kind}, not a regular file") from None
     except OSError as exc:
         raise UsageError(f"cannot read vars file {path}: {exc.strerror or exc}") from None
-    if not raw.strip():
-        return {}  # an empty vars file sets nothing
+    if _sets_nothing(raw):
+        return {}  # an empty vars file (blank, comments, a document marker) sets nothing
     suffix = os.path.splitext(path)[1].lower()
     fmt = "json" if suffix == ".json" else "yaml" if suffix in (".yaml", ".yml") else None
     try:
         doc = load_text(raw, path, fmt)
     except PlanInvalid as exc:
         first = exc.diagnostics[0]
-        raise UsageError(f"vars file {path}:{first.line}:{first.col}: {first.message}") from None
+        # The loader reads plans; this file is not one.
+        message = first.message.replace("plan file", "vars file").replace("a plan ", "a vars file ")
+        message = message.replace("plan is ", "vars file is ")
+        raise UsageError(f"vars file {path}:{first.line}:{first.col}: {message}") from None
     if not isinstance(doc.data, dict):
         raise UsageError(f"vars file {path} must hold a mapping of names to values")
     return doc.data
+
+
+def _sets_nothing(raw: bytes | str) -> bool:
+    """Only blank lines, comments and YAML document markers."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return all(
+        not line or line.startswith("#") or line in ("---", "...")
+        for line in (part.strip() for part in text.lstrip("\ufeff").splitlines())
+    )
 
 
 def load_checked(req: RunRequest, extra_vars: dict[str, Any]) -> CheckedPlan:
@@ -85,7 +97,9 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
         if denied:
             raise PlanInvalid(denied)
         plan = plan.model_copy(update={"policy": merge_policy(call.parent.policy, plan.policy)})
-    variables = {**plan.variables, **extra}
+    from planrun.plan_variables import start_variables
+
+    variables = start_variables(plan.variables, extra, os.environ, checked.doc)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
         from planrun.dotenv import load_dotenv

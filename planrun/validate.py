@@ -19,6 +19,7 @@ from planrun.expressions import ExpressionError, format_path, parse_template, te
 from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
 from planrun.graph import PlanGraph, step_strings
 from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, ServerEntry, Step
+from planrun.plan_variables import check_plan_variables
 from planrun.tools import builtin_registry
 
 BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
@@ -273,6 +274,8 @@ def check_document(
     for name in plan_vars:
         if name in SCOPE_NAMES:
             out.add(("variables", name), f"variable '{name}': {reserved(name)}", key=True)
+    for var_problem in check_plan_variables(plan_vars, set(variables or {}), bound):
+        out.add(var_problem.path, var_problem.message, hint=var_problem.hint)
     ids = [s.id for s in steps]
     id_set = set(ids)
     seen_ids: dict[str, int] = {}
