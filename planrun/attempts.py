@@ -7,11 +7,13 @@ only the ways a tool call can go wrong are turned into one error line.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from planrun.model import Step
-from planrun.parent import RunStopped
+from planrun.runtree import RunStopped
+from planrun.settings import RunSettings
 from planrun.tools.base import ToolCaller, ToolContext, ToolFailed
 
 
@@ -51,3 +53,30 @@ async def attempt(
         raise
     except Exception as exc:  # a tool's unexpected error still fails only its step
         return None, AttemptFailed(f"{type(exc).__name__}: {exc}")
+
+
+def output_of(result: Any) -> str | None:
+    """The text a shell-like result printed (stdout then stderr), else None."""
+    if isinstance(result, dict) and ("stdout" in result or "stderr" in result):
+        text = str(result.get("stdout") or "") + str(result.get("stderr") or "")
+        return text or None
+    return None
+
+
+def tool_context(
+    sid: str,
+    step: Step,
+    default_timeout: float | None,
+    settings: RunSettings,
+    on_output: Callable[[str, str], None] | None,
+) -> ToolContext:
+    """What the step's tool may know of the run (its timeout: the step's, else the plan's)."""
+    return ToolContext(
+        step_id=sid,
+        cwd=settings.cwd,
+        env=settings.env,
+        timeout=step.timeout if step.timeout is not None else default_timeout,
+        on_output=on_output,
+        services=settings.services,
+        parent=settings.parent,
+    )

@@ -5,11 +5,13 @@ The answer is a value the scheduler applies; a planner never changes the run its
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from planrun.model import Plan
-from planrun.status import Reason
+from planrun.scope import StepRecord
+from planrun.status import COMPLETED, Reason, Status
 
 
 @dataclass(frozen=True)
@@ -53,3 +55,27 @@ class ReplanStop:
 
 class Replanner(Protocol):
     async def __call__(self, request: ReplanRequest) -> Revision | ReplanStop: ...
+
+
+def replan_request(
+    plan: Plan,
+    order: list[str],
+    records: Mapping[str, StepRecord],
+    failures: list[Failure],
+    variables: dict[str, Any],
+    revisions: list[dict[str, Any]],
+    calls_left: int,
+) -> ReplanRequest:
+    """The planner's view of a run: copies, so that nothing it does reaches the run."""
+    completed = [sid for sid in order if records[sid].status in COMPLETED]
+    return ReplanRequest(
+        plan=plan,
+        failures=list(failures),
+        completed=completed,
+        results={
+            sid: records[sid].result for sid in completed if records[sid].status != Status.SKIPPED
+        },
+        variables=dict(variables),
+        revisions=list(revisions),
+        calls_left=calls_left,
+    )

@@ -220,3 +220,18 @@ def bind_kept(
     """Bind the kept steps' result variables into the run's variables."""
     for sid, record in kept.items():
         _bind(variables, steps[sid], record)
+
+
+def kept_event(record: StepRecord, step: Step) -> dict[str, Any]:
+    """The `step.resumed` event of a kept step: everything its reports show, as recorded."""
+    return {
+        "status": record.status,
+        "attempts": record.attempts,
+        "duration_s": record.duration_s,
+        "result": record.result,
+        "error": record.error,
+        "reason": record.reason,
+        "fingerprint": record.fingerprint,
+        "result_variable": step.result_variable,
+        "result_masked": record.result_masked,
+    }

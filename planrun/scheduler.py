@@ -9,48 +9,32 @@ variables, the plan itself after a revision) is made here, and announced as an e
 from __future__ import annotations
 
 import asyncio
+import functools
 import graphlib
 import heapq
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from planrun.attempts import AttemptFailed, attempt
+from planrun.attempts import AttemptFailed, attempt, output_of, tool_context
 from planrun.conditions import reacts_to
 from planrun.events import Event, EventBus
-from planrun.expressions import ExpressionError, resolve, to_text
+from planrun.expressions import ExpressionError
 from planrun.foreach_run import ForeachSteps
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
 from planrun.model import OnFailure, Plan, Step
 from planrun.outcome import Outcome, result_document
-from planrun.parent import Budget, ParentContext, RunStopped, Slots
-from planrun.planner import Failure, Replanner, ReplanRequest, ReplanStop, Revision
-from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept
-from planrun.scope import Scope, StepRecord, fingerprint, step_args, step_condition
+from planrun.planner import Failure, Replanner, ReplanRequest, ReplanStop, Revision, replan_request
+from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
+from planrun.runtree import Budget, RunStopped, Slots
+from planrun.scope import Scope, StepRecord, fingerprint, rendered_title, step_args, step_condition
+from planrun.settings import RunSettings
 from planrun.status import COMPLETED, Reason, Status
 from planrun.tools.base import ToolCaller, ToolContext
 
 __all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "fingerprint", "result_document"]
-
-
-@dataclass
-class RunSettings:
-    jobs: int
-    keep_going: bool = False
-    yes: bool = False
-    stream: bool = False
-    cwd: str = "."
-    env: dict[str, str] = field(default_factory=dict)
-    ask: Callable[[str], Awaitable[bool]] | None = None  # approval prompt at a TTY
-    services: dict[str, Any] = field(default_factory=dict)
-    mask: Callable[[Any], Any] | None = None  # secrets -> *** (for fingerprints and results)
-    slots: Slots | None = None  # shared with sub-plans: at most `-j` steps of the tree at once
-    budget: Budget | None = None  # this plan's limits, charged with every enclosing plan's
-    prefix: str = ""  # "PARENT_STEP/" for a sub-plan: how its step ids show in messages
-    parent: ParentContext | None = None  # this run, for the sub-plans its `plan` steps start
-    cache: Any = None  # planrun.cache.session.CacheSession: hit or miss before, store after
 
 
 class Scheduler:
@@ -163,21 +147,7 @@ class Scheduler:
         bind_kept(self.variables, self.steps, kept)
         for sid, rec in kept.items():
             self.foreach.keep(sid, self.resume)  # a kept foreach step: its instances too
-            self._emit(
-                "step.resumed",
-                sid,
-                {
-                    "status": rec.status,
-                    "attempts": rec.attempts,
-                    "duration_s": rec.duration_s,
-                    "result": rec.result,
-                    "error": rec.error,
-                    "reason": rec.reason,
-                    "fingerprint": rec.fingerprint,
-                    "result_variable": self.steps[sid].result_variable,
-                    "result_masked": rec.result_masked,
-                },
-            )
+            self._emit("step.resumed", sid, kept_event(rec, self.steps[sid]))
 
     def _stopping(self) -> bool:
         return self.stop_reason is not None or bool(self._replan_requests)
@@ -262,8 +232,16 @@ class Scheduler:
                 self._settle_cached(sid, step, fp, decision)
                 return False
             self.cache_reasons[sid] = decision.reason
-        self._tasks[sid] = tg.create_task(self._run_step(sid, step, args, fp))
+        task = tg.create_task(self._run_step(sid, step, args, fp))
+        # A callback, not the task's own `finally`: a task cancelled before its first step
+        # (an abort right after it was started) never runs its body, yet must count as done.
+        task.add_done_callback(functools.partial(self._task_done, sid))
+        self._tasks[sid] = task
         return True
+
+    def _task_done(self, sid: str, _task: object = None) -> None:
+        self._tasks.pop(sid, None)
+        self._done.put_nowait(sid)
 
     def _settle_cached(self, sid: str, step: Step, fp: str, decision: Any) -> None:
         """A cache hit: the step counts as succeeded with its recorded result; nothing ran,
@@ -326,12 +304,7 @@ class Scheduler:
 
     def title(self, step: Step) -> str:
         """The step's title with `${...}` rendered (as written when it cannot be rendered)."""
-        if not step.title or "${" not in step.title:
-            return step.title or step.id
-        try:
-            return to_text(resolve(step.title, self.scope(step.id), path=("title",)))
-        except ExpressionError:
-            return step.title
+        return rendered_title(step, lambda: self.scope(step.id))
 
     def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None:
         rec = self.records[sid]
@@ -351,13 +324,10 @@ class Scheduler:
     async def _run_step(self, sid: str, step: Step, args: dict[str, Any], fp: str) -> None:
         started = time.monotonic()
         self.records[sid].fingerprint = fp
-        ctx = self._context(sid, step)
-        try:
-            await self.slots.acquire(step.tool)  # before the step starts: not part of its timeout
-        except asyncio.CancelledError:
-            self._tasks.pop(sid, None)
-            self._done.put_nowait(sid)  # stopped before it started: it stays pending
-            raise
+        out = self._output_cb(sid) if self.settings.stream else None
+        ctx = tool_context(sid, step, self.plan.defaults.timeout, self.settings, out)
+        # Before the step starts, so not part of its timeout; cancelled here, it stays pending.
+        await self.slots.acquire(step.tool)
         try:
             result, failure, budget = await self._attempts(sid, step, args, ctx)
             if failure is None and self.settings.cache is not None:
@@ -378,8 +348,6 @@ class Scheduler:
             raise
         finally:
             self.slots.release(step.tool)
-            self._tasks.pop(sid, None)
-            self._done.put_nowait(sid)
 
     def _stopped_by_sub_plan(self, sid: str, step: Step, exc: RunStopped, duration: float) -> None:
         reason = Reason(exc.reason)
@@ -393,18 +361,6 @@ class Scheduler:
         self._emit("step.interrupted", sid, data)
         self._stop(reason, exc.message)
 
-    def _context(self, sid: str, step: Step) -> ToolContext:
-        timeout = step.timeout if step.timeout is not None else self.plan.defaults.timeout
-        return ToolContext(
-            step_id=sid,
-            cwd=self.settings.cwd,
-            env=self.settings.env,
-            timeout=timeout,
-            on_output=self._output_cb(sid) if self.settings.stream else None,
-            services=self.settings.services,
-            parent=self.settings.parent,
-        )
-
     async def _attempts(
         self, sid: str, step: Step, args: dict[str, Any], ctx: ToolContext
     ) -> tuple[Any, AttemptFailed | None, bool]:
@@ -414,7 +370,7 @@ class Scheduler:
         delay = step.retry_delay if step.retry_delay is not None else defaults.retry_delay
         rec = self.records[sid]
         while True:
-            refusal = self._charge_budget(step)
+            refusal = self.budget.charge(step.tool)
             if refusal:
                 return None, AttemptFailed(refusal), True
             rec.attempts += 1
@@ -445,9 +401,6 @@ class Scheduler:
 
         return emit
 
-    def _charge_budget(self, step: Step) -> str | None:
-        return self.budget.charge(step.tool)
-
     def _succeed(
         self, sid: str, step: Step, result: Any, duration: float, printed: str | None = None
     ) -> None:
@@ -466,7 +419,7 @@ class Scheduler:
             "duration_s": rec.duration_s,
             "result": shown,
             "fingerprint": rec.fingerprint,
-            "output": _output_of(shown) or printed,
+            "output": output_of(shown) or printed,
             "result_variable": step.result_variable,
         }
         if rec.result_masked:
@@ -495,7 +448,7 @@ class Scheduler:
             "result": rec.result,
             "fingerprint": rec.fingerprint,
             "result_variable": step.result_variable,
-            "output": _output_of(failure.partial),
+            "output": output_of(failure.partial),
         }
         self._emit("step.failed", sid, data)
         if budget:
@@ -510,19 +463,15 @@ class Scheduler:
     # ---- replanning ----------------------------------------------------------------------
 
     def _replan_request(self, failures: list[Failure]) -> ReplanRequest:
-        completed = [sid for sid in self.order if self.records[sid].status in COMPLETED]
-        return ReplanRequest(
-            plan=self.plan,
-            failures=failures,
-            completed=completed,
-            results={
-                sid: self.records[sid].result
-                for sid in completed
-                if self.records[sid].status != Status.SKIPPED
-            },
-            variables=dict(self.variables),
-            revisions=list(self.revisions),
-            calls_left=max(0, self.plan.limits.max_replans - self.replans),
+        calls_left = max(0, self.plan.limits.max_replans - self.replans)
+        return replan_request(
+            self.plan,
+            self.order,
+            self.records,
+            failures,
+            self.variables,
+            self.revisions,
+            calls_left,
         )
 
     def _apply_replan(self, answer: Revision | ReplanStop) -> None:
@@ -534,16 +483,8 @@ class Scheduler:
         record = answer.record
         self.revisions.append(record)
         diff = record["diff"]
-        self._emit(
-            "plan.diff",
-            None,
-            {
-                **diff,
-                "revision": record["revision"],
-                "error": record["error"],
-                "steps": record["steps"],
-            },
-        )
+        shown = {key: record[key] for key in ("revision", "error", "steps")}
+        self._emit("plan.diff", None, {**diff, **shown})
         completed = {sid for sid in self.order if self.records[sid].status in COMPLETED}
         for sid in list(self.records):
             if sid not in completed and parent_of(sid) not in completed:  # instances stay too
@@ -552,10 +493,3 @@ class Scheduler:
         self.plan = answer.plan
         self._set_steps(answer.plan.steps, [s.id for s in answer.plan.steps])
         self.failed_any = any(r.status == Status.FAILED for r in self.records.values())
-
-
-def _output_of(result: Any) -> str | None:
-    if isinstance(result, dict) and ("stdout" in result or "stderr" in result):
-        text = str(result.get("stdout") or "") + str(result.get("stderr") or "")
-        return text or None
-    return None

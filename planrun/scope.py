@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from planrun.expressions import resolve, resolve_args
+from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
 from planrun.graph import when_source
 from planrun.model import Step
 from planrun.status import Status
@@ -119,3 +119,14 @@ def step_args(
     resolved now."""
     args = resolve_args(step.tool, step.args, scope)
     return args, fingerprint(step.tool, args, mask)
+
+
+def rendered_title(step: Step, scope: Callable[[], Mapping[str, Any]]) -> str:
+    """The step's title with `${...}` rendered (as written when it cannot be rendered; the
+    scope is asked for only when the title has an expression)."""
+    if not step.title or "${" not in step.title:
+        return step.title or step.id
+    try:
+        return to_text(resolve(step.title, scope(), path=("title",)))
+    except ExpressionError:
+        return step.title

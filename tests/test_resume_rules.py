@@ -1,0 +1,380 @@
+"""Resume rules as a user sees them: what is kept, what runs again and why, what each report
+says after a resume, approval on resume, a "no" at the prompt, two replans at once, budgets."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_no_traceback, planrun, spawn_planrun, wait_for_file
+from tests.test_run import _run_at_tty
+
+
+def _log(tmp_path: Path) -> list[str]:
+    f = tmp_path / "log"
+    return f.read_text().split() if f.exists() else []
+
+
+def _events(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+# ---- secrets -------------------------------------------------------------------------------
+
+SECRET_PLAN = """
+secrets: [token]
+variables: {token: s3cret-value}
+steps:
+  - {id: a, tool: shell, args: {cmd: "echo a >> log; echo hdr-${token}"}, result_variable: got}
+  - id: b
+    tool: shell
+    args: {cmd: "test -f fixed && printf '%s' '${got.stdout | trim}' > seen"}
+    on_failure: continue
+  - {id: c, tool: shell, args: {cmd: "echo c >> log; test -n '${token}'"}}
+"""
+
+
+def test_a_step_still_to_run_gets_the_real_value_not_the_masked_one(run, write, tmp_path):
+    write("p.yaml", SECRET_PLAN)
+    r = run("run", "p.yaml", "-j", "1")
+    assert r.code == 1, r
+    assert _log(tmp_path) == ["a", "c"]
+    state = (tmp_path / ".planrun/state/p.json").read_text()
+    assert "s3cret-value" not in state and "hdr-***" in state  # stored masked
+    (tmp_path / "fixed").touch()
+    r = run("resume", "p.yaml", "-j", "1", "--events", "ev.jsonl")
+    assert r.code == 0, r
+    assert (tmp_path / "seen").read_text() == "hdr-s3cret-value"  # never hdr-***
+    # a ran again (its recorded result held a secret b reads); c, whose input held the
+    # secret but which nothing needs again, is kept
+    assert _log(tmp_path) == ["a", "c", "a"]
+    assert "running 'a' again: result held a secret" in r.err
+    started = {e["step"]: e for e in _events(tmp_path / "ev.jsonl") if e["event"] == "step.started"}
+    assert started["a"]["reason"] == "result held a secret"
+    assert set(started) == {"a", "b"}
+    assert "s3cret-value" not in (tmp_path / "ev.jsonl").read_text()
+
+
+# ---- what a resume keeps -------------------------------------------------------------------
+
+KEEP_PLAN = """
+variables: {go: false}
+steps:
+  - {id: gate, tool: shell, args: {cmd: "echo gate >> log"}, when: "${go}"}
+  - {id: below, tool: shell, args: {cmd: "echo below >> log"}, depends_on: [gate]}
+  - {id: flaky, tool: shell, args: {cmd: "echo flaky >> log; exit 3"}, on_failure: ignore}
+  - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [flaky]}
+  - {id: last, tool: shell, args: {cmd: "test -f fixed && echo last >> log"}}
+"""
+
+
+def test_steps_below_a_when_skip_or_an_ignored_failure_are_kept(run, write, tmp_path):
+    write("p.yaml", KEEP_PLAN)
+    r = run("run", "p.yaml", "-j", "1")
+    assert r.code == 1, r
+    first = _log(tmp_path)
+    assert sorted(first) == ["after", "below", "flaky"]
+    (tmp_path / "fixed").touch()
+    r = run("resume", "p.yaml", "-j", "1", "--output", "json")
+    assert r.code == 0, r
+    assert _log(tmp_path) == [*first, "last"]  # nothing but the failed step ran
+    assert "a step it depends on ran again" not in r.err
+    statuses = {s["id"]: s["status"] for s in r.json["steps"]}
+    assert statuses == {
+        "gate": "skipped",
+        "below": "succeeded",
+        "flaky": "ignored",
+        "after": "succeeded",
+        "last": "succeeded",
+    }
+    flaky = next(s for s in r.json["steps"] if s["id"] == "flaky")
+    assert "exited with code 3" in flaky["error"]  # kept with its recorded error
+    # the run succeeded: resuming it again runs nothing, ignored step included
+    r = run("resume", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert _log(tmp_path) == [*first, "last"]
+    assert r.json["status"] == "succeeded"
+
+
+def test_a_changed_condition_runs_the_step_and_what_depends_on_it(run, write, tmp_path):
+    write("p.yaml", KEEP_PLAN)
+    (tmp_path / "fixed").touch()
+    assert run("run", "p.yaml", "-j", "1").code == 0
+    before = _log(tmp_path)
+    r = run("resume", "p.yaml", "-j", "1", "--var", "go=true")
+    assert r.code == 0, r
+    assert _log(tmp_path)[len(before) :] == ["gate", "below"]
+    assert "running 'gate' again: its condition changed" in r.err
+    assert "running 'below' again: a step it depends on ran again" in r.err
+
+
+@pytest.mark.slow
+def test_kill_9_with_when_and_ignored_steps_then_resume_reruns_no_succeeded_step(write, tmp_path):
+    """The crash harness: conditions skip some steps, some fail ignored; after kill -9 at a
+    random moment, resume must never run a step that had succeeded."""
+    n = 160
+    lines = ["variables: {on: false}", "steps:"]
+    for i in range(n):
+        dep = f", depends_on: [s{i - 2}]" if i >= 2 else ""
+        if i % 7 == 3:
+            extra = ', when: "${on}"'
+        elif i % 11 == 5:
+            extra = ", on_failure: ignore"
+        else:
+            extra = ""
+        cmd = f"echo s{i} >> log" + ("; exit 1" if i % 11 == 5 else "")
+        lines.append(f"  - {{id: s{i}, tool: shell, args: {{cmd: '{cmd}'}}{dep}{extra}}}")
+    write("p.yaml", "\n".join(lines) + "\n")
+    rng = random.Random(11)
+    checked = 0
+    for _ in range(4):
+        shutil.rmtree(tmp_path / ".planrun", ignore_errors=True)
+        (tmp_path / "log").unlink(missing_ok=True)
+        proc = spawn_planrun(
+            "run", "p.yaml", "-q", "-j", "2", cwd=tmp_path, stderr=subprocess.DEVNULL
+        )
+        wait_for_file(tmp_path / "log", timeout=20, interval=0.01)
+        time.sleep(rng.random() * 0.4)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
+        assert status.code == 0, status.err
+        done = {
+            s["id"]
+            for s in json.loads(status.out)["steps"]
+            if s["status"] in ("succeeded", "ignored")
+        }
+        before = _log(tmp_path)
+        r = planrun("resume", "p.yaml", "-q", "-j", "2", cwd=tmp_path, timeout=120)
+        assert r.code == 0, r.err
+        again = set(_log(tmp_path)[len(before) :])
+        assert not done & again, sorted(done & again)
+        ran = {f"s{i}" for i in range(n) if i % 7 != 3}
+        assert set(_log(tmp_path)) == ran
+        if 0 < len(done) < len(ran):
+            checked += 1
+        r = planrun("resume", "p.yaml", "-q", cwd=tmp_path, timeout=60)  # finished: no-op
+        assert (
+            r.code == 0
+            and set(_log(tmp_path)) == ran
+            and len(_log(tmp_path)) == len(before) + len(again)
+        )
+    assert checked >= 2  # the kills really landed mid-run
+
+
+# ---- reports after a resume ----------------------------------------------------------------
+
+REPORT_PLAN = """
+steps:
+  - {id: a, tool: echo, args: {value: A}, result_variable: ra}
+  - {id: c, tool: echo, args: {value: "${ra}-c"}, depends_on: [a]}
+  - {id: d, tool: echo, args: {value: D}}
+"""
+
+
+def test_every_report_shows_kept_steps_as_what_they_are(run, write, tmp_path):
+    write("p.yaml", REPORT_PLAN)
+    assert run("run", "p.yaml").code == 0
+    write("p.yaml", REPORT_PLAN.replace("{id: d, tool: echo, args: {value: D}}", BROKEN_D))
+    r = run("resume", "p.yaml", "-j", "1", "--output", "json", "--junit", "j.xml")
+    assert r.code == 1, r
+    doc = {s["id"]: s for s in r.json["steps"]}
+    assert {k: v["status"] for k, v in doc.items()} == {
+        "a": "succeeded",
+        "c": "succeeded",
+        "d": "failed",
+    }
+    assert doc["c"]["result"] == "A-c" and doc["c"]["attempts"] == 1
+    assert "2 succeeded, 1 failed; 2 kept from the previous run" in r.err
+    cases = {tc.get("name"): tc for tc in ET.parse(tmp_path / "j.xml").iter("testcase")}
+    assert cases["c"].find("skipped") is None and cases["c"].find("failure") is None
+    assert "kept from a previous run" in (cases["c"].findtext("system-out") or "")
+    assert cases["d"].find("failure") is not None
+    status = run("status", "p.yaml", "--output", "json").json
+    assert {s["id"]: s["status"] for s in status["steps"]} == {
+        "a": "succeeded",
+        "c": "succeeded",
+        "d": "failed",
+    }
+    assert {s["id"]: s["result"] for s in status["steps"]}["c"] == "A-c"
+
+
+BROKEN_D = '{id: d, tool: shell, args: {cmd: "exit 4"}}'
+
+
+# ---- approval and resume -------------------------------------------------------------------
+
+GATED = """
+steps:
+  - {id: deploy, tool: shell, args: {cmd: "echo deploy >> log"}, approval: true}
+  - {id: check, tool: shell, args: {cmd: "test -f fixed && echo check >> log"}, depends_on: [deploy]}
+"""
+
+
+def test_resume_of_a_plan_that_never_ran_is_a_state_error_not_blocked(run, write):
+    write("p.yaml", GATED)
+    r = run("resume", "p.yaml")
+    assert r.code == 4, r
+    assert "no saved state" in r.err
+    assert_no_traceback(r)
+
+
+def test_a_kept_approval_step_is_not_asked_about_again(run, write, tmp_path):
+    write("p.yaml", GATED)
+    assert run("run", "p.yaml", "--yes").code == 1
+    (tmp_path / "fixed").touch()
+    r = run("resume", "p.yaml", "--output", "json")  # no --yes, no TTY
+    assert r.code == 0, r
+    assert _log(tmp_path) == ["deploy", "check"]
+    # changed, it runs again: then it needs approval again
+    write("p.yaml", GATED.replace("echo deploy", "echo deploy2"))
+    r = run("resume", "p.yaml", "--output", "json")
+    assert r.code == 5 and r.json["reason"] == "approval_required", r
+    assert {s["id"]: s["status"] for s in r.json["steps"]} == {
+        "deploy": "pending",
+        "check": "pending",
+    }
+
+
+def test_an_approval_step_added_by_the_planner_is_required_not_denied(run, write, tmp_path):
+    write(
+        "planner.py",
+        'import json\nprint(json.dumps([{"id": "ship", "tool": "echo", "approval": True}]))\n',
+    )
+    write(
+        "p.yaml",
+        f"""
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        steps:
+          - {{id: build, tool: shell, args: {{cmd: "exit 1"}}, on_failure: replan}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 5, r
+    assert r.json["status"] == "blocked" and r.json["reason"] == "approval_required"
+    assert "approval required for step 'ship'" in r.json["error"]
+    assert "denied" not in r.json["error"] + r.err
+
+
+def test_no_at_the_prompt_stops_the_running_steps_like_abort(write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: slow, tool: shell, args: {cmd: "touch started; sleep 30; touch finished"}}
+          - {id: ready, tool: shell, args: {cmd: "while [ ! -f started ]; do sleep 0.02; done"}}
+          - {id: deploy, tool: echo, args: {value: 1}, approval: true, depends_on: [ready]}
+        """,
+    )
+    t0 = time.monotonic()
+    code, out = _run_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], "n")
+    assert time.monotonic() - t0 < 15
+    assert code == 5, out
+    doc = json.loads(out)
+    assert doc["status"] == "blocked" and doc["reason"] == "denied"
+    assert {s["id"]: s["status"] for s in doc["steps"]} == {
+        "slow": "interrupted",
+        "ready": "succeeded",
+        "deploy": "interrupted",
+    }
+    assert not (tmp_path / "finished").exists()
+    left = subprocess.run(["pgrep", "-f", "sleep 30; touch"], capture_output=True, text=True)
+    assert not [p for p in left.stdout.split() if int(p) != os.getpid()]
+
+
+# ---- two replans at once, budgets per invocation -------------------------------------------
+
+RECORDING_PLANNER = r"""
+import json, os, sys
+ctx = json.load(sys.stdin)
+with open("calls.jsonl", "a") as fh:
+    fh.write(json.dumps(ctx) + "\n")
+mode = open("mode").read().strip() if os.path.exists("mode") else "ok"
+if mode == "fail":
+    print(json.dumps([{"id": "try", "tool": "shell", "args": {"cmd": "exit 1"},
+                       "on_failure": "replan"}]))
+else:
+    print(json.dumps([{"id": "fix", "tool": "echo", "args": {"value": "fixed"}}]))
+"""
+
+
+def _calls(tmp_path: Path) -> list[dict]:
+    f = tmp_path / "calls.jsonl"
+    return [json.loads(x) for x in f.read_text().splitlines()] if f.exists() else []
+
+
+def test_two_steps_failing_for_a_replan_at_once_both_reach_the_planner(run, write, tmp_path):
+    write("planner.py", RECORDING_PLANNER)
+    write(
+        "p.yaml",
+        f"""
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        steps:
+          - id: x
+            tool: shell
+            args: {{cmd: "touch x.go; while [ ! -f y.go ]; do sleep 0.02; done; exit 1"}}
+            on_failure: replan
+          - id: y
+            tool: shell
+            args: {{cmd: "touch y.go; while [ ! -f x.go ]; do sleep 0.02; done; exit 2"}}
+            on_failure: replan
+        """,
+    )
+    r = run("run", "p.yaml", "-j", "2", "--output", "json")
+    assert r.code == 0, r
+    (ctx,) = _calls(tmp_path)  # one revision replaces both
+    failures = {f["failed_step"]["id"]: f["error"] for f in ctx["failures"]}
+    assert set(failures) == {"x", "y"}
+    assert "code 1" in failures["x"] and "code 2" in failures["y"]
+    assert ctx["failed_step"]["id"] in failures
+    assert sorted(r.json["revisions"][0]["failed_steps"]) == ["x", "y"]
+
+
+def test_max_replans_is_per_invocation(run, write, tmp_path):
+    write("planner.py", RECORDING_PLANNER)
+    (tmp_path / "mode").write_text("fail")
+    write(
+        "p.yaml",
+        f"""
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        limits: {{max_replans: 1}}
+        steps:
+          - {{id: fetch, tool: shell, args: {{cmd: "exit 9"}}, on_failure: replan}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1 and r.json["reason"] == "replan_budget", r
+    (tmp_path / "mode").write_text("ok")
+    r = run("resume", "p.yaml", "--output", "json")
+    assert r.code == 0, r  # a fresh max_replans: the planner is asked once more
+    assert len(_calls(tmp_path)) == 2
+    assert [s["id"] for s in r.json["steps"]] == ["fix"]
+
+
+def test_max_steps_and_tool_caps_are_per_invocation(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        limits: {max_steps: 3, tool_caps: {shell: 2}}
+        steps:
+          - {id: s1, tool: shell, args: {cmd: "echo s1 >> log"}}
+          - {id: s2, tool: shell, args: {cmd: "echo s2 >> log"}, depends_on: [s1]}
+          - {id: s3, tool: shell, args: {cmd: "echo s3 >> log"}, depends_on: [s2]}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1 and r.json["reason"] == "step_budget", r
+    assert "tool_caps.shell is 2" in r.json["error"]
+    r = run("resume", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert _log(tmp_path) == ["s1", "s2", "s3"]

@@ -1,0 +1,344 @@
+"""The scheduler in-process, with a scripted executor: resume decisions, stops, replanning.
+
+The executor is fake on purpose (it is the seam the scheduler talks to); the scheduler,
+the resume rules and the event bus are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from planrun.events import Event, EventBus
+from planrun.model import Plan
+from planrun.planner import ReplanRequest, ReplanStop, Revision
+from planrun.resume import (
+    CHANGED,
+    CONDITION_CHANGED,
+    DEPENDENCY_RAN,
+    HELD_SECRET,
+    NOT_IN_PREVIOUS,
+    PreviousStep,
+    Seen,
+    plan_resume,
+    why_run_again,
+)
+from planrun.scheduler import RunSettings, Scheduler
+from planrun.scope import fingerprint
+from planrun.status import Reason, Status
+from planrun.tools.base import ToolContext, ToolFailed
+
+Script = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+class FakeExecutor:
+    """Runs each step's scripted coroutine (by step id); records the calls."""
+
+    def __init__(self, scripts: dict[str, Script]) -> None:
+        self.scripts = scripts
+        self.calls: list[str] = []
+
+    async def start(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+    async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
+        self.calls.append(ctx.step_id)
+        script = self.scripts.get(ctx.step_id)
+        return await script(args) if script is not None else args.get("value")
+
+
+def fails(message: str) -> Script:
+    async def run(args: dict[str, Any]) -> Any:
+        raise ToolFailed(message)
+
+    return run
+
+
+def waits_for(event: asyncio.Event, cancelled: list[str], name: str) -> Script:
+    async def run(args: dict[str, Any]) -> Any:
+        try:
+            await event.wait()
+        except asyncio.CancelledError:
+            cancelled.append(name)
+            raise
+        return "done"
+
+    return run
+
+
+def make_plan(steps: list[dict[str, Any]], **extra: Any) -> Plan:
+    return Plan.model_validate({"name": "t", "steps": steps, **extra})
+
+
+def schedule(
+    plan: Plan,
+    executor: FakeExecutor,
+    *,
+    jobs: int = 4,
+    variables: dict[str, Any] | None = None,
+    **kw: Any,
+) -> tuple[Scheduler, list[Event]]:
+    events: list[Event] = []
+    bus = EventBus()
+    bus.subscribe(events.append)
+    settings = RunSettings(
+        jobs=jobs, yes=kw.pop("yes", True), ask=kw.pop("ask", None), mask=kw.pop("mask", None)
+    )
+    sched = Scheduler(
+        plan, [s.id for s in plan.steps], variables or {}, executor, bus, settings, **kw
+    )
+    return sched, events
+
+
+def statuses(sched: Scheduler) -> dict[str, str]:
+    return {sid: str(sched.records[sid].status) for sid in sched.order}
+
+
+# ---- why_run_again: one reason per step ----------------------------------------------------
+
+
+def test_why_run_again_gives_one_reason_in_a_fixed_order() -> None:
+    ok = PreviousStep("succeeded", fingerprint="f", result_masked=True)
+    assert why_run_again(None, Seen(True, "f"), dependency_runs=True) == NOT_IN_PREVIOUS
+    assert why_run_again(ok, Seen(True, "g"), dependency_runs=True) == DEPENDENCY_RAN
+    assert why_run_again(ok, Seen(True, "g"), dependency_runs=False) == CHANGED
+    assert why_run_again(ok, Seen(False), dependency_runs=False) == CONDITION_CHANGED
+    assert why_run_again(ok, Seen(True, "f"), dependency_runs=False) is None
+    held = why_run_again(ok, Seen(True, "f"), dependency_runs=False, read_by_a_step_to_run=True)
+    assert held == HELD_SECRET
+    failed = PreviousStep("failed", fingerprint="f")
+    assert why_run_again(failed, Seen(True, "f"), dependency_runs=False) == "failed last time"
+    skipped = PreviousStep("skipped", reason="condition false")
+    assert why_run_again(skipped, Seen(False), dependency_runs=False) is None
+    assert why_run_again(skipped, Seen(True), dependency_runs=False) == CONDITION_CHANGED
+    ignored = PreviousStep("ignored", fingerprint="f", error="boom")
+    assert why_run_again(ignored, Seen(True, "f"), dependency_runs=False) is None
+
+
+def _previous(plan: Plan, **status: str) -> dict[str, PreviousStep]:
+    out = {}
+    for step in plan.steps:
+        st = status.get(step.id, "succeeded")
+        fp = fingerprint(step.tool, step.args)
+        reason = "condition false" if st == "skipped" else None
+        out[step.id] = PreviousStep(
+            st, fp, step.args.get("value"), step.result_variable, 1, 0.1, reason=reason
+        )
+    return out
+
+
+def test_resume_keeps_steps_below_a_condition_skip_and_an_ignored_failure() -> None:
+    plan = make_plan(
+        [
+            {"id": "gate", "tool": "echo", "args": {"value": 1}, "when": "${go}"},
+            {"id": "below", "tool": "echo", "args": {"value": 2}, "depends_on": ["gate"]},
+            {"id": "flaky", "tool": "echo", "args": {"value": 3}, "on_failure": "ignore"},
+            {"id": "after", "tool": "echo", "args": {"value": 4}, "depends_on": ["flaky"]},
+            {"id": "last", "tool": "echo", "args": {"value": 5}},
+        ],
+        variables={"go": False},
+    )
+    from planrun.graph import PlanGraph
+
+    prev = _previous(plan, gate="skipped", flaky="ignored", last="failed")
+    steps = {s.id: s for s in plan.steps}
+    decided = plan_resume(steps, list(steps), PlanGraph.build(plan.steps), prev, {"go": False}, {})
+    assert set(decided.kept) == {"gate", "below", "flaky", "after"}
+    assert decided.reasons == {"last": "failed last time"}
+    ex = FakeExecutor({})
+    sched, events = schedule(plan, ex, variables={"go": False}, resume=decided)
+    outcome = asyncio.run(sched.run())
+    assert outcome.status == Status.SUCCEEDED and ex.calls == ["last"]
+    assert statuses(sched) == {
+        "gate": "skipped",
+        "below": "succeeded",
+        "flaky": "ignored",
+        "after": "succeeded",
+        "last": "succeeded",
+    }
+    resumed = [e.step for e in events if e.event == "step.resumed"]
+    assert resumed == ["gate", "below", "flaky", "after"]  # settled before anything ran
+    started = [e for e in events if e.event == "step.started"]
+    assert started[0].data["reason"] == "failed last time" and started[0].data["again"]
+
+
+def test_a_masked_result_read_by_a_step_to_run_runs_its_producer_again() -> None:
+    plan = make_plan(
+        [
+            {"id": "a", "tool": "echo", "args": {"value": "x"}, "result_variable": "got"},
+            {"id": "b", "tool": "echo", "args": {"value": "${got}"}},
+            {"id": "c", "tool": "echo", "args": {"value": "${got}"}, "result_variable": "c2"},
+            {"id": "d", "tool": "echo", "args": {"value": 1}},
+        ]
+    )
+    from planrun.graph import PlanGraph
+
+    steps = {s.id: s for s in plan.steps}
+    prev = {
+        "a": PreviousStep(
+            "succeeded", fingerprint("echo", {"value": "x"}), "***", "got", result_masked=True
+        ),
+        "b": PreviousStep("failed", None),
+        "c": PreviousStep("succeeded", fingerprint("echo", {"value": "***"}), "***", "c2"),
+        "d": PreviousStep("succeeded", fingerprint("echo", {"value": 1}), 1),
+    }
+    decided = plan_resume(steps, list(steps), PlanGraph.build(plan.steps), prev, {}, {})
+    assert decided.reasons == {
+        "a": HELD_SECRET,
+        "b": "failed last time",
+        "c": DEPENDENCY_RAN,  # kept by its fingerprint, but what it depends on runs again
+    }
+    assert set(decided.kept) == {"d"}
+
+
+# ---- stopping ------------------------------------------------------------------------------
+
+
+def test_kept_steps_are_settled_even_when_the_run_aborts_at_once() -> None:
+    plan = make_plan(
+        [
+            {"id": "a", "tool": "echo", "args": {"value": "A"}, "result_variable": "ra"},
+            {"id": "c", "tool": "echo", "args": {"value": "${ra}-c"}, "depends_on": ["a"]},
+            {"id": "d", "tool": "echo", "args": {"value": "D2"}},
+        ]
+    )
+    from planrun.graph import PlanGraph
+
+    steps = {s.id: s for s in plan.steps}
+    prev = {
+        "a": PreviousStep("succeeded", fingerprint("echo", {"value": "A"}), "A", "ra"),
+        "c": PreviousStep("succeeded", fingerprint("echo", {"value": "A-c"}), "A-c"),
+        "d": PreviousStep("succeeded", fingerprint("echo", {"value": "D"}), "D"),
+    }
+    decided = plan_resume(steps, list(steps), PlanGraph.build(plan.steps), prev, {}, {})
+    sched, _ = schedule(plan, FakeExecutor({"d": fails("boom")}), jobs=1, resume=decided)
+    outcome = asyncio.run(sched.run())
+    assert outcome.reason == Reason.STEP_FAILED
+    assert statuses(sched) == {"a": "succeeded", "c": "succeeded", "d": "failed"}
+    assert sched.records["c"].result == "A-c"
+
+
+def test_a_no_at_the_prompt_interrupts_the_running_steps() -> None:
+    plan = make_plan(
+        [
+            {"id": "slow", "tool": "echo"},
+            {"id": "ready", "tool": "echo"},
+            {"id": "deploy", "tool": "echo", "approval": True, "depends_on": ["ready"]},
+        ]
+    )
+    release = asyncio.Event()
+    cancelled: list[str] = []
+
+    async def ask(step_id: str) -> bool:
+        return False
+
+    async def main() -> tuple[Any, Scheduler]:
+        ex = FakeExecutor({"slow": waits_for(release, cancelled, "slow")})
+        sched, _ = schedule(plan, ex, yes=False, ask=ask)
+        return await sched.run(), sched
+
+    outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
+    assert (outcome.status, outcome.reason) == (Status.BLOCKED, Reason.DENIED)
+    assert cancelled == ["slow"]
+    assert statuses(sched) == {"slow": "interrupted", "ready": "succeeded", "deploy": "interrupted"}
+
+
+def test_an_expression_failing_at_start_with_abort_stops_running_steps() -> None:
+    plan = make_plan(
+        [
+            {"id": "slow", "tool": "echo"},
+            {"id": "ready", "tool": "echo"},
+            {"id": "bad", "tool": "echo", "args": {"value": "${missing}"}, "depends_on": ["ready"]},
+        ]
+    )
+    cancelled: list[str] = []
+
+    async def main() -> tuple[Any, Scheduler]:
+        started = asyncio.Event()
+
+        async def slow(args: dict[str, Any]) -> Any:
+            started.set()
+            return await waits_for(asyncio.Event(), cancelled, "slow")(args)
+
+        async def ready(args: dict[str, Any]) -> Any:
+            await started.wait()
+
+        sched, _ = schedule(plan, FakeExecutor({"slow": slow, "ready": ready}))
+        return await sched.run(), sched
+
+    outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
+    assert outcome.reason == Reason.STEP_FAILED and cancelled == ["slow"]
+    assert statuses(sched) == {"slow": "interrupted", "ready": "succeeded", "bad": "failed"}
+
+
+# ---- replanning ----------------------------------------------------------------------------
+
+
+def test_two_replan_failures_in_one_pass_reach_the_planner_together() -> None:
+    plan = make_plan(
+        [
+            {"id": "x", "tool": "echo", "on_failure": "replan"},
+            {"id": "y", "tool": "echo", "on_failure": "replan"},
+            {"id": "z", "tool": "echo", "depends_on": ["x", "y"]},
+        ]
+    )
+    asked: list[ReplanRequest] = []
+
+    async def replanner(request: ReplanRequest) -> Revision | ReplanStop:
+        asked.append(request)
+        new = make_plan([{"id": "fix", "tool": "echo", "args": {"value": 1}}])
+        record = {
+            "revision": 1,
+            "diff": {"removed": ["x", "y", "z"], "added": ["fix"], "revised": []},
+            "error": request.failures[0].error,
+            "failed_step": request.failures[0].step_id,
+            "steps": [{"id": "fix", "tool": "echo", "args": {"value": 1}}],
+        }
+        return Revision(new, record, 1)
+
+    both = asyncio.Event()
+    seen: list[str] = []
+
+    def meet(name: str) -> Script:
+        async def run(args: dict[str, Any]) -> Any:
+            seen.append(name)
+            if len(seen) == 2:
+                both.set()
+            await both.wait()
+            raise ToolFailed(f"{name} broke")
+
+        return run
+
+    ex = FakeExecutor({"x": meet("x"), "y": meet("y")})
+    sched, events = schedule(plan, ex, replanner=replanner)
+    outcome = asyncio.run(asyncio.wait_for(sched.run(), 10))
+    assert outcome.status == Status.SUCCEEDED
+    (request,) = asked
+    assert sorted(f.step_id for f in request.failures) == ["x", "y"]
+    assert [e.data["added"] for e in events if e.event == "plan.diff"] == [["fix"]]
+    assert sched.replans == 1 and statuses(sched) == {"fix": "succeeded"}
+
+
+def test_a_replan_stop_ends_the_run_with_its_reason() -> None:
+    plan = make_plan([{"id": "x", "tool": "echo", "on_failure": "replan"}])
+
+    async def replanner(request: ReplanRequest) -> Revision | ReplanStop:
+        return ReplanStop(Reason.NO_PLAN, "the planner returned no steps", 1)
+
+    sched, _ = schedule(plan, FakeExecutor({"x": fails("no")}), replanner=replanner)
+    outcome = asyncio.run(sched.run())
+    assert (outcome.status, outcome.reason) == (Status.FAILED, Reason.NO_PLAN)
+    assert outcome.error == "the planner returned no steps"
+
+
+def test_statuses_are_one_str_enum_written_as_plain_words() -> None:
+    import json
+
+    assert json.dumps({"s": Status.CACHED, "r": Reason.STEP_BUDGET}) == (
+        '{"s": "cached", "r": "step_budget"}'
+    )
+    assert Status("interrupted") is Status.INTERRUPTED and f"{Status.SKIPPED}" == "skipped"
