@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from planrun.expressions import ExpressionError, parse_template, resolve, template_strings
+from planrun.expressions import ExpressionError, parse_template, resolve
 from planrun.instances import grouped, instance_id, parent_of
 from planrun.model import Step
 
@@ -31,13 +31,6 @@ def loop_names(step: Step) -> frozenset[str]:
     if step.foreach is None:
         return frozenset()
     return frozenset((step.as_ or DEFAULT_AS, INDEX_NAME))
-
-
-def foreach_strings(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
-    """(path, text) for every `${...}` string in the step's `foreach`."""
-    if step.foreach is None:
-        return []
-    return template_strings(step.foreach, ("foreach",))
 
 
 def foreach_problem(step: Step) -> str | None:
