@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -17,87 +16,21 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from planrun.events import Event
+from planrun.reporters.lines import (
+    _TERMINAL,
+    SHOWN_EVENTS,
+    _duration,
+    _failure_body,
+    _first_line,
+    _isatty,
+    failed_and_stopped,
+    resume_command,
+    status_counts,
+    symbols,
+    wants_color,
+)
+from planrun.reporters.live import LiveData, LiveView, Raw, render_live
 from planrun.status import Status
-
-_TERMINAL = frozenset(
-    (
-        Status.SUCCEEDED,
-        Status.CACHED,
-        Status.FAILED,
-        Status.IGNORED,
-        Status.SKIPPED,
-        Status.INTERRUPTED,
-    )
-)
-# Summary order, with the word used for each status.
-_SUMMARY = (
-    ("succeeded", "succeeded"),
-    ("cached", "cached"),
-    ("ignored", "ignored"),
-    ("failed", "failed"),
-    ("interrupted", "interrupted"),
-    ("running", "unfinished"),
-    ("skipped", "skipped"),
-    ("pending", "pending"),
-    ("replaced", "replaced by the planner"),
-)
-
-# kind -> (unicode symbol, ascii fallback, ANSI colour)
-_SYMBOLS = {
-    "start": ("▶", ">", "36"),
-    "ok": ("✓", "+", "32"),
-    "fail": ("✗", "x", "31;1"),
-    "ignored": ("!", "!", "33"),
-    "retry": ("↻", "~", "33"),
-    "skip": ("⊘", "-", "2"),
-    "stop": ("■", "#", "35"),
-    "kept": ("✓", "=", "2"),
-    "diff": ("✎", "*", "36"),
-    "note": ("·", ".", "2"),
-    "warn": ("!", "!", "33;1"),
-}
-_BAR = "│"
-
-
-def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, int | float):
-        return "?s"
-    if seconds < 60:
-        return f"{seconds:.2f}s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{int(minutes)}m{secs:04.1f}s"
-    hours, minutes = divmod(int(minutes), 60)
-    return f"{hours}h{minutes:02d}m{int(secs):02d}s"
-
-
-def _first_line(text: Any) -> str:
-    return str(text).strip().split("\n", 1)[0] if text is not None else ""
-
-
-def _failure_body(output: str | None, detail: str | None) -> str:
-    """A failed step's output and its detail, without printing the stderr tail twice.
-
-    A shell failure's detail is `$ command` plus the last lines of stderr, and its output is
-    stdout + stderr: then show the command, then the output. Otherwise the detail comes first.
-    """
-    if not detail:
-        return (output or "").rstrip("\n")
-    if not output:
-        return detail.rstrip("\n")
-    lines = detail.rstrip("\n").split("\n")
-    for k in range(len(lines) + 1):
-        rest = "\n".join(lines[k:]).strip()
-        if not rest or rest in output:
-            return "\n".join([*lines[:k], output.rstrip("\n")])
-    raise AssertionError("unreachable: an empty rest always matches")
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 class ConsoleReporter:
@@ -129,12 +62,7 @@ class ConsoleReporter:
         tty = _isatty(self._stream)
         dumb = os.environ.get("TERM") == "dumb"
         if color is None:
-            if os.environ.get("NO_COLOR"):
-                color = False
-            elif os.environ.get("FORCE_COLOR"):
-                color = True
-            else:
-                color = tty and not dumb
+            color = wants_color(tty and not dumb)
         self.quiet = quiet
         self.stream_output = stream_output
         self.color = color
@@ -143,23 +71,11 @@ class ConsoleReporter:
         self.resume_hint = resume_hint
         self.explain = False  # --explain: say why for every step, "cache off" included
 
-        encoding = getattr(self._stream, "encoding", None) or "utf-8"
-        try:
-            "".join(s[0] for s in _SYMBOLS.values()).encode(encoding) + _BAR.encode(encoding)
-            unicode_ok = True
-        except (UnicodeEncodeError, LookupError):
-            unicode_ok = False
-        self._bar = _BAR if unicode_ok else "|"
-        self._sym = {}
-        for kind, (uni, ascii_, ansi) in _SYMBOLS.items():
-            symbol = uni if unicode_ok else ascii_
-            self._sym[kind] = f"\x1b[{ansi}m{symbol}\x1b[0m" if color else symbol
+        self._bar, self._sym = symbols(getattr(self._stream, "encoding", None), color)
 
         self._root: str | None = None  # the plan of the first run.started; others are sub-plans
         self._tools: dict[str, str] = {}  # step id -> tool, in plan order (also the step list)
-        self._titles: dict[
-            tuple[str, str], str
-        ] = {}  # (plan, step id) -> title (rendered once known)
+        self._titles: dict[tuple[str, str], str] = {}  # (plan, step id) -> rendered title
         self._status: dict[str, str] = {}  # step id -> last status, root plan only
         self._errors: dict[str, str] = {}  # failed step id -> error
         self._kept: set[str] = set()  # steps kept from the previous run (root plan)
@@ -177,20 +93,8 @@ class ConsoleReporter:
         self._live: Any = None  # rich.live.Live while the live view is shown
         self._rich: Any = None  # its rich Console
 
-        self._handlers = {
-            "run.started": self._run_started,
-            "step.started": self._step_started,
-            "step.output": self._step_output,
-            "step.retrying": self._step_retrying,
-            "step.succeeded": self._step_succeeded,
-            "step.failed": self._step_failed,
-            "step.skipped": self._step_skipped,
-            "step.interrupted": self._step_interrupted,
-            "step.resumed": self._step_resumed,
-            "step.cached": self._step_cached,
-            "plan.diff": self._plan_diff,
-            "run.finished": self._run_finished,
-        }
+        # "step.started" -> self._step_started, and so on for each event the console shows
+        self._handlers = {e: getattr(self, "_" + e.replace(".", "_")) for e in SHOWN_EVENTS}
 
     # -- the subscriber protocol ------------------------------------------------------------
 
@@ -294,7 +198,7 @@ class ConsoleReporter:
         if self._live is not None:
             # Printed through rich so the live view moves down, but as raw text: rich's own
             # line rendering costs ~30 µs a line, and our lines are already formatted.
-            self._rich.print(_Raw(text), crop=False, soft_wrap=True)
+            self._rich.print(Raw(text), crop=False, soft_wrap=True)
             return
         try:
             self._stream.write(text)
@@ -536,20 +440,7 @@ class ConsoleReporter:
         """The closing text: counts per status, failed steps with their error, resume hint."""
         status = str(data.get("status") or "finished")
         reason = data.get("reason")
-        counts: dict[str, int] = {}
-        for step_id in self._tools:
-            key = self._status.get(step_id, "pending")
-            if key == "retrying":
-                key = "running"
-            counts[key] = counts.get(key, 0) + 1
-        for step_id, key in self._status.items():  # steps that were never announced
-            if step_id not in self._tools:
-                counts[key] = counts.get(key, 0) + 1
-        total = sum(counts.values())
-        parts = [f"{counts[key]} {word}" for key, word in _SUMMARY if counts.get(key)]
-        kept = sum(1 for sid in self._kept if self._status.get(sid) in _TERMINAL)
-        if kept and parts:  # kept steps are counted as what they are; say how many were kept
-            parts[-1] += f"; {kept} kept from the previous run"
+        total, parts = status_counts(self._tools, self._status, self._kept)
         head = f"run {status}"
         if reason and reason not in (status, "completed"):
             head += f" ({reason})"
@@ -568,21 +459,9 @@ class ConsoleReporter:
         # "step 'b' failed: <error>" only repeats the failed-steps list below
         if error and status != "succeeded" and not any(e in error for e in self._errors.values()):
             out += f"  {error}\n"
-        if self._errors:
-            out += "failed steps:\n"
-            out += "".join(
-                f"  {self._sym['fail']} {step_id}: {error}\n"
-                for step_id, error in self._errors.items()
-                if self._status.get(step_id) == "failed"
-            )
-        stopped = [s for s, st in self._status.items() if st in ("interrupted", "running")]
-        if stopped:
-            out += f"interrupted steps: {', '.join(stopped)}\n"
+        out += failed_and_stopped(self._errors, self._status, self._sym["fail"])
         if self.resume_hint and status in ("interrupted", "failed"):
-            hint = self.resume_hint
-            if not hint.startswith("planrun "):
-                hint = f"planrun resume {shlex.quote(hint)}"
-            out += f"resume with: {hint}\n"
+            out += f"resume with: {resume_command(self.resume_hint)}\n"
         return out
 
     # -- the live view -----------------------------------------------------------------------
@@ -598,7 +477,7 @@ class ConsoleReporter:
             highlight=False,
         )
         self._live = Live(
-            _LiveView(self),
+            LiveView(self._render),
             console=self._rich,
             refresh_per_second=8,
             transient=True,
@@ -613,75 +492,9 @@ class ConsoleReporter:
             live.stop()
 
     def _render(self, height: int) -> Any:
-        from rich.console import Group
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
-        from rich.text import Text
-
-        now = time.time()
-        total = max(len(self._tools), self._done)
-        header = Table.grid(padding=(0, 1))
-        header.add_row(
-            ProgressBar(total=total or 1, completed=self._done, width=30),
-            Text(f"{self._done}/{total}", style="bold"),
-            self._counts_text(),
-            Text(_duration(now - self._run_ts) if self._run_ts else "", style="dim"),
-        )
         running = list(self._running.copy().items())  # dict.copy is atomic under the GIL
-        rows = Table.grid(padding=(0, 2))
-        shown = running[: max(1, min(20, height - 3))]
-        for step_id, (started, attempt) in shown:
-            title = self._titles.get((self._root or "", step_id), step_id)
-            rows.add_row(
-                Text("  ▶ " + step_id, style="cyan"),
-                Text(title[:60] if title.casefold() != step_id.casefold() else ""),
-                Text(self._tools.get(step_id, ""), style="dim"),
-                Text(f"attempt {attempt}" if attempt > 1 else ""),
-                Text(_duration(now - started)),
-            )
-        parts: list[Any] = [header, rows] if shown else [header]
-        if len(running) > len(shown):
-            parts.append(Text(f"  … and {len(running) - len(shown)} more running", style="dim"))
-        return Group(*parts)
-
-    def _counts_text(self) -> Any:
-        from rich.text import Text
-
-        counts: dict[str, int] = {}
-        for status in list(self._status.values()):
-            counts[status] = counts.get(status, 0) + 1
-        text = Text()
-        for key, symbol, style in (
-            ("succeeded", "✓", "green"),
-            ("cached", "✓", "dim green"),
-            ("failed", "✗", "red"),
-            ("ignored", "!", "yellow"),
-            ("interrupted", "■", "magenta"),
-            ("skipped", "⊘", "dim"),
-            ("running", "▶", "cyan"),
-        ):
-            if counts.get(key):
-                text.append(f"{symbol} {counts[key]}  ", style=style)
-        return text
-
-
-class _Raw:
-    """Whole lines that rich passes to the terminal untouched (with our ANSI colours)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        from rich.segment import Segment
-
-        yield Segment(self.text)
-
-
-class _LiveView:
-    """What rich.live.Live re-renders a few times a second: progress bar and running steps."""
-
-    def __init__(self, reporter: ConsoleReporter) -> None:
-        self._reporter = reporter
-
-    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        yield self._reporter._render(options.height or console.size.height)
+        titles = {sid: self._titles.get((self._root or "", sid), sid) for sid, _ in running}
+        return render_live(
+            LiveData(self._done, self._tools, self._run_ts, running, titles, self._status),
+            height,
+        )

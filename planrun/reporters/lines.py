@@ -1,0 +1,174 @@
+"""How the console words a run: symbols, the summary's order, durations and failure blocks."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
+from typing import Any
+
+from planrun.status import Status
+
+_TERMINAL = frozenset(
+    (
+        Status.SUCCEEDED,
+        Status.CACHED,
+        Status.FAILED,
+        Status.IGNORED,
+        Status.SKIPPED,
+        Status.INTERRUPTED,
+    )
+)
+# Summary order, with the word used for each status.
+_SUMMARY = (
+    ("succeeded", "succeeded"),
+    ("cached", "cached"),
+    ("ignored", "ignored"),
+    ("failed", "failed"),
+    ("interrupted", "interrupted"),
+    ("running", "unfinished"),
+    ("skipped", "skipped"),
+    ("pending", "pending"),
+    ("replaced", "replaced by the planner"),
+)
+
+# kind -> (unicode symbol, ascii fallback, ANSI colour)
+_SYMBOLS = {
+    "start": ("▶", ">", "36"),
+    "ok": ("✓", "+", "32"),
+    "fail": ("✗", "x", "31;1"),
+    "ignored": ("!", "!", "33"),
+    "retry": ("↻", "~", "33"),
+    "skip": ("⊘", "-", "2"),
+    "stop": ("■", "#", "35"),
+    "kept": ("✓", "=", "2"),
+    "diff": ("✎", "*", "36"),
+    "note": ("·", ".", "2"),
+    "warn": ("!", "!", "33;1"),
+}
+_BAR = "│"
+# The events the console has a line for (each handled by ConsoleReporter._<event_name>).
+SHOWN_EVENTS = (
+    "run.started",
+    "step.started",
+    "step.output",
+    "step.retrying",
+    "step.succeeded",
+    "step.failed",
+    "step.skipped",
+    "step.interrupted",
+    "step.resumed",
+    "step.cached",
+    "plan.diff",
+    "run.finished",
+)
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "?s"
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{int(minutes)}m{secs:04.1f}s"
+    hours, minutes = divmod(int(minutes), 60)
+    return f"{hours}h{minutes:02d}m{int(secs):02d}s"
+
+
+def _first_line(text: Any) -> str:
+    return str(text).strip().split("\n", 1)[0] if text is not None else ""
+
+
+def _failure_body(output: str | None, detail: str | None) -> str:
+    """A failed step's output and its detail, without printing the stderr tail twice.
+
+    A shell failure's detail is `$ command` plus the last lines of stderr, and its output is
+    stdout + stderr: then show the command, then the output. Otherwise the detail comes first.
+    """
+    if not detail:
+        return (output or "").rstrip("\n")
+    if not output:
+        return detail.rstrip("\n")
+    lines = detail.rstrip("\n").split("\n")
+    for k in range(len(lines) + 1):
+        rest = "\n".join(lines[k:]).strip()
+        if not rest or rest in output:
+            return "\n".join([*lines[:k], output.rstrip("\n")])
+    raise AssertionError("unreachable: an empty rest always matches")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def wants_color(terminal: bool) -> bool:
+    """NO_COLOR turns colour off, FORCE_COLOR on; otherwise colour at a terminal."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return terminal
+
+
+def symbols(encoding: str | None, color: bool) -> tuple[str, dict[str, str]]:
+    """The bar and the symbol of each kind of line: unicode when the stream can encode it,
+    with ANSI colours when `color`."""
+    try:
+        "".join(s[0] for s in _SYMBOLS.values()).encode(encoding or "utf-8") + _BAR.encode(
+            encoding or "utf-8"
+        )
+        unicode_ok = True
+    except (UnicodeEncodeError, LookupError):
+        unicode_ok = False
+    sym = {}
+    for kind, (uni, ascii_, ansi) in _SYMBOLS.items():
+        symbol = uni if unicode_ok else ascii_
+        sym[kind] = f"\x1b[{ansi}m{symbol}\x1b[0m" if color else symbol
+    return (_BAR if unicode_ok else "|"), sym
+
+
+def status_counts(
+    announced: Iterable[str], statuses: dict[str, str], kept: set[str]
+) -> tuple[int, list[str]]:
+    """How many steps there are, and "N succeeded", "M failed"... in summary order."""
+    announced = list(announced)
+    counts: dict[str, int] = {}
+    for step_id in announced:
+        key = statuses.get(step_id, "pending")
+        if key == "retrying":
+            key = "running"
+        counts[key] = counts.get(key, 0) + 1
+    known = set(announced)
+    for step_id, key in statuses.items():  # steps that were never announced
+        if step_id not in known:
+            counts[key] = counts.get(key, 0) + 1
+    parts = [f"{counts[key]} {word}" for key, word in _SUMMARY if counts.get(key)]
+    n_kept = sum(1 for sid in kept if statuses.get(sid) in _TERMINAL)
+    if n_kept and parts:  # kept steps are counted as what they are; say how many were kept
+        parts[-1] += f"; {n_kept} kept from the previous run"
+    return sum(counts.values()), parts
+
+
+def failed_and_stopped(errors: dict[str, str], statuses: dict[str, str], mark: str) -> str:
+    """The summary's lists of failed steps (with their error) and interrupted steps."""
+    out = ""
+    if errors:
+        out += "failed steps:\n"
+        out += "".join(
+            f"  {mark} {step_id}: {error}\n"
+            for step_id, error in errors.items()
+            if statuses.get(step_id) == "failed"
+        )
+    stopped = [s for s, st in statuses.items() if st in ("interrupted", "running")]
+    if stopped:
+        out += f"interrupted steps: {', '.join(stopped)}\n"
+    return out
+
+
+def resume_command(hint: str) -> str:
+    """A full command as given, or `planrun resume PLAN` for a plan path."""
+    return hint if hint.startswith("planrun ") else f"planrun resume {shlex.quote(hint)}"

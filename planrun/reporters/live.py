@@ -1,0 +1,101 @@
+"""The live view at a terminal: a progress bar, the counts and the steps running now (rich)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from planrun.reporters.lines import _duration
+
+
+@dataclass(frozen=True)
+class LiveData:
+    """What one frame shows: steps done of all, when the run started, the running steps
+    (id, (started, attempt)) with their titles, and every step's status."""
+
+    done: int
+    tools: dict[str, str]
+    run_ts: float | None
+    running: list[tuple[str, tuple[float, int]]]
+    titles: dict[str, str]
+    statuses: dict[str, str]
+
+
+def render_live(data: LiveData, height: int) -> Any:
+    """One frame of the live view, `height` lines at most."""
+    from rich.console import Group
+    from rich.progress_bar import ProgressBar
+    from rich.table import Table
+    from rich.text import Text
+
+    now = time.time()
+    total = max(len(data.tools), data.done)
+    header = Table.grid(padding=(0, 1))
+    header.add_row(
+        ProgressBar(total=total or 1, completed=data.done, width=30),
+        Text(f"{data.done}/{total}", style="bold"),
+        counts_text(data.statuses),
+        Text(_duration(now - data.run_ts) if data.run_ts else "", style="dim"),
+    )
+    running = data.running
+    rows = Table.grid(padding=(0, 2))
+    shown = running[: max(1, min(20, height - 3))]
+    for step_id, (started, attempt) in shown:
+        title = data.titles.get(step_id, step_id)
+        rows.add_row(
+            Text("  ▶ " + step_id, style="cyan"),
+            Text(title[:60] if title.casefold() != step_id.casefold() else ""),
+            Text(data.tools.get(step_id, ""), style="dim"),
+            Text(f"attempt {attempt}" if attempt > 1 else ""),
+            Text(_duration(now - started)),
+        )
+    parts: list[Any] = [header, rows] if shown else [header]
+    if len(running) > len(shown):
+        parts.append(Text(f"  … and {len(running) - len(shown)} more running", style="dim"))
+    return Group(*parts)
+
+
+def counts_text(statuses: dict[str, str]) -> Any:
+    """The count of steps in each status, as coloured symbols."""
+    from rich.text import Text
+
+    counts: dict[str, int] = {}
+    for status in list(statuses.values()):
+        counts[status] = counts.get(status, 0) + 1
+    text = Text()
+    for key, symbol, style in (
+        ("succeeded", "✓", "green"),
+        ("cached", "✓", "dim green"),
+        ("failed", "✗", "red"),
+        ("ignored", "!", "yellow"),
+        ("interrupted", "■", "magenta"),
+        ("skipped", "⊘", "dim"),
+        ("running", "▶", "cyan"),
+    ):
+        if counts.get(key):
+            text.append(f"{symbol} {counts[key]}  ", style=style)
+    return text
+
+
+class Raw:
+    """Whole lines that rich passes to the terminal untouched (with our ANSI colours)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        from rich.segment import Segment
+
+        yield Segment(self.text)
+
+
+class LiveView:
+    """What rich.live.Live re-renders a few times a second: progress bar and running steps."""
+
+    def __init__(self, render: Callable[[int], Any]) -> None:
+        self._render = render
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        yield self._render(options.height or console.size.height)
