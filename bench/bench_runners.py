@@ -9,6 +9,8 @@ scheduling and process-start overhead, not of in-process work):
      previous layer, at -j 4 (best possible: 6 x 0.2 = 1.2 s... of sleeping,
      but 8 steps on 4 slots take two rounds: 0.2 + 4 x 0.4 + 0.2 = 2.0 s)
   d) dry run of the 1,000-step plan (each tool's nearest equivalent)
+  s) start-up: a one-step `true` plan, start to finish (and `planrun --help`,
+     `planrun validate` of a 5-step plan, planrun alone)
   e) planrun's own per-step overhead: 10,000 independent `echo` steps with
      --events on, (total - start-up) / 10,000
 """
@@ -284,6 +286,23 @@ def step_overhead(reps: int, profile: bool, timeout: float) -> tuple[Timing, Tim
     return t_one, t_big, n, per_step
 
 
+def cli_startup(d: Path, reps: int) -> list[Figure]:
+    """`planrun --help` and `planrun validate` of a 5-step chain: what every call costs."""
+    planrun = planrun_cmd()
+    assert planrun is not None
+    five = d / "five.yaml"
+    write_planrun(Graph("five", chain(5).steps, 1), d).rename(five)
+    write_planrun(independent(1, 1), d)  # plan.yaml back to the one-step plan
+    rows = [
+        time_command("planrun --help", [*planrun, "--help"], cwd=d, reps=reps),
+        time_command(
+            "planrun validate (5 steps)", [*planrun, "validate", five.name], cwd=d, reps=reps
+        ),
+    ]
+    print_rows("s) start-up: --help and validate", rows)
+    return [Figure(t.label, f"{fmt_s(t.median)} (cpu {fmt_s(t.cpu_median)})") for t in rows if t.ok]
+
+
 def verify() -> bool:
     """Check every tool really runs every step once, in dependency order (small graphs)."""
     planrun = planrun_cmd()
@@ -325,7 +344,7 @@ def verify() -> bool:
 def main(argv: list[str] | None = None) -> list[Figure]:
     parser = argparse.ArgumentParser(description="planrun vs make/go-task/just/doit")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--only", choices=list("abcde"), action="append", help="scenarios to run")
+    parser.add_argument("--only", choices=list("sabcde"), action="append", help="scenarios to run")
     parser.add_argument("--profile", action="store_true", help="cProfile planrun in scenario e")
     parser.add_argument("--e-timeout", type=float, default=30.0, help="seconds for the 10k run")
     parser.add_argument("--verify", action="store_true", help="only check each tool runs all steps")
@@ -333,7 +352,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     if opts.verify:
         ok = verify()
         return [Figure("runners verified", "ok" if ok else "WRONG", "all tools correct", ok)]
-    which = set(opts.only or "abcde")
+    which = set(opts.only or "sabcde")
     figures: list[Figure] = []
     print(f"== bench_runners ({machine_note()})")
     for name in ("make", "task", "just", "doit"):
@@ -351,6 +370,13 @@ def main(argv: list[str] | None = None) -> list[Figure]:
                 parts.append(f"{name} {'skipped' if t.skipped else 'FAILED'}")
         figures.append(Figure(label, ", ".join(parts)))
 
+    if "s" in which:
+        g = independent(1, 1)
+        d = write_all(g)
+        ts = run_rows(g, d, opts.reps)
+        print_rows("s) start-up: a one-step `true` plan", ts)
+        ratio_figure("s) one-step plan", ts)
+        figures.extend(cli_startup(d, opts.reps))
     if "a" in which or "d" in which:
         g = independent(1000, 2)
         d = write_all(g)

@@ -320,6 +320,14 @@ def resume(**kw: Any) -> None:
     _do_run(True, **kw)
 
 
+def _vars_file(path: str) -> dict[str, Any]:
+    # Imported only when used: planrun.runner brings asyncio and the run path, which
+    # `validate` of a plan without --vars-file does not need.
+    from planrun.runner import load_vars_file
+
+    return load_vars_file(path, os.getcwd())
+
+
 @main.command()
 @click.argument("plans", nargs=-1, shell_complete=complete_plan_files)
 @click.option(
@@ -349,11 +357,10 @@ def validate(
     mcp_config: str | None,
 ) -> None:
     """Check plan files: schema, references, expressions, tools, policy, cycles."""
-    from planrun.runner import load_vars_file
     from planrun.validate import load_and_check
 
     plans = plans or (plan_or_default(None, os.getcwd()),)
-    extra = {**(load_vars_file(vars_file, os.getcwd()) if vars_file else {}), **_parse_vars(var)}
+    extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
     servers: dict[str, Any] = {}
     if mcp_config:
         from planrun.mcp_client import parse_mcp_config

@@ -293,9 +293,14 @@ class Plan(PlanHeader):
 
     def step(self, step_id: str) -> Step:
         """The step with this id (KeyError if none); an index built on first use."""
-        if self._index is None or self._index[0] is not self.steps:  # model_copy keeps privates
-            self._index = (self.steps, {s.id: s for s in self.steps})
-        return self._index[1][step_id]
+        # Read from the private dict itself: `self._index` goes through BaseModel.__getattr__,
+        # which costs ~15 µs, and this runs several times per step.
+        private = self.__pydantic_private__
+        index = private.get("_index") if private is not None else None
+        if index is None or index[0] is not self.steps:  # model_copy keeps privates
+            index = (self.steps, {s.id: s for s in self.steps})
+            self._index = index
+        return index[1][step_id]
 
     def needs_approval(self, step: Step) -> bool:
         """`approval: true`, or a tool matched by `policy.require_approval`."""

@@ -3,7 +3,6 @@ to mask, and the stop a sub-plan raises for the whole run."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,6 +40,8 @@ class Slots:
     """
 
     def __init__(self, jobs: int) -> None:
+        import asyncio  # here, not at the top: `planrun validate` imports this module
+
         self.jobs = max(1, jobs)
         self._sem = asyncio.Semaphore(self.jobs)
 

@@ -1,0 +1,58 @@
+"""What a plain call imports: start-up time is what users feel on every call, so the commands
+that do not need a heavy library must not load it (checked with `python -X importtime`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+PLAIN_PLAN = """\
+name: plain
+steps:
+  - id: a
+    tool: shell
+    args: {cmd: "true"}
+  - id: b
+    tool: echo
+    args: {value: "${steps.a.status}"}
+    depends_on: [a]
+"""
+
+# Never needed by a shell/echo plan without servers, templates in Jinja syntax or a terminal.
+NOT_FOR_A_PLAIN_RUN = {"jinja2", "mcp", "rich", "httpx", "httpx2", "anyio", "dask", "jsonschema"}
+
+
+def imported_by(*args: str, cwd: Path) -> set[str]:
+    """Top-level packages and planrun modules `python -m planrun ARGS` imports."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "planrun", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:"):
+            name = line.split("|")[-1].strip()
+            names.add(name if name.startswith("planrun.") else name.split(".")[0])
+    assert "click" in names  # the measurement works
+    return names
+
+
+def test_run_of_a_plain_plan_imports_no_heavy_library(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(PLAIN_PLAN)
+    for extra in (["--no-state"], []):
+        names = imported_by("run", "plan.yaml", "--quiet", *extra, cwd=tmp_path)
+        assert not names & NOT_FOR_A_PLAIN_RUN, sorted(names & NOT_FOR_A_PLAIN_RUN)
+
+
+def test_validate_imports_no_run_machinery(tmp_path: Path) -> None:
+    """`validate` checks; it starts nothing, so it needs neither asyncio nor the run path."""
+    (tmp_path / "plan.yaml").write_text(PLAIN_PLAN)
+    names = imported_by("validate", "plan.yaml", cwd=tmp_path)
+    unwanted = NOT_FOR_A_PLAIN_RUN | {"asyncio", "planrun.runner", "planrun.launch"}
+    assert not names & unwanted, sorted(names & unwanted)
