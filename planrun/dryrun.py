@@ -192,11 +192,20 @@ def _preview_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) 
         return {**rest, "cmd": f"<error: {exc.message}>"}
 
 
+def _counted(entries: list[dict[str, Any]]) -> str:
+    """`5 steps`, or `3 steps (4 foreach instances)` when foreach entries stand for steps."""
+    instances = [e for e in entries if e.get("instance_of")]
+    steps = len(entries) - len(instances) + len({e["instance_of"] for e in instances})
+    text = f"{steps} step{'s' if steps != 1 else ''}"
+    known = [e for e in instances if not e["id"].endswith("[*]")]
+    if known:
+        text += f" ({len(known)} foreach instance{'s' if len(known) != 1 else ''})"
+    return text
+
+
 def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
     """Dry-run text: waves in start order, each step with tool, args, dependencies, condition."""
-    lines = [
-        f"plan {doc['plan']}: {len(doc['steps'])} steps in {len(doc['waves'])} waves (dry run)"
-    ]
+    lines = [f"plan {doc['plan']}: {_counted(doc['steps'])} in {len(doc['waves'])} waves (dry run)"]
     by_id = {s["id"]: s for s in doc["steps"]}
     for n, wave in enumerate(doc["waves"], 1):
         lines.append(f"wave {n}" + (f" ({len(wave)} in parallel)" if len(wave) > 1 else ""))

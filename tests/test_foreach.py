@@ -603,6 +603,7 @@ def test_dry_run_shows_instances_or_a_placeholder(run, write, tmp_path):
     )
     r = run("run", "p.yaml", "--dry-run")
     assert r.code == 0, r
+    assert "plan p: 4 steps (2 foreach instances) in 2 waves (dry run)" in r.out, r
     assert "lint[0]  lint core  [shell]" in r.out and "lint[1]  lint web  [shell]" in r.out
     assert "ruff check core" in r.out
     assert "each[*]" in r.out and "<foreach over <files result>>" in r.out
