@@ -9,7 +9,6 @@ text is a string whose content is not known yet.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from planrun.expressions import ExpressionError, format_path, parse_template
+from planrun.suggest import closest
 
 Path = tuple[str | int, ...]
 
@@ -163,15 +163,15 @@ def _check_object(
         if sub is not None:
             yield from _check(item, sub, (*path, name))
         elif extra is False:
-            close = difflib.get_close_matches(name, list(props), n=1, cutoff=0.6)
-            hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(props)}"
+            close = closest(name, props)
+            hint = f"did you mean '{close}'?" if close else f"allowed: {', '.join(props)}"
             label = "" if top else f"{format_path(path)}: "
             yield ArgProblem(
                 (*path, name),
                 f"{label}unknown argument '{name}'",
                 hint=hint,
                 key=True,
-                names=close[0] if close else None,
+                names=close,
             )
         elif isinstance(extra, dict):
             yield from _check(item, extra, (*path, name))

@@ -9,7 +9,6 @@ yet, so reading them is a validation error.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from planrun.expressions import (
     resolve,
     template_strings,
 )
+from planrun.suggest import did_you_mean
 
 Path = tuple[str | int, ...]
 
@@ -81,9 +81,7 @@ def _unknown(
             f"{where}: reads the result variable '{read}': variables are evaluated before any "
             "step runs",
         )
-    close = difflib.get_close_matches(read, sorted(known), n=1, cutoff=0.6)
-    hint = f"did you mean '{close[0]}'?" if close else None
-    return VariableProblem(path, f"{where}: undefined name '{read}'", hint)
+    return VariableProblem(path, f"{where}: undefined name '{read}'", did_you_mean(read, known))
 
 
 def needs_evaluation(plan_vars: Mapping[str, Any]) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import json
 import os
@@ -20,6 +19,7 @@ from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
 from planrun.graph import PlanGraph, step_strings
 from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
+from planrun.suggest import did_you_mean
 from planrun.tools import builtin_registry
 
 BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
@@ -32,11 +32,6 @@ def reserved(name: str) -> str:
     """Why a variable cannot be called `env` or `steps`."""
     what = "the process environment" if name == "env" else "the steps' status, result and error"
     return f"the name '{name}' is reserved ({what})"
-
-
-def did_you_mean(word: str, choices: list[str] | set[str] | tuple[str, ...]) -> str | None:
-    match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f"did you mean '{match[0]}'?" if match else None
 
 
 class _Collector:
