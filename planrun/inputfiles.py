@@ -8,6 +8,7 @@ path was swapped between the two.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -44,6 +45,8 @@ def read_regular_file(path: str) -> bytes:
     Raises NotARegularFile for a directory, FIFO, socket or device, and OSError
     (FileNotFoundError...) as `open` would for anything else.
     """
+    if "\0" in path:  # os.stat would raise a bare ValueError
+        raise OSError(errno.EINVAL, "the file name contains a NUL byte", path)
     _check(path, os.stat(path).st_mode)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:

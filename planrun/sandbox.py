@@ -199,6 +199,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _check_binop(operator, left, right)
+        if operator == "%" and isinstance(left, str):
+            from planrun.textvalues import percent_format
+
+            return percent_format(left, right)  # mappings, lists, null as JSON, not reprs
         return _BINOPS[operator](left, right)
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
@@ -216,8 +220,12 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         inner = wrapped
 
         def bounded(*args: Any, **kwargs: Any) -> str:
+            from planrun.textvalues import as_text_arg
+
             _check_format_call(fmt, args, kwargs)
-            return inner(*args, **kwargs)
+            return inner(
+                *(as_text_arg(a) for a in args), **{k: as_text_arg(v) for k, v in kwargs.items()}
+            )
 
         return bounded
 

@@ -293,3 +293,100 @@ def test_state_on_a_disk_that_fills_during_a_step(run, write, tiny_disk: Path) -
     assert_no_traceback(result)
     assert "ExceptionGroup" not in result.err and "internal error" not in result.err
     assert result.json["exit_code"] == 4 and "No space left on device" in result.json["error"]
+
+
+# --- NUL bytes, Python reprs and terminal escapes ----------------------------------------
+
+
+def test_a_nul_byte_in_a_value_fails_the_step_in_one_clear_line(run, write) -> None:
+    write(
+        "p.yaml",
+        """
+        variables: {x: "a\\u0000b"}
+        steps:
+          - {id: w, tool: write_file, args: {path: "${x}", content: 1}}
+          - {id: r, tool: read_file, args: {path: "${x}"}}
+          - {id: c, tool: shell, args: {cmd: "true", cwd: "${x}"}}
+          - {id: p, tool: plan, args: {path: "${x}"}}
+        """,
+    )
+    result = run("run", "p.yaml", "--keep-going", "--output", "json")
+    assert result.code == 1, result
+    assert_no_traceback(result)
+    errors = {s["id"]: s["error"] for s in result.json["steps"]}
+    assert all(errors.values()), errors
+    for error in errors.values():
+        assert "NUL byte" in error and "ValueError" not in error and "\n" not in error, errors
+
+
+def test_string_formatting_shows_values_as_json(run, write) -> None:
+    write(
+        "p.yaml",
+        """
+        variables: {d: {k: 1, n: null, t: true}, l: [1, "x"]}
+        steps:
+          - {id: a, tool: echo, args: {value: "${'%s' % d}"}}
+          - {id: b, tool: echo, args: {value: "${'%s and %s' % (l, none)}"}}
+          - {id: c, tool: echo, args: {value: "${'{} {}'.format(d, true)}"}}
+          - {id: e, tool: echo, args: {value: "${'%d items' % 3}"}}
+          - {id: s, tool: echo, args: {value: "${'%s' % steps.a}"}}
+        """,
+    )
+    result = run("run", "p.yaml", "--output", "json")
+    assert result.code == 0, result
+    got = {s["id"]: s["result"] for s in result.json["steps"]}
+    assert got["a"] == '{"k": 1, "n": null, "t": true}'
+    assert got["b"] == '[1, "x"] and null'
+    assert got["c"] == '{"k": 1, "n": null, "t": true} true'
+    assert got["e"] == "3 items"
+    assert json.loads(got["s"])["status"] == "succeeded"
+
+
+def test_terminal_safe_removes_sequences_and_shows_controls() -> None:
+    from planrun.reporters.termsafe import terminal_safe
+
+    assert terminal_safe("plain text\tand tab") == "plain text\tand tab"
+    assert terminal_safe("\x1b[31mred\x1b[0m \x1b[2J\x1b[H") == "red "
+    assert terminal_safe("\x1b]0;title\x07a\x1b]52;c;Zm9v\x1b\\b") == "ab"
+    assert terminal_safe("bell\x07 nul\x00 del\x7f c1\x9b2J") == "bell^G nul^@ del^? c1"
+
+
+def test_step_output_reaches_a_terminal_without_escape_sequences(write, tmp_path: Path) -> None:
+    import pty
+    import subprocess
+
+    from tests.conftest import spawn_planrun
+
+    write(
+        "p.yaml",
+        r"""
+        steps:
+          - {id: a, tool: shell, args: {cmd: 'printf "A\033]0;pwned\007B\033]52;c;Zm9v\007C\033[2JD\n"'}}
+        """,
+    )
+    leader, follower = pty.openpty()
+    proc = spawn_planrun(
+        "run",
+        "p.yaml",
+        "--yes",
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=30)
+    os.close(leader)
+    assert proc.returncode == 0, seen
+    assert b"ABCD" in seen, seen
+    assert b"\x1b]" not in seen and b"\x1b[2J" not in seen and b"pwned" not in seen, seen

@@ -30,6 +30,7 @@ from planrun.reporters.lines import (
     wants_color,
 )
 from planrun.reporters.live import LiveData, LiveView, Raw, render_live
+from planrun.reporters.termsafe import terminal_safe
 from planrun.status import Status
 
 
@@ -60,6 +61,7 @@ class ConsoleReporter:
     ) -> None:
         self._stream: TextIO = stream if stream is not None else sys.stderr
         tty = _isatty(self._stream)
+        self._tty = tty
         dumb = os.environ.get("TERM") == "dumb"
         if color is None:
             color = wants_color(tty and not dumb)
@@ -165,7 +167,12 @@ class ConsoleReporter:
 
     def _block(self, text: str) -> str:
         prefix = f"  {self._bar} "
+        text = self._safe(text)
         return "".join(f"{prefix}{line}\n" for line in text.rstrip("\n").split("\n"))
+
+    def _safe(self, text: str) -> str:
+        """Step text as shown: at a terminal without its escape sequences (termsafe)."""
+        return terminal_safe(text) if self._tty else text
 
     def _write(self, text: str) -> None:
         if self._scheduled:
@@ -298,7 +305,7 @@ class ConsoleReporter:
     def _step_output(self, event: Event) -> None:
         if not self.stream_output:
             return
-        line = str(event.data.get("line", "")).rstrip("\r\n")
+        line = self._safe(str(event.data.get("line", "")).rstrip("\r\n"))
         self._write(f"[{self._id(event)}] {line}\n")
 
     def _step_retrying(self, event: Event) -> None:

@@ -61,6 +61,8 @@ def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
         cwd = cwd if os.path.isabs(cwd) else os.path.join(base_cwd, cwd)
     else:
         raise ToolFailed(f"shell: 'cwd' must be a string, got {type_name(cwd)}")
+    if "\0" in cwd:
+        raise ToolFailed("shell: 'cwd' contains a NUL byte, which no directory name can hold")
     stdin = args.get("stdin")
     if stdin is not None and not isinstance(stdin, str):
         raise ToolFailed(f"shell: 'stdin' must be a string, got {type_name(stdin)}")
