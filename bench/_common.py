@@ -184,11 +184,31 @@ def planrun_cmd() -> list[str] | None:
     return [sys.executable, "-m", "planrun"]
 
 
+# planrun ends with os._exit (not waiting for worker threads), which would skip writing the
+# profile: here os._exit raises SystemExit instead, and the profile is dumped on the way out.
+_PROFILE_BOOT = """
+import cProfile, os, sys
+out = sys.argv[1]
+sys.argv = ["planrun", *sys.argv[2:]]
+def _exit(code):
+    raise SystemExit(code)
+os._exit = _exit
+from planrun.cli import main
+prof = cProfile.Profile()
+try:
+    prof.runcall(main, prog_name="planrun")
+except SystemExit:
+    pass
+finally:
+    prof.dump_stats(out)
+"""
+
+
 def profile_planrun(args: Sequence[str], *, cwd: Path, top: int = 20) -> str:
     """Run planrun under cProfile and return the top functions by cumulative time."""
     prof = cwd / "planrun.prof"
     proc = subprocess.run(
-        [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "planrun", *args],
+        [sys.executable, "-c", _PROFILE_BOOT, str(prof), *args],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
