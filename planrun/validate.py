@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from planrun.builtin_args import check_builtin_args
 from planrun.checked import CheckedPlan
@@ -19,6 +18,7 @@ from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
 from planrun.graph import PlanGraph, step_strings
 from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
+from planrun.schema_errors import Collector, schema_errors
 from planrun.suggest import did_you_mean
 from planrun.tools import builtin_registry
 
@@ -34,157 +34,6 @@ def reserved(name: str) -> str:
     return f"the name '{name}' is reserved ({what})"
 
 
-class _Collector:
-    def __init__(self, doc: Any) -> None:
-        self.doc = doc
-        self.items: list[Diagnostic] = []
-
-    def add(
-        self,
-        path: Path,
-        message: str,
-        *,
-        hint: str | None = None,
-        key: bool = False,
-        severity: str = "error",
-    ) -> None:
-        line, col = self.doc.pos(_doc_path(self.doc.data, path), key=key)
-        self.items.append(Diagnostic(self.doc.file, line, col, severity, message, hint))
-
-
-def _doc_path(data: Any, path: Path) -> Path:
-    """Map model paths onto the document (the `id` of an mcp-cli step is written `index`)."""
-    if len(path) >= 3 and path[0] == "steps" and path[2] == "id":
-        try:
-            step = data["steps"][path[1]]
-            if isinstance(step, dict) and "id" not in step and "index" in step:
-                return ("steps", path[1], "index", *path[3:])
-        except (KeyError, IndexError, TypeError):
-            pass
-    if len(path) == 1 and path[0] == "name" and isinstance(data, dict) and "name" not in data:
-        return ("id",)
-    return path
-
-
-def _label(path: Path, steps: list[Any]) -> str:
-    if len(path) >= 2 and path[0] == "steps" and isinstance(path[1], int):
-        raw = steps[path[1]] if path[1] < len(steps) else None
-        sid = raw.get("id", raw.get("index")) if isinstance(raw, dict) else None
-        who = f"step '{sid}'" if sid is not None else f"step #{path[1] + 1}"
-        rest = format_path(path[2:])
-        return f"{who}: {rest}" if rest else who
-    return format_path(path)
-
-
-def _schema_errors(
-    exc: ValidationError,
-    base: Path,
-    data: Any,
-    out: _Collector,
-    fields: list[str],
-    steps: list[Any],
-) -> None:
-    seen: set[Path] = set()
-    for err in exc.errors():
-        loc: list[str | int] = []
-        node = data
-        for part in err["loc"]:  # drop pydantic's union-member tags, which are not in the data
-            if (
-                isinstance(node, dict)
-                and part in node
-                or (isinstance(node, list) and isinstance(part, int) and part < len(node))
-            ):
-                loc.append(part)
-                node = node[part]  # type: ignore[index]
-            elif err["type"] in ("extra_forbidden", "missing") and part == err["loc"][-1]:
-                loc.append(part)
-            else:
-                break
-        path = (*base, *loc)
-        if path in seen:
-            continue
-        seen.add(path)
-        kind = err["type"]
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if kind == "extra_forbidden":
-            key = str(loc[-1])
-            parent = _label(path[:-1], steps) if len(path) > 1 else "the plan"
-            in_step = len(loc) == 1
-            choices = fields if in_step else _fields_at(err["loc"][:-1])
-            # `index` (step) and `id` (plan) are aliases: they are only "unknown" when the
-            # real key is there too.
-            alias_of = {"index": "id"} if "index" in fields else {"id": "name"}
-            if in_step and alias_of.get(key) in data:
-                out.add(
-                    path,
-                    f"{parent}: '{key}' is an alias of '{alias_of[key]}': give only one of them",
-                    key=True,
-                )
-                continue
-            out.add(
-                path,
-                f"unknown key '{key}' in {parent}",
-                hint=did_you_mean(key, [c for c in choices if c != key]),
-                key=True,
-            )
-        elif kind == "missing":
-            out.add(
-                path[:-1],
-                f"{_label(path[:-1], steps) or 'the plan'}: missing required key '{loc[-1]}'",
-            )
-        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
-            out.add(
-                path,
-                f"{_label(path[:-1], steps)}: bad step id {node!r}: use letters, digits, '_', '.', '-'",
-            )
-        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "result_variable":
-            out.add(
-                path,
-                f"{_label(path[:-1], steps)}: bad result_variable {node!r}: use a name like 'my_var'",
-            )
-        elif kind in _EXPECTED or kind in ("enum", "literal_error", "greater_than_equal"):
-            where = _label(path, steps) or "plan"
-            got = json.dumps(node, ensure_ascii=False, default=str)[:80]
-            ctx = err.get("ctx") or {}
-            if kind == "greater_than_equal":
-                out.add(path, f"{where}: expected {ctx.get('ge')} or more, got {got}")
-            else:
-                expected = _EXPECTED.get(kind) or ctx.get("expected", "another value")
-                out.add(path, f"{where}: expected {expected}, got {got}")
-        else:
-            where = _label(path, steps) or "plan"
-            out.add(path, f"{where}: {msg}")
-
-
-# Type errors (strict: nothing is converted) in the words of the plan's JSON types.
-_EXPECTED = {
-    "bool_type": "true or false",
-    "int_type": "a whole number",
-    "float_type": "a number",
-    "string_type": "a string",
-    "dict_type": "a mapping",
-    "list_type": "a list",
-}
-
-
-def _fields_at(loc: tuple[Any, ...]) -> list[str]:
-    """Known keys of the nested model at a pydantic location (for did-you-mean)."""
-    from planrun import model
-
-    names: dict[str, type[BaseModel]] = {
-        "defaults": model.Defaults,
-        "limits": model.Limits,
-        "policy": model.Policy,
-        "replan": model.Replan,
-        "executor": model.ExecutorConfig,
-    }
-    if loc and loc[0] in names:
-        return list(names[loc[0]].model_fields)
-    if loc and loc[0] == "servers":
-        return list(model.ServerEntry.model_fields)
-    return PLAN_FIELDS
-
-
 def default_name(file: str) -> str:
     if file.startswith("<"):
         return "inline"
@@ -195,7 +44,7 @@ def default_name(file: str) -> str:
     return base
 
 
-def _check_secrets(header: PlanHeader | None, names: set[str], out: _Collector) -> None:
+def _check_secrets(header: PlanHeader | None, names: set[str], out: Collector) -> None:
     """Each name in `secrets:` is a variable (declared, given or bound by a step): a typo would
     otherwise leave the real secret in clear. With `dotenv:` files it may name one of their keys,
     which are read only at run time."""
@@ -217,7 +66,7 @@ def check_document(
 
     `servers` are MCP servers from outside the plan (`--mcp-config`), merged under its own.
     """
-    out = _Collector(doc)
+    out = Collector(doc)
     data = doc.data
     raw_steps = data.get("steps", [])
     header_data = {k: v for k, v in data.items() if k != "steps"}
@@ -225,29 +74,11 @@ def check_document(
     try:
         header = PlanHeader.model_validate(header_data)
     except ValidationError as exc:
-        _schema_errors(exc, (), header_data, out, PLAN_FIELDS, [])
+        schema_errors(exc, (), header_data, out, PLAN_FIELDS, [])
     if not isinstance(raw_steps, list):
         out.add(("steps",), "'steps' must be a list of steps")
         raw_steps = []
-    steps: list[Step] = []
-    step_paths: list[int] = []
-    for i, raw in enumerate(raw_steps):
-        if not isinstance(raw, dict):
-            out.add(("steps", i), f"step #{i + 1} must be a mapping with at least 'id' and 'tool'")
-            continue
-        try:
-            steps.append(Step.model_validate(raw))
-            step_paths.append(i)
-        except ValidationError as exc:
-            _schema_errors(exc, ("steps", i), raw, out, STEP_FIELDS, raw_steps)
-            # Keep checking the rest of the step (ids, references, tools) without the bad keys.
-            bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
-            lenient = {k: v for k, v in raw.items() if k not in bad or k in ("id", "index", "tool")}
-            try:
-                steps.append(Step.model_validate(lenient))
-                step_paths.append(i)
-            except ValidationError:
-                pass
+    steps, step_paths = _parse_steps(raw_steps, out)
     if "steps" not in data:
         out.add((), "the plan has no 'steps' key (write 'steps: []' for a plan without steps)")
     elif not raw_steps and isinstance(data["steps"], list):
@@ -291,66 +122,148 @@ def check_document(
                 )
             elif dep == s.id:
                 out.add(("steps", i, "depends_on", j), f"dependency cycle: {s.id} -> {s.id}")
-        if s.result_variable in SCOPE_NAMES:
-            out.add(
-                ("steps", i, "result_variable"),
-                f"step '{s.id}': result_variable '{s.result_variable}': "
-                + reserved(s.result_variable),
-            )
-        if isinstance(s.when, str) and (problem := when_problem(s.when)):
-            out.add(("steps", i, "when"), f"step '{s.id}': when: {problem[0]}", hint=problem[1])
-        _check_tool(s, i, servers, header, out)
-        for arg_problem in check_builtin_args(s.tool, s.args):
-            out.add(
-                ("steps", i, *arg_problem.path),
-                f"step '{s.id}': {s.tool}: {arg_problem.message}",
-                hint=arg_problem.hint,
-                key=arg_problem.key,
-            )
-        if s.on_failure == "replan" and header is not None and header.replan is None:
-            out.add(
-                ("steps", i, "on_failure"),
-                f"step '{s.id}' has on_failure: replan but the plan has no 'replan:' planner "
-                "(without --planner it fails like abort)",
-                severity="warning",
-            )
+        _check_step_rules(s, i, servers, header, out)
         _check_foreach(s, i, out)
-        for path, text in step_strings(s):
+        _check_expressions(s, i, known_names, id_set, out)
+    _check_server_templates(header, set(plan_vars) | set(variables or {}), bound, out)
+
+    plan: Plan | None = None
+    _check_graph(steps, step_paths, seen_ids, out)
+    # Built even when something else is wrong (`ok` says whether it may run): `validate
+    # --check-tools` still checks the tools of the servers that do exist.
+    if header is not None and len(steps) == len(raw_steps):
+        name = header.name or default_name(doc.file)
+        merged = {
+            **{n: ServerEntry.model_validate(e) for n, e in extra_servers.items()},
+            **header.servers,
+        }
+        plan = Plan.model_construct(
+            **{**dict(header), "name": name, "steps": steps, "servers": merged}
+        )
+    return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
+
+
+def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list[int]]:
+    """The steps that parse (leniently: a step with a bad key is still checked for the rest)
+    and the index in the document of each."""
+    steps: list[Step] = []
+    step_paths: list[int] = []
+    for i, raw in enumerate(raw_steps):
+        if not isinstance(raw, dict):
+            out.add(("steps", i), f"step #{i + 1} must be a mapping with at least 'id' and 'tool'")
+            continue
+        try:
+            steps.append(Step.model_validate(raw))
+            step_paths.append(i)
+        except ValidationError as exc:
+            schema_errors(exc, ("steps", i), raw, out, STEP_FIELDS, raw_steps)
+            # Keep checking the rest of the step (ids, references, tools) without the bad keys.
+            bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+            lenient = {k: v for k, v in raw.items() if k not in bad or k in ("id", "index", "tool")}
             try:
-                tpl = parse_template(text)
-            except ExpressionError as exc:
-                out.add(("steps", i, *path), f"step '{s.id}': {format_path(path)}: {exc.message}")
-                continue
-            if tpl is None:
-                continue
-            # `as`/`index` are in scope for the step's args, when and title, not its foreach.
-            names_here = known_names if path[0] == "foreach" else known_names | loop_names(s)
-            for expr in tpl.exprs:
-                if (
-                    s.result_variable in expr.names - (names_here - known_names)
-                    or s.id in expr.step_refs
-                ):
-                    out.add(("steps", i, *path), f"dependency cycle: {s.id} -> {s.id}")
-                if expr.steps_dynamic:
-                    out.add(
-                        ("steps", i, *path),
-                        f"step '{s.id}': {format_path(path)}: read a step as steps.ID or "
-                        "steps['ID'], with a literal step id",
-                    )
-                for name in sorted(expr.names - names_here):
-                    out.add(
-                        ("steps", i, *path),
-                        f"step '{s.id}': {format_path(path)}: undefined name '{name}'",
-                        hint=did_you_mean(name, names_here - SCOPE_NAMES),
-                    )
-                for ref in sorted(expr.step_refs - id_set):
-                    out.add(
-                        ("steps", i, *path),
-                        f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
-                        hint=did_you_mean(ref, id_set),
-                    )
-    # Server entries are resolved before any step runs: only variables and `env` are known.
-    server_names = set(plan_vars) | set(variables or {}) | {"env"}
+                steps.append(Step.model_validate(lenient))
+                step_paths.append(i)
+            except ValidationError:
+                pass
+    return steps, step_paths
+
+
+def _check_step_rules(
+    s: Step, i: int, servers: dict[str, Any], header: PlanHeader | None, out: Collector
+) -> None:
+    """A step's own rules: reserved names, its condition, its tool and the tool's arguments."""
+    if s.result_variable in SCOPE_NAMES:
+        out.add(
+            ("steps", i, "result_variable"),
+            f"step '{s.id}': result_variable '{s.result_variable}': " + reserved(s.result_variable),
+        )
+    if isinstance(s.when, str) and (problem := when_problem(s.when)):
+        out.add(("steps", i, "when"), f"step '{s.id}': when: {problem[0]}", hint=problem[1])
+    _check_tool(s, i, servers, header, out)
+    for arg_problem in check_builtin_args(s.tool, s.args):
+        out.add(
+            ("steps", i, *arg_problem.path),
+            f"step '{s.id}': {s.tool}: {arg_problem.message}",
+            hint=arg_problem.hint,
+            key=arg_problem.key,
+        )
+    if s.on_failure == "replan" and header is not None and header.replan is None:
+        out.add(
+            ("steps", i, "on_failure"),
+            f"step '{s.id}' has on_failure: replan but the plan has no 'replan:' planner "
+            "(without --planner it fails like abort)",
+            severity="warning",
+        )
+
+
+def _check_graph(
+    steps: list[Step], step_paths: list[int], seen_ids: dict[str, int], out: Collector
+) -> None:
+    """Cycles (printed as the path of real edges), else concurrent binders of one variable."""
+    ids = [s.id for s in steps]
+    unique = [s for k, s in enumerate(steps) if seen_ids.get(s.id) == step_paths[k]]
+    graph = PlanGraph.build(unique)
+    if graph is not None:
+        cycle = graph.find_cycle()
+        if cycle:
+            first = cycle[0]
+            i = step_paths[ids.index(first)]
+            s = steps[ids.index(first)]
+            where: Path = (
+                ("steps", i, "depends_on", s.depends_on.index(cycle[1]))
+                if cycle[1] in s.depends_on
+                else ("steps", i, *_data_edge_path(s, cycle[1], unique))
+            )
+            out.add(where, f"dependency cycle: {' -> '.join(cycle)}")
+        else:
+            _concurrent_binders(steps, step_paths, graph, out)
+
+
+def _check_expressions(
+    s: Step, i: int, known_names: set[str], id_set: set[str], out: Collector
+) -> None:
+    """Every `${...}` of a step: syntax, names, step references, reads of itself."""
+    for path, text in step_strings(s):
+        try:
+            tpl = parse_template(text)
+        except ExpressionError as exc:
+            out.add(("steps", i, *path), f"step '{s.id}': {format_path(path)}: {exc.message}")
+            continue
+        if tpl is None:
+            continue
+        # `as`/`index` are in scope for the step's args, when and title, not its foreach.
+        names_here = known_names if path[0] == "foreach" else known_names | loop_names(s)
+        for expr in tpl.exprs:
+            if (
+                s.result_variable in expr.names - (names_here - known_names)
+                or s.id in expr.step_refs
+            ):
+                out.add(("steps", i, *path), f"dependency cycle: {s.id} -> {s.id}")
+            if expr.steps_dynamic:
+                out.add(
+                    ("steps", i, *path),
+                    f"step '{s.id}': {format_path(path)}: read a step as steps.ID or "
+                    "steps['ID'], with a literal step id",
+                )
+            for name in sorted(expr.names - names_here):
+                out.add(
+                    ("steps", i, *path),
+                    f"step '{s.id}': {format_path(path)}: undefined name '{name}'",
+                    hint=did_you_mean(name, names_here - SCOPE_NAMES),
+                )
+            for ref in sorted(expr.step_refs - id_set):
+                out.add(
+                    ("steps", i, *path),
+                    f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
+                    hint=did_you_mean(ref, id_set),
+                )
+
+
+def _check_server_templates(
+    header: PlanHeader | None, variables: set[str], bound: set[str], out: Collector
+) -> None:
+    """`${...}` in server entries: they start before any step, so only variables and `env`."""
+    server_names = variables | {"env"}
     for name, entry in (header.servers if header else {}).items():
         for path, text in template_strings(entry.model_dump(exclude_none=True), ("servers", name)):
             try:
@@ -370,36 +283,6 @@ def check_document(
                         ),
                         hint=did_you_mean(var, server_names - {"env"}),
                     )
-
-    plan: Plan | None = None
-    unique = [s for k, s in enumerate(steps) if seen_ids.get(s.id) == step_paths[k]]
-    graph = PlanGraph.build(unique)
-    if graph is not None:
-        cycle = graph.find_cycle()
-        if cycle:
-            first = cycle[0]
-            i = step_paths[ids.index(first)]
-            s = steps[ids.index(first)]
-            where: Path = (
-                ("steps", i, "depends_on", s.depends_on.index(cycle[1]))
-                if cycle[1] in s.depends_on
-                else ("steps", i, *_data_edge_path(s, cycle[1], unique))
-            )
-            out.add(where, f"dependency cycle: {' -> '.join(cycle)}")
-        else:
-            _concurrent_binders(steps, step_paths, graph, out)
-    # Built even when something else is wrong (`ok` says whether it may run): `validate
-    # --check-tools` still checks the tools of the servers that do exist.
-    if header is not None and len(steps) == len(raw_steps):
-        name = header.name or default_name(doc.file)
-        merged = {
-            **{n: ServerEntry.model_validate(e) for n, e in extra_servers.items()},
-            **header.servers,
-        }
-        plan = Plan.model_construct(
-            **{**dict(header), "name": name, "steps": steps, "servers": merged}
-        )
-    return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
 
 
 def _data_edge_path(s: Step, producer: str, steps: list[Step]) -> Path:
@@ -421,7 +304,7 @@ def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
     return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
 
 
-def _check_foreach(s: Step, i: int, out: _Collector) -> None:
+def _check_foreach(s: Step, i: int, out: Collector) -> None:
     """`foreach` gives a list or mapping; `as` needs a foreach and a name of its own."""
     if s.foreach is None:
         if s.as_ is not None:
@@ -442,7 +325,7 @@ def _check_foreach(s: Step, i: int, out: _Collector) -> None:
 
 
 def _check_tool(
-    s: Step, i: int, servers: dict[str, Any], header: PlanHeader | None, out: _Collector
+    s: Step, i: int, servers: dict[str, Any], header: PlanHeader | None, out: Collector
 ) -> None:
     tool = s.tool
     if tool not in BUILTIN_TOOLS:
@@ -471,7 +354,7 @@ def _check_tool(
 
 
 def _concurrent_binders(
-    steps: list[Step], step_paths: list[int], graph: PlanGraph, out: _Collector
+    steps: list[Step], step_paths: list[int], graph: PlanGraph, out: Collector
 ) -> None:
     binders: dict[str, list[int]] = {}
     for k, s in enumerate(steps):
