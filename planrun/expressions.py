@@ -265,6 +265,23 @@ def _compiled(source: str) -> Any:
 _UNDEFINED_RE = re.compile(r"^'([^']+)' is undefined$")
 
 
+def _reject_undefined(value: Any, undefined: type) -> None:
+    """Raise the UndefinedError of the first undefined value anywhere in `value`.
+
+    A filter such as `map(attribute='a')` over a list holding null yields undefined values
+    inside a list; they must fail the expression here, not later when the value is used.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, undefined):
+            item._fail_with_undefined_error()  # type: ignore[attr-defined]
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
 def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
     from jinja2 import Undefined
     from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
@@ -273,8 +290,7 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
 
     try:
         value = _compiled(source)(**scope)
-        if isinstance(value, Undefined):
-            value._fail_with_undefined_error()
+        _reject_undefined(value, Undefined)
         return value
     except UndefinedError as exc:
         m = _UNDEFINED_RE.match(str(exc.message))

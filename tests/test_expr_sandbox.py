@@ -181,3 +181,23 @@ def test_an_expression_nested_too_deeply_is_one_validation_line(run, write):
     r = run("validate", "p.yaml")
     assert r.code == 3 and "nested too deeply" in r.out, r
     assert_no_traceback(r)
+
+
+def test_undefined_values_inside_a_result_fail_the_step_in_one_line(run, write):
+    # map(attribute=...) over a null yields undefined values inside a list: that is the
+    # expression's error, not an internal one when the value is used later
+    write(
+        "p.yaml",
+        """
+        variables: {xs: [null, {a: 1}]}
+        steps:
+          - id: e
+            tool: echo
+            args: {value: "${xs | map(attribute='a') | list}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state")
+    assert r.code == 1, r
+    assert "internal error" not in r.out + r.err
+    assert "step 'e': args.value:" in r.err
+    assert_no_traceback(r)
