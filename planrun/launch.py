@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from planrun.cache import step_cached
 from planrun.errors import PlanInvalid, UsageError
 from planrun.events import Event, EventBus
 from planrun.model import Plan
@@ -135,11 +136,14 @@ async def launch(
 
     `plan_tool` runs the `plan` steps of a top-level run (sub-plans share their parent's executor).
     """
-    from planrun.cache.wiring import run_cache_options
     from planrun.executors.local import LocalExecutor
 
     # Sub-plans' steps are not cached; an unknown --force ID stops the run before any state.
-    cache_options = run_cache_options(req, prep) if call is None else None
+    cache_options = None
+    if call is None and (req.force or req.explain or any(map(step_cached, prep.plan.steps))):
+        from planrun.cache.wiring import run_cache_options  # ~10 ms: only when it can matter
+
+        cache_options = run_cache_options(req, prep)
     prep, opened = open_state(req, prep) if call is None else (prep, OpenedState(None))
     plan, store = prep.plan, opened.store
     attached = _attach(req, prep, store, call)

@@ -1,1 +1,15 @@
 """Incremental runs: source globs, keys, stat records and the content-addressed cache store."""
+
+from typing import Any
+
+
+def step_cached(step: Any) -> bool:
+    """`cache: true`, or `sources`/`outputs` given and `cache` not false.
+
+    Here, not in planrun.cache.session, so that a run can ask it without importing the cache
+    machinery (~10 ms) for a plan that caches nothing.
+    """
+    flag = getattr(step, "cache", None)
+    if flag is not None:
+        return bool(flag)
+    return bool(getattr(step, "sources", None) or getattr(step, "outputs", None))

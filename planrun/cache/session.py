@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planrun.cache import reasons
+from planrun.cache import reasons, step_cached
 from planrun.cache.globs import compile_patterns, match_files
 from planrun.cache.keys import Material, args_digest, canonical, digest_value, env_names
 from planrun.cache.outputs import (
@@ -67,14 +67,6 @@ def cache_directory(cwd: str, given: str | None) -> str:
     """--cache-dir, else $PLANRUN_CACHE_DIR, else .planrun/cache (relative to `cwd`)."""
     path = given or os.environ.get(ENV_DIR) or os.path.join(".planrun", "cache")
     return os.path.normpath(os.path.join(cwd, path))
-
-
-def step_cached(step: Any) -> bool:
-    """`cache: true`, or `sources`/`outputs` given and `cache` not false."""
-    flag = getattr(step, "cache", None)
-    if flag is not None:
-        return bool(flag)
-    return bool(getattr(step, "sources", None) or getattr(step, "outputs", None))
 
 
 def _step_texts(value: Any) -> Iterable[str]:
