@@ -121,14 +121,6 @@ class PlanGraph:
         """`targets` and everything they depend on, transitively."""
         return _reachable(targets, self.deps)
 
-    def downstream(self, sources: Iterable[str]) -> set[str]:
-        """`sources` and everything that depends on them, transitively."""
-        dependents: dict[str, list[str]] = {sid: [] for sid in self.order}
-        for sid, ds in self.deps.items():
-            for d in ds:
-                dependents[d].append(sid)
-        return _reachable(sources, dependents)
-
     def edges(self) -> list[dict[str, str]]:
         return [
             {"from": d, "to": sid, "kind": self.kinds.get((d, sid), "explicit")}

@@ -177,12 +177,6 @@ async def kill_task(key: str) -> bool:
     return True
 
 
-def running_tasks() -> list[str]:
-    """The keys of the steps running on this worker (for tests and debugging)."""
-    with _lock:
-        return sorted(_running)
-
-
 def _worker_address() -> str | None:
     try:
         from distributed import get_worker
@@ -226,6 +220,59 @@ def _feed(pipe: Any, data: bytes) -> None:
         pipe.write(data)
     with contextlib.suppress(BrokenPipeError, OSError):
         pipe.close()
+
+
+def _start_pipes(
+    key: str,
+    proc: subprocess.Popen[bytes],
+    out: list[bytes],
+    err: list[bytes],
+    stdin: bytes | None,
+    stream: bool,
+) -> list[threading.Thread]:
+    """Threads that collect stdout and stderr (and publish each line when `stream`) and feed
+    stdin; started."""
+
+    def emitter(stream_name: str) -> Callable[[str], None] | None:
+        if not stream:
+            return None
+        return lambda line: _log_event(
+            OUTPUT_TOPIC, {"key": key, "stream": stream_name, "line": line}
+        )
+
+    threads = [
+        threading.Thread(target=_pump, args=(proc.stdout, out, emitter("stdout")), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, err, emitter("stderr")), daemon=True),
+    ]
+    if stdin is not None:
+        threads.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
+    for t in threads:
+        t.start()
+    return threads
+
+
+def _deadline(
+    key: str, proc: subprocess.Popen[bytes], timeout: float | None, timed_out: threading.Event
+) -> threading.Timer | None:
+    """A started timer that stops the process group at `timeout` (and sets `timed_out`)."""
+    if not timeout:
+        return None
+
+    def on_deadline() -> None:  # a backstop: the client's own timeout normally fires first
+        with _lock:
+            if _running.get(key) is not proc:
+                return
+        timed_out.set()
+        _kill_group(proc.pid, signal.SIGTERM)
+        time.sleep(KILL_GRACE_S)
+        with _lock:  # still running means still unreaped: the pgid cannot have been reused
+            if _running.get(key) is proc:
+                _kill_group(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, on_deadline)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _run_process(
@@ -274,39 +321,9 @@ def _run_process(
         _running[key] = proc
     out: list[bytes] = []
     err: list[bytes] = []
-
-    def emitter(stream_name: str) -> Callable[[str], None] | None:
-        if not stream:
-            return None
-        return lambda line: _log_event(
-            OUTPUT_TOPIC, {"key": key, "stream": stream_name, "line": line}
-        )
-
-    threads = [
-        threading.Thread(target=_pump, args=(proc.stdout, out, emitter("stdout")), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, err, emitter("stderr")), daemon=True),
-    ]
-    if stdin is not None:
-        threads.append(threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True))
-    for t in threads:
-        t.start()
+    threads = _start_pipes(key, proc, out, err, stdin, stream)
     timed_out = threading.Event()
-
-    def on_deadline() -> None:  # a backstop: the client's own timeout normally fires first
-        with _lock:
-            if _running.get(key) is not proc:
-                return
-        timed_out.set()
-        _kill_group(proc.pid, signal.SIGTERM)
-        time.sleep(KILL_GRACE_S)
-        with _lock:  # still running means still unreaped: the pgid cannot have been reused
-            if _running.get(key) is proc:
-                _kill_group(proc.pid, signal.SIGKILL)
-
-    timer = threading.Timer(timeout, on_deadline) if timeout else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
+    timer = _deadline(key, proc, timeout, timed_out)
     try:
         proc.wait()  # a plain blocking wait: no polling delay on a step's end
     finally:
