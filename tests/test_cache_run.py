@@ -402,3 +402,11 @@ def test_a_cached_step_counts_as_succeeded_for_when(tmp_path: Path) -> None:
     assert statuses(go(tmp_path, "--output", "json"))["notify"] == "succeeded"
     r = go(tmp_path, "--output", "json")
     assert statuses(r)["build"] == "cached" and statuses(r)["notify"] == "succeeded"
+
+
+def test_force_before_the_plan_file_is_a_bare_force(tmp_path: Path) -> None:
+    project(tmp_path)
+    go(tmp_path)
+    r = planrun("run", "--force", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "succeeded", "pack": "succeeded", "show": "succeeded"}
