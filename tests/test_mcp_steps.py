@@ -7,10 +7,9 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
-from tests.conftest import ROOT, assert_no_traceback
+from tests.conftest import ROOT, assert_no_process_left, assert_no_traceback
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
@@ -19,10 +18,8 @@ SERVERS = ROOT / "tests" / "mcp_servers"
 
 
 def _no_servers_left() -> None:
-    time.sleep(0.2)
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        assert "silent_server.py" not in cmd and "crashy_server.py" not in cmd, cmd
+    assert_no_process_left("silent_server.py")
+    assert_no_process_left("crashy_server.py")
 
 
 def test_time_example_runs(run, tmp_path):

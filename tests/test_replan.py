@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import processes_marked, wait_until
+
 PLANNER = r"""
 import json, sys, os
 ctx = json.load(sys.stdin)
@@ -204,12 +206,8 @@ def test_resume_after_interrupted_revised_run_continues_the_revision(write, tmp_
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and "alt" not in (
-        (tmp_path / "log").read_text() if (tmp_path / "log").exists() else ""
-    ):
-        time.sleep(0.05)
-    time.sleep(0.3)
+    # `wait` runs after `alt` and waits for `go`: its process shows the run is inside it.
+    wait_until(lambda: processes_marked("test -f go || sleep 30"), timeout=30, what="'wait'")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -13,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_no_traceback, planrun, spawn_planrun, wait_for_file
+from tests.conftest import (
+    assert_no_process_left,
+    assert_no_traceback,
+    planrun,
+    spawn_planrun,
+    wait_for_file,
+    wait_until,
+)
 
 CHAIN = """
 steps:
@@ -115,12 +121,10 @@ def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path)
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
-        while (
-            not list((tmp_path / ".planrun/state").glob("*.lock")) and time.monotonic() < deadline
-        ):
-            time.sleep(0.05)
-        time.sleep(0.3)
+        lock = tmp_path / ".planrun/state/p.json.lock"
+        wait_until(
+            lambda: lock.exists() and str(first.pid) in lock.read_text(), what="the lock's holder"
+        )
         second = planrun("run", "p.yaml", cwd=tmp_path, timeout=30)
         assert second.code == 4, second.err
         assert str(first.pid) in second.err
@@ -136,7 +140,7 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
         """
         steps:
           - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
-          - {id: long, tool: shell, args: {cmd: "sleep 30; echo long >> log"}, depends_on: [quick]}
+          - {id: long, tool: shell, args: {cmd: "touch long-started; sleep 30; echo long >> log"}, depends_on: [quick]}
           - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [long]}
     """,
     )
@@ -150,12 +154,9 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for_file(tmp_path / "log")
-    time.sleep(0.5)
-    t0 = time.monotonic()
+    wait_for_file(tmp_path / "long-started")
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=15)
-    assert time.monotonic() - t0 < 5
+    out, err = proc.communicate(timeout=15)  # the step would take 30 s
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     doc = json.loads(out)
@@ -166,10 +167,7 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
         "after": "pending",
     }
     assert "planrun resume" in err
-    left = subprocess.run(
-        ["pgrep", "-f", "sleep 30"], capture_output=True, text=True
-    ).stdout.split()
-    assert not [p for p in left if int(p) != os.getpid()]
+    assert_no_process_left("long-started; sleep 30")
     (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace("sleep 30; ", ""))
     r = planrun("resume", "p.yaml", cwd=tmp_path, timeout=30)
     assert r.code == 0, r.err
@@ -272,29 +270,24 @@ def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
         """
         steps:
           - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
-          - {id: stubborn, tool: shell, args: {cmd: "trap '' TERM; sleep 33.5"}, depends_on: [quick]}
+          - {id: stubborn, tool: shell, args: {cmd: "trap '' TERM; touch started; sleep 33.5"}, depends_on: [quick]}
     """,
     )
     for signals in ([signal.SIGTERM], [signal.SIGINT, signal.SIGINT]):
         proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-        wait_for_file(tmp_path / "log")
-        time.sleep(0.5)
-        t0 = time.monotonic()
+        wait_for_file(tmp_path / "started")
         for sig in signals:
             proc.send_signal(sig)
-            time.sleep(0.05)
-        _, err = proc.communicate(timeout=15)
-        assert time.monotonic() - t0 < 3
+        _, err = proc.communicate(timeout=15)  # the step ignores SIGTERM and sleeps 33 s
         assert proc.returncode == 130, err
         assert "Traceback" not in err
         status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
         assert status.code == 0, status.err
         steps = {s["id"]: s["status"] for s in json.loads(status.out)["steps"]}
         assert steps["quick"] == "succeeded" and steps["stubborn"] in ("interrupted", "running")
-        time.sleep(0.3)
-        left = subprocess.run(["pgrep", "-f", "sleep 33.5"], capture_output=True, text=True).stdout
-        assert not left.split(), "a step's process outlived planrun"
+        assert_no_process_left("sleep 33.5")
         (tmp_path / "log").unlink()
+        (tmp_path / "started").unlink()
 
 
 @pytest.mark.slow  # real signals to a real run
@@ -308,12 +301,20 @@ def test_the_json_file_itself_is_current_after_kill_9(write, tmp_path):
     """,
     )
     proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.DEVNULL)
-    wait_for_file(tmp_path / "log")
-    time.sleep(0.5)
+    snapshot = tmp_path / ".planrun/state/p.json"
+
+    def long_running_in_the_snapshot() -> bool:
+        try:  # the snapshot alone, no journal replay: refreshed while the run goes on
+            steps = json.loads(snapshot.read_text())["steps"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return steps.get("long", {}).get("status") == "running"
+
+    wait_until(long_running_in_the_snapshot, what="the snapshot to show 'long' running")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     subprocess.run(["pkill", "-f", "sleep 21.25"])
-    raw = json.loads((tmp_path / ".planrun/state/p.json").read_text())  # no journal replay
+    raw = json.loads(snapshot.read_text())  # no journal replay
     assert {k: v["status"] for k, v in raw["steps"].items()} == {
         "quick": "succeeded",
         "long": "running",
