@@ -201,6 +201,9 @@ def test_run_succeeds_with_progress_and_keeps_state(tmp_path: Path) -> None:
     assert any(m == "greet succeeded" for _, _, m in seen)
     assert status.structured_content["status"] == "succeeded"
     assert [s["id"] for s in status.structured_content["steps"]] == ["greet", "shout"]
+    # plan_status has the shape of plan_run's document (and of `run --output json`)
+    assert list(status.structured_content) == list(doc)
+    assert status.structured_content["error"] is None
 
 
 def test_failed_run_then_resume_skips_the_step_that_succeeded(tmp_path: Path) -> None:
