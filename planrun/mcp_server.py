@@ -241,6 +241,13 @@ def build_server() -> MCPServer:
         ),
         log_level="WARNING",
     )
+    _add_run_tools(server)
+    _add_reading_tools(server)
+    return server
+
+
+def _add_run_tools(server: MCPServer) -> None:
+    """plan_validate, plan_dry_run, plan_run and plan_resume."""
 
     @server.tool()
     async def plan_validate(
@@ -287,6 +294,10 @@ def build_server() -> MCPServer:
             lambda: run_doc(plan, variables, resume=True, approve=approve, ctx=ctx)
         )
 
+
+def _add_reading_tools(server: MCPServer) -> None:
+    """plan_status, plan_list and plan_schema: they read, and run nothing."""
+
     @server.tool()
     async def plan_status(plan: PlanArg) -> Annotated[CallToolResult, RunDoc]:
         """The last (or current) run of a plan, from its state file (`planrun status --output
@@ -313,8 +324,6 @@ def build_server() -> MCPServer:
         from planrun.model import plan_json_schema
 
         return await _answer(_now(plan_json_schema))
-
-    return server
 
 
 def _now(fn: Callable[..., Any], *args: Any) -> Callable[[], Awaitable[Any]]:

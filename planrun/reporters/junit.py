@@ -195,6 +195,47 @@ class JUnitReporter:
         return root
 
 
+def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, int]) -> list[str]:
+    """Mark test case `tc` failed, skipped or in error as its step ended (counting it), and
+    return the lines for its system-out."""
+    out: list[str] = list(case.notes)
+    status = case.status
+    if status == "failed":
+        counts["failures"] += 1
+        failure = ET.SubElement(
+            tc, "failure", message=xml_text(case.error or "failed"), type="failed"
+        )
+        failure.text = xml_text(case.detail or case.error or "failed")
+    elif status == "ignored":
+        out.append(f"ignored error: {case.error}")
+        if case.detail:
+            out.append(case.detail)
+    elif status == "skipped":
+        counts["skipped"] += 1
+        ET.SubElement(tc, "skipped", message=xml_text(case.reason or "skipped"))
+    elif status == "pending":
+        counts["skipped"] += 1
+        ET.SubElement(tc, "skipped", message=f"not started: {stopped}")
+    elif status == "interrupted":
+        counts["errors"] += 1
+        ET.SubElement(
+            tc,
+            "error",
+            message=f"interrupted after {case.duration_s:.2f}s: {stopped}",
+            type="interrupted",
+        )
+    elif status == "running":
+        counts["errors"] += 1
+        ET.SubElement(tc, "error", message="started but no result was recorded", type="incomplete")
+    elif status == "cached":
+        out.append("cached: not run, output replayed from the cache")
+    if case.attempts > 1:
+        out.append(f"attempts: {case.attempts}")
+    if case.output:
+        out.append(case.output)
+    return out
+
+
 def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, int], float]:
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     element = ET.Element("testsuite", name=suite.plan)
@@ -228,43 +269,7 @@ def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, i
             classname=suite.plan,
             time=f"{case.duration_s:.3f}",
         )
-        out: list[str] = list(case.notes)
-        status = case.status
-        if status == "failed":
-            counts["failures"] += 1
-            failure = ET.SubElement(
-                tc, "failure", message=xml_text(case.error or "failed"), type="failed"
-            )
-            failure.text = xml_text(case.detail or case.error or "failed")
-        elif status == "ignored":
-            out.append(f"ignored error: {case.error}")
-            if case.detail:
-                out.append(case.detail)
-        elif status == "skipped":
-            counts["skipped"] += 1
-            ET.SubElement(tc, "skipped", message=xml_text(case.reason or "skipped"))
-        elif status == "pending":
-            counts["skipped"] += 1
-            ET.SubElement(tc, "skipped", message=f"not started: {stopped}")
-        elif status == "interrupted":
-            counts["errors"] += 1
-            ET.SubElement(
-                tc,
-                "error",
-                message=f"interrupted after {case.duration_s:.2f}s: {stopped}",
-                type="interrupted",
-            )
-        elif status == "running":
-            counts["errors"] += 1
-            ET.SubElement(
-                tc, "error", message="started but no result was recorded", type="incomplete"
-            )
-        elif status == "cached":
-            out.append("cached: not run, output replayed from the cache")
-        if case.attempts > 1:
-            out.append(f"attempts: {case.attempts}")
-        if case.output:
-            out.append(case.output)
+        out = _case_outcome(tc, case, stopped, counts)
         if out:
             ET.SubElement(tc, "system-out").text = xml_text("\n".join(out))
     seconds = suite.duration_s if isinstance(suite.duration_s, int | float) else case_time
