@@ -410,3 +410,22 @@ def test_force_before_the_plan_file_is_a_bare_force(tmp_path: Path) -> None:
     r = planrun("run", "--force", "plan.yaml", "--output", "json", cwd=tmp_path)
     assert r.code == 0, r
     assert statuses(r) == {"build": "succeeded", "pack": "succeeded", "show": "succeeded"}
+
+
+def test_foreach_caches_each_instance(tmp_path: Path) -> None:
+    plan = """
+    variables: {pkgs: [a, b]}
+    steps:
+      - id: lint
+        tool: shell
+        foreach: "${pkgs}"
+        as: pkg
+        args: {cmd: "echo linting ${pkg}"}
+        cache: true
+        result_variable: lints
+    """
+    project(tmp_path, plan.replace("\n    ", "\n"))
+    go(tmp_path)
+    r = go(tmp_path, "--output", "json", "--var", "pkgs=[a, c]")
+    assert statuses(r) == {"lint": "succeeded", "lint[0]": "cached", "lint[1]": "succeeded"}
+    assert r.json["variables"]["lints"][0]["stdout"] == "linting a\n"
