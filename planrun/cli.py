@@ -10,7 +10,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from planrun.completion import complete_plan_files, complete_run_args, complete_step_ids
+from planrun.cli_options import run_options
+from planrun.completion import complete_plan_files
 from planrun.defaultplan import plan_or_default, split_run_args
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 
@@ -147,91 +148,6 @@ def main(directory: str | None) -> None:
             _fail(f"cannot change to directory {directory}: {exc.strerror}", ExitCode.USAGE)
 
 
-def _run_options(fn: F) -> F:
-    options = [
-        click.argument(
-            "args", nargs=-1, metavar="[PLAN] [ID]...", shell_complete=complete_run_args
-        ),
-        click.option(
-            "--dry-run", is_flag=True, help="Validate and show what would run; run nothing."
-        ),
-        click.option(
-            "--var",
-            "var",
-            multiple=True,
-            metavar="K=V",
-            help="Set a variable (value parsed as YAML).",
-        ),
-        click.option(
-            "--vars-file", type=click.Path(dir_okay=False), help="YAML/JSON mapping of variables."
-        ),
-        click.option(
-            "-j", "--jobs", type=click.IntRange(min=1), help="Steps at once (default: CPUs)."
-        ),
-        click.option(
-            "--state",
-            type=click.Path(dir_okay=False),
-            help="State file (default .planrun/state/NAME.json).",
-        ),
-        click.option("--no-state", is_flag=True, help="Keep no state (throw-away run)."),
-        click.option(
-            "--resume", is_flag=True, help="Continue the last run (same as `planrun resume`)."
-        ),
-        click.option("--keep-going", is_flag=True, help="Treat on_failure: abort as continue."),
-        click.option("--yes", "-y", is_flag=True, help="Approve every step that needs approval."),
-        click.option(
-            "--only",
-            multiple=True,
-            metavar="ID",
-            help="Only these steps and what they depend on.",
-            shell_complete=complete_step_ids,
-        ),
-        click.option(
-            "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
-        ),
-        click.option(
-            "--events", type=click.Path(dir_okay=False), help="Append JSON Lines events to FILE."
-        ),
-        click.option(
-            "--junit", type=click.Path(dir_okay=False), help="Write a JUnit XML report to FILE."
-        ),
-        click.option(
-            "--report",
-            type=click.Path(dir_okay=False),
-            help="Write an HTML run report to FILE when the run ends.",
-        ),
-        click.option("--quiet", "-q", is_flag=True, help="Only failures and the summary."),
-        click.option("--stream", is_flag=True, help="Print output lines live, prefixed [step-id]."),
-        click.option("--executor", type=click.Choice(["local", "dask"]), help="Where steps run."),
-        click.option("--address", help="Dask scheduler address (tcp://HOST:8786)."),
-        click.option("--planner", help="Replanning command (overrides the plan's replan:)."),
-        click.option(
-            "--mcp-config",
-            type=click.Path(dir_okay=False),
-            help="Load MCP servers from an mcpServers JSON file.",
-        ),
-        click.option(
-            "--force",
-            is_flag=False,
-            flag_value="*",
-            multiple=True,
-            metavar="[ID]",
-            help="Run steps even when the cache has them: all, or the step ID (repeatable).",
-            shell_complete=complete_step_ids,
-        ),
-        click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
-        click.option(
-            "--cache-dir",
-            type=click.Path(file_okay=False),
-            help="Cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache).",
-        ),
-        click.option("--explain", is_flag=True, help="Say for every step why it runs or not."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
 def _report_write_failures(code: ExitCode) -> ExitCode:
     """`--events` / `--junit` files that could not be written: one line each; a run that
     succeeded exits 1, since what CI asked for is missing."""
@@ -316,7 +232,7 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
 
 
 @main.command(epilog=EXIT_CODES_HELP)
-@_run_options
+@run_options
 @_guard
 def run(**kw: Any) -> None:
     """Run PLAN as a DAG of steps."""
@@ -324,7 +240,7 @@ def run(**kw: Any) -> None:
 
 
 @main.command(epilog=EXIT_CODES_HELP)
-@_run_options
+@run_options
 @_guard
 def resume(**kw: Any) -> None:
     """Continue the last run of PLAN: succeeded, unchanged steps are not run again."""
