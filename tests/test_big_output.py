@@ -86,12 +86,15 @@ def test_200_mb_of_output_in_under_150_mb_of_memory(
 ) -> None:
     import psutil
 
+    # --stream prints every line as it comes: 4 KB lines keep that to 50,000 lines (100 million
+    # two-byte lines would time the console, not the memory bound)
+    line = "yes $(printf %4095s | tr ' ' y)" if "--stream" in extra else "yes"
     write(
         "p.yaml",
-        """
+        f"""
         steps:
-          - {id: lines, tool: shell, args: {cmd: "yes | head -c 200000000"}}
-          - {id: one_line, tool: shell, args: {cmd: "yes | tr -d '\\\\n' | head -c 200000000"}}
+          - {{id: lines, tool: shell, args: {{cmd: "{line} | head -c 200000000"}}}}
+          - {{id: one_line, tool: shell, args: {{cmd: "yes | tr -d '\\\\n' | head -c 200000000"}}}}
         """,
     )
     proc = spawn_planrun(
