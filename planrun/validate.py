@@ -94,14 +94,7 @@ def check_document(
     }
     bound = {s.result_variable for s in steps if s.result_variable}
     known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
-    _check_secrets(header, set(plan_vars) | set(variables or {}) | bound, out)
-    for name in sorted(set(variables or {}) & SCOPE_NAMES):
-        out.add((), f"variable '{name}' (from --var or --vars-file): {reserved(name)}")
-    for name in plan_vars:
-        if name in SCOPE_NAMES:
-            out.add(("variables", name), f"variable '{name}': {reserved(name)}", key=True)
-    for var_problem in check_plan_variables(plan_vars, set(variables or {}), bound):
-        out.add(var_problem.path, var_problem.message, hint=var_problem.hint)
+    _check_names(header, plan_vars, set(variables or {}), bound, out)
     ids = [s.id for s in steps]
     id_set = set(ids)
     seen_ids: dict[str, int] = {}
@@ -141,6 +134,25 @@ def check_document(
             **{**dict(header), "name": name, "steps": steps, "servers": merged}
         )
     return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
+
+
+def _check_names(
+    header: PlanHeader | None,
+    plan_vars: dict[str, Any],
+    variables: set[str],
+    bound: set[str],
+    out: Collector,
+) -> None:
+    """Secrets name known variables; no variable is called `env` or `steps`; plan variables
+    read only what is defined before them."""
+    _check_secrets(header, set(plan_vars) | variables | bound, out)
+    for name in sorted(variables & SCOPE_NAMES):
+        out.add((), f"variable '{name}' (from --var or --vars-file): {reserved(name)}")
+    for name in plan_vars:
+        if name in SCOPE_NAMES:
+            out.add(("variables", name), f"variable '{name}': {reserved(name)}", key=True)
+    for var_problem in check_plan_variables(plan_vars, variables, bound):
+        out.add(var_problem.path, var_problem.message, hint=var_problem.hint)
 
 
 def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list[int]]:

@@ -23,6 +23,7 @@ from planrun.reporters.lines import (
     _failure_body,
     _first_line,
     _isatty,
+    diff_words,
     failed_and_stopped,
     resume_command,
     status_counts,
@@ -410,21 +411,8 @@ class ConsoleReporter:
                 self._tools.setdefault(step_id, "")
         if self.quiet:
             return
-        # removed struck through, added highlighted (as -id / +id / ~id without colour)
-        marks = {"removed": ("9;31", "-"), "added": ("1;32", "+"), "revised": ("33", "~")}
-
-        def mark(key: str, step_id: str) -> str:
-            ansi, sign = marks[key]
-            return f"\x1b[{ansi}m{step_id}\x1b[0m" if self.color else f"{sign}{step_id}"
-
-        changes = [
-            f"{key} {', '.join(mark(key, str(i)) for i in ids)}"
-            for key in ("removed", "added", "revised")
-            if (ids := list(data.get(key) or ()))
-        ]
-        revision = data.get("revision")
-        head = f"plan revised (revision {revision})" if revision is not None else "plan revised"
-        text = self._line(event.ts, "diff", f"{head}: {'; '.join(changes) or 'no changes'}")
+        head, changes = diff_words(data, self.color)
+        text = self._line(event.ts, "diff", f"{head}: {changes}")
         if data.get("error"):
             text += self._block(f"after: {data['error']}")
         self._write(text)

@@ -172,3 +172,22 @@ def failed_and_stopped(errors: dict[str, str], statuses: dict[str, str], mark: s
 def resume_command(hint: str) -> str:
     """A full command as given, or `planrun resume PLAN` for a plan path."""
     return hint if hint.startswith("planrun ") else f"planrun resume {shlex.quote(hint)}"
+
+
+def diff_words(data: dict[str, Any], color: bool) -> tuple[str, str]:
+    """A plan.diff event as ("plan revised (revision N)", "removed -a; added +b; revised ~c"):
+    removed struck through, added highlighted (-id / +id / ~id without colour)."""
+    marks = {"removed": ("9;31", "-"), "added": ("1;32", "+"), "revised": ("33", "~")}
+
+    def mark(key: str, step_id: str) -> str:
+        ansi, sign = marks[key]
+        return f"\x1b[{ansi}m{step_id}\x1b[0m" if color else f"{sign}{step_id}"
+
+    changes = [
+        f"{key} {', '.join(mark(key, str(i)) for i in ids)}"
+        for key in ("removed", "added", "revised")
+        if (ids := list(data.get(key) or ()))
+    ]
+    revision = data.get("revision")
+    head = f"plan revised (revision {revision})" if revision is not None else "plan revised"
+    return head, "; ".join(changes) or "no changes"
