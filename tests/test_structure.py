@@ -1,0 +1,76 @@
+"""The layout stays readable: small modules, short functions, no import cycle between modules."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "planrun"
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PKG.rglob("*.py")):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every planrun module `name` imports, at module level or inside functions."""
+    tree = ast.parse(path.read_text())
+    is_pkg = path.name == "__init__.py"
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - node.level + 1]
+                mod = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                mod = node.module or ""
+            targets = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):
+                out.add(target)
+    return out
+
+
+def test_modules_are_small() -> None:
+    big = {
+        n: len(p.read_text().splitlines())
+        for n, p in _modules().items()
+        if len(p.read_text().splitlines()) > MAX_MODULE_LINES
+    }
+    assert not big, f"modules over {MAX_MODULE_LINES} lines: {big}"
+
+
+def test_functions_are_short() -> None:
+    long = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name} ({size} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_no_import_cycle() -> None:
+    mods = _modules()
+    known = set(mods)
+    graph = {n: _imports(n, p, known) for n, p in mods.items()}
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
