@@ -19,7 +19,7 @@ def dry_run_document(
     variables: dict[str, Any],
     env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The SPEC §8 dry-run document: start order in waves, resolved args with placeholders.
+    """The dry-run document (docs/reference.md, Documents): start order in waves, resolved args with placeholders.
 
     `env` is what `env` reads (the process environment over the plan's dotenv values)."""
     keep = set(selected)

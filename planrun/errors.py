@@ -7,7 +7,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes (SPEC §5); the only place these numbers live."""
+    """Process exit codes (docs/reference.md, Exit codes); the only place these numbers live."""
 
     OK = 0
     RUN_FAILED = 1

@@ -1,4 +1,4 @@
-"""`${EXPR}` strings (SPEC §2): parsing, the names they read, and evaluation in Jinja2's sandbox.
+"""`${EXPR}` strings: parsing, the names they read, and evaluation in Jinja2's sandbox.
 
 Plain references (`${a.b[0]}`, the bulk of real plans) are parsed and evaluated here without
 Jinja2; anything else is compiled once by planrun's bounded, immutable Jinja2 sandbox

@@ -75,7 +75,7 @@ def check_tool_args(
 
 
 def map_tool_result(result: Any) -> Any:
-    """SPEC §4: structured content if any, else the text content (JSON-decoded when JSON)."""
+    """Structured content if any, else the text content (JSON-decoded when JSON)."""
     if result.structured_content is not None:
         return result.structured_content
     items = [_map_content(c) for c in result.content]
@@ -166,7 +166,7 @@ class ServerPool:
     async def call(
         self, server: str, tool: str, args: dict[str, Any], *, timeout: float | None = None
     ) -> Any:
-        """Call `tool` on `server` and map its result (SPEC §4); raises ToolFailed."""
+        """Call `tool` on `server` and map its result (map_tool_result); raises ToolFailed."""
         client = await self._client(server)
         srv = self._servers[server]
         from mcp.shared.exceptions import MCPError

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import Field
 from typing_extensions import TypedDict
 
-# ---- result shapes (SPEC §8): the documents the CLI prints with --output/--format json --------
+# ---- result shapes (docs/reference.md, Documents): the documents the CLI prints with --output/--format json --------
 # typing_extensions.TypedDict, not typing's: pydantic needs it below Python 3.12 for nested dicts.
 
 

@@ -1,4 +1,4 @@
-"""The plan format (SPEC §1) as frozen pydantic models, with JSON Schema export."""
+"""The plan format (docs/reference.md, Plan files) as frozen pydantic models, with JSON Schema export."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replanning (SPEC §6): ask an external planner for steps that replace every unfinished step.
+"""Replanning: ask an external planner for steps that replace every unfinished step.
 
 planrun stays deterministic and model-free: the planner is a command (context JSON on stdin,
 steps JSON on stdout) or an MCP tool (context as arguments). Every revision is validated

@@ -1,4 +1,4 @@
-"""Plan validation (SPEC §3): every problem at once, each with file, line and column."""
+"""Plan validation: every problem at once, each with file, line and column."""
 
 from __future__ import annotations
 

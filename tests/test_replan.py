@@ -1,4 +1,4 @@
-"""Replanning (SPEC §6): a deterministic planner script drives every path."""
+"""Replanning: a deterministic planner script drives every path."""
 
 from __future__ import annotations
 

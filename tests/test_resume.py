@@ -1,4 +1,4 @@
-"""State and resume (SPEC §7): failures, Ctrl-C, kill -9, locks, corrupt and foreign state."""
+"""State and resume: failures, Ctrl-C, kill -9, locks, corrupt and foreign state."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def test_round_trip_of_a_run(tmp_path: Path) -> None:
     assert state.steps["lint"].reason == "condition false"
     assert state.steps["deploy"].error == "command exited with code 2\nsecond line"
     assert state.steps["notify"].status == "interrupted"
-    # result variables bound as the run saw them; ignored -> null (SPEC §9)
+    # result variables bound as the run saw them; ignored -> null
     assert state.variables == {"who": "world", "code": {"text": "héllo", "n": [1, 2]}, "art": None}
     assert state.pid == os.getpid()
     # close() compacted: a readable snapshot, no journal, no lock left behind

@@ -1,4 +1,4 @@
-"""A cached step's key: SHA-256 over everything that decides its result (SPEC-like list below).
+"""A cached step's key: SHA-256 over everything that decides its result (the list below).
 
 The material is kept apart (args, env, upstream, sources) so that a miss can say which part
 changed; the key is the hash of all of it plus planrun's cache format.

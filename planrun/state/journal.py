@@ -215,7 +215,7 @@ def _lock_holder(path: Path) -> int | None:
 
 def mark_abandoned(state: RunState, path: Path) -> RunState:
     """A run still `running` whose process is gone (kill -9, power loss) was interrupted:
-    show it so, with its running steps `interrupted` (SPEC §9). Changes `state` in memory only.
+    show it so, with its running steps `interrupted`. Changes `state` in memory only.
 
     The run is live while its process is alive and still named in the lock file: a pid alone
     could have been reused by an unrelated process since.
