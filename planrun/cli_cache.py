@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from planrun.errors import UsageError
+
+Command = Callable[..., Any]
 
 
 def _root(cache_dir: str | None) -> str:
@@ -27,7 +31,7 @@ def _human(n: int) -> str:
     return str(n)
 
 
-def make_cache_group(guard: click.decorators.FC) -> click.Group:  # type: ignore[name-defined]
+def make_cache_group(guard: Callable[[Command], Command]) -> click.Group:
     """The `cache` command group; `guard` turns errors into one line and an exit code."""
 
     @click.group()

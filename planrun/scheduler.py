@@ -15,7 +15,7 @@ import heapq
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.attempts import AttemptFailed, attempt, output_of, tool_context
 from planrun.conditions import reacts_to
@@ -33,6 +33,9 @@ from planrun.scope import Scope, StepRecord, fingerprint, rendered_title, step_a
 from planrun.settings import RunSettings
 from planrun.status import COMPLETED, Reason, Status
 from planrun.tools.base import ToolCaller, ToolContext
+
+if TYPE_CHECKING:
+    from planrun.cache.session import Decision
 
 __all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "fingerprint", "result_document"]
 
@@ -243,7 +246,7 @@ class Scheduler:
         self._tasks.pop(sid, None)
         self._done.put_nowait(sid)
 
-    def _settle_cached(self, sid: str, step: Step, fp: str, decision: Any) -> None:
+    def _settle_cached(self, sid: str, step: Step, fp: str, decision: Decision) -> None:
         """A cache hit: the step counts as succeeded with its recorded result; nothing ran,
         no budget is charged."""
         from planrun.cache.session import hit_event

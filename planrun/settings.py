@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.runtree import Budget, Slots
 from planrun.tools.base import ParentContext
+
+if TYPE_CHECKING:  # the cache package is imported only by runs that use it
+    from planrun.cache.session import CacheSession
 
 
 @dataclass
@@ -25,4 +28,4 @@ class RunSettings:
     budget: Budget | None = None  # this plan's limits, charged with every enclosing plan's
     prefix: str = ""  # "PARENT_STEP/" for a sub-plan: how its step ids show in messages
     parent: ParentContext | None = None  # this run, for the sub-plans its `plan` steps start
-    cache: Any = None  # planrun.cache.session.CacheSession: hit or miss before, store after
+    cache: CacheSession | None = None  # hit or miss before a step, store after it succeeds
