@@ -13,7 +13,7 @@ import click
 from planrun.cli_options import run_options
 from planrun.completion import complete_plan_files
 from planrun.defaultplan import plan_or_default, split_run_args
-from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, exception_leaves
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -78,16 +78,7 @@ def _guard(fn: F) -> F:
 def _telling_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
     """The exception an ExceptionGroup stands for: planrun's own error (a state file that
     cannot be written, from inside a step task) before Ctrl-C, an OS error, or anything."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
+    leaves = exception_leaves(group)
     for kind in (PlanrunError, KeyboardInterrupt, OSError):
         for leaf in leaves:
             if isinstance(leaf, kind):

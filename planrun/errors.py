@@ -75,3 +75,10 @@ class PlanInvalid(PlanrunError):
 
 class StateError(PlanrunError):
     exit_code = ExitCode.STATE_ERROR
+
+
+def exception_leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) ExceptionGroups, in order; `exc` itself when it is none."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    return [leaf for inner in exc.exceptions for leaf in exception_leaves(inner)]

@@ -14,12 +14,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from planrun.errors import exception_leaves
 from planrun.mcp_config import (
     HTTP_TYPES,
     _did_you_mean,
     load_env_file,
     parse_mcp_config,
 )
+from planrun.text import first_line
 from planrun.tools.base import ToolFailed
 
 __all__ = ["ServerPool", "check_tool_args", "load_env_file", "map_tool_result", "parse_mcp_config"]
@@ -183,7 +185,7 @@ class ServerPool:
             ) from None
         except RuntimeError as exc:  # the SDK's output_schema check, among others
             raise ToolFailed(
-                f"MCP server '{server}' tool '{tool}': {_one_line(str(exc))}", detail=str(exc)
+                f"MCP server '{server}' tool '{tool}': {first_line(str(exc))}", detail=str(exc)
             ) from None
         if result.is_error:
             text = _error_text(result)
@@ -380,7 +382,7 @@ class ServerPool:
             )
         if isinstance(leaf, asyncio.CancelledError):
             return ToolFailed(f"MCP server '{name}': start-up was cancelled")
-        text = _one_line(str(leaf)) or type(leaf).__name__
+        text = first_line(str(leaf)) or type(leaf).__name__
         if "url" in srv.entry:
             return ToolFailed(f"MCP server '{name}': cannot connect to {srv.entry['url']}: {text}")
         return ToolFailed(f"MCP server '{name}': failed to start: {text}", detail=tail)
@@ -399,7 +401,7 @@ class ServerPool:
                 f"{prefix}: no answer within {timeout:g}s" if timeout else f"{prefix}: timed out"
             )
         return ToolFailed(
-            f"{prefix}: {_one_line(exc.message)} (MCP error {code})",
+            f"{prefix}: {first_line(exc.message)} (MCP error {code})",
             detail=exc.message if "\n" in exc.message else None,
         )
 
@@ -440,23 +442,10 @@ def _pick_leaf(exc: BaseException) -> BaseException:
     """The most telling exception inside nested ExceptionGroups (an OS or MCP error first)."""
     from mcp.shared.exceptions import MCPError
 
-    leaves: list[BaseException] = []
-
-    def walk(e: BaseException) -> None:
-        if isinstance(e, BaseExceptionGroup):
-            for sub in e.exceptions:
-                walk(sub)
-        else:
-            leaves.append(e)
-
-    walk(exc)
+    leaves = exception_leaves(exc)
     for kind in (OSError, MCPError, TimeoutError):
         for leaf in leaves:
             if isinstance(leaf, kind):
                 return leaf
     real = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)]
     return (real or leaves or [exc])[0]
-
-
-def _one_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""

@@ -21,7 +21,6 @@ from planrun.reporters.lines import (
     SHOWN_EVENTS,
     _duration,
     _failure_body,
-    _first_line,
     _isatty,
     diff_words,
     failed_and_stopped,
@@ -33,6 +32,7 @@ from planrun.reporters.lines import (
 from planrun.reporters.live import LiveData, LiveView, Raw, render_live
 from planrun.reporters.termsafe import terminal_safe
 from planrun.status import Status
+from planrun.text import first_line
 
 
 class ConsoleReporter:
@@ -259,7 +259,7 @@ class ConsoleReporter:
         for step in steps:  # a title with ${...} waits for step.started to render it
             title = step.get("title") if isinstance(step, dict) else None
             if isinstance(title, str) and "${" not in title:
-                self._titles[(event.plan, str(step.get("id")))] = _first_line(title)
+                self._titles[(event.plan, str(step.get("id")))] = first_line(title)
         if self._root is None:
             self._root = event.plan
             self._run_ts = event.ts
@@ -278,7 +278,7 @@ class ConsoleReporter:
     def _step_started(self, event: Event) -> None:
         attempt = event.data.get("attempt") or 1
         if event.data.get("title"):  # rendered now that its ${...} can be
-            self._titles[(event.plan, event.step or "")] = _first_line(event.data["title"])
+            self._titles[(event.plan, event.step or "")] = first_line(event.data["title"])
         if self._set_status(event, "running"):
             self._running[event.step or ""] = (event.ts, attempt)
             self._kept.discard(event.step or "")
@@ -317,7 +317,7 @@ class ConsoleReporter:
             return
         delay = data.get("delay_s")
         wait = f" in {delay:.1f}s" if isinstance(delay, int | float) else ""
-        why = f"attempt {data.get('attempt', '?')} failed: {_first_line(data.get('error'))}"
+        why = f"attempt {data.get('attempt', '?')} failed: {first_line(data.get('error'))}"
         self._write(self._line(event.ts, "retry", f"{self._name(event)} retrying{wait} ({why})"))
 
     def _step_succeeded(self, event: Event) -> None:
@@ -338,7 +338,7 @@ class ConsoleReporter:
         status = data.get("status") or "failed"
         ignored = status == "ignored"
         counted = self._set_status(event, status)
-        error = _first_line(data.get("error")) or "failed"
+        error = first_line(data.get("error")) or "failed"
         own = event.step is not None and "/" not in event.step
         if not ignored and event.plan == self._root and own and counted:
             self._errors[str(event.step)] = error
@@ -450,7 +450,7 @@ class ConsoleReporter:
             text += f"; {n} foreach instance{'s' if n != 1 else ''}"
             text += f" ({failed} failed)" if failed else ""
         out = self._line(ts if ts is not None else time.time(), kind, text)
-        error = _first_line(data.get("error"))
+        error = first_line(data.get("error"))
         # "step 'b' failed: <error>" only repeats the failed-steps list below
         if error and status != "succeeded" and not any(e in error for e in self._errors.values()):
             out += f"  {error}\n"

@@ -76,10 +76,6 @@ def _duration(seconds: Any) -> str:
     return f"{hours}h{minutes:02d}m{int(secs):02d}s"
 
 
-def _first_line(text: Any) -> str:
-    return str(text).strip().split("\n", 1)[0] if text is not None else ""
-
-
 def _failure_body(output: str | None, detail: str | None) -> str:
     """A failed step's output and its detail, without printing the stderr tail twice.
 

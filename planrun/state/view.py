@@ -6,6 +6,7 @@ from typing import Any
 
 from planrun.instances import group_instances
 from planrun.state.model import RunState, StepState
+from planrun.text import first_line
 
 # --------------------------------------------------------------------- reports
 
@@ -60,13 +61,6 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def _first_line(text: str | None, width: int = 80) -> str:
-    if not text:
-        return ""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
 def render_status_text(state: RunState) -> str:
     """A plain-text table: the run's status line, then one row per step."""
     head = f"plan {state.plan}: {state.status}"
@@ -77,7 +71,7 @@ def render_status_text(state: RunState) -> str:
         head += f", started {state.started_at}"
     lines = [head]
     if state.error:
-        lines.append(f"error: {_first_line(state.error, 200)}")
+        lines.append(f"error: {first_line(state.error, 200)}")
     counts: dict[str, int] = {}
     for st in state.steps.values():
         counts[st.status] = counts.get(st.status, 0) + 1
@@ -85,7 +79,7 @@ def render_status_text(state: RunState) -> str:
         lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
     rows = [("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR")]
     for sid, st in _in_tree_order(state.steps):
-        note = _first_line(st.error) or (st.reason or "")
+        note = first_line(st.error, 80) or (st.reason or "")
         rows.append((sid, st.status, str(st.attempts), format_duration(st.duration_s), note))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines.append("")
