@@ -13,6 +13,7 @@ from planrun.events import Event
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.model import Plan
+from planrun.status import Status
 from planrun.validate import CheckedPlan
 
 
@@ -83,10 +84,10 @@ class Finished:
 
 
 EXIT_FOR_STATUS = {
-    "succeeded": ExitCode.OK,
-    "failed": ExitCode.RUN_FAILED,
-    "interrupted": ExitCode.INTERRUPTED,
-    "blocked": ExitCode.BLOCKED,
+    Status.SUCCEEDED: ExitCode.OK,
+    Status.FAILED: ExitCode.RUN_FAILED,
+    Status.INTERRUPTED: ExitCode.INTERRUPTED,
+    Status.BLOCKED: ExitCode.BLOCKED,
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from planrun.errors import PlanInvalid, PlanrunError
 from planrun.parent import RunStopped, SubPlanCall
 from planrun.request import Finished, RunRequest
+from planrun.status import Status
 from planrun.tools.base import ToolContext, ToolFailed, ToolFn, resolve_path
 
 RunFn = Callable[[RunRequest, SubPlanCall], Awaitable[Finished]]
@@ -65,12 +66,12 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn
         raise ToolFailed(f"plan: sub-plan {path}: {exc}") from None
     status, reason = finished.document["status"], finished.document["reason"]
     error = finished.document.get("error") or reason
-    if status == "interrupted":
+    if status == Status.INTERRUPTED:
         raise asyncio.CancelledError()
     if reason in ("approval_required", "denied"):
         raise RunStopped(reason, error)
     if reason == "step_budget" and parent.budget.spent_here_or_above():
         raise RunStopped(reason, error)
-    if status != "succeeded":
+    if status != Status.SUCCEEDED:
         raise ToolFailed(f"sub-plan {path} {status}: {error}")
     return finished.variables
