@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.cache import step_cached
 from planrun.errors import PlanInvalid, UsageError
@@ -26,7 +26,12 @@ from planrun.parent import (
 from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import OpenedState, attach_reporters, open_state, started_event
 from planrun.runstate import decide_resume
-from planrun.tools.base import ToolFn
+from planrun.tools.base import ToolCaller, ToolFn
+
+if TYPE_CHECKING:
+    from planrun.executors.base import Executor
+    from planrun.executors.local import LocalExecutor
+    from planrun.state import StateStore
 
 
 async def _check_mcp_tools(plan: Plan, prep: Prepared, pool: Any, notice: Notice | None) -> None:
@@ -57,7 +62,9 @@ class Attached:
     substeps: Any = None  # planrun.substeps.SubStepRows of a top-level run
 
 
-def _attach(req: RunRequest, prep: Prepared, store: Any, call: SubPlanCall | None) -> Attached:
+def _attach(
+    req: RunRequest, prep: Prepared, store: StateStore | None, call: SubPlanCall | None
+) -> Attached:
     """A top-level run: its own bus, masked by the whole tree's secrets, with the console,
     state and reports subscribed. A sub-plan: a bus whose step events go to the top run's."""
     if call is not None:
@@ -81,7 +88,7 @@ def _attach(req: RunRequest, prep: Prepared, store: Any, call: SubPlanCall | Non
 
 
 def _context(
-    req: RunRequest, plan: Plan, attached: Attached, executor: Any, call: SubPlanCall | None
+    req: RunRequest, plan: Plan, attached: Attached, executor: ToolCaller, call: SubPlanCall | None
 ) -> ParentContext:
     """This run as the parent of the sub-plans its steps start (and the bounds it runs under)."""
     name = plan.name or "plan"
@@ -149,7 +156,13 @@ async def launch(
     attached = _attach(req, prep, store, call)
     pool = None
     cache = None
-    executor: Any = call.parent.executor if call else LocalExecutor(plan_tool)
+    # A sub-plan uses its parent's executor; a top-level run starts (and closes) its own.
+    own: Executor | None = None
+    local: LocalExecutor | None = None
+    if call is not None:
+        executor: ToolCaller = call.parent.executor
+    else:
+        executor = local = LocalExecutor(plan_tool)
     try:
         # dotenv: sent along with the steps that run elsewhere (the Dask executor)
         services: dict[str, Any] = {"notice": attached.notice, "dotenv": prep.dotenv}
@@ -159,9 +172,9 @@ async def launch(
 
                 pool = services["mcp"] = make_pool(plan, prep.variables, req.cwd)
                 await _check_mcp_tools(plan, prep, pool, attached.notice)
-            if call is None:
-                executor = _make_executor(req, plan, executor)
-                await executor.start()
+            if local is not None:
+                executor = own = _make_executor(req, plan, local)
+                await own.start()
         except asyncio.CancelledError:
             if call is not None:
                 raise
@@ -180,8 +193,8 @@ async def launch(
         try:
             if pool is not None:
                 await pool.aclose()
-            if call is None:
-                await executor.aclose()
+            if own is not None:
+                await own.aclose()
         finally:
             for close in attached.closers:
                 close()
@@ -253,7 +266,7 @@ async def _schedule(
     return Finished(here.masks(doc), EXIT_FOR_STATUS[outcome.status], sched.variables)
 
 
-def _make_executor(req: RunRequest, plan: Plan, local: Any) -> Any:
+def _make_executor(req: RunRequest, plan: Plan, local: LocalExecutor) -> Executor:
     kind = req.executor or (plan.executor.type if plan.executor else None)
     address = (
         req.address

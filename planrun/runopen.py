@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.errors import StateError, UsageError
 from planrun.events import Event, EventBus
@@ -17,12 +17,15 @@ from planrun.request import Prepared, RunRequest, abs_path
 from planrun.resume import PreviousStep
 from planrun.runstate import previous_steps, revised_prep
 
+if TYPE_CHECKING:
+    from planrun.state import StateStore
+
 
 @dataclass
 class OpenedState:
     """The locked state store of a run (None with --no-state) and what resume needs from it."""
 
-    store: Any
+    store: StateStore | None
     previous: dict[str, PreviousStep] | None = None
     revisions: list[dict[str, Any]] = field(default_factory=list)
 
@@ -59,7 +62,7 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
 
 
 def attach_reporters(
-    req: RunRequest, bus: EventBus, store: Any
+    req: RunRequest, bus: EventBus, store: StateStore | None
 ) -> tuple[Any, list[Callable[[], None]]]:
     """Subscribe the console, the state store, --events, --junit and library subscribers.
 
