@@ -268,8 +268,8 @@ class ConsoleReporter:
             if self._live_wanted:
                 self._start_live()
             what = f"resuming {event.plan}" if data.get("resumed") else f"run {event.plan} started"
-        else:
-            what = f"sub-plan {event.plan} started"
+        else:  # a sub-plan's run.started stays on its own bus (parent.forward_steps)
+            return
         if not self.quiet:
             count = len(steps)
             text = f"{what}: {count} step{'s' if count != 1 else ''}"
@@ -419,10 +419,7 @@ class ConsoleReporter:
 
     def _run_finished(self, event: Event) -> None:
         data = event.data
-        if event.plan != self._root:
-            if not self.quiet:
-                text = f"sub-plan {event.plan} {data.get('status')} ({_duration(data.get('duration_s'))})"
-                self._write(self._line(event.ts, "stop", text))
+        if event.plan != self._root:  # the root run's end only (see _run_started)
             return
         self.flush()
         self._stop_live()
