@@ -43,7 +43,8 @@ from typing import Any
 Subscriber = Callable[["Event"], None]
 
 
-_second_cache: list[Any] = [None, ""]
+# (second, its formatted prefix), replaced as one tuple so a thread never sees a mixed pair
+_second_cache: list[tuple[int, str]] = [(-1, "")]
 
 
 def iso_ts(ts: float) -> str:
@@ -58,10 +59,11 @@ def iso_ts(ts: float) -> str:
     if micros >= 1_000_000:
         sec += 1
         micros -= 1_000_000
-    if sec != _second_cache[0]:
-        _second_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-        _second_cache[0] = sec
-    return f"{_second_cache[1]}.{micros // 1000:03d}Z"
+    cached_sec, prefix = _second_cache[0]
+    if sec != cached_sec:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _second_cache[0] = (sec, prefix)
+    return f"{prefix}.{micros // 1000:03d}Z"
 
 
 @dataclass(slots=True)
