@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from planrun.expressions import ExpressionError, parse_template, resolve
 from planrun.instances import grouped, instance_id, parent_of
 from planrun.model import Step
+from planrun.text import kind_of
 
 DEFAULT_AS = "item"
 INDEX_NAME = "index"
@@ -46,18 +47,6 @@ def foreach_problem(step: Step) -> str | None:
     return None
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return f"a {type(value).__name__}"
-
-
 def elements(value: Any) -> list[Any]:
     """The elements a foreach value gives: a list as is, a mapping as {key, value} in order."""
     if isinstance(value, list | tuple):
@@ -68,7 +57,7 @@ def elements(value: Any) -> list[Any]:
     if len(shown) > 60:
         shown = shown[:57] + "..."
     raise FanOutError(
-        f"foreach gave {_kind(value)}{' ' + shown if shown else ''}, not a list or a mapping"
+        f"foreach gave {kind_of(value)}{' ' + shown if shown else ''}, not a list or a mapping"
     )
 
 

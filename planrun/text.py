@@ -1,4 +1,4 @@
-"""Text shown in one line: the first line of an error or a description, cut to a width."""
+"""Text shown in one line: the first line of an error or a description, cut to a width; a value's kind."""
 
 from __future__ import annotations
 
@@ -11,3 +11,20 @@ def first_line(text: object, width: int | None = None) -> str:
     if width is not None and len(line) > width:
         return line[: width - 1] + "…"
     return line
+
+
+def kind_of(value: object) -> str:
+    """A JSON value's kind as messages name it: "null", "a boolean", "a number", "a string", ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__}"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from planrun.errors import Diagnostic, PlanInvalid
+from planrun.text import kind_of
 
 PathPart = str | int
 Position = tuple[int, int]
@@ -65,21 +66,9 @@ def _check_top_level(data: Any, file: str, where: Callable[[], Position]) -> Non
     if isinstance(data, dict):
         return
     line, col = where()
-    raise _invalid(file, line, col, f"a plan must be a mapping at the top level, got {_kind(data)}")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "a mapping"
+    raise _invalid(
+        file, line, col, f"a plan must be a mapping at the top level, got {kind_of(data)}"
+    )
 
 
 def _gc_paused(func: Callable[[], T]) -> T:
