@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,6 +18,9 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+
+from planrun import plan as runtime
+from planrun.plan import OnFailure
 
 STEP_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
@@ -124,13 +126,6 @@ def _alias(data: Any, alias: str, name: str) -> Any:
         data = dict(data)
         data[name] = data.pop(alias)
     return data
-
-
-class OnFailure(StrEnum):
-    abort = "abort"
-    continue_ = "continue"
-    ignore = "ignore"
-    replan = "replan"
 
 
 class _Frozen(BaseModel):
@@ -313,6 +308,52 @@ class Plan(PlanHeader):
     @property
     def goal(self) -> str:
         return self.description or self.title or self.name or ""
+
+
+def runtime_step(step: Step) -> runtime.Step:
+    """The runtime step (planrun.plan) for a validated step: same fields, same values."""
+    return runtime.Step(**step.__dict__)
+
+
+def runtime_server(entry: ServerEntry) -> runtime.ServerEntry:
+    return runtime.ServerEntry(**entry.__dict__)
+
+
+def runtime_plan(
+    header: PlanHeader,
+    *,
+    name: str | None,
+    steps: list[runtime.Step],
+    servers: dict[str, runtime.ServerEntry],
+) -> runtime.Plan:
+    """The runtime plan for a validated header, its (converted) steps and servers."""
+    h = header
+    return runtime.Plan(
+        version=h.version,
+        name=name,
+        title=h.title,
+        description=h.description,
+        variables=h.variables,
+        servers=servers,
+        defaults=runtime.Defaults(**h.defaults.__dict__),
+        limits=runtime.Limits(**h.limits.__dict__),
+        policy=runtime.Policy(**h.policy.__dict__),
+        replan=None if h.replan is None else runtime.Replan(**h.replan.__dict__),
+        secrets=h.secrets,
+        executor=None if h.executor is None else runtime.ExecutorConfig(**h.executor.__dict__),
+        dotenv=h.dotenv,
+        steps=steps,
+    )
+
+
+def to_runtime(plan: Plan) -> runtime.Plan:
+    """The runtime plan for a whole validated plan."""
+    return runtime_plan(
+        plan,
+        name=plan.name,
+        steps=[runtime_step(s) for s in plan.steps],
+        servers={n: runtime_server(e) for n, e in plan.servers.items()},
+    )
 
 
 PLAN_FIELDS = sorted(set(Plan.model_fields) | {"id"})

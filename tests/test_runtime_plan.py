@@ -1,0 +1,226 @@
+"""planrun.plan, the plan as it runs: the same data as the validated pydantic plan, dumped the
+same way (the state's plan digest of a plan must not change with the classes behind it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planrun import model
+from planrun import plan as runtime
+from planrun.loader import load_document, load_text
+from planrun.runopen import plan_digest
+from planrun.validate import check_document, default_name
+
+ROOT = Path(__file__).parent.parent
+
+# Every field of every object set (and a free-form `.inf`, which pydantic dumps as null).
+RICH = """\
+version: 1
+id: rich-plan
+title: Rich
+description: every field
+variables: {who: world, n: 3, ratio: 0.5, big: .inf, list: [1, "a", null, true], nested: {k: [ {x: 1} ]}}
+servers:
+  git: {command: uvx, args: [mcp-server-git], env: {A: "1"}, cwd: /tmp, connect_timeout: 5s}
+  web: {type: http, url: "http://127.0.0.1:1/mcp", headers: {Authorization: "Bearer x"}}
+  plain: {command: srv}
+defaults: {timeout: 1m30s, retries: 2, retry_delay: 500ms, on_failure: continue}
+limits: {max_steps: 50, max_replans: 1, max_concurrency: 4, tool_caps: {shell: 3}}
+policy: {require_approval: ["git.*"], deny: ["web.*"]}
+replan: {command: [python3, planner.py], timeout: 10}
+secrets: [who]
+executor: {type: local}
+dotenv: [".env?"]
+steps:
+  - index: 1
+    title: "first ${who}"
+    tool: shell
+    args: {cmd: "echo hi", env: {X: "1"}}
+    result_variable: first
+    when: true
+    timeout: 30
+    retries: 0
+    retry_delay: 0
+    on_failure: ignore
+    expected_outcome: prints hi
+    approval: true
+    description: d
+    resources: {cpu: 2, mem: 0.5}
+    sources: ["src/**/*.py", "!src/skip.py"]
+    outputs: ["out/*.txt"]
+    cache: false
+  - id: each
+    tool: echo
+    args: {value: "${item.k} ${index}", inf: .inf, nan_free: -.inf}
+    depends_on: [1]
+    foreach: {a: 1, b: 2}
+    as: item
+    on_failure: replan
+  - {id: lst, tool: echo, args: {value: "${x}"}, foreach: [1, 2.5, "s"], as: x, when: "${n > 1}"}
+  - {id: expr, tool: echo, args: {value: "${e}"}, foreach: "${list}", as: e}
+  - {id: g, tool: git.status, args: {}, retries: 1, on_failure: abort}
+"""
+
+DASK = """\
+name: d
+executor: {type: dask, address: "tcp://127.0.0.1:1"}
+replan: {tool: git.plan}
+servers: {git: {command: x}}
+steps: [{id: a, tool: echo, args: {value: 1}}]
+"""
+
+EXTRA_SERVERS = {"extra": {"command": "e", "args": ["1"]}}
+
+# plan_digest of these plans as computed before planrun.plan existed (pydantic's model_dump):
+# a state file written then must still match the plan it was written for.
+DIGESTS = {
+    "examples/conditional.yaml": "4a24d50b1bd225a4",
+    "examples/dataflow.yaml": "a7eae6f12e55d8e8",
+    "examples/default-plan/planrun.yaml": "e19f21314303e8ee",
+    "examples/diamond.yaml": "2ff6a21d66fc0f34",
+    "examples/failure-policies.yaml": "aecab357ced8a3d4",
+    "examples/foreach.yaml": "6c33fc2b64aa0e54",
+    "examples/hello.yaml": "2c231ff7668acaa5",
+    "examples/http.yaml": "98481d6ab3a83b58",
+    "examples/mcp-git.yaml": "915629f3cb8f2045",
+    "examples/mcp-time.yaml": "a18c8ccd83ba7b68",
+    "examples/parallel.yaml": "7fa66fe435b1e171",
+    "examples/python-step.yaml": "db56be5f33705136",
+    "examples/replan/plan.yaml": "325651fbf5127ed3",
+    "examples/retries.yaml": "2270cb9b2216fdf9",
+    "examples/sub/greet.yaml": "cc0cd849a4dab3f0",
+    "examples/subplan.yaml": "f219677353215c17",
+}
+TEXT_DIGESTS = {
+    "rich.yaml": (RICH, "de5224b1e9ada436"),
+    "dask.yaml": (DASK, "d4b6c987b232f72f"),
+    "plain.yaml": ("steps: []\n", "47f62628fb17a91b"),
+}
+
+
+def pydantic_plan(data: dict[str, Any], file: str) -> model.Plan:
+    """The whole plan validated by pydantic in one go (named as check_document names it)."""
+    if "id" not in data and "name" not in data:
+        data = {**data, "name": default_name(file)}
+    return model.Plan.model_validate(data)
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    docs = [(p, load_document(str(ROOT / p)).data) for p in DIGESTS]
+    docs += [(name, load_text(text, name).data) for name, (text, _) in TEXT_DIGESTS.items()]
+    return docs
+
+
+@pytest.mark.parametrize(
+    ("file", "data"), documents(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_to_dict_is_pydantic_model_dump(file: str, data: dict[str, Any]) -> None:
+    validated = pydantic_plan(data, file)
+    plan = model.to_runtime(validated)
+    for exclude in (False, True):
+        assert plan.to_dict(exclude_defaults=exclude) == validated.model_dump(
+            mode="json", exclude_defaults=exclude
+        )
+        for step, pstep in zip(plan.steps, validated.steps, strict=True):
+            assert step.to_dict(exclude) == pstep.model_dump(mode="json", exclude_defaults=exclude)
+
+
+@pytest.mark.parametrize(
+    ("file", "data"), documents(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_from_dict_rebuilds_the_plan(file: str, data: dict[str, Any]) -> None:
+    plan = model.to_runtime(pydantic_plan(data, file))
+    if "inf" in repr(plan):  # pydantic's JSON mode writes infinity as null: not a round trip
+        plan = runtime.replace(
+            plan, variables={}, steps=[runtime.replace(s, args={}) for s in plan.steps]
+        )
+    for exclude in (False, True):
+        again = runtime.Plan.from_dict(plan.to_dict(exclude_defaults=exclude))
+        assert again == plan
+        assert [type(s) for s in again.steps] == [runtime.Step] * len(plan.steps)
+        assert again.to_dict() == plan.to_dict()
+
+
+def test_plan_digest_is_what_it_was_before_planrun_plan() -> None:
+    for path, digest in DIGESTS.items():
+        checked = check_document(load_document(str(ROOT / path)))
+        assert checked.plan is not None, path
+        assert plan_digest(checked.plan) == digest, path
+    for name, (text, digest) in TEXT_DIGESTS.items():
+        checked = check_document(load_text(text, name), servers=EXTRA_SERVERS)
+        assert checked.plan is not None, name
+        assert plan_digest(checked.plan) == digest, name
+
+
+def test_values_and_types_survive_conversion() -> None:
+    plan = model.to_runtime(pydantic_plan(load_text(RICH, "rich.yaml").data, "rich.yaml"))
+    assert plan.name == "rich-plan" and plan.version == 1
+    assert plan.defaults == runtime.Defaults(
+        timeout=90.0, retries=2, retry_delay=0.5, on_failure=runtime.OnFailure.continue_
+    )
+    assert plan.servers["git"].connect_timeout == 5.0 and plan.servers["web"].type == "http"
+    first = plan.step("1")
+    assert (first.on_failure, first.timeout, first.resources) == (
+        runtime.OnFailure.ignore,
+        30.0,
+        {"cpu": 2.0, "mem": 0.5},
+    )
+    assert plan.step("each").as_ == "item" and plan.step("each").depends_on == ["1"]
+    assert plan.needs_approval(first) and plan.needs_approval(plan.step("g"))
+    assert not plan.needs_approval(plan.step("lst"))
+    assert plan.goal == "every field"
+    # one enum: the validator's and the runtime's
+    assert model.OnFailure is runtime.OnFailure
+
+
+def test_step_index_follows_replace() -> None:
+    a = runtime.Step(id="a", tool="echo")
+    plan = runtime.Plan(name="p", steps=[a])
+    assert plan.step("a") is a
+    b = runtime.replace(a, tool="shell")
+    changed = runtime.replace(plan, steps=[b])
+    assert changed.step("a") is b and plan.step("a") is a
+    with pytest.raises(KeyError):
+        plan.step("nope")
+    with pytest.raises(AttributeError):
+        plan.name = "q"  # type: ignore[misc]
+
+
+def test_defaults_are_the_models_defaults() -> None:
+    pairs = [
+        (runtime.Step(id="a", tool="t"), model.Step(id="a", tool="t")),
+        (runtime.ServerEntry(command="c"), model.ServerEntry(command="c")),
+        (runtime.Defaults(), model.Defaults()),
+        (runtime.Limits(), model.Limits()),
+        (runtime.Policy(), model.Policy()),
+        (runtime.Replan(tool="s.t"), model.Replan(tool="s.t")),
+        (runtime.ExecutorConfig(), model.ExecutorConfig()),
+        (runtime.Plan(), model.Plan()),
+    ]
+    for obj, validated in pairs:
+        assert type(obj).__name__ == type(validated).__name__
+        assert obj.to_dict() == validated.model_dump(mode="json")
+        assert obj.to_dict(exclude_defaults=True) == validated.model_dump(
+            mode="json", exclude_defaults=True
+        )
+
+
+def test_planrun_plan_imports_no_pydantic() -> None:
+    code = "import sys, planrun.plan; print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_schema_is_unchanged_byte_for_byte() -> None:
+    """The schema comes from planrun.model alone: the runtime classes change nothing in it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "planrun", "schema"], capture_output=True, check=True, cwd=ROOT
+    )
+    assert result.stdout == (ROOT / "tests" / "data" / "plan-schema.json").read_bytes()
