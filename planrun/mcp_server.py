@@ -11,18 +11,18 @@ import contextlib
 import json
 import logging
 import os
-import re
-import socket
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
 from planrun.errors import PlanInvalid, PlanrunError, StateError, UsageError
+from planrun.mcp_http import listen, parse_http_address, serve_http
 from planrun.mcp_progress import ProgressReporter
+from planrun.mcp_runs import Runs
 from planrun.mcp_shapes import (
     ApproveArg,
     DryRunDoc,
@@ -32,11 +32,13 @@ from planrun.mcp_shapes import (
     ValidateDoc,
     VariablesArg,
 )
+from planrun.mcp_stdio import Answers, serve_stdio
 from planrun.mcp_strict import StrictServer
 
 INLINE_LABEL = "<inline>"  # the `file` of diagnostics for inline plan text; names it "inline"
 PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
-HTTP_GRACE_S = 5  # seconds a stopping HTTP server waits for connections to close
+ANSWER_GRACE_S = 10  # seconds a stopping stdio server waits for its answers to reach stdout
+HANG_UP_GRACE_S = 5  # then seconds it keeps serving until the client hangs up
 
 # ---- helpers ----------------------------------------------------------------------------------
 
@@ -73,8 +75,7 @@ def error_text(exc: BaseException) -> str:
     if isinstance(exc, PlanInvalid):
         return "\n".join(d.render() for d in exc.diagnostics) or "invalid plan"
     if isinstance(exc, PlanrunError):
-        # The runner's hints name CLI commands; here the way on is a tool call.
-        return re.sub(r"'planrun (run|resume) [^']*'", r"plan_\1", str(exc))
+        return str(exc)
     return (
         f"internal error: {type(exc).__name__}: {exc} "
         "(this is a bug in planrun; please report it with the plan that caused it)"
@@ -168,23 +169,8 @@ def list_doc(directory: str, cwd: str) -> list[dict[str, Any]]:
     return list_plans(directory, cwd)
 
 
-RUNS: set[asyncio.Task[tuple[dict[str, Any], Any]]] = set()  # runs in flight, for a signal to stop
-RUNS_STOPPERS: set[asyncio.Task[None]] = set()  # keeps the task that stops them referenced
-
-
-async def interrupt_runs(timeout_s: float = 10.0) -> None:
-    """Stop every run in flight, as Ctrl-C stops `planrun run`: each cancelled run stops its
-    steps (killing their processes), records them as `interrupted`, releases its state lock and
-    answers its tool call with an `interrupted` document.
-    """
-    tasks = set(RUNS)
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        await asyncio.wait(tasks, timeout=timeout_s)
-
-
 async def run_doc(
+    runs: Runs,
     plan: str,
     variables: dict[str, Any] | None,
     *,
@@ -194,7 +180,7 @@ async def run_doc(
     ctx: Context | None = None,
 ) -> dict[str, Any]:
     """`planrun run|resume [--dry-run] --output json`, in the server's event loop."""
-    from planrun.runner import RunRequest, execute
+    from planrun.request import RunRequest
 
     cwd = os.getcwd()
     src = PlanSource(plan, cwd)
@@ -208,18 +194,14 @@ async def run_doc(
         interactive=False,  # never ask: no terminal behind an MCP client
         console=False,  # stdout is the protocol channel (stdio); progress goes as notifications
         cwd=cwd,
+        start_hint="plan_run",  # the way to start a run here is a tool call, not a command
     )
     reporter = ProgressReporter(ctx) if ctx is not None and not dry_run else None
     if reporter is not None:
         req.subscribers.append(reporter)
         reporter.start()
-    # Its own task, so that a signal can cancel the run alone (the scheduler then returns an
-    # `interrupted` result) without cancelling the MCP session around it.
-    task = asyncio.ensure_future(execute(req))
-    RUNS.add(task)
-    task.add_done_callback(RUNS.discard)
     try:
-        doc, _code = await task
+        doc = await runs.run(req)
     finally:
         if reporter is not None:
             await reporter.finish()
@@ -231,22 +213,39 @@ async def run_doc(
 # ---- the server -------------------------------------------------------------------------------
 
 
-def build_server() -> MCPServer:
-    """The MCP server with planrun's seven tools (not yet serving)."""
-    server: MCPServer = StrictServer(
-        "planrun",
-        instructions=(
-            "Validate, dry-run, run and resume planrun plans (YAML/JSON DAGs of tool calls), "
-            "and read their status. A `plan` argument is the plan's text or a file path."
-        ),
-        log_level="WARNING",
-    )
-    _add_run_tools(server)
-    _add_reading_tools(server)
-    return server
+class PlanrunServer(StrictServer):
+    """The MCP server with planrun's seven tools; it owns the runs in flight and, on stdio, the
+    answers still owed to the client (what a server stopping on a signal waits for)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "planrun",
+            instructions=(
+                "Validate, dry-run, run and resume planrun plans (YAML/JSON DAGs of tool calls), "
+                "and read their status. A `plan` argument is the plan's text or a file path."
+            ),
+            log_level="WARNING",
+        )
+        self.runs = Runs()
+        self.answers: Answers | None = None  # noted only while serving stdio
+        _add_run_tools(self)
+        _add_reading_tools(self)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        if self.answers is None or context is None:
+            return await super().call_tool(name, arguments, context)
+        with self.answers.call(context.request_id):
+            return await super().call_tool(name, arguments, context)
+
+    async def run_stdio_async(self) -> None:
+        self.answers = Answers()
+        # The SDK's own run_stdio_async, with a stdout that tells when an answer has left.
+        await serve_stdio(self._lowlevel_server, self.answers)
 
 
-def _add_run_tools(server: MCPServer) -> None:
+def _add_run_tools(server: PlanrunServer) -> None:
     """plan_validate, plan_dry_run, plan_run and plan_resume."""
 
     @server.tool()
@@ -268,7 +267,7 @@ def _add_run_tools(server: MCPServer) -> None:
         arguments (a value that needs an earlier step's result shows as `<step result>`).
         Runs nothing and writes no state. An invalid plan is a tool error listing its diagnostics.
         """
-        return await _answer(lambda: run_doc(plan, variables, dry_run=True))
+        return await _answer(lambda: run_doc(server.runs, plan, variables, dry_run=True))
 
     @server.tool()
     async def plan_run(
@@ -280,7 +279,9 @@ def _add_run_tools(server: MCPServer) -> None:
         server's working directory (`.planrun/state/<plan name>.json`), so plan_resume can
         continue a failed run. An invalid plan is a tool error listing its diagnostics.
         """
-        return await _answer(lambda: run_doc(plan, variables, approve=approve, ctx=ctx))
+        return await _answer(
+            lambda: run_doc(server.runs, plan, variables, approve=approve, ctx=ctx)
+        )
 
     @server.tool()
     async def plan_resume(
@@ -291,11 +292,11 @@ def _add_run_tools(server: MCPServer) -> None:
         them) are. No saved state is a tool error.
         """
         return await _answer(
-            lambda: run_doc(plan, variables, resume=True, approve=approve, ctx=ctx)
+            lambda: run_doc(server.runs, plan, variables, resume=True, approve=approve, ctx=ctx)
         )
 
 
-def _add_reading_tools(server: MCPServer) -> None:
+def _add_reading_tools(server: PlanrunServer) -> None:
     """plan_status, plan_list and plan_schema: they read, and run nothing."""
 
     @server.tool()
@@ -346,29 +347,14 @@ def _quiet_logging() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def parse_http_address(value: str) -> tuple[str, int]:
-    """`HOST:PORT`, `:PORT` or `PORT` (host defaults to 127.0.0.1); `[::1]:PORT` for IPv6."""
-    host, sep, port_text = value.rpartition(":")
-    if not sep:
-        host, port_text = "", value
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise UsageError(f"--http expects HOST:PORT, got {value!r}") from None
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--http: port {port} out of range")
-    return host, port
-
-
 def serve(http: str | None = None) -> None:
     """Serve until the client goes away: stdio when `http` is None, else streamable HTTP at
     `http://HOST:PORT/mcp`. Binding beyond loopback is the caller's choice; nothing is refused.
     """
-    server = build_server()
+    server = PlanrunServer()
     _quiet_logging()
     if http is None:
-        asyncio.run(_until_signalled(server.run_stdio_async))
+        asyncio.run(_until_signalled(server))
         return
     host, port = parse_http_address(http)
     sock = listen(host, port)
@@ -377,75 +363,36 @@ def serve(http: str | None = None) -> None:
     print(f"planrun mcp: serving streamable HTTP at http://{shown}:{port}/mcp", file=sys.stderr)
     sys.stderr.flush()
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how one stops a server
-        asyncio.run(_serve_http(server, host, port, sock))
+        app = server.streamable_http_app(host=host)  # DNS-rebinding protection on loopback hosts
+        asyncio.run(serve_http(app, server.runs, host, port, sock))
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket, bound before the server starts so that a port in use is a plain
-    usage error (uvicorn would exit 3, planrun's code for an invalid plan)."""
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        raise UsageError(f"--http: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return sock
-
-
-async def _serve_http(server: MCPServer, host: str, port: int, sock: socket.socket) -> None:
-    """`MCPServer.run("streamable-http")`, but a signal first stops the runs in flight.
-
-    uvicorn's graceful shutdown waits for open connections, and a run in flight keeps its
-    request open: so the first SIGTERM/SIGINT interrupts the runs (their calls are answered
-    with `interrupted` documents), then uvicorn shuts down as usual.
-    """
-    import uvicorn
-
-    loop = asyncio.get_running_loop()
-
-    class Server(uvicorn.Server):
-        stopping = False
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            if self.stopping or not RUNS:
-                super().handle_exit(sig, frame)
-                return
-            self.stopping = True
-
-            async def stop() -> None:
-                await interrupt_runs()
-                super(Server, self).handle_exit(sig, frame)
-
-            # Called as a signal handler: hand the work to the event loop.
-            loop.call_soon_threadsafe(lambda: RUNS_STOPPERS.add(loop.create_task(stop())))
-
-    app = server.streamable_http_app(host=host)  # DNS-rebinding protection on loopback hosts
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=HTTP_GRACE_S
-    )
-    await Server(config).serve(sockets=[sock])
-
-
-async def _until_signalled(serve_forever: Callable[[], Awaitable[None]]) -> None:
+async def _until_signalled(server: PlanrunServer) -> None:
     """Serve stdio; on SIGTERM or SIGINT stop the runs in flight, answer their calls, and leave.
 
     Python's default SIGTERM would end the process at once, leaving the steps' processes
     running and their state `running`. And the SDK reads stdin in a worker thread that
     cancellation cannot interrupt, so a cancelled server would linger until the client sends a
-    line or closes stdin: once the runs have stopped, the process exits on its own.
+    line or closes stdin: so the process ends itself (exit 130) once the calls in flight have
+    their answers on stdout and the client hangs up, or HANG_UP_GRACE_S after those answers.
     """
     import signal
 
     from planrun.errors import ExitCode
 
     loop = asyncio.get_running_loop()
+    serving = asyncio.ensure_future(server.run_stdio_async())
     leaving: list[asyncio.Task[None]] = []
 
     async def leave() -> None:
-        await interrupt_runs()
-        await asyncio.sleep(0.2)  # let the interrupted runs' answers reach stdout
+        answers = server.answers
+        owed = set(answers.owed) if answers is not None else set()  # the calls in flight now
+        await server.runs.interrupt()
+        if answers is not None:
+            await answers.until_answered(owed, timeout_s=ANSWER_GRACE_S)
+        # A client may still ask something after its answer (the SDK's client fetches the
+        # tool list to check a result against its schema): serve until it hangs up.
+        await asyncio.wait([serving], timeout=HANG_UP_GRACE_S)
         sys.stderr.flush()
         os._exit(int(ExitCode.INTERRUPTED))
 
@@ -458,7 +405,9 @@ async def _until_signalled(serve_forever: Callable[[], Awaitable[None]]) -> None
     for sig in signals:
         loop.add_signal_handler(sig, on_signal)
     try:
-        await serve_forever()
+        await serving
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+    if leaving:  # the client hung up after a signal: leave as signalled
+        await leaving[0]

@@ -50,6 +50,12 @@ class RunRequest:
     interactive: bool = False  # a TTY to ask approval questions at
     console: bool = True  # human progress on stderr
     subscribers: list[Callable[[Event], None]] = field(default_factory=list)
+    start_hint: str | None = None  # how a hint says "start a run" (None: the CLI command)
+
+    def how_to_start(self) -> str:
+        """How the caller starts a fresh run of this plan, as error hints name it: the CLI
+        command, or what the caller set (`plan_run` for an MCP client)."""
+        return self.start_hint or f"'planrun run {self.plan}'"
 
 
 @dataclass

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from planrun.errors import StateError, UsageError
+from planrun.errors import UsageError
 from planrun.events import Event, EventBus
 from planrun.model import Plan
 from planrun.request import Prepared, RunRequest, abs_path
 from planrun.resume import PreviousStep
-from planrun.runstate import previous_steps, revised_prep
+from planrun.runstate import no_saved_state, previous_steps, revised_prep
 
 if TYPE_CHECKING:
     from planrun.state import StateStore
@@ -48,9 +48,7 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
     try:
         old = store.load()
         if old is None:
-            raise StateError(
-                f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
-            )
+            raise no_saved_state(req, name, path)
         opened.previous = previous_steps(old)
         if old.revisions:
             prep = revised_prep(prep, old.revisions, req, path)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planrun.errors import StateError
 from planrun.resume import PreviousStep, ResumePlan, plan_resume
 from planrun.scope import StepRecord
 
@@ -47,13 +48,19 @@ def decide_resume(
     return plan_resume(steps, prep.selected, prep.graph, previous, prep.variables, env, mask)
 
 
+def no_saved_state(req: RunRequest, name: str, path: str) -> StateError:
+    """The error of a resume with no state to continue (exit 4): it says how to start one."""
+    return StateError(
+        f"no saved state for plan '{name}' at {path}: start it with {req.how_to_start()}"
+    )
+
+
 def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
     """The steps a resume keeps, for the approval gate (a kept step is not asked about again).
 
     Reads the state without taking its lock; StateError when there is none (exit 4, before
     any question of approval) or it cannot be read.
     """
-    from planrun.errors import StateError
     from planrun.request import abs_path
     from planrun.state import default_state_path, read_state
 
@@ -61,9 +68,7 @@ def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
     path = abs_path(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
     old = read_state(Path(path), name)
     if old is None:
-        raise StateError(
-            f"no saved state for plan '{name}' at {path}: start it with 'planrun run {req.plan}'"
-        )
+        raise no_saved_state(req, name, path)
     if old.revisions:
         prep = revised_prep(prep, old.revisions, req, path)
     mask = prep.masker(prep.variables) if prep.plan.secrets else None

@@ -251,7 +251,8 @@ def test_errors_come_back_as_tool_errors_with_cli_text(tmp_path: Path) -> None:
     assert all(line.startswith("<inline>:") for line in lines)
     assert missing.is_error and missing.content[0].text == "plan file not found: missing.yaml"
     assert no_status.is_error and "no state for plan 'hello'" in no_status.content[0].text
-    assert no_resume.is_error and "plan_run" in no_resume.content[0].text
+    assert no_resume.is_error and "start it with plan_run" in no_resume.content[0].text
+    assert "planrun run" not in no_resume.content[0].text  # a CLI command means nothing here
     assert no_dir.is_error and no_dir.content[0].text == "no such directory: nowhere"
     # approval is never granted silently
     assert not blocked.is_error

@@ -232,6 +232,7 @@ def test_resume_of_a_plan_that_never_ran_is_a_state_error_not_blocked(run, write
     r = run("resume", "p.yaml")
     assert r.code == 4, r
     assert "no saved state" in r.err
+    assert "start it with 'planrun run p.yaml'" in r.err
     assert_no_traceback(r)
 
 

@@ -1,0 +1,117 @@
+"""`planrun mcp` over stdio: the SDK's transport, plus a ledger of the answers still owed on stdout.
+
+A server leaving on a signal ends with `os._exit` (the SDK reads stdin in a thread nothing can
+interrupt, so the process would not end by itself), and nothing written after that point
+reaches the client. So the tool calls in flight are noted here, and each is crossed off once its
+answer has been written to stdout and flushed: the server leaves when the ones it waits for are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from io import TextIOWrapper
+from typing import Any
+
+import anyio
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+
+class Answers:
+    """The tool calls (by JSON-RPC request id) whose answers have not reached stdout yet."""
+
+    def __init__(self) -> None:
+        self.owed: set[str] = set()
+        self._flushed = asyncio.Event()  # set whenever an answer is crossed off
+
+    @contextlib.contextmanager
+    def call(self, request_id: str) -> Iterator[None]:
+        """Around a tool call: its answer is owed from now on, unless the call is cancelled
+        (a cancelled request is not answered)."""
+        self.owed.add(request_id)
+        try:
+            yield
+        except asyncio.CancelledError:
+            self.settle(request_id)  # not answered, but no longer owed
+            raise
+
+    def settle(self, request_id: str) -> None:
+        """The call is no longer owed: its answer is on stdout, or it was cancelled."""
+        if request_id in self.owed:
+            self.owed.discard(request_id)
+            self._flushed.set()
+
+    async def until_answered(self, ids: set[str], timeout_s: float) -> None:
+        """Wait until every call of `ids` has its answer on stdout, or `timeout_s` passed (a
+        client that stops reading stdout must not keep a stopping server alive)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                while ids & self.owed:
+                    self._flushed.clear()
+                    await self._flushed.wait()
+
+
+class Wire(anyio.AsyncFile[str]):
+    """stdout as the SDK writes it (one JSON-RPC message a line, then a flush), crossing off
+    the answers each flush has delivered."""
+
+    def __init__(self, fp: TextIOWrapper, answers: Answers) -> None:
+        super().__init__(fp)
+        self._answers = answers
+        self._written: list[str] = []  # answers written since the last flush
+
+    async def write(self, b: str) -> int:
+        n = await super().write(b)
+        if self._answers.owed:  # no call in flight: nothing to cross off, nothing to parse
+            self._written += [i for line in b.splitlines() if (i := _answer_id(line))]
+        return n
+
+    async def flush(self) -> None:
+        await super().flush()
+        for request_id in self._written:
+            self._answers.settle(request_id)
+        self._written.clear()
+
+
+def _answer_id(line: str) -> str | None:
+    """The request id of a JSON-RPC response (a result or an error), else None."""
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None
+    if isinstance(msg, dict) and "id" in msg and ("result" in msg or "error" in msg):
+        return str(msg["id"])
+    return None
+
+
+def claim_stdout() -> tuple[TextIOWrapper, Callable[[], None]]:
+    """The protocol's own copy of fd 1, and how to give fd 1 back.
+
+    While serving, fd 1 points at stderr, so a stray print() or a child process that inherited
+    stdout cannot corrupt the protocol stream (what the SDK does when it opens stdout itself).
+    """
+    sys.stdout.flush()
+    wire_fd = os.dup(1)  # not inherited by children (PEP 446)
+    os.dup2(2, 1)
+
+    def give_back() -> None:
+        os.dup2(wire_fd, 1)
+        os.close(wire_fd)
+
+    raw = os.fdopen(wire_fd, "wb", closefd=False)
+    return TextIOWrapper(raw, encoding="utf-8"), give_back
+
+
+async def serve_stdio(server: Server[Any], answers: Answers) -> None:
+    """Serve one client on stdin/stdout until stdin closes, noting the answers as they leave."""
+    out, give_back = claim_stdout()
+    try:
+        async with stdio_server(stdout=Wire(out, answers)) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        give_back()

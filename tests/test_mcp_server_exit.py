@@ -1,0 +1,151 @@
+"""`planrun mcp` stopped by a signal leaves only once its answers are on stdout.
+
+Raw JSON-RPC over the server's pipes, so the test decides when stdout is read: the answer of the
+interrupted call is larger than the pipe, so the server can only finish writing it while the
+client reads, and must not leave before.
+"""
+
+from __future__ import annotations
+
+import array
+import fcntl
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_mcp_server import no_leftover_processes  # noqa: F401 (autouse fixture)
+
+pytestmark = pytest.mark.slow
+
+PAD = 300_000  # characters of one step's result: several times a pipe's capacity
+F_GETPIPE_SZ = 1032  # fcntl command (Linux)
+
+PLAN = """\
+name: big
+steps:
+  - {id: big, tool: echo, args: {value: "${pad}"}}
+  - {id: nap, tool: shell, args: {cmd: 'echo $$ > nap.pid; exec sleep 30'}, depends_on: [big]}
+"""
+
+
+def _call(request_id: int, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": "plan_run", "arguments": arguments},
+    }
+
+
+def _send(pipe: Any, *messages: dict[str, Any]) -> None:
+    pipe.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+    pipe.flush()
+
+
+OPENING = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
+
+
+def _answer(out: bytearray, request_id: int) -> dict[str, Any] | None:
+    """The complete answer to `request_id` among the lines read so far."""
+    for line in out.decode().splitlines(keepends=True):
+        if line.endswith("\n") and (msg := json.loads(line)).get("id") == request_id:
+            return msg
+    return None
+
+
+def _unread(fd: int) -> int:
+    """Bytes waiting in the pipe behind `fd`."""
+    buf = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, buf)
+    return buf[0]
+
+
+def _read_available(fd: int, out: bytearray, wait_s: float) -> bool:
+    """Read what the pipe holds (waiting up to wait_s for something); False at end of file."""
+    ready, _, _ = select.select([fd], [], [], wait_s)
+    if not ready:
+        return True
+    chunk = os.read(fd, 1 << 16)
+    out += chunk
+    return bool(chunk)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pipe capacity and FIONREAD as on Linux")
+def test_sigterm_waits_until_the_interrupted_answer_is_on_stdout(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "mcp"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    fd = proc.stdout.fileno()
+    out = bytearray()
+    try:
+        _send(proc.stdin, *OPENING, _call(2, {"plan": PLAN, "variables": {"pad": "x" * PAD}}))
+        # Keep reading (progress notifications) until the second step is running.
+        pid_file = tmp_path / "nap.pid"
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline, "the run never reached its second step"
+            _read_available(fd, out, 0.05)
+        # Stop reading: the answer (larger than the pipe) can only get out as we read.
+        proc.send_signal(signal.SIGTERM)
+        capacity = fcntl.fcntl(fd, F_GETPIPE_SZ)
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and _unread(fd) < capacity // 2:
+            assert time.monotonic() < deadline, "the server neither wrote its answer nor left"
+            time.sleep(0.01)  # polling the condition above
+        # A slow client: for a second it reads nothing more. The server, its answer stuck in
+        # the full pipe, must still be there (it once left after a fixed 0.2 s).
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=1)
+        while _answer(out, 2) is None and _read_available(fd, out, 30):
+            pass
+        # Still serving until the client hangs up, but starting no new run.
+        _send(proc.stdin, _call(3, {"plan": PLAN, "variables": {"pad": "y"}}))
+        while _answer(out, 3) is None and _read_available(fd, out, 30):
+            pass
+        proc.stdin.close()  # hang up: the server leaves now
+        while _read_available(fd, out, 30):
+            pass
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+    refused = _answer(out, 3)
+    assert refused is not None and refused["result"]["isError"]
+    assert "stopping" in refused["result"]["content"][0]["text"]
+    answer = _answer(out, 2)
+    assert answer is not None, "the interrupted call got no answer"
+    doc = answer["result"]["structuredContent"]
+    assert doc["status"] == "interrupted"
+    steps = {s["id"]: s for s in doc["steps"]}
+    assert steps["big"]["result"] == "x" * PAD
+    assert steps["nap"]["status"] == "interrupted"
+    assert code == 130  # interrupted, as `planrun run` stopped by a signal
