@@ -34,8 +34,6 @@ async def attempt(
     Cancellation, KeyboardInterrupt and RunStopped (a sub-plan stopping the whole run) go
     through: they stop the run, not just this step.
     """
-    if step.resources:
-        ctx.services = {**ctx.services, "resources": step.resources}
     try:
         if timeout:
             async with asyncio.timeout(timeout):
@@ -78,5 +76,6 @@ def tool_context(
         timeout=step.timeout if step.timeout is not None else default_timeout,
         on_output=on_output,
         services=settings.services,
+        resources=step.resources,
         parent=settings.parent,
     )

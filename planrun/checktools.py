@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
 from planrun.expressions import resolve
 from planrun.model import Plan
 from planrun.tools.base import ToolFailed
 from planrun.validate import CheckedPlan, did_you_mean
+
+if TYPE_CHECKING:
+    from planrun.mcp_client import ServerPool
 
 
 def _has_template(value: Any) -> bool:
@@ -25,7 +28,12 @@ def _has_template(value: Any) -> bool:
 
 
 async def check_tools(
-    plan: Plan, doc: Any, pool: Any, *, unreachable_is_error: bool, selected: set[str] | None = None
+    plan: Plan,
+    doc: Any,
+    pool: ServerPool,
+    *,
+    unreachable_is_error: bool,
+    selected: set[str] | None = None,
 ) -> list[Diagnostic]:
     """Diagnostics for every `SERVER.TOOL` step; servers are asked concurrently."""
     used: dict[str, list[int]] = {}
@@ -109,7 +117,7 @@ def server_entries(plan: Plan, variables: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def make_pool(plan: Plan, variables: dict[str, Any], cwd: str) -> Any:
+def make_pool(plan: Plan, variables: dict[str, Any], cwd: str) -> ServerPool:
     """The run's MCP server pool (servers start when first used)."""
     from planrun.mcp_client import ServerPool
 

@@ -26,15 +26,18 @@ from planrun.parent import (
 from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import OpenedState, attach_reporters, open_state, started_event
 from planrun.runstate import decide_resume
-from planrun.tools.base import ToolCaller, ToolFn
+from planrun.tools.base import Services, ToolCaller, ToolFn
 
 if TYPE_CHECKING:
     from planrun.executors.base import Executor
     from planrun.executors.local import LocalExecutor
+    from planrun.mcp_client import ServerPool
     from planrun.state import StateStore
 
 
-async def _check_mcp_tools(plan: Plan, prep: Prepared, pool: Any, notice: Notice | None) -> None:
+async def _check_mcp_tools(
+    plan: Plan, prep: Prepared, pool: ServerPool, notice: Notice | None
+) -> None:
     """Before the first step: every SERVER.TOOL exists and its literal arguments fit."""
     from planrun.checktools import check_tools
 
@@ -154,7 +157,7 @@ async def launch(
     prep, opened = open_state(req, prep) if call is None else (prep, OpenedState(None))
     plan, store = prep.plan, opened.store
     attached = _attach(req, prep, store, call)
-    pool = None
+    pool: ServerPool | None = None
     cache = None
     # A sub-plan uses its parent's executor; a top-level run starts (and closes) its own.
     own: Executor | None = None
@@ -164,13 +167,11 @@ async def launch(
     else:
         executor = local = LocalExecutor(plan_tool)
     try:
-        # dotenv: sent along with the steps that run elsewhere (the Dask executor)
-        services: dict[str, Any] = {"notice": attached.notice, "dotenv": prep.dotenv}
         try:
             if plan.servers:
                 from planrun.checktools import make_pool
 
-                pool = services["mcp"] = make_pool(plan, prep.variables, req.cwd)
+                pool = make_pool(plan, prep.variables, req.cwd)
                 await _check_mcp_tools(plan, prep, pool, attached.notice)
             if local is not None:
                 executor = own = _make_executor(req, plan, local)
@@ -182,6 +183,7 @@ async def launch(
 
             return stopped_while_starting(prep, attached.bus, opened.previous is not None)
         here = _context(req, plan, attached, executor, call)
+        services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
 
@@ -208,7 +210,7 @@ async def _schedule(
     opened: OpenedState,
     attached: Attached,
     here: ParentContext,
-    services: dict[str, Any],
+    services: Services,
     call: SubPlanCall | None,
     cache: Any = None,
 ) -> Finished:

@@ -23,6 +23,7 @@ from planrun.status import Reason
 
 if TYPE_CHECKING:
     from planrun.request import RunRequest
+    from planrun.tools.base import Services
 
 
 class PlannerError(Exception):
@@ -45,7 +46,7 @@ def apply_revisions(plan: Plan, revisions: list[dict[str, Any]]) -> Plan:
 def make_replanner(
     plan: Plan,
     req: RunRequest,
-    services: dict[str, Any],
+    services: Services,
     mask: Callable[[Any], Any] | None = None,
 ) -> Replanner:
     """The scheduler's replan hook for this run's planner source."""
@@ -62,7 +63,7 @@ def make_replanner(
 
     async def ask(context: dict[str, Any]) -> Any:
         if source.get("tool"):
-            pool = services.get("mcp")
+            pool = services.mcp
             server, name = str(source["tool"]).split(".", 1)
             if pool is None:
                 raise PlannerError(
@@ -75,7 +76,7 @@ def make_replanner(
         return await _run_command(source["command"], context, cwd, float(source["timeout"]))
 
     async def replan(request: ReplanRequest) -> Revision | ReplanStop:
-        return await _replan(request, ask, services.get("notice"), mask)
+        return await _replan(request, ask, services.notice, mask)
 
     return replan
 

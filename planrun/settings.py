@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planrun.runtree import Budget, Slots
-from planrun.tools.base import ParentContext
+from planrun.tools.base import ParentContext, Services
 
 if TYPE_CHECKING:  # the cache package is imported only by runs that use it
     from planrun.cache.session import CacheSession
@@ -22,7 +22,7 @@ class RunSettings:
     cwd: str = "."
     env: dict[str, str] = field(default_factory=dict)
     ask: Callable[[str], Awaitable[bool]] | None = None  # approval prompt at a TTY
-    services: dict[str, Any] = field(default_factory=dict)
+    services: Services = field(default_factory=Services)  # the MCP pool, notices, dotenv
     mask: Callable[[Any], Any] | None = None  # secrets -> *** (for fingerprints and results)
     slots: Slots | None = None  # shared with sub-plans: at most `-j` steps of the tree at once
     budget: Budget | None = None  # this plan's limits, charged with every enclosing plan's

@@ -479,7 +479,7 @@ def test_resources_route_steps_to_the_worker_that_has_them(
             for _ in range(3):
                 result = await ex.call("shell", {"cmd": "echo $PPID"}, ctx, resources={"cpu": 2})
                 assert int(result["stdout"]) == pids[with_cpu[0]]
-            ctx.services = {"resources": {"cpu": 1}}  # how the scheduler passes a step's resources
+            ctx.resources = {"cpu": 1}  # how the scheduler passes a step's resources
             result = await ex.call("shell", {"cmd": "echo $PPID"}, ctx)
             assert int(result["stdout"]) == pids[with_cpu[0]]
             with pytest.raises(ToolFailed, match="no Dask worker offers the resources"):

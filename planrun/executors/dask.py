@@ -133,8 +133,8 @@ class DaskExecutor:
             return await self._local.call(tool, args, ctx)
         key = f"planrun-{ctx.step_id}-{uuid.uuid4().hex}"
         request, fn = self._request(tool, args, ctx)
-        # The scheduler passes a step's `resources` in ctx.services; a direct caller may pass it.
-        resources = resources or ctx.services.get("resources") or None
+        # The scheduler passes a step's `resources` in ctx; a direct caller may pass it.
+        resources = resources or ctx.resources or None
         if resources:
             await self._check_resources(ctx.step_id, resources)
         self._attempts[key] = []
@@ -307,7 +307,7 @@ def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dic
     cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
     # The plan's dotenv values (where planrun's own environment does not win), then the
     # step's own `env` as text: both merged over the worker's environment there.
-    dotenv = ctx.services.get("dotenv") or {}
+    dotenv = ctx.services.dotenv
     added = {str(k): str(v) for k, v in dotenv.items() if k not in os.environ}
     env_set = {**added, **_env(env, {})}
     env_unset = [str(k) for k, v in env.items() if v is None] if isinstance(env, dict) else []

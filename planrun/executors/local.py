@@ -26,7 +26,7 @@ class LocalExecutor:
         if tool == "plan" and self.plan_tool is not None:
             return await self.plan_tool(args, ctx)
         if "." in tool:
-            pool = ctx.services.get("mcp")
+            pool = ctx.services.mcp
             server, name = tool.split(".", 1)
             if pool is None:
                 raise ToolFailed(f"MCP server '{server}' is not configured")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,6 +31,23 @@ OutputCallback = Callable[[str, str], None]
 """Called with (stream, line) for each line a tool prints, for `--stream` output."""
 
 
+class ToolPool(Protocol):
+    """The plan's MCP servers, as a step calls their tools (planrun.mcp_client.ServerPool)."""
+
+    async def call(
+        self, server: str, tool: str, args: dict[str, Any], *, timeout: float | None = None
+    ) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Services:
+    """What a run lends the tools of all its steps, besides each step's own context."""
+
+    mcp: ToolPool | None = None  # the plan's MCP servers; None when it names none
+    notice: Notice | None = None  # the console's notice line
+    dotenv: Mapping[str, str] = field(default_factory=dict)  # sent with steps run elsewhere (Dask)
+
+
 @dataclass
 class ToolContext:
     """What a tool may know about the run it is part of."""
@@ -40,7 +57,8 @@ class ToolContext:
     env: dict[str, str]  # the process environment (read-only by convention)
     timeout: float | None = None  # the step timeout in seconds, for tools that enforce it remotely
     on_output: OutputCallback | None = None
-    services: dict[str, Any] = field(default_factory=dict)  # e.g. "mcp": the server pool
+    services: Services = field(default_factory=Services)
+    resources: dict[str, float] | None = None  # the step's `resources`, for the Dask executor
     output: str | None = None  # what an in-process tool printed, shown as the step's output
     parent: ParentContext | None = None  # the run this step is part of, for a `plan` step
 
