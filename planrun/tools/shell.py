@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from planrun.tools import check_args, type_name
-from planrun.tools.base import ToolContext, ToolFailed
-from planrun.tools.cmdoutput import collect_output, output_sinks
+from planrun.tools.base import OutputCallback, ToolContext, ToolFailed
+from planrun.tools.cmdoutput import CappedOutput, collect_output, output_sinks
+from planrun.tools.spawned import SpawnedChild, pidfd_supported, spawn_child
 
 _OPTIONAL = ("cwd", "env", "stdin", "check")
 _GRACE_S = 0.5  # between SIGTERM and SIGKILL when a step is cancelled
 _TAIL_LINES = 20
-_CHUNK = 65536
 
 LIVE_GROUPS: set[int] = set()
 """Process groups of running commands: what a second Ctrl-C kills before planrun exits."""
@@ -80,15 +80,16 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     cwd, stdin, check = parsed.cwd, parsed.stdin, parsed.check
     data = stdin.encode() if stdin is not None else None
 
-    proc = await _spawn(argv, cwd, env, data is not None)
-    LIVE_GROUPS.add(proc.pid)
     plan = ctx.parent.plan if ctx.parent is not None else "plan"
     sinks = output_sinks(ctx.cwd, plan, ctx.step_id, ctx.env)  # bounded memory, see cmdoutput
+    proc = await _spawn(argv, cwd, env, data is not None, sinks, ctx.on_output)
+    LIVE_GROUPS.add(proc.pid)
     try:
-        out, err = await collect_output(proc, data, ctx.on_output, sinks)
-        close = getattr(proc, "close", None)  # the fast path's pipes (asyncio's close themselves)
-        if close is not None:
-            close()
+        if isinstance(proc, asyncio.subprocess.Process):
+            out, err = await collect_output(proc, data, ctx.on_output, sinks)
+        else:
+            out, err = await proc.collect(data)
+            proc.close()
     except BaseException:
         # Cancellation is how timeouts, abort and Ctrl-C reach a step: nothing may outlive it.
         await _kill_group(proc)
@@ -163,138 +164,23 @@ def _env(extra: Any, base: dict[str, str]) -> dict[str, str]:
     return env
 
 
-class _SpawnedProcess:
-    """The part of asyncio's Process that this tool uses, for a child started by posix_spawn
-    and watched through a pidfd: no fork of this (large) process, no watcher thread."""
-
-    def __init__(self, pid: int, pidfd: int) -> None:
-        self.pid = pid
-        self.returncode: int | None = None
-        self.stdin: asyncio.StreamWriter | None = None
-        self.stdout: asyncio.StreamReader | None = None
-        self.stderr: asyncio.StreamReader | None = None
-        self._transports: list[asyncio.BaseTransport] = []
-        loop = asyncio.get_running_loop()
-        self._exited: asyncio.Future[None] = loop.create_future()
-        self._pidfd = pidfd
-        loop.add_reader(pidfd, self._on_exit, loop)
-        self._transport = self  # _kill_group closes the pipes through this
-
-    def _on_exit(self, loop: asyncio.AbstractEventLoop) -> None:
-        loop.remove_reader(self._pidfd)
-        os.close(self._pidfd)
-        _, status = os.waitpid(self.pid, 0)
-        self.returncode = os.waitstatus_to_exitcode(status)
-        if not self._exited.done():
-            self._exited.set_result(None)
-
-    async def connect(self, out_r: int, err_r: int, in_w: int | None) -> None:
-        loop = asyncio.get_running_loop()
-        for fd, name in ((out_r, "stdout"), (err_r, "stderr")):
-            reader = asyncio.StreamReader(limit=_CHUNK)
-
-            def reading(r: asyncio.StreamReader = reader) -> asyncio.StreamReaderProtocol:
-                return asyncio.StreamReaderProtocol(r)
-
-            transport, _ = await loop.connect_read_pipe(reading, os.fdopen(fd, "rb", 0))
-            self._transports.append(transport)
-            setattr(self, name, reader)
-        if in_w is not None:
-
-            def protocol() -> asyncio.StreamReaderProtocol:
-                return asyncio.StreamReaderProtocol(asyncio.StreamReader())
-
-            wt, wp = await loop.connect_write_pipe(protocol, os.fdopen(in_w, "wb", 0))
-            self._transports.append(wt)
-            self.stdin = asyncio.StreamWriter(wt, wp, None, loop)
-
-    async def wait(self) -> int:
-        await asyncio.shield(self._exited)
-        assert self.returncode is not None
-        return self.returncode
-
-    async def communicate(self, data: bytes | None) -> tuple[bytes, bytes]:
-        async def feed() -> None:
-            if self.stdin is None:
-                return
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                if data:
-                    self.stdin.write(data)
-                    await self.stdin.drain()
-                self.stdin.close()
-
-        assert self.stdout is not None and self.stderr is not None
-        _, out, err = await asyncio.gather(feed(), self.stdout.read(), self.stderr.read())
-        await self.wait()
-        self.close()
-        return out, err
-
-    def close(self) -> None:
-        for t in self._transports:
-            t.close()
+_FAST_SPAWN = hasattr(os, "posix_spawn")
 
 
-def _spawn_fast(
-    argv: list[str], cwd: str, env: dict[str, str], with_stdin: bool
-) -> tuple[int, int, int, int | None] | None:
-    """posix_spawn the command (pid, stdout, stderr, stdin fds), or None where it cannot be used.
-
-    posix_spawn has no chdir, so only commands run in planrun's own directory take this path;
-    os.pipe() fds are close-on-exec, so the child gets exactly its three standard streams.
-    """
-    if not _FAST_SPAWN or not os.path.isabs(argv[0]) or cwd != os.getcwd():
-        return None
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    in_r, in_w = os.pipe() if with_stdin else (None, None)
-    actions: list[tuple[Any, ...]] = [
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
-        (os.POSIX_SPAWN_DUP2, err_w, 2),
-        (os.POSIX_SPAWN_DUP2, in_r, 0)
-        if in_r is not None
-        else (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-    ]
+async def _spawn(
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    with_stdin: bool,
+    sinks: tuple[CappedOutput, CappedOutput],
+    on_output: OutputCallback | None,
+) -> Any:
+    """The started command: a SpawnedChild (posix_spawn, for a command run in planrun's own
+    directory, which posix_spawn cannot change) or asyncio's Process."""
     try:
-        pid = os.posix_spawn(
-            argv[0],
-            argv,
-            env,
-            file_actions=actions,
-            setsid=True,  # own process group
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
-            setsigmask=(),  # as subprocess does
-        )
-    except BaseException:
-        for fd in (out_r, err_r, in_w):
-            if fd is not None:
-                os.close(fd)
-        raise
-    finally:
-        for fd in (out_w, err_w, in_r):
-            if fd is not None:
-                os.close(fd)
-    return pid, out_r, err_r, in_w
-
-
-_FAST_SPAWN = hasattr(os, "posix_spawn") and hasattr(os, "pidfd_open")
-
-
-async def _spawn(argv: list[str], cwd: str, env: dict[str, str], with_stdin: bool) -> Any:
-    try:
-        fast = _spawn_fast(argv, cwd, env, with_stdin)
-        if fast is not None:
-            pid, out_r, err_r, in_w = fast
-            try:
-                proc = _SpawnedProcess(pid, os.pidfd_open(pid))
-            except OSError:  # no pidfd support in this kernel: reap it and go the usual way
-                for fd in (out_r, err_r, in_w):
-                    if fd is not None:
-                        os.close(fd)
-                os.waitpid(pid, 0)
-                globals()["_FAST_SPAWN"] = False
-            else:
-                await proc.connect(out_r, err_r, in_w)
-                return proc
+        fast = _FAST_SPAWN and os.path.isabs(argv[0]) and cwd == os.getcwd()
+        if fast and pidfd_supported():
+            return SpawnedChild(spawn_child(argv, env, with_stdin), sinks, on_output)
         return await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
