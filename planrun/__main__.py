@@ -11,6 +11,13 @@ def main() -> None:
 
     _signal.signal(_signal.SIGINT, quiet_exit)
     _signal.signal(_signal.SIGTERM, quiet_exit)
+    import sys
+
+    from planrun.quickhelp import stored_output
+
+    text = stored_output(sys.argv[1:])
+    if text is not None:  # `--help` or `--version`, as click prints it, without click
+        _print_and_exit(text)
     from planrun.interrupts import install_quiet_exit
 
     install_quiet_exit()  # the same, and also ending the commands of a run, if any
@@ -18,6 +25,19 @@ def main() -> None:
 
     # One program name however it is started: usage lines and shell completion.
     cli(prog_name="planrun")
+
+
+def _print_and_exit(text: str) -> None:
+    import sys
+
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `planrun --help | head -1`: as click, exit 1 and say nothing
+        import os
+
+        os._exit(1)
+    sys.exit(0)
 
 
 if __name__ == "__main__":
