@@ -1,4 +1,5 @@
-"""Text shown in one line: the first line of an error or a description, cut to a width; a value's kind."""
+"""Text shown in one line: the first line of an error or a description, cut to a width; a value's
+kind; a duration."""
 
 from __future__ import annotations
 
@@ -28,3 +29,19 @@ def kind_of(value: object) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return f"a {type(value).__name__}"
+
+
+def format_duration(seconds: object) -> str:
+    """A duration as planrun shows it everywhere (console, live view, status, report, JUnit):
+    0.42s, 12.3s, 2m03s, 1h02m; "-" when unknown (None, or not a number)."""
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        return "-"
+    if seconds < 10:
+        return f"{seconds:.2f}s"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"

@@ -315,7 +315,7 @@ def test_console_plain_lines_have_timestamps_and_symbols() -> None:
     assert re.search(rf"^{TS} ▶ test started \[shell\] \(attempt 2\)$", out, re.M)
     assert re.search(rf"^{TS} ✓ build succeeded \(0\.52s\)$", out, re.M)
     assert re.search(
-        rf"^{TS} ↻ test retrying in 1\.0s \(attempt 1 failed: command exited with code 1\)$",
+        rf"^{TS} ↻ test retrying in 1\.00s \(attempt 1 failed: command exited with code 1\)$",
         out,
         re.M,
     )
@@ -398,7 +398,7 @@ def test_console_summary_shows_a_run_error_no_step_explains() -> None:
             ),
         ]
     )
-    assert out.endswith("run failed (no_plan): 0 steps in ?s\n  the planner returned nothing\n")
+    assert out.endswith("run failed (no_plan): 0 steps\n  the planner returned nothing\n")
 
 
 def test_console_interrupted_run_prints_resume_hint() -> None:

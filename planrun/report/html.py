@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planrun.report.model import RunReport, StepRow, base_id
-from planrun.state import format_duration
+from planrun.text import format_duration
 
 LABEL_W = 300  # the step names left of the chart
 CHART_W = 800

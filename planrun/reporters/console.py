@@ -19,7 +19,6 @@ from planrun.events import Event
 from planrun.reporters.lines import (
     _TERMINAL,
     SHOWN_EVENTS,
-    _duration,
     _failure_body,
     _isatty,
     diff_words,
@@ -32,7 +31,7 @@ from planrun.reporters.lines import (
 from planrun.reporters.live import LiveData, LiveView, Raw, render_live
 from planrun.reporters.termsafe import terminal_safe
 from planrun.status import Status
-from planrun.text import first_line
+from planrun.text import first_line, format_duration
 
 
 class ConsoleReporter:
@@ -316,7 +315,7 @@ class ConsoleReporter:
         if self.quiet:
             return
         delay = data.get("delay_s")
-        wait = f" in {delay:.1f}s" if isinstance(delay, int | float) else ""
+        wait = f" in {format_duration(delay)}" if isinstance(delay, int | float) else ""
         why = f"attempt {data.get('attempt', '?')} failed: {first_line(data.get('error'))}"
         self._write(self._line(event.ts, "retry", f"{self._name(event)} retrying{wait} ({why})"))
 
@@ -326,7 +325,9 @@ class ConsoleReporter:
         if self.quiet:
             return
         text = self._line(
-            event.ts, "ok", f"{self._name(event)} succeeded ({_duration(data.get('duration_s'))})"
+            event.ts,
+            "ok",
+            f"{self._name(event)} succeeded ({format_duration(data.get('duration_s'))})",
         )
         output = data.get("output")
         if output and not self.stream_output:
@@ -372,7 +373,7 @@ class ConsoleReporter:
     def _step_interrupted(self, event: Event) -> None:
         self._set_status(event, "interrupted")
         if not self.quiet:
-            took = _duration(event.data.get("duration_s"))
+            took = format_duration(event.data.get("duration_s"))
             self._write(
                 self._line(event.ts, "stop", f"{self._name(event)} interrupted after {took}")
             )
@@ -440,7 +441,9 @@ class ConsoleReporter:
         text = f"{head}: {total} step{'s' if total != 1 else ''}"
         if parts:
             text += f" ({', '.join(parts)})"
-        text += f" in {_duration(data.get('duration_s'))}"
+        took = data.get("duration_s")
+        if isinstance(took, int | float):  # unknown: no "in -"
+            text += f" in {format_duration(took)}"
         if self._instances:  # foreach instances, counted apart from the steps they belong to
             n = len(self._instances)
             failed = sum(1 for s in self._instances.values() if s == "failed")

@@ -30,6 +30,7 @@ from pathlib import Path
 from planrun.events import Event
 from planrun.instances import group_instances
 from planrun.reporters.failures import report_failed
+from planrun.text import format_duration
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -221,7 +222,7 @@ def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, i
         ET.SubElement(
             tc,
             "error",
-            message=f"interrupted after {case.duration_s:.2f}s: {stopped}",
+            message=f"interrupted after {format_duration(case.duration_s)}: {stopped}",
             type="interrupted",
         )
     elif status == "running":

@@ -64,18 +64,6 @@ SHOWN_EVENTS = (
 )
 
 
-def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, int | float):
-        return "?s"
-    if seconds < 60:
-        return f"{seconds:.2f}s"
-    minutes, secs = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{int(minutes)}m{secs:04.1f}s"
-    hours, minutes = divmod(int(minutes), 60)
-    return f"{hours}h{minutes:02d}m{int(secs):02d}s"
-
-
 def _failure_body(output: str | None, detail: str | None) -> str:
     """A failed step's output and its detail, without printing the stderr tail twice.
 

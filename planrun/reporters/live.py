@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from planrun.reporters.lines import _duration
+from planrun.text import format_duration
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def render_live(data: LiveData, height: int) -> Any:
         ProgressBar(total=total or 1, completed=data.done, width=30),
         Text(f"{data.done}/{total}", style="bold"),
         counts_text(data.statuses),
-        Text(_duration(now - data.run_ts) if data.run_ts else "", style="dim"),
+        Text(format_duration(now - data.run_ts) if data.run_ts else "", style="dim"),
     )
     running = data.running
     rows = Table.grid(padding=(0, 2))
@@ -49,7 +49,7 @@ def render_live(data: LiveData, height: int) -> Any:
             Text(title[:60] if title.casefold() != step_id.casefold() else ""),
             Text(data.tools.get(step_id, ""), style="dim"),
             Text(f"attempt {attempt}" if attempt > 1 else ""),
-            Text(_duration(now - started)),
+            Text(format_duration(now - started)),
         )
     parts: list[Any] = [header, rows] if shown else [header]
     if len(running) > len(shown):

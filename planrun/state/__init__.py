@@ -19,7 +19,7 @@ the snapshot at run start, when it grows past the snapshot's size, and at `close
 from planrun.state.journal import mark_abandoned, read_state
 from planrun.state.model import STATE_VERSION, RunState, StepState, _iso_ts, default_state_path
 from planrun.state.store import StateStore
-from planrun.state.view import format_duration, render_status_text, status_document
+from planrun.state.view import render_status_text, status_document
 
 __all__ = [
     "STATE_VERSION",
@@ -28,7 +28,6 @@ __all__ = [
     "StepState",
     "_iso_ts",
     "default_state_path",
-    "format_duration",
     "mark_abandoned",
     "read_state",
     "render_status_text",

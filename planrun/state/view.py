@@ -6,7 +6,7 @@ from typing import Any
 
 from planrun.instances import group_instances
 from planrun.state.model import RunState, StepState
-from planrun.text import first_line
+from planrun.text import first_line, format_duration
 
 # --------------------------------------------------------------------- reports
 
@@ -44,21 +44,6 @@ def _in_tree_order(steps: dict[str, StepState]) -> list[tuple[str, StepState]]:
     from planrun.substeps import tree_order
 
     return [(sid, steps[sid]) for sid in group_instances(tree_order(steps))]
-
-
-def format_duration(seconds: float | None) -> str:
-    """0.42s, 12.3s, 2m03s, 1h02m; "-" when unknown."""
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{seconds:.2f}s"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def render_status_text(state: RunState) -> str:
