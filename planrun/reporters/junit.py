@@ -131,7 +131,9 @@ class JUnitReporter:
             case.attempts = data.get("attempt", case.attempts + 1)
         elif name == "step.retrying":
             delay = data.get("delay_s")
-            wait = f", retrying in {delay:g}s" if isinstance(delay, int | float) else ""
+            wait = (
+                f", retrying in {format_duration(delay)}" if isinstance(delay, int | float) else ""
+            )
             case.notes.append(f"attempt {data.get('attempt')} failed: {data.get('error')}{wait}")
         elif name in ("step.succeeded", "step.failed", "step.interrupted"):
             case.status = data.get("status") or name.removeprefix("step.")
