@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from planrun.model import Step
+from planrun.plan import Step
 from planrun.runtree import RunStopped
 from planrun.settings import RunSettings
 from planrun.tools.base import ToolCaller, ToolContext, ToolFailed

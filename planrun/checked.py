@@ -1,4 +1,4 @@
-"""A plan as validation leaves it: the model (when the schema check passed) and every diagnostic."""
+"""A plan as validation leaves it: the runtime plan (when the schema check passed) and every diagnostic."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from planrun.errors import Diagnostic
 
 if TYPE_CHECKING:
     from planrun.loader import Document
-    from planrun.model import Plan
+    from planrun.plan import Plan
 
 
 @dataclass

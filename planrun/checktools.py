@@ -7,11 +7,12 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, Any
 
+from planrun.checked import CheckedPlan
 from planrun.errors import Diagnostic
 from planrun.expressions import resolve
-from planrun.model import Plan
+from planrun.plan import Plan
+from planrun.suggest import did_you_mean
 from planrun.tools.base import ToolFailed
-from planrun.validate import CheckedPlan, did_you_mean
 
 if TYPE_CHECKING:
     from planrun.mcp_client import ServerPool
@@ -109,7 +110,11 @@ def server_entries(plan: Plan, variables: dict[str, Any]) -> dict[str, Any]:
     scope = {**variables, "env": dict(os.environ)}
     return {
         n: resolve(
-            e.model_dump(exclude_none=True, exclude_defaults=True, exclude={"connect_timeout"}),
+            {
+                k: v
+                for k, v in e.to_dict(exclude_defaults=True).items()
+                if v is not None and k != "connect_timeout"
+            },
             scope,
             path=("servers", n),
         )

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from planrun.expressions import Expr, ExpressionError, parse_expr, parse_template
-from planrun.model import Plan, Step
+from planrun.plan import Plan, Step
 
 # What a condition may read of a failed or skipped step to react to it.
 OUTCOME_FIELDS = frozenset({"status", "error"})

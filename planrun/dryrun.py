@@ -9,7 +9,7 @@ from typing import Any
 from planrun.expressions import Expr, ExpressionError, parse_template, shell_args, to_text
 from planrun.fanout import FanOutError, bindings, elements, instance_id, loop_names
 from planrun.graph import PlanGraph
-from planrun.model import Plan, Step
+from planrun.plan import Plan, Step
 
 
 def dry_run_document(

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from planrun.expressions import ExpressionError, parse_template, resolve
 from planrun.instances import grouped, instance_id, parent_of
-from planrun.model import Step
+from planrun.plan import Step, replace
 from planrun.text import kind_of
 
 DEFAULT_AS = "item"
@@ -137,14 +137,7 @@ def bindings(step: Step, element: Any, n: int) -> dict[str, Any]:
 def instance_step(step: Step, n: int) -> Step:
     """Instance `n` of a foreach step: the same step under the id `ID[N]`, binding nothing
     itself (the step binds the list of all results)."""
-    return step.model_copy(
-        update={
-            "id": instance_id(step.id, n),
-            "foreach": None,
-            "as_": None,
-            "result_variable": None,
-        }
-    )
+    return replace(step, id=instance_id(step.id, n), foreach=None, as_=None, result_variable=None)
 
 
 @dataclass(frozen=True)

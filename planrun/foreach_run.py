@@ -25,7 +25,7 @@ from planrun.fanout import (
 )
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
-from planrun.model import Plan, Step
+from planrun.plan import Plan, Step
 from planrun.resume import ResumePlan, Seen, kept_record, why_run_again
 from planrun.scope import StepRecord
 from planrun.status import Status

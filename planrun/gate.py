@@ -12,8 +12,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from planrun.model import Plan, Policy
 from planrun.parent import STEP_SEPARATOR, SUB_PLAN_TOOL, merge_policy
+from planrun.plan import Plan, Policy, replace
 
 MAX_DEPTH = 32  # sub-plans within sub-plans looked into up front; deeper ones are checked later
 
@@ -104,7 +104,7 @@ def _literal_sub_plan(
     sub = loaded[key]
     if sub is None:
         return None
-    return sub.model_copy(update={"policy": merge_policy(policy, sub.policy)}), full
+    return replace(sub, policy=merge_policy(policy, sub.policy)), full
 
 
 def _computed(value: Any) -> bool:

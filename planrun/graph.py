@@ -11,7 +11,7 @@ from typing import Any
 
 from planrun.conditions import when_source
 from planrun.expressions import ExpressionError, parse_template, template_strings
-from planrun.model import Step
+from planrun.plan import Step
 from planrun.status import Status
 
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from planrun.cache import step_cached
 from planrun.errors import PlanInvalid, UsageError
 from planrun.events import Event, EventBus
-from planrun.model import Plan
 from planrun.parent import (
     Budget,
     MaskChain,
@@ -23,6 +22,7 @@ from planrun.parent import (
     SubPlanCall,
     forward_steps,
 )
+from planrun.plan import Plan
 from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import OpenedState, attach_reporters, open_state, started_event
 from planrun.runstate import decide_resume

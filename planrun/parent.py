@@ -29,7 +29,7 @@ from planrun.tools.base import ParentContext
 
 if TYPE_CHECKING:
     from planrun.checked import CheckedPlan
-    from planrun.model import Plan, Policy
+    from planrun.plan import Plan, Policy
 
 __all__ = [
     "STEP_SEPARATOR",
@@ -51,7 +51,7 @@ __all__ = [
 def merge_policy(outer: Policy, own: Policy) -> Policy:
     """The parent's policy on top of the child's: a deny in either denies, and a
     require_approval pattern from either applies."""
-    from planrun.model import Policy
+    from planrun.plan import Policy
 
     def union(a: list[str], b: list[str]) -> list[str]:
         return list(dict.fromkeys([*a, *b]))

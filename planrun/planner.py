@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from planrun.model import Plan
+from planrun.plan import Plan
 from planrun.scope import StepRecord
 from planrun.status import COMPLETED, Reason, Status
 

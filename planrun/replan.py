@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import PlanInvalid
-from planrun.model import Plan, Step
+from planrun.plan import Plan, Step, replace
 from planrun.planner import Replanner, ReplanRequest, ReplanStop, Revision
 from planrun.status import Reason
 
@@ -32,15 +32,19 @@ class PlannerError(Exception):
 
 def step_dict(step: Step) -> dict[str, Any]:
     """A step as it would be written in a plan file."""
-    return step.model_dump(mode="json", exclude_defaults=True)
+    return step.to_dict(exclude_defaults=True)
 
 
 def apply_revisions(plan: Plan, revisions: list[dict[str, Any]]) -> Plan:
-    """The plan as its last stored revision left it (each revision stores the full step list)."""
+    """The plan as its last stored revision left it (each revision stores the full step list).
+
+    The stored steps are validated again (pydantic, imported only here: a rare path)."""
     if not revisions:
         return plan
-    steps = [Step.model_validate(s) for s in revisions[-1]["steps"]]
-    return plan.model_copy(update={"steps": steps})
+    from planrun import model
+
+    steps = [model.runtime_step(model.Step.model_validate(s)) for s in revisions[-1]["steps"]]
+    return replace(plan, steps=steps)
 
 
 def make_replanner(
@@ -199,7 +203,7 @@ def planner_context(
     plan = request.plan
     return {
         "goal": plan.goal,
-        "plan": plan.model_dump(mode="json", exclude_defaults=True) | {"name": plan.name or ""},
+        "plan": plan.to_dict(exclude_defaults=True) | {"name": plan.name or ""},
         "failed_step": step_dict(steps[request.failures[0].step_id]),
         "error": error,
         "failures": [
@@ -221,7 +225,7 @@ def _check_revision(
 
     plan = request.plan
     kept = [step_dict(steps[sid]) for sid in request.completed]
-    candidate = plan.model_dump(mode="json", exclude_defaults=True)
+    candidate = plan.to_dict(exclude_defaults=True)
     candidate.update({"name": plan.name or "", "steps": kept + new_raw})
     candidate.pop("id", None)
     label = f"<revision {len(request.revisions) + number}>"
@@ -235,7 +239,7 @@ def _check_revision(
     if errors or checked is None or checked.plan is None:
         text = "; ".join(d.message + (f" ({d.hint})" if d.hint else "") for d in errors)
         return None, text or "invalid revision"
-    return plan.model_copy(update={"steps": checked.plan.steps}), ""
+    return replace(plan, steps=checked.plan.steps), ""
 
 
 def plan_diff(plan: Plan, completed: list[str], new_steps: list[Step]) -> dict[str, list[str]]:

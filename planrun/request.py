@@ -8,13 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from planrun.checked import CheckedPlan
 from planrun.errors import ExitCode
 from planrun.events import Event
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
-from planrun.model import Plan
+from planrun.plan import Plan
 from planrun.status import Status
-from planrun.validate import CheckedPlan
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 
 from planrun.expressions import ExpressionError
 from planrun.graph import PlanGraph, data_sources
-from planrun.model import Step
+from planrun.plan import Step
 from planrun.scope import Scope, StepRecord, step_args, step_condition
 from planrun.status import Status
 

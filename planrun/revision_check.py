@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from planrun.errors import PlanInvalid, StateError
-from planrun.model import Plan
+from planrun.plan import Plan, replace
 
 
 def checked_revision(
@@ -44,7 +44,7 @@ def checked_revision(
     from planrun.loader import load_text
     from planrun.validate import check_document
 
-    candidate = plan.model_dump(mode="json", exclude_defaults=True)
+    candidate = plan.to_dict(exclude_defaults=True)
     candidate.pop("id", None)
     candidate.update({"name": name, "steps": steps})
     label = f"<revision {len(revisions)} in {state_path}>"
@@ -63,7 +63,7 @@ def checked_revision(
     # A revision cannot lift an approval gate: a step the plan gates stays gated under its id.
     gated = {s.id for s in plan.steps if plan.needs_approval(s)}
     steps = [
-        s.model_copy(update={"approval": True}) if s.id in gated and not s.approval else s
+        replace(s, approval=True) if s.id in gated and not s.approval else s
         for s in checked.plan.steps
     ]
-    return plan.model_copy(update={"steps": steps})
+    return replace(plan, steps=steps)

@@ -11,13 +11,13 @@ import asyncio
 import os
 from typing import Any
 
+from planrun.checked import CheckedPlan
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 from planrun.graph import PlanGraph
 from planrun.launch import launch
-from planrun.model import Plan
 from planrun.parent import STEP_SEPARATOR, SubPlanCall, denied_by, merge_policy
+from planrun.plan import Plan, replace
 from planrun.request import Finished, Prepared, RunRequest, abs_path, plan_stack
-from planrun.validate import CheckedPlan, check_document
 
 __all__ = ["Finished", "Prepared", "RunRequest", "execute", "prepare", "run_request", "run_sync"]
 
@@ -64,6 +64,7 @@ def _sets_nothing(raw: bytes | str) -> bool:
 def load_checked(req: RunRequest, extra_vars: dict[str, Any]) -> CheckedPlan:
     """Load and check the plan; PlanInvalid on any error."""
     from planrun.loader import load_document, load_text
+    from planrun.validate import check_document  # pydantic: only when a plan is checked
 
     if req.text is not None:
         doc = load_text(req.text, req.plan)
@@ -96,7 +97,7 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
         denied = denied_by(checked, plan, call.parent.policy)
         if denied:
             raise PlanInvalid(denied)
-        plan = plan.model_copy(update={"policy": merge_policy(call.parent.policy, plan.policy)})
+        plan = replace(plan, policy=merge_policy(call.parent.policy, plan.policy))
     from planrun.plan_variables import start_variables
 
     variables = start_variables(plan.variables, extra, os.environ, checked.doc)
@@ -110,7 +111,7 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
     if req.only:
         unknown = [o for o in req.only if o not in graph.deps]
         if unknown:
-            from planrun.validate import did_you_mean
+            from planrun.suggest import did_you_mean
 
             hint = did_you_mean(unknown[0], set(graph.order))
             raise UsageError(

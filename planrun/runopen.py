@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from planrun.errors import UsageError
 from planrun.events import Event, EventBus
-from planrun.model import Plan
+from planrun.plan import Plan
 from planrun.request import Prepared, RunRequest, abs_path
 from planrun.resume import PreviousStep
 from planrun.runstate import no_saved_state, previous_steps, revised_prep
@@ -129,5 +129,6 @@ def plan_digest(plan: Plan) -> str:
     import hashlib
     import json
 
-    blob = json.dumps(plan.model_dump(mode="json"), sort_keys=True, default=str)
+    # to_dict is model_dump(mode="json") of the validated plan: digests of older state files match.
+    blob = json.dumps(plan.to_dict(), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

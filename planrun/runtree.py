@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from planrun.model import Limits
+    from planrun.plan import Limits
 
 SUB_PLAN_TOOL = "plan"
 STEP_SEPARATOR = "/"  # never in a step id (ids are [A-Za-z0-9_.-]+), so PARENT/CHILD is unambiguous

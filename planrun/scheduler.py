@@ -24,8 +24,8 @@ from planrun.expressions import ExpressionError
 from planrun.foreach_run import ForeachSteps
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
-from planrun.model import OnFailure, Plan, Step
 from planrun.outcome import Outcome, result_document
+from planrun.plan import OnFailure, Plan, Step
 from planrun.planner import Failure, Replanner, ReplanRequest, ReplanStop, Revision, replan_request
 from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
 from planrun.runtree import Budget, RunStopped, Slots

@@ -15,7 +15,7 @@ from typing import Any
 
 from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
 from planrun.graph import when_source
-from planrun.model import Step
+from planrun.plan import Step
 from planrun.status import Status
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from planrun import model
 from planrun.builtin_args import check_builtin_args
 from planrun.checked import CheckedPlan
 from planrun.conditions import when_problem
@@ -16,7 +17,8 @@ from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
 from planrun.graph import PlanGraph, step_strings
-from planrun.model import PLAN_FIELDS, STEP_FIELDS, Plan, PlanHeader, ServerEntry, Step
+from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, runtime_step
+from planrun.plan import Plan, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
 from planrun.suggest import did_you_mean
@@ -127,13 +129,19 @@ def check_document(
     if header is not None and len(steps) == len(raw_steps):
         name = header.name or default_name(doc.file)
         merged = {
-            **{n: ServerEntry.model_validate(e) for n, e in extra_servers.items()},
-            **header.servers,
+            **{n: _server(e) for n, e in extra_servers.items()},
+            **{n: model.runtime_server(e) for n, e in header.servers.items()},
         }
-        plan = Plan.model_construct(
-            **{**dict(header), "name": name, "steps": steps, "servers": merged}
-        )
+        # pydantic checked; what runs is planrun.plan (no pydantic on the run path).
+        plan = runtime_plan(header, name=name, steps=steps, servers=merged)
     return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
+
+
+def _server(entry: Any) -> ServerEntry:
+    """An outside server entry (`--mcp-config`) as the runtime's ServerEntry, validated."""
+    if isinstance(entry, ServerEntry):
+        return entry
+    return model.runtime_server(model.ServerEntry.model_validate(entry))
 
 
 def _check_names(
@@ -156,8 +164,8 @@ def _check_names(
 
 
 def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list[int]]:
-    """The steps that parse (leniently: a step with a bad key is still checked for the rest)
-    and the index in the document of each."""
+    """The steps that parse (leniently: a step with a bad key is still checked for the rest),
+    as runtime steps, and the index in the document of each."""
     steps: list[Step] = []
     step_paths: list[int] = []
     for i, raw in enumerate(raw_steps):
@@ -165,7 +173,7 @@ def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list
             out.add(("steps", i), f"step #{i + 1} must be a mapping with at least 'id' and 'tool'")
             continue
         try:
-            steps.append(Step.model_validate(raw))
+            steps.append(runtime_step(model.Step.model_validate(raw)))
             step_paths.append(i)
         except ValidationError as exc:
             schema_errors(exc, ("steps", i), raw, out, STEP_FIELDS, raw_steps)
@@ -173,7 +181,7 @@ def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list
             bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
             lenient = {k: v for k, v in raw.items() if k not in bad or k in ("id", "index", "tool")}
             try:
-                steps.append(Step.model_validate(lenient))
+                steps.append(runtime_step(model.Step.model_validate(lenient)))
                 step_paths.append(i)
             except ValidationError:
                 pass

@@ -73,7 +73,7 @@ def test_validate_github_format_round_trips_through_the_runners_parser(run, tmp_
 
 
 def test_mermaid_labels_escape_what_mermaid_would_read_as_syntax() -> None:
-    from planrun.model import Step
+    from planrun.plan import Step
 
     steps = [
         Step(id="t", tool="shell", title='Run tests for <module> & "x"'),

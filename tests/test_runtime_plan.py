@@ -224,3 +224,27 @@ def test_schema_is_unchanged_byte_for_byte() -> None:
         [sys.executable, "-m", "planrun", "schema"], capture_output=True, check=True, cwd=ROOT
     )
     assert result.stdout == (ROOT / "tests" / "data" / "plan-schema.json").read_bytes()
+
+
+def test_check_document_gives_the_runtime_plan() -> None:
+    """Validation is pydantic's; what it hands on is planrun.plan, equal to the model's data."""
+    doc = load_text(RICH, "rich.yaml")
+    checked = check_document(doc, servers={**EXTRA_SERVERS, "own": runtime.ServerEntry(url="u")})
+    plan = checked.plan
+    assert isinstance(plan, runtime.Plan)
+    assert {type(s) for s in plan.steps} == {runtime.Step}
+    assert {type(e) for e in plan.servers.values()} == {runtime.ServerEntry}
+    assert plan.servers["extra"] == runtime.ServerEntry(command="e", args=["1"])
+    assert plan.servers["own"] == runtime.ServerEntry(url="u")
+    validated = pydantic_plan(doc.data, "rich.yaml")
+    assert plan.to_dict() == validated.model_dump(mode="json") | {
+        "servers": plan.to_dict()["servers"]
+    }
+    assert runtime.replace(plan, servers={}) == runtime.replace(
+        model.to_runtime(validated), servers={}
+    )
+
+
+def test_replace_refuses_an_unknown_field() -> None:
+    with pytest.raises(TypeError):
+        runtime.replace(runtime.Step(id="a", tool="t"), ass="x")

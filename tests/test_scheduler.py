@@ -10,8 +10,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from planrun import model
 from planrun.events import Event, EventBus
-from planrun.model import Plan
+from planrun.plan import Plan
 from planrun.planner import ReplanRequest, ReplanStop, Revision
 from planrun.resume import (
     CHANGED,
@@ -71,7 +72,7 @@ def waits_for(event: asyncio.Event, cancelled: list[str], name: str) -> Script:
 
 
 def make_plan(steps: list[dict[str, Any]], **extra: Any) -> Plan:
-    return Plan.model_validate({"name": "t", "steps": steps, **extra})
+    return model.to_runtime(model.Plan.model_validate({"name": "t", "steps": steps, **extra}))
 
 
 def schedule(

@@ -57,3 +57,17 @@ def test_validate_imports_no_run_machinery(tmp_path: Path) -> None:
     names = imported_by("validate", "plan.yaml", cwd=tmp_path)
     unwanted = NOT_FOR_A_PLAIN_RUN | {"asyncio", "planrun.runner", "planrun.launch"}
     assert not names & unwanted, sorted(names & unwanted)
+
+
+def test_the_run_path_imports_no_pydantic() -> None:
+    """pydantic validates and writes the schema (planrun.model); what runs is planrun.plan, so a
+    run that skips validation (a plan cache hit) never pays for importing pydantic."""
+    code = (
+        "import sys, planrun.runner, planrun.launch, planrun.scheduler, planrun.dryrun, "
+        "planrun.fanout, planrun.state, planrun.gate, planrun.replan, planrun.revision_check, "
+        "planrun.checktools, planrun.reporters.jsonl; print('pydantic' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert proc.stdout.strip() == "False", proc.stderr[-2000:]

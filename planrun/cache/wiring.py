@@ -22,7 +22,7 @@ def cache_options(
     known = set(ids)
     unknown = [f for f in forced if f not in known]
     if unknown:
-        from planrun.validate import did_you_mean
+        from planrun.suggest import did_you_mean
 
         hint = did_you_mean(unknown[0], known)
         raise UsageError(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from planrun.events import Event
+from planrun.plan import PlanNode
 from planrun.reporters.failures import report_failed
 
 
@@ -21,6 +22,8 @@ def _fallback(value: Any) -> Any:
         return list(value)
     if isinstance(value, os.PathLike):
         return os.fspath(value)
+    if isinstance(value, PlanNode):  # part of a plan: `as`, not asdict's `as_`
+        return value.to_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     dump = getattr(value, "model_dump", None)  # pydantic models

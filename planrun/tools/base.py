@@ -10,7 +10,7 @@ from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Sl
 
 if TYPE_CHECKING:
     from planrun.events import Event
-    from planrun.model import Policy
+    from planrun.plan import Policy
 
 
 class ToolFailed(Exception):
