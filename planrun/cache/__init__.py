@@ -2,6 +2,13 @@
 
 from typing import Any
 
+# The reasons a step is or is not taken from the cache that need no comparison (the others are
+# made by planrun.cache.reasons, imported only on a miss).
+NO_ENTRY = "no cache entry"
+FORCED = "forced"
+OFF = "cache off"
+CACHED = "cached"
+
 
 def step_cached(step: Any) -> bool:
     """`cache: true`, or `sources`/`outputs` given and `cache` not false.

@@ -10,7 +10,6 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 CACHE_FORMAT = 1  # bump when the key or the entry layout changes: old entries stop matching
@@ -28,13 +27,20 @@ def digest_value(value: Any) -> str:
     return hashlib.sha256(canonical(value)).hexdigest()
 
 
-@dataclass
 class Material:
     """What a key is made of, part by part."""
 
-    args: str  # digest of tool, resolved args, declared sources/outputs and env values read
-    upstream: dict[str, str] = field(default_factory=dict)  # dep id -> its key or result digest
-    sources: dict[str, str] = field(default_factory=dict)  # path -> content sha256 (+ dotenv)
+    __slots__ = ("args", "upstream", "sources")
+
+    def __init__(
+        self,
+        args: str,  # digest of tool, resolved args, declared sources/outputs and env values read
+        upstream: dict[str, str] | None = None,  # dep id -> its key or result digest
+        sources: dict[str, str] | None = None,  # path -> content sha256 (+ dotenv)
+    ) -> None:
+        self.args = args
+        self.upstream = upstream if upstream is not None else {}
+        self.sources = sources if sources is not None else {}
 
     def key(self) -> str:
         parts = [f"planrun-cache/{CACHE_FORMAT}", self.args]

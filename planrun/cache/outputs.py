@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
 
 from planrun.cache.globs import FileStat, Matcher, compile_patterns, match_files
 from planrun.cache.safeio import read_regular
@@ -17,10 +16,14 @@ class OutputMissing(Exception):
     """A declared output pattern matched nothing after a successful run."""
 
 
-@dataclass
 class Collected:
-    files: list[OutputFile]
-    contents: dict[str, bytes]  # hash -> bytes, to be stored as blobs
+    """A run's output files: their manifest and their bytes."""
+
+    __slots__ = ("files", "contents")
+
+    def __init__(self, files: list[OutputFile], contents: dict[str, bytes]) -> None:
+        self.files = files
+        self.contents = contents  # hash -> bytes, to be stored as blobs
 
 
 def collect_outputs(

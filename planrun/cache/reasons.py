@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from planrun.cache import NO_ENTRY
 from planrun.cache.keys import Material, first_difference
 from planrun.cache.store import CacheStore, CorruptCache
-
-NO_ENTRY = "no cache entry"
-FORCED = "forced"
-OFF = "cache off"
-CACHED = "cached"
 
 
 def _more(names: list[str]) -> str:

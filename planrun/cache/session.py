@@ -12,11 +12,10 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from planrun.cache import reasons, step_cached
-from planrun.cache.globs import compile_patterns, match_files
+from planrun.cache import CACHED, FORCED, NO_ENTRY, OFF, step_cached
+from planrun.cache.globs import compile_patterns, match_stats
 from planrun.cache.keys import Material, args_digest, canonical, digest_value, env_names
 from planrun.cache.outputs import (
     OutputMissing,
@@ -32,35 +31,47 @@ from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
 ENV_DIR = "PLANRUN_CACHE_DIR"
 
 
-@dataclass(frozen=True)
 class CacheOptions:
     """The run's cache flags: --no-cache, --cache-dir, --force [ID], --explain."""
 
-    enabled: bool = True
-    directory: str | None = None
-    force_all: bool = False
-    force: frozenset[str] = frozenset()
-    explain: bool = False
+    __slots__ = ("enabled", "directory", "force_all", "force", "explain")
+
+    def __init__(
+        self,
+        enabled: bool = True,
+        directory: str | None = None,
+        force_all: bool = False,
+        force: frozenset[str] = frozenset(),
+        explain: bool = False,
+    ) -> None:
+        self.enabled, self.directory, self.force_all = enabled, directory, force_all
+        self.force, self.explain = force, explain
 
 
-@dataclass
 class Decision:
     """hit (the step does not run), miss (it runs, then is stored) or off; and why."""
 
-    status: str
-    reason: str
-    key: str | None = None
-    entry: Entry | None = None
-    material: Material | None = None
+    __slots__ = ("status", "reason", "key", "entry", "material")
+
+    def __init__(
+        self,
+        status: str,
+        reason: str,
+        key: str | None = None,
+        entry: Entry | None = None,
+        material: Material | None = None,
+    ) -> None:
+        self.status, self.reason, self.key = status, reason, key
+        self.entry, self.material = entry, material
 
 
-@dataclass(frozen=True)
 class Upstream:
     """A dependency as the cache sees it: its id, status and result."""
 
-    id: str
-    status: str
-    result: Any
+    __slots__ = ("id", "status", "result")
+
+    def __init__(self, id: str, status: str, result: Any) -> None:
+        self.id, self.status, self.result = id, status, result
 
 
 def cache_directory(cwd: str, given: str | None) -> str:
@@ -81,32 +92,32 @@ def _step_texts(value: Any) -> Iterable[str]:
             yield from _step_texts(v)
 
 
-@dataclass
 class CacheSession:
     """The cache for one run (or dry-run) of one plan in one working directory."""
 
-    options: CacheOptions
-    plan_name: str
-    cwd: str
-    env: dict[str, str]
-    warn: Callable[[str], None]
-    secret_values: Callable[[], list[str]] = list
-    dotenv: Sequence[str] = ()
-    dry_run: bool = False
-    store: CacheStore = field(init=False)
-    records: StatRecords = field(init=False)
-    keys: dict[str, str] = field(default_factory=dict)  # steps done this run -> their key
-    _pending: dict[str, Decision] = field(default_factory=dict)
-    _recent: dict[str, Any] = field(default_factory=dict)
-    _changed: dict[str, str] = field(default_factory=dict)  # step -> its newest key, to save
-
-    def __post_init__(self) -> None:
-        self.root = cache_directory(self.cwd, self.options.directory)
-        self.store = CacheStore(self.root, self.warn)
-        state_dir = os.path.join(self.cwd, ".planrun")
+    def __init__(
+        self,
+        options: CacheOptions,
+        plan_name: str,
+        cwd: str,
+        env: dict[str, str],
+        warn: Callable[[str], None],
+        secret_values: Callable[[], list[str]] = list,
+        dotenv: Sequence[str] = (),
+        dry_run: bool = False,
+    ) -> None:
+        self.options, self.plan_name, self.cwd, self.env = options, plan_name, cwd, env
+        self.warn, self.secret_values, self.dotenv = warn, secret_values, dotenv
+        self.dry_run = dry_run
+        self.keys: dict[str, str] = {}  # steps done this run -> their key
+        self._pending: dict[str, Decision] = {}
+        self._changed: dict[str, str] = {}  # step -> its newest key, to save
+        self.root = cache_directory(cwd, options.directory)
+        self.store = CacheStore(self.root, warn)
+        state_dir = os.path.join(cwd, ".planrun")
         self.records = StatRecords.load(os.path.join(state_dir, "stat-records"))
         self._recent_path = os.path.join(state_dir, "cache-recent.json")
-        self._recent = _read_json(self._recent_path)
+        self._recent: dict[str, Any] = _read_json(self._recent_path)
 
     # ---- decisions -------------------------------------------------------------------------
 
@@ -115,8 +126,8 @@ class CacheSession:
         sources: dict[str, str] = {}
         patterns = tuple(step.sources or ())
         if patterns:
-            for f in match_files(self.cwd, compile_patterns(patterns), [self.root]):
-                sources[f.path] = self.records.digest(self.cwd, f)
+            found = match_stats(self.cwd, compile_patterns(patterns), [self.root])
+            sources = self.records.digests_of(self.cwd, found)
         for name in self.dotenv:  # they reach every step's environment
             path = name.rstrip("?")
             try:
@@ -135,11 +146,11 @@ class CacheSession:
     def decide(self, sid: str, step: Any, args: Any, upstream: Sequence[Upstream]) -> Decision:
         """Hit, miss or off for `step` with these resolved args; a hit restores its outputs."""
         if not self.options.enabled or not step_cached(step):
-            return Decision("off", reasons.OFF)
+            return Decision("off", OFF)
         material = self.material(step, args, upstream)
         key = material.key()
         if self.options.force_all or sid in self.options.force:
-            decision = Decision("miss", reasons.FORCED, key, None, material)
+            decision = Decision("miss", FORCED, key, None, material)
         else:
             decision = self._lookup(sid, step, key, material)
         if decision.status == "hit" and not self.dry_run:
@@ -157,11 +168,13 @@ class CacheSession:
                 todo = outputs_to_restore(self.cwd, entry.outputs, self.records)
                 if todo and not self.dry_run:
                     restore_outputs(self.cwd, self.store, todo, self.records)
-                return Decision("hit", reasons.CACHED, key, entry, material)
+                return Decision("hit", CACHED, key, entry, material)
             except CorruptCache as exc:
                 self.warn(f"step '{sid}': cache entry {key[:12]} not usable ({exc}): running it")
-                return Decision("miss", reasons.NO_ENTRY, key, None, material)
-        reason = reasons.miss_reason(self.store, self.recent_key(sid), material)
+                return Decision("miss", NO_ENTRY, key, None, material)
+        from planrun.cache.reasons import miss_reason  # only a miss needs it
+
+        reason = miss_reason(self.store, self.recent_key(sid), material)
         return Decision("miss", reason, key, None, material)
 
     async def before(self, sid: str, step: Any, args: Any, upstream: Mapping[str, Any]) -> Decision:
@@ -171,7 +184,7 @@ class CacheSession:
 
         `upstream`: the step's dependencies' records (anything with `status` and `result`)."""
         if not self.options.enabled or not step_cached(step):
-            return Decision("off", reasons.OFF)
+            return Decision("off", OFF)
         deps = [Upstream(d, str(r.status), r.result) for d, r in upstream.items()]
         return self.decide(sid, step, args, deps)
 
@@ -290,7 +303,7 @@ def hit_event(decision: Decision, step: Any, fingerprint: str | None) -> dict[st
     return {
         "status": "cached",
         "key": decision.key,
-        "reason": reasons.CACHED,
+        "reason": CACHED,
         "result": entry.result,
         "result_variable": step.result_variable,
         "fingerprint": fingerprint,

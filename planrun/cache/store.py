@@ -16,7 +16,6 @@ import os
 import secrets
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from planrun.cache.keys import CACHE_FORMAT
@@ -30,28 +29,55 @@ class CorruptCache(Exception):
     """Something in the cache directory is not what it claims to be."""
 
 
-@dataclass(frozen=True)
 class OutputFile:
-    path: str  # relative to the working directory, '/'-separated
-    hash: str
-    mode: int
-    size: int
+    """One file of an entry's output manifest."""
+
+    __slots__ = ("path", "hash", "mode", "size")
+
+    def __init__(self, path: str, hash: str, mode: int, size: int) -> None:
+        self.path = path  # relative to the working directory, '/'-separated
+        self.hash = hash
+        self.mode = mode
+        self.size = size
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OutputFile) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"OutputFile({self.path!r}, {self.hash[:12]!r}, {self.mode:o}, {self.size})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "hash": self.hash, "mode": self.mode, "size": self.size}
 
 
-@dataclass
 class Entry:
     """One stored step execution."""
 
-    key: str
-    plan: str
-    step: str
-    result: Any
-    exit: int
-    stdout: str
-    stderr: str
-    outputs: list[OutputFile] = field(default_factory=list)
-    material: dict[str, Any] = field(default_factory=dict)
-    created: float = 0.0
+    __slots__ = (
+        "key", "plan", "step", "result", "exit", "stdout", "stderr", "outputs", "material",
+        "created",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        key: str,
+        plan: str,
+        step: str,
+        result: Any,
+        exit: int,
+        stdout: str,
+        stderr: str,
+        outputs: list[OutputFile] | None = None,
+        material: dict[str, Any] | None = None,
+        created: float = 0.0,
+    ) -> None:
+        self.key, self.plan, self.step, self.result = key, plan, step, result
+        self.exit, self.stdout, self.stderr = exit, stdout, stderr
+        self.outputs = outputs if outputs is not None else []
+        self.material = material if material is not None else {}
+        self.created = created
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,7 +90,7 @@ class Entry:
             "exit": self.exit,
             "stdout": self.stdout,
             "stderr": self.stderr,
-            "outputs": [vars(o) for o in self.outputs],
+            "outputs": [o.as_dict() for o in self.outputs],
             "material": self.material,
         }
 

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from planrun.cache import reasons
+from planrun.cache import FORCED, NO_ENTRY, OFF
 from planrun.cache.session import CacheOptions, CacheSession, Upstream, step_cached
 from planrun.errors import UsageError
 from planrun.instances import parent_of
@@ -76,7 +76,7 @@ def preview(
             parent = parent_of(sid)  # a foreach instance is previewed as its step over its item
             step = plan.step(parent or sid)
             if session is None or not step_cached(step):
-                out[sid] = {"status": "off", "reason": reasons.OFF}
+                out[sid] = {"status": "off", "reason": OFF}
                 continue
             scope: Mapping[str, Any] = _scope(plan, variables, env, results)
             if parent is not None:
@@ -112,10 +112,10 @@ def _preview_step(
         args = resolve_args(step.tool, step.args, scope)
     except ExpressionError:
         if forced:
-            return {"status": "miss", "reason": reasons.FORCED}
+            return {"status": "miss", "reason": FORCED}
         missed = next((d for d in deps if seen.get(d, {}).get("status") != "hit"), None)
         if first:
-            return {"status": "miss", "reason": reasons.NO_ENTRY}
+            return {"status": "miss", "reason": NO_ENTRY}
         return {
             "status": "miss",
             "reason": f"upstream changed: {missed}" if missed else "args changed",
