@@ -8,6 +8,7 @@ starts at each pattern's literal prefix, so `src/**/*.py` never looks outside `s
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -175,6 +176,14 @@ def match_files(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> list[Fi
     """Every regular file the matcher selects under `cwd`, sorted by path; none is not an error."""
     found = match_stats(cwd, matcher, skip)
     return [_file(k, found[k]) for k in sorted(found)]
+
+
+def file_stat(cwd: str, rel: str) -> FileStat:
+    """The stat of one regular file (symlinks followed); OSError when it is not one."""
+    st = os.stat(os.path.join(cwd, rel))
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", rel)
+    return _file(rel, st)
 
 
 def _file(rel: str, st: os.stat_result) -> FileStat:

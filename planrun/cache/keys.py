@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-CACHE_FORMAT = 1  # bump when the key or the entry layout changes: old entries stop matching
+CACHE_FORMAT = 2  # bump when the key or the entry layout changes: old entries stop matching
 _ENV_READ = re.compile(r"\benv\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(['\"])(.*?)\2\s*\])")
 ALL_ENV = "*"
 
@@ -27,25 +27,55 @@ def digest_value(value: Any) -> str:
     return hashlib.sha256(canonical(value)).hexdigest()
 
 
-class Material:
-    """What a key is made of, part by part."""
+def sources_part(sources: Mapping[str, str]) -> str:
+    """The digest of a walk's files: their sorted paths, each with its content's SHA-256."""
+    text = "\n".join([f"{p}\0{sources[p]}" for p in sorted(sources)])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
-    __slots__ = ("args", "upstream", "sources")
+
+class Material:
+    """What a key is made of, part by part.
+
+    The source files enter the key as one digest (`part`, see sources_part), so that a run
+    whose walk found exactly the files and stats of an earlier one can reuse that digest
+    without looking at each file's hash (planrun.cache.statcache); their path -> hash map is
+    made on demand (`load`), which only a miss needs (reasons, the stored manifest)."""
+
+    __slots__ = ("args", "upstream", "part", "dotenv", "_files", "_load")
 
     def __init__(
         self,
         args: str,  # digest of tool, resolved args, declared sources/outputs and env values read
         upstream: dict[str, str] | None = None,  # dep id -> its key or result digest
-        sources: dict[str, str] | None = None,  # path -> content sha256 (+ dotenv)
+        files: dict[str, str] | None = None,  # the walk's files: path -> content sha256
+        *,
+        part: str | None = None,  # sources_part(files), when known without them
+        dotenv: dict[str, str] | None = None,  # dotenv file -> content sha256 or "absent"
+        load: Callable[[], dict[str, str]] | None = None,  # makes `files` when not given
     ) -> None:
         self.args = args
         self.upstream = upstream if upstream is not None else {}
-        self.sources = sources if sources is not None else {}
+        self.dotenv = dotenv if dotenv is not None else {}
+        self._files = files
+        self._load = load
+        self.part = part if part is not None else sources_part(self.files)
+
+    @property
+    def files(self) -> dict[str, str]:
+        if self._files is None:
+            self._files = self._load() if self._load is not None else {}
+        return self._files
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Every file in the key with its content hash: the walk's files and the dotenv files."""
+        return {**self.files, **self.dotenv}
 
     def key(self) -> str:
         parts = [f"planrun-cache/{CACHE_FORMAT}", self.args]
         parts += [f"u {d}\0{self.upstream[d]}" for d in sorted(self.upstream)]
-        parts += [f"s {p}\0{self.sources[p]}" for p in sorted(self.sources)]
+        parts.append(f"s {self.part}")
+        parts += [f"d {p}\0{self.dotenv[p]}" for p in sorted(self.dotenv)]
         return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
     def sources_digest(self) -> str:

@@ -6,7 +6,8 @@ import hashlib
 import os
 import stat
 
-from planrun.cache.globs import FileStat, Matcher, compile_patterns, match_files
+from planrun.cache.globs import Matcher, compile_patterns, match_files
+from planrun.cache.keys import sources_part
 from planrun.cache.safeio import read_regular
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, OutputFile, atomic_write, safe_relpath
@@ -60,24 +61,34 @@ def covered(matcher: Matcher, rel: str) -> bool:
 def outputs_to_restore(
     cwd: str, outputs: list[OutputFile], records: StatRecords
 ) -> list[tuple[OutputFile, bool]]:
-    """(output, needs its bytes) for each output that is missing or differs; [] if all match."""
+    """(output, needs its bytes) for each output that is missing or differs; [] if all match.
+
+    The outputs in place are checked together, like a walk of sources: when their paths and
+    stats are ones already seen with exactly the manifest's hashes, no file is looked at."""
     todo: list[tuple[OutputFile, bool]] = []
+    present: dict[str, os.stat_result] = {}
     for o in outputs:
-        full = os.path.join(cwd, safe_relpath(o.path))
         try:
-            st = os.lstat(full)
+            st = os.lstat(os.path.join(cwd, safe_relpath(o.path)))
         except OSError:
             todo.append((o, True))
             continue
         if not stat.S_ISREG(st.st_mode) or st.st_size != o.size:
             todo.append((o, True))
+        else:
+            present[o.path] = st
+    if not present:
+        return todo
+    expected = {o.path: o.hash for o in outputs if o.path in present}
+    part, files = records.walk_digest(cwd, present)
+    same = part == sources_part(expected)
+    for o in outputs:
+        got = present.get(o.path)
+        if got is None:
             continue
-        fs = FileStat(
-            o.path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, stat.S_IMODE(st.st_mode)
-        )
-        if records.digest(cwd, fs) != o.hash:
+        if not same and (files or records.digests_of(cwd, {o.path: got}))[o.path] != o.hash:
             todo.append((o, True))
-        elif fs.mode != o.mode:
+        elif stat.S_IMODE(got.st_mode) != o.mode:
             todo.append((o, False))
     return todo
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from planrun.cache import CACHED, FORCED, NO_ENTRY, OFF, step_cached
-from planrun.cache.globs import compile_patterns, match_stats
+from planrun.cache.globs import compile_patterns, file_stat, match_stats
 from planrun.cache.keys import Material, args_digest, canonical, digest_value, env_names
 from planrun.cache.outputs import (
     OutputMissing,
@@ -25,7 +25,7 @@ from planrun.cache.outputs import (
     restore_outputs,
 )
 from planrun.cache.safeio import read_regular
-from planrun.cache.statcache import StatRecords, hash_file
+from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
 
 ENV_DIR = "PLANRUN_CACHE_DIR"
@@ -123,17 +123,16 @@ class CacheSession:
 
     def material(self, step: Any, args: Any, upstream: Sequence[Upstream]) -> Material:
         """Everything the key of `step` covers, with its source files hashed (stat first)."""
-        sources: dict[str, str] = {}
         patterns = tuple(step.sources or ())
-        if patterns:
-            found = match_stats(self.cwd, compile_patterns(patterns), [self.root])
-            sources = self.records.digests_of(self.cwd, found)
+        found = match_stats(self.cwd, compile_patterns(patterns), [self.root]) if patterns else {}
+        part, files = self.records.walk_digest(self.cwd, found)
+        dotenv: dict[str, str] = {}
         for name in self.dotenv:  # they reach every step's environment
             path = name.rstrip("?")
             try:
-                sources[path] = hash_file(os.path.join(self.cwd, path))
+                dotenv[path] = self.records.digest(self.cwd, file_stat(self.cwd, path))
             except OSError:
-                sources[path] = "absent"
+                dotenv[path] = "absent"
         names = env_names(_step_texts(step.args))
         up = {
             u.id: self.keys.get(u.id)
@@ -141,7 +140,12 @@ class CacheSession:
             for u in upstream
         }
         digest = args_digest(step.tool, args, patterns, tuple(step.outputs or ()), self.env, names)
-        return Material(digest, up, sources)
+        if files is None:  # remembered: the per-file map is made only if a miss needs it
+            return Material(digest, up, part=part, dotenv=dotenv, load=self._loader(found))
+        return Material(digest, up, files, part=part, dotenv=dotenv)
+
+    def _loader(self, found: dict[str, os.stat_result]) -> Callable[[], dict[str, str]]:
+        return lambda: self.records.digests_of(self.cwd, found)
 
     def decide(self, sid: str, step: Any, args: Any, upstream: Sequence[Upstream]) -> Decision:
         """Hit, miss or off for `step` with these resolved args; a hit restores its outputs."""

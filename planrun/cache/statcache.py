@@ -5,10 +5,17 @@ record is kept only when the file's mtime and ctime are safely older than the mo
 hashed: a file written in the same clock tick as it was read could change again without its
 stat moving ("racily clean", as git calls it), so such a file is simply hashed next time too.
 
-The file is binary so that loading 10,000 records costs a few milliseconds: a header line and
-the number of records, then per record 32 bytes of stat (size, mtime_ns, inode, ctime_ns),
-then per record 32 bytes of SHA-256, then the paths separated by NUL (which no path holds).
-Anything unreadable counts as no records (it is only a shortcut).
+Walk digests: a step's source files enter its key as one digest of their sorted paths and
+content hashes (planrun.cache.keys.sources_part). It is remembered under a fingerprint of what
+the walk saw (every path with its size, mtime, inode and ctime), so a step whose files did not
+move gets it from one dictionary lookup instead of one record lookup per file. The same racy
+rule applies: a walk with a file too recent to trust is not remembered.
+
+The file is binary so that loading 10,000 records costs a few milliseconds: a header line with
+the number of records and of walk digests, then per record 32 bytes of stat (size, mtime_ns,
+inode, ctime_ns), per record 32 bytes of SHA-256, per walk digest 64 bytes (fingerprint,
+digest), then the paths separated by NUL (which no path holds). Anything unreadable counts as
+no records (it is only a shortcut).
 """
 
 from __future__ import annotations
@@ -21,12 +28,14 @@ import threading
 import time
 
 from planrun.cache.globs import FileStat
+from planrun.cache.keys import sources_part
 from planrun.cache.safeio import open_regular, read_regular
 
 RACY_NS = 2_000_000_000  # mtime granularity on the coarsest common file systems, and some slack
-_MAGIC = b"planrun-stat-records 3\n"
+_MAGIC = b"planrun-stat-records 4\n"
 _STAT = struct.Struct("<QqQq")
 MAX_RECORDS = 500_000
+MAX_WALKS = 100_000
 
 Sig = tuple[int, int, int, int]
 
@@ -41,29 +50,49 @@ def hash_file(path: str) -> str:
 
 
 class StatRecords:
-    """path -> (stat signature, sha256), loaded once and saved once per run (when changed).
+    """path -> (stat signature, sha256), and walk fingerprint -> walk digest; loaded once and
+    saved once per run (when changed).
 
-    Loaded records stay in the three arrays they were read into (a record's signature is set
-    to None when it is dropped); records made in this run are in `fresh`."""
+    The per-file records are decoded on first use: a run whose walks are all remembered never
+    needs them. Loaded records stay in the three arrays they were decoded into (a record's
+    signature is set to None when it is dropped); records made in this run are in `fresh`."""
 
-    def __init__(
-        self,
-        path: str,
-        index: dict[str, int] | None = None,
-        sigs: list[Sig | None] | None = None,
-        digests: bytes = b"",
-    ) -> None:
+    def __init__(self, path: str, walks: dict[bytes, bytes] | None = None) -> None:
         self.path = path
-        self.index = index if index is not None else {}  # loaded: path -> position
-        self.sigs = sigs if sigs is not None else []
-        self.digests = digests
+        self.walks = walks if walks is not None else {}  # loaded: fingerprint -> walk digest
         self.fresh: dict[str, tuple[Sig, str]] = {}  # hashed in this run
+        self.fresh_walks: dict[bytes, bytes] = {}  # walks seen in this run
         self.dropped = False  # a loaded record was dropped: save
         self._lock = threading.Lock()
+        self._index: dict[str, int] | None = None  # loaded: path -> position
+        self._sigs: list[Sig | None] = []
+        self._digests = b""
+        self._raw: tuple[bytes, int, int, int] | None = None  # (data, n, stats at, names at)
+
+    @property
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            self._decode()
+        assert self._index is not None
+        return self._index
+
+    @property
+    def sigs(self) -> list[Sig | None]:
+        if self._index is None:
+            self._decode()
+        return self._sigs
+
+    @property
+    def digests(self) -> bytes:
+        if self._index is None:
+            self._decode()
+        return self._digests
 
     @property
     def dirty(self) -> bool:
-        return bool(self.fresh) or self.dropped
+        return (
+            bool(self.fresh) or self.dropped or any(w not in self.walks for w in self.fresh_walks)
+        )
 
     @classmethod
     def load(cls, path: str) -> StatRecords:
@@ -73,16 +102,37 @@ class StatRecords:
             if not data.startswith(_MAGIC):
                 return cls(path)
             head_end = data.index(b"\n", len(_MAGIC))
-            n = int(data[len(_MAGIC) : head_end])
-            names_end = head_end + 1 + n * (_STAT.size + 32)
-            body = data[head_end + 1 : names_end]
-            paths = data[names_end:].decode("utf-8", "surrogateescape").split("\0")
-            if n == 0 or len(paths) != n or len(body) != n * (_STAT.size + 32):
+            n, m = (int(x) for x in data[len(_MAGIC) : head_end].split(b" "))
+            at = head_end + 1
+            hashes_end = at + n * (_STAT.size + 32)
+            walks_end = hashes_end + m * 64
+            if n < 0 or m < 0 or len(data) < walks_end:
                 return cls(path)
-            sigs: list[Sig | None] = list(_STAT.iter_unpack(body[: n * _STAT.size]))
-            return cls(path, dict(zip(paths, range(n), strict=True)), sigs, body[n * _STAT.size :])
-        except (OSError, ValueError, struct.error):
+            w = data[hashes_end:walks_end]
+            records = cls(path, {w[i : i + 32]: w[i + 32 : i + 64] for i in range(0, m * 64, 64)})
+            records._raw = (data, n, at, walks_end)
+            return records
+        except (OSError, ValueError):
             return cls(path)
+
+    def _decode(self) -> None:
+        """The per-file records of the loaded file; anything inconsistent counts as none."""
+        self._index = {}
+        if self._raw is None:
+            return
+        data, n, at, names_at = self._raw
+        self._raw = None
+        try:
+            names = data[names_at:]
+            paths = names.decode("utf-8", "surrogatepass").split("\0") if n else []
+            if len(paths) != n or (not n and names):
+                return
+            stats_end = at + n * _STAT.size
+            self._sigs = list(_STAT.iter_unpack(data[at:stats_end]))
+            self._digests = data[stats_end : stats_end + n * 32]
+            self._index = dict(zip(paths, range(n), strict=True))
+        except (ValueError, struct.error):
+            self._index, self._sigs, self._digests = {}, [], b""
 
     def lookup(self, rel: str) -> tuple[Sig, str] | None:
         """The record of `rel`, if any."""
@@ -99,15 +149,46 @@ class StatRecords:
         """The content hash of `f`, from its record when its stat is unchanged, else read."""
         return self._digest(cwd, f.path, (f.size, f.mtime_ns, f.inode, f.ctime_ns))
 
-    def digests_of(self, cwd: str, found: dict[str, os.stat_result]) -> dict[str, str]:
-        """path -> content hash for the files of a walk, sorted by path; a file is read only
-        when its size, mtime, inode or ctime differs from its record (or it has none).
+    def walk_digest(
+        self, cwd: str, found: dict[str, os.stat_result]
+    ) -> tuple[str, dict[str, str] | None]:
+        """The walk digest of `found` (keys.sources_part), and the path -> hash map when it had
+        to be made (None: the digest was remembered, nothing was looked up file by file)."""
+        # In the walk's order, not sorted: the fingerprint only has to be the same when nothing
+        # moved (a directory lists its names in the same order until it changes), and stat
+        # results visited in the order they were made are ~5x cheaper to read than sorted.
+        pack = _STAT.pack
+        try:
+            stats = b"".join(
+                [
+                    pack(st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+                    for st in found.values()
+                ]
+            )
+            names = "\0".join(found).encode("utf-8", "surrogatepass")
+        except (struct.error, UnicodeEncodeError):  # a stat beyond 64 bits: no shortcut
+            files = self.digests_of(cwd, found)
+            return sources_part(files), files
+        fp = hashlib.sha256(stats + b"\1" + names).digest()
+        known = self.fresh_walks.get(fp) or self.walks.get(fp)
+        if known is not None:
+            self.fresh_walks[fp] = known  # used: kept when the file is rewritten
+            return known.hex(), None
+        files = self.digests_of(cwd, found)
+        part = sources_part(files)
+        newest = max((max(st.st_mtime_ns, st.st_ctime_ns) for st in found.values()), default=0)
+        if time.time_ns() - newest > RACY_NS:
+            with self._lock:
+                self.fresh_walks[fp] = bytes.fromhex(part)
+        return part, files
 
-        One pass per source file of every cached step on every run: kept to the bare minimum."""
+    def digests_of(self, cwd: str, found: dict[str, os.stat_result]) -> dict[str, str]:
+        """path -> content hash for the files of a walk (in no order: the key sorts); a file is
+        read only when its size, mtime, inode or ctime differs from its record (or it has none).
+        """
         out: dict[str, str] = {}
         get, sigs, digests = self.index.get, self.sigs, self.digests
-        for p in sorted(found):
-            st = found[p]
+        for p, st in found.items():
             sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
             i = get(p)
             if i is not None and sigs[i] == sig:
@@ -140,9 +221,39 @@ class StatRecords:
             self.dropped = True
 
     def save(self) -> None:
-        """Write the records atomically if they changed; failure to write only costs speed."""
+        """Write the records atomically if they changed; failure to write only costs speed.
+
+        Walk digests not used in this run are kept up to a bound (an older state of the tree
+        may come back); past it, only this run's are."""
         if not self.dirty:
             return
+        walks = dict(self.fresh_walks)
+        if len(self.walks) + len(walks) <= MAX_WALKS:
+            walks = {**self.walks, **walks}
+        try:
+            n, per_file, names = self._file_section()
+            head = b"%d %d\n" % (n, len(walks))
+            blob = b"".join([_MAGIC, head, per_file, *(f + d for f, d in walks.items()), names])
+        except (struct.error, UnicodeEncodeError):
+            return
+        tmp = f"{self.path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, self.path)
+            self.fresh.clear()
+            self.dropped = False
+            self.walks = walks
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _file_section(self) -> tuple[int, bytes, bytes]:
+        """(number of records, their stats and hashes, their NUL-separated paths) to save."""
+        if self._raw is not None:  # never decoded, so unchanged: copied as it was read
+            data, n, at, names_at = self._raw
+            return n, data[at : at + n * (_STAT.size + 32)], data[names_at:]
         paths: list[str] = []
         stats: list[bytes] = []
         hashes: list[bytes] = []
@@ -159,19 +270,5 @@ class StatRecords:
             paths.append(p)
             stats.append(_STAT.pack(*sig))
             hashes.append(bytes.fromhex(hexdigest))
-        try:
-            names = "\0".join(paths).encode("utf-8", "surrogateescape")
-            blob = b"".join([_MAGIC, b"%d\n" % len(paths), *stats, *hashes, names])
-        except (struct.error, UnicodeEncodeError):
-            return
-        tmp = f"{self.path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, self.path)
-            self.fresh.clear()
-            self.dropped = False
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        names = "\0".join(paths).encode("utf-8", "surrogatepass")
+        return len(paths), b"".join(stats) + b"".join(hashes), names

@@ -1,0 +1,159 @@
+"""The cache's shortcuts stay correct: stat records, remembered walks, lazy decoding.
+
+A no-change run looks at no file's bytes (only stats); every change a stat can see is still
+seen, and a damaged record file only costs speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from planrun.cache import statcache
+from planrun.cache.session import CacheOptions, CacheSession, Decision
+from planrun.cache.statcache import StatRecords
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+
+def step(**kw: Any) -> Any:
+    base = {"tool": "shell", "args": {"cmd": "x"}, "sources": ["src"], "outputs": None}
+    return SimpleNamespace(**{**base, "cache": None, **kw})
+
+
+def decide(root: Path, st: Any, sid: str = "s") -> Decision:
+    s = CacheSession(CacheOptions(), "p", str(root), {}, print)
+    try:
+        return s.decide(sid, st, st.args, [])
+    finally:
+        s.close()
+
+
+def store(root: Path, st: Any, result: Any = None, sid: str = "s") -> None:
+    s = CacheSession(CacheOptions(), "p", str(root), {}, print)
+    s.decide(sid, st, st.args, [])
+    assert asyncio.run(s.after(sid, st, result)) is None
+    s.close()
+
+
+@pytest.fixture
+def trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files written a moment ago count as settled (a test cannot wait out the racy window)."""
+    monkeypatch.setattr(statcache, "RACY_NS", -1)
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The files whose bytes the cache hashes (a spy around the real hash_file)."""
+    seen: list[str] = []
+    real = statcache.hash_file
+
+    def spy(path: str) -> str:
+        seen.append(os.path.basename(path))
+        return real(path)
+
+    monkeypatch.setattr(statcache, "hash_file", spy)
+    yield seen
+
+
+def test_an_unchanged_tree_reads_no_file_and_rewrites_no_record(
+    tmp_path: Path, trusted: None, reads: list[str]
+) -> None:
+    write(tmp_path, {f"src/d{n}/f{m}.txt": f"{n}{m}" for n in range(3) for m in range(4)})
+    write(tmp_path, {"out/r.txt": "result"})
+    st = step(outputs=["out/r.txt"])
+    store(tmp_path, st)
+    decide(tmp_path, st)  # the first hit remembers the outputs' walk too
+    records = tmp_path / ".planrun/stat-records"
+    before = records.stat()
+    reads.clear()
+    d = decide(tmp_path, st)
+    assert (d.status, reads) == ("hit", [])
+    after = records.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_same_size_and_mtime_but_a_new_ctime_is_a_miss(tmp_path: Path, trusted: None) -> None:
+    write(tmp_path, {"src/a.txt": "one", "src/b.txt": "two"})
+    st = step()
+    store(tmp_path, st)
+    assert decide(tmp_path, st).status == "hit"
+    a = tmp_path / "src/a.txt"
+    old = a.stat()
+    a.write_text("ONE")  # same size, same inode
+    os.utime(a, ns=(old.st_atime_ns, old.st_mtime_ns))  # mtime put back; ctime moves on
+    assert a.stat().st_mtime_ns == old.st_mtime_ns and a.stat().st_size == old.st_size
+    d = decide(tmp_path, st)
+    assert (d.status, d.reason) == ("miss", "sources changed: src/a.txt")
+
+
+def test_a_file_too_recent_to_trust_is_hashed_again(tmp_path: Path, reads: list[str]) -> None:
+    write(tmp_path, {"src/a.txt": "one"})
+    st = step()
+    store(tmp_path, st)
+    reads.clear()
+    assert decide(tmp_path, st).status == "hit"
+    assert reads == ["a.txt"]  # written within the racy window: neither record nor walk kept
+
+
+def test_an_output_changed_in_place_is_restored(tmp_path: Path, trusted: None) -> None:
+    write(tmp_path, {"src/a.txt": "a", "out/r.txt": "good"})
+    st = step(outputs=["out/r.txt"])
+    store(tmp_path, st)
+    assert decide(tmp_path, st).status == "hit"  # remembered: outputs as in the manifest
+    out = tmp_path / "out/r.txt"
+    old = out.stat()
+    out.write_text("evil")
+    os.utime(out, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert decide(tmp_path, st).status == "hit"
+    assert out.read_text() == "good"
+
+
+def test_undecodable_file_names_round_trip_through_the_records(
+    tmp_path: Path, trusted: None, reads: list[str]
+) -> None:
+    write(tmp_path, {"src/a.txt": "a"})
+    fd = os.open(os.fsencode(tmp_path / "src") + b"/\xff\xfe.txt", os.O_WRONLY | os.O_CREAT)
+    os.write(fd, b"odd")
+    os.close(fd)
+    st = step()
+    store(tmp_path, st)
+    decide(tmp_path, st)
+    reads.clear()
+    assert decide(tmp_path, st).status == "hit" and reads == []
+    records = StatRecords.load(str(tmp_path / ".planrun/stat-records"))
+    assert records.lookup(os.fsdecode(b"src/\xff\xfe.txt")) is not None
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"planrun-stat-records 4\n-1 0\n",
+        b"planrun-stat-records 4\n5 99999999\n" + b"x" * 10,
+        b"planrun-stat-records 4\n2 0\n" + b"\0" * 128 + b"only-one-name",
+        b"planrun-stat-records 4\nten one\n",
+        b"planrun-stat-records 4\n1 1\n" + b"\xff" * 200,
+        b"\x00\x01 not records at all",
+    ],
+)
+def test_damaged_stat_records_only_cost_speed(tmp_path: Path, trusted: None, damage: bytes) -> None:
+    write(tmp_path, {"src/a.txt": "a", "src/b.txt": "b"})
+    st = step()
+    store(tmp_path, st, result="r")
+    (tmp_path / ".planrun/stat-records").write_bytes(damage)
+    d = decide(tmp_path, st)
+    assert d.status == "hit" and d.entry is not None and d.entry.result == "r"
+    (tmp_path / "src/a.txt").write_text("A")
+    (tmp_path / ".planrun/stat-records").write_bytes(damage)
+    assert decide(tmp_path, st).reason == "sources changed: src/a.txt"
