@@ -1,14 +1,27 @@
-"""Shared fixtures: write a plan file, run the real `planrun` command in a directory."""
+"""Shared fixtures: write a plan file, run the `planrun` command in a directory.
+
+Two layers. `run` runs the command line inside the test process (`planrun_inprocess`), with
+its working directory, environment, standard streams, signal handlers and imported plan
+modules isolated and restored: plan semantics, output shapes and exit codes, at no start-up
+cost. `planrun(...)` and tests marked `e2e` start a real `python -m planrun` process: signals,
+terminals, start-up, process groups and one end-to-end pass per command.
+`PLANRUN_TEST_SUBPROCESS=1` runs every test through real processes.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import gc
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,7 +55,20 @@ def planrun(
     env: dict[str, str] | None = None,
     stdin: str | None = None,
 ) -> Result:
-    """Run `python -m planrun ARGS` in `cwd` and capture everything."""
+    """Run `planrun ARGS` in `cwd` and capture everything: in the test process, or in a real
+    process for a test marked `e2e` (or with PLANRUN_TEST_SUBPROCESS=1)."""
+    runner = planrun_process if _SUBPROCESS_LAYER[0] else planrun_inprocess
+    return runner(*args, cwd=cwd, timeout=timeout, env=env, stdin=stdin)
+
+
+def planrun_process(
+    *args: str,
+    cwd: Path | str,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+) -> Result:
+    """Run `python -m planrun ARGS` in `cwd`, a real process, and capture everything."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "planrun", *args],
@@ -54,6 +80,140 @@ def planrun(
         input=stdin if stdin is not None else "",
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)
+# Modules a run may import that belong to the environment, not to the test: kept across runs.
+_KEPT_PREFIXES = tuple(
+    {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {str(ROOT)}
+)
+
+
+class _Exited(BaseException):
+    """planrun's exit_now inside the test process: unwinds to the harness, not os._exit."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _exit_in_process(code: int) -> Any:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    raise _Exited(code)
+
+
+def _text_stream(raw: Any) -> io.TextIOWrapper:
+    # A real file under the stream, so fileno() works as it does on a pipe.
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", write_through=True)
+
+
+def _read(raw: Any) -> str:
+    raw.seek(0)
+    return raw.read().decode("utf-8", errors="replace")
+
+
+@contextlib.contextmanager
+def _process_state_restored(cwd: Path | str, env: dict[str, str]) -> Any:
+    """Everything a command changes in its process, put back afterwards: the working
+    directory, os.environ, signal handlers, gc thresholds, sys.path and the modules a
+    `python` step imported from the test's directory (another test's `mod.py` is another)."""
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    saved_handlers = {sig: signal.getsignal(sig) for sig in _HANDLED_SIGNALS}
+    saved_gc = gc.get_threshold()
+    saved_path = list(sys.path)
+    saved_modules = set(sys.modules)
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for sig, handler in saved_handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        gc.set_threshold(*saved_gc)
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - saved_modules:
+            file = getattr(sys.modules[name], "__file__", None)
+            if file and not str(Path(file).resolve()).startswith(_KEPT_PREFIXES):
+                del sys.modules[name]
+
+
+def planrun_inprocess(
+    *args: str,
+    cwd: Path | str,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+) -> Result:
+    """Run the `planrun` command line inside the test process, as `planrun(...)` would in a
+    child: same arguments, environment, stdin (closed unless given) and captured output.
+
+    An unexpected exception is a traceback on stderr and exit 1, as in a real process; a
+    command still running after `timeout` s ends the test session with every thread's stack
+    (an in-process hang cannot be killed any other way).
+    """
+    import faulthandler
+
+    from planrun import interrupts
+    from planrun.cli import main as cli
+
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    with tempfile.TemporaryFile() as out_raw, tempfile.TemporaryFile() as err_raw:
+        # Held here: a wrapper collected when the run puts sys.stdout back would close the file.
+        out, err = _text_stream(out_raw), _text_stream(err_raw)
+        saved_exit_now = interrupts.exit_now
+        with _process_state_restored(cwd, full_env):
+            sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+            sys.stdout, sys.stderr = out, err
+            interrupts.exit_now = _exit_in_process  # type: ignore[assignment]
+            faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
+            try:
+                code = _main(cli, args)
+            finally:
+                faulthandler.cancel_dump_traceback_later()
+                interrupts.exit_now = saved_exit_now  # type: ignore[assignment]
+                with contextlib.suppress(Exception):
+                    out.flush()
+                    err.flush()
+        return Result(code, _read(out_raw), _read(err_raw))
+
+
+def _main(cli: Any, args: tuple[str, ...]) -> int:
+    """The command's exit code, from however it ended."""
+    try:
+        cli.main(args=list(args), prog_name="planrun")
+    except _Exited as exc:
+        return exc.code
+    except SystemExit as exc:
+        if isinstance(exc.code, int) or exc.code is None:
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except BaseException:  # what a real process would print before exit 1
+        traceback.print_exc(file=sys.stderr)
+        return 1
+    return 0
+
+
+_SUBPROCESS_LAYER = [os.environ.get("PLANRUN_TEST_SUBPROCESS") == "1"]
+
+
+@pytest.fixture(autouse=True)
+def _layer(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A test marked `e2e` runs every `planrun(...)` and `run(...)` as a real process."""
+    everywhere = os.environ.get("PLANRUN_TEST_SUBPROCESS") == "1"
+    _SUBPROCESS_LAYER[0] = everywhere or request.node.get_closest_marker("e2e") is not None
+    yield
+    _SUBPROCESS_LAYER[0] = everywhere
 
 
 @pytest.fixture
@@ -71,7 +231,8 @@ def write(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def run(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """run(*args) -> Result, with tmp_path as the working directory."""
+    """run(*args) -> Result, with tmp_path as the working directory: in the test process,
+    or in a real `python -m planrun` for a test marked `e2e`."""
 
     def _run(*args: str, **kw: Any) -> Result:
         return planrun(*args, cwd=kw.pop("cwd", tmp_path), **kw)

@@ -170,7 +170,9 @@ async def executor(address: str | None, cwd: Path, **kw: Any) -> AsyncIterator[D
 
 
 def run(coro: Any) -> Any:
-    return asyncio.run(coro)
+    # A bound on a hang, not a timing claim: the `sleep 600` of a step that was not stopped
+    # outlasts it, so a kill that does not happen fails the test instead of waiting.
+    return asyncio.run(asyncio.wait_for(coro, 120))
 
 
 def ctx_for(cwd: Path, step: str = "s", timeout: float | None = None) -> ToolContext:
@@ -372,7 +374,7 @@ def test_python_results_and_errors_are_the_local_tools(cluster: Cluster, tmp_pat
 def test_step_timeout_kills_the_remote_process(cluster: Cluster, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with executor(cluster.address, tmp_path) as ex:
-            cmd, mark = marked("sleep 30")
+            cmd, mark = marked("sleep 600")
             ctx = ctx_for(tmp_path, timeout=1)
             seen: list[psutil.Process] = []
 
@@ -380,17 +382,15 @@ def test_step_timeout_kills_the_remote_process(cluster: Cluster, tmp_path: Path)
                 seen.append(await find_process(mark))
 
             spotter = asyncio.create_task(spot())
-            started = time.monotonic()
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(1):
                     await ex.call("shell", {"cmd": cmd}, ctx)
-            assert time.monotonic() - started < 3
             await spotter
             await wait_group_gone(seen[0].pid, timeout=0.5)
             assert not [
                 p
                 for p in psutil.process_iter(["cmdline", "status"])
-                if p.info["cmdline"] == ["sleep", "30"] and os.getpgid(p.pid) == seen[0].pid
+                if p.info["cmdline"] == ["sleep", "600"] and os.getpgid(p.pid) == seen[0].pid
             ]
 
     run(scenario())
@@ -399,12 +399,10 @@ def test_step_timeout_kills_the_remote_process(cluster: Cluster, tmp_path: Path)
 def test_worker_side_timeout_is_a_backstop(cluster: Cluster, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with executor(cluster.address, tmp_path) as ex:
-            cmd, mark = marked("sleep 30")
-            started = time.monotonic()
+            cmd, mark = marked("sleep 600")
             with pytest.raises(ToolFailed, match=r"^timed out after 1s$"):
                 # No client-side timeout here: only the worker's own enforces ctx.timeout.
                 await ex.call("shell", {"cmd": cmd}, ctx_for(tmp_path, timeout=1))
-            assert time.monotonic() - started < 4
             assert not [
                 p for p in psutil.process_iter(["cmdline"]) if mark in str(p.info["cmdline"])
             ]
@@ -416,16 +414,14 @@ def test_cancel_kills_the_process_group(cluster: Cluster, tmp_path: Path) -> Non
     async def scenario() -> None:
         async with executor(cluster.address, tmp_path) as ex:
             # A grandchild that ignores SIGTERM: the group still dies (SIGKILL after the grace).
-            cmd, mark = marked("(trap '' TERM; sleep 30) & sleep 30")
+            cmd, mark = marked("(trap '' TERM; sleep 600) & sleep 600")
             task = asyncio.create_task(ex.call("shell", {"cmd": cmd}, ctx_for(tmp_path)))
             leader = await find_process(mark)
-            await asyncio.sleep(0.2)
-            assert len(group_members(leader.pid)) >= 2
+            while len(group_members(leader.pid)) < 3:  # sh, the subshell and its sleep at least
+                await asyncio.sleep(0.02)
             task.cancel()
-            started = time.monotonic()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            assert time.monotonic() - started < 4
             await wait_group_gone(leader.pid, timeout=0.5)
             # The python tool runs in a child process on the worker: it is killable too.
             mod = f"planrun_dask_mod_{uuid.uuid4().hex[:8]}"

@@ -229,14 +229,13 @@ def test_abort_stops_the_siblings(run, write):
         steps:
           - id: fan
             tool: shell
-            foreach: [fail, 30, 30]
+            foreach: [fail, 600, 600]
             args: {cmd: "if [ ${item} = fail ]; then exit 3; fi; sleep ${item}"}
           - {id: after, tool: echo, depends_on: [fan], args: {value: 1}}
         """,
     )
-    t0 = time.monotonic()
+    # The sleeps outlast the harness's timeout: a run that waited for them fails the test.
     r = run("run", "p.yaml", "--output", "json", "--no-state", "-j", "3")
-    assert time.monotonic() - t0 < 20
     assert r.code == 1, r
     s = steps_of(r.json)
     assert s["fan[0]"]["status"] == "failed"
@@ -310,13 +309,12 @@ def test_timeout_and_retries_per_instance(run, write, tmp_path):
               cmd: >-
                 case ${item} in
                 flaky) [ -e marker ] || { touch marker; exit 1; } ;;
-                slow) sleep 30 ;;
+                slow) sleep 600 ;;
                 esac
         """,
     )
-    t0 = time.monotonic()
+    # `slow` outlasts the harness's timeout: only its own 1 s timeout can end it in time.
     r = run("run", "p.yaml", "--output", "json", "--no-state", "-j", "3")
-    assert time.monotonic() - t0 < 20
     s = steps_of(r.json)
     assert (s["fan[0]"]["status"], s["fan[0]"]["attempts"]) == ("succeeded", 1)
     assert (s["fan[1]"]["status"], s["fan[1]"]["attempts"]) == ("succeeded", 2)

@@ -38,7 +38,8 @@ needs_git = pytest.mark.skipif(
 
 
 def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    return asyncio.run(coro_fn())  # type: ignore[arg-type]
+    # A bound on a hang, not a timing claim: every scenario here ends in seconds.
+    return asyncio.run(asyncio.wait_for(coro_fn(), 120))  # type: ignore[arg-type]
 
 
 def children() -> list[psutil.Process]:
@@ -187,12 +188,11 @@ def test_unknown_tool_and_bad_arguments_fail_the_call(tmp_path: Path) -> None:
 def test_unknown_server_and_missing_command(tmp_path: Path) -> None:
     async def main() -> None:
         servers = {"x": {"command": "planrun-no-such-command"}}
-        async with ServerPool(servers, cwd=str(tmp_path), connect_timeout=15) as pool:
-            t0 = time.perf_counter()
+        # A connect timeout longer than the test's: "not found" must come at once, not then.
+        async with ServerPool(servers, cwd=str(tmp_path), connect_timeout=600) as pool:
             with pytest.raises(ToolFailed) as err:
                 await pool.call("x", "anything", {})
             assert err.value.message == "MCP server 'x': command not found: planrun-no-such-command"
-            assert time.perf_counter() - t0 < 5  # at once (first use imports the SDK), not at 15 s
             with pytest.raises(ToolFailed, match="command not found"):  # the failure is remembered
                 await pool.list_tools("x")
             with pytest.raises(ToolFailed, match=r"unknown MCP server 'y' \(servers: x\)"):
@@ -228,10 +228,8 @@ def test_server_crashing_mid_run_fails_this_and_later_calls(
                 "MCP server 'crashy' tool 'crash': the server closed the connection (crashed or exited)"
             )
             assert "about to crash" in (err.value.detail or "")
-            t0 = time.perf_counter()
             with pytest.raises(ToolFailed, match="closed the connection"):
                 await pool.call("crashy", "echo", {"text": "hello?"})
-            assert time.perf_counter() - t0 < 1.0
 
     run(main)
     # The server's stderr went to the error detail, none of it to planrun's own stderr.
@@ -241,11 +239,8 @@ def test_server_crashing_mid_run_fails_this_and_later_calls(
 def test_server_that_never_answers_is_bounded_by_connect_timeout(tmp_path: Path) -> None:
     async def main() -> None:
         async with ServerPool({"silent": SILENT}, cwd=str(tmp_path), connect_timeout=1.5) as pool:
-            t0 = time.perf_counter()
             with pytest.raises(ToolFailed) as err:
                 await pool.call("silent", "anything", {})
-            elapsed = time.perf_counter() - t0
-            assert 1.4 < elapsed < 5.0  # generous: the machine may be busy
             assert (
                 err.value.message
                 == "MCP server 'silent': no answer to the MCP handshake within 1.5s"

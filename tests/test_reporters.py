@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
-import os
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -573,22 +573,21 @@ def synthetic_steps(n: int) -> list[Event]:
     return events
 
 
-def per_event_us(reporter: Any, events: list[Event]) -> float:
-    start = time.perf_counter()
-    for event in events:
-        reporter.handle(event)
-    reporter.close()
-    return (time.perf_counter() - start) / len(events) * 1e6
-
-
 @pytest.mark.parametrize("kind", ["console", "jsonl"])
-def test_10000_steps_are_cheap(kind: str, tmp_path: Path) -> None:
+def test_10000_steps_are_all_reported(kind: str, tmp_path: Path) -> None:
+    # What it costs per event is measured by bench/bench_reporters.py, not asserted here.
     events = synthetic_steps(10_000)
-    with open(os.devnull, "w", encoding="utf-8") as devnull:
+    out = tmp_path / "out"
+    with contextlib.ExitStack() as stack:
         if kind == "console":
-            reporter: Any = ConsoleReporter(devnull, color=False, live=False)
+            stream = stack.enter_context(open(out, "w", encoding="utf-8"))
+            reporter: Any = ConsoleReporter(stream, color=False, live=False)
         else:
-            reporter = JsonLinesReporter(os.devnull)
-        cost = per_event_us(reporter, events)
-    print(f"{kind}: {cost:.1f} µs/event")
-    assert cost < 100  # target is < 20 µs (console); the margin keeps slow CI boxes green
+            reporter = JsonLinesReporter(str(out))
+        for event in events:
+            reporter.handle(event)
+        reporter.close()
+    text = out.read_text(encoding="utf-8")
+    assert "s9999" in text
+    if kind == "jsonl":
+        assert len(text.splitlines()) == len(events)

@@ -320,8 +320,6 @@ def test_child_mcp_tools_are_checked_before_its_first_step(run, write, tmp_path)
 
 @pytest.mark.slow  # a terminal or a real MCP server
 def test_child_server_connect_timeout_holds(run, write):
-    import time
-
     write(
         "child.yaml",
         f"""
@@ -332,11 +330,10 @@ def test_child_server_connect_timeout_holds(run, write):
     """,
     )
     write("parent.yaml", "steps:\n  - {id: sub, tool: plan, args: {path: child.yaml}}\n")
-    t0 = time.monotonic()
     r = run("run", "parent.yaml", "--output", "json", timeout=60)
-    assert time.monotonic() - t0 < 15, r
     assert r.code == 1, r
-    assert "mute" in r.json["steps"][0]["error"]
+    assert "'mute'" in r.json["steps"][0]["error"]
+    assert "within 1s" in r.json["steps"][0]["error"]  # the child's connect_timeout, not 20 s
     assert_no_traceback(r)
 
 
