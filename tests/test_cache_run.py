@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import assert_no_traceback, planrun
 
 BUILD = """
@@ -58,6 +60,7 @@ def go(cwd: Path, *args: str, **kw: Any) -> Any:
     return r
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_second_run_hits_restores_outputs_and_replays_output(tmp_path: Path) -> None:
     project(tmp_path)
     first = go(tmp_path, "--output", "json", "--events", "e1.jsonl")

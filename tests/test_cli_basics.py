@@ -23,6 +23,7 @@ PLANS = ROOT / "plans"
 # ---- help, exit codes, start-up ----------------------------------------------------------
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_help_shows_every_command_and_the_exit_code_table(run):
     r = run("--help")
     assert r.code == 0, r
@@ -114,6 +115,7 @@ def test_version(run):
     assert r.code == 0 and r.out.startswith("planrun, version "), r
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_bad_option_and_unknown_command_exit_2(run):
     for args in (
         ["--frobnicate"],
@@ -127,6 +129,7 @@ def test_bad_option_and_unknown_command_exit_2(run):
         assert_no_traceback(r)
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_dash_C_changes_the_working_directory(run):
     r = run("-C", str(EXAMPLES), "validate", "diamond.yaml", "subplan.yaml")
     assert r.code == 0, r
@@ -242,6 +245,7 @@ def test_example_validates(path):
     assert r.code == 0 and r.out == "", r
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 @exercises("hello.yaml")
 def test_example_hello(tmp_path):
     doc = _run_example(str(EXAMPLES / "hello.yaml"), "--var", "who=tests", cwd=tmp_path)

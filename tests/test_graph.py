@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from planrun.graph import PlanGraph, render_dot, render_mermaid
 from planrun.loader import load_text
 from planrun.validate import check_document
@@ -44,6 +46,7 @@ def graph_of(text: str) -> PlanGraph:
     return PlanGraph.build(checked.plan.steps)
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_json_shape_with_explicit_and_data_edges(run, write):
     write("build.yaml", PLAN)
     r = run("graph", "build.yaml", "--format", "json")

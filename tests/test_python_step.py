@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import Result
 
 
@@ -63,6 +65,7 @@ steps:
 """
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_exits_and_interrupts_fail_or_succeed_the_step_only(run, write):
     write("steplib.py", MODULE)
     write("plan.yaml", PLAN)

@@ -119,6 +119,7 @@ def test_run_report_after_a_failure(run, write, tmp_path):
     assert_no_traceback(r)
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_report_command_reads_the_state(run, write, tmp_path):
     write("planrun.yaml", "steps: [{id: a, title: First, tool: echo, args: {value: 1}}]\n")
     r = run("report")
@@ -397,3 +398,11 @@ def test_foreach_instances_in_a_real_run(run, write, tmp_path):
     assert all("data-bar" in row for row in bars.rows.values())
     assert "Lint beta" in text
     assert bars.rows["done"].get("data-critical") == "true"
+
+
+def test_critical_path_starts_at_a_step_ending_with_its_dependency() -> None:
+    # An instant last step ends on the same clock tick as the step it waited for: the path
+    # still starts at it (it is downstream), not at the dependency that started earlier.
+    times = {"lint": (0.0, 1.0), "build": (0.0, 0.5), "done": (1.0, 1.0)}
+    deps = {"done": ["lint", "build"], "lint": [], "build": []}
+    assert critical_path(times, deps) == {"done", "lint"}

@@ -34,6 +34,7 @@ def _log(tmp_path: Path) -> list[str]:
     return f.read_text().split() if f.exists() else []
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_fail_fix_resume_runs_only_what_is_left(run, write, tmp_path):
     write("p.yaml", CHAIN)
     r = run("run", "p.yaml")
@@ -236,6 +237,7 @@ def test_one_megabyte_result_round_trips(run, write, tmp_path):
     assert r.json["steps"][0]["result"] == big
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_status_and_list(run, write, tmp_path):
     write("plans/one.yaml", "title: First\nsteps:\n  - {id: x, tool: echo, args: {value: 1}}\n")
     write(

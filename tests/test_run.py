@@ -8,9 +8,12 @@ import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import assert_no_process_left, assert_no_traceback
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_hello_runs_and_binds_results(run, write):
     write(
         "hello.yaml",
@@ -67,6 +70,7 @@ def test_shell_dollar_forms_reach_the_shell(run, write):
     assert r.json["steps"][0]["result"]["stdout"] == "/h sub /h\n", r
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_timeout_kills_the_process_tree(run, write):
     # The sleeps outlast the harness's timeout: a run that waited for them fails the test.
     mark = f"sleep {300 + uuid.uuid4().int % 10**6 / 10**6:.6f}"

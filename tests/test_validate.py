@@ -543,6 +543,7 @@ steps:
 """
 
 
+@pytest.mark.e2e  # a real `python -m planrun` process
 def test_text_format_and_exit_3(run, write):
     write("plan.yaml", BROKEN)
     r = run("validate", "plan.yaml")

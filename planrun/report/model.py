@@ -261,7 +261,9 @@ def critical_path(
     """
     if not times:
         return set()
-    current: str | None = max(times, key=lambda s: (times[s][1], -times[s][0]))
+    # On a tie (one clock tick), the later start: a step that waited for another ends no
+    # earlier than it, so the later starter is the downstream one.
+    current: str | None = max(times, key=lambda s: (times[s][1], times[s][0]))
     path: set[str] = set()
     while current is not None and current not in path:
         path.add(current)
