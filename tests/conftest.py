@@ -84,8 +84,10 @@ def planrun_process(
 
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)
 # Modules a run may import that belong to the environment, not to the test: kept across runs.
+# (examples/ is not: its helpers.py is a plan's module, like another test's helpers.py).
 _KEPT_PREFIXES = tuple(
-    {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {str(ROOT)}
+    {str(Path(p).resolve()) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    | {str(ROOT / "planrun") + os.sep, str(ROOT / "tests") + os.sep}
 )
 
 

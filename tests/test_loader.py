@@ -955,7 +955,7 @@ def yaml_ish_documents(draw: st.DrawFn) -> str:
 
 
 @pytest.mark.slow  # many generated cases: the full suite runs it
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(yaml_ish_documents(), yaml_ish_lines.map(lambda lines: "\n".join(lines) + "\n")))
 def test_fast_path_agrees_with_libyaml_on_generated_text(text: str) -> None:
     try:
@@ -999,7 +999,7 @@ def same(a: Any, b: Any) -> bool:
 
 
 @pytest.mark.slow  # many generated cases: the full suite runs it
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     plan=plans,
     flow=st.sampled_from([False, True, None]),
@@ -1030,7 +1030,7 @@ def test_yaml_dump_loads_back_equal(
 
 
 @pytest.mark.slow  # many generated cases: the full suite runs it
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(plan=plans, indent=st.sampled_from([None, 2]), ensure_ascii=st.booleans())
 def test_json_dump_loads_back_equal(
     tmp_path_factory: pytest.TempPathFactory,
@@ -1063,7 +1063,8 @@ yaml_compatible_values = st.recursive(
 
 
 @pytest.mark.slow  # many generated cases: the full suite runs it
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+# Drawing these nested values is most of the cost (some 8 draws per kept example).
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(plan=st.dictionaries(st.text(max_size=8), yaml_compatible_values, min_size=1, max_size=5))
 def test_json_text_positions_match_yaml_positions(plan: dict[str, Any]) -> None:
     """JSON is YAML: libyaml's positions for the same text are the reference."""

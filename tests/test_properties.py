@@ -21,7 +21,7 @@ from planrun.validate import check_document
 from tests.conftest import assert_no_traceback
 
 ROOT = Path(__file__).resolve().parent.parent
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---- random DAGs -------------------------------------------------------------------------
 
@@ -292,7 +292,7 @@ def test_fuzz_random_bytes(raw, name):
 
 
 @pytest.mark.slow  # many generated cases: the full suite runs it
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PLANS, st.sampled_from(["yaml", "json", "flow"]))
 def test_fuzz_random_plan_documents(plan, style):
     if style == "json":
