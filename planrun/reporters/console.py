@@ -17,18 +17,17 @@ from typing import Any, TextIO
 
 from planrun.events import Event
 from planrun.reporters.lines import (
-    _TERMINAL,
     SHOWN_EVENTS,
     _failure_body,
     _isatty,
     diff_words,
     failed_and_stopped,
     resume_command,
-    status_counts,
     symbols,
     wants_color,
 )
 from planrun.reporters.live import LiveData, LiveView, Raw, render_live
+from planrun.reporters.tally import RunTally
 from planrun.reporters.termsafe import terminal_safe
 from planrun.status import Status
 from planrun.text import first_line, format_duration
@@ -75,16 +74,7 @@ class ConsoleReporter:
 
         self._bar, self._sym = symbols(getattr(self._stream, "encoding", None), color)
 
-        self._root: str | None = None  # the plan of the first run.started; others are sub-plans
-        self._tools: dict[str, str] = {}  # step id -> tool, in plan order (also the step list)
-        self._titles: dict[tuple[str, str], str] = {}  # (plan, step id) -> rendered title
-        self._status: dict[str, str] = {}  # step id -> last status, root plan only
-        self._errors: dict[str, str] = {}  # failed step id -> error
-        self._kept: set[str] = set()  # steps kept from the previous run (root plan)
-        self._instances: dict[str, str] = {}  # foreach instance id -> last status
-        self._running: dict[str, tuple[float, int]] = {}  # step id -> (start ts, attempt)
-        self._done = 0
-        self._run_ts: float | None = None
+        self.tally = RunTally()  # statuses and counts: the events, kept apart from their lines
 
         self._clock_sec = -1
         self._clock_prefix = ""
@@ -101,8 +91,14 @@ class ConsoleReporter:
     # -- the subscriber protocol ------------------------------------------------------------
 
     def handle(self, event: Event) -> None:
+        if self._closed:
+            return
+        later_run = event.event == "run.started" and self.tally.root is not None
+        self.tally.apply(event)
+        if later_run:
+            return  # a sub-plan's run.started stays on its own bus (parent.forward_steps)
         handler = self._handlers.get(event.event)
-        if handler is not None and not self._closed:
+        if handler is not None:
             handler(event)
 
     __call__ = handle
@@ -214,73 +210,35 @@ class ConsoleReporter:
 
     def _id(self, event: Event) -> str:
         step = event.step or ""
-        if event.plan == self._root or self._root is None:
+        if event.plan == self.tally.root or self.tally.root is None:
             # A foreach instance is shown indented under its step.
             return f"  {step}" if step.endswith("]") and "[" in step else step
         return f"{event.plan}:{step}"
 
     def _name(self, event: Event) -> str:
         """The step as people read it: its id (plan:id for a sub-plan's), then its title."""
-        title = self._titles.get((event.plan, event.step or ""))
+        title = self.tally.title(event.plan, event.step or "")
         own_id = (event.step or "").rpartition("/")[2]  # a sub-plan's step: PARENT/ID
         if not title or title.casefold() == own_id.casefold():
             return self._id(event)  # "build (Build)" would only repeat the id
         return f"{self._id(event)} ({title})"
 
-    def _set_status(self, event: Event, status: str) -> bool:
-        """Record a root-plan step's status; False for a sub-plan's step."""
-        if event.plan != self._root or event.step is None:
-            return False
-        if event.step.endswith("]") and "[" in event.step:
-            # A foreach instance: shown while it runs, counted apart from the plan's steps.
-            self._instances[event.step] = status
-            if status == "running":
-                return True
-            self._running.pop(event.step, None)
-            return False
-        if "/" in event.step:  # a sub-plan's step: shown, but not counted among the plan's own
-            if status != "running":
-                self._running.pop(event.step, None)
-            return True
-        old = self._status.get(event.step)
-        self._status[event.step] = status
-        if status in _TERMINAL and old not in _TERMINAL:
-            self._done += 1
-        if status != "running":
-            self._running.pop(event.step, None)
-        return True
-
     # -- events ------------------------------------------------------------------------------
 
     def _run_started(self, event: Event) -> None:
-        data = event.data
-        steps = data.get("steps") or []
-        for step in steps:  # a title with ${...} waits for step.started to render it
-            title = step.get("title") if isinstance(step, dict) else None
-            if isinstance(title, str) and "${" not in title:
-                self._titles[(event.plan, str(step.get("id")))] = first_line(title)
-        if self._root is None:
-            self._root = event.plan
-            self._run_ts = event.ts
-            for step in steps:
-                self._tools[step.get("id")] = step.get("tool") or ""
-            if self._live_wanted:
-                self._start_live()
-            what = f"resuming {event.plan}" if data.get("resumed") else f"run {event.plan} started"
-        else:  # a sub-plan's run.started stays on its own bus (parent.forward_steps)
+        """The root run's start (the only run.started that reaches here)."""
+        if self._live_wanted:
+            self._start_live()
+        if self.quiet:
             return
-        if not self.quiet:
-            count = len(steps)
-            text = f"{what}: {count} step{'s' if count != 1 else ''}"
-            self._write(self._line(event.ts, "start", text))
+        data = event.data
+        what = f"resuming {event.plan}" if data.get("resumed") else f"run {event.plan} started"
+        count = len(data.get("steps") or [])
+        text = f"{what}: {count} step{'s' if count != 1 else ''}"
+        self._write(self._line(event.ts, "start", text))
 
     def _step_started(self, event: Event) -> None:
         attempt = event.data.get("attempt") or 1
-        if event.data.get("title"):  # rendered now that its ${...} can be
-            self._titles[(event.plan, event.step or "")] = first_line(event.data["title"])
-        if self._set_status(event, "running"):
-            self._running[event.step or ""] = (event.ts, attempt)
-            self._kept.discard(event.step or "")
         reason = event.data.get("reason")
         again = bool(event.data.get("again"))  # on resume: the reason is why it runs again
         if again and reason and not self.quiet:
@@ -288,7 +246,7 @@ class ConsoleReporter:
             self._write(self._line(event.ts, "note", text))
         if self.quiet or self._live is not None:
             return  # the live view shows running steps itself
-        tool = event.data.get("tool") or self._tools.get(event.step or "")
+        tool = event.data.get("tool") or self.tally.tools.get(event.step or "")
         text = f"{self._name(event)} started"
         if tool:
             text += f" [{tool}]"
@@ -309,11 +267,9 @@ class ConsoleReporter:
         self._write(f"[{self._id(event)}] {line}\n")
 
     def _step_retrying(self, event: Event) -> None:
-        data = event.data
-        if self._set_status(event, "retrying"):
-            self._running.pop(event.step or "", None)
         if self.quiet:
             return
+        data = event.data
         delay = data.get("delay_s")
         wait = f" in {format_duration(delay)}" if isinstance(delay, int | float) else ""
         why = f"attempt {data.get('attempt', '?')} failed: {first_line(data.get('error'))}"
@@ -321,7 +277,6 @@ class ConsoleReporter:
 
     def _step_succeeded(self, event: Event) -> None:
         data = event.data
-        self._set_status(event, "succeeded")
         if self.quiet:
             return
         text = self._line(
@@ -338,11 +293,7 @@ class ConsoleReporter:
         data = event.data
         status = data.get("status") or "failed"
         ignored = status == "ignored"
-        counted = self._set_status(event, status)
         error = first_line(data.get("error")) or "failed"
-        own = event.step is not None and "/" not in event.step
-        if not ignored and event.plan == self._root and own and counted:
-            self._errors[str(event.step)] = error
         if self.quiet and ignored:
             return
         attempts = data.get("attempts") or 1
@@ -365,13 +316,11 @@ class ConsoleReporter:
             self.flush()  # a failure should be visible in the log now, not after the next burst
 
     def _step_skipped(self, event: Event) -> None:
-        self._set_status(event, "skipped")
         if not self.quiet:
             reason = event.data.get("reason") or "skipped"
             self._write(self._line(event.ts, "skip", f"{self._name(event)} skipped: {reason}"))
 
     def _step_interrupted(self, event: Event) -> None:
-        self._set_status(event, "interrupted")
         if not self.quiet:
             took = format_duration(event.data.get("duration_s"))
             self._write(
@@ -379,7 +328,6 @@ class ConsoleReporter:
             )
 
     def _step_cached(self, event: Event) -> None:
-        self._set_status(event, "cached")
         if self.quiet:
             return
         text = self._line(event.ts, "kept", f"{self._name(event)} cached")
@@ -390,8 +338,6 @@ class ConsoleReporter:
 
     def _step_resumed(self, event: Event) -> None:
         status = str(event.data.get("status") or Status.SUCCEEDED)
-        if self._set_status(event, status):
-            self._kept.add(event.step or "")
         if not self.quiet:
             note = "" if status == Status.SUCCEEDED else f" ({status})"
             text = f"{self._name(event)} kept from the previous run{note}"
@@ -399,17 +345,6 @@ class ConsoleReporter:
 
     def _plan_diff(self, event: Event) -> None:
         data = event.data
-        if event.plan == self._root:
-            for step_id in data.get("removed") or ():
-                if self._status.get(step_id) in (None, "pending"):
-                    self._tools.pop(step_id, None)
-                    self._status.pop(step_id, None)
-                elif self._status.get(step_id) == "failed":
-                    # the planner routed around it: not a failure of the run any more
-                    self._status[step_id] = "replaced"
-                    self._errors.pop(step_id, None)
-            for step_id in data.get("added") or ():
-                self._tools.setdefault(step_id, "")
         if self.quiet:
             return
         head, changes = diff_words(data, self.color)
@@ -420,7 +355,7 @@ class ConsoleReporter:
 
     def _run_finished(self, event: Event) -> None:
         data = event.data
-        if event.plan != self._root:  # the root run's end only (see _run_started)
+        if event.plan != self.tally.root:  # the root run's end only (see _run_started)
             return
         self.flush()
         self._stop_live()
@@ -433,7 +368,7 @@ class ConsoleReporter:
         """The closing text: counts per status, failed steps with their error, resume hint."""
         status = str(data.get("status") or "finished")
         reason = data.get("reason")
-        total, parts = status_counts(self._tools, self._status, self._kept)
+        total, parts = self.tally.counts()
         head = f"run {status}"
         if reason and reason not in (status, "completed"):
             head += f" ({reason})"
@@ -444,17 +379,17 @@ class ConsoleReporter:
         took = data.get("duration_s")
         if isinstance(took, int | float):  # unknown: no "in -"
             text += f" in {format_duration(took)}"
-        if self._instances:  # foreach instances, counted apart from the steps they belong to
-            n = len(self._instances)
-            failed = sum(1 for s in self._instances.values() if s == "failed")
+        n, failed = self.tally.instance_counts()
+        if n:  # foreach instances, counted apart from the steps they belong to
             text += f"; {n} foreach instance{'s' if n != 1 else ''}"
             text += f" ({failed} failed)" if failed else ""
         out = self._line(ts if ts is not None else time.time(), kind, text)
         error = first_line(data.get("error"))
         # "step 'b' failed: <error>" only repeats the failed-steps list below
-        if error and status != "succeeded" and not any(e in error for e in self._errors.values()):
+        errors = self.tally.errors
+        if error and status != "succeeded" and not any(e in error for e in errors.values()):
             out += f"  {error}\n"
-        out += failed_and_stopped(self._errors, self._status, self._sym["fail"])
+        out += failed_and_stopped(errors, self.tally.status, self._sym["fail"])
         if self.resume_hint and status in ("interrupted", "failed"):
             out += f"resume with: {resume_command(self.resume_hint)}\n"
         return out
@@ -487,9 +422,9 @@ class ConsoleReporter:
             live.stop()
 
     def _render(self, height: int) -> Any:
-        running = list(self._running.copy().items())  # dict.copy is atomic under the GIL
-        titles = {sid: self._titles.get((self._root or "", sid), sid) for sid, _ in running}
+        tally = self.tally
+        running = list(tally.running.copy().items())  # dict.copy is atomic under the GIL
+        titles = {sid: tally.titles.get((tally.root or "", sid), sid) for sid, _ in running}
         return render_live(
-            LiveData(self._done, self._tools, self._run_ts, running, titles, self._status),
-            height,
+            LiveData(tally.done, tally.tools, tally.run_ts, running, titles, tally.status), height
         )

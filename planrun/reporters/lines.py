@@ -1,4 +1,4 @@
-"""How the console words a run: symbols, the summary's order, durations and failure blocks."""
+"""How the console words a run: symbols, the summary's order and failure blocks."""
 
 from __future__ import annotations
 

@@ -1,0 +1,149 @@
+"""What the console knows of a run, kept from its events: pure bookkeeping (event in, counts
+out), no terminal, no clock; the console reporter only formats and writes what it says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planrun.events import Event
+from planrun.reporters.lines import _TERMINAL, status_counts
+from planrun.status import Status
+from planrun.text import first_line
+
+
+def _is_instance(step: str) -> bool:
+    """A foreach instance, ID[N]."""
+    return step.endswith("]") and "[" in step
+
+
+class RunTally:
+    """A run's steps as its events leave them: statuses, errors, the steps running now.
+
+    Only the root plan (the first `run.started`) is counted; a sub-plan's steps (PARENT/CHILD)
+    are tracked while they run, and foreach instances are counted apart from the plan's steps.
+    """
+
+    def __init__(self) -> None:
+        self.root: str | None = None  # the plan of the first run.started; others are sub-plans
+        self.run_ts: float | None = None  # when it started
+        self.tools: dict[str, str] = {}  # step id -> tool, in plan order (also the step list)
+        self.titles: dict[tuple[str, str], str] = {}  # (plan, step id) -> rendered title
+        self.status: dict[str, str] = {}  # step id -> last status, root plan only
+        self.errors: dict[str, str] = {}  # failed step id -> error (first line)
+        self.kept: set[str] = set()  # steps kept from the previous run
+        self.instances: dict[str, str] = {}  # foreach instance id -> last status
+        self.running: dict[str, tuple[float, int]] = {}  # step id -> (start ts, attempt)
+        self.done = 0  # root-plan steps in a terminal status
+        self._apply = {
+            "run.started": self._run_started,
+            "step.started": self._step_started,
+            "step.retrying": self._step_retrying,
+            "step.failed": self._step_failed,
+            "step.resumed": self._step_resumed,
+            "plan.diff": self._plan_diff,
+            "step.succeeded": self._settled,
+            "step.skipped": self._settled,
+            "step.interrupted": self._settled,
+            "step.cached": self._settled,
+        }
+
+    def apply(self, event: Event) -> None:
+        """Take one event into account (events the tally does not count are ignored)."""
+        handler = self._apply.get(event.event)
+        if handler is not None:
+            handler(event)
+
+    # -- what it says ------------------------------------------------------------------------
+
+    def counts(self) -> tuple[int, list[str]]:
+        """How many steps the run has, and "N succeeded", "M failed"... in summary order."""
+        return status_counts(self.tools, self.status, self.kept)
+
+    def instance_counts(self) -> tuple[int, int]:
+        """Foreach instances seen, and how many of them failed."""
+        failed = sum(1 for s in self.instances.values() if s == Status.FAILED)
+        return len(self.instances), failed
+
+    def title(self, plan: str, step: str) -> str | None:
+        return self.titles.get((plan, step))
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _set_status(self, event: Event, status: str) -> bool:
+        """Record a step's status; False for a step not shown as the root plan's (a sub-plan's
+        own run, or a foreach instance once it has ended)."""
+        step = event.step
+        if event.plan != self.root or step is None:
+            return False
+        if _is_instance(step):
+            # A foreach instance: shown while it runs, counted apart from the plan's steps.
+            self.instances[step] = status
+            if status == Status.RUNNING:
+                return True
+            self.running.pop(step, None)
+            return False
+        if "/" in step:  # a sub-plan's step: shown, but not counted among the plan's own
+            if status != Status.RUNNING:
+                self.running.pop(step, None)
+            return True
+        old = self.status.get(step)
+        self.status[step] = status
+        if status in _TERMINAL and old not in _TERMINAL:
+            self.done += 1
+        if status != Status.RUNNING:
+            self.running.pop(step, None)
+        return True
+
+    def _run_started(self, event: Event) -> None:
+        steps: list[Any] = event.data.get("steps") or []
+        for step in steps:  # a title with ${...} waits for step.started to render it
+            title = step.get("title") if isinstance(step, dict) else None
+            if isinstance(title, str) and "${" not in title:
+                self.titles[(event.plan, str(step.get("id")))] = first_line(title)
+        if self.root is None:
+            self.root = event.plan
+            self.run_ts = event.ts
+            for step in steps:
+                self.tools[step.get("id")] = step.get("tool") or ""
+
+    def _step_started(self, event: Event) -> None:
+        step = event.step or ""
+        if event.data.get("title"):  # rendered now that its ${...} can be
+            self.titles[(event.plan, step)] = first_line(event.data["title"])
+        if self._set_status(event, Status.RUNNING):
+            self.running[step] = (event.ts, event.data.get("attempt") or 1)
+            self.kept.discard(step)
+
+    def _step_retrying(self, event: Event) -> None:
+        if self._set_status(event, "retrying"):
+            self.running.pop(event.step or "", None)
+
+    def _settled(self, event: Event) -> None:
+        """succeeded, skipped, interrupted, cached: the status is the event's name."""
+        self._set_status(event, event.event.partition(".")[2])
+
+    def _step_failed(self, event: Event) -> None:
+        status = event.data.get("status") or Status.FAILED
+        counted = self._set_status(event, status)
+        own = event.step is not None and "/" not in event.step
+        if status != Status.IGNORED and counted and own:
+            self.errors[str(event.step)] = first_line(event.data.get("error")) or "failed"
+
+    def _step_resumed(self, event: Event) -> None:
+        status = str(event.data.get("status") or Status.SUCCEEDED)
+        if self._set_status(event, status):
+            self.kept.add(event.step or "")
+
+    def _plan_diff(self, event: Event) -> None:
+        if event.plan != self.root:
+            return
+        for step_id in event.data.get("removed") or ():
+            if self.status.get(step_id) in (None, Status.PENDING):
+                self.tools.pop(step_id, None)
+                self.status.pop(step_id, None)
+            elif self.status.get(step_id) == Status.FAILED:
+                # the planner routed around it: not a failure of the run any more
+                self.status[step_id] = "replaced"
+                self.errors.pop(step_id, None)
+        for step_id in event.data.get("added") or ():
+            self.tools.setdefault(step_id, "")
