@@ -11,8 +11,10 @@ and where the whole output is.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
+from collections.abc import Callable
 from typing import IO, Protocol
 
 from planrun.tools.base import OutputCallback
@@ -58,10 +60,10 @@ def _safe(part: str) -> str:
 class CappedOutput:
     """One stream's bytes: whole while small, head + tail + a log file once past `limit`."""
 
-    def __init__(self, limit: int, spill_to: str | None) -> None:
+    def __init__(self, limit: int, spill_to: str | Callable[[], str] | None) -> None:
         self.limit = limit
         self.total = 0
-        self._spill_to = spill_to
+        self._spill_to = spill_to  # a callable: the path, worked out only if the stream is cut
         self._head: list[bytes] = []
         self._head_size = 0
         self._tail = bytearray()
@@ -94,6 +96,8 @@ class CappedOutput:
         self._head = [whole[:half]]
         self._head_size = min(half, len(whole))
         self._tail = bytearray(whole[half:][-(self.limit - half) :])
+        if callable(self._spill_to):
+            self._spill_to = self._spill_to()
         if self._spill_to is None:
             return
         try:
@@ -218,9 +222,10 @@ async def collect_output(
 def output_sinks(
     cwd: str, plan: str, step_id: str, env: dict[str, str]
 ) -> tuple[CappedOutput, CappedOutput]:
-    """The (stdout, stderr) sinks of one step, with their log files."""
+    """The (stdout, stderr) sinks of one step, with their log files (named only when needed:
+    most steps print far less than the limit)."""
     limit = output_limit(env)
     return (
-        CappedOutput(limit, log_path(cwd, plan, step_id, "stdout")),
-        CappedOutput(limit, log_path(cwd, plan, step_id, "stderr")),
+        CappedOutput(limit, functools.partial(log_path, cwd, plan, step_id, "stdout")),
+        CappedOutput(limit, functools.partial(log_path, cwd, plan, step_id, "stderr")),
     )

@@ -78,8 +78,27 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     env = _env(parsed.env, ctx.env)
     argv, command = _argv(parsed.cmd)
     cwd, stdin, check = parsed.cwd, parsed.stdin, parsed.check
-    data = stdin.encode() if stdin is not None else None
+    noop = NO_OP_EXIT.get(parsed.cmd) if isinstance(parsed.cmd, str) else None
+    if noop is not None and cwd == os.getcwd():
+        result = {"stdout": "", "stderr": "", "exit_code": noop}  # what `sh -c` gives
+    else:
+        result = await _run(argv, cwd, env, stdin, ctx)
+    if check and result["exit_code"] != 0:
+        raise command_failed(command, result)
+    return result
 
+
+NO_OP_EXIT = {"true": 0, ":": 0, "false": 1}
+"""Commands whose whole effect under `sh -c` is their exit code (builtins of every /bin/sh,
+given no argument): a step running one of them in planrun's directory starts no process,
+as go-task's built-in shell runs them."""
+
+
+async def _run(
+    argv: list[str], cwd: str, env: dict[str, str], stdin: str | None, ctx: ToolContext
+) -> dict[str, Any]:
+    """Start the command, collect its output, wait for its exit: the result document."""
+    data = stdin.encode() if stdin is not None else None
     plan = ctx.parent.plan if ctx.parent is not None else "plan"
     sinks = output_sinks(ctx.cwd, plan, ctx.step_id, ctx.env)  # bounded memory, see cmdoutput
     proc = await _spawn(argv, cwd, env, data is not None, sinks, ctx.on_output)
@@ -98,14 +117,11 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         LIVE_GROUPS.discard(proc.pid)
     code = proc.returncode
     assert code is not None
-    result = {
+    return {
         "stdout": out.decode("utf-8", errors="replace"),
         "stderr": err.decode("utf-8", errors="replace"),
         "exit_code": code,
     }
-    if check and code != 0:
-        raise command_failed(command, result)
-    return result
 
 
 def _argv(cmd: Any) -> tuple[list[str], str]:
