@@ -1,24 +1,30 @@
 """Compare planrun with make, go-task, just and doit on the same shell work, in one run.
 
-Scenarios (every tool starts one process per step, so the comparison is of
-scheduling and process-start overhead, not of in-process work):
+Scenarios (each tool's own way of running a shell command per step; go-task's built-in
+shell and planrun run a bare `true` without a process, make execs it without a shell):
 
+  s) start-up: a one-step `true` plan, start to finish; `planrun --help` and `planrun
+     validate` of a 5-step plan, now and with the code of a baseline revision
   a) 1,000 independent `true` steps at -j 2
+  p) 1,000 independent `/bin/true` steps at -j 2: a real process per step (no goal)
   b) a chain of 200 `true` steps
   c) layers 1-8-8-8-8-1 of `sleep 0.2`, each step depending on the whole
      previous layer, at -j 4 (best possible: 6 x 0.2 = 1.2 s... of sleeping,
      but 8 steps on 4 slots take two rounds: 0.2 + 4 x 0.4 + 0.2 = 2.0 s)
   d) dry run of the 1,000-step plan (each tool's nearest equivalent)
-  s) start-up: a one-step `true` plan, start to finish (and `planrun --help`,
-     `planrun validate` of a 5-step plan, planrun alone)
   e) planrun's own per-step overhead: 10,000 independent `echo` steps with
      --events on, (total - start-up) / 10,000
+
+At the end, every goal of issue 15 is printed with its figure and whether it is met, by wall
+time (what the goals say) and by CPU time (steadier on a shared machine). Byte-code caches
+are on (PYTHONDONTWRITEBYTECODE is dropped for the children) and warmed before timing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    OUT_DIR,
     Figure,
     Timing,
     find_tool,
@@ -286,21 +293,48 @@ def step_overhead(reps: int, profile: bool, timeout: float) -> tuple[Timing, Tim
     return t_one, t_big, n, per_step
 
 
-def cli_startup(d: Path, reps: int) -> list[Figure]:
-    """`planrun --help` and `planrun validate` of a 5-step chain: what every call costs."""
+BASELINE_REV = "16ffb00"  # main before this session's start-up work (issue 15): "today's time"
+
+
+def baseline_tree(rev: str) -> Path | None:
+    """planrun's package at `rev`, exported once under bench/out/ (None when git cannot)."""
+    root = Path(__file__).resolve().parent.parent
+    dest = OUT_DIR / f"baseline-{rev}"
+    if (dest / "planrun" / "__init__.py").exists():
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(root), "archive", rev, "planrun"], capture_output=True, timeout=60
+        )
+        if archive.returncode != 0:
+            return None
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return dest
+
+
+def cli_startup(d: Path, reps: int, baseline: Path | None, rev: str) -> list[Timing]:
+    """`planrun --help` and `planrun validate` of a 5-step chain: what every call costs, now
+    and (same run, same machine) with the baseline tree's code."""
     planrun = planrun_cmd()
     assert planrun is not None
     five = d / "five.yaml"
     write_planrun(Graph("five", chain(5).steps, 1), d).rename(five)
     write_planrun(independent(1, 1), d)  # plan.yaml back to the one-step plan
-    rows = [
-        time_command("planrun --help", [*planrun, "--help"], cwd=d, reps=reps),
-        time_command(
-            "planrun validate (5 steps)", [*planrun, "validate", five.name], cwd=d, reps=reps
-        ),
-    ]
+    trees: list[tuple[str, dict[str, str] | None]] = [("", None)]
+    if baseline is not None:
+        trees.append((f" [{rev}]", {**os.environ, "PYTHONPATH": str(baseline)}))
+    rows = []
+    for args, label in (([], "--help"), (["validate", five.name], "validate (5 steps)")):
+        for suffix, env in trees:
+            argv = [*planrun, *(args or ["--help"])]
+            rows.append(time_command(f"planrun {label}{suffix}", argv, cwd=d, reps=reps, env=env))
     print_rows("s) start-up: --help and validate", rows)
-    return [Figure(t.label, f"{fmt_s(t.median)} (cpu {fmt_s(t.cpu_median)})") for t in rows if t.ok]
+    if baseline is None:
+        print(f"(baseline {rev} not available: no ratio to today's code)")
+    return rows
 
 
 def verify() -> bool:
@@ -341,22 +375,101 @@ def verify() -> bool:
     return all_ok
 
 
+@dataclass
+class Goal:
+    """One goal of issue 15: planrun's figure against a reference, met or not (wall and CPU)."""
+
+    name: str
+    target: str
+    wall: float  # planrun's figure divided by the reference (or the figure, for absolute goals)
+    cpu: float
+    limit: float
+    shown: str
+
+    @property
+    def met(self) -> bool:
+        return self.wall == self.wall and self.wall <= self.limit
+
+    @property
+    def met_cpu(self) -> bool:
+        return self.cpu == self.cpu and self.cpu <= self.limit
+
+
+def ratio_goal(name: str, target: str, ours: Timing, ref: Timing | None, limit: float) -> Goal:
+    """planrun / reference, wall and CPU; not met when either could not be measured."""
+    if ref is None or not ours.ok or not ref.ok:
+        return Goal(name, target, float("nan"), float("nan"), limit, "not measured")
+    wall, cpu = ours.median / ref.median, ours.cpu_median / ref.cpu_median
+    shown = (
+        f"{fmt_s(ours.median)} / {fmt_s(ref.median)} = {wall:.2f}x "
+        f"(CPU {fmt_s(ours.cpu_median)} / {fmt_s(ref.cpu_median)} = {cpu:.2f}x)"
+    )
+    return Goal(name, target, wall, cpu, limit, shown)
+
+
+def find(timings: list[Timing], prefix: str) -> Timing | None:
+    return next((t for t in timings if t.label.startswith(prefix)), None)
+
+
+def print_goals(goals: list[Goal]) -> None:
+    print(f"\n==== issue 15 goals ({machine_note()})")
+    rows = [
+        [
+            g.name,
+            g.target,
+            g.shown,
+            "met" if g.met else "NOT met",
+            "met" if g.met_cpu else "NOT met",
+        ]
+        for g in goals
+    ]
+    print_table(["goal", "target", "measured", "wall", "by CPU"], rows)
+    print("(the goals are wall times; on a busy machine the CPU column is the steadier one)")
+
+
+def warm_up() -> None:
+    """One untimed run of each planrun path, so byte-code caches exist before any timing."""
+    planrun = planrun_cmd()
+    assert planrun is not None
+    d = write_all(independent(3, 1))
+    for args in (["run", "plan.yaml", "--no-state", "-q"], ["run", "plan.yaml", "--dry-run"]):
+        subprocess.run([*planrun, *args], cwd=d, capture_output=True, timeout=120)
+    subprocess.run([*planrun, "validate", "plan.yaml"], cwd=d, capture_output=True, timeout=120)
+
+
 def main(argv: list[str] | None = None) -> list[Figure]:
     parser = argparse.ArgumentParser(description="planrun vs make/go-task/just/doit")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--only", choices=list("sabcde"), action="append", help="scenarios to run")
+    parser.add_argument("--only", choices=list("sapbcde"), action="append", help="scenarios")
     parser.add_argument("--profile", action="store_true", help="cProfile planrun in scenario e")
     parser.add_argument("--e-timeout", type=float, default=30.0, help="seconds for the 10k run")
     parser.add_argument("--verify", action="store_true", help="only check each tool runs all steps")
+    parser.add_argument("--baseline", default=BASELINE_REV, help="git revision for `--help` 0.5x")
     opts = parser.parse_args(argv)
+    # Byte-code caches on, as users have them: a child without them recompiles every module.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     if opts.verify:
         ok = verify()
         return [Figure("runners verified", "ok" if ok else "WRONG", "all tools correct", ok)]
-    which = set(opts.only or "sabcde")
-    figures: list[Figure] = []
+    which = set(opts.only or "sapbcde")
     print(f"== bench_runners ({machine_note()})")
-    for name in ("make", "task", "just", "doit"):
+    for name in ("planrun", "make", "task", "just", "doit"):
         print(f"   {name}: {find_tool(name) or 'not installed'}")
+    code = "import planrun, os; print(os.path.dirname(planrun.__file__))"
+    where = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    print(f"   planrun's code: {where.strip()}")
+    warm_up()
+    figures: list[Figure] = []
+    goals = run_scenarios(which, opts, figures)
+    if goals:
+        print_goals(goals)
+        figures += [Figure(f"goal {g.name}", g.shown, g.target, g.met) for g in goals]
+    return figures
+
+
+def run_scenarios(which: set[str], opts: argparse.Namespace, figures: list[Figure]) -> list[Goal]:
+    """Every scenario asked for, its table printed; the goals they measure."""
+    goals: list[Goal] = []
 
     def ratio_figure(label: str, timings: list[Timing]) -> None:
         """One summary line: planrun's median, then each other tool's median and its ratio."""
@@ -371,12 +484,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         figures.append(Figure(label, ", ".join(parts)))
 
     if "s" in which:
-        g = independent(1, 1)
-        d = write_all(g)
-        ts = run_rows(g, d, opts.reps)
-        print_rows("s) start-up: a one-step `true` plan", ts)
-        ratio_figure("s) one-step plan", ts)
-        figures.extend(cli_startup(d, opts.reps))
+        goals += scenario_s(opts, ratio_figure)
     if "a" in which or "d" in which:
         g = independent(1000, 2)
         d = write_all(g)
@@ -384,6 +492,11 @@ def main(argv: list[str] | None = None) -> list[Figure]:
             ta = run_rows(g, d, opts.reps)
             print_rows("a) 1,000 independent `true` steps, -j 2", ta)
             ratio_figure("a) 1000 independent, -j2", ta)
+            goals.append(
+                ratio_goal(
+                    "a) 1,000 × true, -j 2", "≤ 0.8× go-task", ta[0], find(ta, "go-task"), 0.8
+                )
+            )
         if "d" in which:
             td = dry_rows(d, opts.reps)
             print_rows("d) dry run of the 1,000-step plan", td)
@@ -393,6 +506,22 @@ def main(argv: list[str] | None = None) -> list[Figure]:
                 " only loads dodo.py and lists task names)"
             )
             ratio_figure("d) dry run, 1000 steps", td[:1] + [td[0]] + td[2:])
+            goals.append(
+                ratio_goal(
+                    "d) dry run, 1,000 steps",
+                    "≤ 0.8× go-task --dry",
+                    td[0],
+                    find(td, "go-task"),
+                    0.8,
+                )
+            )
+    if "p" in which:
+        # Not a goal: what a real process per step costs (`true` alone starts none, see docs/tools.md).
+        g = Graph("process-1000", [(f"s{i}", "/bin/true", []) for i in range(1000)], 2)
+        d = write_all(g)
+        tp = run_rows(g, d, opts.reps)
+        print_rows("p) 1,000 independent `/bin/true` steps (a process per step), -j 2", tp)
+        ratio_figure("p) 1000 × /bin/true, -j2", tp)
     if "b" in which:
         g = chain(200)
         d = write_all(g)
@@ -405,28 +534,62 @@ def main(argv: list[str] | None = None) -> list[Figure]:
         tc = run_rows(g, d, opts.reps)
         print_rows("c) layers 1-8-8-8-8-1 of `sleep 0.2`, -j 4", tc, best=2.0)
         ratio_figure("c) layers 1-8-8-8-8-1, -j4 (best 2.0 s)", tc)
+        bound = Timing("the 2.0 s bound", [2.0], [2.0])
+        goal = ratio_goal("c) layers of sleep 0.2, -j 4", "wall ≤ 1.05× 2.0 s", tc[0], bound, 1.05)
+        goal.cpu, goal.shown = float("nan"), f"{fmt_s(tc[0].median)} = {goal.wall:.2f}x 2.0 s"
+        goals.append(goal)
     if "e" in which:
-        t_one, t_big, n, per_step = step_overhead(opts.reps, opts.profile, opts.e_timeout)
-        print(f"\n-- e) planrun per-step overhead: {n:,} independent echo steps, --events on --")
-        rows = [
-            [
-                t.label,
-                fmt_s(t.median) if t.ok else "FAILED",
-                fmt_s(t.cpu_median),
-                f"n={len(t.times)}",
-            ]
-            for t in (t_one, t_big)
-        ]
-        print_table(["run", "wall", "cpu", "runs"], rows)
-        ok = per_step == per_step and per_step < STEP_OVERHEAD_TARGET_US
-        shown = f"{per_step:.0f} µs" if per_step == per_step else "n/a"
-        print(
-            f"per step: {shown} (target < {STEP_OVERHEAD_TARGET_US:.0f} µs) {'OK' if ok else 'MISSED'}"
-        )
-        report_failures([t_one, t_big])
-        label = "e) planrun per-step overhead" + ("" if n == 10_000 else f" (at {n:,} steps)")
-        figures.append(Figure(label, shown, "< 100 µs", ok))
-    return figures
+        goals.append(scenario_e(opts, figures))
+    return goals
+
+
+def scenario_s(
+    opts: argparse.Namespace, ratio_figure: Callable[[str, list[Timing]], None]
+) -> list[Goal]:
+    g = independent(1, 1)
+    d = write_all(g)
+    ts = run_rows(g, d, opts.reps)
+    print_rows("s) start-up: a one-step `true` plan", ts)
+    ratio_figure("s) one-step plan", ts)
+    go_task, doit = find(ts, "go-task"), find(ts, "doit")
+    goals = [
+        ratio_goal("s) one-step plan", "≤ 1.5× go-task", ts[0], go_task, 1.5),
+        ratio_goal("s) one-step plan vs doit", "< 1× doit", ts[0], doit, 0.999),
+    ]
+    baseline = baseline_tree(opts.baseline)
+    rows = cli_startup(d, opts.reps, baseline, opts.baseline)
+    for what in ("--help", "validate (5 steps)"):
+        now, before = find(rows, f"planrun {what}"), find(rows, f"planrun {what} [")
+        if now is not None:
+            goals.append(
+                ratio_goal(f"`planrun {what}`", f"≤ 0.5× {opts.baseline}", now, before, 0.5)
+            )
+    return goals
+
+
+def scenario_e(opts: argparse.Namespace, figures: list[Figure]) -> Goal:
+    t_one, t_big, n, per_step = step_overhead(opts.reps, opts.profile, opts.e_timeout)
+    print(f"\n-- e) planrun per-step overhead: {n:,} independent echo steps, --events on --")
+    rows = [
+        [t.label, fmt_s(t.median) if t.ok else "FAILED", fmt_s(t.cpu_median), f"n={len(t.times)}"]
+        for t in (t_one, t_big)
+    ]
+    print_table(["run", "wall", "cpu", "runs"], rows)
+    per_cpu = (
+        (t_big.cpu_median - t_one.cpu_median) / n * 1e6 if t_big.ok and t_one.ok else float("nan")
+    )
+    ok = per_step == per_step and per_step < STEP_OVERHEAD_TARGET_US
+    shown = f"{per_step:.0f} µs" if per_step == per_step else "n/a"
+    print(
+        f"per step: {shown} wall, {per_cpu:.0f} µs CPU (target < {STEP_OVERHEAD_TARGET_US:.0f} µs)"
+    )
+    report_failures([t_one, t_big])
+    label = "e) per-step overhead" + ("" if n == 10_000 else f" (at {n:,} steps)")
+    figures.append(Figure(label, shown, "< 100 µs", ok))
+    limit = STEP_OVERHEAD_TARGET_US
+    return Goal(
+        label, "< 100 µs a step", per_step, per_cpu, limit, f"{shown} wall, {per_cpu:.0f} µs CPU"
+    )
 
 
 if __name__ == "__main__":

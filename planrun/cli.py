@@ -161,7 +161,6 @@ def _plan_after_force(
 
 
 def _do_run(force_resume: bool, **kw: Any) -> None:
-    from planrun.dryrun import render_dry_run
     from planrun.runner import RunRequest, run_sync
 
     force, args = _plan_after_force(kw["force"], kw["args"])
@@ -212,6 +211,8 @@ def _do_run(force_resume: bool, **kw: Any) -> None:
     if kw["output"] == "json":
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     elif kw["dry_run"]:
+        from planrun.dryrun import render_dry_run  # the dry run's own module, only for it
+
         click.echo(render_dry_run(doc, kw["explain"]), nl=False)
     elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
