@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from planrun.errors import PlanInvalid, PlanrunError
+from planrun.plan import ServerEntry
 
 PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
 
@@ -98,7 +99,7 @@ def list_tools(
     from planrun.mcp_client import parse_mcp_config
 
     extra = parse_mcp_config(mcp_config) if mcp_config else {}
-    servers: dict[str, Any] = dict(extra)
+    servers: dict[str, ServerEntry] = dict(extra)
     if plan_path is not None:
         from planrun.checktools import server_entries
         from planrun.expressions import ExpressionError
@@ -120,16 +121,16 @@ def list_tools(
     return rows
 
 
-async def _server_tools(servers: dict[str, Any], cwd: str) -> list[dict[str, Any]]:
+async def _server_tools(servers: dict[str, ServerEntry], cwd: str) -> list[dict[str, Any]]:
+    """Every tool of `servers` (resolved plan entries, or expanded by parse_mcp_config)."""
     import asyncio
 
     from planrun.mcp_client import ServerPool
 
-    entries = servers  # resolved already (plan entries) or expanded by parse_mcp_config
-    async with ServerPool(entries, cwd=cwd) as pool:
-        lists = await asyncio.gather(*(pool.list_tools(n) for n in entries))
+    async with ServerPool(servers, cwd=cwd) as pool:
+        lists = await asyncio.gather(*(pool.list_tools(n) for n in servers))
     out = []
-    for name, tools in zip(entries, lists, strict=True):
+    for name, tools in zip(servers, lists, strict=True):
         for t in tools:
             out.append(
                 {

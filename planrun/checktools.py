@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from planrun.checked import CheckedPlan
 from planrun.errors import Diagnostic
 from planrun.expressions import resolve
-from planrun.plan import Plan
+from planrun.plan import Plan, ServerEntry
 from planrun.suggest import did_you_mean
 from planrun.tools.base import ToolFailed
 
@@ -105,19 +105,11 @@ async def check_tools(
     return out
 
 
-def server_entries(plan: Plan, variables: dict[str, Any]) -> dict[str, Any]:
+def server_entries(plan: Plan, variables: dict[str, Any]) -> dict[str, ServerEntry]:
     """The plan's server entries with `${...}` (e.g. `${env.TOKEN}`) resolved."""
     scope = {**variables, "env": dict(os.environ)}
     return {
-        n: resolve(
-            {
-                k: v
-                for k, v in e.to_dict(exclude_defaults=True).items()
-                if v is not None and k != "connect_timeout"
-            },
-            scope,
-            path=("servers", n),
-        )
+        n: ServerEntry.from_dict(resolve(e.to_dict(), scope, path=("servers", n)))
         for n, e in plan.servers.items()
     }
 

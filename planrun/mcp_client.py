@@ -9,7 +9,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -21,6 +21,7 @@ from planrun.mcp_config import (
     load_env_file,
     parse_mcp_config,
 )
+from planrun.plan import ServerEntry
 from planrun.text import first_line
 from planrun.tools.base import ToolFailed
 
@@ -124,7 +125,7 @@ class _Server:
     """One server's session, owned by its background task."""
 
     name: str
-    entry: dict[str, Any]
+    entry: ServerEntry
     ready: asyncio.Future[Any]  # the connected mcp.Client, or a _StartFailed
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -147,9 +148,9 @@ class ServerPool:
     """MCP sessions for one run: each server starts lazily on first use, once, shared by all steps."""
 
     def __init__(
-        self, servers: dict[str, dict[str, Any]], *, cwd: str, connect_timeout: float = 20.0
+        self, servers: Mapping[str, ServerEntry], *, cwd: str, connect_timeout: float = 20.0
     ) -> None:
-        self._entries = servers
+        self._entries = dict(servers)
         self._cwd = cwd
         self._connect_timeout = connect_timeout
         self._servers: dict[str, _Server] = {}
@@ -321,26 +322,24 @@ class ServerPool:
     def _transport(self, srv: _Server) -> Any:
         """The SDK transport for one entry: a spawned process or an HTTP connection."""
         entry = srv.entry
-        kind = entry.get("type") or (
-            "http" if "url" in entry and "command" not in entry else "stdio"
-        )
+        kind = entry.transport
         if kind in HTTP_TYPES:
-            if not entry.get("url"):
+            if not entry.url:
                 raise ToolFailed(f"MCP server '{srv.name}': no url")
-            return _http_transport(kind, str(entry["url"]), dict(entry.get("headers") or {}))
+            return _http_transport(kind, str(entry.url), dict(entry.headers))
         if kind != "stdio":
             raise ToolFailed(f"MCP server '{srv.name}': unknown type {kind!r}")
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        command = str(entry.get("command") or "")
+        command = str(entry.command or "")
         if not command:
             raise ToolFailed(f"MCP server '{srv.name}': no command")
-        cwd = os.path.join(self._cwd, entry["cwd"]) if entry.get("cwd") else self._cwd
+        cwd = os.path.join(self._cwd, entry.cwd) if entry.cwd else self._cwd
         # The whole environment, like the shell tool (the SDK alone passes only HOME, PATH...).
         env = dict(os.environ)
-        if entry.get("envFile"):
-            env_file = os.path.join(self._cwd, entry["envFile"])
+        if entry.envFile:
+            env_file = os.path.join(self._cwd, entry.envFile)
             try:
                 env.update(load_env_file(env_file))
             except (OSError, UnicodeDecodeError) as exc:
@@ -348,9 +347,9 @@ class ServerPool:
                 raise ToolFailed(
                     f"MCP server '{srv.name}': cannot read envFile {env_file}: {why}"
                 ) from None
-        env.update({str(k): str(v) for k, v in (entry.get("env") or {}).items()})
+        env.update({str(k): str(v) for k, v in entry.env.items()})
         params = StdioServerParameters(
-            command=command, args=[str(a) for a in entry.get("args") or []], env=env, cwd=cwd
+            command=command, args=[str(a) for a in entry.args], env=env, cwd=cwd
         )
         # The server's stderr goes to an unlinked temp file: out of planrun's output, but its
         # tail is at hand for the error message when the server fails.
@@ -364,9 +363,9 @@ class ServerPool:
 
         leaf = _pick_leaf(exc)
         name, tail = srv.name, srv.stderr_tail() or None
-        command = srv.entry.get("command", "")
+        command = srv.entry.command or ""
         if isinstance(leaf, FileNotFoundError):
-            where = srv.entry.get("cwd")
+            where = srv.entry.cwd
             if where and not os.path.isdir(os.path.join(self._cwd, where)):
                 return ToolFailed(f"MCP server '{name}': working directory not found: {where}")
             return ToolFailed(f"MCP server '{name}': command not found: {command}")
@@ -375,7 +374,7 @@ class ServerPool:
         if isinstance(leaf, MCPError):
             if leaf.code == -32000:  # CONNECTION_CLOSED
                 return ToolFailed(f"MCP server '{name}': exited during start-up", detail=tail)
-            via = f" with {srv.entry['url']}" if srv.entry.get("url") else ""
+            via = f" with {srv.entry.url}" if srv.entry.url else ""
             return ToolFailed(
                 f"MCP server '{name}': handshake{via} failed: {leaf.message} (MCP error {leaf.code})",
                 detail=tail,
@@ -383,8 +382,8 @@ class ServerPool:
         if isinstance(leaf, asyncio.CancelledError):
             return ToolFailed(f"MCP server '{name}': start-up was cancelled")
         text = first_line(str(leaf)) or type(leaf).__name__
-        if "url" in srv.entry:
-            return ToolFailed(f"MCP server '{name}': cannot connect to {srv.entry['url']}: {text}")
+        if srv.entry.url is not None:
+            return ToolFailed(f"MCP server '{name}': cannot connect to {srv.entry.url}: {text}")
         return ToolFailed(f"MCP server '{name}': failed to start: {text}", detail=tail)
 
     def _mcp_error(self, srv: _Server, what: str, exc: Any, timeout: float | None) -> ToolFailed:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from planrun.errors import UsageError
+from planrun.plan import ServerEntry, transport_kind
 from planrun.suggest import did_you_mean
 
 HTTP_TYPES = ("http", "streamable-http", "sse")
@@ -33,11 +34,11 @@ _STDIO_KEYS = frozenset({"type", "command", "args", "env", "cwd", "envFile"})
 _HTTP_KEYS = frozenset({"type", "url", "headers"})
 
 
-def parse_mcp_config(path: str) -> dict[str, dict[str, Any]]:
+def parse_mcp_config(path: str) -> dict[str, ServerEntry]:
     """Load a `.mcp.json` / Claude / Cursor (`mcpServers`) or VS Code (`servers`) file.
 
-    Returns server name -> entry, each either stdio `{type: "stdio", command, args, env,
-    cwd?, envFile?}` or remote `{type, url, headers}`. The file's own variables are expanded
+    Returns server name -> entry, each either stdio (type "stdio", command, args, env, cwd,
+    envFile) or remote (type, url, headers), its type always set. The file's own variables are expanded
     here (`${VAR}` / `${VAR:-default}` from the environment as Claude Code does, and VS Code's
     `${workspaceFolder}`, `${userHome}`, `${env:VAR}`), so the entries hold plain values.
     Raises UsageError with a one-line message on any problem.
@@ -68,7 +69,7 @@ def parse_mcp_config(path: str) -> dict[str, dict[str, Any]]:
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.basename(folder) == ".vscode":
         folder = os.path.dirname(folder)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ServerEntry] = {}
     for name, raw in servers.items():
         where = f"{path}: server '{name}'"
         if not isinstance(raw, dict):
@@ -80,11 +81,9 @@ def parse_mcp_config(path: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def normalize_server_entry(entry: dict[str, Any], where: str) -> dict[str, Any]:
-    """Check one server entry and return it with defaults filled in (raises UsageError)."""
-    kind = entry.get("type")
-    if kind is None:
-        kind = "http" if "url" in entry and "command" not in entry else "stdio"
+def normalize_server_entry(entry: dict[str, Any], where: str) -> ServerEntry:
+    """Check one server entry; the ServerEntry, its type filled in (raises UsageError)."""
+    kind = transport_kind(entry.get("type"), entry.get("url"), entry.get("command"))
     if kind not in STDIO_TYPES + HTTP_TYPES:
         raise UsageError(
             f"{where}: unknown type {kind!r} (expected stdio, http, sse or streamable-http)"
@@ -105,25 +104,28 @@ def normalize_server_entry(entry: dict[str, Any], where: str) -> dict[str, Any]:
         env = entry.get("env") or {}
         if not isinstance(env, dict):
             raise UsageError(f"{where}: 'env' must be an object")
-        out: dict[str, Any] = {
-            "type": "stdio",
-            "command": command,
-            "args": [str(a) for a in args],
-            "env": {str(k): "" if v is None else str(v) for k, v in env.items()},
-        }
         for opt in ("cwd", "envFile"):
-            if entry.get(opt) is not None:
-                if not isinstance(entry[opt], str):
-                    raise UsageError(f"{where}: '{opt}' must be a string")
-                out[opt] = entry[opt]
-        return out
+            if entry.get(opt) is not None and not isinstance(entry[opt], str):
+                raise UsageError(f"{where}: '{opt}' must be a string")
+        return ServerEntry(
+            type="stdio",
+            command=command,
+            args=[str(a) for a in args],
+            env={str(k): "" if v is None else str(v) for k, v in env.items()},
+            cwd=entry.get("cwd"),
+            envFile=entry.get("envFile"),
+        )
     url = entry.get("url")
     if not isinstance(url, str) or not url:
         raise UsageError(f"{where}: 'url' must be a non-empty string")
     headers = entry.get("headers") or {}
     if not isinstance(headers, dict):
         raise UsageError(f"{where}: 'headers' must be an object")
-    return {"type": kind, "url": url, "headers": {str(k): str(v) for k, v in headers.items()}}
+    return ServerEntry(
+        type=kind,  # type: ignore[arg-type]  # one of HTTP_TYPES: checked above
+        url=url,
+        headers={str(k): str(v) for k, v in headers.items()},
+    )
 
 
 _CONFIG_VAR = re.compile(r"\$\{([^}]*)\}")

@@ -28,6 +28,7 @@ __all__ = [
     "ServerEntry",
     "Step",
     "replace",
+    "transport_kind",
 ]
 
 
@@ -200,6 +201,19 @@ class ServerEntry(PlanNode):
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     connect_timeout: float | None = None
+
+    @property
+    def transport(self) -> str:
+        """How planrun talks to it: stdio, http, sse or streamable-http (transport_kind)."""
+        return transport_kind(self.type, self.url, self.command)
+
+
+def transport_kind(type_: str | None, url: object, command: object) -> str:
+    """A server entry's transport: its `type`; without one, http for a url and no command,
+    else stdio. (Also applied to a config file's raw entry before it is a ServerEntry.)"""
+    if type_ is not None:
+        return type_
+    return "http" if url is not None and command is None else "stdio"
 
 
 _table(ServerEntry, {"args": _COPY, "env": _COPY, "headers": _COPY})

@@ -19,15 +19,16 @@ import pytest
 
 from planrun.errors import UsageError
 from planrun.mcp_client import ServerPool, check_tool_args, parse_mcp_config
+from planrun.plan import ServerEntry
 from planrun.tools.base import ToolFailed
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
 
 SERVERS_DIR = Path(__file__).parent / "mcp_servers"
-CRASHY = {"command": sys.executable, "args": [str(SERVERS_DIR / "crashy_server.py")]}
-SILENT = {"command": sys.executable, "args": [str(SERVERS_DIR / "silent_server.py")]}
-TIME = {"command": "mcp-server-time"}
+CRASHY = ServerEntry(command=sys.executable, args=[str(SERVERS_DIR / "crashy_server.py")])
+SILENT = ServerEntry(command=sys.executable, args=[str(SERVERS_DIR / "silent_server.py")])
+TIME = ServerEntry(command="mcp-server-time")
 
 needs_time = pytest.mark.skipif(
     shutil.which("mcp-server-time") is None, reason="mcp-server-time not installed"
@@ -114,7 +115,7 @@ def test_time_server_structured_results(tmp_path: Path) -> None:
 @needs_git
 def test_git_server_text_results(tmp_path: Path, git_repo: Path) -> None:
     async def main() -> None:
-        entry = {"command": "mcp-server-git", "args": ["--repository", str(git_repo)]}
+        entry = ServerEntry(command="mcp-server-git", args=["--repository", str(git_repo)])
         async with ServerPool({"git": entry}, cwd=str(tmp_path)) as pool:
             status = await pool.call("git", "git_status", {"repo_path": str(git_repo)})
             assert isinstance(status, str) and "new.txt" in status
@@ -187,7 +188,7 @@ def test_unknown_tool_and_bad_arguments_fail_the_call(tmp_path: Path) -> None:
 
 def test_unknown_server_and_missing_command(tmp_path: Path) -> None:
     async def main() -> None:
-        servers = {"x": {"command": "planrun-no-such-command"}}
+        servers = {"x": ServerEntry(command="planrun-no-such-command")}
         # A connect timeout longer than the test's: "not found" must come at once, not then.
         async with ServerPool(servers, cwd=str(tmp_path), connect_timeout=600) as pool:
             with pytest.raises(ToolFailed) as err:
@@ -203,10 +204,9 @@ def test_unknown_server_and_missing_command(tmp_path: Path) -> None:
 
 def test_server_exiting_at_start_up_shows_its_stderr(tmp_path: Path) -> None:
     async def main() -> None:
-        entry = {
-            "command": sys.executable,
-            "args": ["-c", "import sys; sys.exit('config is broken')"],
-        }
+        entry = ServerEntry(
+            command=sys.executable, args=["-c", "import sys; sys.exit('config is broken')"]
+        )
         async with ServerPool({"bad": entry}, cwd=str(tmp_path)) as pool:
             with pytest.raises(ToolFailed) as err:
                 await pool.call("bad", "anything", {})
@@ -314,9 +314,9 @@ def test_remote_server(tmp_path: Path, kind: str, endpoint: str) -> None:
 
         async def main() -> None:
             url = f"http://127.0.0.1:{port}{endpoint}"
-            servers: dict[str, dict[str, Any]] = {
-                "web": {"type": kind, "url": url, "headers": {"X-Token": "t0k"}},
-                "gone": {"type": kind, "url": "http://127.0.0.1:9/mcp"},
+            servers = {
+                "web": ServerEntry(type=kind, url=url, headers={"X-Token": "t0k"}),
+                "gone": ServerEntry(type=kind, url="http://127.0.0.1:9/mcp"),
             }
             async with ServerPool(servers, cwd=str(tmp_path)) as pool:
                 echoed = await pool.call("web", "echo", {"text": f"over {kind}"})
@@ -338,9 +338,10 @@ def test_stray_stdout_output_prints_no_traceback(tmp_path: Path) -> None:
     code = f"""
 import asyncio, sys
 from planrun.mcp_client import ServerPool
+from planrun.plan import ServerEntry
 
 async def main():
-    entry = {{"command": sys.executable, "args": [{str(SERVERS_DIR / "crashy_server.py")!r}, "--noisy"]}}
+    entry = ServerEntry(command=sys.executable, args=[{str(SERVERS_DIR / "crashy_server.py")!r}, "--noisy"])
     async with ServerPool({{"n": entry}}, cwd=".") as pool:
         print(await pool.call("n", "echo", {{"text": "fine"}}))
 
@@ -366,13 +367,13 @@ def test_stdio_entry_env_cwd_and_env_file(tmp_path: Path) -> None:
         "import os, sys; print(os.getcwd(), os.environ.get('FROM_FILE'), os.environ.get('OVERRIDDEN'),"
         " os.environ.get('PLANRUN_TEST_INHERITED'), file=sys.stderr); sys.exit(3)"
     )
-    entry: dict[str, Any] = {
-        "command": sys.executable,
-        "args": ["-c", script],
-        "cwd": "work",
-        "envFile": "vars.env",
-        "env": {"OVERRIDDEN": "entry"},
-    }
+    entry = ServerEntry(
+        command=sys.executable,
+        args=["-c", script],
+        cwd="work",
+        envFile="vars.env",
+        env={"OVERRIDDEN": "entry"},
+    )
 
     async def main() -> None:
         async with ServerPool({"probe": entry}, cwd=str(tmp_path)) as pool:
@@ -473,21 +474,18 @@ def test_parse_claude_style_config(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         },
     )
     assert parse_mcp_config(path) == {
-        "time": {
-            "type": "stdio",
-            "command": "mcp-server-time",
-            "args": ["--local-timezone", "UTC"],
-            "env": {},
-        },
-        "fs": {"type": "stdio", "command": "npx", "args": ["-y", "fs", "/data"], "env": {"N": "3"}},
-        "api": {
-            "type": "http",
-            "url": "https://x.example/mcp",
-            "headers": {"Authorization": "Bearer s3cret"},
-        },
-        "old": {"type": "sse", "url": "http://127.0.0.1:1/sse", "headers": {}},
-        "cursor": {"type": "http", "url": "http://127.0.0.1:2/mcp", "headers": {}},
-        "cline": {"type": "stdio", "command": "c", "args": [], "env": {}},
+        "time": ServerEntry(
+            type="stdio", command="mcp-server-time", args=["--local-timezone", "UTC"]
+        ),
+        "fs": ServerEntry(type="stdio", command="npx", args=["-y", "fs", "/data"], env={"N": "3"}),
+        "api": ServerEntry(
+            type="http",
+            url="https://x.example/mcp",
+            headers={"Authorization": "Bearer s3cret"},
+        ),
+        "old": ServerEntry(type="sse", url="http://127.0.0.1:1/sse"),
+        "cursor": ServerEntry(type="http", url="http://127.0.0.1:2/mcp"),
+        "cline": ServerEntry(type="stdio", command="c"),
     }
 
 
@@ -510,14 +508,14 @@ def test_parse_vscode_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         },
     )
     assert parse_mcp_config(path) == {
-        "git": {
-            "type": "stdio",
-            "command": "mcp-server-git",
-            "args": ["--repository", str(tmp_path)],
-            "env": {"WHERE": "/somewhere"},
-            "envFile": f"{tmp_path}/.env",
-        },
-        "remote": {"type": "http", "url": "http://127.0.0.1:8000/mcp", "headers": {}},
+        "git": ServerEntry(
+            type="stdio",
+            command="mcp-server-git",
+            args=["--repository", str(tmp_path)],
+            env={"WHERE": "/somewhere"},
+            envFile=f"{tmp_path}/.env",
+        ),
+        "remote": ServerEntry(type="http", url="http://127.0.0.1:8000/mcp"),
     }
 
 
