@@ -1,20 +1,22 @@
-"""The plan as it runs: frozen dataclasses, built from data planrun.model has already validated.
+"""The plan as it runs: frozen value objects, built from data planrun.model has already validated.
 
 planrun.model (pydantic) is the validator and the JSON Schema; this module is what the
 scheduler, the tools and the state read. It imports nothing heavy, so a run that does not
 validate (a plan cache hit) never loads pydantic. The classes mirror the pydantic models:
-same names, same fields, same defaults. `from_dict` trusts its input (it validates nothing);
+same names, same fields, same defaults. They are slotted classes written out rather than
+made with @dataclass: generating the methods of eight frozen dataclasses costs about a third
+of what building the pydantic models does, on every start. `from_dict` trusts its input (it validates nothing);
 `to_dict` gives what pydantic's `model_dump(mode="json")` gives for the same plan, so the
 state's plan digest and a planner's context do not depend on which of the two dumped it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
-from typing import Any, ClassVar, Literal, Self, TypeVar
+from typing import Any, Literal
+
+from planrun.plannode import ANY, COPY, ENUM, LIST_NODES, NODE, NODES, PlanNode, replace, table
 
 __all__ = [
     "Defaults",
@@ -39,129 +41,100 @@ class OnFailure(StrEnum):
     replan = "replan"
 
 
-def _json_value(value: Any) -> Any:
-    """A free-form value (args, variables, foreach) as pydantic's JSON mode dumps it: a copy,
-    with infinity and NaN (YAML's `.inf`, `.nan`) as null and every key a string."""
-    if isinstance(value, dict):
-        return {k if isinstance(k, str) else _json_key(k): _json_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_value(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+_set = object.__setattr__
 
 
-def _json_key(key: Any) -> str:
-    if key is None or isinstance(key, bool):
-        return {None: "null", True: "true", False: "false"}[key]
-    return str(key)
-
-
-# How to_dict writes a field: as it is (a scalar), copied (a list or dict of strings), as a
-# free-form value, as a nested runtime object, or as a mapping of those.
-_PLAIN, _COPY, _ANY, _NODE, _NODES, _LIST_NODES, _ENUM = range(7)
-
-
-class PlanNode:
-    """Any part of a plan: to_dict / from_dict, driven by a per-class field table."""
-
-    __slots__ = ()
-    # (attribute, key in the dumped data, how to dump it); filled in by _table below.
-    _TABLE: ClassVar[tuple[tuple[str, str, int], ...]] = ()
-    _DEFAULTS: ClassVar[dict[str, Any]] = {}
-    _NAMES: ClassVar[tuple[str, ...]] = ()
-
-    def to_dict(self, exclude_defaults: bool = False) -> dict[str, Any]:
-        """JSON-compatible data, equal to pydantic's `model_dump(mode="json", exclude_defaults=...)`
-        of the equivalent planrun.model object (fields in the same order, `as` for `as_`)."""
-        out: dict[str, Any] = {}
-        defaults = self._DEFAULTS
-        for name, key, kind in self._TABLE:
-            value = getattr(self, name)
-            if exclude_defaults and name in defaults and value == defaults[name]:
-                continue
-            if value is None or kind == _PLAIN:
-                out[key] = value
-            elif kind == _COPY:
-                out[key] = value.copy()
-            elif kind == _ANY:
-                out[key] = _json_value(value)
-            elif kind == _ENUM:
-                out[key] = value.value if isinstance(value, OnFailure) else value
-            elif kind == _NODE:
-                out[key] = value.to_dict(exclude_defaults)
-            elif kind == _NODES:
-                out[key] = {k: v.to_dict(exclude_defaults) for k, v in value.items()}
-            else:
-                out[key] = [v.to_dict(exclude_defaults) for v in value]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """The object for validated data (to_dict's output, or model_dump's); missing keys take
-        their defaults. Nothing is checked: the data must have passed planrun.model."""
-        return cls(**cls._kwargs(data))
-
-    @classmethod
-    def _kwargs(cls, data: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(data)
-
-
-def _table(
-    cls: type[PlanNode], kinds: Mapping[str, int], keys: Mapping[str, str] | None = None
-) -> None:
-    """Record each field's key and dump kind, and the defaults exclude_defaults compares with."""
-    table = []
-    defaults: dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if not f.init:
-            continue
-        table.append((f.name, (keys or {}).get(f.name, f.name), kinds.get(f.name, _PLAIN)))
-        if f.default_factory is not MISSING:
-            defaults[f.name] = f.default_factory()
-        elif f.default is not MISSING:
-            defaults[f.name] = f.default
-    cls._TABLE = tuple(table)
-    cls._DEFAULTS = defaults
-    cls._NAMES = tuple(name for name, _, _ in table)
-
-
-N = TypeVar("N", bound=PlanNode)
-
-
-def replace(obj: N, /, **changes: Any) -> N:
-    """A copy of `obj` with `changes` (what dataclasses.replace does, at a third of its cost:
-    a foreach makes one per instance). A Plan's step index starts afresh."""
-    values = {name: getattr(obj, name) for name in obj._NAMES}
-    values.update(changes)
-    return type(obj)(**values)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Step(PlanNode):
     """One tool call in the plan (or, with `foreach`, one per element of a list)."""
 
+    __slots__ = (
+        "id",
+        "title",
+        "tool",
+        "args",
+        "depends_on",
+        "result_variable",
+        "when",
+        "timeout",
+        "retries",
+        "retry_delay",
+        "on_failure",
+        "expected_outcome",
+        "approval",
+        "description",
+        "resources",
+        "sources",
+        "outputs",
+        "cache",
+        "foreach",
+        "as_",
+    )
     id: str
-    title: str | None = None
+    title: str | None
     tool: str
-    args: dict[str, Any] = field(default_factory=dict)
-    depends_on: list[str] = field(default_factory=list)
-    result_variable: str | None = None
-    when: str | bool | None = None
-    timeout: float | None = None
-    retries: int | None = None
-    retry_delay: float | None = None
-    on_failure: OnFailure | None = None
-    expected_outcome: str | None = None
-    approval: bool = False
-    description: str | None = None
-    resources: dict[str, float] | None = None
-    sources: list[str] | None = None
-    outputs: list[str] | None = None
-    cache: bool | None = None
-    foreach: list[Any] | dict[str, Any] | str | None = None
+    args: dict[str, Any]
+    depends_on: list[str]
+    result_variable: str | None
+    when: str | bool | None
+    timeout: float | None
+    retries: int | None
+    retry_delay: float | None
+    on_failure: OnFailure | None
+    expected_outcome: str | None
+    approval: bool
+    description: str | None
+    resources: dict[str, float] | None
+    sources: list[str] | None
+    outputs: list[str] | None
+    cache: bool | None
+    foreach: list[Any] | dict[str, Any] | str | None
     # `as` is a Python keyword: the field is `as_`, written and dumped as `as`.
-    as_: str | None = None
+    as_: str | None
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        title: str | None = None,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        depends_on: list[str] | None = None,
+        result_variable: str | None = None,
+        when: str | bool | None = None,
+        timeout: float | None = None,
+        retries: int | None = None,
+        retry_delay: float | None = None,
+        on_failure: OnFailure | None = None,
+        expected_outcome: str | None = None,
+        approval: bool = False,
+        description: str | None = None,
+        resources: dict[str, float] | None = None,
+        sources: list[str] | None = None,
+        outputs: list[str] | None = None,
+        cache: bool | None = None,
+        foreach: list[Any] | dict[str, Any] | str | None = None,
+        as_: str | None = None,
+    ) -> None:
+        _set(self, "id", id)
+        _set(self, "title", title)
+        _set(self, "tool", tool)
+        _set(self, "args", {} if args is None else args)
+        _set(self, "depends_on", [] if depends_on is None else depends_on)
+        _set(self, "result_variable", result_variable)
+        _set(self, "when", when)
+        _set(self, "timeout", timeout)
+        _set(self, "retries", retries)
+        _set(self, "retry_delay", retry_delay)
+        _set(self, "on_failure", on_failure)
+        _set(self, "expected_outcome", expected_outcome)
+        _set(self, "approval", approval)
+        _set(self, "description", description)
+        _set(self, "resources", resources)
+        _set(self, "sources", sources)
+        _set(self, "outputs", outputs)
+        _set(self, "cache", cache)
+        _set(self, "foreach", foreach)
+        _set(self, "as_", as_)
 
     @classmethod
     def _kwargs(cls, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -173,34 +146,68 @@ class Step(PlanNode):
         return kwargs
 
 
-_table(
+table(
     Step,
     {
-        "args": _ANY,
-        "depends_on": _COPY,
-        "on_failure": _ENUM,
-        "resources": _ANY,
-        "sources": _COPY,
-        "outputs": _COPY,
-        "foreach": _ANY,
+        "args": ANY,
+        "depends_on": COPY,
+        "on_failure": ENUM,
+        "resources": ANY,
+        "sources": COPY,
+        "outputs": COPY,
+        "foreach": ANY,
     },
     {"as_": "as"},
+    required=("id", "tool"),
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerEntry(PlanNode):
     """An MCP server, in the shape of the common `mcpServers` client config."""
 
-    type: Literal["stdio", "http", "sse", "streamable-http"] | None = None
-    command: str | None = None
-    args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    envFile: str | None = None  # noqa: N815 - VS Code's spelling
-    url: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    connect_timeout: float | None = None
+    __slots__ = (
+        "type",
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "envFile",
+        "url",
+        "headers",
+        "connect_timeout",
+    )
+    type: Literal["stdio", "http", "sse", "streamable-http"] | None
+    command: str | None
+    args: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    envFile: str | None  # noqa: N815 - VS Code's spelling
+    url: str | None
+    headers: dict[str, str]
+    connect_timeout: float | None
+
+    def __init__(
+        self,
+        *,
+        type: Literal["stdio", "http", "sse", "streamable-http"] | None = None,
+        command: str | None = None,
+        args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        envFile: str | None = None,  # noqa: N803
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+        connect_timeout: float | None = None,
+    ) -> None:
+        _set(self, "type", type)
+        _set(self, "command", command)
+        _set(self, "args", [] if args is None else args)
+        _set(self, "env", {} if env is None else env)
+        _set(self, "cwd", cwd)
+        _set(self, "envFile", envFile)
+        _set(self, "url", url)
+        _set(self, "headers", {} if headers is None else headers)
+        _set(self, "connect_timeout", connect_timeout)
 
     @property
     def transport(self) -> str:
@@ -216,15 +223,28 @@ def transport_kind(type_: str | None, url: object, command: object) -> str:
     return "http" if url is not None and command is None else "stdio"
 
 
-_table(ServerEntry, {"args": _COPY, "env": _COPY, "headers": _COPY})
+table(ServerEntry, {"args": COPY, "env": COPY, "headers": COPY})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Defaults(PlanNode):
-    timeout: float | None = None
-    retries: int = 0
-    retry_delay: float = 1.0
-    on_failure: OnFailure = OnFailure.abort
+    __slots__ = ("timeout", "retries", "retry_delay", "on_failure")
+    timeout: float | None
+    retries: int
+    retry_delay: float
+    on_failure: OnFailure
+
+    def __init__(
+        self,
+        *,
+        timeout: float | None = None,
+        retries: int = 0,
+        retry_delay: float = 1.0,
+        on_failure: OnFailure = OnFailure.abort,
+    ) -> None:
+        _set(self, "timeout", timeout)
+        _set(self, "retries", retries)
+        _set(self, "retry_delay", retry_delay)
+        _set(self, "on_failure", on_failure)
 
     @classmethod
     def _kwargs(cls, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -234,75 +254,161 @@ class Defaults(PlanNode):
         return kwargs
 
 
-_table(Defaults, {"on_failure": _ENUM})
+table(Defaults, {"on_failure": ENUM})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Limits(PlanNode):
-    max_steps: int | None = None
-    max_replans: int = 2
-    max_concurrency: int | None = None
-    tool_caps: dict[str, int] = field(default_factory=dict)
+    __slots__ = ("max_steps", "max_replans", "max_concurrency", "tool_caps")
+    max_steps: int | None
+    max_replans: int
+    max_concurrency: int | None
+    tool_caps: dict[str, int]
+
+    def __init__(
+        self,
+        *,
+        max_steps: int | None = None,
+        max_replans: int = 2,
+        max_concurrency: int | None = None,
+        tool_caps: dict[str, int] | None = None,
+    ) -> None:
+        _set(self, "max_steps", max_steps)
+        _set(self, "max_replans", max_replans)
+        _set(self, "max_concurrency", max_concurrency)
+        _set(self, "tool_caps", {} if tool_caps is None else tool_caps)
 
 
-_table(Limits, {"tool_caps": _COPY})
+table(Limits, {"tool_caps": COPY})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Policy(PlanNode):
-    require_approval: list[str] = field(default_factory=list)
-    deny: list[str] = field(default_factory=list)
+    __slots__ = ("require_approval", "deny")
+    require_approval: list[str]
+    deny: list[str]
+
+    def __init__(
+        self, *, require_approval: list[str] | None = None, deny: list[str] | None = None
+    ) -> None:
+        _set(self, "require_approval", [] if require_approval is None else require_approval)
+        _set(self, "deny", [] if deny is None else deny)
 
 
-_table(Policy, {"require_approval": _COPY, "deny": _COPY})
+table(Policy, {"require_approval": COPY, "deny": COPY})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Replan(PlanNode):
-    command: list[str] | str | None = None
-    tool: str | None = None
-    timeout: float = 60.0
+    __slots__ = ("command", "tool", "timeout")
+    command: list[str] | str | None
+    tool: str | None
+    timeout: float
+
+    def __init__(
+        self,
+        *,
+        command: list[str] | str | None = None,
+        tool: str | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        _set(self, "command", command)
+        _set(self, "tool", tool)
+        _set(self, "timeout", timeout)
 
 
-_table(Replan, {"command": _ANY})
+table(Replan, {"command": ANY})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutorConfig(PlanNode):
-    type: Literal["local", "dask"] = "local"
-    address: str | None = None
+    __slots__ = ("type", "address")
+    type: Literal["local", "dask"]
+    address: str | None
+
+    def __init__(
+        self, *, type: Literal["local", "dask"] = "local", address: str | None = None
+    ) -> None:
+        _set(self, "type", type)
+        _set(self, "address", address)
 
 
-_table(ExecutorConfig, {})
+table(ExecutorConfig, {})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan(PlanNode):
     """A whole plan. `name` is always set once loaded (the file stem by default)."""
 
-    version: Literal[1] | None = None
-    name: str | None = None
-    title: str | None = None
-    description: str | None = None
-    variables: dict[str, Any] = field(default_factory=dict)
-    servers: dict[str, ServerEntry] = field(default_factory=dict)
-    defaults: Defaults = field(default_factory=Defaults)
-    limits: Limits = field(default_factory=Limits)
-    policy: Policy = field(default_factory=Policy)
-    replan: Replan | None = None
-    secrets: list[str] = field(default_factory=list)
-    executor: ExecutorConfig | None = None
-    dotenv: list[str] = field(default_factory=list)
-    steps: list[Step] = field(default_factory=list)
+    __slots__ = (
+        "version",
+        "name",
+        "title",
+        "description",
+        "variables",
+        "servers",
+        "defaults",
+        "limits",
+        "policy",
+        "replan",
+        "secrets",
+        "executor",
+        "dotenv",
+        "steps",
+        "_index",
+    )
+    version: Literal[1] | None
+    name: str | None
+    title: str | None
+    description: str | None
+    variables: dict[str, Any]
+    servers: dict[str, ServerEntry]
+    defaults: Defaults
+    limits: Limits
+    policy: Policy
+    replan: Replan | None
+    secrets: list[str]
+    executor: ExecutorConfig | None
+    dotenv: list[str]
+    steps: list[Step]
     # Step by id, built on first use (replace() makes a new Plan, so a new index).
-    _index: dict[str, Step] | None = field(default=None, init=False, repr=False, compare=False)
+    _index: dict[str, Step] | None
+
+    def __init__(
+        self,
+        *,
+        version: Literal[1] | None = None,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        variables: dict[str, Any] | None = None,
+        servers: dict[str, ServerEntry] | None = None,
+        defaults: Defaults | None = None,
+        limits: Limits | None = None,
+        policy: Policy | None = None,
+        replan: Replan | None = None,
+        secrets: list[str] | None = None,
+        executor: ExecutorConfig | None = None,
+        dotenv: list[str] | None = None,
+        steps: list[Step] | None = None,
+    ) -> None:
+        _set(self, "version", version)
+        _set(self, "name", name)
+        _set(self, "title", title)
+        _set(self, "description", description)
+        _set(self, "variables", {} if variables is None else variables)
+        _set(self, "servers", {} if servers is None else servers)
+        _set(self, "defaults", Defaults() if defaults is None else defaults)
+        _set(self, "limits", Limits() if limits is None else limits)
+        _set(self, "policy", Policy() if policy is None else policy)
+        _set(self, "replan", replan)
+        _set(self, "secrets", [] if secrets is None else secrets)
+        _set(self, "executor", executor)
+        _set(self, "dotenv", [] if dotenv is None else dotenv)
+        _set(self, "steps", [] if steps is None else steps)
+        _set(self, "_index", None)
 
     def step(self, step_id: str) -> Step:
         """The step with this id (KeyError if none)."""
         index = self._index
         if index is None:
             index = {s.id: s for s in self.steps}
-            object.__setattr__(self, "_index", index)
+            _set(self, "_index", index)
         return index[step_id]
 
     def needs_approval(self, step: Step) -> bool:
@@ -333,18 +439,18 @@ class Plan(PlanNode):
         return kwargs
 
 
-_table(
+table(
     Plan,
     {
-        "variables": _ANY,
-        "servers": _NODES,
-        "defaults": _NODE,
-        "limits": _NODE,
-        "policy": _NODE,
-        "replan": _NODE,
-        "secrets": _COPY,
-        "executor": _NODE,
-        "dotenv": _COPY,
-        "steps": _LIST_NODES,
+        "variables": ANY,
+        "servers": NODES,
+        "defaults": NODE,
+        "limits": NODE,
+        "policy": NODE,
+        "replan": NODE,
+        "secrets": COPY,
+        "executor": NODE,
+        "dotenv": COPY,
+        "steps": LIST_NODES,
     },
 )
