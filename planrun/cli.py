@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -14,6 +14,9 @@ from planrun.cli_options import run_options
 from planrun.completion import complete_plan_files
 from planrun.defaultplan import plan_or_default, split_run_args
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, exception_leaves
+
+if TYPE_CHECKING:
+    from planrun.plan import Plan
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -368,7 +371,7 @@ def _last_statuses(name: str, state: str | None) -> dict[str, str]:
     return {sid: s.status for sid, s in st.steps.items()} if st else {}
 
 
-def _revised_plan(plan: Any, state: str | None) -> Any:
+def _revised_plan(plan: Plan, state: str | None) -> Plan:
     """The plan as last revised by the planner, if the state holds revisions."""
     st = _read_state(plan.name or "", state)  # a corrupt state file is an error (exit 4)
     if st is None or not getattr(st, "revisions", None):

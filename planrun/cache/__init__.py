@@ -1,6 +1,11 @@
 """Incremental runs: source globs, keys, stat records and the content-addressed cache store."""
 
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from planrun.plan import Step
 
 # The reasons a step is or is not taken from the cache that need no comparison (the others are
 # made by planrun.cache.reasons, imported only on a miss).
@@ -10,7 +15,7 @@ OFF = "cache off"
 CACHED = "cached"
 
 
-def step_cached(step: Any) -> bool:
+def step_cached(step: Step) -> bool:
     """`cache: true`, or `sources`/`outputs` given and `cache` not false.
 
     Here, not in planrun.cache.session, so that a run can ask it without importing the cache

@@ -12,7 +12,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.cache import CACHED, FORCED, NO_ENTRY, OFF, step_cached
 from planrun.cache.globs import compile_patterns, file_stat, match_stats
@@ -27,6 +27,9 @@ from planrun.cache.outputs import (
 from planrun.cache.safeio import read_regular
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
+
+if TYPE_CHECKING:
+    from planrun.plan import Step
 
 ENV_DIR = "PLANRUN_CACHE_DIR"
 
@@ -121,7 +124,7 @@ class CacheSession:
 
     # ---- decisions -------------------------------------------------------------------------
 
-    def material(self, step: Any, args: Any, upstream: Sequence[Upstream]) -> Material:
+    def material(self, step: Step, args: Any, upstream: Sequence[Upstream]) -> Material:
         """Everything the key of `step` covers, with its source files hashed (stat first)."""
         patterns = tuple(step.sources or ())
         found = match_stats(self.cwd, compile_patterns(patterns), [self.root]) if patterns else {}
@@ -147,7 +150,7 @@ class CacheSession:
     def _loader(self, found: dict[str, os.stat_result]) -> Callable[[], dict[str, str]]:
         return lambda: self.records.digests_of(self.cwd, found)
 
-    def decide(self, sid: str, step: Any, args: Any, upstream: Sequence[Upstream]) -> Decision:
+    def decide(self, sid: str, step: Step, args: Any, upstream: Sequence[Upstream]) -> Decision:
         """Hit, miss or off for `step` with these resolved args; a hit restores its outputs."""
         if not self.options.enabled or not step_cached(step):
             return Decision("off", OFF)
@@ -165,7 +168,7 @@ class CacheSession:
             self._pending[sid] = decision
         return decision
 
-    def _lookup(self, sid: str, step: Any, key: str, material: Material) -> Decision:
+    def _lookup(self, sid: str, step: Step, key: str, material: Material) -> Decision:
         entry = self.store.get(key)
         if entry is not None:
             try:
@@ -181,7 +184,9 @@ class CacheSession:
         reason = miss_reason(self.store, self.recent_key(sid), material)
         return Decision("miss", reason, key, None, material)
 
-    async def before(self, sid: str, step: Any, args: Any, upstream: Mapping[str, Any]) -> Decision:
+    async def before(
+        self, sid: str, step: Step, args: Any, upstream: Mapping[str, Any]
+    ) -> Decision:
         """`decide`, in the event loop's own thread: with its stat records a lookup costs
         microseconds per file, less than handing it to a worker thread (which, on a busy
         machine, waits for a time slice). Only a cold run reads files here.
@@ -194,14 +199,14 @@ class CacheSession:
 
     # ---- after a successful run ------------------------------------------------------------
 
-    async def after(self, sid: str, step: Any, result: Any) -> str | None:
+    async def after(self, sid: str, step: Step, result: Any) -> str | None:
         """Store a successful run; returns an error when a declared output was not produced."""
         decision = self._pending.pop(sid, None)
         if decision is None or decision.key is None or decision.material is None:
             return None
         return await asyncio.to_thread(self._store, sid, step, result, decision)
 
-    def _store(self, sid: str, step: Any, result: Any, decision: Decision) -> str | None:
+    def _store(self, sid: str, step: Step, result: Any, decision: Decision) -> str | None:
         assert decision.key is not None and decision.material is not None
         try:
             collected = collect_outputs(
@@ -299,7 +304,7 @@ def _read_json(path: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def hit_event(decision: Decision, step: Any, fingerprint: str | None) -> dict[str, Any]:
+def hit_event(decision: Decision, step: Step, fingerprint: str | None) -> dict[str, Any]:
     """The data of a `step.cached` event: the recorded result and the replayed output."""
     entry = decision.entry
     assert entry is not None

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.cache import FORCED, NO_ENTRY, OFF
 from planrun.cache.session import CacheOptions, CacheSession, Upstream, step_cached
 from planrun.errors import UsageError
 from planrun.instances import parent_of
+
+if TYPE_CHECKING:
+    from planrun.plan import Plan, Step
 
 ALL = "*"  # what a bare --force stands for
 
@@ -39,7 +42,7 @@ def cache_options(
 
 def open_session(
     options: CacheOptions,
-    plan: Any,
+    plan: Plan,
     cwd: str,
     env: dict[str, str],
     warn: Callable[[str], None],
@@ -57,7 +60,7 @@ def open_session(
 
 
 def preview(
-    plan: Any,
+    plan: Plan,
     order: list[str],
     deps: dict[str, list[str]],
     variables: dict[str, Any],
@@ -91,7 +94,7 @@ def preview(
 def _preview_step(
     session: CacheSession,
     sid: str,
-    step: Any,
+    step: Step,
     deps: list[str],
     scope: Mapping[str, Any],
     results: dict[str, Any],
@@ -130,7 +133,7 @@ def _preview_step(
 
 
 def preview_instance(
-    step: Any, iid: str, scope: Mapping[str, Any]
+    step: Step, iid: str, scope: Mapping[str, Any]
 ) -> tuple[Any, Mapping[str, Any]]:
     """A foreach instance's step and scope for a preview (its element, when the list is
     known now; else the scope as it is, where its args cannot resolve)."""
@@ -146,7 +149,7 @@ def preview_instance(
 
 
 def _scope(
-    plan: Any, variables: dict[str, Any], env: dict[str, str], results: dict[str, Any]
+    plan: Plan, variables: dict[str, Any], env: dict[str, str], results: dict[str, Any]
 ) -> dict[str, Any]:
     """What args can read before anything runs: variables, env, and the results of hits."""
     scope: dict[str, Any] = {**variables, "env": env}

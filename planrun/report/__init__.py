@@ -8,12 +8,15 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from planrun.errors import PlanInvalid, StateError, UsageError
 from planrun.events import Event, iso_ts
 from planrun.report.model import PlanInfo, build_report
 from planrun.state import RunState, default_state_path, read_state
+
+if TYPE_CHECKING:
+    from planrun.plan import Plan
 
 __all__ = ["PlanInfo", "ReportOnExit", "check_report_path", "render_report", "write_report"]
 
@@ -68,7 +71,7 @@ def write_report(path: str, html: str) -> None:
         raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
 
 
-def plan_info(plan: Any) -> PlanInfo:
+def plan_info(plan: Plan) -> PlanInfo:
     """Titles, tools and effective dependencies of a loaded Plan."""
     from planrun.graph import PlanGraph
 
