@@ -9,23 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from planrun.checked import CheckedPlan
 from planrun.errors import Diagnostic
-from planrun.expressions import resolve
+from planrun.expressions import has_template, resolve
 from planrun.plan import Plan, ServerEntry
 from planrun.suggest import did_you_mean
 from planrun.tools.base import ToolFailed
 
 if TYPE_CHECKING:
     from planrun.mcp_client import ServerPool
-
-
-def _has_template(value: Any) -> bool:
-    if isinstance(value, str):
-        return "${" in value
-    if isinstance(value, dict):
-        return any(_has_template(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_template(v) for v in value)
-    return False
 
 
 async def check_tools(
@@ -91,7 +81,7 @@ async def check_tools(
                 continue
             from planrun.mcp_client import check_tool_args
 
-            literal = {k: v for k, v in step.args.items() if not _has_template(v)}
+            literal = {k: v for k, v in step.args.items() if not has_template(v)}
             templated = set(step.args) - set(literal)
             errors, warnings = check_tool_args(tool.get("input_schema") or {}, literal)
             for text in errors:

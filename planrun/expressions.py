@@ -307,6 +307,18 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
         raise ExpressionError(f"in '${{{source}}}': {type(exc).__name__}: {exc}") from None
 
 
+def has_template(value: Any) -> bool:
+    """A value holding `${...}` somewhere (a string, or inside a list or mapping): known only
+    when the step runs."""
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, dict):
+        return any(has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_template(v) for v in value)
+    return False
+
+
 def template_strings(
     value: Any, path: tuple[str | int, ...] = ()
 ) -> list[tuple[tuple[str | int, ...], str]]:

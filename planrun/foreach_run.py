@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from planrun.conditions import reacts_to
 from planrun.events import Event, EventBus
 from planrun.expressions import ExpressionError
 from planrun.fanout import (
@@ -48,6 +47,7 @@ class Host(Protocol):
     def mask(self) -> Callable[[Any], Any] | None: ...
     def scope(self, sid: str | None = None) -> Mapping[str, Any]: ...
     def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None: ...
+    def _skipped_upstream(self, sid: str, step: Step) -> bool: ...
     def _fail_now(self, sid: str, error: str) -> None: ...
 
 
@@ -72,17 +72,7 @@ class ForeachSteps:
         the step is settled at once instead (upstream failed, bad list, empty list)."""
         host = self.host
         step = host.steps[sid]
-        watched = reacts_to(step)  # its instances' `when` decides about these
-        blocker = next(
-            (
-                d
-                for d in host.graph.deps[sid]
-                if d in host.records and host.records[d].blocks_dependents and d not in watched
-            ),
-            None,
-        )
-        if blocker:
-            host._skip(sid, f"upstream failed: {blocker}", upstream_failed=True)
+        if host._skipped_upstream(sid, step):  # its instances' `when` decides about the rest
             return None
         scope = host.scope()
         try:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from planrun.expressions import has_template
 from planrun.parent import STEP_SEPARATOR, SUB_PLAN_TOOL, merge_policy
 from planrun.plan import Plan, Policy, replace
 
@@ -58,7 +59,7 @@ def gated_steps(
                 sub_vars = {
                     k: v
                     for k, v in {**sub.variables, **given}.items()
-                    if not _computed(given.get(k))
+                    if not has_template(given.get(k))
                 }
                 out += gated_steps(
                     sub,
@@ -105,14 +106,3 @@ def _literal_sub_plan(
     if sub is None:
         return None
     return replace(sub, policy=merge_policy(policy, sub.policy)), full
-
-
-def _computed(value: Any) -> bool:
-    """A value holding `${...}` somewhere: known only when the step runs."""
-    if isinstance(value, str):
-        return "${" in value
-    if isinstance(value, dict):
-        return any(_computed(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_computed(v) for v in value)
-    return False

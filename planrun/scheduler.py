@@ -259,19 +259,20 @@ class Scheduler:
             self.variables[step.result_variable] = data["result"]
         self._emit("step.cached", sid, data)
 
-    def _prepare(self, sid: str, step: Step) -> tuple[dict[str, Any], str] | None:
-        """The step's resolved args and fingerprint; None when it is settled instead."""
-        watched = reacts_to(step)  # its `when` decides about these: a notify-on-failure step
-        blocker = next(
-            (
-                d
-                for d in self.graph.deps[sid]
-                if d in self.records and self.records[d].blocks_dependents and d not in watched
-            ),
-            None,
-        )
+    def _skipped_upstream(self, sid: str, step: Step) -> bool:
+        """Skip the step when a dependency failed, but for the ones its `when` decides about
+        (a notify-on-failure step); True when it was skipped. (A foreach step too.)"""
+        watched, records = reacts_to(step), self.records
+        deps = self.graph.deps[sid]
+        failed = (d for d in deps if d in records and records[d].blocks_dependents)
+        blocker = next((d for d in failed if d not in watched), None)
         if blocker:
             self._skip(sid, f"upstream failed: {blocker}", upstream_failed=True)
+        return blocker is not None
+
+    def _prepare(self, sid: str, step: Step) -> tuple[dict[str, Any], str] | None:
+        """The step's resolved args and fingerprint; None when it is settled instead."""
+        if self._skipped_upstream(sid, step):
             return None
         scope = self.scope(sid)
         try:

@@ -33,6 +33,18 @@ def tree_order(ids: Iterable[str]) -> list[str]:
     return out
 
 
+def pending_row(sid: str) -> dict[str, Any]:
+    """A step's row in a run document before anything happened to it."""
+    return {
+        "id": sid,
+        "status": "pending",
+        "attempts": 0,
+        "duration_s": None,
+        "result": None,
+        "error": None,
+    }
+
+
 class SubStepRows:
     """Event subscriber: the last known row of every sub-plan step of a run."""
 
@@ -47,17 +59,7 @@ class SubStepRows:
         if kind in ("output", "retrying"):
             return
         d = event.data
-        row = self.rows.setdefault(
-            sid,
-            {
-                "id": sid,
-                "status": "pending",
-                "attempts": 0,
-                "duration_s": None,
-                "result": None,
-                "error": None,
-            },
-        )
+        row = self.rows.get(sid) or self.rows.setdefault(sid, pending_row(sid))
         if kind == "started":
             row.update(status="running", attempts=int(d.get("attempt") or 1))
         elif kind == "skipped":

@@ -14,6 +14,7 @@ from typing import Any
 from planrun.errors import ExitCode
 from planrun.events import Event, EventBus
 from planrun.request import Finished, Prepared, RunRequest
+from planrun.substeps import pending_row
 
 __all__ = ["not_started_document", "record_blocked", "stopped_while_starting"]
 
@@ -55,17 +56,7 @@ def not_started_document(
         "reason": reason,
         "duration_s": 0.0,
         "error": error,
-        "steps": [
-            {
-                "id": sid,
-                "status": "pending",
-                "attempts": 0,
-                "duration_s": None,
-                "result": None,
-                "error": None,
-            }
-            for sid in prep.selected
-        ],
+        "steps": [pending_row(sid) for sid in prep.selected],
         "variables": variables if variables is not None else {},
     }
 
