@@ -21,6 +21,16 @@ def main() -> None:
     from planrun.interrupts import install_quiet_exit
 
     install_quiet_exit()  # the same, and also ending the commands of a run, if any
+    if sys.argv[1:2] in (["run"], ["resume"]):
+        from planrun.runargs import read_run_args
+
+        kw = read_run_args(sys.argv[2:])
+        if kw is not None:  # plain arguments, read as click would: no need to import click
+            from planrun.cli_run import before_a_command, do_run, guard
+
+            before_a_command()
+            guard(do_run)(sys.argv[1] == "resume", **kw)
+            return
     from planrun.cli import main as cli
 
     # One program name however it is started: usage lines and shell completion.

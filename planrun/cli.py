@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from planrun.cli_options import run_options
+from planrun.cli_run import before_a_command as _before_a_command
+from planrun.cli_run import do_run as _do_run
+from planrun.cli_run import fail as _fail
+from planrun.cli_run import guard as _guard
+from planrun.cli_run import parse_vars as _parse_vars
+from planrun.cli_run import print_diagnostics as _print_diagnostics
 from planrun.completion import complete_plan_files
-from planrun.defaultplan import plan_or_default, split_run_args
-from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, exception_leaves
+from planrun.defaultplan import plan_or_default
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 
 if TYPE_CHECKING:
     from planrun.plan import Plan
@@ -29,201 +34,18 @@ Exit codes:
   130  interrupted (SIGINT/SIGTERM); state saved, `planrun resume` continues
 """
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _fail(message: str, code: ExitCode) -> NoReturn:
-    click.echo(f"planrun: error: {message}", err=True)
-    if code == ExitCode.INTERRUPTED:
-        from planrun.interrupts import exit_now
-
-        exit_now(int(code))  # no waiting for a worker thread that an interrupted run left
-    sys.exit(int(code))
-
-
-def _guard(fn: F) -> F:
-    """Turn every error into one line and its documented exit code; never a traceback."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            try:
-                return fn(*args, **kwargs)
-            except BaseExceptionGroup as group:  # from a TaskGroup: what is inside decides
-                raise _telling_leaf(group) from None
-        except PlanInvalid as exc:
-            fmt = kwargs.get("output") or kwargs.get("fmt") or "text"
-            _print_diagnostics(exc.diagnostics, "json" if fmt == "json" else "text")
-            sys.exit(int(exc.exit_code))
-        except PlanrunError as exc:
-            _error_document(kwargs, str(exc), exc.exit_code)
-            _fail(str(exc), exc.exit_code)
-        except KeyboardInterrupt:
-            from planrun.interrupts import exit_now
-
-            exit_now(int(ExitCode.INTERRUPTED))
-        except (click.exceptions.Exit, click.ClickException, SystemExit):
-            raise
-        except BrokenPipeError:
-            sys.exit(int(ExitCode.RUN_FAILED))
-        except Exception as exc:  # a bug: one line and where to report it
-            message = (
-                f"internal error: {type(exc).__name__}: {exc} "
-                "(this is a bug in planrun; please report it with the plan that caused it)"
-            )
-            _error_document(kwargs, message, ExitCode.RUN_FAILED)
-            _fail(message, ExitCode.RUN_FAILED)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _telling_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The exception an ExceptionGroup stands for: planrun's own error (a state file that
-    cannot be written, from inside a step task) before Ctrl-C, an OS error, or anything."""
-    leaves = exception_leaves(group)
-    for kind in (PlanrunError, KeyboardInterrupt, OSError):
-        for leaf in leaves:
-            if isinstance(leaf, kind):
-                return leaf
-    return leaves[0] if leaves else group
-
-
-def _error_document(options: dict[str, Any], message: str, code: ExitCode) -> None:
-    """With JSON output asked for, an error found before a result exists (exit 2, 4...) is a
-    JSON document on stdout too, `{"error", "exit_code"}`, as exit 3 gives its diagnostics:
-    a consumer parsing stdout always gets one document."""
-    if (options.get("output") or options.get("fmt")) == "json":
-        click.echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
-
-
-def _print_diagnostics(diags: list[Any], fmt: str) -> None:
-    if fmt == "json":
-        valid = not any(d.severity == "error" for d in diags)
-        click.echo(
-            json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2)
-        )
-    elif fmt == "github":
-        from planrun.reporters.github import annotation
-
-        for d in diags:
-            click.echo(annotation(d))
-    else:
-        for d in diags:
-            click.echo(d.render())
-
-
-def _parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
-    from planrun.expressions import parse_cli_value
-
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--var expects KEY=VALUE, got {pair!r}")
-        out[key.strip()] = parse_cli_value(value)
-    return out
-
 
 @click.group(epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "directory", type=click.Path(file_okay=False), help="Run as if started in DIR.")
 @click.version_option(package_name="planrun", prog_name="planrun")
 def main(directory: str | None) -> None:
     """Run declarative plan files (YAML/JSON) as parallel, resumable tool-call graphs."""
-    import gc
-
-    # Loading and validating a large plan allocates many small objects that live for the
-    # whole command; the default thresholds make the collector rescan them over and over.
-    gc.set_threshold(100_000, 50, 100)
+    _before_a_command()
     if directory:
         try:
             os.chdir(directory)
         except OSError as exc:
             _fail(f"cannot change to directory {directory}: {exc.strerror}", ExitCode.USAGE)
-
-
-def _report_write_failures(code: ExitCode) -> ExitCode:
-    """`--events` / `--junit` files that could not be written: one line each; a run that
-    succeeded exits 1, since what CI asked for is missing."""
-    from planrun.reporters.failures import take_failures
-
-    failures = take_failures()
-    for failure in failures:
-        click.echo(f"planrun: error: {failure}", err=True)
-    return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
-
-
-def _plan_after_force(
-    force: tuple[str, ...], args: tuple[str, ...]
-) -> tuple[list[str], tuple[str, ...]]:
-    """`run --force plan.yaml`: a plan file right after --force is the plan (and the --force is
-    bare), when no plan was given otherwise; any other word after --force is a step id."""
-    if args or not force or not force[0].endswith((".yaml", ".yml", ".json")):
-        return list(force), args
-    return ["*", *force[1:]], (force[0],)
-
-
-def _do_run(force_resume: bool, **kw: Any) -> None:
-    from planrun.runner import RunRequest, run_sync
-
-    force, args = _plan_after_force(kw["force"], kw["args"])
-    plan, targets = split_run_args(args, os.getcwd())
-    reporter = None
-    if kw["report"] and not kw["dry_run"]:
-        from planrun.report import ReportOnExit, check_report_path
-
-        if kw["no_state"]:
-            raise UsageError("--report is built from the run's state: drop --no-state")
-        check_report_path(kw["report"])
-        reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
-    req = RunRequest(
-        plan=plan,
-        variables=_parse_vars(kw["var"]),
-        vars_file=kw["vars_file"],
-        jobs=kw["jobs"],
-        state=kw["state"],
-        no_state=kw["no_state"],
-        resume=force_resume or kw["resume"],
-        keep_going=kw["keep_going"],
-        yes=kw["yes"],
-        only=[*kw["only"], *targets],
-        dry_run=kw["dry_run"],
-        output=kw["output"],
-        events=kw["events"],
-        junit=kw["junit"],
-        quiet=kw["quiet"],
-        stream=kw["stream"],
-        executor=kw["executor"],
-        address=kw["address"],
-        planner=kw["planner"],
-        mcp_config=kw["mcp_config"],
-        force=force,
-        no_cache=kw["no_cache"],
-        cache_dir=kw["cache_dir"],
-        explain=kw["explain"],
-        cwd=os.getcwd(),
-        interactive=sys.stdin.isatty() and sys.stderr.isatty(),
-        subscribers=[reporter.handle] if reporter else [],
-    )
-    try:
-        doc, code = run_sync(req)
-    finally:
-        if reporter is not None:
-            reporter.write()  # after a failure or Ctrl-C too
-    code = _report_write_failures(code)
-    if kw["output"] == "json":
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
-    elif kw["dry_run"]:
-        from planrun.dryrun import render_dry_run  # the dry run's own module, only for it
-
-        click.echo(render_dry_run(doc, kw["explain"]), nl=False)
-    elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
-        click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
-    from planrun.interrupts import exit_now
-
-    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
-    # call or a prompt blocked in a read), so none of its effects lands after the record.
-    exit_now(int(code))
 
 
 @main.command(epilog=EXIT_CODES_HELP)

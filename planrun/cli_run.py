@@ -1,0 +1,234 @@
+"""What the `planrun` command does around a command, without click: one line and its exit
+code for every error (`guard`), and `run`/`resume` themselves (`do_run`).
+
+Click is not needed here, so a plain `planrun run` (its arguments read by planrun.runargs)
+never imports it; the click commands in planrun.cli use the same functions. `echo` writes
+as click.echo does (a newline, a flush, ANSI escape sequences stripped when the stream is not
+a terminal), so the output is the same either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+from planrun.defaultplan import split_run_args
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, exception_leaves
+
+__all__ = ["before_a_command", "do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click.echo strips off a non-terminal
+
+
+def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
+    """Write `message` as click.echo does."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    text = message + "\n" if nl else message
+    try:
+        tty = stream.isatty()
+    except Exception:
+        tty = False
+    if not tty:
+        text = _ANSI.sub("", text)
+    stream.write(text)
+    stream.flush()
+
+
+def before_a_command() -> None:
+    """What every command starts with, whether click reads its arguments or not."""
+    import gc
+
+    # Loading and validating a large plan allocates many small objects that live for the
+    # whole command; the default thresholds make the collector rescan them over and over.
+    gc.set_threshold(100_000, 50, 100)
+
+
+def _from_click(exc: BaseException) -> bool:
+    """A click exception (its exit, a usage error): click itself must handle it."""
+    click = sys.modules.get("click")
+    return click is not None and isinstance(exc, click.exceptions.Exit | click.ClickException)
+
+
+def fail(message: str, code: ExitCode) -> NoReturn:
+    echo(f"planrun: error: {message}", err=True)
+    if code == ExitCode.INTERRUPTED:
+        from planrun.interrupts import exit_now
+
+        exit_now(int(code))  # no waiting for a worker thread that an interrupted run left
+    sys.exit(int(code))
+
+
+def guard(fn: F) -> F:
+    """Turn every error into one line and its documented exit code; never a traceback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            try:
+                return fn(*args, **kwargs)
+            except BaseExceptionGroup as group:  # from a TaskGroup: what is inside decides
+                raise _telling_leaf(group) from None
+        except PlanInvalid as exc:
+            fmt = kwargs.get("output") or kwargs.get("fmt") or "text"
+            print_diagnostics(exc.diagnostics, "json" if fmt == "json" else "text")
+            sys.exit(int(exc.exit_code))
+        except PlanrunError as exc:
+            _error_document(kwargs, str(exc), exc.exit_code)
+            fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            from planrun.interrupts import exit_now
+
+            exit_now(int(ExitCode.INTERRUPTED))
+        except SystemExit:
+            raise
+        except BrokenPipeError:
+            sys.exit(int(ExitCode.RUN_FAILED))
+        except Exception as exc:  # a bug: one line and where to report it
+            if _from_click(exc):
+                raise
+            message = (
+                f"internal error: {type(exc).__name__}: {exc} "
+                "(this is a bug in planrun; please report it with the plan that caused it)"
+            )
+            _error_document(kwargs, message, ExitCode.RUN_FAILED)
+            fail(message, ExitCode.RUN_FAILED)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _telling_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The exception an ExceptionGroup stands for: planrun's own error (a state file that
+    cannot be written, from inside a step task) before Ctrl-C, an OS error, or anything."""
+    leaves = exception_leaves(group)
+    for kind in (PlanrunError, KeyboardInterrupt, OSError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return leaves[0] if leaves else group
+
+
+def _error_document(options: dict[str, Any], message: str, code: ExitCode) -> None:
+    """With JSON output asked for, an error found before a result exists (exit 2, 4...) is a
+    JSON document on stdout too, `{"error", "exit_code"}`, as exit 3 gives its diagnostics:
+    a consumer parsing stdout always gets one document."""
+    if (options.get("output") or options.get("fmt")) == "json":
+        echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
+
+
+def print_diagnostics(diags: list[Any], fmt: str) -> None:
+    if fmt == "json":
+        valid = not any(d.severity == "error" for d in diags)
+        echo(json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2))
+    elif fmt == "github":
+        from planrun.reporters.github import annotation
+
+        for d in diags:
+            echo(annotation(d))
+    else:
+        for d in diags:
+            echo(d.render())
+
+
+def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
+    from planrun.expressions import parse_cli_value
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--var expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = parse_cli_value(value)
+    return out
+
+
+def _report_write_failures(code: ExitCode) -> ExitCode:
+    """`--events` / `--junit` files that could not be written: one line each; a run that
+    succeeded exits 1, since what CI asked for is missing."""
+    from planrun.reporters.failures import take_failures
+
+    failures = take_failures()
+    for failure in failures:
+        echo(f"planrun: error: {failure}", err=True)
+    return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
+
+
+def _plan_after_force(
+    force: tuple[str, ...], args: tuple[str, ...]
+) -> tuple[list[str], tuple[str, ...]]:
+    """`run --force plan.yaml`: a plan file right after --force is the plan (and the --force is
+    bare), when no plan was given otherwise; any other word after --force is a step id."""
+    if args or not force or not force[0].endswith((".yaml", ".yml", ".json")):
+        return list(force), args
+    return ["*", *force[1:]], (force[0],)
+
+
+def do_run(force_resume: bool, **kw: Any) -> None:
+    """`planrun run` (`force_resume`: `planrun resume`) with click's keyword arguments."""
+    from planrun.runner import RunRequest, run_sync
+
+    force, args = _plan_after_force(kw["force"], kw["args"])
+    plan, targets = split_run_args(args, os.getcwd())
+    reporter = None
+    if kw["report"] and not kw["dry_run"]:
+        from planrun.report import ReportOnExit, check_report_path
+
+        if kw["no_state"]:
+            raise UsageError("--report is built from the run's state: drop --no-state")
+        check_report_path(kw["report"])
+        reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
+    req = RunRequest(
+        plan=plan,
+        variables=parse_vars(kw["var"]),
+        vars_file=kw["vars_file"],
+        jobs=kw["jobs"],
+        state=kw["state"],
+        no_state=kw["no_state"],
+        resume=force_resume or kw["resume"],
+        keep_going=kw["keep_going"],
+        yes=kw["yes"],
+        only=[*kw["only"], *targets],
+        dry_run=kw["dry_run"],
+        output=kw["output"],
+        events=kw["events"],
+        junit=kw["junit"],
+        quiet=kw["quiet"],
+        stream=kw["stream"],
+        executor=kw["executor"],
+        address=kw["address"],
+        planner=kw["planner"],
+        mcp_config=kw["mcp_config"],
+        force=force,
+        no_cache=kw["no_cache"],
+        cache_dir=kw["cache_dir"],
+        explain=kw["explain"],
+        cwd=os.getcwd(),
+        interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+        subscribers=[reporter.handle] if reporter else [],
+    )
+    try:
+        doc, code = run_sync(req)
+    finally:
+        if reporter is not None:
+            reporter.write()  # after a failure or Ctrl-C too
+    code = _report_write_failures(code)
+    if kw["output"] == "json":
+        echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    elif kw["dry_run"]:
+        from planrun.dryrun import render_dry_run  # the dry run's own module, only for it
+
+        echo(render_dry_run(doc, kw["explain"]), nl=False)
+    elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
+        echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
+    from planrun.interrupts import exit_now
+
+    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
+    # call or a prompt blocked in a read), so none of its effects lands after the record.
+    exit_now(int(code))
