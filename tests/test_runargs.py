@@ -12,15 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planrun.cli import run
+from planrun.cli import main, run
 from planrun.runargs import RUN_OPTIONS, read_run_args
 from tests.conftest import planrun
 
 
 def click_params(args: list[str]) -> dict[str, Any] | None:
     """What click passes to `run` for `args`, or None when click refuses them."""
+    # Under the group's context, as the command line has it (click caches the help option a
+    # command is first asked for with: without the group's `-h`, `run -h` would be lost).
+    parent = click.Context(main, info_name="planrun", **main.context_settings)
     try:
-        with run.make_context("run", list(args)) as ctx:
+        with run.make_context("run", list(args), parent=parent) as ctx:
             return dict(ctx.params)
     except (click.ClickException, click.exceptions.Exit):
         return None
