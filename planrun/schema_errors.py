@@ -69,20 +69,7 @@ def schema_errors(
 ) -> None:
     seen: set[Path] = set()
     for err in exc.errors():
-        loc: list[str | int] = []
-        node = data
-        for part in err["loc"]:  # drop pydantic's union-member tags, which are not in the data
-            if (
-                isinstance(node, dict)
-                and part in node
-                or (isinstance(node, list) and isinstance(part, int) and part < len(node))
-            ):
-                loc.append(part)
-                node = node[part]  # type: ignore[index]
-            elif err["type"] in ("extra_forbidden", "missing") and part == err["loc"][-1]:
-                loc.append(part)
-            else:
-                break
+        loc, node = _located(err, data)
         path = (*base, *loc)
         if path in seen:
             continue
@@ -90,26 +77,7 @@ def schema_errors(
         kind = err["type"]
         msg = str(err["msg"]).removeprefix("Value error, ")
         if kind == "extra_forbidden":
-            key = str(loc[-1])
-            parent = _label(path[:-1], steps) if len(path) > 1 else "the plan"
-            in_step = len(loc) == 1
-            choices = fields if in_step else _fields_at(err["loc"][:-1])
-            # `index` (step) and `id` (plan) are aliases: they are only "unknown" when the
-            # real key is there too.
-            alias_of = {"index": "id"} if "index" in fields else {"id": "name"}
-            if in_step and alias_of.get(key) in data:
-                out.add(
-                    path,
-                    f"{parent}: '{key}' is an alias of '{alias_of[key]}': give only one of them",
-                    key=True,
-                )
-                continue
-            out.add(
-                path,
-                f"unknown key '{key}' in {parent}",
-                hint=did_you_mean(key, [c for c in choices if c != key]),
-                key=True,
-            )
+            _unknown_key(err, path, len(loc) == 1, data, out, fields, steps)
         elif kind == "missing":
             out.add(
                 path[:-1],
@@ -137,6 +105,50 @@ def schema_errors(
         else:
             where = _label(path, steps) or "plan"
             out.add(path, f"{where}: {msg}")
+
+
+def _located(err: Any, data: Any) -> tuple[list[str | int], Any]:
+    """Where in the data an error is (pydantic's union-member tags dropped: they are not in the
+    data), and the value there."""
+    loc: list[str | int] = []
+    node = data
+    for part in err["loc"]:
+        if (
+            isinstance(node, dict)
+            and part in node
+            or (isinstance(node, list) and isinstance(part, int) and part < len(node))
+        ):
+            loc.append(part)
+            node = node[part]
+        elif err["type"] in ("extra_forbidden", "missing") and part == err["loc"][-1]:
+            loc.append(part)
+        else:
+            break
+    return loc, node
+
+
+def _unknown_key(
+    err: Any,
+    path: Path,
+    in_step: bool,
+    data: Any,
+    out: Collector,
+    fields: list[str],
+    steps: list[Any],
+) -> None:
+    """An unknown key (with the known ones it may be a typo of), or an alias given twice."""
+    key = str(path[-1])
+    parent = _label(path[:-1], steps) if len(path) > 1 else "the plan"
+    choices = fields if in_step else _fields_at(err["loc"][:-1])
+    # `index` (step) and `id` (plan) are aliases: they are only "unknown" when the real key
+    # is there too.
+    alias_of = {"index": "id"} if "index" in fields else {"id": "name"}
+    if in_step and alias_of.get(key) in data:
+        message = f"{parent}: '{key}' is an alias of '{alias_of[key]}': give only one of them"
+        out.add(path, message, key=True)
+        return
+    hint = did_you_mean(key, [c for c in choices if c != key])
+    out.add(path, f"unknown key '{key}' in {parent}", hint=hint, key=True)
 
 
 # Type errors (strict: nothing is converted) in the words of the plan's JSON types.
