@@ -97,26 +97,10 @@ def check_document(
     bound = {s.result_variable for s in steps if s.result_variable}
     known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
     _check_names(header, plan_vars, set(variables or {}), bound, out)
-    ids = [s.id for s in steps]
-    id_set = set(ids)
-    seen_ids: dict[str, int] = {}
+    id_set = {s.id for s in steps}
+    seen_ids: dict[str, int] = {}  # step id -> index of its first definition
     for s, i in zip(steps, step_paths, strict=True):
-        if s.id in seen_ids:
-            out.add(
-                ("steps", i, "id"),
-                f"duplicate step id '{s.id}' (first defined in step #{seen_ids[s.id] + 1})",
-            )
-        else:
-            seen_ids[s.id] = i
-        for j, dep in enumerate(s.depends_on):
-            if dep not in id_set:
-                out.add(
-                    ("steps", i, "depends_on", j),
-                    f"step '{s.id}' depends on unknown step '{dep}'",
-                    hint=did_you_mean(dep, id_set),
-                )
-            elif dep == s.id:
-                out.add(("steps", i, "depends_on", j), f"dependency cycle: {s.id} -> {s.id}")
+        _check_id_and_deps(s, i, seen_ids, id_set, out)
         _check_step_rules(s, i, servers, header, out)
         _check_foreach(s, i, out)
         _check_expressions(s, i, known_names, id_set, out)
@@ -135,6 +119,28 @@ def check_document(
         # pydantic checked; what runs is planrun.plan (no pydantic on the run path).
         plan = runtime_plan(header, name=name, steps=steps, servers=merged)
     return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
+
+
+def _check_id_and_deps(
+    s: Step, i: int, seen_ids: dict[str, int], id_set: set[str], out: Collector
+) -> None:
+    """The step's id is its own (noted in `seen_ids`); each dependency is a step, not itself."""
+    if s.id in seen_ids:
+        out.add(
+            ("steps", i, "id"),
+            f"duplicate step id '{s.id}' (first defined in step #{seen_ids[s.id] + 1})",
+        )
+    else:
+        seen_ids[s.id] = i
+    for j, dep in enumerate(s.depends_on):
+        if dep not in id_set:
+            out.add(
+                ("steps", i, "depends_on", j),
+                f"step '{s.id}' depends on unknown step '{dep}'",
+                hint=did_you_mean(dep, id_set),
+            )
+        elif dep == s.id:
+            out.add(("steps", i, "depends_on", j), f"dependency cycle: {s.id} -> {s.id}")
 
 
 def _server(entry: Any) -> ServerEntry:
