@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from planrun import loader
 from planrun.errors import ExitCode, PlanInvalid, UsageError
-from planrun.loader import Document, load_document, load_text
+from planrun.loader import Document, _fastyaml, load_document, load_text
 from planrun.loader._compose import _Builder, _compose
 from tests.conftest import ROOT, planrun
 
@@ -670,8 +670,8 @@ FAST_TAKEN = [
 @pytest.mark.parametrize("text", FAST_TAKEN)
 def test_fast_path_is_taken_and_agrees_with_libyaml(text: str) -> None:
     try:
-        fast = loader._fast_yaml(text)
-    except loader._Bail:
+        fast = _fastyaml._fast_yaml(text)
+    except _fastyaml._Bail:
         pytest.fail(f"the fast reader gave up on {text!r}")
     assert typed(fast) == typed(libyaml_data(text))
 
@@ -680,8 +680,8 @@ def test_fast_path_is_taken_and_agrees_with_libyaml(text: str) -> None:
 def test_fast_path_reads_the_example_plans(path: Path) -> None:
     text = path.read_text()
     try:
-        fast = loader._fast_yaml(text)
-    except loader._Bail:
+        fast = _fastyaml._fast_yaml(text)
+    except _fastyaml._Bail:
         return  # an example may show YAML outside the subset on purpose
     assert typed(fast) == typed(libyaml_data(text))
 
@@ -697,7 +697,7 @@ def test_fast_path_is_taken_for_the_big_benchmark_plan() -> None:
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     text = bench.to_yaml(bench.make_plan(300))
-    assert typed(loader._fast_yaml(text)) == typed(libyaml_data(text))
+    assert typed(_fastyaml._fast_yaml(text)) == typed(libyaml_data(text))
 
 
 def test_positions_survive_a_failed_recompose(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -790,8 +790,8 @@ FAST_CASES = [
 @pytest.mark.parametrize("text", FAST_CASES)
 def test_fast_path_agrees_with_libyaml_or_gives_up(text: str) -> None:
     try:
-        fast = loader._fast_yaml(text)
-    except loader._Bail:
+        fast = _fastyaml._fast_yaml(text)
+    except _fastyaml._Bail:
         return
     try:
         reference = libyaml_data(text)
@@ -959,8 +959,8 @@ def yaml_ish_documents(draw: st.DrawFn) -> str:
 @given(st.one_of(yaml_ish_documents(), yaml_ish_lines.map(lambda lines: "\n".join(lines) + "\n")))
 def test_fast_path_agrees_with_libyaml_on_generated_text(text: str) -> None:
     try:
-        fast = loader._fast_yaml(text)
-    except loader._Bail:
+        fast = _fastyaml._fast_yaml(text)
+    except _fastyaml._Bail:
         return
     assert typed(fast) == typed(libyaml_data(text)), text
 

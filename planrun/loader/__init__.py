@@ -21,23 +21,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from yaml.nodes import ScalarNode
-
 from planrun.errors import PlanInvalid, UsageError
 from planrun.inputfiles import NotARegularFile, read_regular_file
-from planrun.loader._base import _TOO_DEEP, Document, _check_top_level, _gc_paused, _invalid
-from planrun.loader._compose import (
-    _Builder,
-    _BuildError,
-    _compose_or_raise,
-    _node_diagnostic,
-    _node_error,
+from planrun.loader._base import (
+    _TOO_DEEP,
+    Document,
+    LazyDocument,
+    _check_top_level,
+    _gc_paused,
+    _invalid,
 )
-from planrun.loader._fastyaml import _Bail, _fast_yaml
 from planrun.loader._json import _load_json
-from planrun.loader._positions import _YamlLocator
 
-__all__ = ["Document", "load_document", "load_text"]
+# The YAML readers (loader/_fastyaml.py, _compose.py, _positions.py) import PyYAML: they are
+# imported on first use, so that a plan from the plan cache (planrun/plancache.py), whose
+# document is parsed only if a position is asked for, costs no `import yaml`.
+
+__all__ = ["Document", "LazyDocument", "load_bytes", "load_document", "load_text", "read_plan"]
 
 _JSON_EXTENSIONS = {".json"}
 _YAML_EXTENSIONS = {".yaml", ".yml"}
@@ -52,14 +52,24 @@ def load_document(path: str | os.PathLike[str]) -> Document:
     Raises UsageError if the file does not exist, PlanInvalid for anything wrong with it.
     """
     file = os.fspath(path)
+    return load_bytes(read_plan(file), file)
+
+
+def read_plan(file: str) -> bytes:
+    """The bytes of the plan file `file`; UsageError if it does not exist, PlanInvalid if it
+    cannot be read or is not a regular file."""
     try:
-        raw = read_regular_file(file)  # a FIFO or a device is refused, never opened blocking
+        return read_regular_file(file)  # a FIFO or a device is refused, never opened blocking
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"plan file not found: {file}") from None
     except NotARegularFile as exc:
         raise _invalid(file, 1, 1, f"{file} is {exc.kind}, not a plan file") from None
     except OSError as exc:
         raise _invalid(file, 1, 1, f"cannot read plan file: {exc.strerror or exc}") from None
+
+
+def load_bytes(raw: bytes, file: str) -> Document:
+    """Parse the bytes of the plan file `file` (its extension picks the format)."""
     suffix = os.path.splitext(file)[1].lower()
     fmt = "json" if suffix in _JSON_EXTENSIONS else "yaml" if suffix in _YAML_EXTENSIONS else None
     return _load(_decode(raw, file), file, fmt)
@@ -118,6 +128,8 @@ def _decode(raw: bytes, file: str) -> str:
 
 
 def _load_yaml(text: str, file: str) -> Document:
+    from planrun.loader._positions import _YamlLocator
+
     data = _gc_paused(lambda: _parse_yaml(text, file))
     return Document(file, data, _YamlLocator(text))
 
@@ -129,6 +141,17 @@ def _parse_yaml(text: str, file: str) -> Any:
     it is freed here, before the GC is resumed: otherwise the first collection afterwards
     would walk all of it.
     """
+    from yaml.nodes import ScalarNode
+
+    from planrun.loader._compose import (
+        _Builder,
+        _BuildError,
+        _compose_or_raise,
+        _node_diagnostic,
+        _node_error,
+    )
+    from planrun.loader._fastyaml import _Bail, _fast_yaml
+
     if os.environ.get("PLANRUN_NO_FAST_YAML") != "1":
         try:
             return _fast_yaml(text)

@@ -58,6 +58,38 @@ class Document:
         return Diagnostic(self.file, line, col, "error", message, hint)
 
 
+class LazyDocument(Document):
+    """A Document parsed only when its data or a position is first asked for.
+
+    A plan from the plan cache (planrun/plancache.py) runs without its document; a run-time
+    error that points into the file (a plan variable, a dotenv entry) still says file:line:col,
+    after `load` parses the same bytes the cache entry was made from.
+    """
+
+    def __init__(self, file: str, load: Callable[[], Document]) -> None:
+        self.file = file
+        self._load: Callable[[], Document] | None = load
+        self._data: Any = None
+
+    def _fill(self) -> None:
+        if self._load is not None:
+            doc = self._load()
+            self._data, self._locator, self._load = doc.data, doc._locator, None
+
+    @property  # type: ignore[override]
+    def data(self) -> Any:
+        self._fill()
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data, self._load = value, None
+
+    def pos(self, path: tuple[PathPart, ...] = (), *, key: bool = False) -> Position:
+        self._fill()
+        return super().pos(path, key=key)
+
+
 def _invalid(file: str, line: int, col: int, message: str) -> PlanInvalid:
     return PlanInvalid([Diagnostic(file, line, col, "error", message)])
 
