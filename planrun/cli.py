@@ -101,7 +101,7 @@ def validate(
     mcp_config: str | None,
 ) -> None:
     """Check plan files: schema, references, expressions, tools, policy, cycles."""
-    from planrun.validate import load_and_check
+    from planrun.plancache import check_plan_file
 
     plans = plans or (plan_or_default(None, os.getcwd()),)
     extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
@@ -117,7 +117,7 @@ def validate(
     for path in plans:
         found = []
         try:
-            checked = load_and_check(path, extra, servers=servers)
+            checked = check_plan_file(path, extra, servers, cache=not check_tools)
             found.extend(checked.diagnostics)
             if checked.ok:
                 from planrun.dotenv import dotenv_problems

@@ -62,21 +62,22 @@ def _sets_nothing(raw: bytes | str) -> bool:
 
 
 def load_checked(req: RunRequest, extra_vars: dict[str, Any]) -> CheckedPlan:
-    """Load and check the plan; PlanInvalid on any error."""
-    from planrun.loader import load_document, load_text
-    from planrun.validate import check_document  # pydantic: only when a plan is checked
-
-    if req.text is not None:
-        doc = load_text(req.text, req.plan)
-    else:
-        doc = load_document(abs_path(req.plan, req.cwd))
-        doc.file = req.plan
+    """Load and check the plan (a plan file through the plan cache); PlanInvalid on any error."""
     servers = None
     if req.mcp_config:
         from planrun.mcp_client import parse_mcp_config
 
         servers = parse_mcp_config(abs_path(req.mcp_config, req.cwd))
-    checked = check_document(doc, extra_vars, servers)
+    if req.text is not None:
+        from planrun.loader import load_text
+        from planrun.validate import check_document
+
+        checked = check_document(load_text(req.text, req.plan), extra_vars, servers)
+    else:
+        from planrun.plancache import check_plan_file
+
+        path = abs_path(req.plan, req.cwd)
+        checked = check_plan_file(path, extra_vars, servers, file=req.plan, cwd=req.cwd)
     errors = [d for d in checked.diagnostics if d.severity == "error"]
     if errors or checked.plan is None:
         raise PlanInvalid(errors)

@@ -614,7 +614,8 @@ def test_dry_run_shows_instances_or_a_placeholder(run, write, tmp_path):
     assert s["none"]["foreach"] == []
     assert r.json["waves"][0] == ["files", "lint[0]", "lint[1]", "none"]
     assert r.json["waves"][1] == ["each[*]"]
-    assert not (tmp_path / ".planrun").exists()
+    # no state; only the plan cache (docs/state.md) may be there
+    assert [p.name for p in tmp_path.glob(".planrun/*")] in ([], ["plans"])
 
 
 def test_graph_shows_instances_and_their_last_status(run, write):

@@ -223,7 +223,8 @@ def test_kill_9_at_random_points_then_resume(write, tmp_path):
 def test_no_state_writes_nothing(run, write, tmp_path):
     write("p.yaml", "steps:\n  - {id: x, tool: echo, args: {value: 1}}\n")
     assert run("run", "p.yaml", "--no-state").code == 0
-    assert not (tmp_path / ".planrun").exists()
+    # no state; only the plan cache (docs/state.md) may be there
+    assert [p.name for p in tmp_path.glob(".planrun/*")] in ([], ["plans"])
 
 
 def test_one_megabyte_result_round_trips(run, write, tmp_path):

@@ -405,7 +405,8 @@ def test_dry_run_shows_waves_and_placeholders_and_writes_nothing(run, write, tmp
     }
     assert count["depends_on"] == ["read"] and count["approval"] is True
     assert doc["steps"][0]["args"] == {"path": "README"}
-    assert not (tmp_path / ".planrun").exists()
+    # no state; only the plan cache (docs/state.md) may be there
+    assert [p.name for p in tmp_path.glob(".planrun/*")] in ([], ["plans"])
     r = run("run", "p.yaml", "--dry-run")
     assert r.code == 0 and "wave 1" in r.out and "<read result>" in r.out, r
 

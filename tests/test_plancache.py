@@ -1,0 +1,397 @@
+"""The plan cache (planrun/plancache.py): a hit prints and does exactly what a miss does, only
+what the check depends on is in the key, and a damaged or planted entry is a plain miss."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Result, assert_no_traceback, planrun
+
+WARNED = """\
+name: warned
+variables: {who: world}
+steps:
+  - {id: a, tool: shell, args: {cmd: "echo ${who}"}, on_failure: replan}
+  - {id: b, tool: echo, args: {value: "${steps.a.result.stdout}"}, depends_on: [a]}
+  - {id: c, tool: echo, args: {value: "${who | upper}"}, result_variable: out}
+  - {id: d, tool: echo, args: {value: "${who}"}, result_variable: out}
+"""
+
+NEEDS_VAR = """\
+steps:
+  - {id: a, tool: echo, args: {value: "${who}"}}
+"""
+
+NO_CACHE = {"PLANRUN_NO_PLAN_CACHE": "1"}
+
+
+def entries(cwd: Path) -> list[Path]:
+    d = cwd / ".planrun" / "plans"
+    return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+def same(a: Result, b: Result) -> None:
+    assert (a.code, a.out, a.err) == (b.code, b.out, b.err), f"{a}\n=====\n{b}"
+
+
+def three_ways(cwd: Path, *args: str) -> Result:
+    """Uncached, then a miss that stores, then a hit: all three alike; the hit's result."""
+    for entry in entries(cwd):
+        entry.unlink()
+    off = planrun(*args, cwd=cwd, env=NO_CACHE)
+    assert not entries(cwd)
+    miss = planrun(*args, cwd=cwd)
+    stored = [(e, e.stat().st_ino) for e in entries(cwd)]
+    hit = planrun(*args, cwd=cwd)
+    assert stored and [(e, e.stat().st_ino) for e in entries(cwd)] == stored  # not written again
+    same(off, miss)
+    same(miss, hit)
+    assert_no_traceback(hit)
+    return hit
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "github"])
+def test_validate_prints_the_same_warnings_on_a_hit(tmp_path: Path, fmt: str) -> None:
+    (tmp_path / "p.yaml").write_text(WARNED)
+    r = three_ways(tmp_path, "validate", "p.yaml", "--format", fmt)
+    assert r.code == 0 and "replan" in r.out + r.err and "concurrently" in r.out + r.err, r
+    assert len(entries(tmp_path)) == 1
+
+
+def test_a_hit_replays_the_stored_entry(tmp_path: Path) -> None:
+    """The second call really is a hit: what it prints comes from the entry."""
+    (tmp_path / "p.yaml").write_text(WARNED)
+    planrun("validate", "p.yaml", cwd=tmp_path)
+    [entry] = entries(tmp_path)
+    doc = json.loads(entry.read_text())
+    doc["diagnostics"][0][4] = "from the cache entry"
+    entry.write_text(json.dumps(doc))
+    r = planrun("validate", "p.yaml", cwd=tmp_path)
+    assert "from the cache entry" in r.out, r
+    assert (
+        "from the cache entry" not in planrun("validate", "p.yaml", cwd=tmp_path, env=NO_CACHE).err
+    )
+
+
+def test_run_and_dry_run_are_the_same_on_a_hit(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(WARNED)
+    three_ways(tmp_path, "run", "p.yaml", "--dry-run")
+    three_ways(tmp_path, "run", "p.yaml", "--dry-run", "--output", "json")
+    runs = [
+        planrun("run", "p.yaml", "--no-state", "--output", "json", cwd=tmp_path) for _ in (1, 2)
+    ]
+    for r in runs:
+        assert r.code == 0, r
+        assert [s["status"] for s in r.json["steps"]] == ["succeeded"] * 4
+    a, b = ([(s["id"], s["result"]) for s in r.json["steps"]] for r in runs)
+    assert a == b
+
+
+def test_a_plan_with_errors_is_never_stored(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: nope}\n")
+    for args in (["validate", "p.yaml"], ["run", "p.yaml", "--no-state"]):
+        first, second = (planrun(*args, cwd=tmp_path) for _ in (1, 2))
+        same(first, second)
+        assert first.code == 3 and "unknown tool 'nope'" in first.out + first.err, first
+    assert not entries(tmp_path)
+
+
+def test_variable_names_are_in_the_key_and_values_are_never_stored(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(NEEDS_VAR)
+    given = planrun("validate", "p.yaml", "--var", "who=s3cr3t-value", cwd=tmp_path)
+    assert given.code == 0, given
+    assert len(entries(tmp_path)) == 1
+    # Another value: the same entry (names only); no name: undefined, as without a cache.
+    assert planrun("validate", "p.yaml", "--var", "who=other", cwd=tmp_path).code == 0
+    assert len(entries(tmp_path)) == 1
+    missing = planrun("validate", "p.yaml", cwd=tmp_path)
+    same(missing, planrun("validate", "p.yaml", cwd=tmp_path, env=NO_CACHE))
+    assert missing.code == 3 and "undefined name 'who'" in missing.out + missing.err, missing
+    r = planrun("run", "p.yaml", "--no-state", "--var", "who=s3cr3t-value", cwd=tmp_path)
+    assert r.code == 0, r
+    for f in (tmp_path / ".planrun").rglob("*"):
+        assert not f.is_file() or b"s3cr3t-value" not in f.read_bytes(), f
+
+
+def test_secret_values_written_in_the_plan_are_not_stored(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "secrets: [token]\nvariables: {token: s3cr3t-value}\n"
+        "steps:\n  - {id: a, tool: echo, args: {value: '${token}'}}\n"
+    )
+    assert planrun("validate", "p.yaml", cwd=tmp_path).code == 0
+    assert not entries(tmp_path)
+
+
+def test_an_mcp_config_change_is_a_miss_and_its_entries_are_not_stored(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: srv.hello}\n")
+    server = {"command": "true", "env": {"TOKEN": "s3cr3t-token"}}
+    (tmp_path / "a.json").write_text(json.dumps({"mcpServers": {"srv": server}}))
+    (tmp_path / "b.json").write_text(json.dumps({"mcpServers": {"other": server}}))
+    ok = three_ways(tmp_path, "validate", "p.yaml", "--mcp-config", "a.json")
+    assert ok.code == 0, ok
+    three_ways(tmp_path, "run", "p.yaml", "--dry-run", "--mcp-config", "a.json")
+    bad = planrun("validate", "p.yaml", "--mcp-config", "b.json", cwd=tmp_path)
+    assert bad.code == 3 and "unknown MCP server 'srv'" in bad.out + bad.err, bad
+    assert len(entries(tmp_path)) == 1
+    assert b"s3cr3t-token" not in entries(tmp_path)[0].read_bytes()
+
+
+def test_servers_from_the_config_are_in_the_plan_on_a_hit(tmp_path: Path) -> None:
+    """In process: a hit's plan has the --mcp-config servers merged under its own, as a miss."""
+    from planrun.plancache import check_plan_file
+
+    (tmp_path / "p.yaml").write_text(
+        "servers:\n  own: {command: own-server}\n  srv: {url: 'http://127.0.0.1:1/mcp'}\n"
+        "steps:\n  - {id: a, tool: srv.hello}\n  - {id: b, tool: extra.hello}\n"
+    )
+    (tmp_path / "mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "extra": {"command": "x", "args": ["--flag"], "env": {"K": "v"}},
+                    "srv": {"command": "loses to the plan's own"},
+                }
+            }
+        )
+    )
+    from planrun.loader import LazyDocument
+    from planrun.mcp_config import parse_mcp_config
+
+    servers = parse_mcp_config(str(tmp_path / "mcp.json"))
+    path = str(tmp_path / "p.yaml")
+    miss = check_plan_file(path, {}, servers, file="p.yaml", cwd=str(tmp_path))
+    [(entry, inode)] = [(e, e.stat().st_ino) for e in entries(tmp_path)]
+    hit = check_plan_file(path, {}, servers, file="p.yaml", cwd=str(tmp_path))
+    assert entry.stat().st_ino == inode and isinstance(hit.doc, LazyDocument)
+    assert len(entries(tmp_path)) == 1
+    assert miss.plan is not None and hit.plan is not None
+    assert list(hit.plan.servers) == list(miss.plan.servers) == ["extra", "srv", "own"]
+    assert hit.plan == miss.plan
+    assert hit.diagnostics == miss.diagnostics
+
+
+def test_the_file_content_is_in_the_key_not_its_size_and_mtime(tmp_path: Path) -> None:
+    plan = tmp_path / "p.yaml"
+    plan.write_text("steps:\n  - {id: a, tool: echo, args: {value: 1}}\n")
+    assert planrun("validate", "p.yaml", cwd=tmp_path).code == 0
+    st = plan.stat()
+    plan.write_text("steps:\n  - {id: a, tool: ecko, args: {value: 1}}\n")  # same size
+    os.utime(plan, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert plan.stat().st_size == st.st_size and plan.stat().st_mtime_ns == st.st_mtime_ns
+    r = planrun("validate", "p.yaml", cwd=tmp_path)
+    assert r.code == 3 and "unknown tool 'ecko'" in r.out + r.err, r
+
+
+def test_the_name_as_given_is_in_the_key(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "p.yaml").write_text("steps:\n  - {id: a, tool: echo, args: {value: 1}}\n")
+    names = set()
+    for given in ("sub/p.yaml", "./sub/p.yaml"):
+        for _ in (1, 2):
+            r = planrun("run", given, "--dry-run", "--output", "json", cwd=tmp_path)
+            assert r.code == 0, r
+            names.add(r.json["plan"])
+    assert names == {"p"}
+    assert len(entries(tmp_path)) == 2
+
+
+def damage(entry: Path, how: str, other: Path) -> None:
+    if how == "garbage":
+        entry.write_bytes(b"\x00\xffnot json at all")
+    elif how == "truncated":
+        entry.write_bytes(entry.read_bytes()[:40])
+    elif how == "wrong version":
+        doc = json.loads(entry.read_text())
+        doc["planrun_plan_cache"] += 1
+        entry.write_text(json.dumps(doc))
+    elif how == "foreign":  # another plan's entry under this key
+        entry.write_bytes(other.read_bytes())
+    elif how == "bad plan data":
+        doc = json.loads(entry.read_text())
+        doc["plan"]["steps"] = [{"id": 1}]
+        entry.write_text(json.dumps(doc))
+    elif how == "symlink":
+        entry.unlink()
+        entry.symlink_to(other)
+    elif how == "fifo":
+        entry.unlink()
+        os.mkfifo(entry)
+    elif how == "directory":
+        entry.unlink()
+        entry.mkdir()
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "garbage",
+        "truncated",
+        "wrong version",
+        "foreign",
+        "bad plan data",
+        "symlink",
+        "fifo",
+        "directory",
+    ],
+)
+def test_a_damaged_entry_is_a_silent_miss(tmp_path: Path, how: str) -> None:
+    (tmp_path / "p.yaml").write_text(WARNED)
+    (tmp_path / "q.yaml").write_text("steps:\n  - {id: other, tool: echo, args: {value: 1}}\n")
+    planrun("validate", "q.yaml", cwd=tmp_path)
+    [other] = entries(tmp_path)
+    other_copy = tmp_path / "other.json"
+    other_copy.write_bytes(other.read_bytes())
+    planrun("validate", "p.yaml", cwd=tmp_path)
+    [entry] = [e for e in entries(tmp_path) if e != other]
+    damage(entry, how, other_copy)
+    for args in (["validate", "p.yaml"], ["run", "p.yaml", "--dry-run"]):
+        expected = planrun(*args, cwd=tmp_path, env=NO_CACHE)
+        got = planrun(*args, cwd=tmp_path, timeout=30)  # a FIFO must not hang it
+        same(expected, got)
+        assert got.code == 0, got
+    if how == "symlink":
+        assert other_copy.read_bytes() == other.read_bytes()  # never written through
+
+
+def test_a_symlinked_planrun_directory_is_not_used(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(WARNED)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / ".planrun").symlink_to(elsewhere)
+    for _ in (1, 2):
+        same(
+            planrun("validate", "p.yaml", cwd=tmp_path),
+            planrun("validate", "p.yaml", cwd=tmp_path, env=NO_CACHE),
+        )
+    assert list(elsewhere.iterdir()) == []
+    (tmp_path / ".planrun").unlink()
+    (tmp_path / ".planrun").mkdir()
+    (tmp_path / ".planrun" / "plans").symlink_to(elsewhere)
+    assert planrun("validate", "p.yaml", cwd=tmp_path).code == 0
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_an_unusable_planrun_directory_means_no_caching(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(WARNED)
+    (tmp_path / ".planrun").write_text("a file, not a directory")
+    for _ in (1, 2):
+        same(
+            planrun("validate", "p.yaml", cwd=tmp_path),
+            planrun("validate", "p.yaml", cwd=tmp_path, env=NO_CACHE),
+        )
+    r = planrun("run", "p.yaml", "--no-state", cwd=tmp_path)
+    assert r.code == 0, r
+
+
+def test_turned_off_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(WARNED)
+    assert planrun("validate", "p.yaml", cwd=tmp_path, env=NO_CACHE).code == 0
+    assert planrun("run", "p.yaml", "--dry-run", cwd=tmp_path, env=NO_CACHE).code == 0
+    assert not (tmp_path / ".planrun").exists()
+
+
+def test_check_tools_is_never_served_from_the_cache(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: echo, args: {value: 1}}\n")
+    r = planrun("validate", "p.yaml", "--check-tools", cwd=tmp_path)
+    assert r.code == 0, r
+    assert not entries(tmp_path)
+
+
+def test_positions_of_run_time_errors_on_a_hit(tmp_path: Path) -> None:
+    """Errors found when a run starts point into the file, loaded only then."""
+    (tmp_path / "v.yaml").write_text(
+        "name: v\nvariables:\n  a: {k: 1}\n  b: '${a.nope}'\n"
+        "steps:\n  - {id: x, tool: echo, args: {value: '${b}'}}\n"
+    )
+    (tmp_path / "d.yaml").write_text(
+        "name: d\ndotenv: [missing.env]\nsteps:\n  - {id: x, tool: echo, args: {value: 1}}\n"
+    )
+    for plan, where in (("v.yaml", "v.yaml:4:6: "), ("d.yaml", "d.yaml:2:10: ")):
+        results = [planrun("run", plan, "--no-state", cwd=tmp_path) for _ in (1, 2)]
+        same(*results)
+        assert results[1].code == 3 and where in results[1].out + results[1].err, results[1]
+    assert len(entries(tmp_path)) == 2
+    r = planrun("validate", "d.yaml", cwd=tmp_path)  # validate reads dotenv files after the check
+    assert r.code == 3 and "d.yaml:2:10: " in r.out + r.err, r
+
+
+def test_sub_plans_use_the_cache(tmp_path: Path) -> None:
+    (tmp_path / "child.yaml").write_text("steps:\n  - {id: c, tool: echo, args: {value: hi}}\n")
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - {id: sub, tool: plan, args: {path: child.yaml}}\n"
+    )
+    results = [
+        planrun("run", "p.yaml", "--no-state", "--output", "json", cwd=tmp_path) for _ in (1, 2)
+    ]
+    for r in results:
+        assert r.code == 0 and r.json["steps"][0]["status"] == "succeeded", r
+    assert len(entries(tmp_path)) == 2
+
+
+def test_a_hit_imports_no_pydantic_yaml_or_jinja2(tmp_path: Path) -> None:
+    """The check parses `${who | upper}` with jinja2; a hit does not (a run would evaluate it)."""
+    (tmp_path / "p.yaml").write_text(WARNED.replace("${who | upper}", "${who}"))
+    code = (
+        "import sys\n"
+        "import planrun.interrupts\n"
+        "from planrun.cli import main\n"
+        "def exit_now(code):\n"  # `run` ends with os._exit: see what it imported first
+        "    raise SystemExit(code)\n"
+        "planrun.interrupts.exit_now = exit_now\n"
+        "try:\n"
+        "    main(sys.argv[1:], standalone_mode=False)\n"
+        "finally:\n"
+        "    heavy = {'pydantic', 'yaml', 'jinja2', 'planrun.model', 'planrun.validate'}\n"
+        "    print(sorted(heavy & set(sys.modules)), file=sys.stderr)\n"
+    )
+    for args in (
+        ["validate", "p.yaml"],
+        ["run", "p.yaml", "--dry-run"],
+        ["run", "p.yaml", "--no-state", "--quiet"],
+    ):
+        for entry in entries(tmp_path):
+            entry.unlink()
+        runs = [
+            subprocess.run(
+                [sys.executable, "-c", code, *args],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            for _ in (1, 2)
+        ]
+        assert "'pydantic', 'yaml'" in runs[0].stderr  # a miss checks (the measurement works)
+        assert runs[1].stderr.splitlines()[-1] == "[]", runs[1].stderr
+
+
+def test_the_store_keeps_the_newest_entries(tmp_path: Path) -> None:
+    from planrun.plancache import MAX_ENTRIES, PlanStore
+
+    store = PlanStore(str(tmp_path / ".planrun"))
+    for i in range(MAX_ENTRIES + 5):
+        store.put(f"{i:064x}", b"{}")
+        path = tmp_path / ".planrun" / "plans" / f"{i:064x}.json"
+        os.utime(path, ns=(i * 10**9, i * 10**9))
+    store.prune()
+    kept = {p.name for p in entries(tmp_path)}
+    assert len(kept) == MAX_ENTRIES
+    assert f"{0:064x}.json" not in kept and f"{MAX_ENTRIES + 4:064x}.json" in kept
+    assert oct((tmp_path / ".planrun" / "plans").stat().st_mode & 0o777) == "0o700"
+    assert oct(entries(tmp_path)[0].stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_code_fingerprint_covers_every_module() -> None:
+    """Two trees (say two worktrees on PYTHONPATH) never share an entry: the package's path and
+    every module's size and mtime are in the key."""
+    import planrun.plancache as pc
+
+    files = pc._modules(os.path.dirname(pc.__file__), "")
+    names = {name for name, *_ in files}
+    assert {"plancache.py", "validate.py", "loader/__init__.py", "cache/keys.py"} <= names
