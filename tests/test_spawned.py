@@ -87,13 +87,10 @@ def test_an_error_in_the_output_callback_fails_the_call_and_leaves_no_process(
         os.kill(pid, 0)  # killed and reaped, not left running for 30 s
 
 
-@pytest.mark.parametrize("cmd", ["true", ":", "false"])
-def test_no_op_commands_give_what_sh_gives_without_starting_a_process(
-    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cmd: str
+def test_a_bare_true_still_starts_a_process(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import subprocess
-
-    expected = subprocess.run(["/bin/sh", "-c", cmd], cwd=tmp_path, capture_output=True)
+    """No command is answered without running it (a `true` step costs what a process costs)."""
     started: list[object] = []
     real_spawn = os.posix_spawn
     monkeypatch.setattr(os, "posix_spawn", lambda *a, **k: started.append(a) or real_spawn(*a, **k))
@@ -104,18 +101,5 @@ def test_no_op_commands_give_what_sh_gives_without_starting_a_process(
         return await real_exec(*a, **k)
 
     monkeypatch.setattr(asyncio, "create_subprocess_exec", counted_exec)
-    result = call({"cmd": cmd, "check": False}, ctx)
-    assert result == {"stdout": "", "stderr": "", "exit_code": expected.returncode}
-    in_own_directory = ctx.cwd == os.getcwd()
-    assert len(started) == (0 if in_own_directory else 1)
-    if cmd == "false":
-        with pytest.raises(ToolFailed) as info:
-            call({"cmd": cmd}, ctx)
-        assert info.value.message == "command exited with code 1"
-        assert info.value.detail == "$ false"
-
-
-def test_a_no_op_with_arguments_or_a_bad_env_is_not_short_cut(ctx: ToolContext) -> None:
-    assert call({"cmd": "false || echo ran"}, ctx)["stdout"] == "ran\n"
-    with pytest.raises(ToolFailed, match="NUL"):
-        call({"cmd": "true", "env": {"X": "a\0b"}}, ctx)
+    assert call({"cmd": "true"}, ctx)["exit_code"] == 0
+    assert len(started) == 1

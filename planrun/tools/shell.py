@@ -78,20 +78,10 @@ async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     env = _env(parsed.env, ctx.env)
     argv, command = _argv(parsed.cmd)
     cwd, stdin, check = parsed.cwd, parsed.stdin, parsed.check
-    noop = NO_OP_EXIT.get(parsed.cmd) if isinstance(parsed.cmd, str) else None
-    if noop is not None and cwd == os.getcwd():
-        result = {"stdout": "", "stderr": "", "exit_code": noop}  # what `sh -c` gives
-    else:
-        result = await _run(argv, cwd, env, stdin, ctx)
+    result = await _run(argv, cwd, env, stdin, ctx)
     if check and result["exit_code"] != 0:
         raise command_failed(command, result)
     return result
-
-
-NO_OP_EXIT = {"true": 0, ":": 0, "false": 1}
-"""Commands whose whole effect under `sh -c` is their exit code (builtins of every /bin/sh,
-given no argument): a step running one of them in planrun's directory starts no process,
-as go-task's built-in shell runs them."""
 
 
 async def _run(
