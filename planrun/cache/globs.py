@@ -153,9 +153,7 @@ def match_stats(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> dict[st
     is not an error. `skip` holds absolute directories never walked into (the cache directory).
     """
     found: dict[str, os.stat_result] = {}
-    # Directories never walked into, by their path relative to `cwd` (compared as strings:
-    # resolving every directory's real path would cost more than the walk).
-    skipped = {os.path.relpath(s, cwd).replace(os.sep, "/") for s in skip}
+    skipped = _relative(cwd, tuple(skip))
     for root in matcher.roots:
         full = os.path.join(cwd, root) if root != "." else cwd
         try:
@@ -170,6 +168,14 @@ def match_stats(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> dict[st
             whole = bool(rel) and matcher.included(rel)
             _walk(full, rel, matcher, whole, found, skipped)
     return found
+
+
+@lru_cache(maxsize=64)
+def _relative(cwd: str, skip: tuple[str, ...]) -> frozenset[str]:
+    """Directories never walked into, by their path relative to `cwd` (compared as strings:
+    resolving every directory's real path would cost more than the walk). Made once per run,
+    not once per step: relpath costs as much as listing a small directory."""
+    return frozenset(os.path.relpath(s, cwd).replace(os.sep, "/") for s in skip)
 
 
 def match_files(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> list[FileStat]:
@@ -195,7 +201,7 @@ Stack = list[tuple[str, str, bool]]
 
 
 def _walk(
-    full: str, rel: str, matcher: Matcher, whole: bool, found: Found, skipped: set[str]
+    full: str, rel: str, matcher: Matcher, whole: bool, found: Found, skipped: frozenset[str]
 ) -> None:
     """Walk one directory (iteratively); `whole`: the directory itself matched, take all below."""
     stack: Stack = [(full, rel, whole)]
