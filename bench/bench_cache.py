@@ -5,7 +5,11 @@ The same tree for both: 100 steps, each over its own folder of 50 files x 4 KB (
 
   cold          nothing recorded yet (.planrun/ and .task/ removed, out/ removed)
   no change     everything up to date
-  one changed   one file of one folder changed (a different one each repetition)
+  one changed   one file of one folder changed (a different one each repetition; both tools
+                run after the same change)
+
+planrun and go-task are timed in turns (planrun, go-task, planrun, ...), and so are the two
+planrun-only runs, so that changes in the machine's load fall on both alike.
 
 Checked: exactly one planrun step runs after one file changes; after `rm -rf out` a
 planrun run restores every output byte-identical. Then planrun alone: one step whose
@@ -29,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -104,7 +109,7 @@ def clear(root: Path, *names: str) -> None:
         shutil.rmtree(root / name, ignore_errors=True)
 
 
-def changer(root: Path) -> object:
+def changer(root: Path) -> Callable[[], None]:
     """Each call changes one file of a different folder (so every repetition has work)."""
     count = [0]
 
@@ -132,14 +137,32 @@ def compare(root: Path, reps: int) -> list[Timing]:
         ),
     ]
     settle(root / "out")  # the outputs both tools just wrote
-    timings += [
-        time_command("planrun no change", run, cwd=root, reps=reps),
-        time_command("go-task no change", go, cwd=root, reps=reps),
-    ]
+    timings += interleaved(
+        [("planrun no change", run, None), ("go-task no change", go, None)], root, reps
+    )
+    # One change before each pair of runs: each tool finds exactly that one folder changed.
     change = changer(root)
-    timings.append(time_command("planrun one changed", run, cwd=root, reps=reps, setup=change))  # type: ignore[arg-type]
-    timings.append(time_command("go-task one changed", go, cwd=root, reps=reps, setup=change))  # type: ignore[arg-type]
+    timings += interleaved(
+        [("planrun one changed", run, change), ("go-task one changed", go, None)], root, reps
+    )
     return timings
+
+
+def interleaved(
+    commands: list[tuple[str, list[str] | None, Callable[[], None] | None]], cwd: Path, reps: int
+) -> list[Timing]:
+    """Time the commands in turns (A B A B ...), so that a change in the machine's load
+    during the measurement falls on all of them alike."""
+    out = [Timing(label) for label, _, _ in commands]
+    for _ in range(reps):
+        for t, (label, cmd, setup) in zip(out, commands, strict=True):
+            if t.error or t.skipped:
+                continue
+            one = time_command(label, cmd, cwd=cwd, reps=1, setup=setup)
+            t.times += one.times
+            t.cpu += one.cpu
+            t.error, t.skipped = one.error, one.skipped
+    return out
 
 
 def check_one_rerun_and_restore(root: Path) -> list[str]:
@@ -148,7 +171,7 @@ def check_one_rerun_and_restore(root: Path) -> list[str]:
     base = [*pr, "run", "plan.yaml", "--output", "json", "-j", "2"]
     problems = []
     subprocess.run(base, cwd=root, capture_output=True, check=False)
-    changer(root)()  # type: ignore[operator]
+    changer(root)()
     doc = json.loads(subprocess.run(base, cwd=root, capture_output=True, text=True).stdout)
     ran = [s["id"] for s in doc["steps"] if s["status"] == "succeeded"]
     if len(ran) != 1:
@@ -188,14 +211,17 @@ def big_source_set(root: Path, reps: int) -> tuple[Timing, Timing, bool]:
         )
     records = root / ".planrun" / "stat-records"
     before = records.stat()
-    bare = time_command(
-        "1 step, no sources", [*pr, "run", "bare.yaml", "--quiet"], cwd=root, reps=reps
-    )
-    big = time_command(
-        f"1 step, {BIG_FILES:,} sources, no change",
-        [*pr, "run", "big.yaml", "--quiet"],
-        cwd=root,
-        reps=reps,
+    bare, big = interleaved(
+        [
+            ("1 step, no sources", [*pr, "run", "bare.yaml", "--quiet"], None),
+            (
+                f"1 step, {BIG_FILES:,} sources, no change",
+                [*pr, "run", "big.yaml", "--quiet"],
+                None,
+            ),
+        ],
+        root,
+        reps,
     )
     after = records.stat()
     untouched = (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)

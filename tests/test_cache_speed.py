@@ -157,3 +157,17 @@ def test_damaged_stat_records_only_cost_speed(tmp_path: Path, trusted: None, dam
     (tmp_path / "src/a.txt").write_text("A")
     (tmp_path / ".planrun/stat-records").write_bytes(damage)
     assert decide(tmp_path, st).reason == "sources changed: src/a.txt"
+
+
+def test_a_hit_marks_its_entry_used_at_most_once_a_minute(tmp_path: Path) -> None:
+    write(tmp_path, {"src/a.txt": "a"})
+    st = step()
+    store(tmp_path, st)
+    (entry,) = (tmp_path / ".planrun/cache/entries").iterdir()
+    hour_ago = entry.stat().st_mtime - 3600
+    os.utime(entry, (hour_ago, hour_ago))
+    assert decide(tmp_path, st).status == "hit"
+    used = entry.stat().st_mtime_ns
+    assert used / 1e9 > hour_ago + 3000  # marked used: least recently used pruning sees it
+    assert decide(tmp_path, st).status == "hit"
+    assert entry.stat().st_mtime_ns == used  # used seconds ago: not written again

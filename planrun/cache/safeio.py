@@ -27,7 +27,12 @@ def open_regular(path: str) -> BinaryIO:
 
 
 def read_regular(path: str) -> bytes:
-    """The bytes of a regular file; OSError for anything else.
+    """The bytes of a regular file; OSError for anything else."""
+    return read_regular_stat(path)[0]
+
+
+def read_regular_stat(path: str) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file and its stat as it was opened; OSError for anything else.
 
     Plain reads on the descriptor, no file object: a run reads one entry per cached step, and
     a buffered reader costs as much as the reads themselves on small files."""
@@ -43,6 +48,6 @@ def read_regular(path: str) -> bytes:
             while chunk := os.read(fd, 1 << 20):
                 parts.append(chunk)
             data = b"".join(parts)
-        return data
+        return data, st
     finally:
         os.close(fd)

@@ -15,13 +15,15 @@ import json
 import os
 import secrets
 import stat
+import time
 from collections.abc import Callable
 from typing import Any
 
 from planrun.cache.keys import CACHE_FORMAT
-from planrun.cache.safeio import read_regular
+from planrun.cache.safeio import read_regular, read_regular_stat
 
 _HEADER = "planrun-cache-entry"
+TOUCH_S = 60.0  # an entry used less than this long ago is not marked used again
 Warn = Callable[[str], None]
 
 
@@ -155,6 +157,7 @@ class CacheStore:
         self.blobs = os.path.join(root, "blobs")
         self.warn = warn
         self._ready = False
+        self._read: dict[str, float] = {}  # entries read in this run -> their mtime then
 
     # ---- entries --------------------------------------------------------------------------
 
@@ -165,7 +168,8 @@ class CacheStore:
         """The entry for `key`, or None (a damaged one is reported unless `quiet`)."""
         path = self.entry_path(key)
         try:
-            raw = read_regular(path)
+            raw, st = read_regular_stat(path)
+            self._read[key] = st.st_mtime
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -193,7 +197,12 @@ class CacheStore:
         atomic_write(self.entry_path(entry.key), head + body)
 
     def touch(self, key: str) -> None:
-        """Mark an entry used (least-recently-used pruning reads the mtime)."""
+        """Mark an entry used (least-recently-used pruning reads the mtime). An entry marked
+        within the last minute is left alone: pruning counts in minutes at the finest, and a
+        run of many hits then writes nothing to a shared directory."""
+        last = self._read.get(key)
+        if last is not None and 0 <= time.time() - last < TOUCH_S:
+            return
         with contextlib.suppress(OSError):
             os.utime(self.entry_path(key))
 
