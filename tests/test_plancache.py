@@ -93,6 +93,18 @@ def test_run_and_dry_run_are_the_same_on_a_hit(tmp_path: Path) -> None:
     assert a == b
 
 
+def test_run_and_resume_with_state_hit_the_entry_a_dry_run_made(tmp_path: Path) -> None:
+    """--state and --no-state are not in the key: one entry serves every way of running."""
+    (tmp_path / "p.yaml").write_text(WARNED)
+    assert planrun("run", "p.yaml", "--dry-run", cwd=tmp_path).code == 0
+    [(entry, inode)] = [(e, e.stat().st_ino) for e in entries(tmp_path)]
+    for args in (["run", "p.yaml"], ["resume", "p.yaml"], ["run", "p.yaml", "--state", "s.json"]):
+        r = planrun(*args, cwd=tmp_path)
+        assert r.code == 0, r
+    assert (tmp_path / ".planrun" / "state" / "warned.json").is_file()
+    assert [(e, e.stat().st_ino) for e in entries(tmp_path)] == [(entry, inode)]
+
+
 def test_a_plan_with_errors_is_never_stored(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: nope}\n")
     for args in (["validate", "p.yaml"], ["run", "p.yaml", "--no-state"]):
@@ -174,6 +186,60 @@ def test_servers_from_the_config_are_in_the_plan_on_a_hit(tmp_path: Path) -> Non
     assert list(hit.plan.servers) == list(miss.plan.servers) == ["extra", "srv", "own"]
     assert hit.plan == miss.plan
     assert hit.diagnostics == miss.diagnostics
+
+
+RICH = """\
+version: 1
+id: rich
+title: every field
+description: set to something, or to its default
+variables: {n: 3, items: [a, b], nested: {x: 1.5, y: null}, flag: false}
+defaults: {timeout: 1m30s, retries: 0, retry_delay: 1, on_failure: continue}
+limits: {max_steps: 50, max_replans: 2, max_concurrency: 4, tool_caps: {shell: 2}}
+policy: {require_approval: ["srv.*"], deny: []}
+replan: {command: [planner, --json], timeout: 60}
+secrets: []
+executor: {type: local}
+dotenv: [".env?"]
+servers:
+  srv: {command: srv, args: [-v], env: {A: b}, connect_timeout: 5s}
+  web: {url: "http://127.0.0.1:1/mcp", headers: {X: y}}
+steps:
+  - index: a
+    title: "first ${n}"
+    tool: shell
+    args: {cmd: "echo ${item}", env: {K: "1"}}
+    foreach: "${items}"
+    as: item
+    timeout: 500ms
+    retries: 2
+    retry_delay: 0
+    on_failure: ignore
+    when: false
+    approval: false
+    resources: {cpu: 1}
+    sources: ["src/**", "!src/x"]
+    outputs: [out.txt]
+    cache: true
+  - {id: b, tool: srv.hello, args: {}, depends_on: [a], when: "${steps.a.status == 'ok'}",
+     result_variable: got, expected_outcome: done, description: d, approval: true}
+  - {id: c, tool: echo, args: {value: [1, 2.5, "x", null, true, {k: v}]}, foreach: {a: 1}}
+"""
+
+
+def test_a_hit_gives_the_plan_a_miss_gives(tmp_path: Path) -> None:
+    """In process, a plan with every field: the hit's plan equals the miss's."""
+    from planrun.plancache import check_plan_file
+
+    (tmp_path / "rich.yaml").write_text(RICH)
+    path = str(tmp_path / "rich.yaml")
+    miss = check_plan_file(path, {}, None, file="rich.yaml", cwd=str(tmp_path))
+    assert miss.ok, miss.diagnostics
+    hit = check_plan_file(path, {}, None, file="rich.yaml", cwd=str(tmp_path))
+    assert len(entries(tmp_path)) == 1 and hit.doc.__class__.__name__ == "LazyDocument"
+    assert hit.plan == miss.plan and hit.diagnostics == miss.diagnostics
+    assert hit.plan is not None and miss.plan is not None
+    assert hit.plan.to_dict() == miss.plan.to_dict()
 
 
 def test_the_file_content_is_in_the_key_not_its_size_and_mtime(tmp_path: Path) -> None:
