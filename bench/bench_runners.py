@@ -1,7 +1,8 @@
 """Compare planrun with make, go-task, just and doit on the same shell work, in one run.
 
-Scenarios (each tool's own way of running a shell command per step; go-task's built-in
-shell and planrun run a bare `true` without a process, make execs it without a shell):
+Scenarios (each tool's own way of running a shell command per step: planrun and just start
+`/bin/sh -c CMD`, make execs a plain command without a shell, go-task's built-in shell runs
+`true` in-process without starting anything):
 
   s) start-up: a one-step `true` plan, start to finish; `planrun --help` and `planrun
      validate` of a 5-step plan, now and with the code of a baseline revision
@@ -516,7 +517,7 @@ def run_scenarios(which: set[str], opts: argparse.Namespace, figures: list[Figur
                 )
             )
     if "p" in which:
-        # Not a goal: what a real process per step costs (`true` alone starts none, see docs/tools.md).
+        # Not a goal: a program every tool has to start (go-task's shell runs `true` itself).
         g = Graph("process-1000", [(f"s{i}", "/bin/true", []) for i in range(1000)], 2)
         d = write_all(g)
         tp = run_rows(g, d, opts.reps)
