@@ -288,6 +288,22 @@ def wait_until(
         time.sleep(interval)
 
 
+@contextlib.contextmanager
+def hang_guard(seconds: float = 60) -> Any:
+    """A bound on a hang, not a timing claim: a block still running after `seconds` ends the
+    test session with every thread's stack (for code that cannot be interrupted otherwise).
+
+    Tests give the work they expect to be cut short (a `sleep 600` that a timeout or a
+    cancellation must stop) far more time than this, so not stopping it fails here."""
+    import faulthandler
+
+    faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 def wait_for_file(path: Path, timeout: float = 15, interval: float = 0.02) -> None:
     """Wait until `path` exists (a step's side effect shows the run got that far)."""
     wait_until(path.exists, timeout, interval, f"{path} to exist")
@@ -296,6 +312,12 @@ def wait_for_file(path: Path, timeout: float = 15, interval: float = 0.02) -> No
 def unique_mark() -> str:
     """A word that is unique to one test, to tag the commands it starts (`: MARK; cmd`)."""
     return f"planrun-test-{uuid.uuid4().hex[:12]}"
+
+
+def unique_sleep(seconds: int) -> str:
+    """`sleep N.xxxxxx`: a command only this test runs (not another test, another worker or
+    another checkout's suite on the same machine), to find its process, or miss it."""
+    return f"sleep {seconds}.{uuid.uuid4().int % 10**6:06d}"
 
 
 def processes_marked(mark: str) -> list[Any]:
@@ -330,3 +352,11 @@ def assert_no_process_left(mark: str, timeout: float = 10) -> None:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         raise AssertionError(f"processes left behind: {described}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the tests on the session's Dask cluster share one worker (one
+    cluster to start, not one per worker)."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("dask"))

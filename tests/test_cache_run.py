@@ -210,6 +210,7 @@ def test_a_corrupt_store_is_a_miss_with_a_warning(tmp_path: Path) -> None:
     assert r.code == 0 and statuses(r)["build"] == "succeeded"
 
 
+@pytest.mark.slow  # real processes racing
 def test_concurrent_runs_share_one_store(tmp_path: Path) -> None:
     shared = tmp_path / "cache"
     dirs = [project(tmp_path / f"c{n}") for n in range(4)]

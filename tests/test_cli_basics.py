@@ -115,6 +115,7 @@ def test_version(run):
     assert r.code == 0 and r.out.startswith("planrun, version "), r
 
 
+@pytest.mark.slow  # a real process per command
 @pytest.mark.e2e  # a real `python -m planrun` process
 def test_bad_option_and_unknown_command_exit_2(run):
     for args in (
@@ -374,6 +375,7 @@ def test_example_replan():
     assert _steps(doc)["report"]["result"] == "got mirror-data"
 
 
+@pytest.mark.slow  # a plan that starts planrun three times
 def test_plans_ci_runs(tmp_path):
     """plans/ci.yaml runs from the repository root; its only output goes where we say."""
     r = planrun(

@@ -10,7 +10,7 @@ import sys
 import psutil
 import pytest
 
-from tests.conftest import ROOT, assert_no_process_left, wait_until
+from tests.conftest import ROOT, assert_no_process_left, unique_sleep, wait_until
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
@@ -74,13 +74,17 @@ def test_address_from_the_environment_and_the_plan(run, write, cluster):
 
 
 def test_timeout_stops_the_remote_process(run, write, cluster):
-    write("p.yaml", "steps:\n  - {id: a, tool: shell, timeout: 1s, args: {cmd: 'sleep 37.5'}}\n")
+    sleeper = unique_sleep(37)
+    write(
+        "p.yaml", f"steps:\n  - {{id: a, tool: shell, timeout: 1s, args: {{cmd: '{sleeper}'}}}}\n"
+    )
     r = run("run", "p.yaml", "--output", "json", "--address", cluster.address, timeout=60)
     assert r.code == 1 and "timed out after 1s" in r.json["steps"][0]["error"], r
-    assert_no_process_left("sleep 37.5")
+    assert_no_process_left(sleeper)
 
 
 def test_sigint_then_resume_on_the_cluster(write, tmp_path, cluster):
+    sleeper = unique_sleep(38)
     write(
         "p.yaml",
         """
@@ -88,7 +92,7 @@ def test_sigint_then_resume_on_the_cluster(write, tmp_path, cluster):
           - {id: first, tool: shell, args: {cmd: "echo first >> log"}}
           - {id: long, tool: shell, args: {cmd: "test -f go || sleep 38.5; echo long >> log"}, depends_on: [first]}
           - {id: last, tool: shell, args: {cmd: "echo last >> log"}, depends_on: [long]}
-    """,
+    """.replace("sleep 38.5", sleeper),
     )
     cmd = [
         sys.executable,
@@ -104,7 +108,7 @@ def test_sigint_then_resume_on_the_cluster(write, tmp_path, cluster):
     proc = subprocess.Popen(
         cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    wait_until(lambda: _sleepers("sleep 38.5"), timeout=30, what="the step on a worker")
+    wait_until(lambda: _sleepers(sleeper), timeout=30, what="the step on a worker")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -114,7 +118,7 @@ def test_sigint_then_resume_on_the_cluster(write, tmp_path, cluster):
         "long": "interrupted",
         "last": "pending",
     }
-    assert_no_process_left("sleep 38.5")
+    assert_no_process_left(sleeper)
     (tmp_path / "go").touch()
     r = subprocess.run(
         [sys.executable, "-m", "planrun", "resume", "p.yaml", "--address", cluster.address],

@@ -1109,6 +1109,7 @@ def loads_or_refuses(call: Any) -> None:
         doc.pos((key, 0, "x"), key=True)
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -1126,6 +1127,7 @@ yaml_alphabet = (
 )
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=500, deadline=None)
 @given(
     text=st.one_of(st.text(max_size=200), st.text(alphabet=yaml_alphabet, max_size=200)),
@@ -1135,6 +1137,7 @@ def test_fuzz_random_text(text: str, fmt: str | None) -> None:
     loads_or_refuses(lambda: load_text(text, "fuzz", fmt))
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=200, deadline=None)
 @given(plan=plans, data=st.data())
 def test_fuzz_mutated_plans(plan: dict[str, Any], data: st.DataObject) -> None:

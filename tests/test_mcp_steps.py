@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, assert_no_process_left, assert_no_traceback
+from tests.conftest import ROOT, assert_no_process_left, assert_no_traceback, unique_mark
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
@@ -16,9 +16,11 @@ pytestmark = pytest.mark.slow
 SERVERS = ROOT / "tests" / "mcp_servers"
 
 
-def _no_servers_left() -> None:
-    assert_no_process_left("silent_server.py")
-    assert_no_process_left("crashy_server.py")
+def _server(name: str) -> tuple[str, str]:
+    """A server entry for tests/mcp_servers/NAME, tagged with a word unique to this test (an
+    argument the server ignores), and that word: other tests' servers are not this one's."""
+    mark = unique_mark()
+    return f'{{command: "{sys.executable}", args: ["{SERVERS / name}", "{mark}"]', mark
 
 
 def test_time_example_runs(run, tmp_path):
@@ -116,10 +118,11 @@ def test_missing_server_command_fails_the_step(run, write):
 
 
 def test_server_that_exits_mid_run(run, write):
+    entry, mark = _server("crashy_server.py")
     write(
         "p.yaml",
         f"""
-        servers: {{crashy: {{command: "{sys.executable}", args: ["{SERVERS / "crashy_server.py"}"]}}}}
+        servers: {{crashy: {entry}}}}}
         steps:
           - {{id: ok, tool: crashy.echo, args: {{text: hi}}}}
           - {{id: boom, tool: crashy.crash, depends_on: [ok]}}
@@ -132,15 +135,16 @@ def test_server_that_exits_mid_run(run, write):
     assert s["ok"]["status"] == "succeeded"
     assert s["boom"]["status"] == "failed" and "crashy" in s["boom"]["error"]
     assert_no_traceback(r)
-    _no_servers_left()
+    assert_no_process_left(mark)
 
 
 def test_server_that_never_answers_is_bounded(run, write):
+    entry, mark = _server("silent_server.py")
     write(
         "p.yaml",
         f"""
         servers:
-          mute: {{command: "{sys.executable}", args: ["{SERVERS / "silent_server.py"}"], connect_timeout: 2s}}
+          mute: {entry}, connect_timeout: 2s}}
         steps:
           - {{id: a, tool: mute.anything, timeout: 5s}}
     """,
@@ -149,7 +153,7 @@ def test_server_that_never_answers_is_bounded(run, write):
     assert r.code == 1, r
     assert "mute" in r.json["steps"][0]["error"]
     assert_no_traceback(r)
-    _no_servers_left()
+    assert_no_process_left(mark)
 
 
 def test_tools_lists_builtin_and_server_tools(run, write):
@@ -188,11 +192,12 @@ def test_git_binary_available():
 
 
 def test_silent_server_is_bounded_by_the_step_timeout(run, write):
+    entry, mark = _server("silent_server.py")
     write(
         "p.yaml",
         f"""
         servers:
-          mute: {{command: "{sys.executable}", args: ["{SERVERS / "silent_server.py"}"]}}
+          mute: {entry}}}
         steps:
           - {{id: a, tool: mute.anything, timeout: 1s}}
     """,
@@ -200,4 +205,4 @@ def test_silent_server_is_bounded_by_the_step_timeout(run, write):
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 1, r  # the step's 1 s, not the 20 s default connect timeout:
     assert r.json["steps"][0]["error"] == "MCP server 'mute' tool 'anything': timed out after 1s"
-    _no_servers_left()
+    assert_no_process_left(mark)

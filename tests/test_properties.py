@@ -303,6 +303,7 @@ def test_fuzz_random_plan_documents(plan, style):
     _assert_sane(validate_bytes(text.encode(), name), name)
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_fuzz_mutated_examples(data):

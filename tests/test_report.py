@@ -119,6 +119,7 @@ def test_run_report_after_a_failure(run, write, tmp_path):
     assert_no_traceback(r)
 
 
+@pytest.mark.slow  # a real process per command
 @pytest.mark.e2e  # a real `python -m planrun` process
 def test_report_command_reads_the_state(run, write, tmp_path):
     write("planrun.yaml", "steps: [{id: a, title: First, tool: echo, args: {value: 1}}]\n")
@@ -291,6 +292,7 @@ def _console_messages(stderr: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # a headless browser
 @pytest.mark.browser
 @browser
 def test_report_loads_in_chromium_without_console_errors(run, write, tmp_path):

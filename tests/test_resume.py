@@ -17,6 +17,7 @@ from tests.conftest import (
     assert_no_traceback,
     planrun,
     spawn_planrun,
+    unique_sleep,
     wait_for_file,
     wait_until,
 )
@@ -34,6 +35,7 @@ def _log(tmp_path: Path) -> list[str]:
     return f.read_text().split() if f.exists() else []
 
 
+@pytest.mark.slow  # a real process per command
 @pytest.mark.e2e  # a real `python -m planrun` process
 def test_fail_fix_resume_runs_only_what_is_left(run, write, tmp_path):
     write("p.yaml", CHAIN)
@@ -136,6 +138,7 @@ def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path)
 
 @pytest.mark.slow  # real signals to a real run
 def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
+    sleeper = unique_sleep(30)
     write(
         "p.yaml",
         """
@@ -143,7 +146,7 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
           - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
           - {id: long, tool: shell, args: {cmd: "touch long-started; sleep 30; echo long >> log"}, depends_on: [quick]}
           - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [long]}
-    """,
+    """.replace("sleep 30", sleeper),
     )
     proc = spawn_planrun(
         "run",
@@ -168,8 +171,8 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
         "after": "pending",
     }
     assert "planrun resume" in err
-    assert_no_process_left("long-started; sleep 30")
-    (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace("sleep 30; ", ""))
+    assert_no_process_left(sleeper)
+    (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace(f"{sleeper}; ", ""))
     r = planrun("resume", "p.yaml", cwd=tmp_path, timeout=30)
     assert r.code == 0, r.err
     assert _log(tmp_path) == ["quick", "long", "after"]
@@ -238,6 +241,7 @@ def test_one_megabyte_result_round_trips(run, write, tmp_path):
     assert r.json["steps"][0]["result"] == big
 
 
+@pytest.mark.slow  # a real process per command
 @pytest.mark.e2e  # a real `python -m planrun` process
 def test_status_and_list(run, write, tmp_path):
     write("plans/one.yaml", "title: First\nsteps:\n  - {id: x, tool: echo, args: {value: 1}}\n")
@@ -268,13 +272,14 @@ def test_status_and_list(run, write, tmp_path):
 
 @pytest.mark.slow  # real signals to a real run
 def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
+    sleeper = unique_sleep(33)
     write(
         "p.yaml",
         """
         steps:
           - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
           - {id: stubborn, tool: shell, args: {cmd: "trap '' TERM; touch started; sleep 33.5"}, depends_on: [quick]}
-    """,
+    """.replace("sleep 33.5", sleeper),
     )
     for signals in ([signal.SIGTERM], [signal.SIGINT, signal.SIGINT]):
         proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
@@ -288,7 +293,7 @@ def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
         assert status.code == 0, status.err
         steps = {s["id"]: s["status"] for s in json.loads(status.out)["steps"]}
         assert steps["quick"] == "succeeded" and steps["stubborn"] in ("interrupted", "running")
-        assert_no_process_left("sleep 33.5")
+        assert_no_process_left(sleeper)
         (tmp_path / "log").unlink()
         (tmp_path / "started").unlink()
 

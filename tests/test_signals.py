@@ -165,6 +165,7 @@ def test_ctrl_c_during_start_up_never_prints_a_traceback(write, tmp_path: Path) 
 
 def test_sigint_while_mcp_servers_start_still_prints_the_document(write, tmp_path: Path) -> None:
     # A server that takes its time to answer the handshake: SIGINT arrives before any step.
+    mark = unique_mark()  # an argument it ignores, to tell it from other tests' servers
     write(
         "slow_server.py",
         "import pathlib, sys, time\npathlib.Path('server-started').touch()\ntime.sleep(60)\n",
@@ -173,7 +174,7 @@ def test_sigint_while_mcp_servers_start_still_prints_the_document(write, tmp_pat
         "p.yaml",
         f"""
         servers:
-          slow: {{command: {sys.executable}, args: [slow_server.py]}}
+          slow: {{command: {sys.executable}, args: [slow_server.py, {mark}]}}
         steps:
           - {{id: a, tool: slow.anything, args: {{}}}}
         """,
@@ -198,7 +199,7 @@ def test_sigint_while_mcp_servers_start_still_prints_the_document(write, tmp_pat
     assert (doc["status"], doc["reason"]) == ("interrupted", "interrupted")
     events = [json.loads(line)["event"] for line in (tmp_path / "e.jsonl").read_text().splitlines()]
     assert events[0] == "run.started" and events[-1] == "run.finished"
-    assert_no_process_left("slow_server.py")
+    assert_no_process_left(mark)
 
 
 def test_mcp_http_server_stops_on_sigint(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 from planrun.tools import builtin_registry
 from planrun.tools.base import ToolContext, ToolFailed
+from tests.conftest import hang_guard
 
 
 def call(tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -221,7 +222,7 @@ def _wait_for_file(path: Path) -> int:
 
 
 def _wait_until_gone(pgid: int, *pids: int) -> None:
-    deadline = time.monotonic() + 1
+    deadline = time.monotonic() + 10  # SIGKILL is carried out at once; a busy machine lags
     while _group_members(pgid) or any(_proc_stat(pid) for pid in pids):
         assert time.monotonic() < deadline, f"still running: {_group_members(pgid)}"
         time.sleep(0.01)
@@ -235,20 +236,18 @@ def test_cancelling_shell_kills_the_whole_group(
     # A grandchild in the background and a foreground child; optionally deaf to SIGTERM,
     # so that only the SIGKILL after the grace period stops them.
     trap = "trap '' TERM; " if ignore_term else ""
-    cmd = f"{trap}echo $$ > sh.pid; sleep 30 & echo $! > bg.pid; sleep 30"
+    cmd = f"{trap}echo $$ > sh.pid; sleep 600 & echo $! > bg.pid; sleep 600"
     if streaming:
         ctx.on_output = lambda stream, line: None
     spec = builtin_registry().get("shell")
     assert spec is not None
 
-    async def scenario() -> float:
-        start = time.monotonic()
+    async def scenario() -> None:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(spec.fn({"cmd": cmd}, ctx), 1)
-        return time.monotonic() - start
 
-    elapsed = asyncio.run(scenario())
-    assert elapsed < 2.0
+    with hang_guard():  # a cancellation that waited for the sleeps would outlast it
+        asyncio.run(scenario())
     sh_pid = _wait_for_file(tmp_path / "sh.pid")
     bg_pid = _wait_for_file(tmp_path / "bg.pid")
     assert not Path(f"/proc/{sh_pid}").exists()  # reaped by us, not even a zombie
