@@ -243,7 +243,9 @@ def _server_data(servers: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _plan_data(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-compatible data that _plan_from turns back into an equal plan."""
-    return plan.to_dict(exclude_defaults=True)  # 6x smaller: a 1,000-step plan loads 3x faster
+    # Without defaults: 6x smaller, a 1,000-step plan loads 3x faster. exact: `.inf` stays
+    # infinity (JSON mode's null would change what a hit runs).
+    return plan.to_dict(exclude_defaults=True, exact=True)
 
 
 def _plan_from(data: dict[str, Any]) -> Plan:

@@ -8,14 +8,18 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Self, TypeVar
 
 
-def _json_value(value: Any) -> Any:
+def _json_value(value: Any, exact: bool) -> Any:
     """A free-form value (args, variables, foreach) as pydantic's JSON mode dumps it: a copy,
-    with infinity and NaN (YAML's `.inf`, `.nan`) as null and every key a string."""
+    with infinity and NaN (YAML's `.inf`, `.nan`) as null (kept when `exact`) and every key a
+    string."""
     if isinstance(value, dict):
-        return {k if isinstance(k, str) else _json_key(k): _json_value(v) for k, v in value.items()}
+        return {
+            k if isinstance(k, str) else _json_key(k): _json_value(v, exact)
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [_json_value(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
+        return [_json_value(v, exact) for v in value]
+    if isinstance(value, float) and not exact and not math.isfinite(value):
         return None
     return value
 
@@ -66,9 +70,12 @@ class PlanNode:
     def __reduce__(self) -> tuple[Any, ...]:
         return _rebuild, (type(self), dict(zip(self._NAMES, self._values(), strict=True)))
 
-    def to_dict(self, exclude_defaults: bool = False) -> dict[str, Any]:
+    def to_dict(self, exclude_defaults: bool = False, *, exact: bool = False) -> dict[str, Any]:
         """JSON-compatible data, equal to pydantic's `model_dump(mode="json", exclude_defaults=...)`
-        of the equivalent planrun.model object (fields in the same order, `as` for `as_`)."""
+        of the equivalent planrun.model object (fields in the same order, `as` for `as_`).
+
+        pydantic writes infinity and NaN as null; `exact` keeps them (Python's json writes and
+        reads them), so that from_dict gives back the same plan: the dump to store a plan in."""
         out: dict[str, Any] = {}
         defaults = self._DEFAULTS
         for name, key, kind in self._TABLE:
@@ -80,15 +87,15 @@ class PlanNode:
             elif kind == COPY:
                 out[key] = value.copy()
             elif kind == ANY:
-                out[key] = _json_value(value)
+                out[key] = _json_value(value, exact)
             elif kind == ENUM:
                 out[key] = value.value  # a plain str, as pydantic's JSON mode gives
             elif kind == NODE:
-                out[key] = value.to_dict(exclude_defaults)
+                out[key] = value.to_dict(exclude_defaults, exact=exact)
             elif kind == NODES:
-                out[key] = {k: v.to_dict(exclude_defaults) for k, v in value.items()}
+                out[key] = {k: v.to_dict(exclude_defaults, exact=exact) for k, v in value.items()}
             else:
-                out[key] = [v.to_dict(exclude_defaults) for v in value]
+                out[key] = [v.to_dict(exclude_defaults, exact=exact) for v in value]
         return out
 
     @classmethod

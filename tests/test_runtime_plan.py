@@ -3,6 +3,8 @@ same way (the state's plan digest of a plan must not change with the classes beh
 
 from __future__ import annotations
 
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,7 @@ from planrun import plan as runtime
 from planrun.loader import load_document, load_text
 from planrun.runopen import plan_digest
 from planrun.validate import check_document, default_name
+from tests.conftest import planrun
 
 ROOT = Path(__file__).parent.parent
 
@@ -248,3 +251,27 @@ def test_check_document_gives_the_runtime_plan() -> None:
 def test_replace_refuses_an_unknown_field() -> None:
     with pytest.raises(TypeError):
         runtime.replace(runtime.Step(id="a", tool="t"), ass="x")
+
+
+def test_to_dict_exact_keeps_infinity_for_a_round_trip() -> None:
+    """`exact=True` is the dump a store keeps: Python's json writes and reads infinity and NaN,
+    so from_dict gives back the plan the validator gave."""
+    plan = model.to_runtime(pydantic_plan(load_text(RICH, "rich.yaml").data, "rich.yaml"))
+    for exclude in (False, True):
+        data = json.loads(json.dumps(plan.to_dict(exclude, exact=True)))
+        assert runtime.Plan.from_dict(data) == plan
+    assert plan.to_dict()["variables"]["big"] is None  # what pydantic's JSON mode gives
+
+
+def test_a_plan_cache_hit_runs_the_same_infinity(tmp_path: Path) -> None:
+    """Regression: the plan cache stored to_dict()'s null for `.inf`, so the second run of an
+    unchanged plan passed None where the first passed infinity."""
+    (tmp_path / "inf.yaml").write_text(
+        "steps:\n  - {id: a, tool: echo, args: {value: [.inf, -.inf, 1.5]}}\n"
+    )
+    seen = []
+    for _ in range(2):
+        result = planrun("run", "--no-state", "--output", "json", "inf.yaml", cwd=tmp_path)
+        assert result.code == 0, result
+        seen.append(json.loads(result.out)["steps"][0]["result"])
+    assert seen == [[math.inf, -math.inf, 1.5]] * 2
