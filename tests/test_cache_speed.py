@@ -171,3 +171,14 @@ def test_a_hit_marks_its_entry_used_at_most_once_a_minute(tmp_path: Path) -> Non
     assert used / 1e9 > hour_ago + 3000  # marked used: least recently used pruning sees it
     assert decide(tmp_path, st).status == "hit"
     assert entry.stat().st_mtime_ns == used  # used seconds ago: not written again
+
+
+def test_a_huge_stat_record_file_is_not_loaded(tmp_path: Path, trusted: None) -> None:
+    write(tmp_path, {"src/a.txt": "a"})
+    st = step()
+    store(tmp_path, st, result="r")
+    for name in ("stat-records", "cache-recent.json"):
+        with open(tmp_path / ".planrun" / name, "r+b") as f:
+            f.truncate(300 << 20)  # sparse: no disk used, but far too large to be ours
+    d = decide(tmp_path, st)
+    assert d.status == "hit" and d.entry is not None and d.entry.result == "r"

@@ -26,13 +26,14 @@ def open_regular(path: str) -> BinaryIO:
         raise
 
 
-def read_regular(path: str) -> bytes:
-    """The bytes of a regular file; OSError for anything else."""
-    return read_regular_stat(path)[0]
+def read_regular(path: str, limit: int | None = None) -> bytes:
+    """The bytes of a regular file; OSError for anything else (or one over `limit` bytes)."""
+    return read_regular_stat(path, limit)[0]
 
 
-def read_regular_stat(path: str) -> tuple[bytes, os.stat_result]:
-    """The bytes of a regular file and its stat as it was opened; OSError for anything else.
+def read_regular_stat(path: str, limit: int | None = None) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file and its stat as it was opened; OSError for anything else,
+    or for a file larger than `limit` bytes (a shortcut file grown absurdly is not loaded).
 
     Plain reads on the descriptor, no file object: a run reads one entry per cached step, and
     a buffered reader costs as much as the reads themselves on small files."""
@@ -42,11 +43,15 @@ def read_regular_stat(path: str) -> tuple[bytes, os.stat_result]:
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
         size = st.st_size
+        if limit is not None and size > limit:
+            raise OSError(errno.EFBIG, "file too large", path)
         data = os.read(fd, size) if size else b""
         if len(data) < size or not size:  # read short, or a size the file system does not know
             parts = [data]
             while chunk := os.read(fd, 1 << 20):
                 parts.append(chunk)
+                if limit is not None and sum(map(len, parts)) > limit:
+                    raise OSError(errno.EFBIG, "file too large", path)
             data = b"".join(parts)
         return data, st
     finally:

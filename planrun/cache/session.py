@@ -298,7 +298,7 @@ class CacheSession:
 
 def _read_json(path: str) -> dict[str, Any]:
     try:
-        doc = json.loads(read_regular(path))
+        doc = json.loads(read_regular(path, 64 << 20))  # bounded: only a shortcut
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}

@@ -36,6 +36,7 @@ _MAGIC = b"planrun-stat-records 4\n"
 _STAT = struct.Struct("<QqQq")
 MAX_RECORDS = 500_000
 MAX_WALKS = 100_000
+MAX_FILE_BYTES = 256 << 20  # MAX_RECORDS of ~400-byte paths; larger is ignored (and rewritten)
 
 Sig = tuple[int, int, int, int]
 
@@ -98,7 +99,7 @@ class StatRecords:
     def load(cls, path: str) -> StatRecords:
         """The records at `path`; unreadable or foreign content counts as no records."""
         try:
-            data = read_regular(path)
+            data = read_regular(path, MAX_FILE_BYTES)
             if not data.startswith(_MAGIC):
                 return cls(path)
             head_end = data.index(b"\n", len(_MAGIC))
