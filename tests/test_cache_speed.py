@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,10 +48,21 @@ def store(root: Path, st: Any, result: Any = None, sid: str = "s") -> None:
     s.close()
 
 
+RACY_NS = 30_000_000  # 30 ms instead of 2 s: above any file system's clock tick
+
+
 @pytest.fixture
 def trusted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files written a moment ago count as settled (a test cannot wait out the racy window)."""
-    monkeypatch.setattr(statcache, "RACY_NS", -1)
+    """A short racy window, so that a test can wait it out (see settle)."""
+    monkeypatch.setattr(statcache, "RACY_NS", RACY_NS)
+
+
+def settle(root: Path) -> None:
+    """Wait until every file and directory under `root` is older than the racy window (a
+    condition on their own times): what the cache then remembers is trusted."""
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in [root, *root.rglob("*")])
+    while time.time_ns() - newest <= RACY_NS:
+        time.sleep(0.005)
 
 
 @pytest.fixture
@@ -73,6 +85,7 @@ def test_an_unchanged_tree_reads_no_file_and_rewrites_no_record(
     write(tmp_path, {f"src/d{n}/f{m}.txt": f"{n}{m}" for n in range(3) for m in range(4)})
     write(tmp_path, {"out/r.txt": "result"})
     st = step(outputs=["out/r.txt"])
+    settle(tmp_path)
     store(tmp_path, st)
     decide(tmp_path, st)  # the first hit remembers the outputs' walk too
     records = tmp_path / ".planrun/stat-records"
@@ -87,6 +100,7 @@ def test_an_unchanged_tree_reads_no_file_and_rewrites_no_record(
 def test_same_size_and_mtime_but_a_new_ctime_is_a_miss(tmp_path: Path, trusted: None) -> None:
     write(tmp_path, {"src/a.txt": "one", "src/b.txt": "two"})
     st = step()
+    settle(tmp_path)
     store(tmp_path, st)
     assert decide(tmp_path, st).status == "hit"
     a = tmp_path / "src/a.txt"
@@ -110,6 +124,7 @@ def test_a_file_too_recent_to_trust_is_hashed_again(tmp_path: Path, reads: list[
 def test_an_output_changed_in_place_is_restored(tmp_path: Path, trusted: None) -> None:
     write(tmp_path, {"src/a.txt": "a", "out/r.txt": "good"})
     st = step(outputs=["out/r.txt"])
+    settle(tmp_path)
     store(tmp_path, st)
     assert decide(tmp_path, st).status == "hit"  # remembered: outputs as in the manifest
     out = tmp_path / "out/r.txt"
@@ -128,6 +143,7 @@ def test_undecodable_file_names_round_trip_through_the_records(
     os.write(fd, b"odd")
     os.close(fd)
     st = step()
+    settle(tmp_path)
     store(tmp_path, st)
     decide(tmp_path, st)
     reads.clear()
@@ -150,6 +166,7 @@ def test_undecodable_file_names_round_trip_through_the_records(
 def test_damaged_stat_records_only_cost_speed(tmp_path: Path, trusted: None, damage: bytes) -> None:
     write(tmp_path, {"src/a.txt": "a", "src/b.txt": "b"})
     st = step()
+    settle(tmp_path)
     store(tmp_path, st, result="r")
     (tmp_path / ".planrun/stat-records").write_bytes(damage)
     d = decide(tmp_path, st)
@@ -176,9 +193,60 @@ def test_a_hit_marks_its_entry_used_at_most_once_a_minute(tmp_path: Path) -> Non
 def test_a_huge_stat_record_file_is_not_loaded(tmp_path: Path, trusted: None) -> None:
     write(tmp_path, {"src/a.txt": "a"})
     st = step()
+    settle(tmp_path)
     store(tmp_path, st, result="r")
     for name in ("stat-records", "cache-recent.json"):
         with open(tmp_path / ".planrun" / name, "r+b") as f:
             f.truncate(300 << 20)  # sparse: no disk used, but far too large to be ours
     d = decide(tmp_path, st)
     assert d.status == "hit" and d.entry is not None and d.entry.result == "r"
+
+
+@pytest.mark.parametrize("change", ["add", "remove", "rename", "replace by a directory"])
+def test_a_remembered_directory_listing_sees_every_change_of_its_names(
+    tmp_path: Path, trusted: None, change: str
+) -> None:
+    write(tmp_path, {"src/a.txt": "a", "src/b.txt": "b", "src/sub/c.txt": "c"})
+    st = step()
+    settle(tmp_path)
+    store(tmp_path, st)
+    assert decide(tmp_path, st).status == "hit"
+    assert (tmp_path / ".planrun/listings").stat().st_size > 0  # the directories remembered
+    src = tmp_path / "src"
+    if change == "add":
+        (src / "new.txt").write_text("n")
+    elif change == "remove":
+        (src / "b.txt").unlink()
+    elif change == "rename":
+        (src / "b.txt").rename(src / "z.txt")
+    else:
+        (src / "b.txt").unlink()
+        write(tmp_path, {"src/b.txt/inner.txt": "b"})
+    d = decide(tmp_path, st)
+    assert d.status == "miss" and d.reason.startswith("sources changed: src/")
+
+
+def test_a_directory_changed_a_moment_ago_is_listed_again(tmp_path: Path) -> None:
+    write(tmp_path, {"src/a.txt": "a"})
+    st = step()
+    store(tmp_path, st)
+    decide(tmp_path, st)
+    listings = tmp_path / ".planrun/listings"
+    assert not listings.exists() or b"src" not in listings.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"planrun-listings 1\n" + b"\xff" * 40, b"planrun-listings 1\n" + b"\0" * 3, b"junk"],
+)
+def test_damaged_listings_only_cost_speed(tmp_path: Path, trusted: None, damage: bytes) -> None:
+    write(tmp_path, {"src/a.txt": "a"})
+    st = step()
+    settle(tmp_path)
+    store(tmp_path, st, result="r")
+    decide(tmp_path, st)
+    (tmp_path / ".planrun/listings").write_bytes(damage)
+    assert decide(tmp_path, st).status == "hit"
+    (tmp_path / "src/b.txt").write_text("b")
+    (tmp_path / ".planrun/listings").write_bytes(damage)
+    assert decide(tmp_path, st).reason == "sources changed: src/b.txt"

@@ -12,12 +12,15 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import NamedTuple
 
 _MAGIC = re.compile(r"[*?\[\]{}]")
 ALWAYS_SKIPPED = frozenset({".planrun"})  # planrun's own state and stat records, at the root
+
+
+Lister = Callable[[int, str], list[str]]  # (directory descriptor, its path) -> its names
 
 
 class PatternError(ValueError):
@@ -148,10 +151,17 @@ def _roots(includes: Iterable[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def match_stats(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> dict[str, os.stat_result]:
+def _listdir(fd: int, _path: str) -> list[str]:
+    return os.listdir(fd)
+
+
+def match_stats(
+    cwd: str, matcher: Matcher, skip: Iterable[str] = (), lister: Lister = _listdir
+) -> dict[str, os.stat_result]:
     """Every regular file the matcher selects under `cwd`: path -> its stat, in no order; none
     is not an error. `skip` holds absolute directories never walked into (the cache directory).
-    """
+    `lister` names the entries of a directory taken whole (its descriptor and path): the stat
+    records remember listings (planrun.cache.statcache)."""
     found: dict[str, os.stat_result] = {}
     skipped = _relative(cwd, tuple(skip))
     for root in matcher.roots:
@@ -166,7 +176,7 @@ def match_stats(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> dict[st
                 found[rel] = st
         elif stat.S_ISDIR(st.st_mode):
             whole = bool(rel) and matcher.included(rel)
-            _walk(full, rel, matcher, whole, found, skipped)
+            _walk(full, rel, matcher, whole, found, skipped, lister)
     return found
 
 
@@ -201,7 +211,13 @@ Stack = list[tuple[str, str, bool]]
 
 
 def _walk(
-    full: str, rel: str, matcher: Matcher, whole: bool, found: Found, skipped: frozenset[str]
+    full: str,
+    rel: str,
+    matcher: Matcher,
+    whole: bool,
+    found: Found,
+    skipped: frozenset[str],
+    lister: Lister,
 ) -> None:
     """Walk one directory (iteratively); `whole`: the directory itself matched, take all below."""
     stack: Stack = [(full, rel, whole)]
@@ -210,7 +226,7 @@ def _walk(
         if drel in skipped:
             continue
         if all_below and _BY_DIR_FD:
-            _take_all(dpath, drel, matcher, found, stack)
+            _take_all(dpath, drel, matcher, found, stack, lister)
         else:
             _filter(dpath, drel, all_below, matcher, found, stack)
 
@@ -222,7 +238,9 @@ _BY_DIR_FD = os.stat in os.supports_dir_fd and os.listdir in os.supports_fd
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _take_all(dpath: str, drel: str, matcher: Matcher, found: Found, stack: Stack) -> None:
+def _take_all(
+    dpath: str, drel: str, matcher: Matcher, found: Found, stack: Stack, lister: Lister
+) -> None:
     """Every regular file below a directory that matched as a whole (`!` excludes still apply).
 
     The inner loop runs once per file of a source tree, so it is kept to the bare minimum."""
@@ -231,7 +249,7 @@ def _take_all(dpath: str, drel: str, matcher: Matcher, found: Found, stack: Stac
     except OSError:
         return
     try:
-        names = os.listdir(fd)
+        names = lister(fd, dpath)
         prefix = f"{drel}/" if drel else ""
         excluded = matcher.excluded if matcher.has_excludes else None
         is_reg, is_dir, is_link, st_at = stat.S_ISREG, stat.S_ISDIR, stat.S_ISLNK, os.stat

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from planrun.cache import CACHED, FORCED, NO_ENTRY, OFF, step_cached
 from planrun.cache.globs import compile_patterns, file_stat, match_stats
 from planrun.cache.keys import Material, args_digest, canonical, digest_value, env_names
+from planrun.cache.listings import Listings
 from planrun.cache.outputs import (
     OutputMissing,
     collect_outputs,
@@ -119,6 +120,7 @@ class CacheSession:
         self.store = CacheStore(self.root, warn)
         state_dir = os.path.join(cwd, ".planrun")
         self.records = StatRecords.load(os.path.join(state_dir, "stat-records"))
+        self.listings = Listings.load(os.path.join(state_dir, "listings"))
         self._recent_path = os.path.join(state_dir, "cache-recent.json")
         self._recent: dict[str, Any] = _read_json(self._recent_path)
 
@@ -127,7 +129,11 @@ class CacheSession:
     def material(self, step: Step, args: Any, upstream: Sequence[Upstream]) -> Material:
         """Everything the key of `step` covers, with its source files hashed (stat first)."""
         patterns = tuple(step.sources or ())
-        found = match_stats(self.cwd, compile_patterns(patterns), [self.root]) if patterns else {}
+        found = (
+            match_stats(self.cwd, compile_patterns(patterns), [self.root], self.listings.names)
+            if patterns
+            else {}
+        )
         part, files = self.records.walk_digest(self.cwd, found)
         dotenv: dict[str, str] = {}
         for name in self.dotenv:  # they reach every step's environment
@@ -281,11 +287,13 @@ class CacheSession:
             self._changed[sid] = key
 
     def close(self) -> None:
-        """Save the stat records (also after a dry-run) and the steps' most recent entries.
+        """Save the stat records and listings (also after a dry-run) and the steps' most recent
+        entries.
 
         The recent-entry file is re-read first so that runs of other plans (or of this one)
         that finished meanwhile keep theirs; it only shapes the reasons, never a hit."""
         self.records.save()
+        self.listings.save()
         if not self._changed or self.dry_run:
             return
         doc = _read_json(self._recent_path)
