@@ -31,6 +31,11 @@ from typing import Any, TypeVar
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# One module however it is imported: pytest loads this file as `conftest` and the tests import
+# `tests.conftest`; two copies would keep two sets of globals (the layer a test runs in).
+sys.modules.setdefault(
+    "tests.conftest" if __name__ == "conftest" else "conftest", sys.modules[__name__]
+)
 T = TypeVar("T")
 
 
@@ -214,6 +219,11 @@ def _main(cli: Any, args: tuple[str, ...]) -> int:
 
 
 _SUBPROCESS_LAYER = [os.environ.get("PLANRUN_TEST_SUBPROCESS") == "1"]
+
+
+def subprocess_layer() -> bool:
+    """Whether this test runs planrun as real processes (marked `e2e`, or everywhere)."""
+    return _SUBPROCESS_LAYER[0]
 
 
 @pytest.fixture(autouse=True)

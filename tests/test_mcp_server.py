@@ -1,4 +1,5 @@
-"""`planrun mcp` driven by a real MCP client over stdio (and once over streamable HTTP)."""
+"""`planrun mcp` driven by a real MCP client: in-process for the tools' answers, over stdio for
+the protocol stream and signals, and once over streamable HTTP."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from typing import Any
 import psutil
 import pytest
 from mcp import Client, StdioServerParameters
+
+from tests.conftest import subprocess_layer
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
@@ -95,13 +98,31 @@ def no_leftover_processes() -> Any:
 
 @asynccontextmanager
 async def planrun_mcp(cwd: Path) -> AsyncIterator[Client]:
-    # The SDK passes a spawned server only a few safe variables: give it ours, so that it
-    # imports the planrun under test (PYTHONPATH) rather than whichever is installed.
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "planrun", "mcp"], cwd=str(cwd), env=dict(os.environ)
-    )
-    async with Client(params, read_timeout_seconds=30) as client:
-        yield client
+    """A client of planrun's MCP server in `cwd`: in the test process (the SDK's in-memory
+    transport), or a real `planrun mcp` over stdio for a test marked `e2e` (and with
+    PLANRUN_TEST_SUBPROCESS=1). What only a real process shows (stdout purity, signals, HTTP)
+    is tested below with real processes either way."""
+    if subprocess_layer():
+        # The SDK passes a spawned server only a few safe variables: give it ours, so that it
+        # imports the planrun under test (PYTHONPATH) rather than whichever is installed.
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "planrun", "mcp"],
+            cwd=str(cwd),
+            env=dict(os.environ),
+        )
+        async with Client(params, read_timeout_seconds=30) as client:
+            yield client
+        return
+    from planrun.mcp_server import PlanrunServer
+
+    saved = os.getcwd()
+    os.chdir(cwd)  # the server's tools resolve plans against its working directory
+    try:
+        async with Client(PlanrunServer(), read_timeout_seconds=30) as client:
+            yield client
+    finally:
+        os.chdir(saved)
 
 
 def session(cwd: Path, body: Callable[[Client], Awaitable[Any]]) -> Any:
@@ -176,6 +197,7 @@ def test_dry_run_shows_waves_and_placeholders_and_runs_nothing(tmp_path: Path) -
     assert not (tmp_path / ".planrun").exists()
 
 
+@pytest.mark.e2e  # a real `planrun mcp` process over stdio
 def test_run_succeeds_with_progress_and_keeps_state(tmp_path: Path) -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 
@@ -400,6 +422,7 @@ def test_streamable_http(tmp_path: Path) -> None:
         proc.stderr.close()
 
 
+@pytest.mark.e2e  # a real `planrun mcp` process, signalled
 def test_sigterm_interrupts_the_run_in_flight(tmp_path: Path) -> None:
     """SIGTERM to the server: the step's process is killed, the call answered `interrupted`,
     the state says so, and the server leaves."""
