@@ -7,7 +7,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -184,12 +183,12 @@ def test_kill_9_at_random_points_then_resume(write, tmp_path):
         f"  - {{id: s{i}, tool: shell, args: {{cmd: 'echo s{i} >> log'}}"
         + (f", depends_on: [s{i - 2}]" if i >= 2 else "")
         + "}"
-        for i in range(200)
+        for i in range(120)
     )
     write("p.yaml", "steps:\n" + steps + "\n")
     rng = random.Random(7)
     checked = 0
-    for _ in range(4):
+    for _ in range(3):
         import shutil
 
         shutil.rmtree(tmp_path / ".planrun", ignore_errors=True)
@@ -204,8 +203,15 @@ def test_kill_9_at_random_points_then_resume(write, tmp_path):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        wait_for_file(tmp_path / "log", timeout=20, interval=0.01)
-        time.sleep(rng.random() * 0.3)
+        # kill once a random number of steps has run: a condition, so the kill lands mid-run
+        # on a fast machine as on a loaded one
+        target = rng.randint(1, 80)
+        wait_until(
+            lambda: len(_log(tmp_path)) >= target or proc.poll() is not None,  # noqa: B023
+            timeout=60,
+            interval=0.002,
+            what="the run to get that far",
+        )
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
@@ -217,8 +223,8 @@ def test_kill_9_at_random_points_then_resume(write, tmp_path):
         after = _log(tmp_path)
         rerun = after[len(before) :]
         assert not succeeded & set(rerun), sorted(succeeded & set(rerun))
-        assert set(after) == {f"s{i}" for i in range(200)}
-        if 0 < len(succeeded) < 200:
+        assert set(after) == {f"s{i}" for i in range(120)}
+        if 0 < len(succeeded) < 120:
             checked += 1
     assert checked >= 2  # the kills really landed mid-run
 

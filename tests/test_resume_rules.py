@@ -122,7 +122,7 @@ def test_a_changed_condition_runs_the_step_and_what_depends_on_it(run, write, tm
 def test_kill_9_with_when_and_ignored_steps_then_resume_reruns_no_succeeded_step(write, tmp_path):
     """The crash harness: conditions skip some steps, some fail ignored; after kill -9 at a
     random moment, resume must never run a step that had succeeded."""
-    n = 160
+    n = 100
     lines = ["variables: {on: false}", "steps:"]
     for i in range(n):
         dep = f", depends_on: [s{i - 2}]" if i >= 2 else ""
@@ -137,7 +137,7 @@ def test_kill_9_with_when_and_ignored_steps_then_resume_reruns_no_succeeded_step
     write("p.yaml", "\n".join(lines) + "\n")
     rng = random.Random(11)
     checked = 0
-    for _ in range(4):
+    for _ in range(3):
         shutil.rmtree(tmp_path / ".planrun", ignore_errors=True)
         (tmp_path / "log").unlink(missing_ok=True)
         proc = spawn_planrun(
@@ -145,7 +145,7 @@ def test_kill_9_with_when_and_ignored_steps_then_resume_reruns_no_succeeded_step
         )
         # kill once a random number of steps has run: a condition, so the kill lands mid-run
         # on a fast machine as on a loaded one
-        target = rng.randint(5, 100)
+        target = rng.randint(5, 60)
         wait_for_file(tmp_path / "log", timeout=20, interval=0.005)
         deadline = time.monotonic() + 60
         while len(_log(tmp_path)) < target and proc.poll() is None:
