@@ -87,7 +87,11 @@ def schedule(
     bus = EventBus()
     bus.subscribe(events.append)
     settings = RunSettings(
-        jobs=jobs, yes=kw.pop("yes", True), ask=kw.pop("ask", None), mask=kw.pop("mask", None)
+        jobs=jobs,
+        yes=kw.pop("yes", True),
+        ask=kw.pop("ask", None),
+        mask=kw.pop("mask", None),
+        keep_going=kw.pop("keep_going", False),
     )
     sched = Scheduler(
         plan, [s.id for s in plan.steps], variables or {}, executor, bus, settings, **kw
@@ -274,6 +278,118 @@ def test_an_expression_failing_at_start_with_abort_stops_running_steps() -> None
     outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
     assert outcome.reason == Reason.STEP_FAILED and cancelled == ["slow"]
     assert statuses(sched) == {"slow": "interrupted", "ready": "succeeded", "bad": "failed"}
+
+
+# ---- scheduling and failure policies --------------------------------------------------------
+
+
+def test_a_step_starts_when_its_own_dependencies_finish_not_in_waves() -> None:
+    # b1 finishes only once a2 has started: a wave barrier (a2 waiting for b1) would deadlock.
+    plan = make_plan(
+        [
+            {"id": "a1", "tool": "echo"},
+            {"id": "b1", "tool": "echo"},
+            {"id": "a2", "tool": "echo", "depends_on": ["a1"]},
+            {"id": "b2", "tool": "echo", "depends_on": ["b1"]},
+        ]
+    )
+
+    async def main() -> tuple[Any, Scheduler]:
+        a2_started = asyncio.Event()
+
+        async def b1(args: dict[str, Any]) -> Any:
+            await a2_started.wait()
+
+        async def a2(args: dict[str, Any]) -> Any:
+            a2_started.set()
+
+        sched, _ = schedule(plan, FakeExecutor({"b1": b1, "a2": a2}))
+        return await sched.run(), sched
+
+    outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
+    assert outcome.status == Status.SUCCEEDED
+    assert set(statuses(sched).values()) == {"succeeded"}
+
+
+def test_on_failure_continue_skips_the_dependents_only() -> None:
+    plan = make_plan(
+        [
+            {"id": "bad", "tool": "echo", "on_failure": "continue"},
+            {"id": "child", "tool": "echo", "depends_on": ["bad"]},
+            {"id": "grandchild", "tool": "echo", "depends_on": ["child"]},
+            {"id": "other", "tool": "echo"},
+        ]
+    )
+    ex = FakeExecutor({"bad": fails("command exited with code 3")})
+    sched, _ = schedule(plan, ex)
+    outcome = asyncio.run(sched.run())
+    assert (outcome.status, outcome.reason) == (Status.FAILED, Reason.STEP_FAILED)
+    assert statuses(sched) == {
+        "bad": "failed",
+        "child": "skipped",
+        "grandchild": "skipped",
+        "other": "succeeded",
+    }
+    assert sched.records["bad"].error == "command exited with code 3"
+    assert sorted(ex.calls) == ["bad", "other"]
+
+
+def test_on_failure_ignore_succeeds_with_a_null_result() -> None:
+    plan = make_plan(
+        [
+            {"id": "bad", "tool": "echo", "on_failure": "ignore", "result_variable": "r"},
+            {"id": "next", "tool": "echo", "args": {"value": "${r}"}, "depends_on": ["bad"]},
+        ]
+    )
+    sched, _ = schedule(plan, FakeExecutor({"bad": fails("no")}))
+    outcome = asyncio.run(sched.run())
+    assert outcome.status == Status.SUCCEEDED
+    assert statuses(sched) == {"bad": "ignored", "next": "succeeded"}
+    assert sched.records["bad"].error == "no" and sched.records["next"].result is None
+
+
+def test_abort_interrupts_the_running_steps_and_starts_no_more() -> None:
+    plan = make_plan(
+        [
+            {"id": "long", "tool": "echo"},
+            {"id": "bad", "tool": "echo"},
+            {"id": "later", "tool": "echo", "depends_on": ["bad"]},
+        ]
+    )
+    cancelled: list[str] = []
+
+    async def main() -> tuple[Any, Scheduler]:
+        started = asyncio.Event()
+
+        async def long(args: dict[str, Any]) -> Any:
+            started.set()
+            return await waits_for(asyncio.Event(), cancelled, "long")(args)
+
+        async def bad(args: dict[str, Any]) -> Any:
+            await started.wait()  # fails while `long` runs
+            raise ToolFailed("command exited with code 1")
+
+        sched, _ = schedule(plan, FakeExecutor({"long": long, "bad": bad}))
+        return await sched.run(), sched
+
+    outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
+    assert (outcome.status, outcome.reason) == (Status.FAILED, Reason.STEP_FAILED)
+    assert cancelled == ["long"]
+    assert statuses(sched) == {"long": "interrupted", "bad": "failed", "later": "pending"}
+
+
+def test_keep_going_turns_abort_into_continue() -> None:
+    plan = make_plan(
+        [
+            {"id": "bad", "tool": "echo"},
+            {"id": "after", "tool": "echo", "depends_on": ["bad"]},
+            {"id": "other", "tool": "echo"},
+        ]
+    )
+    sched, _ = schedule(plan, FakeExecutor({"bad": fails("no")}), jobs=1, keep_going=True)
+    outcome = asyncio.run(sched.run())
+    assert outcome.reason == Reason.STEP_FAILED
+    assert statuses(sched) == {"bad": "failed", "after": "skipped", "other": "succeeded"}
 
 
 # ---- replanning ----------------------------------------------------------------------------
