@@ -135,7 +135,7 @@ def plan_key(
         "format": FORMAT,
         "code": code_fingerprint(),
         "file": file,
-        "variables": sorted(variables),  # names only
+        "variables": sorted(str(name) for name in variables),  # names only
         "servers": _server_data(servers),
         "fast_yaml": os.environ.get("PLANRUN_NO_FAST_YAML"),
     }
