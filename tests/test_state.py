@@ -457,9 +457,11 @@ def test_reader_during_a_live_run_sees_consistent_progress(tmp_path: Path) -> No
     child = run_child(KILL_CHILD, str(path), "3000")
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        seen = []
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
+        seen: list[int] = []
+        # Read until the run is seen moving (a condition); the deadline only bounds a hang.
+        deadline = time.monotonic() + 60
+        while not (len(seen) > 5 and seen[-1] > seen[0]):
+            assert time.monotonic() < deadline, f"no progress seen: {seen[:3]}...{seen[-3:]}"
             state = StateStore(path, PLAN).load()
             assert state is not None
             statuses = [st.status for st in state.steps.values()]
@@ -770,24 +772,13 @@ def _timed_run(tmp_path: Path, n: int, **kw: Any) -> dict[str, float]:
     }
 
 
-@pytest.mark.slow  # many generated cases: the full suite runs it
-def test_ten_thousand_steps_cost_is_linear(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.mark.slow  # 10,000 steps
+def test_ten_thousand_steps_cost_is_linear(tmp_path: Path) -> None:
+    # What it costs per event is measured by bench/bench_state.py, not asserted here; only the
+    # growth is, as a ratio of CPU times (a busy machine slows both runs alike).
     small = _timed_run(tmp_path, 1_000)
     big = _timed_run(tmp_path, 10_000)
-    fsynced = _timed_run(tmp_path, 300, fsync_each_change=True)
-    with capsys.disabled():
-        print(
-            f"\nstate store, 10,000 steps (20,000 step events): "
-            f"{big['per_event'] * 1e6:.1f} us/event ({big['per_event_cpu'] * 1e6:.1f} us CPU); "
-            f"run {big['total']:.3f} s incl. first and last snapshot ({big['total_cpu']:.3f} s CPU); "
-            f"1,000 steps {small['total']:.3f} s; load {big['load'] * 1e3:.0f} ms; "
-            f"with fsync per change {fsynced['per_event'] * 1e6:.0f} us/event"
-        )
-    # CPU time, so a busy machine does not fail the test; the target is well under 50 us/event
-    assert big["total_cpu"] < 2.0
-    assert big["per_event_cpu"] < 100e-6
+    _timed_run(tmp_path, 300, fsync_each_change=True)
     assert big["total_cpu"] < 40 * small["total_cpu"]  # linear is 10x; quadratic would be ~100x
 
 
