@@ -287,10 +287,14 @@ def test_example_conditional(tmp_path):
 
 @exercises("parallel.yaml")
 def test_example_parallel(tmp_path):
-    doc = _run_example(str(EXAMPLES / "parallel.yaml"), cwd=tmp_path)
+    events = tmp_path / "e.jsonl"
+    doc = _run_example(str(EXAMPLES / "parallel.yaml"), "--events", str(events), cwd=tmp_path)
     assert _steps(doc)["collect"]["result"] == "a,b,c"
-    # Four 0.3 s jobs at once, not one after another (1.2 s).
-    assert doc["duration_s"] < 1.0, doc["duration_s"]
+    # Four jobs at once, not one after another: all four start before any of them ends.
+    kinds = [(e["event"], e.get("step")) for e in map(json.loads, events.read_text().splitlines())]
+    jobs = {"job_a", "job_b", "job_c", "job_d"}
+    first_end = next(i for i, (kind, step) in enumerate(kinds) if kind == "step.succeeded")
+    assert {step for kind, step in kinds[:first_end] if kind == "step.started"} == jobs, kinds
 
 
 @exercises("retries.yaml")

@@ -34,4 +34,4 @@ def test_dependents_of_a_settled_step_start_at_once(run, write, tmp_path, how):
     assert r.code == 0, r
     statuses = {s["id"]: s["status"] for s in r.json["steps"]}
     assert statuses["settled"] == ("skipped" if how == "when: false" else "cached")
-    assert r.json["duration_s"] < 15
+    assert statuses["waiter"] == "succeeded"  # not ended by its timeout: `after` ran meanwhile
