@@ -170,7 +170,8 @@ class StatRecords:
         except (struct.error, UnicodeEncodeError):  # a stat beyond 64 bits: no shortcut
             files = self.digests_of(cwd, found)
             return sources_part(files), files
-        fp = hashlib.sha256(stats + b"\1" + names).digest()
+        # The count first: fixed-size stats, then the names, can then be split one way only.
+        fp = hashlib.sha256(b"%d\n" % len(found) + stats + names).digest()
         known = self.fresh_walks.get(fp) or self.walks.get(fp)
         if known is not None:
             self.fresh_walks[fp] = known  # used: kept when the file is rewritten
