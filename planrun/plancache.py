@@ -31,7 +31,8 @@ Not stored: a plan with errors (warnings are stored and printed again on a hit),
 on disk in clear), and the server entries that came from --mcp-config (they can hold expanded
 environment variables; on a hit they are merged in again from the config, as on a miss).
 
-An entry is small JSON: the runtime plan (`plan.to_dict()`) and the diagnostics. A hit builds
+An entry is small JSON: the runtime plan (`to_dict(exclude_defaults=True, exact=True)`: no
+default values, infinity and NaN kept) and the diagnostics. A hit builds
 the plan back without PyYAML, pydantic or jinja2; its Document is lazy (loader.LazyDocument):
 the file's bytes, already read for the key, are parsed only if a position is asked for.
 

@@ -105,6 +105,22 @@ def test_run_and_resume_with_state_hit_the_entry_a_dry_run_made(tmp_path: Path) 
     assert [(e, e.stat().st_ino) for e in entries(tmp_path)] == [(entry, inode)]
 
 
+def test_infinity_and_nan_survive_the_entry(tmp_path: Path) -> None:
+    """YAML's .inf and .nan are values JSON's strict form has not: the entry keeps them."""
+    (tmp_path / "p.yaml").write_text(
+        "variables: {big: .inf}\n"
+        "steps:\n  - {id: a, tool: echo, args: {value: [.inf, -.inf, .nan, '${big}']}}\n"
+    )
+    r = three_ways(tmp_path, "run", "p.yaml", "--dry-run", "--output", "json")
+    assert "Infinity" in r.out, r
+    runs = [
+        planrun("run", "p.yaml", "--no-state", "--output", "json", cwd=tmp_path) for _ in (1, 2)
+    ]
+    assert runs[0].code == runs[1].code == 0, runs
+    assert runs[0].json["steps"][0]["result"] == runs[1].json["steps"][0]["result"]
+    assert "Infinity" in json.dumps(runs[1].json["steps"][0]["result"])
+
+
 def test_a_plan_with_errors_is_never_stored(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: nope}\n")
     for args in (["validate", "p.yaml"], ["run", "p.yaml", "--no-state"]):
