@@ -469,6 +469,30 @@ def test_the_store_keeps_the_newest_entries(tmp_path: Path) -> None:
     assert oct(entries(tmp_path)[0].stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.e2e  # another tree on PYTHONPATH: real processes
+def test_another_tree_or_an_edited_module_never_reads_an_entry(tmp_path: Path) -> None:
+    """Two checkouts on PYTHONPATH share nothing; editing any module of one is a miss."""
+    import shutil
+
+    from planrun import plancache
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "p.yaml").write_text(WARNED)
+    copy = tmp_path / "copy"
+    source = Path(plancache.__file__).parent
+    shutil.copytree(source, copy / "planrun", ignore=shutil.ignore_patterns("__pycache__"))
+    other = {"PYTHONPATH": str(copy)}
+    assert planrun("validate", "p.yaml", cwd=work).code == 0
+    assert len(entries(work)) == 1
+    r = planrun("validate", "p.yaml", cwd=work, env=other)
+    assert r.code == 0 and len(entries(work)) == 2, r
+    module = copy / "planrun" / "suggest.py"
+    module.write_text(module.read_text() + "\n# edited\n")
+    assert planrun("validate", "p.yaml", cwd=work, env=other).code == 0
+    assert len(entries(work)) == 3
+
+
 def test_the_code_fingerprint_covers_every_module() -> None:
     """Two trees (say two worktrees on PYTHONPATH) never share an entry: the package's path and
     every module's size and mtime are in the key."""
