@@ -385,7 +385,7 @@ def test_fifos_where_cache_files_belong_neither_hang_nor_break_the_run(tmp_path:
     project(tmp_path)
     go(tmp_path)
     planrun_dir = tmp_path / ".planrun"
-    for name in ("stat-records", "cache-recent.json"):
+    for name in ("stat-records", "cache-recent.json", "listings"):
         (planrun_dir / name).unlink(missing_ok=True)
         os.mkfifo(planrun_dir / name)
     for entry in (planrun_dir / "cache/entries").iterdir():

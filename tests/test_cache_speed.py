@@ -250,3 +250,19 @@ def test_damaged_listings_only_cost_speed(tmp_path: Path, trusted: None, damage:
     (tmp_path / "src/b.txt").write_text("b")
     (tmp_path / ".planrun/listings").write_bytes(damage)
     assert decide(tmp_path, st).reason == "sources changed: src/b.txt"
+
+
+def test_directories_where_the_shortcut_files_belong_only_cost_speed(
+    tmp_path: Path, trusted: None
+) -> None:
+    write(tmp_path, {"src/a.txt": "a"})
+    settle(tmp_path)
+    st = step()
+    store(tmp_path, st, result="r")
+    for name in ("stat-records", "listings", "cache-recent.json"):
+        (tmp_path / ".planrun" / name).unlink(missing_ok=True)
+        (tmp_path / ".planrun" / name).mkdir()
+    d = decide(tmp_path, st)
+    assert d.status == "hit" and d.entry is not None and d.entry.result == "r"
+    (tmp_path / "src/a.txt").write_text("A")
+    assert decide(tmp_path, st).reason == "no cache entry"  # no recent entry to compare with
