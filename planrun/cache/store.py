@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
 import stat
 import time
 from collections.abc import Callable
@@ -134,7 +133,7 @@ def safe_relpath(path: str) -> str:
 def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
     """Write `data` to `path` via a temporary file in the same directory and a rename."""
     directory = os.path.dirname(path) or "."
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
