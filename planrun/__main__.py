@@ -1,17 +1,18 @@
 """`python -m planrun` and the `planrun` command."""
 
+import _signal  # the C module: `signal` itself takes long enough to import to be hit
+import os
+import sys
+
 
 def main() -> None:
     """The command line, with Ctrl-C handled from the first instant (see planrun.interrupts)."""
-    import _signal  # the C module: `signal` itself takes long enough to import to be hit
-    import os
 
     def quiet_exit(signum: int, frame: object) -> None:
         os._exit(130)  # still starting up: nothing to stop or save yet
 
     _signal.signal(_signal.SIGINT, quiet_exit)
     _signal.signal(_signal.SIGTERM, quiet_exit)
-    import sys
 
     from planrun.quickhelp import stored_output
 
@@ -38,14 +39,10 @@ def main() -> None:
 
 
 def _print_and_exit(text: str) -> None:
-    import sys
-
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:  # `planrun --help | head -1`: as click, exit 1 and say nothing
-        import os
-
         os._exit(1)
     sys.exit(0)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from planrun.expressions import ExpressionError, format_path, parse_template
 from planrun.suggest import closest
+from planrun.tools import builtin_registry
 
 Path = tuple[str | int, ...]
 
@@ -57,7 +58,6 @@ def builtin_schema(tool: str) -> dict[str, Any] | None:
     """The input schema of built-in tool `tool`, or None if it is not built in."""
     if tool == "plan":
         return PLAN_TOOL_SCHEMA
-    from planrun.tools import builtin_registry
 
     spec = builtin_registry().get(tool)
     return spec.input_schema if spec is not None else None

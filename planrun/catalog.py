@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from planrun.errors import PlanInvalid, PlanrunError
 from planrun.plan import ServerEntry
+from planrun.tools import builtin_registry
 
 PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
 
 
 def list_plans(directory: str, cwd: str) -> list[dict[str, Any]]:
     """[{path, name, title, steps, last_status}] for every plan file under `directory`."""
-    from pathlib import Path
 
     from planrun.loader import load_document
     from planrun.state import default_state_path, read_state
@@ -69,7 +70,6 @@ def list_tools(
     plan_path: str | None, cwd: str, mcp_config: str | None = None
 ) -> list[dict[str, Any]]:
     """[{name, source, description, input_schema}]: built-ins, then each server's tools."""
-    from planrun.tools import builtin_registry
 
     rows: list[dict[str, Any]] = [
         {

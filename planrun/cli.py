@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from planrun.cli_cache import make_cache_group
 from planrun.cli_options import run_options
 from planrun.cli_run import before_a_command as _before_a_command
 from planrun.cli_run import do_run as _do_run
@@ -18,7 +20,7 @@ from planrun.cli_run import parse_vars as _parse_vars
 from planrun.cli_run import print_diagnostics as _print_diagnostics
 from planrun.completion import complete_plan_files
 from planrun.defaultplan import plan_or_default
-from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError
 
 if TYPE_CHECKING:
     from planrun.plan import Plan
@@ -181,8 +183,6 @@ def _state_path(name: str, state: str | None) -> str:
 
 
 def _read_state(name: str, state: str | None) -> Any:
-    from pathlib import Path
-
     from planrun.state import read_state
 
     return read_state(Path(_state_path(name, state)), name)
@@ -224,8 +224,6 @@ def status(plan: str | None, state: str | None, output: str) -> None:
         name = default_name(plan)
     st = _read_state(name, state)
     if st is None:
-        from planrun.errors import StateError
-
         raise StateError(
             f"no state for plan '{name}' at {_state_path(name, state)}: run it first with 'planrun run {plan}'"
         )
@@ -263,8 +261,6 @@ def list_(target: str | None, output: str) -> None:
 
 
 def _cache_group() -> None:
-    from planrun.cli_cache import make_cache_group
-
     main.add_command(make_cache_group(_guard), name="cache")
 
 

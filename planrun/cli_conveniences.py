@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from planrun.completion import complete_plan_files
+from planrun.completion import complete_plan_files, completion_script
 from planrun.defaultplan import plan_or_default
 
 
@@ -20,7 +20,6 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
     @guard
     def completion(shell: str) -> None:
         """Print the shell completion script for SHELL (see the README for where to put it)."""
-        from planrun.completion import completion_script
 
         click.echo(completion_script(group, shell), nl=False)
 

@@ -9,6 +9,8 @@ a terminal), so the output is the same either way.
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import os
 import re
@@ -18,6 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 from planrun.defaultplan import split_run_args
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, exception_leaves
+from planrun.interrupts import exit_now
 
 __all__ = ["before_a_command", "do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
 
@@ -43,7 +46,6 @@ def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
 
 def before_a_command() -> None:
     """What every command starts with, whether click reads its arguments or not."""
-    import gc
 
     # Loading and validating a large plan allocates many small objects that live for the
     # whole command; the default thresholds make the collector rescan them over and over.
@@ -59,15 +61,12 @@ def _from_click(exc: BaseException) -> bool:
 def fail(message: str, code: ExitCode) -> NoReturn:
     echo(f"planrun: error: {message}", err=True)
     if code == ExitCode.INTERRUPTED:
-        from planrun.interrupts import exit_now
-
         exit_now(int(code))  # no waiting for a worker thread that an interrupted run left
     sys.exit(int(code))
 
 
 def guard(fn: F) -> F:
     """Turn every error into one line and its documented exit code; never a traceback."""
-    import functools
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -84,8 +83,6 @@ def guard(fn: F) -> F:
             _error_document(kwargs, str(exc), exc.exit_code)
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            from planrun.interrupts import exit_now
-
             exit_now(int(ExitCode.INTERRUPTED))
         except SystemExit:
             raise
@@ -227,7 +224,6 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         echo(render_dry_run(doc, kw["explain"]), nl=False)
     elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
-    from planrun.interrupts import exit_now
 
     # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
     # call or a prompt blocked in a read), so none of its effects lands after the record.

@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 from planrun.defaultplan import PLAN_EXTENSIONS, find_default_plan, looks_like_plan
+from planrun.errors import PlanrunError
 
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_PLANRUN_COMPLETE"
@@ -53,7 +54,6 @@ def _plan_on_line(ctx: Any, base: str) -> str | None:
 
 def step_ids(path: str) -> list[str]:
     """The step ids of the plan file at `path` as written; [] when it cannot be read."""
-    from planrun.errors import PlanrunError
     from planrun.loader import load_document
 
     try:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from planrun.errors import PlanInvalid
+
 _CONSTANTS = {"true", "false", "none", "True", "False", "None"}
 _REF_RE = re.compile(
     r"""^\s*([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[\d+\]|\['[^'\\\]]*'\]|\["[^"\\\]]*"\])*)\s*$"""
@@ -420,7 +422,6 @@ def parse_cli_value(text: str) -> Any:
     Read by the plan loader, so it yields what the same text in a plan file would: JSON
     types only (`yes` and `2026-11-26` stay strings). Text that is not YAML stays as typed.
     """
-    from planrun.errors import PlanInvalid
     from planrun.loader import load_text
 
     if not text.strip() or "\n" in text:

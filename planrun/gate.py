@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from planrun.conditions import false_at_start, steps_needing_approval
+from planrun.errors import PlanrunError
 from planrun.expressions import has_template
 from planrun.parent import STEP_SEPARATOR, SUB_PLAN_TOOL, merge_policy
 from planrun.plan import Plan, Policy, replace
@@ -33,7 +35,6 @@ def gated_steps(
     """Ids (with their PARENT/ prefix) of the selected steps that need approval and can run,
     and of such steps in literal sub-plans. `plan.policy` is already merged with enclosing ones;
     `variables` are those known at start (a gate whose `when` is false from them is no gate)."""
-    from planrun.conditions import false_at_start, steps_needing_approval
 
     loaded = {} if loaded is None else loaded  # a sub-plan called many times is read once
     gated = set(steps_needing_approval(plan, selected, variables, env))
@@ -83,7 +84,6 @@ def _literal_sub_plan(
 ) -> tuple[Plan, str] | None:
     """The sub-plan a `plan` step names literally, valid and with the policy on top; else None
     (a computed path, a file not there yet, an invalid plan: the step's own run reports it)."""
-    from planrun.errors import PlanrunError
     from planrun.loader import load_document
     from planrun.validate import check_document
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import graphlib
+import heapq
 import operator
 import re
 from collections.abc import Iterable
@@ -133,7 +134,6 @@ class PlanGraph:
         ts = graphlib.TopologicalSorter(self.deps)
         ts.prepare()
         out: list[str] = []
-        import heapq
 
         heap: list[tuple[int, str]] = []
         while ts.is_active():

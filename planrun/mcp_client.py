@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import tempfile
@@ -428,7 +429,6 @@ async def _http_transport(kind: str, url: str, headers: dict[str, str]) -> Async
 def _quiet_sdk_logging() -> None:
     """Keep the SDK's log records (e.g. a traceback for a non-JSON line on a server's stdout)
     off planrun's stderr unless the application configured logging itself."""
-    import logging
 
     sdk = logging.getLogger("mcp")
     if not any(isinstance(h, logging.NullHandler) for h in sdk.handlers):

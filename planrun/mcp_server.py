@@ -11,15 +11,17 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from planrun.errors import PlanInvalid, PlanrunError, StateError, UsageError
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError
 from planrun.mcp_http import listen, parse_http_address, serve_http
 from planrun.mcp_progress import ProgressReporter
 from planrun.mcp_runs import Runs
@@ -147,7 +149,6 @@ def plan_name(src: PlanSource) -> str:
 
 def status_doc(plan: str, cwd: str) -> dict[str, Any]:
     """`planrun status --output json`; StateError when the plan never ran here."""
-    from pathlib import Path
 
     from planrun.state import default_state_path, read_state, status_document
 
@@ -376,9 +377,6 @@ async def _until_signalled(server: PlanrunServer) -> None:
     line or closes stdin: so the process ends itself (exit 130) once the calls in flight have
     their answers on stdout and the client hangs up, or HANG_UP_GRACE_S after those answers.
     """
-    import signal
-
-    from planrun.errors import ExitCode
 
     loop = asyncio.get_running_loop()
     serving = asyncio.ensure_future(server.run_stdio_async())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 from typing import Annotated, Any, Literal
@@ -299,7 +300,6 @@ class Plan(PlanHeader):
 
     def needs_approval(self, step: Step) -> bool:
         """`approval: true`, or a tool matched by `policy.require_approval`."""
-        import fnmatch
 
         return step.approval or any(
             fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from planrun.errors import Diagnostic
 from planrun.events import Event
+from planrun.plan import Policy
 from planrun.runtree import (
     STEP_SEPARATOR,
     SUB_PLAN_TOOL,
@@ -51,7 +52,6 @@ __all__ = [
 def merge_policy(outer: Policy, own: Policy) -> Policy:
     """The parent's policy on top of the child's: a deny in either denies, and a
     require_approval pattern from either applies."""
-    from planrun.plan import Policy
 
     def union(a: list[str], b: list[str]) -> list[str]:
         return list(dict.fromkeys([*a, *b]))

@@ -12,6 +12,7 @@ state's plan digest and a planner's context do not depend on which of the two du
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
@@ -413,7 +414,6 @@ class Plan(PlanNode):
 
     def needs_approval(self, step: Step) -> bool:
         """`approval: true`, or a tool matched by `policy.require_approval`."""
-        import fnmatch
 
         return step.approval or any(
             fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval

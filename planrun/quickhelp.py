@@ -9,6 +9,8 @@ click prints today. Anything else (a narrower terminal, more arguments) goes to 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 
@@ -57,8 +59,6 @@ def stored_output(args: list[str]) -> str | None:
 
 def _click_prints(args: list[str]) -> str:
     """What `planrun ARGS` prints on stdout through click, at a wide terminal."""
-    import contextlib
-    import io
 
     import click.formatting
 

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import shlex
+import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -126,8 +127,6 @@ async def _run_command(
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
-    import signal
-
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planrun.checked import CheckedPlan
+from planrun.dotenv import step_environment
 from planrun.errors import ExitCode
 from planrun.events import Event
 from planrun.graph import PlanGraph
@@ -69,7 +70,6 @@ class Prepared:
 
     def environment(self) -> dict[str, str]:
         """The steps' environment: the dotenv values under the process environment."""
-        from planrun.dotenv import step_environment
 
         return step_environment(self.dotenv, dict(os.environ))
 

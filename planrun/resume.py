@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planrun.expressions import ExpressionError
+from planrun.fanout import foreach_fingerprint
 from planrun.graph import PlanGraph, data_sources
 from planrun.plan import Step
 from planrun.scope import Scope, StepRecord, step_args, step_condition
@@ -138,8 +139,6 @@ def plan_resume(
 
 def _see(step: Step, prev: PreviousStep, scope: Scope, mask: Callable[[Any], Any] | None) -> Seen:
     if step.foreach is not None:  # its instances' conditions and args, as one fingerprint
-        from planrun.fanout import foreach_fingerprint
-
         return Seen(True, foreach_fingerprint(step, scope, mask))
     try:
         condition = step_condition(step, scope)

@@ -12,19 +12,26 @@ import os
 from typing import Any
 
 from planrun.checked import CheckedPlan
+from planrun.dotenv import load_dotenv
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 from planrun.graph import PlanGraph
+from planrun.inputfiles import NotARegularFile, read_regular_file
+from planrun.interrupts import run_interruptibly
 from planrun.launch import launch
 from planrun.parent import STEP_SEPARATOR, SubPlanCall, denied_by, merge_policy
 from planrun.plan import Plan, replace
+from planrun.plan_variables import start_variables
 from planrun.request import Finished, Prepared, RunRequest, abs_path, plan_stack
+from planrun.runstate import kept_on_resume
+from planrun.scope import StepRecord
+from planrun.status import Reason, Status
+from planrun.suggest import did_you_mean
 
 __all__ = ["Finished", "Prepared", "RunRequest", "execute", "prepare", "run_request", "run_sync"]
 
 
 def load_vars_file(path: str, cwd: str) -> dict[str, Any]:
     """`--vars-file`: a YAML or JSON mapping (read by the plan loader: JSON types only)."""
-    from planrun.inputfiles import NotARegularFile, read_regular_file
     from planrun.loader import load_text
 
     try:
@@ -99,21 +106,16 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
         if denied:
             raise PlanInvalid(denied)
         plan = replace(plan, policy=merge_policy(call.parent.policy, plan.policy))
-    from planrun.plan_variables import start_variables
 
     variables = start_variables(plan.variables, extra, os.environ, checked.doc)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
-        from planrun.dotenv import load_dotenv
-
         dotenv = load_dotenv(checked.doc, plan.dotenv, req.cwd)
     graph = PlanGraph.build(plan.steps)
     selected = list(graph.order)
     if req.only:
         unknown = [o for o in req.only if o not in graph.deps]
         if unknown:
-            from planrun.suggest import did_you_mean
-
             hint = did_you_mean(unknown[0], set(graph.order))
             raise UsageError(
                 f"no step '{unknown[0]}' in {req.plan}" + (f" ({hint})" if hint else "")
@@ -132,8 +134,6 @@ def blocked_document(
     """The document of a run blocked before its first step (on resume, the kept steps are
     shown as what they are, the others pending)."""
     from planrun.outcome import Outcome, result_document
-    from planrun.scope import StepRecord
-    from planrun.status import Reason, Status
 
     records = {sid: (kept or {}).get(sid) or StepRecord() for sid in selected}
     error = f"approval required for: {', '.join(steps)}"
@@ -196,8 +196,6 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
     )
     kept: dict[str, Any] = {}
     if gated and req.resume and call is None:  # a step kept from the last run is not asked again
-        from planrun.runstate import kept_on_resume
-
         kept = kept_on_resume(req, prep)
         gated = [g for g in gated if g.split(STEP_SEPARATOR, 1)[0] not in kept]
     if not gated:
@@ -215,7 +213,6 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
 def run_sync(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
     """`execute` in a fresh event loop, with SIGINT/SIGTERM turned into a clean interruption
     (planrun.interrupts: a second signal exits at once)."""
-    from planrun.interrupts import run_interruptibly
 
     return run_interruptibly(_interruptible(execute(req)))
 

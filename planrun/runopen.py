@@ -3,6 +3,8 @@ the reporters its events go to, and the run.started event that describes it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -126,9 +128,6 @@ def started_event(
 
 
 def plan_digest(plan: Plan) -> str:
-    import hashlib
-    import json
-
     # to_dict is model_dump(mode="json") of the validated plan: digests of older state files match.
     blob = json.dumps(plan.to_dict(), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import StateError
+from planrun.graph import PlanGraph
+from planrun.request import Prepared, abs_path
 from planrun.resume import PreviousStep, ResumePlan, plan_resume
 from planrun.scope import StepRecord
 
@@ -61,7 +63,6 @@ def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
     Reads the state without taking its lock; StateError when there is none (exit 4, before
     any question of approval) or it cannot be read.
     """
-    from planrun.request import abs_path
     from planrun.state import default_state_path, read_state
 
     name = prep.plan.name or "plan"
@@ -80,8 +81,6 @@ def revised_prep(
     prep: Prepared, revisions: list[dict[str, Any]], req: RunRequest, state_path: str
 ) -> Prepared:
     """On resume, continue the plan as the planner last revised it (once it passes the checks)."""
-    from planrun.graph import PlanGraph
-    from planrun.request import Prepared
     from planrun.revision_check import checked_revision
 
     plan = checked_revision(

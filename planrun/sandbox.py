@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -233,7 +234,6 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 def check_literal(node: Any) -> None:
     """Raise TooLarge for a literal part of an expression that is already too large to compute
     (`10 ** (10 ** 9)`), so that validation reports it before anything runs."""
-    from jinja2 import nodes
 
     def const(n: Any) -> Any:
         if isinstance(n, nodes.Const):

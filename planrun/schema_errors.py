@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from planrun import model
 from planrun.errors import Diagnostic
 from planrun.expressions import format_path
 from planrun.model import PLAN_FIELDS
@@ -164,7 +165,6 @@ _EXPECTED = {
 
 def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     """Known keys of the nested model at a pydantic location (for did-you-mean)."""
-    from planrun import model
 
     names: dict[str, type[BaseModel]] = {
         "defaults": model.Defaults,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planrun.tools import builtin_registry
 from planrun.tools.base import ToolContext, ToolFailed, ToolFn
 
 
@@ -11,8 +12,6 @@ class LocalExecutor:
     """Looks a tool up by name and awaits it; cancellation reaches the tool itself."""
 
     def __init__(self, plan_tool: ToolFn | None = None) -> None:
-        from planrun.tools import builtin_registry
-
         self.registry = builtin_registry()
         self.plan_tool = plan_tool  # the `plan` tool, which runs sub-plans through the run path
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from importlib.resources import files
 from typing import Any
 
 from planrun.report.model import RunReport, StepRow, base_id
@@ -149,7 +150,6 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
 
 def render_html(report: RunReport, generated_at: str) -> str:
     """The whole page as text."""
-    from importlib.resources import files
 
     import jinja2
 

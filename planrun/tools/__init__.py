@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -58,8 +59,6 @@ def _lazy(module: str, attr: str) -> ToolFn:
     async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
         nonlocal fn
         if fn is None:
-            import importlib
-
             fn = getattr(importlib.import_module(f"planrun.tools.{module}"), attr)
         return await fn(args, ctx)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -132,7 +133,6 @@ def resolve_path(path: str, ctx: ToolContext) -> str:
 
     A NUL byte (from an interpolated value) fails the step in one line: no file name can
     hold one, and the OS call would raise a bare ValueError."""
-    import os
 
     if "\0" in path:
         raise ToolFailed(f"path {path!r} contains a NUL byte, which no file name can hold")
