@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+from planrun import interrupts  # exit_now looked up at each call: tests run the CLI in-process
 from planrun.defaultplan import split_run_args
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, exception_leaves
-from planrun.interrupts import exit_now
 
 __all__ = ["before_a_command", "do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
 
@@ -61,7 +61,9 @@ def _from_click(exc: BaseException) -> bool:
 def fail(message: str, code: ExitCode) -> NoReturn:
     echo(f"planrun: error: {message}", err=True)
     if code == ExitCode.INTERRUPTED:
-        exit_now(int(code))  # no waiting for a worker thread that an interrupted run left
+        interrupts.exit_now(
+            int(code)
+        )  # no waiting for a worker thread that an interrupted run left
     sys.exit(int(code))
 
 
@@ -83,7 +85,7 @@ def guard(fn: F) -> F:
             _error_document(kwargs, str(exc), exc.exit_code)
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            exit_now(int(ExitCode.INTERRUPTED))
+            interrupts.exit_now(int(ExitCode.INTERRUPTED))
         except SystemExit:
             raise
         except BrokenPipeError:
@@ -227,4 +229,4 @@ def do_run(force_resume: bool, **kw: Any) -> None:
 
     # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
     # call or a prompt blocked in a read), so none of its effects lands after the record.
-    exit_now(int(code))
+    interrupts.exit_now(int(code))
