@@ -1,5 +1,7 @@
 """`python -m planrun` and the `planrun` command."""
 
+# Lazy imports (inside functions), for start-up time: the quick --help/--version answer first, then
+# the click-free run path, then click: each command loads only what it needs.
 import _signal  # the C module: `signal` itself takes long enough to import to be hit
 import os
 import sys

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: `list` reads plan files; the tool listing,
+# the loader, validation and MCP servers are for `tools`.
 import os
 from pathlib import Path
 from typing import Any

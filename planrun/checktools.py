@@ -3,6 +3,8 @@ do the literal arguments fit their input schemas?"""
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the MCP client (and its SDK) only when a plan
+# names servers.
 import asyncio
 import os
 from typing import TYPE_CHECKING, Any

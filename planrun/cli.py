@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: each command imports its own machinery when
+# it runs, so `planrun CMD` pays only for CMD.
 import json
 import os
 import sys

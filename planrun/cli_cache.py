@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the cache store and the model only when a
+# `cache` subcommand runs.
 import json
 import os
 from collections.abc import Callable

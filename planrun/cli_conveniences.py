@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the report (jinja2) and the starter plan only
+# for `report` and `init`.
 import os
 from collections.abc import Callable
 from typing import Any

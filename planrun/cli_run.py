@@ -9,6 +9,8 @@ a terminal), so the output is the same either way.
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the runner, the dry run, the report and the
+# GitHub reporter only for the command that uses them.
 import functools
 import gc
 import json

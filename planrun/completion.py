@@ -6,6 +6,8 @@ command line (or of the default plan) after `--only`, `--force` and as `run` tar
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: click's completion and the loader only while
+# completing.
 import os
 from typing import Any
 

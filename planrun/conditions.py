@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: jinja2 only for a `when` that needs it.
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any

@@ -7,6 +7,8 @@ Jinja2; anything else is compiled once by planrun's bounded, immutable Jinja2 sa
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: jinja2, the sandbox, the loader and shell
+# quoting only for the expressions that need them.
 import json
 import re
 from collections.abc import Iterator, Mapping

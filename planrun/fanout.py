@@ -7,6 +7,8 @@ as a whole comes to once they are done.
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: planrun.scope only when instances are made
+# (validate and graph import this module without it).
 import hashlib
 import json
 import time

@@ -8,6 +8,8 @@ path, a file written by an earlier step) gets the same check when it starts.
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the loader and validation only for a literal
+# sub-plan path.
 import os
 from collections.abc import Mapping
 from typing import Any

@@ -10,6 +10,8 @@ process ends, so no side effect of an interrupted step lands after it.
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: asyncio only once a run starts (`--help` and
+# validate import this module).
 import contextlib
 import os
 import signal

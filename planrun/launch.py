@@ -3,6 +3,8 @@ for a top-level run or a sub-plan inside its parent; it ends in a `Finished` run
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the cache, MCP, Dask, replanning and the
+# scheduler's helpers only for the runs that use them.
 import asyncio
 import os
 import sys

@@ -4,6 +4,8 @@ Config files are read in planrun.mcp_config (re-exported here)."""
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the MCP SDK, httpx2, jsonschema and pydantic
+# only once a server is started or checked (`--mcp-config` alone reads JSON).
 import asyncio
 import json
 import logging

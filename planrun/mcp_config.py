@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from planrun.errors import UsageError
+from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.plan import ServerEntry, transport_kind
 from planrun.suggest import did_you_mean
 
@@ -43,7 +44,6 @@ def parse_mcp_config(path: str) -> dict[str, ServerEntry]:
     `${workspaceFolder}`, `${userHome}`, `${env:VAR}`), so the entries hold plain values.
     Raises UsageError with a one-line message on any problem.
     """
-    from planrun.inputfiles import NotARegularFile, read_regular_file
 
     try:
         text = read_regular_file(path).decode("utf-8")  # a FIFO is refused, never read
@@ -173,7 +173,6 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 def load_env_file(path: str) -> dict[str, str]:
     """Read a dotenv file (`KEY=VALUE` lines, `#` comments, optional `export` and quotes)."""
-    from planrun.inputfiles import read_regular_file
 
     env: dict[str, str] = {}
     for line in read_regular_file(path).decode("utf-8").splitlines():  # never a FIFO

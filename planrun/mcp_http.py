@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: uvicorn only when serving HTTP.
 import asyncio
 import socket
 from typing import TYPE_CHECKING, Any

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the runner only once a run is asked for.
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field

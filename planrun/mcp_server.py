@@ -6,6 +6,8 @@ the top: nothing else in planrun pays for it.
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: validation, state, catalog, model and request
+# only for the tool that needs them.
 import asyncio
 import contextlib
 import json

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: jsonschema and the tool registry only when a
+# call's arguments are checked.
 import json
 from typing import Any
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the cache's glob checks (wcmatch) only for a
+# plan with cache globs.
 import fnmatch
 import math
 import re

@@ -46,6 +46,8 @@ kept, the newest by mtime (pruned on write). PLANRUN_NO_PLAN_CACHE=1 turns the c
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: validation (pydantic) only on a miss; the
+# rest only where used.
 import contextlib
 import hashlib
 import json

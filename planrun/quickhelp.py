@@ -9,6 +9,8 @@ click prints today. Anything else (a narrower terminal, more arguments) goes to 
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: click and the CLI only when the stored help
+# must be (re)generated.
 import contextlib
 import io
 import os

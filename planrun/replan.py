@@ -8,6 +8,8 @@ against the completed steps before anything runs. The answer is a value (a `Revi
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the loader, the model and validation only
+# when a planner answers.
 import asyncio
 import contextlib
 import json

@@ -11,6 +11,8 @@ run stops before anything starts (StateError, exit 4, one line). A step the plan
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the loader and validation only on resume with
+# stored revisions.
 import json
 from collections.abc import Mapping
 from pathlib import Path

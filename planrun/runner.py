@@ -7,6 +7,8 @@ through it, the sub-plan with its parent's context (planrun.parent). Nothing her
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: validation, the loader, the plan cache, the
+# dry run, MCP and the cache only for the runs that use them (a plan-cache hit loads no pydantic).
 import asyncio
 import os
 from typing import Any

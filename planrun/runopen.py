@@ -3,6 +3,8 @@ the reporters its events go to, and the run.started event that describes it."""
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the console, JSON Lines, JUnit reporters and
+# the state store only when the run asks for them.
 import hashlib
 import json
 import os

@@ -4,6 +4,8 @@ for the run about to start, and the steps the approval gate no longer needs to a
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the state reader and the revision check only
+# on resume.
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any

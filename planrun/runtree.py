@@ -3,6 +3,8 @@ to mask, and the stop a sub-plan raises for the whole run."""
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: asyncio only once a run starts (`planrun
+# validate` imports this module).
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol

@@ -30,6 +30,8 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from planrun.textvalues import as_text_arg, percent_format
+
 MAX_SIZE = 1_000_000  # characters of a string, items of a list, grown by one operation
 MAX_INT_BITS = 64_000  # about 19,000 decimal digits
 
@@ -201,8 +203,6 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _check_binop(operator, left, right)
         if operator == "%" and isinstance(left, str):
-            from planrun.textvalues import percent_format
-
             return percent_format(left, right)  # mappings, lists, null as JSON, not reprs
         return _BINOPS[operator](left, right)
 
@@ -221,8 +221,6 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         inner = wrapped
 
         def bounded(*args: Any, **kwargs: Any) -> str:
-            from planrun.textvalues import as_text_arg
-
             _check_format_call(fmt, args, kwargs)
             return inner(
                 *(as_text_arg(a) for a in args), **{k: as_text_arg(v) for k, v in kwargs.items()}

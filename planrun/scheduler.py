@@ -8,6 +8,7 @@ variables, the plan itself after a revision) is made here, and announced as an e
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the cache session only for a cached step.
 import asyncio
 import functools
 import graphlib

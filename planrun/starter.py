@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: PyYAML only to write a starter plan.
+import json
 import os
 
 from planrun.errors import UsageError
@@ -75,8 +77,6 @@ steps:
 def starter_text(path: str) -> str:
     """The starter plan for `path`: commented YAML, or the same plan as JSON for a .json name."""
     if path.lower().endswith(".json"):
-        import json
-
         import yaml
 
         return json.dumps(yaml.safe_load(STARTER_YAML), indent=2) + "\n"

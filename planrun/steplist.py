@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the graph and validation only when steps are
+# listed.
 import os
 from dataclasses import dataclass
 from typing import Any

@@ -14,6 +14,7 @@ from typing import Any
 from planrun.errors import ExitCode
 from planrun.events import Event, EventBus
 from planrun.request import Finished, Prepared, RunRequest
+from planrun.runopen import attach_reporters, open_state, started_event
 from planrun.substeps import pending_row
 
 __all__ = ["not_started_document", "record_blocked", "stopped_while_starting"]
@@ -21,7 +22,6 @@ __all__ = ["not_started_document", "record_blocked", "stopped_while_starting"]
 
 def record_blocked(req: RunRequest, prep: Prepared, doc: dict[str, Any]) -> None:
     """Write the blocked run `doc` (already masked) to the state and the report files."""
-    from planrun.runopen import attach_reporters, open_state, started_event
 
     prep, opened = open_state(req, prep)
     store = opened.store
@@ -64,7 +64,6 @@ def not_started_document(
 def stopped_while_starting(prep: Prepared, bus: EventBus, resumed: bool) -> Finished:
     """SIGINT/SIGTERM while MCP servers or the executor start: an interrupted run (exit 130)
     whose start and end reach the state and the reports like any other run's."""
-    from planrun.runopen import started_event
 
     error = "interrupted before any step started"
     doc = not_started_document(prep, "interrupted", "interrupted", error, dict(prep.variables))

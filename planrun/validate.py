@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the loader (PyYAML) only when a file or text
+# is loaded here.
 import fnmatch
 import os
 from collections.abc import Mapping

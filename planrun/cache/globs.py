@@ -8,6 +8,8 @@ starts at each pattern's literal prefix, so `src/**/*.py` never looks outside `s
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: wcmatch (third-party) only once a cache glob
+# is matched.
 import errno
 import os
 import re

@@ -6,6 +6,8 @@ successful run, or names a declared output that was not produced), and `close` o
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the reasons of a miss only when a step
+# misses.
 import asyncio
 import contextlib
 import json

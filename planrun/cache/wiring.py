@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: expressions, fanout and suggest only for
+# --explain, a preview or a bad cache option.
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any

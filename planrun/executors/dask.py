@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: distributed (Dask) only with `--executor
+# dask`.
 import asyncio
 import logging
 import os

@@ -11,6 +11,8 @@ error the local tools would raise.
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: asyncio, psutil, distributed and the python
+# tool: only in the worker code path that uses each.
 import contextlib
 import json
 import os

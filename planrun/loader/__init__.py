@@ -18,6 +18,8 @@ Design, in short (docs/loader.md has the user-facing rules):
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the YAML reader (PyYAML) and positions only
+# for the files that need them.
 import os
 from typing import Any
 

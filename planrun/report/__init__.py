@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the HTML page (jinja2), the graph and
+# validation only when a report is written.
 import contextlib
 import os
 import stat

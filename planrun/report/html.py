@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: jinja2 only when the page is rendered.
 import math
 from dataclasses import dataclass
 from importlib.resources import files

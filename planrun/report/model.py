@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from planrun.expressions import ExpressionError, resolve, to_text
 from planrun.state import RunState, StepState
 
 OUTPUT_TAIL_LINES = 30
@@ -122,8 +123,6 @@ def _title(st: StepState, sid: str, plan: PlanInfo, variables: dict[str, Any]) -
         return _clip(recorded, 200)
     title = plan.titles.get(sid) or plan.titles.get(base_id(sid)) or sid
     if "${" in title:
-        from planrun.expressions import ExpressionError, resolve, to_text
-
         # a step that never ran may read results that never came: then it stays as written
         with contextlib.suppress(ExpressionError):
             title = to_text(resolve(title, {**variables, "env": {}, "steps": {}}))

@@ -7,6 +7,7 @@ one block under the line that ends the step (or, with `stream_output`, line by l
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: rich only at a terminal, for the live view.
 import asyncio
 import os
 import sys

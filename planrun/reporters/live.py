@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: rich only when the live view is drawn.
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: asyncio only for a snapshot scheduled in a
+# running loop.
 import contextlib
 import errno
 import fcntl

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: sub-plan step ordering only for a run that
+# has sub-plan steps.
 from typing import Any
 
 from planrun.instances import group_instances

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: httpx2 only when an http step runs.
 import json
 import ssl
 from typing import Any
