@@ -1,11 +1,12 @@
 """Shared fixtures: write a plan file, run the `planrun` command in a directory.
 
-Two layers. `run` runs the command line inside the test process (`planrun_inprocess`), with
-its working directory, environment, standard streams, signal handlers and imported plan
-modules isolated and restored: plan semantics, output shapes and exit codes, at no start-up
-cost. `planrun(...)` and tests marked `e2e` start a real `python -m planrun` process: signals,
-terminals, start-up, process groups and one end-to-end pass per command.
-`PLANRUN_TEST_SUBPROCESS=1` runs every test through real processes.
+Two layers. `planrun(...)` and the `run` fixture run the command line inside the test process
+(`planrun_inprocess`), with its working directory, environment, standard streams, signal
+handlers and imported plan modules isolated and restored: plan semantics, output shapes and
+exit codes, at no start-up cost. In a test marked `e2e` they start a real `python -m planrun`
+(`planrun_process`), as `spawn_planrun` always does: signals, terminals, start-up, process
+groups and one end-to-end pass per command. `PLANRUN_TEST_SUBPROCESS=1` runs every test
+through real processes.
 """
 
 from __future__ import annotations
