@@ -18,13 +18,15 @@ def main() -> None:
 
     from planrun.quickhelp import stored_output
 
-    text = stored_output(sys.argv[1:])
+    # Shell completion (click's `_PLANRUN_COMPLETE` protocol) is click's alone.
+    completing = "_PLANRUN_COMPLETE" in os.environ
+    text = None if completing else stored_output(sys.argv[1:])
     if text is not None:  # `--help` or `--version`, as click prints it, without click
         _print_and_exit(text)
     from planrun.interrupts import install_quiet_exit
 
     install_quiet_exit()  # the same, and also ending the commands of a run, if any
-    if sys.argv[1:2] in (["run"], ["resume"]):
+    if sys.argv[1:2] in (["run"], ["resume"]) and not completing:
         from planrun.runargs import read_run_args
 
         kw = read_run_args(sys.argv[2:])

@@ -12,7 +12,7 @@ import pytest
 
 from planrun.helptext import TEXTS
 from planrun.quickhelp import generate_texts
-from tests.conftest import planrun
+from tests.conftest import planrun, planrun_process
 
 REGENERATE = "planrun/helptext.py is stale: run `python -m planrun.quickhelp` and commit it"
 
@@ -70,3 +70,11 @@ def test_help_among_other_arguments_still_goes_through_click(tmp_path: Path) -> 
     assert r.code == 0 and r.out == TEXTS["run"], r
     r = planrun("frobnicate", "--help", cwd=tmp_path)
     assert r.code == 2 and "Traceback" not in r.err, r
+
+
+def test_shell_completion_stays_clicks_whatever_the_arguments(tmp_path: Path) -> None:
+    # With click's completion variable set, click answers (here: the bash script), never the
+    # stored help nor the click-free run.
+    for args in (["--help"], ["run", "plan.yaml"]):
+        r = planrun_process(*args, cwd=tmp_path, env={"_PLANRUN_COMPLETE": "bash_source"})
+        assert r.code == 0 and "_PLANRUN_COMPLETE" in r.out and "Usage:" not in r.out, r
