@@ -17,7 +17,6 @@ PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
 
 def list_plans(directory: str, cwd: str) -> list[dict[str, Any]]:
     """[{path, name, title, steps, last_status}] for every plan file under `directory`."""
-
     from planrun.loader import load_document
     from planrun.state import default_state_path, read_state
     from planrun.validate import default_name
@@ -72,7 +71,6 @@ def list_tools(
     plan_path: str | None, cwd: str, mcp_config: str | None = None
 ) -> list[dict[str, Any]]:
     """[{name, source, description, input_schema}]: built-ins, then each server's tools."""
-
     rows: list[dict[str, Any]] = [
         {
             "name": s.name,

@@ -22,7 +22,6 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
     @guard
     def completion(shell: str) -> None:
         """Print the shell completion script for SHELL (see the README for where to put it)."""
-
         click.echo(completion_script(group, shell), nl=False)
 
     @group.command()

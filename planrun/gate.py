@@ -37,7 +37,6 @@ def gated_steps(
     """Ids (with their PARENT/ prefix) of the selected steps that need approval and can run,
     and of such steps in literal sub-plans. `plan.policy` is already merged with enclosing ones;
     `variables` are those known at start (a gate whose `when` is false from them is no gate)."""
-
     loaded = {} if loaded is None else loaded  # a sub-plan called many times is read once
     gated = set(steps_needing_approval(plan, selected, variables, env))
     bound = {s.result_variable for s in plan.steps if s.result_variable}

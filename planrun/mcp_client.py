@@ -431,7 +431,6 @@ async def _http_transport(kind: str, url: str, headers: dict[str, str]) -> Async
 def _quiet_sdk_logging() -> None:
     """Keep the SDK's log records (e.g. a traceback for a non-JSON line on a server's stdout)
     off planrun's stderr unless the application configured logging itself."""
-
     sdk = logging.getLogger("mcp")
     if not any(isinstance(h, logging.NullHandler) for h in sdk.handlers):
         # With a handler present, logging's last-resort stderr printer is not used; records

@@ -44,7 +44,6 @@ def parse_mcp_config(path: str) -> dict[str, ServerEntry]:
     `${workspaceFolder}`, `${userHome}`, `${env:VAR}`), so the entries hold plain values.
     Raises UsageError with a one-line message on any problem.
     """
-
     try:
         text = read_regular_file(path).decode("utf-8")  # a FIFO is refused, never read
     except NotARegularFile as exc:
@@ -173,7 +172,6 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str:
 
 def load_env_file(path: str) -> dict[str, str]:
     """Read a dotenv file (`KEY=VALUE` lines, `#` comments, optional `export` and quotes)."""
-
     env: dict[str, str] = {}
     for line in read_regular_file(path).decode("utf-8").splitlines():  # never a FIFO
         line = line.strip()

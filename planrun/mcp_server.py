@@ -151,7 +151,6 @@ def plan_name(src: PlanSource) -> str:
 
 def status_doc(plan: str, cwd: str) -> dict[str, Any]:
     """`planrun status --output json`; StateError when the plan never ran here."""
-
     from planrun.state import default_state_path, read_state, status_document
 
     name = plan_name(PlanSource(plan, cwd))
@@ -379,7 +378,6 @@ async def _until_signalled(server: PlanrunServer) -> None:
     line or closes stdin: so the process ends itself (exit 130) once the calls in flight have
     their answers on stdout and the client hangs up, or HANG_UP_GRACE_S after those answers.
     """
-
     loop = asyncio.get_running_loop()
     serving = asyncio.ensure_future(server.run_stdio_async())
     leaving: list[asyncio.Task[None]] = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: the cache's glob checks (wcmatch) only for a
 # plan with cache globs.
-import fnmatch
 import math
 import re
 from typing import Annotated, Any, Literal
@@ -15,7 +14,6 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PrivateAttr,
     Strict,
     StrictBool,
     WithJsonSchema,
@@ -286,30 +284,6 @@ class Plan(PlanHeader):
     """A whole plan. `name` is always set once loaded (the file stem by default)."""
 
     steps: list[Step] = Field(default_factory=list)
-
-    _index: tuple[list[Step], dict[str, Step]] | None = PrivateAttr(default=None)
-
-    def step(self, step_id: str) -> Step:
-        """The step with this id (KeyError if none); an index built on first use."""
-        # Read from the private dict itself: `self._index` goes through BaseModel.__getattr__,
-        # which costs ~15 µs, and this runs several times per step.
-        private = self.__pydantic_private__
-        index = private.get("_index") if private is not None else None
-        if index is None or index[0] is not self.steps:  # model_copy keeps privates
-            index = (self.steps, {s.id: s for s in self.steps})
-            self._index = index
-        return index[1][step_id]
-
-    def needs_approval(self, step: Step) -> bool:
-        """`approval: true`, or a tool matched by `policy.require_approval`."""
-
-        return step.approval or any(
-            fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval
-        )
-
-    @property
-    def goal(self) -> str:
-        return self.description or self.title or self.name or ""
 
 
 def runtime_step(step: Step) -> runtime.Step:

@@ -414,7 +414,6 @@ class Plan(PlanNode):
 
     def needs_approval(self, step: Step) -> bool:
         """`approval: true`, or a tool matched by `policy.require_approval`."""
-
         return step.approval or any(
             fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval
         )

@@ -61,7 +61,6 @@ def stored_output(args: list[str]) -> str | None:
 
 def _click_prints(args: list[str]) -> str:
     """What `planrun ARGS` prints on stdout through click, at a wide terminal."""
-
     import click.formatting
 
     from planrun.cli import main

@@ -70,7 +70,6 @@ class Prepared:
 
     def environment(self) -> dict[str, str]:
         """The steps' environment: the dotenv values under the process environment."""
-
         return step_environment(self.dotenv, dict(os.environ))
 
     def masker(self, variables: dict[str, Any]) -> Masker:

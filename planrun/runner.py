@@ -215,7 +215,6 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
 def run_sync(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
     """`execute` in a fresh event loop, with SIGINT/SIGTERM turned into a clean interruption
     (planrun.interrupts: a second signal exits at once)."""
-
     return run_interruptibly(_interruptible(execute(req)))
 
 

@@ -165,7 +165,6 @@ _EXPECTED = {
 
 def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     """Known keys of the nested model at a pydantic location (for did-you-mean)."""
-
     names: dict[str, type[BaseModel]] = {
         "defaults": model.Defaults,
         "limits": model.Limits,

@@ -22,7 +22,6 @@ __all__ = ["not_started_document", "record_blocked", "stopped_while_starting"]
 
 def record_blocked(req: RunRequest, prep: Prepared, doc: dict[str, Any]) -> None:
     """Write the blocked run `doc` (already masked) to the state and the report files."""
-
     prep, opened = open_state(req, prep)
     store = opened.store
     bus = EventBus(mask=prep.masker(prep.variables) if prep.plan.secrets else None)
@@ -64,7 +63,6 @@ def not_started_document(
 def stopped_while_starting(prep: Prepared, bus: EventBus, resumed: bool) -> Finished:
     """SIGINT/SIGTERM while MCP servers or the executor start: an interrupted run (exit 130)
     whose start and end reach the state and the reports like any other run's."""
-
     error = "interrupted before any step started"
     doc = not_started_document(prep, "interrupted", "interrupted", error, dict(prep.variables))
     bus.emit(started_event(prep, prep.variables, resumed))

@@ -151,7 +151,6 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
 
 def render_html(report: RunReport, generated_at: str) -> str:
     """The whole page as text."""
-
     import jinja2
 
     template_text = files("planrun.report").joinpath("templates/report.html.j2").read_text("utf-8")

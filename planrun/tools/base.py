@@ -133,7 +133,6 @@ def resolve_path(path: str, ctx: ToolContext) -> str:
 
     A NUL byte (from an interpolated value) fails the step in one line: no file name can
     hold one, and the OS call would raise a bare ValueError."""
-
     if "\0" in path:
         raise ToolFailed(f"path {path!r} contains a NUL byte, which no file name can hold")
     return path if os.path.isabs(path) else os.path.join(ctx.cwd, path)
