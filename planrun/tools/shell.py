@@ -8,8 +8,7 @@ import json
 import os
 import shlex
 import signal
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrun.tools import check_args, type_name
 from planrun.tools.base import OutputCallback, ToolContext, ToolFailed
@@ -40,8 +39,7 @@ def command_failed(command: str, result: dict[str, Any]) -> ToolFailed:
     )
 
 
-@dataclass(frozen=True)
-class ShellArgs:
+class ShellArgs(NamedTuple):
     """A shell step's arguments, checked (shared with remote executors)."""
 
     cmd: Any
