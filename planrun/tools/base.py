@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
 
@@ -73,9 +73,9 @@ class ToolCaller(Protocol):
     async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any: ...
 
 
-@dataclass(frozen=True)
-class ParentContext:
-    """A run, as the parent of the sub-plans its `plan` steps start."""
+class ParentContext(NamedTuple):
+    """A run, as the parent of the sub-plans its `plan` steps start (a NamedTuple: a frozen
+    dataclass of this size costs ~1 ms of every run's start-up to build)."""
 
     prefix: str  # this run's id path: "" at the top, "deploy/" inside step deploy, "a/b/" ...
     plan: str  # the top run's plan name: every event of the tree carries it
@@ -99,8 +99,7 @@ class ParentContext:
         return f"{self.prefix}{step_id}{STEP_SEPARATOR}"
 
 
-@dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(NamedTuple):
     """A registered tool: its callable, a one-line description and a JSON Schema for its args."""
 
     name: str
