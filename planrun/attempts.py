@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrun.plan import Step
 from planrun.runtree import RunStopped
@@ -17,8 +16,7 @@ from planrun.settings import RunSettings
 from planrun.tools.base import ToolCaller, ToolContext, ToolFailed
 
 
-@dataclass(frozen=True)
-class AttemptFailed:
+class AttemptFailed(NamedTuple):
     """How an attempt failed: one line, extra text for people, and any partial result."""
 
     error: str

@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from planrun.expressions import ExpressionError, parse_template, resolve
 from planrun.instances import grouped, instance_id, parent_of
@@ -142,8 +142,7 @@ def instance_step(step: Step, n: int) -> Step:
     return replace(step, id=instance_id(step.id, n), foreach=None, as_=None, result_variable=None)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What a foreach step comes to from its instances' statuses and results."""
 
     status: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrun.expressions import ExpressionError
 from planrun.fanout import foreach_fingerprint
@@ -27,8 +27,7 @@ HELD_SECRET = "result held a secret"
 CONDITION_FALSE = "condition false"  # the skip reason of a step whose `when` was false
 
 
-@dataclass(frozen=True)
-class PreviousStep:
+class PreviousStep(NamedTuple):
     """What the previous run recorded for a step."""
 
     status: str
@@ -46,8 +45,7 @@ class PreviousStep:
         return self.status == Status.SKIPPED and self.reason == CONDITION_FALSE
 
 
-@dataclass(frozen=True)
-class Seen:
+class Seen(NamedTuple):
     """What a step would do now: its condition (None: cannot be evaluated) and, when it would
     run, the fingerprint of its arguments (None: they cannot be resolved)."""
 

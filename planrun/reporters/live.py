@@ -5,14 +5,12 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: rich only when the live view is drawn.
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrun.text import format_duration
 
 
-@dataclass(frozen=True)
-class LiveData:
+class LiveData(NamedTuple):
     """What one frame shows: steps done of all, when the run started, the running steps
     (id, (started, attempt)) with their titles, and every step's status."""
 
