@@ -23,6 +23,22 @@ from mcp import Client, StdioServerParameters
 
 from tests.conftest import subprocess_layer
 
+# What a client sends first: initialize, then the initialized notification.
+OPENING: list[dict[str, Any]] = [
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
+
+
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
 
@@ -320,17 +336,7 @@ def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
         "  - {id: sh, tool: shell, args: {cmd: 'echo SHELL; cat; echo done'}, depends_on: [talk]}\n"
     )
     requests = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *OPENING,
         {
             "jsonrpc": "2.0",
             "id": 2,

@@ -22,7 +22,10 @@ from typing import Any
 
 import pytest
 
-from tests.test_mcp_server import no_leftover_processes  # noqa: F401 (autouse fixture)
+from tests.test_mcp_server import (
+    OPENING,
+    no_leftover_processes,  # noqa: F401 (autouse fixture)
+)
 
 pytestmark = pytest.mark.slow
 
@@ -49,21 +52,6 @@ def _call(request_id: int, arguments: dict[str, Any]) -> dict[str, Any]:
 def _send(pipe: Any, *messages: dict[str, Any]) -> None:
     pipe.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
     pipe.flush()
-
-
-OPENING = [
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    },
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-]
 
 
 def _answer(out: bytearray, request_id: int) -> dict[str, Any] | None:
