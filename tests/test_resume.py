@@ -62,25 +62,6 @@ def test_fail_fix_resume_runs_only_what_is_left(run, write, tmp_path):
     assert r.code == 0 and _log(tmp_path) == ["a", "b", "c"]
 
 
-def test_changed_argument_reruns_that_step_and_its_dependents_only(run, write, tmp_path):
-    write(
-        "p.yaml",
-        """
-        variables: {greeting: hi}
-        steps:
-          - {id: a, tool: shell, args: {cmd: "echo a >> log"}}
-          - {id: b, tool: shell, args: {cmd: "echo b-${greeting} >> log"}}
-          - {id: c, tool: shell, args: {cmd: "echo c >> log"}, depends_on: [b]}
-          - {id: d, tool: shell, args: {cmd: "echo d >> log"}, depends_on: [a]}
-    """,
-    )
-    assert run("run", "p.yaml", "-j", "1").code == 0
-    r = run("resume", "p.yaml", "--var", "greeting=hello", "-j", "1")
-    assert r.code == 0, r
-    assert _log(tmp_path) == ["a", "b-hi", "c", "d", "b-hello", "c"]
-    assert "changed" in r.err
-
-
 def test_resume_without_state_exits_4(run, write):
     write("p.yaml", CHAIN)
     r = run("resume", "p.yaml")

@@ -319,33 +319,6 @@ def _calls(tmp_path: Path) -> list[dict]:
     return [json.loads(x) for x in f.read_text().splitlines()] if f.exists() else []
 
 
-def test_two_steps_failing_for_a_replan_at_once_both_reach_the_planner(run, write, tmp_path):
-    write("planner.py", RECORDING_PLANNER)
-    write(
-        "p.yaml",
-        f"""
-        replan: {{command: ["{sys.executable}", "planner.py"]}}
-        steps:
-          - id: x
-            tool: shell
-            args: {{cmd: "touch x.go; while [ ! -f y.go ]; do sleep 0.02; done; exit 1"}}
-            on_failure: replan
-          - id: y
-            tool: shell
-            args: {{cmd: "touch y.go; while [ ! -f x.go ]; do sleep 0.02; done; exit 2"}}
-            on_failure: replan
-        """,
-    )
-    r = run("run", "p.yaml", "-j", "2", "--output", "json")
-    assert r.code == 0, r
-    (ctx,) = _calls(tmp_path)  # one revision replaces both
-    failures = {f["failed_step"]["id"]: f["error"] for f in ctx["failures"]}
-    assert set(failures) == {"x", "y"}
-    assert "code 1" in failures["x"] and "code 2" in failures["y"]
-    assert ctx["failed_step"]["id"] in failures
-    assert sorted(r.json["revisions"][0]["failed_steps"]) == ["x", "y"]
-
-
 def test_max_replans_is_per_invocation(run, write, tmp_path):
     write("planner.py", RECORDING_PLANNER)
     (tmp_path / "mode").write_text("fail")
