@@ -24,6 +24,7 @@ from planrun.resume import (
     CONDITION_CHANGED,
     DEPENDENCY_RAN,
     HELD_SECRET,
+    NOT_IN_PREVIOUS,
     PreviousStep,
     plan_resume,
 )
@@ -547,3 +548,52 @@ def test_a_resume_of_a_revised_run_continues_the_revision_without_asking_again()
     assert run(sched).status == Status.SUCCEEDED
     assert ex.calls == ["wait", "finish"] and len(contexts) == 1
     assert resumed(events) == ["first", "alt"]
+
+
+# ---- the plan changed between the runs -----------------------------------------------------
+
+
+def test_a_step_added_to_the_plan_runs_a_removed_one_is_forgotten() -> None:
+    plan = make_plan(CHAIN)
+    first, _ = schedule(plan, FakeExecutor({}))
+    assert run(first).status == Status.SUCCEEDED
+    edited = make_plan(
+        [CHAIN[0], {**CHAIN[2], "depends_on": ["a"]}, {"id": "new", "tool": "echo"}]
+    )  # b removed, c now below a, `new` added
+    ex = FakeExecutor({})
+    sched, events = resume(edited, previous_of(first), ex)
+    assert run(sched).status == Status.SUCCEEDED and ex.calls == ["new"]
+    assert started(events) == {"new": NOT_IN_PREVIOUS}
+    assert statuses(sched) == {"a": "succeeded", "c": "succeeded", "new": "succeeded"}
+
+
+def test_an_ignored_failure_is_kept_with_its_error_on_every_later_resume() -> None:
+    plan = make_plan(
+        [
+            {"id": "flaky", "tool": "echo", "on_failure": "ignore", "result_variable": "r"},
+            {"id": "after", "tool": "echo", "args": {"value": "${r}"}},
+            {"id": "last", "tool": "echo"},
+        ]
+    )
+    first, _ = schedule(plan, FakeExecutor({"flaky": fails("code 3"), "last": fails("no")}))
+    run(first)
+    previous = previous_of(first)
+    for _ in range(2):  # the resume that finishes the run, then one of the finished run
+        ex = FakeExecutor({})
+        sched, _ = resume(plan, previous, ex)
+        assert run(sched).status == Status.SUCCEEDED
+        assert sched.records["flaky"].status == Status.IGNORED
+        assert sched.records["flaky"].error == "code 3" and "flaky" not in ex.calls
+        assert sched.records["after"].result is None  # the ignored step's variable: null
+        previous = previous_of(sched)
+    assert ex.calls == []
+
+
+def test_a_revision_may_not_redefine_a_completed_step() -> None:
+    ask, contexts = planner([{"id": "first", "tool": "echo", "args": {"value": 2}}], ROUTE)
+    sched, _, notices = replanning(
+        make_plan(REPLAN_PLAN), ask, FakeExecutor({"fetch": fails("no")})
+    )
+    assert run(sched).status == Status.SUCCEEDED
+    assert notices[0].startswith("replan 1 rejected:") and "'first'" in contexts[1]["error"]
+    assert sched.records["first"].result == 1  # the completed step, as it ran
