@@ -287,12 +287,13 @@ def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
 
 @pytest.mark.slow  # real signals to a real run
 def test_the_json_file_itself_is_current_after_kill_9(write, tmp_path):
+    sleep = unique_sleep(21)  # pkill'ed below: no other test's or checkout's sleep
     write(
         "p.yaml",
-        """
+        f"""
         steps:
-          - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
-          - {id: long, tool: shell, args: {cmd: "sleep 21.25"}, depends_on: [quick]}
+          - {{id: quick, tool: shell, args: {{cmd: "echo quick >> log"}}}}
+          - {{id: long, tool: shell, args: {{cmd: "{sleep}"}}, depends_on: [quick]}}
     """,
     )
     proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.DEVNULL)
@@ -308,7 +309,7 @@ def test_the_json_file_itself_is_current_after_kill_9(write, tmp_path):
     wait_until(long_running_in_the_snapshot, what="the snapshot to show 'long' running")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    subprocess.run(["pkill", "-f", "sleep 21.25"])
+    subprocess.run(["pkill", "-f", sleep])
     raw = json.loads(snapshot.read_text())  # no journal replay
     assert {k: v["status"] for k, v in raw["steps"].items()} == {
         "quick": "succeeded",
