@@ -95,7 +95,7 @@ def check_plan_file(
     Raises UsageError/PlanInvalid as the loader does for a file that cannot be read or parsed.
     """
     file = path if file is None else file
-    raw = read_plan(path)
+    raw = read_plan(path, file)
     if not (cache and enabled()):
         return _check(raw, path, file, variables, servers)
     key = plan_key(raw, file, variables or {}, servers)

@@ -57,11 +57,13 @@ def load_document(path: str | os.PathLike[str]) -> Document:
     return load_bytes(read_plan(file), file)
 
 
-def read_plan(file: str) -> bytes:
-    """The bytes of the plan file `file`; UsageError if it does not exist, PlanInvalid if it
-    cannot be read or is not a regular file."""
+def read_plan(path: str, file: str | None = None) -> bytes:
+    """The bytes of the plan file at `path`; UsageError if it does not exist, PlanInvalid if it
+    cannot be read or is not a regular file. Errors name it `file` (as the user gave it;
+    default `path`)."""
+    file = path if file is None else file
     try:
-        return read_regular_file(file)  # a FIFO or a device is refused, never opened blocking
+        return read_regular_file(path)  # a FIFO or a device is refused, never opened blocking
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"plan file not found: {file}") from None
     except NotARegularFile as exc:
