@@ -282,6 +282,43 @@ def spawn_planrun(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[Any]:
     return subprocess.Popen([sys.executable, "-m", "planrun", *args], cwd=cwd, **popen)
 
 
+def answer_at_tty(
+    cwd: Path | str, args: list[str], answers: list[str], timeout: float = 30
+) -> tuple[int, str, str]:
+    """Run `python -m planrun ARGS` with a pseudo-terminal as stdin and stderr, answering each
+    `[y/N]` question in turn: (exit code, stdout, what the terminal showed)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", *args],
+        cwd=cwd,
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(follower)
+    seen = b""
+    deadline = time.monotonic() + timeout
+    for answer in answers:
+        asked = seen.count(b"[y/N]")
+        while seen.count(b"[y/N]") == asked and time.monotonic() < deadline:
+            try:
+                seen += os.read(leader, 4096)
+            except OSError:
+                break
+        os.write(leader, answer.encode() + b"\n")
+    out, _ = proc.communicate(timeout=timeout)
+    try:
+        while chunk := os.read(leader, 4096):
+            seen += chunk
+    except OSError:
+        pass
+    os.close(leader)
+    return proc.returncode, out.decode(), seen.decode(errors="replace")
+
+
 def wait_until(
     condition: Callable[[], T], timeout: float = 15, interval: float = 0.02, what: str = ""
 ) -> T:

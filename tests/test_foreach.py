@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
 from planrun.fanout import FanOutError, elements, summarize
 from planrun.instances import group_instances, instance_id, parent_of
-from tests.conftest import ROOT, assert_no_traceback, planrun
+from tests.conftest import ROOT, answer_at_tty, assert_no_traceback, planrun
 
 
 def steps_of(doc: dict) -> dict[str, dict]:
@@ -726,42 +724,6 @@ def test_replan_gets_the_step_and_a_new_foreach_expands_afresh(run, write, tmp_p
     assert s["first"]["result"] == ["a", "b"] and s["first[1]"]["result"] == "b"
 
 
-def _answer_at_tty(cwd: Path, args: list[str], answers: list[str]) -> tuple[int, str, str]:
-    """Run planrun with a pseudo-terminal as stdin/stderr, answering each [y/N] in turn."""
-    import os
-    import pty
-    import subprocess
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "planrun", *args],
-        cwd=cwd,
-        stdin=slave,
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    os.close(slave)
-    seen = b""
-    deadline = time.monotonic() + 30
-    for answer in answers:
-        asked = seen.count(b"[y/N]")
-        while seen.count(b"[y/N]") == asked and time.monotonic() < deadline:
-            try:
-                seen += os.read(master, 4096)
-            except OSError:
-                break
-        os.write(master, answer.encode() + b"\n")
-    out, _ = proc.communicate(timeout=30)
-    try:
-        while chunk := os.read(master, 4096):
-            seen += chunk
-    except OSError:
-        pass
-    os.close(master)
-    return proc.returncode, out.decode(), seen.decode(errors="replace")
-
-
 def test_approval_at_a_tty_is_asked_per_instance(write, tmp_path):
     write(
         "p.yaml",
@@ -771,7 +733,7 @@ def test_approval_at_a_tty_is_asked_per_instance(write, tmp_path):
         """,
     )
     args = ["run", "p.yaml", "--output", "json", "--no-state", "-j", "1"]
-    code, out, err = _answer_at_tty(tmp_path, args, ["y", "n"])
+    code, out, err = answer_at_tty(tmp_path, args, ["y", "n"])
     assert code == 5, (out, err)
     assert "step 'fan[0]' needs approval" in err and "step 'fan[1]' needs approval" in err
     s = steps_of(json.loads(out))

@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_no_traceback, planrun, spawn_planrun, wait_for_file
-from tests.test_run import _run_at_tty
+from tests.conftest import (
+    answer_at_tty,
+    assert_no_traceback,
+    planrun,
+    spawn_planrun,
+    wait_for_file,
+)
 
 
 def _log(tmp_path: Path) -> list[str]:
@@ -283,8 +288,8 @@ def test_no_at_the_prompt_stops_the_running_steps_like_abort(write, tmp_path):
           - {id: deploy, tool: echo, args: {value: 1}, approval: true, depends_on: [ready]}
         """,
     )
-    # `slow` outlasts _run_at_tty's timeout: a run that waited for it fails the test.
-    code, out = _run_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], "n")
+    # `slow` outlasts answer_at_tty's timeout: a run that waited for it fails the test.
+    code, out = answer_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], ["n"], 20)[:2]
     assert code == 5, out
     doc = json.loads(out)
     assert doc["status"] == "blocked" and doc["reason"] == "denied"

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_no_process_left, assert_no_traceback
+from tests.conftest import answer_at_tty, assert_no_process_left, assert_no_traceback
 
 
 @pytest.mark.e2e  # a real `python -m planrun` process
@@ -535,44 +534,6 @@ def test_bad_var_syntax_is_usage_error(run, write):
     assert_no_traceback(r)
 
 
-def _run_at_tty(cwd: Path, args: list[str], answer: str) -> tuple[int, str]:
-    """Run planrun with a real pseudo-terminal as stdin/stderr, answering its question."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "planrun", *args],
-        cwd=cwd,
-        stdin=slave,
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    os.close(slave)
-    seen = b""
-    deadline = time.monotonic() + 20
-    while b"[y/N]" not in seen and time.monotonic() < deadline:
-        try:
-            seen += os.read(master, 4096)
-        except OSError:
-            break
-    os.write(master, answer.encode() + b"\n")
-    out, _ = proc.communicate(timeout=20)
-    try:
-        while True:
-            chunk = os.read(master, 4096)
-            if not chunk:
-                break
-            seen += chunk
-    except OSError:
-        pass
-    os.close(master)
-    return proc.returncode, out.decode()
-
-
 def test_approval_at_a_tty_no_denies_and_yes_runs(write, tmp_path):
     write(
         "p.yaml",
@@ -582,7 +543,7 @@ def test_approval_at_a_tty_no_denies_and_yes_runs(write, tmp_path):
           - {id: deploy, tool: shell, args: {cmd: "touch deployed"}, approval: true, depends_on: [before]}
     """,
     )
-    code, out = _run_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], "n")
+    code, out = answer_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], ["n"], 20)[:2]
     assert code == 5, out
     doc = json.loads(out)
     assert doc["status"] == "blocked" and doc["reason"] == "denied"
@@ -591,7 +552,7 @@ def test_approval_at_a_tty_no_denies_and_yes_runs(write, tmp_path):
         "deploy": "interrupted",
     }
     assert not (tmp_path / "deployed").exists()
-    code, out = _run_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], "y")
+    code, out = answer_at_tty(tmp_path, ["run", "p.yaml", "--output", "json"], ["y"], 20)[:2]
     assert code == 0, out
     assert (tmp_path / "deployed").exists()
 

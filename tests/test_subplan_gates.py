@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_no_traceback
-from tests.test_run import _run_at_tty
+from tests.conftest import answer_at_tty, assert_no_traceback
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 
@@ -104,12 +103,12 @@ def test_nested_gate_is_named_by_its_path(run, write, tmp_path):
 def test_child_gate_at_a_tty_asks_when_reached(write, tmp_path):
     write("child.yaml", GATED_CHILD)
     write("parent.yaml", "steps:\n  - {id: sub, tool: plan, args: {path: child.yaml}}\n")
-    code, out = _run_at_tty(tmp_path, ["run", "parent.yaml", "--output", "json"], "n")
+    code, out = answer_at_tty(tmp_path, ["run", "parent.yaml", "--output", "json"], ["n"], 20)[:2]
     assert code == 5, out
     doc = json.loads(out)
     assert (doc["status"], doc["reason"]) == ("blocked", "denied")
     assert not (tmp_path / "RAN").exists()
-    code, out = _run_at_tty(tmp_path, ["run", "parent.yaml", "--output", "json"], "y")
+    code, out = answer_at_tty(tmp_path, ["run", "parent.yaml", "--output", "json"], ["y"], 20)[:2]
     assert code == 0, out
     assert (tmp_path / "RAN").exists()
 
