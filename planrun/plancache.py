@@ -70,7 +70,6 @@ MAX_ENTRIES = 64
 MAX_ENTRY_BYTES = 64 << 20
 _DEPENDENCIES = ("pydantic", "pydantic_core", "yaml", "jinja2")
 _STALE_TEMP_NS = 600 * 10**9  # a temporary file a killed writer left behind
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 _fingerprint: str | None = None
 
@@ -281,26 +280,14 @@ class PlanStore:
         """The bytes of the entry for `key`: a regular file of this user, else None."""
         if not self._dirs_safe():
             return None
+        from planrun.cache.safeio import read_regular_stat
+
+        path = os.path.join(self.dir, f"{key}.json")
         try:
-            fd = os.open(os.path.join(self.dir, f"{key}.json"), _READ_FLAGS)
-        except OSError:
+            data, st = read_regular_stat(path, MAX_ENTRY_BYTES, flags=os.O_NOFOLLOW)
+        except OSError:  # missing, a link, a FIFO, too large, unreadable: a miss
             return None
-        try:
-            st = os.fstat(fd)
-            if (
-                not stat.S_ISREG(st.st_mode)
-                or st.st_uid != os.geteuid()
-                or st.st_size > MAX_ENTRY_BYTES
-            ):
-                return None
-            chunks = []
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            return b"".join(chunks)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
+        return data if st.st_uid == os.geteuid() else None
 
     def put(self, key: str, blob: bytes) -> None:
         """Write the entry atomically and prune; failing to write only costs speed."""

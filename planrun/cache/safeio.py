@@ -31,13 +31,16 @@ def read_regular(path: str, limit: int | None = None) -> bytes:
     return read_regular_stat(path, limit)[0]
 
 
-def read_regular_stat(path: str, limit: int | None = None) -> tuple[bytes, os.stat_result]:
+def read_regular_stat(
+    path: str, limit: int | None = None, *, flags: int = 0
+) -> tuple[bytes, os.stat_result]:
     """The bytes of a regular file and its stat as it was opened; OSError for anything else,
     or for a file larger than `limit` bytes (a shortcut file grown absurdly is not loaded).
+    `flags` are added to the open (O_NOFOLLOW: a symbolic link is refused too).
 
     Plain reads on the descriptor, no file object: a run reads one entry per cached step, and
     a buffered reader costs as much as the reads themselves on small files."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | flags)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
