@@ -79,7 +79,7 @@ def make_cache_group(guard: Callable[[Command], Command]) -> click.Group:
         """Drop entries, least recently used first, until the cache fits."""
         from planrun.cache.prune import parse_size
         from planrun.cache.prune import prune as do_prune
-        from planrun.model import parse_duration
+        from planrun.durations import parse_duration
 
         if max_size is None and older_than is None:
             raise UsageError("cache prune needs --max-size SIZE or --older-than DURATION")
