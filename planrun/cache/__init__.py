@@ -21,7 +21,6 @@ def step_cached(step: Step) -> bool:
     Here, not in planrun.cache.session, so that a run can ask it without importing the cache
     machinery (~10 ms) for a plan that caches nothing.
     """
-    flag = getattr(step, "cache", None)
-    if flag is not None:
-        return bool(flag)
-    return bool(getattr(step, "sources", None) or getattr(step, "outputs", None))
+    if step.cache is not None:
+        return step.cache
+    return bool(step.sources or step.outputs)

@@ -55,7 +55,7 @@ def open_session(
     """A session when some step of the plan is cached and the cache is on, else None."""
     if not options.enabled or not any(step_cached(s) for s in plan.steps):
         return None
-    dotenv = [str(d) for d in (getattr(plan, "dotenv", None) or [])]
+    dotenv = list(plan.dotenv)
     return CacheSession(
         options, plan.name or "plan", cwd, env, warn, secret_values, dotenv, dry_run=dry_run
     )
