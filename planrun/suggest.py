@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The one of `choices` closest to `word`, or None when none is close."""
+    import difflib  # only for a message: not on the start-up path of a run
+
     match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return match[0] if match else None
 
