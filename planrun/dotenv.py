@@ -5,24 +5,31 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from typing import Any
 
 from planrun.errors import Diagnostic, PlanInvalid
+from planrun.record import FrozenRecord
 
 MAX_DOTENV_BYTES = 1 << 20  # a dotenv file is a handful of settings, never megabytes
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
+_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
-@dataclass(frozen=True)
-class DotenvEntry:
+class DotenvEntry(FrozenRecord):
     """One `dotenv:` item: the path as written (without `?`), whether optional, its position."""
 
+    __slots__ = ("path", "optional", "line", "col")
     path: str
     optional: bool
     line: int
     col: int
+
+    def __init__(self, path: str, optional: bool, line: int, col: int) -> None:
+        _set(self, "path", path)
+        _set(self, "optional", optional)
+        _set(self, "line", line)
+        _set(self, "col", col)
 
 
 class _LineError(Exception):

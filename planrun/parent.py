@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from planrun.errors import Diagnostic
 from planrun.events import Event
 from planrun.plan import Policy
+from planrun.record import FrozenRecord
 from planrun.runtree import (
     STEP_SEPARATOR,
     SUB_PLAN_TOOL,
@@ -27,6 +27,8 @@ from planrun.runtree import (
     Slots,
 )
 from planrun.tools.base import ParentContext
+
+_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 if TYPE_CHECKING:
     from planrun.checked import CheckedPlan
@@ -101,13 +103,18 @@ def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]
     return forward
 
 
-@dataclass(frozen=True)
-class SubPlanCall:
+class SubPlanCall(FrozenRecord):
     """One `plan` step starting its sub-plan: the parent run, the step, the sub-plan's file."""
 
+    __slots__ = ("parent", "step_id", "path")
     parent: ParentContext
     step_id: str
     path: str  # real path of the sub-plan file
+
+    def __init__(self, parent: ParentContext, step_id: str, path: str) -> None:
+        _set(self, "parent", parent)
+        _set(self, "step_id", step_id)
+        _set(self, "path", path)
 
     @property
     def prefix(self) -> str:

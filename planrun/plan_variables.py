@@ -10,7 +10,6 @@ yet, so reading them is a validation error.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from planrun.errors import Diagnostic, PlanInvalid
@@ -21,16 +20,25 @@ from planrun.expressions import (
     resolve,
     template_strings,
 )
+from planrun.record import FrozenRecord
 from planrun.suggest import did_you_mean
 
 Path = tuple[str | int, ...]
+_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
-@dataclass(frozen=True, slots=True)
-class VariableProblem:
+class VariableProblem(FrozenRecord):
+    """What is wrong with one expression in the plan's `variables`."""
+
+    __slots__ = ("path", "message", "hint")
     path: Path  # from the plan's root: ("variables", name, ...)
     message: str
-    hint: str | None = None
+    hint: str | None
+
+    def __init__(self, path: Path, message: str, hint: str | None = None) -> None:
+        _set(self, "path", path)
+        _set(self, "message", message)
+        _set(self, "hint", hint)
 
 
 def check_plan_variables(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from planrun.record import FrozenRecord, Record
 from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
 
 if TYPE_CHECKING:
@@ -40,28 +40,73 @@ class ToolPool(Protocol):
     ) -> Any: ...
 
 
-@dataclass(frozen=True)
-class Services:
+_set = object.__setattr__  # a frozen record's fields are set once, in __init__
+
+
+class Services(FrozenRecord):
     """What a run lends the tools of all its steps, besides each step's own context."""
 
-    mcp: ToolPool | None = None  # the plan's MCP servers; None when it names none
-    notice: Notice | None = None  # the console's notice line
-    dotenv: Mapping[str, str] = field(default_factory=dict)  # sent with steps run elsewhere (Dask)
+    __slots__ = ("mcp", "notice", "dotenv")
+    mcp: ToolPool | None  # the plan's MCP servers; None when it names none
+    notice: Notice | None  # the console's notice line
+    dotenv: Mapping[str, str]  # sent with steps run elsewhere (Dask)
+
+    def __init__(
+        self,
+        mcp: ToolPool | None = None,
+        notice: Notice | None = None,
+        dotenv: Mapping[str, str] | None = None,
+    ) -> None:
+        _set(self, "mcp", mcp)
+        _set(self, "notice", notice)
+        _set(self, "dotenv", {} if dotenv is None else dotenv)
 
 
-@dataclass
-class ToolContext:
+class ToolContext(Record):
     """What a tool may know about the run it is part of."""
 
+    __slots__ = (
+        "step_id",
+        "cwd",
+        "env",
+        "timeout",
+        "on_output",
+        "services",
+        "resources",
+        "output",
+        "parent",
+    )
     step_id: str
     cwd: str  # the working directory planrun was started in; relative paths resolve here
     env: dict[str, str]  # the process environment (read-only by convention)
-    timeout: float | None = None  # the step timeout in seconds, for tools that enforce it remotely
-    on_output: OutputCallback | None = None
-    services: Services = field(default_factory=Services)
-    resources: dict[str, float] | None = None  # the step's `resources`, for the Dask executor
-    output: str | None = None  # what an in-process tool printed, shown as the step's output
-    parent: ParentContext | None = None  # the run this step is part of, for a `plan` step
+    timeout: float | None  # the step timeout in seconds, for tools that enforce it remotely
+    on_output: OutputCallback | None
+    services: Services
+    resources: dict[str, float] | None  # the step's `resources`, for the Dask executor
+    output: str | None  # what an in-process tool printed, shown as the step's output
+    parent: ParentContext | None  # the run this step is part of, for a `plan` step
+
+    def __init__(
+        self,
+        step_id: str,
+        cwd: str,
+        env: dict[str, str],
+        timeout: float | None = None,
+        on_output: OutputCallback | None = None,
+        services: Services | None = None,
+        resources: dict[str, float] | None = None,
+        output: str | None = None,
+        parent: ParentContext | None = None,
+    ) -> None:
+        self.step_id = step_id
+        self.cwd = cwd
+        self.env = env
+        self.timeout = timeout
+        self.on_output = on_output
+        self.services = Services() if services is None else services
+        self.resources = resources
+        self.output = output
+        self.parent = parent
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
