@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from planrun.errors import Diagnostic
+from planrun.record import Record
 
 if TYPE_CHECKING:
     from planrun.loader import Document
     from planrun.plan import Plan
 
 
-@dataclass
-class CheckedPlan:
+class CheckedPlan(Record):
     """A loaded plan (None when the schema check failed) and every diagnostic found."""
 
+    __slots__ = ("plan", "diagnostics", "doc")
     plan: Plan | None
     diagnostics: list[Diagnostic]
     doc: Document
+
+    def __init__(self, plan: Plan | None, diagnostics: list[Diagnostic], doc: Document) -> None:
+        self.plan = plan
+        self.diagnostics = diagnostics
+        self.doc = doc
 
     @property
     def ok(self) -> bool:

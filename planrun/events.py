@@ -37,8 +37,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+from planrun.record import Record
 
 Subscriber = Callable[["Event"], None]
 
@@ -66,13 +67,30 @@ def iso_ts(ts: float) -> str:
     return f"{prefix}.{micros // 1000:03d}Z"
 
 
-@dataclass(slots=True)
-class Event:
+class Event(Record):
+    """One thing that happened in a run: its name, the plan, the step (if any), the event's
+    data (see above) and when it happened (`ts`, seconds since the epoch; now by default)."""
+
+    __slots__ = ("event", "plan", "step", "data", "ts")
     event: str
     plan: str
-    step: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-    ts: float = field(default_factory=time.time)
+    step: str | None
+    data: dict[str, Any]
+    ts: float
+
+    def __init__(
+        self,
+        event: str,
+        plan: str,
+        step: str | None = None,
+        data: dict[str, Any] | None = None,
+        ts: float | None = None,
+    ) -> None:
+        self.event = event
+        self.plan = plan
+        self.step = step
+        self.data = {} if data is None else data
+        self.ts = time.time() if ts is None else ts
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"ts": iso_ts(self.ts), "event": self.event, "plan": self.plan}

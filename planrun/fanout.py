@@ -13,12 +13,12 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from planrun.expressions import ExpressionError, parse_template, resolve
 from planrun.instances import grouped, instance_id, parent_of
 from planrun.plan import Step, replace
+from planrun.record import Record
 from planrun.text import kind_of
 
 DEFAULT_AS = "item"
@@ -184,11 +184,18 @@ def summarize(ids: list[str], records: Mapping[str, InstanceRecord]) -> Verdict:
     return Verdict("succeeded", result, None)
 
 
-@dataclass
-class _Expansion:
+class _Expansion(Record):
+    """One expanded foreach step: its instance ids, when it expanded, the ids not yet done."""
+
+    __slots__ = ("ids", "started", "open")
     ids: list[str]
     started: float
-    open: set[str] = field(default_factory=set)
+    open: set[str]
+
+    def __init__(self, ids: list[str], started: float, open: set[str] | None = None) -> None:
+        self.ids = ids
+        self.started = started
+        self.open = set() if open is None else open
 
 
 class FanOuts:

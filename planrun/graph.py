@@ -7,12 +7,12 @@ import heapq
 import operator
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from planrun.conditions import when_source
 from planrun.expressions import ExpressionError, parse_template, template_strings
 from planrun.plan import Step
+from planrun.record import Record
 from planrun.status import Status
 
 
@@ -27,17 +27,33 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
         yield from template_strings(step.title, ("title",))
 
 
-@dataclass
-class PlanGraph:
+class PlanGraph(Record):
     """Steps in file order with their effective dependencies (in file order)."""
 
+    __slots__ = ("order", "deps", "kinds", "titles", "tools", "instances")
     order: list[str]
     deps: dict[str, list[str]]
-    kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (from, to) -> explicit|data
-    titles: dict[str, str] = field(default_factory=dict)
-    tools: dict[str, str] = field(default_factory=dict)
+    kinds: dict[tuple[str, str], str]  # (from, to) -> explicit|data
+    titles: dict[str, str]
+    tools: dict[str, str]
     # foreach steps: instance ids when known, else a placeholder (`<foreach over <a result>>`)
-    instances: dict[str, list[str] | str] = field(default_factory=dict)
+    instances: dict[str, list[str] | str]
+
+    def __init__(
+        self,
+        order: list[str],
+        deps: dict[str, list[str]],
+        kinds: dict[tuple[str, str], str] | None = None,
+        titles: dict[str, str] | None = None,
+        tools: dict[str, str] | None = None,
+        instances: dict[str, list[str] | str] | None = None,
+    ) -> None:
+        self.order = order
+        self.deps = deps
+        self.kinds = {} if kinds is None else kinds
+        self.titles = {} if titles is None else titles
+        self.tools = {} if tools is None else tools
+        self.instances = {} if instances is None else instances
 
     def foreach_note(self, sid: str) -> str | None:
         """`foreach: 3 instances` / `foreach over <a result>` for a foreach step, else None."""

@@ -9,7 +9,6 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from planrun.cache import step_cached
@@ -25,6 +24,7 @@ from planrun.parent import (
     forward_steps,
 )
 from planrun.plan import Plan
+from planrun.record import Record
 from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import OpenedState, attach_reporters, open_state, started_event
 from planrun.runstate import decide_resume
@@ -55,16 +55,32 @@ async def _check_mcp_tools(
         raise PlanInvalid(errors)
 
 
-@dataclass
-class Attached:
+class Attached(Record):
     """Where a run's events go and what to close after it."""
 
+    __slots__ = ("bus", "masks", "notice", "console", "closers", "substeps")
     bus: EventBus
     masks: MaskChain  # the secrets of every run in the tree
-    notice: Notice | None = None
-    console: Any = None  # the ConsoleReporter of a top-level run
-    closers: list[Callable[[], None]] = field(default_factory=list)
-    substeps: Any = None  # planrun.substeps.SubStepRows of a top-level run
+    notice: Notice | None
+    console: Any  # the ConsoleReporter of a top-level run
+    closers: list[Callable[[], None]]
+    substeps: Any  # planrun.substeps.SubStepRows of a top-level run
+
+    def __init__(
+        self,
+        bus: EventBus,
+        masks: MaskChain,
+        notice: Notice | None = None,
+        console: Any = None,
+        closers: list[Callable[[], None]] | None = None,
+        substeps: Any = None,
+    ) -> None:
+        self.bus = bus
+        self.masks = masks
+        self.notice = notice
+        self.console = console
+        self.closers = [] if closers is None else closers
+        self.substeps = substeps
 
 
 def _attach(

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from planrun.record import Record
 from planrun.scope import StepRecord
 from planrun.status import Reason, Status
 
 
-@dataclass
-class Outcome:
+class Outcome(Record):
+    """How a run ended: its status, why, the one-line error (if any) and how long it took."""
+
+    __slots__ = ("status", "reason", "error", "duration_s")
     status: Status
     reason: Reason
     error: str | None
     duration_s: float
+
+    def __init__(
+        self, status: Status, reason: Reason, error: str | None, duration_s: float
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self.error = error
+        self.duration_s = duration_s
 
 
 def result_document(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from planrun.checked import CheckedPlan
@@ -15,43 +14,139 @@ from planrun.events import Event
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
+from planrun.record import Record
 from planrun.status import Status
 
 
-@dataclass
-class RunRequest:
+class RunRequest(Record):
     """Everything `planrun run` can be told (CLI options, MCP tool arguments)."""
 
+    __slots__ = (
+        "plan",
+        "text",
+        "variables",
+        "vars_file",
+        "jobs",
+        "state",
+        "no_state",
+        "resume",
+        "keep_going",
+        "yes",
+        "only",
+        "dry_run",
+        "output",
+        "events",
+        "junit",
+        "quiet",
+        "stream",
+        "executor",
+        "address",
+        "planner",
+        "mcp_config",
+        "force",
+        "no_cache",
+        "cache_dir",
+        "explain",
+        "cwd",
+        "interactive",
+        "console",
+        "subscribers",
+        "start_hint",
+    )
     plan: str  # a path, or a label for inline text
-    text: str | None = None  # inline plan text (MCP)
-    variables: dict[str, Any] = field(default_factory=dict)  # --var
-    vars_file: str | None = None
-    jobs: int | None = None
-    state: str | None = None
-    no_state: bool = False
-    resume: bool = False
-    keep_going: bool = False
-    yes: bool = False
-    only: list[str] = field(default_factory=list)
-    dry_run: bool = False
-    output: str = "text"
-    events: str | None = None
-    junit: str | None = None
-    quiet: bool = False
-    stream: bool = False
-    executor: str | None = None
-    address: str | None = None
-    planner: str | None = None
-    mcp_config: str | None = None
-    force: list[str] = field(default_factory=list)  # step ids, or "*" for all
-    no_cache: bool = False
-    cache_dir: str | None = None
-    explain: bool = False
-    cwd: str = field(default_factory=os.getcwd)
-    interactive: bool = False  # a TTY to ask approval questions at
-    console: bool = True  # human progress on stderr
-    subscribers: list[Callable[[Event], None]] = field(default_factory=list)
-    start_hint: str | None = None  # how a hint says "start a run" (None: the CLI command)
+    text: str | None  # inline plan text (MCP)
+    variables: dict[str, Any]  # --var
+    vars_file: str | None
+    jobs: int | None
+    state: str | None
+    no_state: bool
+    resume: bool
+    keep_going: bool
+    yes: bool
+    only: list[str]
+    dry_run: bool
+    output: str
+    events: str | None
+    junit: str | None
+    quiet: bool
+    stream: bool
+    executor: str | None
+    address: str | None
+    planner: str | None
+    mcp_config: str | None
+    force: list[str]  # step ids, or "*" for all
+    no_cache: bool
+    cache_dir: str | None
+    explain: bool
+    cwd: str  # the process's working directory by default
+    interactive: bool  # a TTY to ask approval questions at
+    console: bool  # human progress on stderr
+    subscribers: list[Callable[[Event], None]]
+    start_hint: str | None  # how a hint says "start a run" (None: the CLI command)
+
+    def __init__(
+        self,
+        plan: str,
+        text: str | None = None,
+        variables: dict[str, Any] | None = None,
+        vars_file: str | None = None,
+        jobs: int | None = None,
+        state: str | None = None,
+        no_state: bool = False,
+        resume: bool = False,
+        keep_going: bool = False,
+        yes: bool = False,
+        only: list[str] | None = None,
+        dry_run: bool = False,
+        output: str = "text",
+        events: str | None = None,
+        junit: str | None = None,
+        quiet: bool = False,
+        stream: bool = False,
+        executor: str | None = None,
+        address: str | None = None,
+        planner: str | None = None,
+        mcp_config: str | None = None,
+        force: list[str] | None = None,
+        no_cache: bool = False,
+        cache_dir: str | None = None,
+        explain: bool = False,
+        cwd: str | None = None,
+        interactive: bool = False,
+        console: bool = True,
+        subscribers: list[Callable[[Event], None]] | None = None,
+        start_hint: str | None = None,
+    ) -> None:
+        self.plan = plan
+        self.text = text
+        self.variables = {} if variables is None else variables
+        self.vars_file = vars_file
+        self.jobs = jobs
+        self.state = state
+        self.no_state = no_state
+        self.resume = resume
+        self.keep_going = keep_going
+        self.yes = yes
+        self.only = [] if only is None else only
+        self.dry_run = dry_run
+        self.output = output
+        self.events = events
+        self.junit = junit
+        self.quiet = quiet
+        self.stream = stream
+        self.executor = executor
+        self.address = address
+        self.planner = planner
+        self.mcp_config = mcp_config
+        self.force = [] if force is None else force
+        self.no_cache = no_cache
+        self.cache_dir = cache_dir
+        self.explain = explain
+        self.cwd = os.getcwd() if cwd is None else cwd
+        self.interactive = interactive
+        self.console = console
+        self.subscribers = [] if subscribers is None else subscribers
+        self.start_hint = start_hint
 
     def how_to_start(self) -> str:
         """How the caller starts a fresh run of this plan, as error hints name it: the CLI
@@ -59,14 +154,32 @@ class RunRequest:
         return self.start_hint or f"'planrun run {self.plan}'"
 
 
-@dataclass
-class Prepared:
+class Prepared(Record):
+    """A plan ready to run: checked, its variables evaluated, its steps selected and ordered."""
+
+    __slots__ = ("checked", "plan", "variables", "selected", "graph", "dotenv")
     checked: CheckedPlan
     plan: Plan  # for a sub-plan, with the enclosing plans' policy merged into its own
     variables: dict[str, Any]
     selected: list[str]
     graph: PlanGraph
-    dotenv: dict[str, str] = field(default_factory=dict)  # from the plan's `dotenv:` files
+    dotenv: dict[str, str]  # from the plan's `dotenv:` files
+
+    def __init__(
+        self,
+        checked: CheckedPlan,
+        plan: Plan,
+        variables: dict[str, Any],
+        selected: list[str],
+        graph: PlanGraph,
+        dotenv: dict[str, str] | None = None,
+    ) -> None:
+        self.checked = checked
+        self.plan = plan
+        self.variables = variables
+        self.selected = selected
+        self.graph = graph
+        self.dotenv = {} if dotenv is None else dotenv
 
     def environment(self) -> dict[str, str]:
         """The steps' environment: the dotenv values under the process environment."""
@@ -78,14 +191,21 @@ class Prepared:
         return Masker(self.plan.secrets, variables, env)
 
 
-@dataclass
-class Finished:
+class Finished(Record):
     """A run's end: the result document (secrets masked), its exit code, and the final
     variables as the steps saw them (what a `plan` step returns to its parent)."""
 
+    __slots__ = ("document", "code", "variables")
     document: dict[str, Any]
     code: ExitCode
-    variables: dict[str, Any] = field(default_factory=dict)
+    variables: dict[str, Any]
+
+    def __init__(
+        self, document: dict[str, Any], code: ExitCode, variables: dict[str, Any] | None = None
+    ) -> None:
+        self.document = document
+        self.code = code
+        self.variables = {} if variables is None else variables
 
 
 EXIT_FOR_STATUS = {

@@ -9,13 +9,13 @@ run shows the kept steps as what they are (succeeded, ignored, skipped), never p
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from planrun.expressions import ExpressionError
 from planrun.fanout import foreach_fingerprint
 from planrun.graph import PlanGraph, data_sources
 from planrun.plan import Step
+from planrun.record import Record
 from planrun.scope import Scope, StepRecord, step_args, step_condition
 from planrun.status import Status
 
@@ -82,14 +82,24 @@ def why_run_again(
     return None
 
 
-@dataclass
-class ResumePlan:
+class ResumePlan(Record):
     """The decision for every selected step: kept (with its record) or run again (why)."""
 
-    kept: dict[str, StepRecord] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("kept", "reasons", "previous")
+    kept: dict[str, StepRecord]
+    reasons: dict[str, str]
     # what the previous run recorded, for foreach instances (decided when their step expands)
-    previous: Mapping[str, PreviousStep] = field(default_factory=dict)
+    previous: Mapping[str, PreviousStep]
+
+    def __init__(
+        self,
+        kept: dict[str, StepRecord] | None = None,
+        reasons: dict[str, str] | None = None,
+        previous: Mapping[str, PreviousStep] | None = None,
+    ) -> None:
+        self.kept = {} if kept is None else kept
+        self.reasons = {} if reasons is None else reasons
+        self.previous = {} if previous is None else previous
 
 
 def plan_resume(

@@ -10,13 +10,13 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import UsageError
 from planrun.events import Event, EventBus
 from planrun.plan import Plan
+from planrun.record import Record
 from planrun.request import Prepared, RunRequest, abs_path
 from planrun.resume import PreviousStep
 from planrun.runstate import no_saved_state, previous_steps, revised_prep
@@ -25,13 +25,23 @@ if TYPE_CHECKING:
     from planrun.state import StateStore
 
 
-@dataclass
-class OpenedState:
+class OpenedState(Record):
     """The locked state store of a run (None with --no-state) and what resume needs from it."""
 
+    __slots__ = ("store", "previous", "revisions")
     store: StateStore | None
-    previous: dict[str, PreviousStep] | None = None
-    revisions: list[dict[str, Any]] = field(default_factory=list)
+    previous: dict[str, PreviousStep] | None
+    revisions: list[dict[str, Any]]
+
+    def __init__(
+        self,
+        store: StateStore | None,
+        previous: dict[str, PreviousStep] | None = None,
+        revisions: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.store = store
+        self.previous = previous
+        self.revisions = [] if revisions is None else revisions
 
 
 def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:

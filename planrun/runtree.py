@@ -6,8 +6,9 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: asyncio only once a run starts (`planrun
 # validate` imports this module).
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from planrun.record import Record
 
 if TYPE_CHECKING:
     from planrun.plan import Limits
@@ -56,20 +57,36 @@ class Slots:
             self._sem.release()
 
 
-@dataclass
-class Budget:
+class Budget(Record):
     """`limits.max_steps` and `limits.tool_caps` of one run, charged together with its parents'.
 
     A step execution counts toward its own plan's limits and every enclosing plan's; the first
     limit reached refuses it (so the tighter bound wins).
     """
 
+    __slots__ = ("limits", "plan", "parent", "executions", "tool_counts", "spent")
     limits: Limits
     plan: str
-    parent: Budget | None = None
-    executions: int = 0
-    tool_counts: dict[str, int] = field(default_factory=dict)
-    spent: bool = False  # one of its own limits refused a step
+    parent: Budget | None
+    executions: int
+    tool_counts: dict[str, int]
+    spent: bool  # one of its own limits refused a step
+
+    def __init__(
+        self,
+        limits: Limits,
+        plan: str,
+        parent: Budget | None = None,
+        executions: int = 0,
+        tool_counts: dict[str, int] | None = None,
+        spent: bool = False,
+    ) -> None:
+        self.limits = limits
+        self.plan = plan
+        self.parent = parent
+        self.executions = executions
+        self.tool_counts = {} if tool_counts is None else tool_counts
+        self.spent = spent
 
     def charge(self, tool: str) -> str | None:
         """Count one execution of `tool`; the refusal text when a limit is reached."""

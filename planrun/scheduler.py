@@ -15,7 +15,6 @@ import graphlib
 import heapq
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from planrun.attempts import AttemptFailed, attempt, output_of, tool_context
@@ -28,6 +27,7 @@ from planrun.instances import parent_of
 from planrun.outcome import Outcome, result_document
 from planrun.plan import OnFailure, Plan, Step
 from planrun.planner import Failure, Replanner, ReplanRequest, ReplanStop, Revision, replan_request
+from planrun.record import replace
 from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
 from planrun.runtree import Budget, RunStopped, Slots
 from planrun.scope import Scope, StepRecord, fingerprint, rendered_title, step_args, step_condition

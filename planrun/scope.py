@@ -10,30 +10,68 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
 from planrun.graph import when_source
 from planrun.plan import Step
+from planrun.record import Record
 from planrun.status import Status
 
 
-@dataclass
-class StepRecord:
+class StepRecord(Record):
     """The scheduler's own view of one step in this run."""
 
-    status: Status = Status.PENDING
-    attempts: int = 0
-    result: Any = None
-    error: str | None = None
-    duration_s: float | None = None
-    fingerprint: str | None = None
-    executed: bool = False  # started (or settled by its own failure) in this run
-    kept: bool = False  # kept from the previous run as it was recorded there
-    upstream_failed: bool = False  # skipped because a step it depends on failed
-    result_masked: bool = False  # a secret was masked in the result as shown and stored
-    reason: str | None = None  # why it was skipped, or why it runs again on resume
+    __slots__ = (
+        "status",
+        "attempts",
+        "result",
+        "error",
+        "duration_s",
+        "fingerprint",
+        "executed",
+        "kept",
+        "upstream_failed",
+        "result_masked",
+        "reason",
+    )
+    status: Status
+    attempts: int
+    result: Any
+    error: str | None
+    duration_s: float | None
+    fingerprint: str | None
+    executed: bool  # started (or settled by its own failure) in this run
+    kept: bool  # kept from the previous run as it was recorded there
+    upstream_failed: bool  # skipped because a step it depends on failed
+    result_masked: bool  # a secret was masked in the result as shown and stored
+    reason: str | None  # why it was skipped, or why it runs again on resume
+
+    def __init__(
+        self,
+        status: Status = Status.PENDING,
+        attempts: int = 0,
+        result: Any = None,
+        error: str | None = None,
+        duration_s: float | None = None,
+        fingerprint: str | None = None,
+        executed: bool = False,
+        kept: bool = False,
+        upstream_failed: bool = False,
+        result_masked: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        self.status = status
+        self.attempts = attempts
+        self.result = result
+        self.error = error
+        self.duration_s = duration_s
+        self.fingerprint = fingerprint
+        self.executed = executed
+        self.kept = kept
+        self.upstream_failed = upstream_failed
+        self.result_masked = result_masked
+        self.reason = reason
 
     @property
     def blocks_dependents(self) -> bool:

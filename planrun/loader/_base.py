@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from planrun.errors import Diagnostic, PlanInvalid
+from planrun.record import Record
 from planrun.text import kind_of
 
 PathPart = str | int
@@ -26,13 +26,19 @@ class _Locator(Protocol):
     def pos(self, path: tuple[PathPart, ...], key: bool) -> Position: ...
 
 
-@dataclass
-class Document:
-    """A loaded plan: its plain data and the way back to source positions."""
+class Document(Record):
+    """A loaded plan: its plain data and the way back to source positions (`_locator`: not
+    compared, not shown)."""
 
+    __slots__ = ("file", "data", "_locator")
     file: str  # the path as the user gave it (used in diagnostics)
     data: Any  # plain Python data (dict/list/str/int/float/bool/None)
-    _locator: _Locator | None = field(default=None, repr=False, compare=False)
+    _locator: _Locator | None
+
+    def __init__(self, file: str, data: Any, _locator: _Locator | None = None) -> None:
+        self.file = file
+        self.data = data
+        self._locator = _locator
 
     def pos(self, path: tuple[PathPart, ...] = (), *, key: bool = False) -> Position:
         """(line, col), both 1-based, of the value at `path`, e.g. ("steps", 3, "depends_on", 0).
@@ -66,10 +72,15 @@ class LazyDocument(Document):
     after `load` parses the same bytes the cache entry was made from.
     """
 
+    __slots__ = ("_load", "_data")
+    _load: Callable[[], Document] | None
+    _data: Any
+
     def __init__(self, file: str, load: Callable[[], Document]) -> None:
         self.file = file
-        self._load: Callable[[], Document] | None = load
-        self._data: Any = None
+        self._locator = None
+        self._load = load
+        self._data = None
 
     def _fill(self) -> None:
         if self._load is not None:

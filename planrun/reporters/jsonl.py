@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 from planrun.events import Event
 from planrun.plan import PlanNode
+from planrun.record import Record
 from planrun.reporters.failures import report_failed
 
 
@@ -24,7 +24,13 @@ def _fallback(value: Any) -> Any:
         return os.fspath(value)
     if isinstance(value, PlanNode):  # part of a plan: `as`, not asdict's `as_`
         return value.to_dict()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if isinstance(value, Record):  # written as dataclasses.asdict writes a dataclass
+        return dict(zip(value._FIELDS, value._values(), strict=True))
+    # A dataclass instance (dataclasses.is_dataclass's own test): `dataclasses` is imported
+    # only then; a run's own values are records, and a plain run never imports it.
+    if hasattr(type(value), "__dataclass_fields__"):
+        import dataclasses
+
         return dataclasses.asdict(value)
     dump = getattr(value, "model_dump", None)  # pydantic models
     if callable(dump):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from planrun.events import iso_ts
+from planrun.record import Record
 from planrun.statecheck import (
     check_step_fields,
 )
@@ -25,26 +25,70 @@ _JOURNAL_SUFFIX = ".journal"
 _LOCK_SUFFIX = ".lock"
 
 
-@dataclass(slots=True)
-class StepState:
+class StepState(Record):
     """What is known about one step of the run."""
 
-    status: str = Status.PENDING
-    attempts: int = 0
-    result: Any = None
-    error: str | None = None
-    started_at: str | None = None
-    ended_at: str | None = None
-    duration_s: float | None = None
-    fingerprint: str | None = None
-    result_variable: str | None = None
-    reason: str | None = None  # why it was skipped ("condition false", "upstream failed: a")
-    detail: str | None = None  # failure detail (command, stderr tail)
-    title: str | None = None  # the title as rendered when it last started (for reports)
-    result_masked: bool = False  # a secret was masked in `result`: it is not the value
+    __slots__ = (
+        "status",
+        "attempts",
+        "result",
+        "error",
+        "started_at",
+        "ended_at",
+        "duration_s",
+        "fingerprint",
+        "result_variable",
+        "reason",
+        "detail",
+        "title",
+        "result_masked",
+    )
+    status: str
+    attempts: int
+    result: Any
+    error: str | None
+    started_at: str | None
+    ended_at: str | None
+    duration_s: float | None
+    fingerprint: str | None
+    result_variable: str | None
+    reason: str | None  # why it was skipped ("condition false", "upstream failed: a")
+    detail: str | None  # failure detail (command, stderr tail)
+    title: str | None  # the title as rendered when it last started (for reports)
+    result_masked: bool  # a secret was masked in `result`: it is not the value
+
+    def __init__(
+        self,
+        status: str = Status.PENDING,
+        attempts: int = 0,
+        result: Any = None,
+        error: str | None = None,
+        started_at: str | None = None,
+        ended_at: str | None = None,
+        duration_s: float | None = None,
+        fingerprint: str | None = None,
+        result_variable: str | None = None,
+        reason: str | None = None,
+        detail: str | None = None,
+        title: str | None = None,
+        result_masked: bool = False,
+    ) -> None:
+        self.status = status
+        self.attempts = attempts
+        self.result = result
+        self.error = error
+        self.started_at = started_at
+        self.ended_at = ended_at
+        self.duration_s = duration_s
+        self.fingerprint = fingerprint
+        self.result_variable = result_variable
+        self.reason = reason
+        self.detail = detail
+        self.title = title
+        self.result_masked = result_masked
 
     def to_json(self) -> dict[str, Any]:
-        # Shallow on purpose: dataclasses.asdict deep-copies the result, which is slow for big ones.
+        # Shallow on purpose: a deep copy of the result (dataclasses.asdict's) is slow for big ones.
         return {
             "status": self.status,
             "attempts": self.attempts,
@@ -67,28 +111,78 @@ class StepState:
         return cls(**{k: v for k, v in doc.items() if k in _STEP_FIELDS})
 
 
-_STEP_FIELDS = frozenset(f.name for f in fields(StepState))
+_STEP_FIELDS = frozenset(StepState._FIELDS)
 
 
-@dataclass(slots=True)
-class RunState:
+class RunState(Record):
     """The whole state of a run: what the state file holds."""
 
+    __slots__ = (
+        "plan",
+        "version",
+        "digest",
+        "run_id",
+        "status",
+        "reason",
+        "error",
+        "started_at",
+        "ended_at",
+        "duration_s",
+        "variables",
+        "steps",
+        "revisions",
+        "pid",
+        "jobs",
+    )
     plan: str
-    version: int = STATE_VERSION
-    digest: str | None = None
-    run_id: str | None = None
-    status: str = Status.RUNNING
-    reason: str | None = None
-    error: str | None = None
-    started_at: str | None = None
-    ended_at: str | None = None
-    duration_s: float | None = None
-    variables: dict[str, Any] = field(default_factory=dict)
-    steps: dict[str, StepState] = field(default_factory=dict)  # in plan order
-    revisions: list[dict[str, Any]] = field(default_factory=list)
-    pid: int | None = None
-    jobs: int | None = None  # -j of the run (for the run report)
+    version: int
+    digest: str | None
+    run_id: str | None
+    status: str
+    reason: str | None
+    error: str | None
+    started_at: str | None
+    ended_at: str | None
+    duration_s: float | None
+    variables: dict[str, Any]
+    steps: dict[str, StepState]  # in plan order
+    revisions: list[dict[str, Any]]
+    pid: int | None
+    jobs: int | None  # -j of the run (for the run report)
+
+    def __init__(
+        self,
+        plan: str,
+        version: int = STATE_VERSION,
+        digest: str | None = None,
+        run_id: str | None = None,
+        status: str = Status.RUNNING,
+        reason: str | None = None,
+        error: str | None = None,
+        started_at: str | None = None,
+        ended_at: str | None = None,
+        duration_s: float | None = None,
+        variables: dict[str, Any] | None = None,
+        steps: dict[str, StepState] | None = None,
+        revisions: list[dict[str, Any]] | None = None,
+        pid: int | None = None,
+        jobs: int | None = None,
+    ) -> None:
+        self.plan = plan
+        self.version = version
+        self.digest = digest
+        self.run_id = run_id
+        self.status = status
+        self.reason = reason
+        self.error = error
+        self.started_at = started_at
+        self.ended_at = ended_at
+        self.duration_s = duration_s
+        self.variables = {} if variables is None else variables
+        self.steps = {} if steps is None else steps
+        self.revisions = [] if revisions is None else revisions
+        self.pid = pid
+        self.jobs = jobs
 
 
 _RUN_SCALARS = (
