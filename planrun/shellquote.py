@@ -24,7 +24,8 @@ receive one), a value right after a backslash, a value as a here-document delimi
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from planrun.record import FrozenRecord, Record
 
 ENV_PREFIX = "PLANRUN_V_"
 
@@ -36,35 +37,65 @@ _RESERVED = frozenset(
     | {"select", "then", "time", "until", "while"}
 )
 _OPERATOR_CHARS = frozenset(";&|()<> \t\n")
+_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
 class QuotingError(Exception):
     """A value that cannot be put into the command safely (one line)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hole:
+class Hole(FrozenRecord):
     """The n-th interpolated value in a command template."""
 
+    __slots__ = ("index",)
     index: int
 
+    def __init__(self, index: int) -> None:
+        _set(self, "index", index)
 
-@dataclass
-class _Heredoc:
+
+class _Heredoc(Record):
+    """A here-document: its delimiter word and where its body is, with the holes in it."""
+
+    __slots__ = ("delimiter", "quoted", "strip_tabs", "word", "body", "holes")
     delimiter: str
     quoted: bool
     strip_tabs: bool
     word: tuple[int, int]  # the delimiter word's span in the items
-    body: tuple[int, int] = (0, 0)  # the body's span (terminator line excluded)
-    holes: list[int] = field(default_factory=list)
+    body: tuple[int, int]  # the body's span (terminator line excluded)
+    holes: list[int]
+
+    def __init__(
+        self,
+        delimiter: str,
+        quoted: bool,
+        strip_tabs: bool,
+        word: tuple[int, int],
+        body: tuple[int, int] = (0, 0),
+        holes: list[int] | None = None,
+    ) -> None:
+        self.delimiter = delimiter
+        self.quoted = quoted
+        self.strip_tabs = strip_tabs
+        self.word = word
+        self.body = body
+        self.holes = [] if holes is None else holes
 
 
-@dataclass
-class _Frame:
+class _Frame(Record):
+    """One open quoting context of the lexer (the innermost is the last on its stack)."""
+
+    __slots__ = ("kind", "close", "depth", "in_dq")
     kind: str  # cmd | sq | dq | bt | param | arith | comment
-    close: str = ""  # what ends a cmd frame: ")" for $(…), "`" for backticks, "" at top level
-    depth: int = 0
-    in_dq: bool = False  # a ${…} or $((…)) inside double quotes
+    close: str  # what ends a cmd frame: ")" for $(…), "`" for backticks, "" at top level
+    depth: int
+    in_dq: bool  # a ${…} or $((…)) inside double quotes
+
+    def __init__(self, kind: str, close: str = "", depth: int = 0, in_dq: bool = False) -> None:
+        self.kind = kind
+        self.close = close
+        self.depth = depth
+        self.in_dq = in_dq
 
 
 Item = str | Hole

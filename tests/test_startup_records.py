@@ -27,6 +27,18 @@ steps:
     args: {cmd: "true"}
 """
 
+INTERPOLATED = """\
+variables: {who: world}
+steps:
+  - id: a
+    tool: shell
+    args: {cmd: "echo hello ${who}"}
+  - id: b
+    tool: shell
+    args: {cmd: "echo ${item} ${steps.a.result.stdout}"}
+    foreach: [1, 2]
+"""
+
 # `python -c CODE ARGS...`: `python -m planrun ARGS`, then what it imported and which of the
 # classes of the planrun modules it loaded are dataclasses, as JSON on the last line of stderr.
 AT_EXIT = """\
@@ -45,7 +57,8 @@ finally:
         f"{name}.{attr}"
         for name, module in planrun_modules.items()
         for attr, value in vars(module).items()
-        if isinstance(value, type) and "__dataclass_fields__" in vars(value)
+        if isinstance(value, type) and value.__module__ == name
+        and "__dataclass_fields__" in vars(value)
     )
     imported = "dataclasses" in sys.modules
     ran = "planrun.scheduler" in sys.modules
@@ -80,6 +93,15 @@ def test_a_plain_run_creates_no_dataclass_and_imports_no_dataclasses(
     at_exit(tmp_path, *args)  # the first run checks the plan (pydantic) and caches it
     found = at_exit(tmp_path, *args)  # a plan cache hit: the run path alone
     # `ran`: the step ran (the measurement works); `made`: the dataclasses of planrun modules.
+    assert found == {"made": [], "imported": False, "ran": True}, found
+
+
+def test_a_run_with_values_in_commands_and_foreach_creates_no_dataclass(tmp_path: Path) -> None:
+    """`${...}` in a shell command is quoted by planrun.shellquote; foreach expands instances."""
+    (tmp_path / "plan.yaml").write_text(INTERPOLATED)
+    args = ["run", "plan.yaml", "--quiet", "--no-state"]
+    at_exit(tmp_path, *args)
+    found = at_exit(tmp_path, *args)
     assert found == {"made": [], "imported": False, "ran": True}, found
 
 
