@@ -82,8 +82,12 @@ def at_exit(cwd: Path, *args: str) -> dict[str, object]:
 
 @pytest.mark.parametrize(
     "extra",
-    [["--no-state"], [], ["-j", "2", "--events", "events.jsonl", "--var", "x=1"]],
-    ids=["no-state", "state", "events"],
+    [
+        ["--no-state"],
+        [],
+        ["-j", "2", "--events", "events.jsonl", "--junit", "junit.xml", "--var", "x=1"],
+    ],
+    ids=["no-state", "state", "reports"],
 )
 def test_a_plain_run_creates_no_dataclass_and_imports_no_dataclasses(
     tmp_path: Path, extra: list[str]

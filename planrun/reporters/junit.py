@@ -23,12 +23,12 @@ import re
 import socket
 import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from planrun.events import Event
 from planrun.instances import group_instances
+from planrun.record import Record
 from planrun.reporters.failures import report_failed
 from planrun.text import format_duration
 
@@ -43,30 +43,76 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-@dataclass
-class _Case:
+class _Case(Record):
+    """One step as its testcase will show it, kept up to date from the step's events."""
+
+    __slots__ = (
+        "id",
+        "status",
+        "duration_s",
+        "attempts",
+        "error",
+        "detail",
+        "reason",
+        "output",
+        "notes",
+    )
     id: str
-    status: str = "pending"
-    duration_s: float = 0.0
-    attempts: int = 0
-    error: str | None = None
-    detail: str | None = None
-    reason: str | None = None
-    output: str | None = None
-    notes: list[str] = field(default_factory=list)
+    status: str
+    duration_s: float
+    attempts: int
+    error: str | None
+    detail: str | None
+    reason: str | None
+    output: str | None
+    notes: list[str]
+
+    def __init__(self, id: str) -> None:
+        self.id = id
+        self.status = "pending"
+        self.duration_s = 0.0
+        self.attempts = 0
+        self.error = None
+        self.detail = None
+        self.reason = None
+        self.output = None
+        self.notes = []
 
 
-@dataclass
-class _Suite:
+class _Suite(Record):
+    """One plan's run (the top-level plan or a sub-plan) as its testsuite will show it."""
+
+    __slots__ = (
+        "plan",
+        "cases",
+        "started_ts",
+        "run_id",
+        "resumed",
+        "status",
+        "reason",
+        "duration_s",
+        "error",
+    )
     plan: str
-    cases: dict[str, _Case] = field(default_factory=dict)  # plan order (dicts keep insertion)
-    started_ts: float | None = None
-    run_id: str | None = None
-    resumed: bool = False
-    status: str | None = None
-    reason: str | None = None
-    duration_s: float | None = None
-    error: str | None = None
+    cases: dict[str, _Case]  # plan order (dicts keep insertion)
+    started_ts: float | None
+    run_id: str | None
+    resumed: bool
+    status: str | None
+    reason: str | None
+    duration_s: float | None
+    error: str | None
+
+    def __init__(self, plan: str) -> None:
+        self.plan = plan
+        self.cases = {}
+        self.started_ts = None
+        self.run_id = None
+        self.resumed = False
+        self.status = None
+        self.reason = None
+        self.duration_s = None
+        self.error = None
 
     def case(self, step_id: str) -> _Case:
         case = self.cases.get(step_id)
