@@ -11,9 +11,8 @@ A class lists its fields in `__slots__`, in constructor order; slots named `_x` 
 
 from __future__ import annotations
 
+from reprlib import recursive_repr  # loaded by asyncio anyway
 from typing import Any, ClassVar, TypeVar
-
-_set = object.__setattr__
 
 
 class Record:
@@ -38,6 +37,7 @@ class Record:
         assert isinstance(other, Record)
         return self._values() == other._values()
 
+    @recursive_repr()  # a record that holds itself (through others) shows as `...` there
     def __repr__(self) -> str:
         fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._FIELDS)
         return f"{type(self).__name__}({fields})"
