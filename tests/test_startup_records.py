@@ -148,3 +148,27 @@ def test_frozen_records_refuse_assignment_and_hash_by_value() -> None:
     with pytest.raises(AttributeError):
         Services().notice = None  # type: ignore[misc]
     assert Services().dotenv == {} and Services().dotenv is not Services().dotenv
+
+
+def test_events_write_a_record_or_a_dataclass_as_asdict_wrote_it(tmp_path: Path) -> None:
+    """--events' fallback for values JSON cannot hold: a record (there is none in a run's own
+    events today) and a dataclass both become their fields, as dataclasses.asdict gave."""
+    import dataclasses
+
+    from planrun.errors import Diagnostic
+    from planrun.reporters.jsonl import JsonLinesReporter
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        tags: tuple[str, ...]
+
+    path = tmp_path / "events.jsonl"
+    reporter = JsonLinesReporter(path)
+    diagnostic = Diagnostic("p.yaml", 1, 2, "error", "bad")
+    reporter.handle(Event("step.succeeded", "p", "a", {"d": diagnostic, "p": Point(1, ("t",))}, 0))
+    reporter.close()
+    doc = json.loads(path.read_text())
+    fields = {"file": "p.yaml", "line": 1, "col": 2, "severity": "error", "message": "bad"}
+    assert doc["d"] == {**fields, "hint": None}
+    assert doc["p"] == {"x": 1, "tags": ["t"]}
