@@ -4,9 +4,9 @@ The library API (`load_plan`, `validate_plan`, `run_plan`) is imported lazily so
 `import planrun` and `planrun --help` stay fast.
 """
 
-from __future__ import annotations
-
-TYPE_CHECKING = False  # not `typing`: this module is on the path of every start-up
+# No imports at all here, `__future__` included: this module runs at every start before
+# planrun.__main__ installs its Ctrl-C handler, and each import widens that moment.
+TYPE_CHECKING = False  # not `typing`
 
 __version__ = "0.1.0"
 __all__ = ["load_plan", "validate_plan", "run_plan", "RunRequest", "Diagnostic", "ExitCode"]
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from planrun.validate import load_plan, validate_plan
 
 
-def run_plan(path: str, **options: Any) -> tuple[dict[str, Any], Any]:
+def run_plan(path: str, **options: "Any") -> "tuple[dict[str, Any], Any]":
     """Run the plan at `path` (RunRequest options as keywords); returns (document, exit code)."""
     import asyncio
 
@@ -29,7 +29,7 @@ def run_plan(path: str, **options: Any) -> tuple[dict[str, Any], Any]:
     return asyncio.run(execute(RunRequest(plan=path, **options)))
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     if name in ("load_plan", "validate_plan"):
         from planrun import validate
 

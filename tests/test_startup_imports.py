@@ -73,3 +73,28 @@ def test_the_run_path_imports_no_pydantic() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert proc.stdout.strip() == "False", proc.stderr[-2000:]
+
+
+def test_importing_the_package_imports_nothing_else() -> None:
+    # `python -m planrun` and the `planrun` script execute planrun/__init__.py before the
+    # Ctrl-C handler of planrun.__main__ is installed: a module it imports (even
+    # `__future__`) widens the moment in which Ctrl-C prints a traceback from planrun's files.
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import planrun"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:")]
+    names = [ln.split("|")[-1].strip() for ln in lines]
+    assert names[-1] == "planrun", names[-5:]
+    # importtime lists a module's own imports just before it, indented under it
+    nested = []
+    for line in reversed(lines[:-1]):
+        name = line.split("|")[-1]
+        if not name.startswith("  "):
+            break  # a module imported before planrun (site)
+        nested.append(name.strip())
+    assert not nested, nested
