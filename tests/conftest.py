@@ -112,14 +112,55 @@ def _exit_in_process(code: int) -> Any:
     raise _Exited(code)
 
 
-def _text_stream(raw: Any) -> io.TextIOWrapper:
-    # A real file under the stream, so fileno() works as it does on a pipe.
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", write_through=True)
+class _RunStream:
+    """The sys.stdout or sys.stderr of every in-process run: one per test process, never closed.
+
+    A module first imported during a run stays imported (see _KEPT_PREFIXES), and some bind the
+    stream they find at import time for good: the MCP SDK's `stdio_client(errlog=sys.stderr)`
+    default (what `Client(StdioServerParameters(...))` passes to Popen), distributed's logging
+    handlers. A per-run stream closed after the run broke every MCP server started later in that
+    process ("ValueError: I/O operation on closed file" in subprocess.py). So the stream is a
+    real file descriptor of its own, pointed (dup2) at the run's capture file during a run and
+    at the process's own descriptor (1 or 2) between runs: what such a module would have bound
+    had it been imported outside a run.
+    """
+
+    def __init__(self, home_fd: int) -> None:
+        self.home_fd = home_fd
+        self.fd = os.dup(home_fd)
+        self.text = self._wrap()
+
+    def _wrap(self) -> io.TextIOWrapper:
+        # closefd=False: a run that closes sys.stdout must not free the descriptor (another file
+        # would get its number, and the next dup2 would overwrite that file).
+        raw = open(self.fd, "wb", closefd=False)  # noqa: SIM115 - lives as long as the process
+        return io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", write_through=True)
+
+    @contextlib.contextmanager
+    def capturing(self) -> Any:
+        """The stream, writing into a fresh file for one run; that file's text afterwards."""
+        if self.text.closed:  # a run closed it: a new wrapper around the same descriptor
+            self.text = self._wrap()
+        text: list[str] = []
+        with tempfile.TemporaryFile() as capture:
+            os.dup2(capture.fileno(), self.fd, inheritable=False)
+            try:
+                yield self.text, text
+            finally:
+                with contextlib.suppress(Exception):  # a run that closed the stream: flushed then
+                    self.text.flush()
+                os.dup2(self.home_fd, self.fd, inheritable=False)
+                capture.seek(0)
+                text.append(capture.read().decode("utf-8", errors="replace"))
 
 
-def _read(raw: Any) -> str:
-    raw.seek(0)
-    return raw.read().decode("utf-8", errors="replace")
+_RUN_STREAMS: list[_RunStream] = []  # stdout's and stderr's, made at the first in-process run
+
+
+def _run_streams() -> tuple[_RunStream, _RunStream]:
+    if not _RUN_STREAMS:
+        _RUN_STREAMS.extend((_RunStream(1), _RunStream(2)))
+    return _RUN_STREAMS[0], _RUN_STREAMS[1]
 
 
 @contextlib.contextmanager
@@ -175,9 +216,8 @@ def planrun_inprocess(
     from planrun.cli import main as cli
 
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
-    with tempfile.TemporaryFile() as out_raw, tempfile.TemporaryFile() as err_raw:
-        # Held here: a wrapper collected when the run puts sys.stdout back would close the file.
-        out, err = _text_stream(out_raw), _text_stream(err_raw)
+    run_out, run_err = _run_streams()
+    with run_out.capturing() as (out, out_text), run_err.capturing() as (err, err_text):
         saved_exit_now = interrupts.exit_now
         with _process_state_restored(cwd, full_env):
             sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
@@ -189,10 +229,7 @@ def planrun_inprocess(
             finally:
                 faulthandler.cancel_dump_traceback_later()
                 interrupts.exit_now = saved_exit_now  # type: ignore[assignment]
-                with contextlib.suppress(Exception):
-                    out.flush()
-                    err.flush()
-        return Result(code, _read(out_raw), _read(err_raw))
+    return Result(code, out_text[0], err_text[0])
 
 
 def _main(cli: Any, args: tuple[str, ...]) -> int:
