@@ -319,6 +319,54 @@ def spawn_planrun(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[Any]:
     return subprocess.Popen([sys.executable, "-m", "planrun", *args], cwd=cwd, **popen)
 
 
+def kill_9(proc: subprocess.Popen[Any], timeout: float = 60) -> None:
+    """SIGKILL the running planrun `proc`, then wait until it and every command it had started
+    are gone.
+
+    A command runs in its own session, so it outlives a planrun killed with SIGKILL: until it
+    ends it may still write (a line in a log after the test has read it), and until it has
+    exec'd it holds copies of planrun's descriptors. planrun is stopped first, so that the
+    children it has then are all it will ever have, and the kill lands at that instant.
+    """
+    import psutil
+
+    if proc.poll() is not None:
+        return  # it ended on its own, and a run waits for its commands before it ends
+    os.kill(proc.pid, signal.SIGSTOP)
+    # stopped (or exited meanwhile): once waitid says so, it forks nothing more
+    os.waitid(os.P_PID, proc.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    proc.kill()
+    proc.wait()
+    # a command's own children are in its process group (its pid): wait for the group too
+    groups = {c.pid for c in children}
+
+    def gone() -> bool:
+        for p in [*children, *_processes_in_groups(groups)]:
+            with contextlib.suppress(psutil.Error):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    return False
+        return True
+
+    wait_until(gone, timeout, what="the killed run's commands to end")
+
+
+def _processes_in_groups(groups: set[int]) -> list[Any]:
+    import psutil
+
+    found: list[Any] = []
+    if not groups:
+        return found
+    for p in psutil.process_iter():
+        with contextlib.suppress(OSError, psutil.Error):
+            if os.getpgid(p.pid) in groups:
+                found.append(p)
+    return found
+
+
 def answer_at_tty(
     cwd: Path | str, args: list[str], answers: list[str], timeout: float = 30
 ) -> tuple[int, str, str]:

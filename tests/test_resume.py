@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import (
     assert_no_process_left,
     assert_no_traceback,
+    kill_9,
     planrun,
     spawn_planrun,
     unique_sleep,
@@ -193,8 +194,7 @@ def test_kill_9_at_random_points_then_resume(write, tmp_path):
             interval=0.002,
             what="the run to get that far",
         )
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        kill_9(proc)  # and wait for the commands it had started (they outlive it)
         status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
         assert status.code == 0, status.err
         succeeded = {s["id"] for s in json.loads(status.out)["steps"] if s["status"] == "succeeded"}

@@ -3,6 +3,7 @@ says after a resume, approval on resume, a "no" at the prompt, two replans at on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -19,9 +20,11 @@ import pytest
 from tests.conftest import (
     answer_at_tty,
     assert_no_traceback,
+    kill_9,
     planrun,
     spawn_planrun,
     wait_for_file,
+    wait_until,
 )
 
 
@@ -156,8 +159,9 @@ def test_kill_9_with_when_and_ignored_steps_then_resume_reruns_no_succeeded_step
         while len(_log(tmp_path)) < target and proc.poll() is None:
             assert time.monotonic() < deadline, "the run made no progress"
             time.sleep(0.002)  # polling period, not a synchronisation
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        # and wait until the commands it had started are gone: they live on (each in its own
+        # session) and may still write to the log, or hold planrun's descriptors
+        kill_9(proc)
         status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
         assert status.code == 0, status.err
         done = {
@@ -181,6 +185,69 @@ def test_kill_9_with_when_and_ignored_steps_then_resume_reruns_no_succeeded_step
             and len(_log(tmp_path)) == len(before) + len(again)
         )
     assert checked >= 2  # the kills really landed mid-run
+
+
+@pytest.mark.slow  # a real run killed with SIGKILL
+def test_a_command_running_when_planrun_is_killed_ends_on_its_own(write, tmp_path):
+    """kill -9 cannot stop a step's command (it runs in its own session): it may write after
+    planrun died. The harness above must wait for it (kill_9) before reading the log."""
+    write(
+        "p.yaml",
+        'steps:\n  - {id: a, tool: shell, args: {cmd: "touch started; sleep 0.5; echo late >> log"}}\n',
+    )
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.DEVNULL)
+    wait_for_file(tmp_path / "started", timeout=30)
+    kill_9(proc)
+    assert proc.returncode == -signal.SIGKILL
+    assert _log(tmp_path) == ["late"]  # written by the orphaned command before kill_9 returned
+
+
+FORKING_STEP = """
+import os
+import signal
+import threading
+from pathlib import Path
+
+
+def hold():
+    if Path("forked").exists():
+        return "resumed"
+    child = os.fork()  # as multiprocessing does: the child holds copies of planrun's descriptors
+    if child == 0:
+        signal.pause()
+        os._exit(0)
+    Path("forked").write_text(str(child))
+    threading.Event().wait(600)  # until planrun is killed
+"""
+
+
+@pytest.mark.slow  # a real run killed with SIGKILL
+def test_resume_after_kill_9_while_a_process_forked_by_a_step_still_runs(write, tmp_path):
+    """The killed run's lock file is still flock-ed (by the fork, which inherited it): the run
+    is dead all the same, and resume takes the state over."""
+    write("forking.py", FORKING_STEP)
+    write("p.yaml", "steps:\n  - {id: hold, tool: python, args: {function: 'forking:hold'}}\n")
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.DEVNULL)
+    forked = None
+    try:
+        wait_until(
+            lambda: (tmp_path / "forked").exists() and (tmp_path / "forked").read_text(),
+            timeout=30,
+            what="the step to fork",
+        )
+        forked = int((tmp_path / "forked").read_text())
+        proc.kill()  # not kill_9: the fork must outlive the run here
+        proc.wait()
+        r = planrun("resume", "p.yaml", "--output", "json", cwd=tmp_path, timeout=60)
+        assert r.code == 0, r.err  # not "locked by another run (pid <the killed run>)"
+        assert r.json["steps"][0]["result"] == "resumed"
+    finally:
+        if forked is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(forked, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 # ---- reports after a resume ----------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import random
@@ -638,6 +640,88 @@ def test_stale_lock_of_a_dead_pid_is_taken_over(tmp_path: Path) -> None:
     assert store.lock_path.read_text().strip() == str(os.getpid())
     store.release()
     assert not store.lock_path.exists()
+
+
+HOLD_AND_FORK = """
+    import os, signal, sys
+    from pathlib import Path
+    from planrun.state import StateStore
+
+    store = StateStore(Path(sys.argv[1]), "demo")
+    store.acquire()
+    # A forked child holds a copy of the lock's descriptor, as every process planrun starts
+    # does until it execs (and for its whole life if it never does: a python step forking).
+    child = os.fork()
+    if child == 0:
+        signal.pause()
+        os._exit(0)
+    print(child, flush=True)
+    signal.pause()
+"""
+
+
+def _kill_pid(pid: int | None) -> None:
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _killed_run_with_its_lock_inherited(path: Path) -> int:
+    """A run killed with SIGKILL while a process it forked lives on: the lock file names the
+    dead run, and its flock is still held (by the fork). Returns the fork's pid."""
+    holder = run_child(HOLD_AND_FORK, str(path))
+    assert holder.stdout is not None
+    line = holder.stdout.readline()
+    holder.kill()
+    holder.wait()
+    for pipe in (holder.stdout, holder.stderr):  # the fork holds their other ends
+        if pipe is not None:
+            pipe.close()
+    assert line.strip().isdigit(), line
+    lock = path.with_name(path.name + ".lock")
+    assert lock.read_text().strip() == str(holder.pid)
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        with pytest.raises(BlockingIOError):  # the kernel still sees it held
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+    return int(line)
+
+
+def test_a_killed_runs_lock_still_held_by_a_process_it_forked_is_taken_over(
+    tmp_path: Path,
+) -> None:
+    path = default_state_path(str(tmp_path), PLAN)
+    inheritor = None
+    try:
+        inheritor = _killed_run_with_its_lock_inherited(path)
+        store = StateStore(path, PLAN)
+        store.acquire()  # not "locked by another run (pid <the dead run>)"
+        assert store.lock_path.read_text().strip() == str(os.getpid())
+        with pytest.raises(StateError, match=f"pid {os.getpid()}"):
+            StateStore(path, PLAN).acquire()  # and really held: by us now
+        store.close()
+        assert not store.lock_path.exists()
+    finally:
+        _kill_pid(inheritor)
+
+
+def test_racing_processes_take_over_a_killed_runs_inherited_lock_once(tmp_path: Path) -> None:
+    path = default_state_path(str(tmp_path), PLAN)
+    inheritor = None
+    try:
+        inheritor = _killed_run_with_its_lock_inherited(path)
+        children = [run_child(HOLD_LOCK, str(path), "60") for _ in range(8)]
+        try:
+            firsts = [c.stdout.readline().split()[0] for c in children if c.stdout is not None]
+        finally:
+            for c in children:
+                c.kill()
+                c.communicate()
+        assert sorted(firsts) == ["acquired"] + ["locked"] * 7
+    finally:
+        _kill_pid(inheritor)
 
 
 def test_second_store_in_the_same_process_is_refused(tmp_path: Path) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: asyncio only for a snapshot scheduled in a
 # running loop.
 import contextlib
-import errno
-import fcntl
 import os
 import threading
 import time
@@ -19,11 +17,11 @@ from planrun.instances import parent_of
 from planrun.state.journal import (
     _fsync_dir,
     _make_dirs,
-    _pid_alive,
     _snapshot_bytes,
     _write_all,
     read_state,
 )
+from planrun.state.lock import StateLock
 from planrun.state.model import (
     _JOURNAL_SUFFIX,
     _LOCK_SUFFIX,
@@ -39,7 +37,6 @@ from planrun.statefiles import (
     check_not_special,
     check_state_dirs,
     create_temp,
-    open_regular,
 )
 from planrun.status import Status
 
@@ -59,6 +56,7 @@ class StateStore:
         self.plan_name = plan_name
         self.journal_path = self.path.with_name(self.path.name + _JOURNAL_SUFFIX)
         self.lock_path = self.path.with_name(self.path.name + _LOCK_SUFFIX)
+        self._lock = StateLock(self.lock_path, self.path)
         # fsync per change makes each change survive a power loss too, at ~0.5 ms a change
         # on ext4 (measured): 10-100x the cost of the change itself. kill -9 safety needs none.
         self._fsync_each_change = fsync_each_change
@@ -67,7 +65,6 @@ class StateStore:
         self._journal_fd: int | None = None
         self._journal_bytes = 0
         self._compact_at = compact_min_bytes
-        self._lock_fd: int | None = None
         self._preloaded: list[RunState | None] = []  # the state acquire() checked, for load()
         self._started: set[str] = set()  # steps started in this run
         self._mutex = threading.Lock()  # executors may emit from worker threads
@@ -111,57 +108,17 @@ class StateStore:
             ) from None
 
     def _acquire(self) -> None:
-        """Take the state file's lock, or StateError naming the live holder's pid.
-
-        flock decides: the kernel drops it when its holder dies, even by kill -9, so a lock
-        file left behind by a dead run is taken over, and a pid reused by an unrelated process
-        does not keep the state locked. The pid in the file is for the message.
-        """
-        if self._lock_fd is not None:
+        """Take the lock (planrun/state/lock.py), then check what is already at the path."""
+        if self._lock.fd is not None:
             return
         # A symlink, FIFO or device where the state goes is refused before anything is created.
         check_state_dirs(self.path)
         check_not_special(self.path)
         check_not_special(self.journal_path)
         _make_dirs(self.path.parent)
-        for _ in range(50):
-            try:
-                fd = open_regular(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, own=True)
-            except FileExistsError:
-                try:
-                    fd = open_regular(self.lock_path, os.O_RDWR, own=True)
-                except FileNotFoundError:
-                    continue  # released meanwhile: try to create it again
-            try:
-                locked = self._try_flock(fd)
-            except BaseException:
-                os.close(fd)
-                raise
-            if not locked:
-                pid = self._read_holder(fd)
-                os.close(fd)
-                raise StateError(
-                    f"state file {self.path} is locked by another run (pid {pid})"
-                    if pid is not None
-                    else f"state file {self.path} is locked by another run"
-                )
-            # The holder we raced may have unlinked the file after we opened it: a lock on an
-            # unlinked inode protects nothing, so check that the path still names our inode.
-            try:
-                same = os.stat(self.lock_path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if not same:
-                os.close(fd)
-                continue
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            os.fchmod(fd, 0o600)
-            self._lock_fd = fd
-            self._check_existing()
-            self._remove_temp_files()
-            return
-        raise StateError(f"could not lock state file {self.path}: the lock file keeps changing")
+        self._lock.acquire()
+        self._check_existing()
+        self._remove_temp_files()
 
     def _check_existing(self) -> None:
         """Under the lock: a file already at the state's path must be this plan's state (a
@@ -172,30 +129,6 @@ class StateStore:
             self._release_lock()
             raise
 
-    def _try_flock(self, fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-        except OSError as exc:
-            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-                raise
-            # No flock on this filesystem: fall back to the pid's liveness.
-            pid = self._read_holder(fd, wait=False)
-            return pid is None or pid == os.getpid() or not _pid_alive(pid)
-
-    @staticmethod
-    def _read_holder(fd: int, *, wait: bool = True) -> int | None:
-        # A holder writes its pid right after taking the lock: give it a moment.
-        for _ in range(20 if wait else 1):
-            text = os.pread(fd, 64, 0).decode(errors="replace").strip()
-            if text.isdigit():
-                return int(text)
-            if wait:
-                time.sleep(0.01)
-        return None
-
     def release(self) -> None:
         """Release the lock (idempotent) without compacting: for error paths. The journal stays
         and `load()` replays it."""
@@ -204,14 +137,7 @@ class StateStore:
             self._release_lock()
 
     def _release_lock(self) -> None:
-        if self._lock_fd is None:
-            return
-        fd, self._lock_fd = self._lock_fd, None
-        # Unlink while still holding the flock, so nobody can lock this inode and then find
-        # the path removed (acquire() re-checks the inode for the same reason).
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.lock_path)
-        os.close(fd)
+        self._lock.release()
 
     def _remove_temp_files(self) -> None:
         # Leftovers of a compaction cut short by kill -9; we hold the lock, so they are not live.

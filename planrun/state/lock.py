@@ -1,0 +1,189 @@
+"""The state file's lock: one run at a time on a state file, and the lock of a dead run taken over.
+
+`NAME.json.lock` is created with O_EXCL if missing, `flock`-ed, and the holder's pid written
+into it. The flock decides whether a run holds the state, with one exception: a flock belongs
+to the open file, which every process the run forks shares until it execs (each step's command,
+for the instant between its fork and its exec) or for its whole life if it never execs (a
+`python` step that forks, as multiprocessing does). A run killed with SIGKILL at such a moment
+leaves its flock held by a process that is not a run. So a flock held while the pid in the file
+is dead is stale: the lock file is removed (as the dead run's release would have) and a new one
+taken.
+
+Removing another process's lock file is only safe if nobody is taking that same file at the same
+moment, so every acquirer examines, takes and removes lock files while holding a flock on the
+state's directory (the *guard*) for those few system calls. A run takes it before it starts any
+step; should a process forked meanwhile (by another run in the same process) keep it, an
+acquirer waits for it at most _GUARD_WAIT_S, then takes the lock as before, only without taking
+a stale one over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from planrun.errors import StateError
+from planrun.state.journal import _pid_alive
+from planrun.statefiles import open_regular
+
+# How long an acquirer waits for the guard (held for microseconds by another acquirer): past it,
+# it takes the lock without the guard, as safely as ever, but takes no stale lock over.
+_GUARD_WAIT_S = 2.0
+_NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EBADF, errno.EINVAL)
+
+
+class StateLock:
+    """The lock file `path` (`NAME.json.lock`) of one state file: `acquire`, `release`."""
+
+    __slots__ = ("fd", "path", "state_path")
+
+    def __init__(self, path: Path, state_path: Path) -> None:
+        self.path = path
+        self.state_path = state_path  # named in messages
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock, or StateError naming the live holder's pid."""
+        if self.fd is not None:
+            return
+        for _ in range(50):
+            with _guard(self.path.parent) as guarded:
+                fd = _open_lock_file(self.path)
+                if fd is None:
+                    continue  # released meanwhile: try to create it again
+                try:
+                    taken = self._take(fd, guarded)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                if taken:
+                    self.fd = fd
+                    return
+                os.close(fd)
+        raise StateError(
+            f"could not lock state file {self.state_path}: the lock file keeps changing"
+        )
+
+    def _take(self, fd: int, guarded: bool) -> bool:
+        """Lock `fd` and write our pid: True; False if it is no longer the file at the path
+        (or was a dead run's, now removed); StateError if a live run holds it."""
+        if not _try_flock(fd):
+            pid = _read_holder(fd)
+            if not (guarded and _dead(pid) and _names(self.path, fd)):
+                raise StateError(
+                    f"state file {self.state_path} is locked by another run (pid {pid})"
+                    if pid is not None
+                    else f"state file {self.state_path} is locked by another run"
+                )
+            # The run that wrote `pid` is gone (kill -9): the flock lives on only in a process
+            # it forked. Under the guard nobody else is taking this file: remove it.
+            os.unlink(self.path)
+            return False
+        # The holder we raced may have unlinked the file after we opened it: a lock on an
+        # unlinked inode protects nothing, so check that the path still names our inode.
+        if not _names(self.path, fd):
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.fchmod(fd, 0o600)
+        return True
+
+    def release(self) -> None:
+        """Remove the lock file and drop the lock (idempotent)."""
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        # Unlink while still holding the flock, so nobody can lock this inode and then find
+        # the path removed (acquire() re-checks the inode for the same reason).
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _guard(directory: Path) -> Iterator[bool]:
+    """Hold the directory's flock for the block; yields whether it is held (a filesystem
+    without flock, or an acquirer that keeps it longer than _GUARD_WAIT_S: not held)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield False
+        return
+    try:
+        yield _flock_within(fd, _GUARD_WAIT_S)
+    finally:
+        os.close(fd)  # drops the flock
+
+
+def _flock_within(fd: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    pause = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)  # another acquirer holds it for a few syscalls
+            pause = min(pause * 2, 0.02)
+        except OSError as exc:
+            if exc.errno in _NO_FLOCK:
+                return False
+            raise
+
+
+def _open_lock_file(path: Path) -> int | None:
+    """The lock file, created if missing; None if it disappeared between two opens."""
+    try:
+        return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, own=True)
+    except FileExistsError:
+        try:
+            return open_regular(path, os.O_RDWR, own=True)
+        except FileNotFoundError:
+            return None
+
+
+def _try_flock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+        # No flock on this filesystem: fall back to the pid's liveness.
+        pid = _read_holder(fd, wait=False)
+        return pid is None or pid == os.getpid() or not _pid_alive(pid)
+
+
+def _read_holder(fd: int, *, wait: bool = True) -> int | None:
+    # A holder writes its pid right after taking the lock: give it a moment.
+    for _ in range(20 if wait else 1):
+        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        if text.isdigit():
+            return int(text)
+        if wait:
+            time.sleep(0.01)
+    return None
+
+
+def _dead(pid: int | None) -> bool:
+    """Whether `pid`, a lock's recorded holder, is known to be dead (not us, not alive, or a
+    zombie); unknown (None) is not dead."""
+    return pid is not None and pid != os.getpid() and not _pid_alive(pid)
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        named, opened = os.stat(path), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
