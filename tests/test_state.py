@@ -724,6 +724,22 @@ def test_racing_processes_take_over_a_killed_runs_inherited_lock_once(tmp_path: 
         _kill_pid(inheritor)
 
 
+def test_releasing_a_lock_taken_over_leaves_the_new_holders_file(tmp_path: Path) -> None:
+    # A process forked by a killed run holds a copy of its store; if that copy ever releases,
+    # the lock file now at the path is the new run's, not its own, and must stay.
+    old = store_at(tmp_path)
+    old.acquire()
+    os.unlink(old.lock_path)  # what a takeover of old's lock file does
+    new = store_at(tmp_path)
+    new.acquire()
+    old.release()
+    assert new.lock_path.read_text().strip() == str(os.getpid())
+    with pytest.raises(StateError, match="locked by another run"):
+        store_at(tmp_path).acquire()
+    new.close()
+    assert not new.lock_path.exists()
+
+
 def test_second_store_in_the_same_process_is_refused(tmp_path: Path) -> None:
     first = store_at(tmp_path)
     first.acquire()

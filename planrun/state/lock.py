@@ -99,9 +99,12 @@ class StateLock:
             return
         fd, self.fd = self.fd, None
         # Unlink while still holding the flock, so nobody can lock this inode and then find
-        # the path removed (acquire() re-checks the inode for the same reason).
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        # the path removed (acquire() re-checks the inode for the same reason). Only our own
+        # file: a copy of this lock in a process forked by a run killed since (its lock taken
+        # over) must not remove the new holder's.
+        if _names(self.path, fd):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
         os.close(fd)
 
 
