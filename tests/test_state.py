@@ -624,10 +624,10 @@ def test_lock_held_by_a_live_process_names_its_pid(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     # killed with SIGKILL: its lock file is left behind, and taken over
-    assert path.with_name(path.name + ".lock").read_text().strip() == str(holder.pid)
+    assert path.with_name(path.name + ".lock").read_text().split()[0] == str(holder.pid)
     store = StateStore(path, PLAN)
     store.acquire()
-    assert store.lock_path.read_text().strip() == str(os.getpid())
+    assert store.lock_path.read_text().split()[0] == str(os.getpid())
     store.close()
     assert not store.lock_path.exists()
 
@@ -637,7 +637,7 @@ def test_stale_lock_of_a_dead_pid_is_taken_over(tmp_path: Path) -> None:
     store.path.parent.mkdir(parents=True)
     store.lock_path.write_text(f"{dead_pid()}\n")
     store.acquire()
-    assert store.lock_path.read_text().strip() == str(os.getpid())
+    assert store.lock_path.read_text().split()[0] == str(os.getpid())
     store.release()
     assert not store.lock_path.exists()
 
@@ -679,7 +679,7 @@ def _killed_run_with_its_lock_inherited(path: Path) -> int:
             pipe.close()
     assert line.strip().isdigit(), line
     lock = path.with_name(path.name + ".lock")
-    assert lock.read_text().strip() == str(holder.pid)
+    assert lock.read_text().split()[0] == str(holder.pid)
     fd = os.open(lock, os.O_RDONLY)
     try:
         with pytest.raises(BlockingIOError):  # the kernel still sees it held
@@ -698,7 +698,7 @@ def test_a_killed_runs_lock_still_held_by_a_process_it_forked_is_taken_over(
         inheritor = _killed_run_with_its_lock_inherited(path)
         store = StateStore(path, PLAN)
         store.acquire()  # not "locked by another run (pid <the dead run>)"
-        assert store.lock_path.read_text().strip() == str(os.getpid())
+        assert store.lock_path.read_text().split()[0] == str(os.getpid())
         with pytest.raises(StateError, match=f"pid {os.getpid()}"):
             StateStore(path, PLAN).acquire()  # and really held: by us now
         store.close()
@@ -733,7 +733,7 @@ def test_releasing_a_lock_taken_over_leaves_the_new_holders_file(tmp_path: Path)
     new = store_at(tmp_path)
     new.acquire()
     old.release()
-    assert new.lock_path.read_text().strip() == str(os.getpid())
+    assert new.lock_path.read_text().split()[0] == str(os.getpid())
     with pytest.raises(StateError, match="locked by another run"):
         store_at(tmp_path).acquire()
     new.close()
@@ -939,3 +939,44 @@ def test_status_document_and_text(tmp_path: Path) -> None:
     assert build.endswith("command exited with code 1")  # first line of the error only
     assert any(line.startswith("test") and "upstream failed: build" in line for line in lines)
     store.close()
+
+
+def test_a_lock_whose_holder_is_on_another_host_or_pid_namespace_is_never_taken_over(
+    tmp_path: Path,
+) -> None:
+    # A pid is only known dead on its own host and in its own pid namespace: a run on another
+    # machine sharing the directory (NFS) or in another container has a pid this process cannot
+    # see, and its flock must keep holding the state.
+    path = default_state_path(str(tmp_path), PLAN)
+    inheritor = None
+    try:
+        inheritor = _killed_run_with_its_lock_inherited(path)
+        lock = path.with_name(path.name + ".lock")
+        dead_pid = lock.read_text().split()[0]
+        lock.write_text(f"{dead_pid}\nanother-host pid:[4026531836]\n")
+        with pytest.raises(StateError, match=f"locked by another run \\(pid {dead_pid}"):
+            StateStore(path, PLAN).acquire()
+        assert lock.read_text().split()[0] == dead_pid  # left alone
+    finally:
+        _kill_pid(inheritor)
+
+
+def test_a_run_holding_the_lock_on_another_host_shows_as_running(tmp_path: Path) -> None:
+    # Its pid means nothing here: `status` must not call it interrupted because no local
+    # process has that pid.
+    path = default_state_path(str(tmp_path), PLAN)
+    child = run_child(KILL_CHILD, str(path), "20000")
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        lock = path.with_name(path.name + ".lock")
+        os.kill(child.pid, signal.SIGKILL)
+        child.communicate()  # reaped: the pid is dead here
+        lock.write_text(f"{child.pid}\nanother-host pid:[4026531836]\n")
+        state = StateStore(path, PLAN).load()
+        assert state is not None and state.status == "running"
+        lock.write_text(f"{child.pid}\n")  # without where it runs: known dead here
+        state = StateStore(path, PLAN).load()
+        assert state is not None and state.status == "interrupted"
+    finally:
+        child.kill()
+        child.communicate()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from planrun.errors import StateError
+from planrun.state.lock import here, parse_holder, pid_alive
 from planrun.state.model import (
     _JOURNAL_SUFFIX,
     _LOCK_SUFFIX,
@@ -28,25 +29,6 @@ from planrun.statefiles import (
     read_regular,
 )
 from planrun.status import RUN_STATUSES, Status
-
-
-def _pid_alive(pid: int | None) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by someone else
-    # A killed process stays a zombie until its parent reaps it, and kill(pid, 0) still
-    # succeeds on one (a planrun orphaned in a container whose init never reaps): not alive.
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
-    except (OSError, ValueError):
-        return True
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -204,13 +186,12 @@ def read_state(path: Path, plan_name: str, *, as_recorded: bool = False) -> RunS
     return state if as_recorded else mark_abandoned(state, path)
 
 
-def _lock_holder(path: Path) -> int | None:
+def _lock_holder(path: Path) -> tuple[int | None, str | None]:
     try:
         raw = read_regular(path.with_name(path.name + _LOCK_SUFFIX))
     except StateError:
-        return None  # a planted link or FIFO names no live run
-    text = (raw or b"").decode(errors="replace").strip()
-    return int(text) if text.isdigit() else None
+        return None, None  # a planted link or FIFO names no live run
+    return parse_holder(raw or b"")
 
 
 def mark_abandoned(state: RunState, path: Path) -> RunState:
@@ -218,9 +199,13 @@ def mark_abandoned(state: RunState, path: Path) -> RunState:
     show it so, with its running steps `interrupted`. Changes `state` in memory only.
 
     The run is live while its process is alive and still named in the lock file: a pid alone
-    could have been reused by an unrelated process since.
+    could have been reused by an unrelated process since. A lock written on another host or in
+    another pid namespace names a pid this process cannot check: that run counts as live.
     """
-    live = _pid_alive(state.pid) and _lock_holder(path) == state.pid
+    pid, where = _lock_holder(path)
+    if pid is not None and pid == state.pid and where is not None and where != here():
+        return state
+    live = pid_alive(state.pid) and pid == state.pid
     if state.status == Status.RUNNING and not live:
         state.status = Status.INTERRUPTED
         state.reason = "interrupted"

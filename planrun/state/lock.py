@@ -1,13 +1,15 @@
 """The state file's lock: one run at a time on a state file, and the lock of a dead run taken over.
 
 `NAME.json.lock` is created with O_EXCL if missing, `flock`-ed, and the holder's pid written
-into it. The flock decides whether a run holds the state, with one exception: a flock belongs
+into it, with the host and pid namespace that pid belongs to. The flock decides whether a run holds the state, with one exception: a flock belongs
 to the open file, which every process the run forks shares until it execs (each step's command,
 for the instant between its fork and its exec) or for its whole life if it never execs (a
 `python` step that forks, as multiprocessing does). A run killed with SIGKILL at such a moment
 leaves its flock held by a process that is not a run. So a flock held while the pid in the file
 is dead is stale: the lock file is removed (as the dead run's release would have) and a new one
-taken.
+taken. A pid is known dead only on its own host and in its own pid namespace: a lock written by
+a run on another machine sharing the directory (NFS) or in another container is never taken
+over, whatever its pid is here.
 
 Removing another process's lock file is only safe if nobody is taking that same file at the same
 moment, so every acquirer examines, takes and removes lock files while holding a flock on the
@@ -28,7 +30,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from planrun.errors import StateError
-from planrun.state.journal import _pid_alive
 from planrun.statefiles import open_regular
 
 # How long an acquirer waits for the guard (held for microseconds by another acquirer): past it,
@@ -73,8 +74,8 @@ class StateLock:
         """Lock `fd` and write our pid: True; False if it is no longer the file at the path
         (or was a dead run's, now removed); StateError if a live run holds it."""
         if not _try_flock(fd):
-            pid = _read_holder(fd)
-            if not (guarded and _dead(pid) and _names(self.path, fd)):
+            pid, where = _read_holder(fd)
+            if not (guarded and where == here() and _dead(pid) and _names(self.path, fd)):
                 raise StateError(
                     f"state file {self.state_path} is locked by another run (pid {pid})"
                     if pid is not None
@@ -89,7 +90,7 @@ class StateLock:
         if not _names(self.path, fd):
             return False
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()}\n{here()}\n".encode(), 0)
         os.fchmod(fd, 0o600)
         return True
 
@@ -161,26 +162,50 @@ def _try_flock(fd: int) -> bool:
     except OSError as exc:
         if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
             raise
-        # No flock on this filesystem: fall back to the pid's liveness.
-        pid = _read_holder(fd, wait=False)
-        return pid is None or pid == os.getpid() or not _pid_alive(pid)
+        # No flock on this filesystem: fall back to the pid's liveness (here only).
+        pid, where = _read_holder(fd, wait=False)
+        return pid is None or pid == os.getpid() or (where == here() and not pid_alive(pid))
 
 
-def _read_holder(fd: int, *, wait: bool = True) -> int | None:
-    # A holder writes its pid right after taking the lock: give it a moment.
+def _read_holder(fd: int, *, wait: bool = True) -> tuple[int | None, str | None]:
+    # A holder writes them right after taking the lock: give it a moment.
     for _ in range(20 if wait else 1):
-        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
-        if text.isdigit():
-            return int(text)
+        pid, where = parse_holder(os.pread(fd, 512, 0))
+        if pid is not None:
+            return pid, where
         if wait:
             time.sleep(0.01)
-    return None
+    return None, None
+
+
+def parse_holder(raw: bytes) -> tuple[int | None, str | None]:
+    """A lock file's holder: its pid and where it runs (host and pid namespace), as far as
+    written (None for what is missing)."""
+    lines = raw.decode(errors="replace").split("\n")
+    if not lines[0].strip().isdigit():
+        return None, None
+    where = lines[1].strip() if len(lines) > 2 else None  # only a whole second line
+    return int(lines[0]), where
+
+
+_WHERE: list[str] = []
+
+
+def here() -> str:
+    """This host and pid namespace: where a pid written into a lock file means this process."""
+    if not _WHERE:
+        try:
+            namespace = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            namespace = "-"
+        _WHERE.append(f"{os.uname().nodename} {namespace}")
+    return _WHERE[0]
 
 
 def _dead(pid: int | None) -> bool:
     """Whether `pid`, a lock's recorded holder, is known to be dead (not us, not alive, or a
     zombie); unknown (None) is not dead."""
-    return pid is not None and pid != os.getpid() and not _pid_alive(pid)
+    return pid is not None and pid != os.getpid() and not pid_alive(pid)
 
 
 def _names(path: Path, fd: int) -> bool:
@@ -190,3 +215,23 @@ def _names(path: Path, fd: int) -> bool:
     except FileNotFoundError:
         return False
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether `pid` is a live process of this host and pid namespace (a zombie is not)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else
+    # A killed process stays a zombie until its parent reaps it, and kill(pid, 0) still
+    # succeeds on one (a planrun orphaned in a container whose init never reaps): not alive.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
+    except (OSError, ValueError):
+        return True
