@@ -712,14 +712,7 @@ def test_racing_processes_take_over_a_killed_runs_inherited_lock_once(tmp_path: 
     inheritor = None
     try:
         inheritor = _killed_run_with_its_lock_inherited(path)
-        children = [run_child(HOLD_LOCK, str(path), "60") for _ in range(8)]
-        try:
-            firsts = [c.stdout.readline().split()[0] for c in children if c.stdout is not None]
-        finally:
-            for c in children:
-                c.kill()
-                c.communicate()
-        assert sorted(firsts) == ["acquired"] + ["locked"] * 7
+        assert sorted(_race_for_the_lock(path)) == ["acquired"] + ["locked"] * 7
     finally:
         _kill_pid(inheritor)
 
@@ -749,17 +742,21 @@ def test_second_store_in_the_same_process_is_refused(tmp_path: Path) -> None:
     store_at(tmp_path).acquire()  # free again
 
 
-def test_racing_processes_get_the_lock_once(tmp_path: Path) -> None:
-    path = default_state_path(str(tmp_path), PLAN)
+def _race_for_the_lock(path: Path) -> list[str]:
+    """Eight processes try to lock `path` at once: what each said first."""
     children = [run_child(HOLD_LOCK, str(path), "60") for _ in range(8)]
     try:
         # the winner holds the lock until killed, so a slow starter cannot win it later
-        firsts = [c.stdout.readline().split()[0] for c in children if c.stdout is not None]
+        return [c.stdout.readline().split()[0] for c in children if c.stdout is not None]
     finally:
         for c in children:
             c.kill()
             c.communicate()
-    assert sorted(firsts) == ["acquired"] + ["locked"] * 7
+
+
+def test_racing_processes_get_the_lock_once(tmp_path: Path) -> None:
+    path = default_state_path(str(tmp_path), PLAN)
+    assert sorted(_race_for_the_lock(path)) == ["acquired"] + ["locked"] * 7
 
 
 # ------------------------------------------------------------------ content and files
