@@ -7,9 +7,9 @@ Layout, for a state file `NAME.json`:
 - `NAME.json.journal`  append-only JSON Lines written since that snapshot: a header line
                        `{"journal": TOKEN}` naming the snapshot it extends, then one line per
                        change, each written with a single os.write on an O_APPEND descriptor.
-- `NAME.json.lock`     the pid of the run holding the state and where it lives (host, pid
-                       namespace); flock-ed while held; a flock whose recorded pid is dead here
-                       is stale and taken over: planrun/state/lock.py).
+- `NAME.json.lock`     the pid of the run holding the state and where it lives (kernel boot
+                       id, pid namespace); flock-ed while held; a flock whose recorded pid is
+                       dead here is stale and taken over: planrun/state/lock.py).
 
 A change costs one small append, so a run of N steps costs O(N), not O(N^2) as rewriting
 the whole file after every step would. A written line is in the kernel, so it survives a

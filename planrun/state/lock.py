@@ -1,7 +1,7 @@
 """The state file's lock: one run at a time on a state file, and the lock of a dead run taken over.
 
 `NAME.json.lock` is created with O_EXCL if missing, `flock`-ed, and the holder's pid written
-into it, with the host and pid namespace that pid belongs to. The flock decides whether a run holds the state, with one exception: a flock belongs
+into it, with the kernel (boot id) and pid namespace that pid belongs to. The flock decides whether a run holds the state, with one exception: a flock belongs
 to the open file, which every process the run forks shares until it execs (each step's command,
 for the instant between its fork and its exec) or for its whole life if it never execs (a
 `python` step that forks, as multiprocessing does). A run killed with SIGKILL at such a moment
@@ -192,13 +192,21 @@ _WHERE: list[str] = []
 
 
 def here() -> str:
-    """This host and pid namespace: where a pid written into a lock file means this process."""
+    """This kernel and pid namespace: where a pid written into a lock file means this process.
+
+    The kernel is told by its boot id (random at every boot, the same in every container on
+    it; host names can repeat across machines), else by the host name."""
     if not _WHERE:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+                kernel = f.read(64).decode("ascii", "replace").strip()
+        except OSError:
+            kernel = os.uname().nodename
         try:
             namespace = os.readlink("/proc/self/ns/pid")
         except OSError:
             namespace = "-"
-        _WHERE.append(f"{os.uname().nodename} {namespace}")
+        _WHERE.append(f"{kernel} {namespace}")
     return _WHERE[0]
 
 
