@@ -977,3 +977,42 @@ def test_a_run_holding_the_lock_on_another_host_shows_as_running(tmp_path: Path)
     finally:
         child.kill()
         child.communicate()
+
+
+def test_snapshots_reuse_step_json_and_match_a_fresh_encoding(tmp_path: Path) -> None:
+    # A snapshot reuses each step's JSON from its journal line; after every kind of change
+    # (a step's events, a revision that resets and adds steps, the run's end) the file must
+    # be exactly what encoding the whole state afresh gives.
+    from planrun.state.journal import _snapshot_bytes
+
+    store = store_at(tmp_path)
+    store.acquire()
+    store.handle(started(["a", "b", "c"]))
+    store.handle(step_started("a"))
+    store.handle(step_succeeded("a", {"n": 1}))
+    store.handle(step_started("b"))
+    store.handle(step_failed("b", "boom"))
+    store._compact(final=False)  # a refresh, as during a run
+    store.handle(
+        Event(
+            "plan.diff",
+            PLAN,
+            data={
+                "removed": ["c"],
+                "added": ["x"],
+                "revised": ["a", "b"],
+                "revision": 1,
+                "steps": [{"id": "a"}, {"id": "x"}, {"id": "b"}],
+            },
+        )
+    )
+    store.handle(step_started("b", attempt=2))
+    store.handle(step_succeeded("b", 2, attempts=2))
+    store.handle(finished("succeeded", "completed"))
+    store.close()  # the final snapshot
+    written = store.path.read_bytes()
+    state = StateStore(store.path, PLAN).load()
+    assert state is not None and list(state.steps) == ["a", "x", "b"]
+    assert state.steps["b"].status == "succeeded" and state.steps["x"].status == "pending"
+    assert state.steps["a"].status == "pending"  # reset by the revision, no event since
+    assert written == _snapshot_bytes(state, None)

@@ -66,9 +66,15 @@ def _make_dirs(directory: Path) -> None:
             os.mkdir(d, 0o700)
 
 
-def _snapshot_bytes(state: RunState, token: str | None) -> bytes:
+def _snapshot_bytes(
+    state: RunState, token: str | None, encoded: dict[str, str] | None = None
+) -> bytes:
     """The snapshot as JSON with one step (and one revision) per line: readable, diffable, and
-    written with the C encoder (json's indent= would switch to the slow pure-Python one)."""
+    written with the C encoder (json's indent= would switch to the slow pure-Python one).
+
+    `encoded`: steps' JSON already made (by the journal lines of the run), used as it is;
+    the steps encoded here are added to it."""
+    encoded = {} if encoded is None else encoded
     lines = ["{"]
     for key in _RUN_SCALARS:
         lines.append(f" {_encode(key)}: {_encode(getattr(state, key))},")
@@ -82,11 +88,10 @@ def _snapshot_bytes(state: RunState, token: str | None) -> bytes:
         lines.append(' "revisions": [],')
     if state.steps:
         lines.append(' "steps": {')
-        lines.append(
-            ",\n".join(
-                f"  {_encode(sid)}: {_encode(st.to_json())}" for sid, st in state.steps.items()
-            )
-        )
+        for sid, st in state.steps.items():
+            if sid not in encoded:
+                encoded[sid] = _encode(st.to_json())
+        lines.append(",\n".join(f"  {_encode(sid)}: {encoded[sid]}" for sid in state.steps))
         lines.append(" }")
     else:
         lines.append(' "steps": {}')

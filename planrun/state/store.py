@@ -62,6 +62,10 @@ class StateStore:
         self._fsync_each_change = fsync_each_change
         self._compact_min_bytes = compact_min_bytes
         self._state: RunState | None = None
+        # Each step's JSON as last written, reused by the snapshots: a snapshot encodes only
+        # the steps no journal line has encoded yet. Every change to a step goes through
+        # _on_step (which sets it), _drop_instances or a revision (which drop it).
+        self._encoded: dict[str, str] = {}
         self._journal_fd: int | None = None
         self._journal_bytes = 0
         self._compact_at = compact_min_bytes
@@ -87,6 +91,7 @@ class StateStore:
         state = self._preloaded.pop() if self._preloaded else read_state(self.path, self.plan_name)
         if state is not None:
             self._state = state
+            self._encoded = {}
         return state
 
     @property
@@ -183,6 +188,7 @@ class StateStore:
             steps = {str(sid): StepState() for sid in listed}
             revisions = []
         self._started = set()
+        self._encoded = {}
         self._state = RunState(
             plan=self.plan_name,
             digest=d.get("digest"),
@@ -263,12 +269,15 @@ class StateStore:
             else:
                 return  # an event we do not record
         _apply_step(state, sid, new)
-        self._append({"op": "step", "id": sid, "state": new.to_json()})
+        encoded = self._encoded[sid] = _encode(new.to_json())
+        # what _encode({"op": "step", "id": sid, "state": ...}) writes, the state encoded once
+        self._append_line(f'{{"op":"step","id":{_encode(sid)},"state":{encoded}}}')
 
     def _drop_instances(self, sid: str, keep: set[str]) -> None:
         state = self.state
         for old in [i for i in state.steps if parent_of(i) == sid and i not in keep]:
             del state.steps[old]
+            self._encoded.pop(old, None)
             self._append({"op": "drop", "id": old})
 
     def _on_plan_diff(self, event: Event) -> None:
@@ -284,6 +293,7 @@ class StateStore:
             "steps": list(d.get("steps") or []),
         }
         _apply_revision(self.state, revision)
+        self._encoded.clear()
         self._append({"op": "revision", "revision": revision})
 
     def _on_run_finished(self, event: Event) -> None:
@@ -299,10 +309,13 @@ class StateStore:
         self._append({"op": "run", "changes": changes})
 
     def _append(self, entry: dict[str, Any]) -> None:
+        self._append_line(_encode(entry))
+
+    def _append_line(self, text: str) -> None:
         if self._journal_fd is None:
             self._compact(final=False)  # no journal yet (events before run.started)
         assert self._journal_fd is not None
-        line = _encode(entry).encode() + b"\n"
+        line = text.encode() + b"\n"
         # One write call on an O_APPEND fd: the line is in the kernel when this returns.
         try:
             _write_all(self._journal_fd, line)
@@ -348,7 +361,7 @@ class StateStore:
         started = time.monotonic()
         state = self.state
         token = None if final else os.urandom(8).hex()
-        data = _snapshot_bytes(state, token)
+        data = _snapshot_bytes(state, token, self._encoded)
         _make_dirs(self.path.parent)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         fd = create_temp(tmp)
