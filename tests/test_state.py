@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -689,32 +690,34 @@ def _killed_run_with_its_lock_inherited(path: Path) -> int:
     return int(line)
 
 
+@pytest.fixture
+def inherited_lock(tmp_path: Path) -> Iterator[Path]:
+    """A state path whose lock a killed run left held by a process it forked (ended after)."""
+    path = default_state_path(str(tmp_path), PLAN)
+    inheritor = _killed_run_with_its_lock_inherited(path)
+    try:
+        yield path
+    finally:
+        _kill_pid(inheritor)
+
+
 def test_a_killed_runs_lock_still_held_by_a_process_it_forked_is_taken_over(
-    tmp_path: Path,
+    inherited_lock: Path,
 ) -> None:
-    path = default_state_path(str(tmp_path), PLAN)
-    inheritor = None
-    try:
-        inheritor = _killed_run_with_its_lock_inherited(path)
-        store = StateStore(path, PLAN)
-        store.acquire()  # not "locked by another run (pid <the dead run>)"
-        assert store.lock_path.read_text().split()[0] == str(os.getpid())
-        with pytest.raises(StateError, match=f"pid {os.getpid()}"):
-            StateStore(path, PLAN).acquire()  # and really held: by us now
-        store.close()
-        assert not store.lock_path.exists()
-    finally:
-        _kill_pid(inheritor)
+    path = inherited_lock
+    store = StateStore(path, PLAN)
+    store.acquire()  # not "locked by another run (pid <the dead run>)"
+    assert store.lock_path.read_text().split()[0] == str(os.getpid())
+    with pytest.raises(StateError, match=f"pid {os.getpid()}"):
+        StateStore(path, PLAN).acquire()  # and really held: by us now
+    store.close()
+    assert not store.lock_path.exists()
 
 
-def test_racing_processes_take_over_a_killed_runs_inherited_lock_once(tmp_path: Path) -> None:
-    path = default_state_path(str(tmp_path), PLAN)
-    inheritor = None
-    try:
-        inheritor = _killed_run_with_its_lock_inherited(path)
-        assert sorted(_race_for_the_lock(path)) == ["acquired"] + ["locked"] * 7
-    finally:
-        _kill_pid(inheritor)
+def test_racing_processes_take_over_a_killed_runs_inherited_lock_once(
+    inherited_lock: Path,
+) -> None:
+    assert sorted(_race_for_the_lock(inherited_lock)) == ["acquired"] + ["locked"] * 7
 
 
 def test_releasing_a_lock_taken_over_leaves_the_new_holders_file(tmp_path: Path) -> None:
@@ -939,23 +942,18 @@ def test_status_document_and_text(tmp_path: Path) -> None:
 
 
 def test_a_lock_whose_holder_is_on_another_host_or_pid_namespace_is_never_taken_over(
-    tmp_path: Path,
+    inherited_lock: Path,
 ) -> None:
     # A pid is only known dead on its own host and in its own pid namespace: a run on another
     # machine sharing the directory (NFS) or in another container has a pid this process cannot
     # see, and its flock must keep holding the state.
-    path = default_state_path(str(tmp_path), PLAN)
-    inheritor = None
-    try:
-        inheritor = _killed_run_with_its_lock_inherited(path)
-        lock = path.with_name(path.name + ".lock")
-        dead_pid = lock.read_text().split()[0]
-        lock.write_text(f"{dead_pid}\nanother-host pid:[4026531836]\n")
-        with pytest.raises(StateError, match=f"locked by another run \\(pid {dead_pid}"):
-            StateStore(path, PLAN).acquire()
-        assert lock.read_text().split()[0] == dead_pid  # left alone
-    finally:
-        _kill_pid(inheritor)
+    path = inherited_lock
+    lock = path.with_name(path.name + ".lock")
+    dead_pid = lock.read_text().split()[0]
+    lock.write_text(f"{dead_pid}\nanother-host pid:[4026531836]\n")
+    with pytest.raises(StateError, match=f"locked by another run \\(pid {dead_pid}"):
+        StateStore(path, PLAN).acquire()
+    assert lock.read_text().split()[0] == dead_pid  # left alone
 
 
 def test_a_run_holding_the_lock_on_another_host_shows_as_running(tmp_path: Path) -> None:
