@@ -67,6 +67,24 @@ def planrun(
     return runner(*args, cwd=cwd, timeout=timeout, env=env, stdin=stdin)
 
 
+def python_ok(
+    *args: str, cwd: Path | str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run this interpreter with ARGS in a real process (no stdin), which must exit 0: for what
+    only a fresh interpreter shows (its imports, its start-up)."""
+    proc = subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc
+
+
 def planrun_process(
     *args: str,
     cwd: Path | str,

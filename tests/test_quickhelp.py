@@ -4,15 +4,13 @@ click prints for the commands as they are today."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from planrun.helptext import TEXTS
 from planrun.quickhelp import generate_texts
-from tests.conftest import planrun, planrun_process
+from tests.conftest import planrun, planrun_process, python_ok
 
 REGENERATE = "planrun/helptext.py is stale: run `python -m planrun.quickhelp` and commit it"
 
@@ -20,16 +18,7 @@ REGENERATE = "planrun/helptext.py is stale: run `python -m planrun.quickhelp` an
 def click_prints(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
     """What click itself prints for `planrun ARGS` (the click command, not the stored text)."""
     code = "from planrun.cli import main; main(prog_name='planrun')"
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return python_ok("-c", code, *args, cwd=cwd, env={**os.environ, **(env or {})}).stdout
 
 
 def test_the_stored_texts_are_what_click_prints_for_every_command() -> None:
@@ -42,15 +31,8 @@ def test_the_stored_texts_are_what_click_prints_for_every_command() -> None:
 def test_the_command_prints_the_stored_text_without_importing_click(
     tmp_path: Path, args: list[str]
 ) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "planrun", *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
-    )
-    assert proc.returncode == 0, proc.stderr
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = python_ok("-X", "importtime", "-m", "planrun", *args, cwd=tmp_path, env=env)
     assert proc.stdout == click_prints(*args, cwd=tmp_path)
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
     assert "planrun.quickhelp" in imported  # the measurement works

@@ -3,9 +3,9 @@ that do not need a heavy library must not load it (checked with `python -X impor
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.conftest import python_ok
 
 PLAIN_PLAN = """\
 name: plain
@@ -25,15 +25,7 @@ NOT_FOR_A_PLAIN_RUN = {"jinja2", "mcp", "rich", "httpx", "httpx2", "anyio", "das
 
 def imported_by(*args: str, cwd: Path) -> set[str]:
     """Top-level packages and planrun modules `python -m planrun ARGS` imports."""
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "planrun", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = python_ok("-X", "importtime", "-m", "planrun", *args, cwd=cwd)
     names = set()
     for line in proc.stderr.splitlines():
         if line.startswith("import time:"):
@@ -69,9 +61,7 @@ def test_the_run_path_imports_no_pydantic() -> None:
         "planrun.fanout, planrun.state, planrun.gate, planrun.replan, planrun.revision_check, "
         "planrun.checktools, planrun.reporters.jsonl; print('pydantic' in sys.modules)"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
+    proc = python_ok("-c", code)
     assert proc.stdout.strip() == "False", proc.stderr[-2000:]
 
 
@@ -79,14 +69,7 @@ def test_importing_the_package_imports_nothing_else() -> None:
     # `python -m planrun` and the `planrun` script execute planrun/__init__.py before the
     # Ctrl-C handler of planrun.__main__ is installed: a module it imports (even
     # `__future__`) widens the moment in which Ctrl-C prints a traceback from planrun's files.
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import planrun"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = python_ok("-X", "importtime", "-c", "import planrun")
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:")]
     names = [ln.split("|")[-1].strip() for ln in lines]
     assert names[-1] == "planrun", names[-5:]

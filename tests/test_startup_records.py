@@ -6,8 +6,6 @@ imported: `run` ends with os._exit, so the check runs just before it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from planrun.request import RunRequest
 from planrun.scope import StepRecord
 from planrun.state.model import RunState, StepState
 from planrun.tools.base import Services
+from tests.conftest import python_ok
 
 ONE_STEP = """\
 name: one
@@ -67,15 +66,7 @@ finally:
 
 
 def at_exit(cwd: Path, *args: str) -> dict[str, object]:
-    proc = subprocess.run(
-        [sys.executable, "-c", AT_EXIT, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = python_ok("-c", AT_EXIT, *args, cwd=cwd)
     found: dict[str, object] = json.loads(proc.stderr.splitlines()[-1])
     return found
 

@@ -102,6 +102,12 @@ def finished(status: str, reason: str, duration: float = 2.0) -> Event:
     )
 
 
+def plan_diff(revised: list[str], steps: list[dict[str, Any]], **more: Any) -> Event:
+    """A planner's first revision, as the scheduler sends it: c removed, x added."""
+    data = {"removed": ["c"], "added": ["x"], "revised": revised, "revision": 1}
+    return Event("plan.diff", PLAN, data={**data, **more, "steps": steps})
+
+
 def store_at(tmp_path: Path, **kw: Any) -> StateStore:
     return StateStore(default_state_path(str(tmp_path), PLAN), PLAN, **kw)
 
@@ -238,20 +244,7 @@ def test_plan_diff_records_a_revision(tmp_path: Path) -> None:
         {"id": "x", "tool": "echo"},
         {"id": "b", "tool": "echo", "args": {"value": 2}},
     ]
-    store.handle(
-        Event(
-            "plan.diff",
-            PLAN,
-            data={
-                "removed": ["c"],
-                "added": ["x"],
-                "revised": ["b"],
-                "revision": 1,
-                "error": "boom",
-                "steps": new_steps,
-            },
-        )
-    )
+    store.handle(plan_diff(["b"], new_steps, error="boom"))
     store.release()  # error path: no compaction, the journal stays
     assert store.journal_path.exists()
 
@@ -991,19 +984,7 @@ def test_snapshots_reuse_step_json_and_match_a_fresh_encoding(tmp_path: Path) ->
     store.handle(step_started("b"))
     store.handle(step_failed("b", "boom"))
     store._compact(final=False)  # a refresh, as during a run
-    store.handle(
-        Event(
-            "plan.diff",
-            PLAN,
-            data={
-                "removed": ["c"],
-                "added": ["x"],
-                "revised": ["a", "b"],
-                "revision": 1,
-                "steps": [{"id": "a"}, {"id": "x"}, {"id": "b"}],
-            },
-        )
-    )
+    store.handle(plan_diff(["a", "b"], [{"id": "a"}, {"id": "x"}, {"id": "b"}]))
     store.handle(step_started("b", attempt=2))
     store.handle(step_succeeded("b", 2, attempts=2))
     store.handle(finished("succeeded", "completed"))
