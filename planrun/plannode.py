@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self
+
+from planrun.record import FrozenRecord, replace
 
 
 def _json_value(value: Any, exact: bool) -> Any:
@@ -35,40 +37,14 @@ def _json_key(key: Any) -> str:
 PLAIN, COPY, ANY, NODE, NODES, LIST_NODES, ENUM = range(7)
 
 
-class PlanNode:
-    """Any part of a plan: frozen, compared by value, and to_dict / from_dict driven by a
-    per-class field table."""
+class PlanNode(FrozenRecord):
+    """Any part of a plan: a frozen record (compared by value, hashable, copied with `replace`)
+    whose to_dict / from_dict are driven by a per-class field table."""
 
     __slots__ = ()
     # (attribute, key in the dumped data, how to dump it); filled in by _table below.
     _TABLE: ClassVar[tuple[tuple[str, str, int], ...]] = ()
     _DEFAULTS: ClassVar[dict[str, Any]] = {}
-    _NAMES: ClassVar[tuple[str, ...]] = ()
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple([getattr(self, n) for n in self._NAMES])
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"cannot assign to field '{name}': {type(self).__name__} is frozen")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field '{name}': {type(self).__name__} is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, PlanNode)
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._NAMES)
-        return f"{type(self).__name__}({fields})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuild, (type(self), dict(zip(self._NAMES, self._values(), strict=True)))
 
     def to_dict(self, exclude_defaults: bool = False, *, exact: bool = False) -> dict[str, Any]:
         """JSON-compatible data, equal to pydantic's `model_dump(mode="json", exclude_defaults=...)`
@@ -109,10 +85,6 @@ class PlanNode:
         return dict(data)
 
 
-def _rebuild(cls: type[PlanNode], values: dict[str, Any]) -> PlanNode:
-    return cls(**values)
-
-
 def table(
     cls: type[PlanNode],
     kinds: Mapping[str, int],
@@ -121,20 +93,10 @@ def table(
 ) -> None:
     """Record each field's key and dump kind, and the defaults exclude_defaults compares with
     (what an object made of the `required` fields alone holds)."""
-    slots: tuple[str, ...] = vars(cls)["__slots__"]
-    names = tuple(n for n in slots if not n.startswith("_"))
-    cls._NAMES = names
+    names = cls._FIELDS
     cls._TABLE = tuple((n, (keys or {}).get(n, n), kinds.get(n, PLAIN)) for n in names)
     bare = cls(**dict.fromkeys(required, ""))
     cls._DEFAULTS = {n: getattr(bare, n) for n in names if n not in required}
 
 
-N = TypeVar("N", bound=PlanNode)
-
-
-def replace(obj: N, /, **changes: Any) -> N:
-    """A copy of `obj` with `changes` (as dataclasses.replace: through the constructor, so a
-    Plan's step index starts afresh)."""
-    values = dict(zip(obj._NAMES, obj._values(), strict=True))
-    values.update(changes)
-    return type(obj)(**values)
+__all__ = ["ANY", "COPY", "ENUM", "LIST_NODES", "NODE", "NODES", "PlanNode", "replace", "table"]

@@ -59,8 +59,13 @@ class FrozenRecord(Record):
         return hash(self._values())
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # copy and pickle rebuild it through the constructor (setting slots would raise).
-        return type(self), self._values()
+        # copy and pickle rebuild it through the constructor (setting slots would raise), by
+        # keyword: some constructors take keywords only.
+        return _rebuild, (type(self), dict(zip(self._FIELDS, self._values(), strict=True)))
+
+
+def _rebuild(cls: type[FrozenRecord], values: dict[str, Any]) -> FrozenRecord:
+    return cls(**values)
 
 
 R = TypeVar("R", bound=Record)
