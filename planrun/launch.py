@@ -26,7 +26,13 @@ from planrun.parent import (
 from planrun.plan import Plan
 from planrun.record import Record
 from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
-from planrun.runopen import OpenedState, attach_reporters, open_state, started_event
+from planrun.runopen import (
+    OpenedState,
+    attach_reporters,
+    new_run_id,
+    open_state,
+    started_event,
+)
 from planrun.runstate import decide_resume
 from planrun.tools.base import Services, ToolCaller, ToolFn
 
@@ -133,6 +139,7 @@ def _context(
             stream=req.stream,
             notice=attached.notice,
             mcp_config=req.mcp_config,
+            run_id=new_run_id(),
         )
     parent = call.parent
     own = plan.limits.max_concurrency
@@ -154,6 +161,7 @@ def _context(
         stream=parent.stream,
         notice=parent.notice,
         mcp_config=parent.mcp_config,
+        run_id=parent.run_id,
     )
 
 
@@ -269,7 +277,9 @@ async def _schedule(
         cache.secret_values = masker.values  # a result holding one is not stored
     sched.revisions = opened.revisions  # numbering goes on; the budget is this run's
     name = plan.name or "plan"
-    bus.emit(started_event(prep, dict(prep.variables), opened.previous is not None, here.jobs))
+    run_id = here.run_id if call is None else None  # a sub-plan's own events get their own
+    resumed = opened.previous is not None
+    bus.emit(started_event(prep, dict(prep.variables), resumed, here.jobs, run_id))
     outcome = await sched.run()
     finished = {
         "status": outcome.status,

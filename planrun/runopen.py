@@ -57,9 +57,14 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
     store = StateStore(Path(path), name)
     store.acquire()
     opened = OpenedState(store)
-    if not req.resume:
-        return prep, opened
     try:
+        left = store.left_running()
+        if left is not None:  # the run before died with steps running: their commands live on
+            from planrun.leftovers import stop_left_running
+
+            stop_left_running(*left)
+        if not req.resume:
+            return prep, opened
         old = store.load()
         if old is None:
             raise no_saved_state(req, name, path)
@@ -118,7 +123,11 @@ def attach_reporters(
 
 
 def started_event(
-    prep: Prepared, variables: dict[str, Any], resumed: bool, jobs: int | None = None
+    prep: Prepared,
+    variables: dict[str, Any],
+    resumed: bool,
+    jobs: int | None = None,
+    run_id: str | None = None,
 ) -> Event:
     plan = prep.plan
     selected = set(prep.selected)
@@ -128,7 +137,7 @@ def started_event(
         if s.id in selected
     ]
     data = {
-        "run_id": os.urandom(6).hex(),  # 12 random hex digits (uuid4's first 12; no uuid import)
+        "run_id": run_id or new_run_id(),
         "digest": plan_digest(plan),
         "resumed": resumed,
         "title": plan.title,
@@ -137,6 +146,11 @@ def started_event(
         "steps": steps,
     }
     return Event("run.started", plan.name or "plan", None, data)
+
+
+def new_run_id() -> str:
+    """12 random hex digits (uuid4's first 12; no uuid import)."""
+    return os.urandom(6).hex()
 
 
 def plan_digest(plan: Plan) -> str:

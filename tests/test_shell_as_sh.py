@@ -45,6 +45,9 @@ COMMANDS = [
 ]
 
 
+MARKS = ("PLANRUN_RUN_ID=", "PLANRUN_STEP_ID=")
+
+
 def test_string_commands_match_sh_c(tmp_path: Path) -> None:
     steps = [
         {"id": f"c{i}", "tool": "shell", "args": {"cmd": cmd, "check": False}}
@@ -55,6 +58,13 @@ def test_string_commands_match_sh_c(tmp_path: Path) -> None:
     r = planrun("run", "plan.json", "--no-state", "--output", "json", "-j", "2", cwd=tmp_path)
     assert r.code == 0, r
     got = {s["id"]: s["result"] for s in r.json["steps"]}
+    # planrun adds these two to every command's environment (docs/state.md), and only these
+    env_out = got[f"c{COMMANDS.index('env')}"]
+    marks = [v for v in env_out["stdout"].splitlines() if v.startswith(MARKS)]
+    assert [m.split("=")[0] + "=" for m in sorted(marks)] == list(MARKS)
+    env_out["stdout"] = "".join(
+        v for v in env_out["stdout"].splitlines(keepends=True) if not v.startswith(MARKS)
+    )
     differ = []
     for i, cmd in enumerate(COMMANDS):
         sh = subprocess.run(

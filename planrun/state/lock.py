@@ -41,12 +41,15 @@ _NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EBADF, errno.EI
 class StateLock:
     """The lock file `path` (`NAME.json.lock`) of one state file: `acquire`, `release`."""
 
-    __slots__ = ("fd", "path", "state_path")
+    __slots__ = ("fd", "path", "state_path", "left_by")
 
     def __init__(self, path: Path, state_path: Path) -> None:
         self.path = path
         self.state_path = state_path  # named in messages
         self.fd: int | None = None
+        # The holder (pid, where) named in a lock file a dead run left behind, once taken over:
+        # that run did not finish, and may have left commands running (planrun/leftovers.py).
+        self.left_by: tuple[int, str | None] | None = None
 
     def acquire(self) -> None:
         """Take the lock, or StateError naming the live holder's pid."""
@@ -84,11 +87,18 @@ class StateLock:
             # The run that wrote `pid` is gone (kill -9): the flock lives on only in a process
             # it forked. Under the guard nobody else is taking this file: remove it.
             os.unlink(self.path)
+            assert pid is not None  # _dead(None) is False
+            self.left_by = (pid, where)
             return False
         # The holder we raced may have unlinked the file after we opened it: a lock on an
         # unlinked inode protects nothing, so check that the path still names our inode.
         if not _names(self.path, fd):
             return False
+        # A pid already written here is a run that never released the lock: it died (the
+        # kernel dropped its flock). A new lock file is empty: one pread, nothing more.
+        pid, where = parse_holder(os.pread(fd, 512, 0))
+        if pid is not None and pid != os.getpid():
+            self.left_by = (pid, where)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n{here()}\n".encode(), 0)
         os.fchmod(fd, 0o600)

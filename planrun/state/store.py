@@ -21,7 +21,7 @@ from planrun.state.journal import (
     _write_all,
     read_state,
 )
-from planrun.state.lock import StateLock
+from planrun.state.lock import StateLock, here
 from planrun.state.model import (
     _JOURNAL_SUFFIX,
     _LOCK_SUFFIX,
@@ -133,6 +133,18 @@ class StateStore:
         except BaseException:
             self._release_lock()
             raise
+
+    def left_running(self) -> tuple[str | None, frozenset[str]] | None:
+        """After `acquire()` took over the lock of a run that died on this host without
+        finishing: that run's id (as recorded: unchecked) and the steps it had running, whose
+        commands may still be running. None when there was no such run (the usual case)."""
+        holder = self._lock.left_by
+        state = self._preloaded[0] if self._preloaded else self._state
+        if holder is None or state is None or holder[1] != here():
+            return None
+        running = (Status.RUNNING, Status.INTERRUPTED)  # read_state shows a dead run's running
+        steps = frozenset(sid for sid, st in state.steps.items() if st.status in running)
+        return (state.run_id, steps) if steps else None
 
     def release(self) -> None:
         """Release the lock (idempotent) without compacting: for error paths. The journal stays

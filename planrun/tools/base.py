@@ -139,6 +139,7 @@ class ParentContext(NamedTuple):
     stream: bool = False
     notice: Notice | None = None
     mcp_config: str | None = None
+    run_id: str = ""  # the top run's id: its shell commands carry it (planrun/leftovers.py)
 
     def child_prefix(self, step_id: str) -> str:
         return f"{self.prefix}{step_id}{STEP_SEPARATOR}"

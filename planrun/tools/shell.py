@@ -18,6 +18,9 @@ from planrun.tools.spawned import SpawnedChild, pidfd_supported, spawn_child
 _OPTIONAL = ("cwd", "env", "stdin", "check")
 _GRACE_S = 0.5  # between SIGTERM and SIGKILL when a step is cancelled
 _TAIL_LINES = 20
+# In every command's environment: the run and the state row it runs for (planrun/leftovers.py)
+RUN_ENV = "PLANRUN_RUN_ID"
+STEP_ENV = "PLANRUN_STEP_ID"
 
 LIVE_GROUPS: set[int] = set()
 """Process groups of running commands: what a second Ctrl-C kills before planrun exits."""
@@ -73,7 +76,7 @@ def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
 async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Run `cmd`; result `{stdout, stderr, exit_code}`. Cancelling kills the whole group."""
     parsed = parse_shell_args(args, ctx.cwd)
-    env = _env(parsed.env, ctx.env)
+    env = _env(parsed.env, ctx.env, _marks(ctx))
     argv, command = _argv(parsed.cmd)
     cwd, stdin, check = parsed.cwd, parsed.stdin, parsed.check
     result = await _run(argv, cwd, env, stdin, ctx)
@@ -143,13 +146,26 @@ def _argv(cmd: Any) -> tuple[list[str], str]:
     )
 
 
-def _env(extra: Any, base: dict[str, str]) -> dict[str, str]:
-    """`extra` merged over `base`; None unsets a variable, other values become text."""
+def _marks(ctx: ToolContext) -> dict[str, str] | None:
+    """PLANRUN_RUN_ID and PLANRUN_STEP_ID: how the next run finds this command if planrun is
+    killed while it runs (planrun/leftovers.py). Added here only, at spawn time, so that no
+    expression, fingerprint or cache key sees them."""
+    parent = ctx.parent
+    if parent is None or not parent.run_id:
+        return None
+    return {RUN_ENV: parent.run_id, STEP_ENV: parent.prefix + ctx.step_id}
+
+
+def _env(extra: Any, base: dict[str, str], marks: dict[str, str] | None = None) -> dict[str, str]:
+    """`extra` merged over `base` and `marks`; None unsets a variable, other values become
+    text. (One copy of `base`: the caller's dict is never changed.)"""
     if extra is None:
-        return base
+        return base if marks is None else {**base, **marks}
     if not isinstance(extra, dict):
         raise ToolFailed(f"shell: 'env' must be a mapping, got {type_name(extra)}")
     env = dict(base)
+    if marks is not None:
+        env.update(marks)
     for key, value in extra.items():
         if value is None:
             env.pop(str(key), None)
