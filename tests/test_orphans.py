@@ -75,9 +75,9 @@ def write_plan(tmp_path: Path, mark: str) -> None:
     (tmp_path / "p.json").write_text(json.dumps(plan))
 
 
-def kill_only_planrun(tmp_path: Path) -> int:
-    """Start the run, wait for `build` to be running, SIGKILL planrun alone (not its
-    commands, unlike conftest.kill_9) and reap it; returns the pid of build's command."""
+def kill_only_planrun(tmp_path: Path, child: str = "grand.pid") -> int:
+    """Start the run, wait for its long step to be running, SIGKILL planrun alone (not its
+    commands, unlike conftest.kill_9) and reap it; returns the pid of the step's command."""
     proc = spawn_planrun(
         "run", "p.json", "-q", cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -86,7 +86,7 @@ def kill_only_planrun(tmp_path: Path) -> int:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     pid = pid_in(first)
-    assert alive(pid) and alive(pid_in(tmp_path / "grand.pid"))  # they outlive planrun
+    assert alive(pid) and alive(pid_in(tmp_path / child))  # they outlive planrun
     return pid
 
 
@@ -286,3 +286,40 @@ def test_only_a_run_that_died_here_with_steps_running_is_looked_after(tmp_path):
     assert valid_run_id(doc["run_id"])
     for bad in ("", "a", "0123456789aZ", "../../0123456789ab", 12345678901234, None, "f" * 65):
         assert not valid_run_id(bad)
+
+
+def test_a_sub_plans_command_that_ignores_sigterm_and_left_its_session_is_stopped(tmp_path):
+    """SIGKILL after the grace; a command that called setsid but kept its environment is found
+    by its marker; a sub-plan's step is named as the state names it."""
+    mark = unique_sleep(600)
+    push = (
+        f": {mark}\n"
+        "if [ -f first.pid ]; then exit 0; fi\n"
+        "trap '' TERM\n"  # inherited by its children: nothing here ends on SIGTERM
+        f"setsid {mark} &\n"
+        "echo $! > setsid.pid\n"
+        "echo $$ > first.tmp && mv first.tmp first.pid\n"
+        "wait\n"
+    )
+    sub = {"name": "sub", "steps": [{"id": "push", "tool": "shell", "args": {"cmd": push}}]}
+    (tmp_path / "sub.json").write_text(json.dumps(sub))
+    plan = {"name": "p", "steps": [{"id": "deploy", "tool": "plan", "args": {"path": "sub.json"}}]}
+    (tmp_path / "p.json").write_text(json.dumps(plan))
+    try:
+        with hang_guard(120):
+            first = kill_only_planrun(tmp_path, "setsid.pid")
+            alone = pid_in(tmp_path / "setsid.pid")
+            assert os.getpgid(alone) == alone != first  # a session of its own
+            result = planrun_process("resume", "p.json", cwd=tmp_path)
+        assert result.code == 0, result
+        lines = stopped_lines(result.err)
+        assert len(lines) == 1, result.err
+        assert lines[0].startswith("planrun: stopped 2 commands left running by the interrupted")
+        for pid in (first, alone):
+            assert f"step deploy/push, pid {pid}" in lines[0]
+            assert not alive(pid)
+    finally:
+        for name in ("first.pid", "setsid.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(pid_in(tmp_path / name), signal.SIGKILL)
+        cleanup(mark)
