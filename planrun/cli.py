@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -187,7 +186,7 @@ def _state_path(name: str, state: str | None) -> str:
 def _read_state(name: str, state: str | None) -> Any:
     from planrun.state import read_state
 
-    return read_state(Path(_state_path(name, state)), name)
+    return read_state(_state_path(name, state), name)
 
 
 def _last_statuses(name: str, state: str | None) -> dict[str, str]:

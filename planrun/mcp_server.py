@@ -16,7 +16,6 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -155,7 +154,7 @@ def status_doc(plan: str, cwd: str) -> dict[str, Any]:
 
     name = plan_name(PlanSource(plan, cwd))
     path = default_state_path(cwd, name)
-    state = read_state(Path(path), name)
+    state = read_state(path, name)
     if state is None:
         raise StateError(f"no state for plan '{name}' at {path}: run it first with plan_run")
     return status_document(state)

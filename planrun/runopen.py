@@ -10,7 +10,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import UsageError
@@ -54,7 +53,7 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
 
     name = prep.plan.name or "plan"
     path = abs_path(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
-    store = StateStore(Path(path), name)
+    store = StateStore(path, name)
     store.acquire()
     opened = OpenedState(store)
     try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: the state reader and the revision check only
 # on resume.
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import StateError
@@ -69,7 +68,7 @@ def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
 
     name = prep.plan.name or "plan"
     path = abs_path(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
-    old = read_state(Path(path), name)
+    old = read_state(path, name)
     if old is None:
         raise no_saved_state(req, name, path)
     if old.revisions:

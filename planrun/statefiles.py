@@ -14,7 +14,6 @@ import contextlib
 import errno
 import os
 import stat
-from pathlib import Path
 
 from planrun.errors import StateError
 
@@ -35,12 +34,12 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def refuse(path: Path | str, what: str) -> StateError:
+def refuse(path: str, what: str) -> StateError:
     """The one-line error for a state file that is not a regular file of its own."""
     return StateError(f"state file {path} is {what}: refusing to use it (remove or rename it)")
 
 
-def check_not_special(path: Path | str) -> None:
+def check_not_special(path: str) -> None:
     """StateError if `path` exists and is a symlink, FIFO, device or anything but a regular file."""
     try:
         st = os.lstat(path)
@@ -50,7 +49,7 @@ def check_not_special(path: Path | str) -> None:
         raise refuse(path, _kind(st.st_mode))
 
 
-def open_regular(path: Path | str, flags: int, mode: int = 0o600, *, own: bool = False) -> int:
+def open_regular(path: str, flags: int, mode: int = 0o600, *, own: bool = False) -> int:
     """os.open without following a symlink; the fd of a regular file, else StateError.
 
     `own`: the file is written in place (the lock), so it must not be a hard link to a file
@@ -76,7 +75,7 @@ def open_regular(path: Path | str, flags: int, mode: int = 0o600, *, own: bool =
     return fd
 
 
-def read_regular(path: Path | str) -> bytes | None:
+def read_regular(path: str) -> bytes | None:
     """The bytes of the regular file `path`, None if it does not exist; StateError otherwise."""
     try:
         fd = open_regular(path, os.O_RDONLY)
@@ -93,7 +92,7 @@ def read_regular(path: Path | str) -> bytes | None:
         os.close(fd)
 
 
-def create_temp(path: Path | str, flags: int = 0) -> int:
+def create_temp(path: str, flags: int = 0) -> int:
     """Create the temporary file `path` afresh (O_EXCL): a leftover or planted name is removed
     first (unlinking a symlink removes the link, never its target)."""
     for _ in range(3):
@@ -105,14 +104,28 @@ def create_temp(path: Path | str, flags: int = 0) -> int:
     raise StateError(f"cannot create temporary state file {path}: it keeps reappearing")
 
 
-def check_state_dirs(path: Path) -> None:
+def path_text(path: str | os.PathLike[str]) -> str:
+    """`path` as text, spelled as pathlib spells it: no `.` parts, no doubled or trailing `/`.
+    The state modules work on text paths (pathlib costs ~5 ms of every start-up to import)."""
+    text = os.fspath(path)
+    lead = "/" if text.startswith("/") else ""
+    return lead + "/".join(p for p in text.split("/") if p and p != ".") or lead or "."
+
+
+def parent_dir(path: str) -> str:
+    """The directory holding `path` (`.` for a bare name)."""
+    return os.path.dirname(path) or "."
+
+
+def check_state_dirs(path: str) -> None:
     """Under the default `.planrun/state/`, neither directory may be a symbolic link: a
     repository could ship `.planrun` pointing anywhere (another user's directory, /tmp), and the
     run's state would be written there. A `--state` path elsewhere is the user's own choice."""
-    state_dir = path.parent
-    if state_dir.name != "state" or state_dir.parent.name != ".planrun":
+    state_dir = os.path.dirname(path)
+    dot_dir = os.path.dirname(state_dir)
+    if os.path.basename(state_dir) != "state" or os.path.basename(dot_dir) != ".planrun":
         return
-    for d in (state_dir.parent, state_dir):
+    for d in (dot_dir, state_dir):
         try:
             st = os.lstat(d)
         except OSError:

@@ -31,6 +31,7 @@ from planrun.state import (
     render_status_text,
     status_document,
 )
+from planrun.statefiles import path_text
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = "demo"
@@ -178,23 +179,23 @@ def test_round_trip_of_a_run(tmp_path: Path) -> None:
     assert state.variables == {"who": "world", "code": {"text": "héllo", "n": [1, 2]}, "art": None}
     assert state.pid == os.getpid()
     # close() compacted: a readable snapshot, no journal, no lock left behind
-    assert json.loads(store.path.read_text())["status"] == "failed"
-    assert not store.journal_path.exists()
-    assert not store.lock_path.exists()
+    assert json.loads(Path(store.path).read_text())["status"] == "failed"
+    assert not Path(store.journal_path).exists()
+    assert not Path(store.lock_path).exists()
 
 
 def test_snapshot_is_valid_json_from_run_start(tmp_path: Path) -> None:
     store = store_at(tmp_path)
     store.acquire()
     store.handle(started(["a", "b"]))
-    doc = json.loads(store.path.read_text())
+    doc = json.loads(Path(store.path).read_text())
     assert doc["status"] == "running" and list(doc["steps"]) == ["a", "b"]
     store.handle(step_started("a"))
     # the snapshot stays valid while the journal carries the change
-    assert json.loads(store.path.read_text())["steps"]["a"]["status"] == "pending"
+    assert json.loads(Path(store.path).read_text())["steps"]["a"]["status"] == "pending"
     assert read_state(store.path, PLAN).steps["a"].status == "running"  # type: ignore[union-attr]
     store.close()
-    assert not store.journal_path.exists()
+    assert not Path(store.journal_path).exists()
 
 
 def test_resume_keeps_listed_steps_and_marks_new_ones_pending(tmp_path: Path) -> None:
@@ -246,7 +247,7 @@ def test_plan_diff_records_a_revision(tmp_path: Path) -> None:
     ]
     store.handle(plan_diff(["b"], new_steps, error="boom"))
     store.release()  # error path: no compaction, the journal stays
-    assert store.journal_path.exists()
+    assert Path(store.journal_path).exists()
 
     state = StateStore(store.path, PLAN).load()
     assert state is not None
@@ -295,9 +296,9 @@ def test_kill_between_snapshot_and_journal_replace_applies_nothing_twice(tmp_pat
     store.handle(step_succeeded("a", 1))
     diff = {"removed": [], "added": ["c"], "revised": [], "revision": 1, "error": "e"}
     store.handle(Event("plan.diff", PLAN, data={**diff, "steps": [{"id": "c"}]}))  # new steps only
-    old_journal = store.journal_path.read_bytes()
+    old_journal = Path(store.journal_path).read_bytes()
     store._compact(final=False)  # the compaction a kill -9 cuts short...
-    store.journal_path.write_bytes(old_journal)  # ...after the snapshot, before the journal
+    Path(store.journal_path).write_bytes(old_journal)  # ...after the snapshot, before the journal
     state = read_state(store.path, PLAN)
     assert state is not None
     assert len(state.revisions) == 1 and list(state.steps) == ["a", "b", "c"]
@@ -314,10 +315,10 @@ def test_corrupt_journal_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
     with open(store.journal_path, "ab") as f:
         f.write(b"garbage\n")
         f.write(b'{"op":"run","changes":{"status":"failed"}}\n')
-    before = store.journal_path.read_bytes()
+    before = Path(store.journal_path).read_bytes()
     with pytest.raises(StateError, match="corrupt at line 3"):
         StateStore(store.path, PLAN).load()
-    assert store.journal_path.read_bytes() == before
+    assert Path(store.journal_path).read_bytes() == before
 
 
 def test_run_left_running_by_a_dead_process_loads_as_interrupted(tmp_path: Path) -> None:
@@ -326,9 +327,9 @@ def test_run_left_running_by_a_dead_process_loads_as_interrupted(tmp_path: Path)
     store.handle(started(["a", "b"]))
     store.handle(step_started("a"))
     store.release()
-    doc = json.loads(store.path.read_text())
+    doc = json.loads(Path(store.path).read_text())
     doc["pid"] = dead_pid()  # as if the run had been killed
-    store.path.write_text(json.dumps(doc))
+    Path(store.path).write_text(json.dumps(doc))
     state = StateStore(store.path, PLAN).load()
     assert state is not None
     assert (state.status, state.reason) == ("interrupted", "interrupted")
@@ -378,7 +379,7 @@ def test_real_kill_9_at_random_moments_leaves_a_loadable_prefix(tmp_path: Path) 
     """Kill a writing process at random instants (while importing, loading, writing the first
     snapshot, appending, compacting mid-run); every time the state loads and holds exactly the
     acknowledged changes, plus at most the one in flight."""
-    path = default_state_path(str(tmp_path), PLAN)
+    path = Path(default_state_path(str(tmp_path), PLAN))
     n = 5000
     rng = random.Random(20261126)
     previous: list[str] | None = None
@@ -430,7 +431,7 @@ def test_real_kill_9_at_random_moments_leaves_a_loadable_prefix(tmp_path: Path) 
 
 def test_killed_run_not_yet_reaped_is_not_live(tmp_path: Path) -> None:
     """A zombie still answers kill(pid, 0); an orphaned planrun can stay one for long."""
-    path = default_state_path(str(tmp_path), PLAN)
+    path = Path(default_state_path(str(tmp_path), PLAN))
     child = run_child(KILL_CHILD, str(path), "20000")
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -449,7 +450,7 @@ def test_killed_run_not_yet_reaped_is_not_live(tmp_path: Path) -> None:
 
 def test_reader_during_a_live_run_sees_consistent_progress(tmp_path: Path) -> None:
     """`planrun status` while a run writes: every load works (torn tail, compaction races)."""
-    path = default_state_path(str(tmp_path), PLAN)
+    path = Path(default_state_path(str(tmp_path), PLAN))
     child = run_child(KILL_CHILD, str(path), "3000")
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -499,7 +500,7 @@ DISK_FULL_CHILD = """
 
 
 def test_disk_full_is_a_state_error_and_leaves_a_loadable_state(tmp_path: Path) -> None:
-    path = default_state_path(str(tmp_path), PLAN)
+    path = Path(default_state_path(str(tmp_path), PLAN))
     child = run_child(DISK_FULL_CHILD, str(path))
     out, err = child.communicate(timeout=60)
     assert child.returncode == 0, err
@@ -524,19 +525,19 @@ def test_corrupt_snapshot_is_an_error_and_untouched(tmp_path: Path) -> None:
     store.handle(started(["a"]))
     store.handle(step_succeeded("a", 1))
     store.close()
-    good = store.path.read_bytes()
+    good = Path(store.path).read_bytes()
     for bad in (
         good[: len(good) // 2],
         b"",
         b"[1, 2]",
         b'{"version": 1, "plan": "demo", "steps": 3}',
     ):
-        store.path.write_bytes(bad)
+        Path(store.path).write_bytes(bad)
         with pytest.raises(StateError) as info:
             StateStore(store.path, PLAN).load()
         assert "corrupt" in str(info.value) and str(store.path) in str(info.value)
         assert info.value.exit_code == ExitCode.STATE_ERROR
-        assert store.path.read_bytes() == bad
+        assert Path(store.path).read_bytes() == bad
 
 
 def test_corrupt_snapshot_with_a_journal_is_untouched_by_load_and_acquire(tmp_path: Path) -> None:
@@ -545,39 +546,39 @@ def test_corrupt_snapshot_with_a_journal_is_untouched_by_load_and_acquire(tmp_pa
     store.handle(started(["a"]))
     store.handle(step_succeeded("a", 1))
     store.release()
-    store.path.write_bytes(store.path.read_bytes()[:-10])
-    files = {p: p.read_bytes() for p in store.path.parent.iterdir()}
+    Path(store.path).write_bytes(Path(store.path).read_bytes()[:-10])
+    files = {p: p.read_bytes() for p in Path(store.path).parent.iterdir()}
     again = StateStore(store.path, PLAN)
     with pytest.raises(StateError, match="corrupt"):
         again.acquire()  # a run never takes over a file that is not its plan's state
     with pytest.raises(StateError, match="corrupt"):
         again.load()
     again.close()  # loaded nothing, wrote nothing: close must not write either
-    assert {p: p.read_bytes() for p in store.path.parent.iterdir()} == files
+    assert {p: p.read_bytes() for p in Path(store.path).parent.iterdir()} == files
 
 
 def test_foreign_plan_name(tmp_path: Path) -> None:
     other = StateStore(default_state_path(str(tmp_path), PLAN), "other")
     other.handle(started(["a"]))
     other.close()
-    before = other.path.read_bytes()
+    before = Path(other.path).read_bytes()
     with pytest.raises(StateError) as info:
         StateStore(other.path, PLAN).load()
     assert str(info.value) == f"state file {other.path} belongs to plan 'other', not 'demo'"
-    assert other.path.read_bytes() == before
+    assert Path(other.path).read_bytes() == before
 
 
 def test_newer_format_version(tmp_path: Path) -> None:
     store = store_at(tmp_path)
     store.handle(started(["a"]))
     store.close()
-    doc = json.loads(store.path.read_text())
+    doc = json.loads(Path(store.path).read_text())
     doc["version"] = STATE_VERSION + 1
-    store.path.write_text(json.dumps(doc))
-    before = store.path.read_bytes()
+    Path(store.path).write_text(json.dumps(doc))
+    before = Path(store.path).read_bytes()
     with pytest.raises(StateError, match="newer"):
         StateStore(store.path, PLAN).load()
-    assert store.path.read_bytes() == before
+    assert Path(store.path).read_bytes() == before
 
 
 def test_no_state_file_loads_none(tmp_path: Path) -> None:
@@ -606,7 +607,7 @@ HOLD_LOCK = """
 
 
 def test_lock_held_by_a_live_process_names_its_pid(tmp_path: Path) -> None:
-    path = default_state_path(str(tmp_path), PLAN)
+    path = Path(default_state_path(str(tmp_path), PLAN))
     holder = run_child(HOLD_LOCK, str(path), "60")
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "acquired"
@@ -621,19 +622,19 @@ def test_lock_held_by_a_live_process_names_its_pid(tmp_path: Path) -> None:
     assert path.with_name(path.name + ".lock").read_text().split()[0] == str(holder.pid)
     store = StateStore(path, PLAN)
     store.acquire()
-    assert store.lock_path.read_text().split()[0] == str(os.getpid())
+    assert Path(store.lock_path).read_text().split()[0] == str(os.getpid())
     store.close()
-    assert not store.lock_path.exists()
+    assert not Path(store.lock_path).exists()
 
 
 def test_stale_lock_of_a_dead_pid_is_taken_over(tmp_path: Path) -> None:
     store = store_at(tmp_path)
-    store.path.parent.mkdir(parents=True)
-    store.lock_path.write_text(f"{dead_pid()}\n")
+    Path(store.path).parent.mkdir(parents=True)
+    Path(store.lock_path).write_text(f"{dead_pid()}\n")
     store.acquire()
-    assert store.lock_path.read_text().split()[0] == str(os.getpid())
+    assert Path(store.lock_path).read_text().split()[0] == str(os.getpid())
     store.release()
-    assert not store.lock_path.exists()
+    assert not Path(store.lock_path).exists()
 
 
 HOLD_AND_FORK = """
@@ -686,7 +687,7 @@ def _killed_run_with_its_lock_inherited(path: Path) -> int:
 @pytest.fixture
 def inherited_lock(tmp_path: Path) -> Iterator[Path]:
     """A state path whose lock a killed run left held by a process it forked (ended after)."""
-    path = default_state_path(str(tmp_path), PLAN)
+    path = Path(default_state_path(str(tmp_path), PLAN))
     inheritor = _killed_run_with_its_lock_inherited(path)
     try:
         yield path
@@ -700,11 +701,11 @@ def test_a_killed_runs_lock_still_held_by_a_process_it_forked_is_taken_over(
     path = inherited_lock
     store = StateStore(path, PLAN)
     store.acquire()  # not "locked by another run (pid <the dead run>)"
-    assert store.lock_path.read_text().split()[0] == str(os.getpid())
+    assert Path(store.lock_path).read_text().split()[0] == str(os.getpid())
     with pytest.raises(StateError, match=f"pid {os.getpid()}"):
         StateStore(path, PLAN).acquire()  # and really held: by us now
     store.close()
-    assert not store.lock_path.exists()
+    assert not Path(store.lock_path).exists()
 
 
 def test_racing_processes_take_over_a_killed_runs_inherited_lock_once(
@@ -722,11 +723,11 @@ def test_releasing_a_lock_taken_over_leaves_the_new_holders_file(tmp_path: Path)
     new = store_at(tmp_path)
     new.acquire()
     old.release()
-    assert new.lock_path.read_text().split()[0] == str(os.getpid())
+    assert Path(new.lock_path).read_text().split()[0] == str(os.getpid())
     with pytest.raises(StateError, match="locked by another run"):
         store_at(tmp_path).acquire()
     new.close()
-    assert not new.lock_path.exists()
+    assert not Path(new.lock_path).exists()
 
 
 def test_second_store_in_the_same_process_is_refused(tmp_path: Path) -> None:
@@ -751,7 +752,7 @@ def _race_for_the_lock(path: Path) -> list[str]:
 
 
 def test_racing_processes_get_the_lock_once(tmp_path: Path) -> None:
-    path = default_state_path(str(tmp_path), PLAN)
+    path = Path(default_state_path(str(tmp_path), PLAN))
     assert sorted(_race_for_the_lock(path)) == ["acquired"] + ["locked"] * 7
 
 
@@ -780,11 +781,11 @@ def test_files_are_private(tmp_path: Path) -> None:
         store.handle(started(["a"]))
         store.handle(step_succeeded("a", "secret-ish"))
         for p in (store.path, store.journal_path, store.lock_path):
-            assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
-        assert stat.S_IMODE(store.path.parent.stat().st_mode) == 0o700
+            assert stat.S_IMODE(os.stat(p).st_mode) == 0o600, p
+        assert stat.S_IMODE(Path(store.path).parent.stat().st_mode) == 0o700
         assert stat.S_IMODE((tmp_path / ".planrun").stat().st_mode) == 0o700
         store.close()
-        assert stat.S_IMODE(store.path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(Path(store.path).stat().st_mode) == 0o600
     finally:
         os.umask(old)
 
@@ -806,9 +807,26 @@ def test_timestamps_match_the_event_stream() -> None:
     ]
 
 
+def test_state_paths_are_spelled_as_pathlib_spells_them() -> None:
+    # Messages name the state file as they did when the state modules used pathlib.
+    for raw in [
+        "/w/s.json",
+        "/w/./s.json",
+        "/w//x/s.json",
+        "s.json",
+        "./s.json",
+        "a/../s.json",
+        "/",
+        "/w/",
+        ".",
+    ]:
+        assert path_text(raw) == str(Path(raw)), raw
+    assert path_text(Path("/w/s.json")) == "/w/s.json"
+
+
 def test_default_state_path() -> None:
-    assert default_state_path("/w", "refactor-auth") == Path("/w/.planrun/state/refactor-auth.json")
-    assert default_state_path("/w", "../x").parent == Path("/w/.planrun/state")
+    assert default_state_path("/w", "refactor-auth") == "/w/.planrun/state/refactor-auth.json"
+    assert Path(default_state_path("/w", "../x")).parent == Path("/w/.planrun/state")
 
 
 # ------------------------------------------------------------------ speed
@@ -952,7 +970,7 @@ def test_a_lock_whose_holder_is_on_another_host_or_pid_namespace_is_never_taken_
 def test_a_run_holding_the_lock_on_another_host_shows_as_running(tmp_path: Path) -> None:
     # Its pid means nothing here: `status` must not call it interrupted because no local
     # process has that pid.
-    path = default_state_path(str(tmp_path), PLAN)
+    path = Path(default_state_path(str(tmp_path), PLAN))
     child = run_child(KILL_CHILD, str(path), "20000")
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
@@ -989,7 +1007,7 @@ def test_snapshots_reuse_step_json_and_match_a_fresh_encoding(tmp_path: Path) ->
     store.handle(step_succeeded("b", 2, attempts=2))
     store.handle(finished("succeeded", "completed"))
     store.close()  # the final snapshot
-    written = store.path.read_bytes()
+    written = Path(store.path).read_bytes()
     state = StateStore(store.path, PLAN).load()
     assert state is not None and list(state.steps) == ["a", "x", "b"]
     assert state.steps["b"].status == "succeeded" and state.steps["x"].status == "pending"

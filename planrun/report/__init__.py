@@ -92,7 +92,7 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str) -> str:
         info = plan_info(plan)
     except PlanInvalid:
         name = default_name(plan_path)  # an edited, broken plan still has its last run
-    path = Path(state) if state else default_state_path(cwd, name)
+    path = Path(state) if state else Path(default_state_path(cwd, name))
     if state and not path.is_absolute():
         path = Path(cwd) / path
     recorded = read_state(path, name)
@@ -132,7 +132,7 @@ class ReportOnExit:
         if self.state:
             path = Path(self.state) if os.path.isabs(self.state) else Path(self.cwd) / self.state
         else:
-            path = default_state_path(self.cwd, self.plan)
+            path = Path(default_state_path(self.cwd, self.plan))
         recorded = read_state(path, self.plan)
         if recorded is None:
             return False

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from planrun.errors import StateError
@@ -25,9 +24,7 @@ from planrun.statecheck import (
     check_revisions,
     check_run_fields,
 )
-from planrun.statefiles import (
-    read_regular,
-)
+from planrun.statefiles import path_text, read_regular
 from planrun.status import RUN_STATUSES, Status
 
 
@@ -39,7 +36,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _fsync_dir(directory: Path) -> None:
+def _fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -52,15 +49,16 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _make_dirs(directory: Path) -> None:
+def _make_dirs(directory: str) -> None:
     """Create the state directory (and missing parents) with mode 0700: state can hold results."""
-    missing: list[Path] = []
+    missing: list[str] = []
     d = directory
-    while not d.exists():
+    while not os.path.exists(d):
         missing.append(d)
-        if d.parent == d:
+        parent = os.path.dirname(d)
+        if parent == d or not parent:
             break
-        d = d.parent
+        d = parent
     for d in reversed(missing):
         with contextlib.suppress(FileExistsError):
             os.mkdir(d, 0o700)
@@ -99,7 +97,7 @@ def _snapshot_bytes(
     return "\n".join(lines).encode()
 
 
-def _state_from_json(doc: Any, path: Path, plan_name: str) -> tuple[RunState, str | None]:
+def _state_from_json(doc: Any, path: str, plan_name: str) -> tuple[RunState, str | None]:
     if not isinstance(doc, dict):
         raise StateError(f"state file {path} is corrupt: not a JSON object")
     version = doc.get("version")
@@ -141,7 +139,7 @@ def _state_from_json(doc: Any, path: Path, plan_name: str) -> tuple[RunState, st
     return state, token if isinstance(token, str) else None
 
 
-def _replay_journal(state: RunState, data: bytes, token: str | None, journal: Path) -> None:
+def _replay_journal(state: RunState, data: bytes, token: str | None, journal: str) -> None:
     """Apply the journal's complete lines; a torn last line (no newline: kill -9 mid-write) is
     dropped, a journal written for another snapshot (crash during compaction) is ignored."""
     lines = data.split(b"\n")
@@ -165,14 +163,17 @@ def _replay_journal(state: RunState, data: bytes, token: str | None, journal: Pa
             ) from None
 
 
-def read_state(path: Path, plan_name: str, *, as_recorded: bool = False) -> RunState | None:
+def read_state(
+    path: str | os.PathLike[str], plan_name: str, *, as_recorded: bool = False
+) -> RunState | None:
     """The state in `path` (snapshot + journal), None if there is none, StateError if unusable.
 
     A run recorded as `running` whose process no longer holds the lock (killed) is returned as
     `interrupted` unless `as_recorded`. Read-only: never creates, changes or removes a file,
     and needs no lock, so `status` can read while a run writes.
     """
-    journal = path.with_name(path.name + _JOURNAL_SUFFIX)
+    path = path_text(path)
+    journal = path + _JOURNAL_SUFFIX
     # A compaction may replace both files while we read. Reading the snapshot first is safe in
     # every interleaving: a journal not matching the snapshot's token is ignored, and the
     # snapshot alone is then a complete (possibly slightly older) state.
@@ -191,15 +192,15 @@ def read_state(path: Path, plan_name: str, *, as_recorded: bool = False) -> RunS
     return state if as_recorded else mark_abandoned(state, path)
 
 
-def _lock_holder(path: Path) -> tuple[int | None, str | None]:
+def _lock_holder(path: str) -> tuple[int | None, str | None]:
     try:
-        raw = read_regular(path.with_name(path.name + _LOCK_SUFFIX))
+        raw = read_regular(path + _LOCK_SUFFIX)
     except StateError:
         return None, None  # a planted link or FIFO names no live run
     return parse_holder(raw or b"")
 
 
-def mark_abandoned(state: RunState, path: Path) -> RunState:
+def mark_abandoned(state: RunState, path: str | os.PathLike[str]) -> RunState:
     """A run still `running` whose process is gone (kill -9, power loss) was interrupted:
     show it so, with its running steps `interrupted`. Changes `state` in memory only.
 
@@ -207,7 +208,7 @@ def mark_abandoned(state: RunState, path: Path) -> RunState:
     could have been reused by an unrelated process since. A lock written on another host or in
     another pid namespace names a pid this process cannot check: that run counts as live.
     """
-    pid, where = _lock_holder(path)
+    pid, where = _lock_holder(path_text(path))
     if pid is not None and pid == state.pid and where is not None and where != here():
         return state
     live = pid_alive(state.pid) and pid == state.pid

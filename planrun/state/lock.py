@@ -27,10 +27,9 @@ import fcntl
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 from planrun.errors import StateError
-from planrun.statefiles import open_regular
+from planrun.statefiles import open_regular, parent_dir
 
 # How long an acquirer waits for the guard (held for microseconds by another acquirer): past it,
 # it takes the lock without the guard, as safely as ever, but takes no stale lock over.
@@ -43,7 +42,7 @@ class StateLock:
 
     __slots__ = ("fd", "path", "state_path", "left_by")
 
-    def __init__(self, path: Path, state_path: Path) -> None:
+    def __init__(self, path: str, state_path: str) -> None:
         self.path = path
         self.state_path = state_path  # named in messages
         self.fd: int | None = None
@@ -56,7 +55,7 @@ class StateLock:
         if self.fd is not None:
             return
         for _ in range(50):
-            with _guard(self.path.parent) as guarded:
+            with _guard(parent_dir(self.path)) as guarded:
                 fd = _open_lock_file(self.path)
                 if fd is None:
                     continue  # released meanwhile: try to create it again
@@ -120,7 +119,7 @@ class StateLock:
 
 
 @contextlib.contextmanager
-def _guard(directory: Path) -> Iterator[bool]:
+def _guard(directory: str) -> Iterator[bool]:
     """Hold the directory's flock for the block; yields whether it is held (a filesystem
     without flock, or an acquirer that keeps it longer than _GUARD_WAIT_S: not held)."""
     try:
@@ -152,7 +151,7 @@ def _flock_within(fd: int, seconds: float) -> bool:
             raise
 
 
-def _open_lock_file(path: Path) -> int | None:
+def _open_lock_file(path: str) -> int | None:
     """The lock file, created if missing; None if it disappeared between two opens."""
     try:
         return open_regular(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, own=True)
@@ -226,7 +225,7 @@ def _dead(pid: int | None) -> bool:
     return pid is not None and pid != os.getpid() and not pid_alive(pid)
 
 
-def _names(path: Path, fd: int) -> bool:
+def _names(path: str, fd: int) -> bool:
     """Whether `path` still names the file open as `fd`."""
     try:
         named, opened = os.stat(path), os.fstat(fd)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 from typing import Any
 
 from planrun.events import iso_ts
@@ -201,12 +201,12 @@ _RUN_SCALARS = (
 )
 
 
-def default_state_path(cwd: str, plan_name: str) -> Path:
+def default_state_path(cwd: str, plan_name: str) -> str:
     """`<cwd>/.planrun/state/<plan name>.json` (a name that could escape the dir is flattened)."""
     name = plan_name.replace("/", "_").replace("\\", "_").replace("\0", "_")
     if name in ("", ".", ".."):
         name = name.replace(".", "_") or "_"
-    return Path(cwd) / ".planrun" / "state" / f"{name}.json"
+    return os.path.join(cwd, ".planrun", "state", f"{name}.json")
 
 
 def _json_default(value: Any) -> Any:

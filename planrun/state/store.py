@@ -8,7 +8,6 @@ import contextlib
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from planrun.errors import StateError
@@ -37,6 +36,8 @@ from planrun.statefiles import (
     check_not_special,
     check_state_dirs,
     create_temp,
+    parent_dir,
+    path_text,
 )
 from planrun.status import Status
 
@@ -46,16 +47,16 @@ class StateStore:
 
     def __init__(
         self,
-        path: Path,
+        path: str | os.PathLike[str],
         plan_name: str,
         *,
         fsync_each_change: bool = False,
         compact_min_bytes: int = COMPACT_MIN_BYTES,
     ) -> None:
-        self.path = Path(path)
+        self.path = path_text(path)
         self.plan_name = plan_name
-        self.journal_path = self.path.with_name(self.path.name + _JOURNAL_SUFFIX)
-        self.lock_path = self.path.with_name(self.path.name + _LOCK_SUFFIX)
+        self.journal_path = self.path + _JOURNAL_SUFFIX
+        self.lock_path = self.path + _LOCK_SUFFIX
         self._lock = StateLock(self.lock_path, self.path)
         # fsync per change makes each change survive a power loss too, at ~0.5 ms a change
         # on ext4 (measured): 10-100x the cost of the change itself. kill -9 safety needs none.
@@ -120,7 +121,7 @@ class StateStore:
         check_state_dirs(self.path)
         check_not_special(self.path)
         check_not_special(self.journal_path)
-        _make_dirs(self.path.parent)
+        _make_dirs(parent_dir(self.path))
         self._lock.acquire()
         self._check_existing()
         self._remove_temp_files()
@@ -158,10 +159,16 @@ class StateStore:
 
     def _remove_temp_files(self) -> None:
         # Leftovers of a compaction cut short by kill -9; we hold the lock, so they are not live.
+        directory, name = os.path.split(self.path)
         with contextlib.suppress(OSError):
-            for p in self.path.parent.glob(self.path.name + ".*.tmp"):
-                with contextlib.suppress(OSError):
-                    p.unlink()
+            for entry in os.listdir(directory or "."):
+                if (
+                    entry.startswith(f"{name}.")
+                    and entry.endswith(".tmp")
+                    and len(entry) > len(name) + 4
+                ):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(directory, entry))
 
     # ----------------------------------------------------------------- writing
 
@@ -374,8 +381,8 @@ class StateStore:
         state = self.state
         token = None if final else os.urandom(8).hex()
         data = _snapshot_bytes(state, token, self._encoded)
-        _make_dirs(self.path.parent)
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        _make_dirs(parent_dir(self.path))
+        tmp = f"{self.path}.{os.getpid()}.tmp"
         fd = create_temp(tmp)
         try:
             os.fchmod(fd, 0o600)
@@ -395,7 +402,7 @@ class StateStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.journal_path)
         else:
-            jtmp = self.journal_path.with_name(f"{self.journal_path.name}.{os.getpid()}.tmp")
+            jtmp = f"{self.journal_path}.{os.getpid()}.tmp"
             jfd = create_temp(jtmp, os.O_APPEND)
             os.fchmod(jfd, 0o600)
             header = _encode({"journal": token, "plan": state.plan}).encode() + b"\n"
@@ -405,7 +412,7 @@ class StateStore:
             self._journal_bytes = self._journal_header = len(header)
             # the journal may grow to twice the snapshot: compaction cost stays linear overall
             self._compact_at = max(self._compact_min_bytes, 2 * len(data))
-        _fsync_dir(self.path.parent)
+        _fsync_dir(parent_dir(self.path))
         self._compacted_at = time.monotonic()
         self._compact_cost = self._compacted_at - started
 
