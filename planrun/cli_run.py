@@ -27,7 +27,7 @@ from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, exce
 __all__ = ["before_a_command", "do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click.echo strips off a non-terminal
+_ANSI = r"\033\[[;?0-9]*[a-zA-Z]"  # what click.echo strips off a non-terminal (compiled on use)
 
 
 def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
@@ -41,7 +41,7 @@ def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
     except Exception:
         tty = False
     if not tty:
-        text = _ANSI.sub("", text)
+        text = re.sub(_ANSI, "", text)
     stream.write(text)
     stream.flush()
 

@@ -11,7 +11,7 @@ from planrun.errors import Diagnostic, PlanInvalid
 from planrun.record import FrozenRecord
 
 MAX_DOTENV_BYTES = 1 << 20  # a dotenv file is a handful of settings, never megabytes
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY = r"[A-Za-z_][A-Za-z0-9_]*"  # compiled on first use (re's cache), not at import
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
 _set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
@@ -68,7 +68,7 @@ def _parse_line(line: str) -> tuple[str, str] | None:
         rest = body[6:].lstrip()
         col += len(body) - len(rest)
         body = rest
-    key_match = _KEY.match(body)
+    key_match = re.match(_KEY, body)
     if key_match is None:
         raise _LineError(col, "expected KEY=VALUE with KEY made of letters, digits and _")
     key = key_match.group()

@@ -19,10 +19,9 @@ from planrun.errors import PlanInvalid
 from planrun.record import FrozenRecord
 
 _CONSTANTS = {"true", "false", "none", "True", "False", "None"}
-_REF_RE = re.compile(
-    r"""^\s*([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[\d+\]|\['[^'\\\]]*'\]|\["[^"\\\]]*"\])*)\s*$"""
-)
-_ACCESSOR_RE = re.compile(r"""\.([A-Za-z_]\w*)|\[(\d+)\]|\['([^'\\\]]*)'\]|\["([^"\\\]]*)"\]""")
+# Patterns are compiled on first use (re's own cache), not at import: start-up time.
+_REF_RE = r"""^\s*([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[\d+\]|\['[^'\\\]]*'\]|\["[^"\\\]]*"\])*)\s*$"""
+_ACCESSOR_RE = r"""\.([A-Za-z_]\w*)|\[(\d+)\]|\['([^'\\\]]*)'\]|\["([^"\\\]]*)"\]"""
 _OPEN = {"{": "}", "[": "]", "(": ")"}
 _set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
@@ -194,11 +193,11 @@ def parse_expr(source: str) -> Expr:
     """Parse one expression; plain references need no Jinja2."""
     if not source.strip():
         raise ExpressionError("empty expression '${}'")
-    m = _REF_RE.match(source)
+    m = re.match(_REF_RE, source)
     if m and m.group(1) not in _CONSTANTS:
         root = m.group(1)
         accessors: list[str | int] = []
-        for a, idx, sq, dq in _ACCESSOR_RE.findall(m.group(2)):
+        for a, idx, sq, dq in re.findall(_ACCESSOR_RE, m.group(2)):
             if idx:
                 accessors.append(int(idx))
             else:
@@ -284,7 +283,7 @@ def _compiled(source: str) -> Any:
     return _environment().compile_expression(source, undefined_to_none=False)
 
 
-_UNDEFINED_RE = re.compile(r"^'([^']+)' is undefined$")
+_UNDEFINED_RE = r"^'([^']+)' is undefined$"
 
 
 def _reject_undefined(value: Any, undefined: type) -> None:
@@ -315,7 +314,7 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
         _reject_undefined(value, Undefined)
         return value
     except UndefinedError as exc:
-        m = _UNDEFINED_RE.match(str(exc.message))
+        m = re.match(_UNDEFINED_RE, str(exc.message))
         if m:
             raise ExpressionError(f"undefined name '{m.group(1)}'", name=m.group(1)) from None
         raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None

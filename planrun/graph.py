@@ -295,7 +295,9 @@ MERMAID_KEYWORDS = frozenset(
         "_top",
     ]
 )
-_MERMAID_SAFE_ID = re.compile(r"^[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*$")
+_MERMAID_SAFE_ID = (
+    r"^[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*$"  # compiled on first use (re's cache), not at import
+)
 
 
 def _instance_lines(graph: PlanGraph, sid: str, statuses: dict[str, str]) -> list[str]:
@@ -328,7 +330,7 @@ def _mermaid_ids(order: list[str]) -> dict[str, str]:
     taken = set(order)
     out: dict[str, str] = {}
     for sid in order:
-        if _MERMAID_SAFE_ID.match(sid) and re.split(r"[.-]", sid)[0] not in MERMAID_KEYWORDS:
+        if re.match(_MERMAID_SAFE_ID, sid) and re.split(r"[.-]", sid)[0] not in MERMAID_KEYWORDS:
             out[sid] = sid
             continue
         base = "step_" + re.sub(r"[^A-Za-z0-9_]", "_", sid)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 CACHE_FORMAT = 2  # bump when the key or the entry layout changes: old entries stop matching
-_ENV_READ = re.compile(r"\benv\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(['\"])(.*?)\2\s*\])")
+_ENV_READ = r"\benv\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(['\"])(.*?)\2\s*\])"  # compiled on first use (re's cache), not at import
 ALL_ENV = "*"
 
 
@@ -86,7 +86,7 @@ def env_names(texts: Iterable[str]) -> set[str]:
     """The `env` names read by expressions (`env.X`, `env['X']`); ALL_ENV when read otherwise."""
     names: set[str] = set()
     for text in texts:
-        reads = list(_ENV_READ.finditer(text))
+        reads = list(re.finditer(_ENV_READ, text))
         names.update(m.group(1) or m.group(3) for m in reads)
         if len(re.findall(r"\benv\b", text)) > len(reads):
             names.add(ALL_ENV)  # `env | tojson`, env[name]: the whole environment is read

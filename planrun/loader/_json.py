@@ -82,7 +82,7 @@ def _too_deep_below(value: Any, level: int) -> list[PathPart] | None:
 def _json_too_deep_offset(text: str) -> int:
     """Offset of the first '[' or '{' that opens level MAX_DEPTH + 1 (strings skipped)."""
     depth = 0
-    for m in _JSON_TOKEN.finditer(text):
+    for m in re.finditer(_JSON_TOKEN, text):
         token = m.group(1)
         if token in ("[", "{"):
             depth += 1
@@ -95,9 +95,8 @@ def _json_too_deep_offset(text: str) -> int:
 
 # One JSON token after optional whitespace.  The text has already been accepted by
 # json.loads, so this only has to split valid JSON, not judge it.
-_JSON_TOKEN = re.compile(
-    r'[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]|[^ \t\n\r,:{}\[\]"]+)', re.S
-)
+# (compiled on first use, by re's cache: start-up time)
+_JSON_TOKEN = r'(?s)[ \t\n\r]*("[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]:,]|[^ \t\n\r,:{}\[\]"]+)'
 
 
 class _JObject:
@@ -135,7 +134,7 @@ class _JsonLocator:
         stack: list[_JObject | _JArray] = []
         pending_key: tuple[str, int] | None = None
         root: _JNode | None = None
-        match = _JSON_TOKEN.match
+        match = re.compile(_JSON_TOKEN).match
         index = 0
         end = len(text)
         while index < end:
