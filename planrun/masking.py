@@ -16,9 +16,9 @@ Masking builds new values and never changes the ones steps receive.
 
 from __future__ import annotations
 
+# Lazy import (inside a function), for start-up time: shlex only once there are secrets.
 import json
 import re
-import shlex
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -78,6 +78,8 @@ def _forms_of(key: str) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
 
 
 def _forms(value: Any) -> Iterator[str]:
+    import shlex
+
     if isinstance(value, dict | list):
         yield json.dumps(value, ensure_ascii=False)
         yield json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -8,7 +8,7 @@ report to, under the id PARENT_STEP/CHILD_STEP.
 
 from __future__ import annotations
 
-import fnmatch
+# Lazy import (inside a function), for start-up time: fnmatch only under a `deny` policy.
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,10 @@ def merge_policy(outer: Policy, own: Policy) -> Policy:
 def denied_by(checked: CheckedPlan, plan: Plan, outer: Policy) -> list[Diagnostic]:
     """Steps whose tool an enclosing plan's `policy.deny` denies, each at its `tool:` line."""
     out: list[Diagnostic] = []
+    if not outer.deny:
+        return out
+    import fnmatch
+
     for i, step in enumerate(plan.steps):
         pattern = next((p for p in outer.deny if fnmatch.fnmatchcase(step.tool, p)), None)
         if pattern is not None:

@@ -12,7 +12,7 @@ state's plan digest and a planner's context do not depend on which of the two du
 
 from __future__ import annotations
 
-import fnmatch
+# Lazy import (inside a method), for start-up time: fnmatch only for a plan with a policy.
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
@@ -414,9 +414,11 @@ class Plan(PlanNode):
 
     def needs_approval(self, step: Step) -> bool:
         """`approval: true`, or a tool matched by `policy.require_approval`."""
-        return step.approval or any(
-            fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval
-        )
+        if step.approval or not self.policy.require_approval:
+            return step.approval
+        import fnmatch
+
+        return any(fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval)
 
     @property
     def goal(self) -> str:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+# Lazy import (inside a function), for start-up time: shlex only for a failed run's hint.
 import os
-import shlex
 from collections.abc import Iterable
 from typing import Any
 
@@ -155,7 +155,11 @@ def failed_and_stopped(errors: dict[str, str], statuses: dict[str, str], mark: s
 
 def resume_command(hint: str) -> str:
     """A full command as given, or `planrun resume PLAN` for a plan path."""
-    return hint if hint.startswith("planrun ") else f"planrun resume {shlex.quote(hint)}"
+    if hint.startswith("planrun "):
+        return hint
+    import shlex
+
+    return f"planrun resume {shlex.quote(hint)}"
 
 
 def diff_words(data: dict[str, Any], color: bool) -> tuple[str, str]:

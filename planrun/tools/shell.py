@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+# Lazy import (inside a function), for start-up time: shlex only to show a list `cmd`.
 import asyncio
 import contextlib
 import json
 import os
-import shlex
 import signal
 from typing import Any, NamedTuple
 
@@ -140,6 +140,8 @@ def _argv(cmd: Any) -> tuple[list[str], str]:
                 )
         if any("\0" in a for a in argv):
             raise ToolFailed("shell: 'cmd' contains a NUL byte, which no command can receive")
+        import shlex
+
         return argv, shlex.join(argv)
     raise ToolFailed(
         f"shell: 'cmd' must be a string or a non-empty list of strings, got {type_name(cmd)}"
