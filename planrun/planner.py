@@ -58,7 +58,7 @@ def replan_request(
     plan: Plan,
     order: list[str],
     records: Mapping[str, StepRecord],
-    failures: list[Failure],
+    failures: list[tuple[str, str]],  # (step id, error)
     variables: dict[str, Any],
     revisions: list[dict[str, Any]],
     calls_left: int,
@@ -67,7 +67,7 @@ def replan_request(
     completed = [sid for sid in order if records[sid].status in COMPLETED]
     return ReplanRequest(
         plan=plan,
-        failures=list(failures),
+        failures=[Failure(step_id, error) for step_id, error in failures],
         completed=completed,
         results={
             sid: records[sid].result for sid in completed if records[sid].status != Status.SKIPPED

@@ -8,7 +8,7 @@ variables, the plan itself after a revision) is made here, and announced as an e
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: the cache session only for a cached step.
+# Lazy imports (inside functions), for start-up time: the cache session, the planner (replan).
 import asyncio
 import functools
 import graphlib
@@ -26,7 +26,6 @@ from planrun.graph import PlanGraph
 from planrun.instances import parent_of
 from planrun.outcome import Outcome, result_document
 from planrun.plan import OnFailure, Plan, Step
-from planrun.planner import Failure, Replanner, ReplanRequest, ReplanStop, Revision, replan_request
 from planrun.record import replace
 from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
 from planrun.runtree import Budget, RunStopped, Slots
@@ -37,6 +36,7 @@ from planrun.tools.base import ToolCaller, ToolContext
 
 if TYPE_CHECKING:
     from planrun.cache.session import Decision
+    from planrun.planner import Replanner
 
 __all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "fingerprint", "result_document"]
 
@@ -77,7 +77,7 @@ class Scheduler:
         self.failed_any = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._done: asyncio.Queue[str] = asyncio.Queue()
-        self._replan_requests: list[Failure] = []
+        self._replan_requests: list[tuple[str, str]] = []  # (step, error): the planner's input
 
     def _set_steps(self, steps: list[Step], selected: list[str]) -> None:
         self.steps = {s.id: s for s in steps}
@@ -115,8 +115,7 @@ class Scheduler:
                 if self.stop_reason is not None or not self._replan_requests:
                     break
                 requests, self._replan_requests = self._replan_requests, []
-                assert self.replanner is not None
-                self._apply_replan(await self.replanner(self._replan_request(requests)))
+                await self._replan(requests)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
@@ -460,27 +459,21 @@ class Scheduler:
             self._stop(Reason.STEP_BUDGET, f"step '{self.settings.prefix}{sid}': {failure.error}")
         elif policy == OnFailure.replan and self.replanner is not None:
             failed = parent_of(sid) or sid  # the step as written (once for a foreach step)
-            if all(f.step_id != failed for f in self._replan_requests):
-                self._replan_requests.append(Failure(failed, failure.error))
+            if all(step_id != failed for step_id, _ in self._replan_requests):
+                self._replan_requests.append((failed, failure.error))
         elif policy in (OnFailure.abort, OnFailure.replan) and not self.settings.keep_going:
             self._stop(Reason.STEP_FAILED)
 
     # ---- replanning ----------------------------------------------------------------------
 
-    def _replan_request(self, failures: list[Failure]) -> ReplanRequest:
-        calls_left = max(0, self.plan.limits.max_replans - self.replans)
-        return replan_request(
-            self.plan,
-            self.order,
-            self.records,
-            failures,
-            self.variables,
-            self.revisions,
-            calls_left,
-        )
+    async def _replan(self, failed: list[tuple[str, str]]) -> None:
+        """Ask the planner; apply its answer: a new plan for every step not completed, or a stop."""
+        from planrun.planner import ReplanStop, replan_request
 
-    def _apply_replan(self, answer: Revision | ReplanStop) -> None:
-        """Apply the planner's answer: a new plan for every step not completed, or a stop."""
+        assert self.replanner is not None
+        calls_left = max(0, self.plan.limits.max_replans - self.replans)
+        run = (self.plan, self.order, self.records, failed, self.variables, self.revisions)
+        answer = await self.replanner(replan_request(*run, calls_left))
         self.replans += answer.calls
         if isinstance(answer, ReplanStop):
             self._stop(answer.reason, answer.error)

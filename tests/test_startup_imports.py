@@ -57,7 +57,7 @@ def test_run_of_a_plain_plan_imports_no_heavy_library(tmp_path: Path) -> None:
         names = imported_by("run", "plan.yaml", "--quiet", *extra, cwd=tmp_path)
         # Plain arguments are read without click (planrun.runargs); a run is no dry run.
         unwanted = NOT_FOR_A_PLAIN_RUN | {"planrun.cache.wiring", "planrun.cache.session"}
-        unwanted |= {"click", "planrun.cli", "planrun.dryrun"}
+        unwanted |= {"click", "planrun.cli", "planrun.dryrun", "planrun.planner"}
         if "pydantic" not in names:  # a plan cache hit (pydantic, checking a plan, uses it)
             # pathlib (with urllib.parse) costs ~5 ms a start: the state modules use text paths.
             # fnmatch (policies) and shlex (quoting) serve plans and outcomes this one has not.
