@@ -7,7 +7,7 @@ one block under the line that ends the step (or, with `stream_output`, line by l
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: rich only at a terminal, for the live view.
+# Lazy imports (inside functions), for start-up time: rich and the live view only at a terminal.
 import asyncio
 import os
 import sys
@@ -27,7 +27,6 @@ from planrun.reporters.lines import (
     symbols,
     wants_color,
 )
-from planrun.reporters.live import LiveData, LiveView, Raw, render_live
 from planrun.reporters.tally import RunTally
 from planrun.reporters.termsafe import terminal_safe
 from planrun.status import Status
@@ -85,6 +84,7 @@ class ConsoleReporter:
         self._closed = False
         self._live: Any = None  # rich.live.Live while the live view is shown
         self._rich: Any = None  # its rich Console
+        self._raw: Any = None  # planrun.reporters.live.Raw, once the live view is shown
 
         # "step.started" -> self._step_started, and so on for each event the console shows
         self._handlers = {e: getattr(self, "_" + e.replace(".", "_")) for e in SHOWN_EVENTS}
@@ -202,7 +202,7 @@ class ConsoleReporter:
         if self._live is not None:
             # Printed through rich so the live view moves down, but as raw text: rich's own
             # line rendering costs ~30 µs a line, and our lines are already formatted.
-            self._rich.print(Raw(text), crop=False, soft_wrap=True)
+            self._rich.print(self._raw(text), crop=False, soft_wrap=True)
             return
         try:
             self._stream.write(text)
@@ -401,6 +401,9 @@ class ConsoleReporter:
         from rich.console import Console
         from rich.live import Live
 
+        from planrun.reporters.live import LiveView, Raw
+
+        self._raw = Raw
         self._rich = Console(
             file=self._stream,
             force_terminal=True if self._live_forced else None,
@@ -423,6 +426,8 @@ class ConsoleReporter:
             live.stop()
 
     def _render(self, height: int) -> Any:
+        from planrun.reporters.live import LiveData, render_live
+
         tally = self.tally
         running = list(tally.running.copy().items())  # dict.copy is atomic under the GIL
         titles = {sid: tally.titles.get((tally.root or "", sid), sid) for sid, _ in running}
