@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import stat
@@ -10,7 +12,9 @@ from planrun.cache.globs import Matcher, compile_patterns, match_files
 from planrun.cache.keys import sources_part
 from planrun.cache.safeio import read_regular
 from planrun.cache.statcache import StatRecords
-from planrun.cache.store import CacheStore, CorruptCache, OutputFile, atomic_write, safe_relpath
+from planrun.cache.store import MODE_BITS, CacheStore, CorruptCache, OutputFile, safe_relpath
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 class OutputMissing(Exception):
@@ -88,7 +92,7 @@ def outputs_to_restore(
             continue
         if not same and (files or records.digests_of(cwd, {o.path: got}))[o.path] != o.hash:
             todo.append((o, True))
-        elif stat.S_IMODE(got.st_mode) != o.mode:
+        elif stat.S_IMODE(got.st_mode) != o.mode & MODE_BITS:
             todo.append((o, False))
     return todo
 
@@ -96,20 +100,54 @@ def outputs_to_restore(
 def restore_outputs(
     cwd: str, store: CacheStore, todo: list[tuple[OutputFile, bool]], records: StatRecords
 ) -> None:
-    """Put each output back byte-identical with its mode. Every blob is read and verified first,
-    so a corrupt store changes no file (CorruptCache)."""
+    """Put each output back byte-identical with its permission bits. Every blob is read and
+    verified first, so a corrupt store changes no file (CorruptCache).
+
+    Each file is written below the working directory one directory at a time, never through a
+    symbolic link (`out -> /elsewhere` in a cloned repository): such a path cannot be restored
+    (CorruptCache, and the step runs)."""
     data = {o.hash: store.read_blob(o.hash) for o, needed in todo if needed}
     for o, needed in todo:
-        full = os.path.join(cwd, o.path)
-        if not needed:
-            os.chmod(full, o.mode)
-            continue
-        parent = os.path.dirname(full)
         try:
-            os.makedirs(parent, exist_ok=True)
-            if os.path.isdir(full) and not os.path.islink(full):
-                raise CorruptCache(f"cannot restore {o.path}: a directory is in the way")
-            atomic_write(full, data[o.hash], mode=o.mode)
+            _restore_one(cwd, o, data.get(o.hash) if needed else None)
         except OSError as exc:
-            raise CorruptCache(f"cannot restore {o.path}: {exc.strerror}") from None
+            why = "a symbolic link is in the way" if exc.errno == errno.ELOOP else exc.strerror
+            raise CorruptCache(f"cannot restore {o.path}: {why}") from None
         records.forget(o.path)
+
+
+def _restore_one(cwd: str, o: OutputFile, data: bytes | None) -> None:
+    """Write `data` (None: only the mode) to `o.path` below `cwd`, following no link."""
+    mode = o.mode & MODE_BITS
+    *dirs, name = safe_relpath(o.path).split("/")
+    fd = os.open(cwd, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in dirs:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, dir_fd=fd)
+            below = os.open(part, _DIR_FLAGS, dir_fd=fd)  # ELOOP for a link
+            os.close(fd)
+            fd = below
+        if data is None:
+            target = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+            try:
+                os.fchmod(target, mode)
+            finally:
+                os.close(target)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                raise CorruptCache(f"cannot restore {o.path}: a directory is in the way")
+        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        try:
+            with os.fdopen(out, "wb") as f:
+                f.write(data)
+                os.fchmod(f.fileno(), mode)
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)  # a link there is replaced
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            raise
+    finally:
+        os.close(fd)

@@ -8,14 +8,15 @@ kept even when unreferenced: a run sharing the directory may be about to write t
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
+import stat
 import time
 from dataclasses import dataclass
 
 from planrun.cache.safeio import read_regular
+from planrun.untrusted_json import loads
 
 BLOB_GRACE_S = 600.0
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)(?:I?B)?\s*$", re.IGNORECASE)
@@ -43,8 +44,12 @@ def _disk_bytes(st: os.stat_result) -> int:
 
 
 def _files(directory: str) -> list[_File]:
+    """The regular files in `directory`; none when it is a symbolic link (`entries -> ~`):
+    pruning never removes a file outside the cache directory."""
     out = []
     try:
+        if not stat.S_ISDIR(os.lstat(directory).st_mode):
+            return []
         it = os.scandir(directory)
     except OSError:
         return []
@@ -86,7 +91,7 @@ def clean(root: str) -> int:
 def _refs(path: str) -> set[str]:
     """The blobs one entry refers to (none when it cannot be read: it holds nothing to keep)."""
     try:
-        doc = json.loads(read_regular(path).partition(b"\n")[2])
+        doc = loads(read_regular(path).partition(b"\n")[2])
         refs = {str(o["hash"]) for o in doc.get("outputs", [])}
         material = doc.get("material")
         if isinstance(material, dict) and material.get("sources"):

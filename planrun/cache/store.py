@@ -20,8 +20,11 @@ from typing import Any
 
 from planrun.cache.keys import CACHE_FORMAT
 from planrun.cache.safeio import read_regular, read_regular_stat
+from planrun.untrusted_json import loads
 
 _HEADER = "planrun-cache-entry"
+_HEX = frozenset("0123456789abcdef")
+MODE_BITS = 0o777  # restored: permissions; set-user/group-ID and sticky bits never are
 TOUCH_S = 60.0  # an entry used less than this long ago is not marked used again
 Warn = Callable[[str], None]
 
@@ -100,12 +103,7 @@ class Entry:
         try:
             if doc["format"] != CACHE_FORMAT or doc["key"] != key:
                 raise CorruptCache("entry is for another key or format")
-            outputs = [
-                OutputFile(str(o["path"]), str(o["hash"]), int(o["mode"]), int(o["size"]))
-                for o in doc["outputs"]
-            ]
-            for o in outputs:
-                safe_relpath(o.path)
+            outputs = [_output_file(o) for o in doc["outputs"]]
             return cls(
                 key,
                 str(doc["plan"]),
@@ -120,6 +118,24 @@ class Entry:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptCache(f"entry is malformed ({type(exc).__name__})") from None
+
+
+def _output_file(o: Any) -> OutputFile:
+    """One manifest line, checked: an entry is data anyone may have written, and its path,
+    hash and mode become a file name, a blob name and a chmod."""
+    out = OutputFile(safe_relpath(str(o["path"])), str(o["hash"]), int(o["mode"]), int(o["size"]))
+    check_digest(out.hash)
+    if not 0 <= out.mode <= 0o7777 or out.size < 0:
+        raise CorruptCache(f"output {out.path!r} has a bad mode or size")
+    return out
+
+
+def check_digest(digest: str) -> str:
+    """`digest` if it is a SHA-256 in hex (a blob's name), else CorruptCache: a name from an
+    entry must never reach a path outside `blobs/` (`../x`, `/home/...`)."""
+    if len(digest) != 64 or not _HEX.issuperset(digest):
+        raise CorruptCache(f"blob name {digest[:16]!r} is not a SHA-256")
+    return digest
 
 
 def safe_relpath(path: str) -> str:
@@ -182,7 +198,7 @@ class CacheStore:
                 raise CorruptCache("bad header")
             if hashlib.sha256(body).hexdigest() != parts[2]:
                 raise CorruptCache("checksum mismatch (truncated or altered)")
-            return Entry.from_json(json.loads(body), key)
+            return Entry.from_json(loads(body), key)
         except (CorruptCache, UnicodeDecodeError, ValueError) as exc:
             if not quiet:
                 reason = exc if isinstance(exc, CorruptCache) else "not a cache entry"
@@ -208,7 +224,7 @@ class CacheStore:
     # ---- blobs ----------------------------------------------------------------------------
 
     def blob_path(self, digest: str) -> str:
-        return os.path.join(self.blobs, digest)
+        return os.path.join(self.blobs, check_digest(digest))
 
     def has_blob(self, digest: str) -> bool:
         return os.path.isfile(self.blob_path(digest))
