@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from planrun.cache import NO_ENTRY
 from planrun.cache.keys import Material, first_difference
 from planrun.cache.store import CacheStore, CorruptCache
+from planrun.untrusted_json import loads
 
 
 def _more(names: list[str]) -> str:
@@ -40,7 +40,7 @@ def _changed_paths(store: CacheStore, blob: Any, now: dict[str, str]) -> list[st
     if not isinstance(blob, str):
         return []
     try:
-        old = json.loads(store.read_blob(blob))
+        old = loads(store.read_blob(blob))
         before = {str(p): str(h) for p, h in old}
     except (CorruptCache, ValueError, TypeError):
         return []

@@ -30,6 +30,7 @@ from planrun.cache.outputs import (
 from planrun.cache.safeio import read_regular
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
+from planrun.untrusted_json import loads
 
 if TYPE_CHECKING:
     from planrun.plan import Step
@@ -308,7 +309,7 @@ class CacheSession:
 
 def _read_json(path: str) -> dict[str, Any]:
     try:
-        doc = json.loads(read_regular(path, 64 << 20))  # bounded: only a shortcut
+        doc = loads(read_regular(path, 64 << 20))  # bounded: only a shortcut
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from typing import Any
 
@@ -26,6 +25,7 @@ from planrun.statecheck import (
 )
 from planrun.statefiles import path_text, read_regular
 from planrun.status import RUN_STATUSES, Status
+from planrun.untrusted_json import loads
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -147,14 +147,14 @@ def _replay_journal(state: RunState, data: bytes, token: str | None, journal: st
     if not lines:
         return
     try:
-        header = json.loads(lines[0])
+        header = loads(lines[0])
     except ValueError:
         raise StateError(f"state journal {journal} is corrupt: bad header line") from None
     if not isinstance(header, dict) or token is None or header.get("journal") != token:
         return  # extends an older snapshot whose changes the current one already holds
     for number, line in enumerate(lines[1:], start=2):
         try:
-            entry = json.loads(line)
+            entry = loads(line)
             check_journal_entry(entry, RUN_STATUSES)
             apply(state, entry)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -181,7 +181,7 @@ def read_state(
     if raw is None:
         return None
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except ValueError as exc:
         raise StateError(f"state file {path} is corrupt (not valid JSON: {exc})") from None
     state, token = _state_from_json(doc, path, plan_name)
