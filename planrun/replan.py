@@ -240,7 +240,9 @@ def _check_revision(
     if errors or checked is None or checked.plan is None:
         text = "; ".join(d.message + (f" ({d.hint})" if d.hint else "") for d in errors)
         return None, text or "invalid revision"
-    return replace(plan, steps=checked.plan.steps), ""
+    from planrun.revision_check import gates_kept
+
+    return replace(plan, steps=gates_kept(plan, checked.plan.steps)), ""
 
 
 def plan_diff(plan: Plan, completed: list[str], new_steps: list[Step]) -> dict[str, list[str]]:

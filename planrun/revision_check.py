@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from planrun.errors import PlanInvalid, StateError
-from planrun.plan import Plan, replace
+from planrun.plan import Plan, Step, replace
 
 
 def checked_revision(
@@ -62,10 +62,11 @@ def checked_revision(
             f"state file {state_path}: the stored revision {len(revisions)} does not pass "
             f"plan '{name}''s checks: {why}{more}; refusing to run it"
         )
-    # A revision cannot lift an approval gate: a step the plan gates stays gated under its id.
+    return replace(plan, steps=gates_kept(plan, checked.plan.steps))
+
+
+def gates_kept(plan: Plan, steps: list[Step]) -> list[Step]:
+    """A revision's steps, where every id `plan` gates stays gated: neither a planner's answer
+    nor a stored revision can lift an approval gate by writing `approval: false`."""
     gated = {s.id for s in plan.steps if plan.needs_approval(s)}
-    steps = [
-        replace(s, approval=True) if s.id in gated and not s.approval else s
-        for s in checked.plan.steps
-    ]
-    return replace(plan, steps=steps)
+    return [replace(s, approval=True) if s.id in gated and not s.approval else s for s in steps]
