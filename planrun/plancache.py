@@ -19,7 +19,12 @@ graph, suggest, tools):
   jinja2 (expressions that are not plain references are parsed by it, and its filters and tests
   are the known ones): path, size and mtime_ns of each package's __init__.py, found without
   importing it;
-* PLANRUN_NO_FAST_YAML, the loader's one switch (both readers give the same data by design).
+* PLANRUN_NO_FAST_YAML, the loader's one switch (both readers give the same data by design);
+* this user's secret (planrun/usersecret.py), first: everything above can be known on another
+  machine with the same install, so an entry made there and shipped in a repository's
+  `.planrun/plans/` would otherwise be a hit here, and the plan it holds (its `approval` and
+  `policy` removed, its commands changed) would run instead of the file the user reads.
+  Without a secret (no usable home directory) the plan cache is off.
 
 Nothing else is read by the check: no other file, no other environment variable, not the
 working directory, not the clock. `env.X` in an expression is only a name to it; the environment
@@ -60,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 from planrun.checked import CheckedPlan
 from planrun.errors import Diagnostic
 from planrun.loader import LazyDocument, load_bytes, read_plan
+from planrun.usersecret import user_secret
 
 if TYPE_CHECKING:
     from planrun.plan import Plan
@@ -95,9 +101,10 @@ def check_plan_file(
     """
     file = path if file is None else file
     raw = read_plan(path, file)
-    if not (cache and enabled()):
+    secret = user_secret() if cache and enabled() else None
+    if secret is None:  # off, or no secret to key entries with: no entry is read or written
         return _check(raw, path, file, variables, servers)
-    key = plan_key(raw, file, variables or {}, servers)
+    key = plan_key(raw, file, variables or {}, servers, secret)
     store = PlanStore(os.path.join(cwd or os.getcwd(), ".planrun"))
     hit = store.get(key)
     if hit is not None:
@@ -130,9 +137,14 @@ def _check(
 
 
 def plan_key(
-    raw: bytes, file: str, variables: Mapping[str, Any], servers: Mapping[str, Any] | None
+    raw: bytes,
+    file: str,
+    variables: Mapping[str, Any],
+    servers: Mapping[str, Any] | None,
+    secret: bytes = b"",
 ) -> str:
-    """SHA-256 (hex) over everything the check of this plan depends on (see the module doc)."""
+    """SHA-256 (hex) over everything the check of this plan depends on (see the module doc),
+    keyed with this user's secret (planrun.usersecret)."""
     head = {
         "format": FORMAT,
         "code": code_fingerprint(),
@@ -141,7 +153,8 @@ def plan_key(
         "servers": _server_data(servers),
         "fast_yaml": os.environ.get("PLANRUN_NO_FAST_YAML"),
     }
-    h = hashlib.sha256(json.dumps(head, sort_keys=True, default=repr).encode("utf-8", "replace"))
+    h = hashlib.sha256(secret)
+    h.update(json.dumps(head, sort_keys=True, default=repr).encode("utf-8", "replace"))
     h.update(b"\0")
     h.update(raw)
     return h.hexdigest()
