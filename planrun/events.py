@@ -100,6 +100,11 @@ class Event(Record):
         return doc
 
 
+# Digests and ids planrun made, never masked: they tell nothing about a secret, and a short
+# secret's text inside one would make it another digest (resume compares fingerprints).
+_OPAQUE = ("fingerprint", "key", "digest", "run_id")
+
+
 class EventBus:
     """Fans each event out to every subscriber, in subscription order."""
 
@@ -117,6 +122,8 @@ class EventBus:
 
     def emit(self, event: Event) -> None:
         if self._mask is not None and event.data:
+            opaque = {k: event.data[k] for k in _OPAQUE if k in event.data}
             event.data = self._mask(event.data)
+            event.data.update(opaque)
         for fn in self._subscribers:
             fn(event)

@@ -115,7 +115,11 @@ class ForeachSteps:
         deps_ran = any(not host.records[d].kept for d in host.graph.deps[sid] if d in host.records)
         for iid, (cond, fp) in zip(ids, views, strict=True):
             prev = host.resume.previous.get(iid)
-            why = why_run_again(prev, Seen(cond, fp), dependency_runs=deps_ran)
+            # The step's list is made again from its instances, and what reads it runs again:
+            # an instance whose recorded result had a secret masked in it runs again too.
+            why = why_run_again(
+                prev, Seen(cond, fp), dependency_runs=deps_ran, read_by_a_step_to_run=True
+            )
             if why is None and prev is not None:
                 self._restore(iid, kept_record(prev))
             elif why is not None:
@@ -132,6 +136,7 @@ class ForeachSteps:
             "reason": rec.reason,
             "fingerprint": rec.fingerprint,
             "result_variable": None,
+            "result_masked": rec.result_masked,
         }
         self.host.bus.emit(Event("step.resumed", self.host.plan.name or "", iid, data))
 
@@ -166,15 +171,19 @@ class ForeachSteps:
         rec.status, rec.result, rec.error = Status(verdict.status), verdict.result, verdict.error
         rec.duration_s, rec.kept, rec.executed = duration, kept, not kept
         rec.attempts = 0 if kept else 1
+        ids = self.fanouts.ids(sid)
+        rec.result_masked = any(host.records[i].result_masked for i in ids if i in host.records)
         data: dict[str, Any] = {
             "status": rec.status,
             "attempts": rec.attempts,
             "duration_s": duration,
             "result": verdict.result,
             "result_variable": step.result_variable,
-            "instances": self.fanouts.ids(sid),
+            "instances": ids,
             "fingerprint": rec.fingerprint,
         }
+        if rec.result_masked:  # its list is not the value: resume makes it again when read
+            data["result_masked"] = True
         name = host.plan.name or ""
         if verdict.status == Status.SUCCEEDED:
             if step.result_variable:

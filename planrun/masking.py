@@ -2,16 +2,21 @@
 
 A secret is masked in every string form it can take on its way to a screen or a file:
 
-- a string as it is, and each line of a multi-line string (a stderr tail or `--stream` shows
-  lines one by one);
+- a string as it is, trimmed of surrounding whitespace (`${out.stdout | trim}`), and each line
+  of a multi-line string (a stderr tail or `--stream` shows lines one by one);
 - a number or boolean as its JSON text (`pin: 987654321` hides `987654321`), and a number
   anywhere in a result whose text is a secret's;
 - a mapping or list: each leaf (`${creds.password}` alone is hidden) and the JSON texts of the
   whole (`${creds}` rendered into a string);
+- but a part (a leaf, a line) shorter than MIN_PART characters is not masked on its own;
 - quoted forms: JSON-escaped (a value with `"` or `\\n` inside JSON text) and shell-quoted
   (`'it'"'"'s'`, `'it'\\''s'`, as a `$ cmd` line shows a list command).
 
 Masking builds new values and never changes the ones steps receive.
+
+A step whose result is bound to a secret variable makes a secret known only as it ends: its
+result is *held* (`Masker.hold`) before anything about the step is shown or stored (its events,
+its state, its cache entry), so that the step's own record is masked too.
 """
 
 from __future__ import annotations
@@ -21,9 +26,23 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 MASK = "***"
+# A part of a secret (a leaf of a mapping or list, a line of a multi-line value) shorter than
+# this is not masked on its own: a shell result bound as a secret holds `exit_code: 0`, a JSON
+# value split over lines has lines `{` and `}`, and masking those would hide every `0` and
+# brace of every output. The whole value is masked whatever its length.
+MIN_PART = 3
+
+
+class Mask(Protocol):
+    """What masks a run's outputs: a Masker, or the chain of a run tree's maskers."""
+
+    def __call__(self, value: Any) -> Any: ...
+
+    def hold(self, value: Any) -> None:
+        """From now on, mask `value` too (a result about to be bound to a secret variable)."""
 
 
 class Masker:
@@ -35,9 +54,14 @@ class Masker:
         self.names = names
         self.variables = variables  # live: result variables named as secrets count once bound
         self.env = env or {}  # a secret may be an environment value (read from a dotenv file)
+        self.held: list[Any] = []  # results bound to a secret variable (also before binding)
+
+    def hold(self, value: Any) -> None:
+        if value is not None and value not in self.held:
+            self.held.append(value)
 
     def secret_values(self) -> list[Any]:
-        out = []
+        out = list(self.held)
         for n in self.names:
             v = self.variables.get(n)
             if v is None:
@@ -77,25 +101,29 @@ def _forms_of(key: str) -> tuple[tuple[str, ...], re.Pattern[str] | None]:
     return ordered, re.compile("|".join(map(re.escape, ordered)))
 
 
-def _forms(value: Any) -> Iterator[str]:
+def _forms(value: Any, part: bool = False) -> Iterator[str]:
     import shlex
 
     if isinstance(value, dict | list):
         yield json.dumps(value, ensure_ascii=False)
         yield json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         for item in value.values() if isinstance(value, dict) else value:
-            yield from _forms(item)
+            yield from _forms(item, part=True)
         return
     if value is None or isinstance(value, bool):
         return  # true/false/null hide nothing (masking every "true" would garble output)
     if not isinstance(value, str):
-        yield json.dumps(value)
+        if not part or len(json.dumps(value)) >= MIN_PART:
+            yield json.dumps(value)
         return
-    yield value
+    if part and len(value) < MIN_PART:
+        return
     lines = value.splitlines()
-    if len(lines) > 1:
-        yield from (line for line in lines if line.strip())
+    lines = [line for line in lines if len(line.strip()) >= MIN_PART] if len(lines) > 1 else []
+    if value.strip() != value and len(value.strip()) >= MIN_PART:
+        lines.append(value.strip())  # a command's output ends with a newline: `| trim` drops it
     for text in (value, *lines):
+        yield text
         yield json.dumps(text, ensure_ascii=False)[1:-1]
         yield json.dumps(text)[1:-1]
         yield shlex.quote(text)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from planrun.record import Record
 
 if TYPE_CHECKING:
+    from planrun.masking import Masker
     from planrun.plan import Limits
 
 SUB_PLAN_TOOL = "plan"
@@ -129,10 +130,24 @@ class MaskChain:
     a child's secrets stay hidden in the result the parent records)."""
 
     def __init__(self) -> None:
-        self._maskers: list[Callable[[Any], Any]] = []
+        self._maskers: list[Masker] = []
+        self._held: Masker | None = None  # results held as secrets (see Masker.hold)
 
-    def add(self, masker: Callable[[Any], Any]) -> None:
+    def add(self, masker: Masker) -> None:
         self._maskers.append(masker)
+
+    def hold(self, value: Any) -> None:
+        """Mask `value` in everything the tree shows or stores from now on."""
+        if self._held is None:
+            from planrun.masking import Masker
+
+            self._held = Masker([], {})
+            self._maskers.append(self._held)
+        self._held.hold(value)
+
+    def values(self) -> list[str]:
+        """Every string form of every secret of the tree (what a cache entry must not hold)."""
+        return [form for masker in self._maskers for form in masker.values()]
 
     @property
     def empty(self) -> bool:

@@ -36,6 +36,7 @@ from planrun.tools.base import ToolCaller, ToolContext
 
 if TYPE_CHECKING:
     from planrun.cache.session import Decision
+    from planrun.masking import Mask
     from planrun.planner import Replanner
 
 __all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "fingerprint", "result_document"]
@@ -94,7 +95,7 @@ class Scheduler:
         return self.foreach.scope(sid, base) if sid is not None else base
 
     @property
-    def mask(self) -> Callable[[Any], Any] | None:
+    def mask(self) -> Mask | None:
         return self.settings.mask
 
     def report_order(self) -> list[str]:
@@ -328,12 +329,16 @@ class Scheduler:
     async def _run_step(self, sid: str, step: Step, args: dict[str, Any], fp: str) -> None:
         started = time.monotonic()
         self.records[sid].fingerprint = fp
-        out = self._output_cb(sid) if self.settings.stream else None
+        # A result bound to a secret: not streamed (known only at its end), held before shown.
+        secret = self.steps[parent_of(sid) or sid].result_variable in self.plan.secrets
+        out = self._output_cb(sid) if self.settings.stream and not secret else None
         ctx = tool_context(sid, step, self.plan.defaults.timeout, self.settings, out)
         # Before the step starts, so not part of its timeout; cancelled here, it stays pending.
         await self.slots.acquire(step.tool)
         try:
             result, failure, budget = await self._attempts(sid, step, args, ctx)
+            if failure is None and secret and self.settings.mask is not None:
+                self.settings.mask.hold(result)  # before its cache entry, events and state
             if failure is None and self.settings.cache is not None:
                 unstored = await self.settings.cache.after(sid, step, result)
                 failure = AttemptFailed(unstored) if unstored else None  # an output missing

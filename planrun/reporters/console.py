@@ -66,6 +66,7 @@ class ConsoleReporter:
             color = wants_color(tty and not dumb)
         self.quiet = quiet
         self.stream_output = stream_output
+        self._streamed: set[str] = set()  # steps whose lines were shown as they came
         self.color = color
         self._live_wanted = live if live is not None else (tty and not dumb and not quiet)
         self._live_forced = live is True and not tty
@@ -264,6 +265,7 @@ class ConsoleReporter:
     def _step_output(self, event: Event) -> None:
         if not self.stream_output:
             return
+        self._streamed.add(event.step or "")
         line = self._safe(str(event.data.get("line", "")).rstrip("\r\n"))
         self._write(f"[{self._id(event)}] {line}\n")
 
@@ -286,7 +288,7 @@ class ConsoleReporter:
             f"{self._name(event)} succeeded ({format_duration(data.get('duration_s'))})",
         )
         output = data.get("output")
-        if output and not self.stream_output:
+        if output and not self._was_streamed(event):
             text += self._block(str(output))
         self._write(text)
 
@@ -307,7 +309,7 @@ class ConsoleReporter:
         )
         output = data.get("output")
         body = _failure_body(
-            None if self.stream_output or not output else str(output),
+            None if self._was_streamed(event) or not output else str(output),
             str(data["detail"]) if data.get("detail") else None,
         )
         if body:
@@ -315,6 +317,11 @@ class ConsoleReporter:
         self._write(text)
         if not ignored:
             self.flush()  # a failure should be visible in the log now, not after the next burst
+
+    def _was_streamed(self, event: Event) -> bool:
+        # With --stream, a step whose result becomes a secret is not streamed (its value is
+        # known only at its end): its output is shown with its last line, masked.
+        return self.stream_output and (event.step or "") in self._streamed
 
     def _step_skipped(self, event: Event) -> None:
         if not self.quiet:

@@ -1,0 +1,268 @@
+"""An auditor's pass over secrets: a value bound as a secret by a step's result (directly, or
+through a foreach step), a secret among a foreach step's elements, a short secret, `--stream`.
+
+Each test checks the two promises together: the value never shows in clear in anything planrun
+prints or writes, and the steps that read it get the real value, also after `resume`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import assert_no_traceback
+
+# Split in the plans (`A""B` in sh, `${'B'}` in an expression) so the plan text never holds
+# the value: only what planrun makes of it can.
+TOKEN = "ResultToken-q7w3"
+
+
+def written_by_planrun(tmp_path: Path, *outputs: str) -> str:
+    """Everything under `.planrun/` and the report files, with the given outputs."""
+    texts = list(outputs)
+    for f in sorted(tmp_path.rglob("*")):
+        if f.is_file() and (".planrun" in f.parts or f.suffix in (".jsonl", ".xml", ".html")):
+            texts.append(f.read_text(errors="replace"))
+    return "\n".join(texts)
+
+
+def shown_and_stored(run, tmp_path: Path, *results) -> str:  # type: ignore[no-untyped-def]
+    outs = [text for r in results for text in (r.out, r.err)]
+    for fmt in ("text", "json"):
+        s = run("status", "p.yaml", "--output", fmt)
+        outs += [s.out, s.err]
+    return written_by_planrun(tmp_path, *outs)
+
+
+REPORTS = ("--output", "json", "--events", "ev.jsonl", "--junit", "junit.xml")
+
+
+def test_a_step_result_bound_as_a_secret_is_masked_and_real_after_resume(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: echo
+            args: {value: "ResultToken-${'q7w3'}"}
+            result_variable: token
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${token}' = ResultToken-""q7w3 && echo received-real-value
+        """,
+    )
+    first = run("run", "p.yaml", *REPORTS)
+    assert first.code == 1, str(first)
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    # The recorded result is not the value: resume must run `login` again, not restore `***`.
+    assert state["steps"]["login"]["result_masked"] is True
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml", *REPORTS)
+    assert again.code == 0, str(again)
+    assert "received-real-value" in again.err
+    assert "result held a secret" in again.err
+    assert TOKEN not in shown_and_stored(run, tmp_path, first, again)
+
+
+def test_a_step_result_bound_as_a_secret_is_never_stored_in_the_cache(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: echo
+            args: {value: "ResultToken-${'q7w3'}"}
+            result_variable: token
+            cache: true
+          - id: use
+            tool: shell
+            args: {cmd: "test '${token}' = ResultToken-''q7w3 && echo received-real-value"}
+        """,
+    )
+    first = run("run", "p.yaml", *REPORTS)
+    second = run("run", "p.yaml", "--explain")
+    for r in (first, second):
+        assert r.code == 0, str(r)
+        assert "received-real-value" in r.err
+        assert "result held a secret: not stored in the cache" in r.err
+    assert TOKEN not in shown_and_stored(run, tmp_path, first, second)
+
+
+def test_a_foreach_result_bound_as_a_secret_is_masked_and_real_after_resume(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [tokens]
+        steps:
+          - id: mint
+            tool: echo
+            foreach: [a, b]
+            args: {value: "ResultToken-${'q7w3'}-${item}"}
+            result_variable: tokens
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${tokens[1]}' = ResultToken-""q7w3-b && echo received-real-value
+        """,
+    )
+    first = run("run", "p.yaml", *REPORTS)
+    assert first.code == 1, str(first)
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml", *REPORTS)
+    assert again.code == 0, str(again)
+    assert "received-real-value" in again.err
+    assert TOKEN not in shown_and_stored(run, tmp_path, first, again)
+
+
+def test_a_foreach_over_a_secret_gives_the_real_value_after_resume(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: each
+            tool: echo
+            foreach: ["${token}", plain]
+            args: {value: "${item}"}
+            result_variable: values
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${values[0]}' = ResultToken-""q7w3 && echo received-real-value
+        """,
+    )
+    var = ("--var", f"token={TOKEN}")
+    first = run("run", "p.yaml", *var, *REPORTS)
+    assert first.code == 1, str(first)
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml", *var, *REPORTS)
+    assert again.code == 0, str(again)
+    assert "received-real-value" in again.err
+    # Resumed twice: what the first resume recorded must still say the result was masked.
+    (tmp_path / "go").unlink()
+    run("resume", "p.yaml", "--force", "use", *var)
+    (tmp_path / "go").write_text("")
+    third = run("resume", "p.yaml", "--force", "use", *var)
+    assert third.code == 0 and "received-real-value" in third.err, str(third)
+    assert TOKEN not in shown_and_stored(run, tmp_path, first, again, third)
+
+
+def test_masking_never_changes_fingerprints_so_resume_keeps_what_it_should(run, write, tmp_path):
+    # A one-character secret masks every `7` in what is shown (documented: best long). The
+    # fingerprints the state keeps are digests, not text about the secret: masking them broke
+    # resume, which then ran every step whose digest held a `7` again.
+    steps = "\n".join(
+        f"""
+          - id: s{n}
+            tool: echo
+            args: {{value: "step {n}"}}"""
+        for n in range(12)
+    )
+    write(
+        "p.yaml",
+        f"""
+        secrets: [pin]
+        variables: {{pin: 7}}
+        steps:{steps}
+          - id: last
+            tool: shell
+            args: {{cmd: "test -e go"}}
+        """,
+    )
+    first = run("run", "p.yaml")
+    assert first.code == 1, str(first)
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml")
+    assert again.code == 0, str(again)
+    assert "its tool or arguments changed" not in again.err, str(again)
+    assert again.err.count("kept from the previous run") >= 12, str(again)
+
+
+def test_stream_does_not_show_the_output_of_a_step_that_binds_a_secret(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: shell
+            args: {cmd: "printf '%s\\\\n' ResultToken-''q7w3"}
+            result_variable: token
+          - id: use
+            tool: shell
+            args: {cmd: "test '${token.stdout | trim}' = ResultToken-''q7w3 && echo received-real-value"}
+        """,
+    )
+    r = run("run", "p.yaml", "--stream", *REPORTS)
+    assert r.code == 0, str(r)
+    assert_no_traceback(r)
+    assert "received-real-value" in r.err
+    # Not streamed (the value is known only at the step's end): shown with its end, masked.
+    assert "[login]" not in r.err
+    assert "login succeeded" in r.err and "│ ***" in r.err.split("login succeeded")[1]
+    assert "[use] received-real-value" in r.err  # the other steps still stream
+    assert TOKEN not in shown_and_stored(run, tmp_path, r)
+
+
+def test_a_shell_result_bound_as_a_secret_masks_its_output_not_every_zero(run, write, tmp_path):
+    # `token` is the whole {stdout, stderr, exit_code}: its exit code 0 is no secret, and
+    # masking it hid every `0` of every output and marked unrelated results as masked.
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: shell
+            args: {cmd: "printf '%s\\\\n' ResultToken-''q7w3"}
+            result_variable: token
+          - id: build
+            tool: shell
+            args: {cmd: "echo built 2010 files"}
+            depends_on: [login]
+        """,
+    )
+    r = run("run", "p.yaml", *REPORTS)
+    assert r.code == 0, str(r)
+    doc = r.json
+    steps = {s["id"]: s for s in doc["steps"]}
+    assert steps["login"]["result"] == {"stdout": "***", "stderr": "", "exit_code": 0}
+    assert steps["build"]["result"]["stdout"] == "built 2010 files\n"
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    assert state["steps"]["build"]["result_masked"] is False
+    assert TOKEN not in shown_and_stored(run, tmp_path, r)
+
+
+def test_a_secret_with_a_trailing_newline_is_masked_once_trimmed(run, write, tmp_path):
+    # A command's stdout ends with a newline; `| trim` is how a plan reads it (and a vars file's
+    # block scalar ends with one too). The trimmed text is the secret as much as the raw one.
+    write("vars.yaml", "pem: |\n  VarsToken-k2m9\n")
+    write(
+        "p.yaml",
+        """
+        secrets: [token, pem]
+        variables: {pem: none}
+        steps:
+          - id: login
+            tool: shell
+            args: {cmd: "printf '%s\\\\n' ResultToken-''q7w3"}
+            result_variable: token
+          - id: use
+            tool: shell
+            args: {cmd: "echo '${token.stdout | trim}' '${pem | trim}' >&2; exit 1"}
+        """,
+    )
+    r = run("run", "p.yaml", "--vars-file", "vars.yaml", *REPORTS)
+    assert r.code == 1, str(r)
+    assert "$ echo *** *** >&2; exit 1" in r.err
+    text = shown_and_stored(run, tmp_path, r)
+    assert TOKEN not in text and "VarsToken-k2m9" not in text
