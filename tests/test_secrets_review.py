@@ -8,9 +8,10 @@ prints or writes, and the steps that read it get the real value, also after `res
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
-from tests.conftest import assert_no_traceback
+from tests.conftest import assert_no_traceback, spawn_planrun, wait_for_file
 
 # Split in the plans (`A""B` in sh, `${'B'}` in an expression) so the plan text never holds
 # the value: only what planrun makes of it can.
@@ -266,3 +267,43 @@ def test_a_secret_with_a_trailing_newline_is_masked_once_trimmed(run, write, tmp
     assert "$ echo *** *** >&2; exit 1" in r.err
     text = shown_and_stored(run, tmp_path, r)
     assert TOKEN not in text and "VarsToken-k2m9" not in text
+
+
+def test_after_kill_9_a_resumed_step_gets_the_real_secrets(run, write, tmp_path):
+    # The journal is all a killed run leaves: what it says about the bound secret must make
+    # resume produce it again, and the --var secret is given again.
+    write(
+        "p.yaml",
+        """
+        secrets: [token, pin]
+        steps:
+          - id: login
+            tool: echo
+            args: {value: "ResultToken-${'q7w3'}"}
+            result_variable: token
+          - id: deploy
+            tool: shell
+            args:
+              cmd: |
+                touch started
+                while [ ! -e go ]; do sleep 0.05; done
+                test '${token}' = ResultToken-""q7w3 && test '${pin}' = Pin-""x8 && echo received-real-value
+            depends_on: [login]
+        """,
+    )
+    var = ("--var", "pin=Pin-x8")
+    proc = spawn_planrun(
+        "run", "p.yaml", *var, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for_file(tmp_path / "started")
+    finally:
+        proc.kill()
+        proc.wait()
+    (tmp_path / "go").write_text("")  # the orphaned command ends (resume stops it too)
+    again = run("resume", "p.yaml", *var, *REPORTS)
+    assert again.code == 0, str(again)
+    assert "received-real-value" in again.err
+    assert "running 'login' again: result held a secret" in again.err
+    text = shown_and_stored(run, tmp_path, again)
+    assert TOKEN not in text and "Pin-x8" not in text
