@@ -71,20 +71,19 @@ def denied_by(checked: CheckedPlan, plan: Plan, outer: Policy) -> list[Diagnosti
         return out
     import fnmatch
 
-    for i, step in enumerate(plan.steps):
-        pattern = next((p for p in outer.deny if fnmatch.fnmatchcase(step.tool, p)), None)
+    # The planner tool is a tool call too (a command planner is not a tool: no name to match).
+    planner = plan.replan.tool if plan.replan is not None else None
+    calls: list[tuple[tuple[str | int, ...], str, str]] = [
+        (("steps", i, "tool"), f"step '{s.id}': tool", s.tool) for i, s in enumerate(plan.steps)
+    ]
+    if planner is not None:
+        calls.append((("replan", "tool"), "replan: planner tool", planner))
+    for where, what, tool in calls:
+        pattern = next((p for p in outer.deny if fnmatch.fnmatchcase(tool, p)), None)
         if pattern is not None:
-            line, col = checked.doc.pos(("steps", i, "tool"))
-            out.append(
-                Diagnostic(
-                    checked.doc.file,
-                    line,
-                    col,
-                    "error",
-                    f"step '{step.id}': tool '{step.tool}' is denied by policy of the "
-                    f"enclosing plan (deny: '{pattern}')",
-                )
-            )
+            line, col = checked.doc.pos(where)
+            text = f"{what} '{tool}' is denied by policy of the enclosing plan (deny: '{pattern}')"
+            out.append(Diagnostic(checked.doc.file, line, col, "error", text))
     return out
 
 

@@ -107,6 +107,7 @@ def check_document(
         _check_foreach(s, i, out)
         _check_expressions(s, i, known_names, id_set, out)
     _check_server_templates(header, set(plan_vars) | set(variables or {}), bound, out)
+    _check_planner_tool(header, out)
 
     plan: Plan | None = None
     _check_graph(steps, step_paths, seen_ids, out)
@@ -382,6 +383,20 @@ def _check_tool(
                     f"step '{s.id}': tool '{tool}' is denied by policy (deny: '{pattern}')",
                 )
                 break
+
+
+def _check_planner_tool(header: PlanHeader | None, out: Collector) -> None:
+    """`replan: {tool: SERVER.TOOL}` is a tool call like a step's: `policy.deny` covers it."""
+    if header is None or header.replan is None or header.replan.tool is None:
+        return
+    tool = header.replan.tool
+    for pattern in header.policy.deny:
+        if fnmatch.fnmatchcase(tool, pattern):
+            out.add(
+                ("replan", "tool"),
+                f"replan: planner tool '{tool}' is denied by policy (deny: '{pattern}')",
+            )
+            break
 
 
 def _concurrent_binders(

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import assert_no_traceback
+from tests.conftest import ROOT, assert_no_traceback
+
+SERVERS = ROOT / "tests" / "mcp_servers"
 
 CACHED = """
 name: p
@@ -211,3 +213,32 @@ def test_a_live_revision_cannot_lift_an_approval_gate(run, write, tmp_path):
     assert not (tmp_path / "PUSHED").exists(), r
     assert r.code == 5, r
     assert r.json["reason"] == "approval_required", r
+
+
+def test_policy_deny_covers_the_planner_tool(run, write, tmp_path):
+    """`replan: {tool: SERVER.TOOL}` is a tool call like a step's: a denied one is an invalid
+    plan (exit 3), also when the denial comes from an enclosing plan."""
+    server = f'{{command: "{sys.executable}", args: ["{SERVERS / "crashy_server.py"}"]}}'
+    plan = f"""
+        name: m
+        servers: {{srv: {server}}}
+        replan: {{tool: srv.echo}}
+        steps:
+          - {{id: a, tool: echo, args: {{value: 1}}, on_failure: replan}}
+        """
+    write("m.yaml", plan.replace("name: m", "name: m\n        policy: {deny: ['srv.*']}"))
+    r = run("validate", "m.yaml")
+    assert r.code == 3, r
+    assert "planner tool 'srv.echo' is denied by policy (deny: 'srv.*')" in r.out + r.err, r
+    write("child.yaml", plan)
+    write(
+        "parent.yaml",
+        """
+        policy: {deny: ["srv.echo"]}
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+        """,
+    )
+    r = run("run", "parent.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert "planner tool 'srv.echo' is denied by policy of the enclosing plan" in str(r.json), r
