@@ -242,3 +242,18 @@ def test_policy_deny_covers_the_planner_tool(run, write, tmp_path):
     r = run("run", "parent.yaml", "--output", "json")
     assert r.code == 1, r
     assert "planner tool 'srv.echo' is denied by policy of the enclosing plan" in str(r.json), r
+
+
+def test_a_huge_cache_entry_or_blob_is_not_read(run, write, tmp_path):
+    """Sparse files, so nothing is written: reading either whole would take 300 MB."""
+    entry = _cached_run(run, write, tmp_path)
+    os.truncate(entry, 300 << 20)
+    r = run("run", "p.yaml")
+    assert r.code == 0, r
+    assert "too large" in r.err, r
+    (tmp_path / "out/f.txt").unlink()
+    blob = tmp_path / ".planrun/cache/blobs" / hashlib.sha256(b"hi").hexdigest()
+    os.truncate(blob, 300 << 20)
+    r = run("run", "p.yaml")
+    assert r.code == 0, r
+    assert "too large" in r.err, r

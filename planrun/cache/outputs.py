@@ -106,7 +106,7 @@ def restore_outputs(
     Each file is written below the working directory one directory at a time, never through a
     symbolic link (`out -> /elsewhere` in a cloned repository): such a path cannot be restored
     (CorruptCache, and the step runs)."""
-    data = {o.hash: store.read_blob(o.hash) for o, needed in todo if needed}
+    data = {o.hash: store.read_blob(o.hash, o.size) for o, needed in todo if needed}
     for o, needed in todo:
         try:
             _restore_one(cwd, o, data.get(o.hash) if needed else None)

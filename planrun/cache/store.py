@@ -26,6 +26,9 @@ _HEADER = "planrun-cache-entry"
 _HEX = frozenset("0123456789abcdef")
 MODE_BITS = 0o777  # restored: permissions; set-user/group-ID and sticky bits never are
 TOUCH_S = 60.0  # an entry used less than this long ago is not marked used again
+# Bounds memory whatever the directory holds. An entry is a result plus stdout and stderr,
+# each capped at 1 MiB when captured; a larger one is neither stored nor read.
+MAX_ENTRY_BYTES = 256 << 20
 Warn = Callable[[str], None]
 
 
@@ -183,7 +186,7 @@ class CacheStore:
         """The entry for `key`, or None (a damaged one is reported unless `quiet`)."""
         path = self.entry_path(key)
         try:
-            raw, st = read_regular_stat(path)
+            raw, st = read_regular_stat(path, MAX_ENTRY_BYTES)
             self._read[key] = st.st_mtime
         except FileNotFoundError:
             return None
@@ -208,6 +211,8 @@ class CacheStore:
     def put(self, entry: Entry) -> None:
         self._prepare()
         body = json.dumps(entry.to_json(), ensure_ascii=False, default=str).encode("utf-8")
+        if len(body) > MAX_ENTRY_BYTES:
+            return  # it could never be read back
         head = f"{_HEADER} {CACHE_FORMAT} {hashlib.sha256(body).hexdigest()}\n".encode()
         atomic_write(self.entry_path(entry.key), head + body)
 
@@ -241,11 +246,12 @@ class CacheStore:
         atomic_write(path, data)
         return digest
 
-    def read_blob(self, digest: str) -> bytes:
-        """A blob's bytes, verified against its name; CorruptCache (and the blob removed) if not."""
+    def read_blob(self, digest: str, size: int | None = None) -> bytes:
+        """A blob's bytes, verified against its name; CorruptCache (and the blob removed) if not.
+        `size`: the bytes expected; a larger file is not read (bounded memory)."""
         path = self.blob_path(digest)
         try:
-            data = read_regular(path)
+            data = read_regular(path, size)
         except OSError as exc:
             raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
         if hashlib.sha256(data).hexdigest() != digest:
