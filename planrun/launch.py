@@ -246,7 +246,9 @@ async def _schedule(
     masker = prep.masker(prep.variables)  # made live below: result variables count once bound
     if plan.secrets:
         here.masks.add(masker)
-    mask = None if here.masks.empty else here.masks  # fingerprints and results, as stored
+    # Fingerprints and results, as stored. The tree's chain even when empty now: a sub-plan
+    # adds its secrets to it, and they are masked in this run's record of its `plan` step.
+    mask = here.masks
     settings = RunSettings(
         jobs=here.jobs,
         keep_going=here.keep_going,

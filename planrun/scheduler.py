@@ -419,7 +419,7 @@ class Scheduler:
         shown = result
         if self.settings.mask is not None:  # as stored: a masked result cannot be restored
             shown = self.settings.mask(result)
-            rec.result_masked = shown != result
+            rec.result_masked = shown is not result and shown != result
         if step.result_variable:
             self.variables[step.result_variable] = result
         data = {

@@ -35,7 +35,7 @@ def shown_and_stored(run, tmp_path: Path, *results) -> str:  # type: ignore[no-u
     return written_by_planrun(tmp_path, *outs)
 
 
-REPORTS = ("--output", "json", "--events", "ev.jsonl", "--junit", "junit.xml")
+REPORTS = ("--output", "json", "--events", "ev.jsonl", "--junit", "junit.xml", "--report", "r.html")
 
 
 def test_a_step_result_bound_as_a_secret_is_masked_and_real_after_resume(run, write, tmp_path):
@@ -307,3 +307,43 @@ def test_after_kill_9_a_resumed_step_gets_the_real_secrets(run, write, tmp_path)
     assert "running 'login' again: result held a secret" in again.err
     text = shown_and_stored(run, tmp_path, again)
     assert TOKEN not in text and "Pin-x8" not in text
+
+
+def test_a_sub_plans_secret_is_real_after_resume_when_the_parent_has_none(run, write, tmp_path):
+    # The parent declares no secrets: its record of the `plan` step must still say that the
+    # sub-plan's secret was masked in the result, or resume hands `***` on.
+    write(
+        "sub.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: echo
+            args: {value: "ResultToken-${'q7w3'}"}
+            result_variable: token
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: sub
+            tool: plan
+            args: {path: sub.yaml}
+            result_variable: sub_vars
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${sub_vars.token}' = ResultToken-""q7w3 && echo received-real-value
+        """,
+    )
+    first = run("run", "p.yaml", *REPORTS)
+    assert first.code == 1, str(first)
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml", *REPORTS)
+    assert again.code == 0, str(again)
+    assert "received-real-value" in again.err
+    assert "running 'sub' again: result held a secret" in again.err
+    assert TOKEN not in shown_and_stored(run, tmp_path, first, again)
