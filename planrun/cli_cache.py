@@ -11,15 +11,25 @@ from typing import Any
 
 import click
 
-from planrun.errors import UsageError
+from planrun.errors import StateError, UsageError
 
 Command = Callable[..., Any]
 
 
-def _root(cache_dir: str | None) -> str:
-    from planrun.cache.session import cache_directory
+def _root(cache_dir: str | None, *, changes: bool = False) -> str:
+    """The cache directory; for a command that `changes` it, StateError when it is reached
+    through a link a repository may have shipped (`.planrun`, `.planrun/cache`)."""
+    from planrun.cache.session import ENV_DIR, cache_directory, linked_place
 
-    return cache_directory(os.getcwd(), cache_dir)
+    cwd = os.getcwd()
+    default = cache_dir is None and not os.environ.get(ENV_DIR)
+    link = linked_place(cwd, cache_dir) if changes and default else None
+    if link is not None:
+        raise StateError(
+            f"{link} is a symbolic link: refusing to remove anything through it "
+            "(name the directory with --cache-dir)"
+        )
+    return cache_directory(cwd, cache_dir)
 
 
 _DIR_HELP = "The cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache)."
@@ -64,7 +74,7 @@ def make_cache_group(guard: Callable[[Command], Command]) -> click.Group:
         """Remove every entry and stored output."""
         from planrun.cache.prune import clean as do_clean
 
-        root = _root(cache_dir)
+        root = _root(cache_dir, changes=True)
         n = do_clean(root)
         click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
 
@@ -88,7 +98,7 @@ def make_cache_group(guard: Callable[[Command], Command]) -> click.Group:
             age = parse_duration(older_than) if older_than is not None else None
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        root = _root(cache_dir)
+        root = _root(cache_dir, changes=True)
         n = do_prune(root, size, age)
         click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
 

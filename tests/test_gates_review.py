@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 import sys
 from collections.abc import Callable
@@ -257,3 +258,33 @@ def test_a_huge_cache_entry_or_blob_is_not_read(run, write, tmp_path):
     r = run("run", "p.yaml")
     assert r.code == 0, r
     assert "too large" in r.err, r
+
+
+def test_a_linked_planrun_or_cache_directory_is_not_written_through(run, write, tmp_path):
+    """A repository can ship `.planrun/cache -> ~/somewhere` (or `.planrun` itself): the cache
+    is then not used, and `cache clean|prune` refuse it (exit 4), writing nothing there."""
+    write("p.yaml", CACHED)
+    outside = tmp_path.parent / f"{tmp_path.name}-linked"
+    outside.mkdir()
+    (outside / "entries").mkdir()
+    (outside / "entries" / "keep.json").write_text("{}")
+    os.utime(outside / "entries" / "keep.json", (0, 0))
+    planrun_dir = tmp_path / ".planrun"
+    planrun_dir.mkdir()
+    (planrun_dir / "cache").symlink_to(outside)
+    r = run("run", "p.yaml")
+    assert r.code == 0, r
+    assert "symbolic link" in r.err, r
+    for args in (["clean"], ["prune", "--older-than", "1s"]):
+        r = run("cache", *args)
+        assert r.code == 4, r
+        assert_no_traceback(r)
+    assert sorted(p.name for p in outside.rglob("*")) == ["entries", "keep.json"]
+    (planrun_dir / "cache").unlink()
+    shutil.rmtree(planrun_dir)
+    planrun_dir.symlink_to(outside)
+    r = run("run", "p.yaml", "--no-state")
+    assert r.code == 0, r
+    assert sorted(p.name for p in outside.rglob("*")) == ["entries", "keep.json"]
+    r = run("cache", "clean", "--cache-dir", str(tmp_path / "mine"))  # a directory of one's own
+    assert r.code == 0, r

@@ -87,6 +87,17 @@ def cache_directory(cwd: str, given: str | None) -> str:
     return os.path.normpath(os.path.join(cwd, path))
 
 
+def linked_place(cwd: str, given: str | None) -> str | None:
+    """`.planrun`, or the default cache directory `.planrun/cache`, when it is a symbolic link
+    (a repository can ship either pointing anywhere): writing through it would write outside
+    the working directory. A directory the user names (--cache-dir, $PLANRUN_CACHE_DIR) may
+    be a link; the stat records and listings still live in `.planrun`."""
+    places = [".planrun"]
+    if not (given or os.environ.get(ENV_DIR)):
+        places.append(os.path.join(".planrun", "cache"))
+    return next((p for p in places if os.path.islink(os.path.join(cwd, p))), None)
+
+
 def _step_texts(value: Any) -> Iterable[str]:
     if isinstance(value, str):
         if "${" in value:

@@ -9,7 +9,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from planrun.cache import FORCED, NO_ENTRY, OFF
-from planrun.cache.session import CacheOptions, CacheSession, Upstream, step_cached
+from planrun.cache.session import (
+    CacheOptions,
+    CacheSession,
+    Upstream,
+    linked_place,
+    step_cached,
+)
 from planrun.errors import UsageError
 from planrun.instances import parent_of
 
@@ -54,6 +60,10 @@ def open_session(
 ) -> CacheSession | None:
     """A session when some step of the plan is cached and the cache is on, else None."""
     if not options.enabled or not any(step_cached(s) for s in plan.steps):
+        return None
+    link = linked_place(cwd, options.directory)
+    if link is not None:
+        warn(f"{link} is a symbolic link: the cache is not used (choose one with --cache-dir)")
         return None
     dotenv = list(plan.dotenv)
     return CacheSession(
