@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from planrun.masking import mask_keeping_names
 from planrun.record import Record
 
 Subscriber = Callable[["Event"], None]
@@ -100,11 +101,6 @@ class Event(Record):
         return doc
 
 
-# Digests and ids planrun made, never masked: they tell nothing about a secret, and a short
-# secret's text inside one would make it another digest (resume compares fingerprints).
-_OPAQUE = ("fingerprint", "key", "digest", "run_id")
-
-
 class EventBus:
     """Fans each event out to every subscriber, in subscription order."""
 
@@ -122,8 +118,6 @@ class EventBus:
 
     def emit(self, event: Event) -> None:
         if self._mask is not None and event.data:
-            opaque = {k: event.data[k] for k in _OPAQUE if k in event.data}
-            event.data = self._mask(event.data)
-            event.data.update(opaque)
+            event.data = mask_keeping_names(self._mask, event.data, event.step)
         for fn in self._subscribers:
             fn(event)

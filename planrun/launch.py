@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from planrun.cache import step_cached
 from planrun.errors import PlanInvalid, UsageError
 from planrun.events import Event, EventBus
+from planrun.masking import mask_keeping_names
 from planrun.parent import (
     Budget,
     MaskChain,
@@ -295,7 +296,8 @@ async def _schedule(
         doc["revisions"] = sched.revisions
     if attached.substeps is not None:
         doc["steps"] = attached.substeps.merge_into(doc["steps"])
-    return Finished(here.masks(doc), EXIT_FOR_STATUS[outcome.status], sched.variables)
+    doc = mask_keeping_names(here.masks, doc)
+    return Finished(doc, EXIT_FOR_STATUS[outcome.status], sched.variables)
 
 
 def _make_executor(req: RunRequest, plan: Plan, local: LocalExecutor) -> Executor:

@@ -24,7 +24,7 @@ from __future__ import annotations
 # Lazy import (inside a function), for start-up time: shlex only once there are secrets.
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -140,3 +140,50 @@ def _mask(value: Any, pattern: re.Pattern[str], forms: frozenset[str]) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return MASK if json.dumps(value) in forms else value
     return value
+
+
+# Names the plan gives (step ids, tools, result variables) and digests planrun makes
+# (fingerprints, cache keys, run ids), never masked: they tell nothing about a secret, and a
+# short secret's text inside one made it another name (phantom `release-***` steps in the
+# state) or another digest (a fingerprint that never matches on resume).
+_NAMES = (
+    "fingerprint",
+    "key",
+    "digest",
+    "run_id",
+    "plan",
+    "tool",
+    "result_variable",
+    "instances",
+    "removed",
+    "added",
+    "revised",
+)
+_STEP_NAMES = ("id", "tool", "depends_on", "result_variable")  # in `steps` lists
+
+
+def mask_keeping_names(
+    mask: Callable[[Any], Any], data: dict[str, Any], step: str | None = None
+) -> dict[str, Any]:
+    """`data` (an event's, a result document) masked, its names and digests as they are."""
+    masked = mask(data)
+    if masked is data:  # no secrets
+        return data
+    for key in _NAMES:
+        if key in data:
+            masked[key] = data[key]
+    if data.get("title") is not None and data.get("title") == step:  # an untitled step
+        masked["title"] = step
+    steps = data.get("steps")  # run.started's, plan.diff's, a result document's
+    if isinstance(steps, list):
+        masked["steps"] = [_step_names(s, m) for s, m in zip(steps, masked["steps"], strict=True)]
+    return masked
+
+
+def _step_names(step: Any, masked: Any) -> Any:
+    if not isinstance(step, dict) or not isinstance(masked, dict):
+        return masked
+    kept = {k: step[k] for k in _STEP_NAMES if k in step}
+    if step.get("title") == step.get("id"):
+        kept["title"] = step.get("title")
+    return {**masked, **kept}

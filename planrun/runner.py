@@ -20,6 +20,7 @@ from planrun.graph import PlanGraph
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.interrupts import run_interruptibly
 from planrun.launch import launch
+from planrun.masking import mask_keeping_names
 from planrun.parent import STEP_SEPARATOR, SubPlanCall, denied_by, merge_policy
 from planrun.plan import Plan, replace
 from planrun.plan_variables import start_variables
@@ -167,7 +168,7 @@ async def run_request(req: RunRequest, call: SubPlanCall | None = None) -> Finis
             from planrun.cache.wiring import preview_dry_run
 
             preview_dry_run(req, prep, doc)
-        return Finished(prep.masker(prep.variables)(doc), ExitCode.OK)
+        return Finished(mask_keeping_names(prep.masker(prep.variables), doc), ExitCode.OK)
     blocked = gate(req, prep, call)
     if blocked is not None:
         return blocked
@@ -204,7 +205,7 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
         return None
     doc = blocked_document(prep.plan, prep.selected, gated, kept)
     masker = call.parent.masks if call else prep.masker(prep.variables)
-    doc = masker(doc)
+    doc = mask_keeping_names(masker, doc)
     if call is None:  # a top-level run: its state, events and JUnit report say it was blocked
         from planrun.unstarted import record_blocked
 

@@ -347,3 +347,41 @@ def test_a_sub_plans_secret_is_real_after_resume_when_the_parent_has_none(run, w
     assert "received-real-value" in again.err
     assert "running 'sub' again: result held a secret" in again.err
     assert TOKEN not in shown_and_stored(run, tmp_path, first, again)
+
+
+def test_a_short_secret_inside_step_ids_never_changes_the_plan_as_recorded(run, write, tmp_path):
+    # A 4-digit secret that is also part of step ids and a result variable's name: masking
+    # the ids recorded phantom steps (`release-***`, pending forever) and a variable `***_out`.
+    write(
+        "p.yaml",
+        """
+        secrets: [pin]
+        steps:
+          - id: release-2024
+            tool: echo
+            foreach: [a, b]
+            args: {value: "${item}"}
+            result_variable: out_2024
+          - id: check-2024
+            tool: shell
+            args: {cmd: "test -e go && echo ${out_2024[1]}"}
+        """,
+    )
+    first = run("run", "p.yaml", "--var", "pin=2024", *REPORTS)
+    assert first.code == 1, str(first)
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    ids = ["release-2024", "check-2024", "release-2024[0]", "release-2024[1]"]
+    assert sorted(state["steps"]) == sorted(ids)
+    assert state["steps"]["release-2024"]["result_variable"] == "out_2024"
+    assert "pending" not in first.err
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml", "--var", "pin=2024", *REPORTS)
+    assert again.code == 0, str(again)
+    assert [s["id"] for s in again.json["steps"]] == [ids[0], ids[2], ids[3], ids[1]]
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == {
+        ids[0]: "succeeded",
+        ids[1]: "succeeded",
+        ids[2]: "succeeded",
+        ids[3]: "succeeded",
+    }
