@@ -32,6 +32,7 @@ class ReplanRequest(NamedTuple):
     variables: dict[str, Any]
     revisions: list[dict[str, Any]]  # the revisions made so far (in this and earlier runs)
     calls_left: int  # planner calls this run may still make (limits.max_replans)
+    limit: str = ""  # the limit that bounds calls_left, as the error names it
 
 
 class Revision(NamedTuple):
@@ -62,6 +63,7 @@ def replan_request(
     variables: dict[str, Any],
     revisions: list[dict[str, Any]],
     calls_left: int,
+    limit: str = "",
 ) -> ReplanRequest:
     """The planner's view of a run: copies, so that nothing it does reaches the run."""
     completed = [sid for sid in order if records[sid].status in COMPLETED]
@@ -75,4 +77,5 @@ def replan_request(
         variables=dict(variables),
         revisions=list(revisions),
         calls_left=calls_left,
+        limit=limit,
     )

@@ -160,10 +160,8 @@ async def _replan(
     calls = 0
     while True:
         if calls >= request.calls_left:
-            text = (
-                f"replan budget exhausted: limits.max_replans is {plan.limits.max_replans} "
-                f"(last error: {error})"
-            )
+            limit = request.limit or f"limits.max_replans is {plan.limits.max_replans}"
+            text = f"replan budget exhausted: {limit} (last error: {error})"
             return ReplanStop(Reason.REPLAN_BUDGET, text, calls)
         calls += 1
         context = planner_context(request, steps, error, history)

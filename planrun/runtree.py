@@ -59,19 +59,21 @@ class Slots:
 
 
 class Budget(Record):
-    """`limits.max_steps` and `limits.tool_caps` of one run, charged together with its parents'.
+    """`limits.max_steps`, `limits.tool_caps` and `limits.max_replans` of one run, charged
+    together with its parents'.
 
-    A step execution counts toward its own plan's limits and every enclosing plan's; the first
-    limit reached refuses it (so the tighter bound wins).
+    A step execution (or a planner call) counts toward its own plan's limits and every
+    enclosing plan's; the first limit reached refuses it (so the tighter bound wins).
     """
 
-    __slots__ = ("limits", "plan", "parent", "executions", "tool_counts", "spent")
+    __slots__ = ("limits", "plan", "parent", "executions", "tool_counts", "spent", "replans")
     limits: Limits
     plan: str
     parent: Budget | None
     executions: int
     tool_counts: dict[str, int]
     spent: bool  # one of its own limits refused a step
+    replans: int  # planner calls made in this run and the sub-plans below it
 
     def __init__(
         self,
@@ -81,6 +83,7 @@ class Budget(Record):
         executions: int = 0,
         tool_counts: dict[str, int] | None = None,
         spent: bool = False,
+        replans: int = 0,
     ) -> None:
         self.limits = limits
         self.plan = plan
@@ -88,14 +91,34 @@ class Budget(Record):
         self.executions = executions
         self.tool_counts = {} if tool_counts is None else tool_counts
         self.spent = spent
+        self.replans = replans
 
-    def charge(self, tool: str) -> str | None:
-        """Count one execution of `tool`; the refusal text when a limit is reached."""
+    def _chain(self) -> list[Budget]:
         chain: list[Budget] = []
         budget: Budget | None = self
         while budget is not None:
             chain.append(budget)
             budget = budget.parent
+        return chain
+
+    def replans_left(self) -> tuple[int, str]:
+        """Planner calls still allowed here and in every enclosing plan, and the limit that
+        bounds them (`limits.max_replans is 2`, naming the enclosing plan when it is one)."""
+        left, text = None, ""
+        for b in self._chain():
+            n = max(0, b.limits.max_replans - b.replans)
+            if left is None or n < left:
+                where = "" if b is self else f" (in the enclosing plan '{b.plan}')"
+                left, text = n, f"limits.max_replans is {b.limits.max_replans}{where}"
+        return left or 0, text
+
+    def charge_replans(self, calls: int) -> None:
+        for b in self._chain():
+            b.replans += calls
+
+    def charge(self, tool: str) -> str | None:
+        """Count one execution of `tool`; the refusal text when a limit is reached."""
+        chain = self._chain()
         for b in chain:
             refusal = b._refusal(tool)
             if refusal is not None:

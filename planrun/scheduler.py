@@ -71,7 +71,6 @@ class Scheduler:
         # Budgets are per invocation: a resume starts from zero (steps, tool caps, replans).
         self.budget = settings.budget or Budget(plan.limits, plan.name or "plan")
         self.slots = settings.slots or Slots(settings.jobs)
-        self.replans = 0  # planner calls made (valid answer or not), against limits.max_replans
         self.revisions: list[dict[str, Any]] = []
         self.stop_reason: Reason | None = None
         self.stop_error: str | None = None
@@ -476,10 +475,10 @@ class Scheduler:
         from planrun.planner import ReplanStop, replan_request
 
         assert self.replanner is not None
-        calls_left = max(0, self.plan.limits.max_replans - self.replans)
+        calls_left, limit = self.budget.replans_left()  # enclosing plans' limits too
         run = (self.plan, self.order, self.records, failed, self.variables, self.revisions)
-        answer = await self.replanner(replan_request(*run, calls_left))
-        self.replans += answer.calls
+        answer = await self.replanner(replan_request(*run, calls_left, limit))
+        self.budget.charge_replans(answer.calls)
         if isinstance(answer, ReplanStop):
             self._stop(answer.reason, answer.error)
             return

@@ -288,3 +288,38 @@ def test_a_linked_planrun_or_cache_directory_is_not_written_through(run, write, 
     assert sorted(p.name for p in outside.rglob("*")) == ["entries", "keep.json"]
     r = run("cache", "clean", "--cache-dir", str(tmp_path / "mine"))  # a directory of one's own
     assert r.code == 0, r
+
+
+COUNTING_PLANNER = """
+import json, sys
+json.load(sys.stdin)
+with open("CALLS", "a") as f:
+    f.write("call\\n")
+print("not a list of steps")
+"""
+
+
+def test_a_sub_plan_cannot_call_its_planner_more_than_the_parent_allows(run, write, tmp_path):
+    write("planner.py", COUNTING_PLANNER)
+    write(
+        "child.yaml",
+        f"""
+        name: child
+        replan: {{command: "{sys.executable} planner.py"}}
+        limits: {{max_replans: 5}}
+        steps:
+          - {{id: a, tool: shell, args: {{cmd: "exit 1"}}, on_failure: replan}}
+        """,
+    )
+    write(
+        "parent.yaml",
+        """
+        limits: {max_replans: 1}
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+        """,
+    )
+    r = run("run", "parent.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert (tmp_path / "CALLS").read_text().count("call") == 1, r
+    assert "limits.max_replans is 1 (in the enclosing plan" in r.json["error"], r
