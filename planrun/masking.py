@@ -12,7 +12,9 @@ A secret is masked in every string form it can take on its way to a screen or a 
 - quoted forms: JSON-escaped (a value with `"` or `\\n` inside JSON text) and shell-quoted
   (`'it'"'"'s'`, `'it'\\''s'`, as a `$ cmd` line shows a list command).
 
-Masking builds new values and never changes the ones steps receive.
+Masking builds new values and never changes the ones steps receive. What planrun records
+about a run itself (step ids and other names, digests, statuses, counts: `mask_keeping_names`)
+is never masked.
 
 A step whose result is bound to a secret variable makes a secret known only as it ends: its
 result is *held* (`Masker.hold`) before anything about the step is shown or stored (its events,
@@ -27,6 +29,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any, Protocol
+
+from planrun.status import Reason
 
 MASK = "***"
 # A part of a secret (a leaf of a mapping or list, a line of a multi-line value) shorter than
@@ -142,11 +146,21 @@ def _mask(value: Any, pattern: re.Pattern[str], forms: frozenset[str]) -> Any:
     return value
 
 
-# Names the plan gives (step ids, tools, result variables) and digests planrun makes
-# (fingerprints, cache keys, run ids), never masked: they tell nothing about a secret, and a
+# What planrun records about a run, never masked: the names the plan gives (step ids, tools,
+# result variables), digests planrun makes (fingerprints, cache keys, run ids), and its own
+# counts and words (statuses, attempts, durations). They tell nothing about a secret, and a
 # short secret's text inside one made it another name (phantom `release-***` steps in the
-# state) or another digest (a fingerprint that never matches on resume).
+# state), another digest (a fingerprint that never matches on resume), or no longer a count
+# or a status (`attempt: ***` crashed the console, `succe***` made the state unreadable).
 _NAMES = (
+    "status",
+    "attempt",
+    "attempts",
+    "duration_s",
+    "delay_s",
+    "jobs",
+    "revision",
+    "stream",
     "fingerprint",
     "key",
     "digest",
@@ -159,7 +173,8 @@ _NAMES = (
     "added",
     "revised",
 )
-_STEP_NAMES = ("id", "tool", "depends_on", "result_variable")  # in `steps` lists
+_STEP_NAMES = ("id", "tool", "depends_on", "result_variable", "status", "attempts", "duration_s")
+_REASONS = frozenset(Reason)  # a run's reason; a step's reason is text, masked
 
 
 def mask_keeping_names(
@@ -172,6 +187,8 @@ def mask_keeping_names(
     for key in _NAMES:
         if key in data:
             masked[key] = data[key]
+    if isinstance(data.get("reason"), str) and data["reason"] in _REASONS:
+        masked["reason"] = data["reason"]
     if data.get("title") is not None and data.get("title") == step:  # an untitled step
         masked["title"] = step
     steps = data.get("steps")  # run.started's, plan.diff's, a result document's

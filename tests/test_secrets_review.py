@@ -11,6 +11,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import assert_no_traceback, spawn_planrun, wait_for_file
 
 # Split in the plans (`A""B` in sh, `${'B'}` in an expression) so the plan text never holds
@@ -385,3 +387,37 @@ def test_a_short_secret_inside_step_ids_never_changes_the_plan_as_recorded(run, 
         ids[2]: "succeeded",
         ids[3]: "succeeded",
     }
+
+
+@pytest.mark.parametrize("pin", ["1", "ed", "0.5"])
+def test_a_tiny_secret_never_breaks_what_planrun_records(run, write, tmp_path, pin):
+    # A 1-2 character secret masks every occurrence of its text (documented: a secret is best
+    # long), but never in what planrun itself records: attempt counts (`attempt: ***` crashed
+    # the console), statuses (`succe***` made the state unreadable), durations, reasons.
+    write(
+        "p.yaml",
+        """
+        secrets: [pin]
+        steps:
+          - id: a
+            tool: echo
+            args: {value: x}
+          - id: b
+            tool: shell
+            args: {cmd: "test -e go"}
+            depends_on: [a]
+        """,
+    )
+    first = run("run", "p.yaml", "--var", f"pin={pin}", *REPORTS)
+    assert_no_traceback(first)
+    assert first.code == 1, str(first)
+    assert "internal error" not in first.err
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml", "--var", f"pin={pin}", *REPORTS)
+    assert again.code == 0, str(again)
+    doc = again.json
+    assert (doc["status"], doc["reason"]) == ("succeeded", "completed")
+    assert [(s["status"], s["attempts"]) for s in doc["steps"]] == [("succeeded", 1)] * 2
+    status = run("status", "p.yaml", "--output", "json")
+    assert status.code == 0, str(status)
+    assert [s["status"] for s in status.json["steps"]] == ["succeeded", "succeeded"]
