@@ -437,7 +437,7 @@ def test_two_replan_failures_in_one_pass_reach_the_planner_together() -> None:
     (request,) = asked
     assert sorted(f.step_id for f in request.failures) == ["x", "y"]
     assert [e.data["added"] for e in events if e.event == "plan.diff"] == [["fix"]]
-    assert sched.replans == 1 and statuses(sched) == {"fix": "succeeded"}
+    assert sched.budget.replans == 1 and statuses(sched) == {"fix": "succeeded"}
 
 
 def test_a_replan_stop_ends_the_run_with_its_reason() -> None:

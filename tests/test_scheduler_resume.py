@@ -371,7 +371,7 @@ def test_a_second_failure_replans_again_with_the_history() -> None:
     ex = FakeExecutor({"fetch": fails("no"), "try1": fails("still no")})
     sched, _, _ = replanning(make_plan(REPLAN_PLAN), ask, ex)
     assert run(sched).status == Status.SUCCEEDED
-    assert len(contexts) == 2 and len(sched.revisions) == 2 and sched.replans == 2
+    assert len(contexts) == 2 and len(sched.revisions) == 2 and sched.budget.replans == 2
     assert contexts[1]["failed_step"]["id"] == "try1" and contexts[1]["error"] == "still no"
     assert contexts[1]["history"][0]["diff"]["added"] == ["try1"]
 
