@@ -49,6 +49,17 @@ class Mask(Protocol):
         """From now on, mask `value` too (a result about to be bound to a secret variable)."""
 
 
+def shown_result(mask: Mask | None, result: Any, secret: bool) -> tuple[Any, bool]:
+    """A step's result as shown and stored, and whether a secret was masked in it (so that
+    resume does not restore it); `secret`: the result is bound to a secret variable."""
+    if mask is None:
+        return result, False
+    if secret:
+        mask.hold(result)
+    shown = mask(result)
+    return shown, shown is not result and shown != result
+
+
 class Masker:
     """Replaces the values of `secrets:` variables with `***` in any JSON-like value."""
 

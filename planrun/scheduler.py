@@ -24,6 +24,7 @@ from planrun.expressions import ExpressionError
 from planrun.foreach_run import ForeachSteps
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
+from planrun.masking import Mask, shown_result
 from planrun.outcome import Outcome, result_document
 from planrun.plan import OnFailure, Plan, Step
 from planrun.record import replace
@@ -36,7 +37,6 @@ from planrun.tools.base import ToolCaller, ToolContext
 
 if TYPE_CHECKING:
     from planrun.cache.session import Decision
-    from planrun.masking import Mask
     from planrun.planner import Replanner
 
 __all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "fingerprint", "result_document"]
@@ -257,6 +257,9 @@ class Scheduler:
         rec.duration_s = 0.0
         if step.result_variable:
             self.variables[step.result_variable] = data["result"]
+        rec.result_masked = shown_result(self.mask, rec.result, self._binds_secret(sid))[1]
+        if rec.result_masked:  # an entry made before the secret was one: not restored
+            data["result_masked"] = True
         self._emit("step.cached", sid, data)
 
     def _skipped_upstream(self, sid: str, step: Step) -> bool:
@@ -328,8 +331,7 @@ class Scheduler:
     async def _run_step(self, sid: str, step: Step, args: dict[str, Any], fp: str) -> None:
         started = time.monotonic()
         self.records[sid].fingerprint = fp
-        # A result bound to a secret: not streamed (known only at its end), held before shown.
-        secret = self.steps[parent_of(sid) or sid].result_variable in self.plan.secrets
+        secret = self._binds_secret(sid)  # not streamed (known only at its end), held first
         out = self._output_cb(sid) if self.settings.stream and not secret else None
         ctx = tool_context(sid, step, self.plan.defaults.timeout, self.settings, out)
         # Before the step starts, so not part of its timeout; cancelled here, it stays pending.
@@ -403,6 +405,9 @@ class Scheduler:
             await asyncio.sleep(delay)
             delay *= 2
 
+    def _binds_secret(self, sid: str) -> bool:
+        return self.steps[parent_of(sid) or sid].result_variable in self.plan.secrets
+
     def _output_cb(self, sid: str) -> Callable[[str, str], None]:
         def emit(stream: str, line: str) -> None:
             self._emit("step.output", sid, {"stream": stream, "line": line})
@@ -415,10 +420,7 @@ class Scheduler:
         rec = self.records[sid]
         rec.status, rec.result, rec.error = Status.SUCCEEDED, result, None
         rec.duration_s = round(duration, 3)
-        shown = result
-        if self.settings.mask is not None:  # as stored: a masked result cannot be restored
-            shown = self.settings.mask(result)
-            rec.result_masked = shown is not result and shown != result
+        shown, rec.result_masked = shown_result(self.mask, result, self._binds_secret(sid))
         if step.result_variable:
             self.variables[step.result_variable] = result
         data = {

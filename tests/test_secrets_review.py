@@ -421,3 +421,39 @@ def test_a_tiny_secret_never_breaks_what_planrun_records(run, write, tmp_path, p
     status = run("status", "p.yaml", "--output", "json")
     assert status.code == 0, str(status)
     assert [s["status"] for s in status.json["steps"]] == ["succeeded", "succeeded"]
+
+
+def test_a_cache_hit_that_holds_a_secret_is_produced_again_on_resume(run, write, tmp_path):
+    # The entry was made before `token` was declared a secret (same key: the same args). The
+    # hit is shown masked; its record must say so, or resume hands `***` on.
+    plan = """
+        {secrets}
+        steps:
+          - id: login
+            tool: echo
+            args: {{value: "${{token}}"}}
+            result_variable: got
+            cache: true
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${{got}}' = ResultToken-""q7w3 && echo received-real-value
+        """
+    var = ("--var", f"token={TOKEN}")
+    write("p.yaml", plan.format(secrets=""))
+    assert run("run", "p.yaml", *var).code == 1
+    write("p.yaml", plan.format(secrets="secrets: [token]"))
+    (tmp_path / ".planrun/state/p.json").unlink()
+    first = run("run", "p.yaml", *var, *REPORTS)
+    assert first.code == 1, str(first)
+    assert "login cached" in first.err
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    assert state["steps"]["login"]["result_masked"] is True
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml", *var, *REPORTS)
+    assert again.code == 0, str(again)
+    assert "received-real-value" in again.err
+    for r in (first, again):
+        assert TOKEN not in r.out + r.err

@@ -279,6 +279,7 @@ class StateStore:
             elif name == "step.cached":
                 new.status = Status.CACHED
                 new.result = d.get("result")
+                new.result_masked = bool(d.get("result_masked"))
                 new.fingerprint = d.get("fingerprint")
                 new.result_variable = d.get("result_variable") or new.result_variable
                 new.started_at = new.ended_at = ts
