@@ -54,7 +54,9 @@ def _label(path: Path, steps: list[Any]) -> str:
     if len(path) >= 2 and path[0] == "steps" and isinstance(path[1], int):
         raw = steps[path[1]] if path[1] < len(steps) else None
         sid = raw.get("id", raw.get("index")) if isinstance(raw, dict) else None
-        who = f"step '{sid}'" if sid is not None else f"step #{path[1] + 1}"
+        # An id that is itself the error is not printed raw (a line feed, an escape sequence).
+        good = isinstance(sid, (str, int)) and str(sid).isprintable()
+        who = f"step '{sid}'" if good else f"step #{path[1] + 1}"
         rest = format_path(path[2:])
         return f"{who}: {rest}" if rest else who
     return format_path(path)

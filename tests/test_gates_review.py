@@ -323,3 +323,12 @@ def test_a_sub_plan_cannot_call_its_planner_more_than_the_parent_allows(run, wri
     assert r.code == 1, r
     assert (tmp_path / "CALLS").read_text().count("call") == 1, r
     assert "limits.max_replans is 1 (in the enclosing plan" in r.json["error"], r
+
+
+def test_a_bad_step_id_is_never_printed_raw(run, write):
+    """An id with a line feed and an escape sequence: one line, no escape reaches the terminal."""
+    write("p.json", '{"steps": [{"id": "a\\n\\u001b]0;owned\\u0007x", "tool": "echo"}]}')
+    r = run("validate", "p.json")
+    assert r.code == 3, r
+    assert "\x1b" not in r.out + r.err and len((r.out + r.err).strip().splitlines()) == 1, r
+    assert "bad step id" in r.out + r.err, r
