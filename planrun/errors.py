@@ -49,11 +49,12 @@ class Diagnostic(FrozenRecord):
         _set(self, "hint", hint)
 
     def render(self) -> str:
-        """`file:line:col: severity: message (hint)`."""
+        """`file:line:col: severity: message (hint)`, on one line: plan text quoted in a
+        message (a tool name, an id) has its control characters escaped (`\\n`, `\\x1b`)."""
         text = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
         if self.hint:
             text += f" ({self.hint})"
-        return text
+        return text if text.isprintable() else _escaped(text)
 
     def to_json(self) -> dict[str, object]:
         message = self.message + (f" ({self.hint})" if self.hint else "")
@@ -64,6 +65,10 @@ class Diagnostic(FrozenRecord):
             "severity": self.severity,
             "message": message,
         }
+
+
+def _escaped(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class PlanrunError(Exception):

@@ -332,3 +332,11 @@ def test_a_bad_step_id_is_never_printed_raw(run, write):
     assert r.code == 3, r
     assert "\x1b" not in r.out + r.err and len((r.out + r.err).strip().splitlines()) == 1, r
     assert "bad step id" in r.out + r.err, r
+
+
+def test_a_diagnostic_naming_plan_text_stays_one_line(run, write):
+    write("t.json", '{"steps": [{"id": "a", "tool": "sh\\nell\\u001b[2J"}]}')
+    r = run("validate", "t.json")
+    assert r.code == 3, r
+    assert len(r.out.strip().splitlines()) == 1 and "\x1b" not in r.out + r.err, r
+    assert "unknown tool 'sh\\nell\\x1b[2J'" in r.out, r
