@@ -277,7 +277,7 @@ async def _schedule(
     )
     masker.variables = sched.variables  # live: result variables count once bound
     if cache is not None:
-        cache.secret_values = here.masks.values  # a result holding one is not stored (held too)
+        cache.secret_values = here.masks.values  # a result holding one is not stored
     sched.revisions = opened.revisions  # numbering goes on; the budget is this run's
     name = plan.name or "plan"
     run_id = here.run_id if call is None else None  # a sub-plan's own events get their own

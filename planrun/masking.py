@@ -17,8 +17,10 @@ about a run itself (step ids and other names, digests, statuses, counts: `mask_k
 is never masked.
 
 A step whose result is bound to a secret variable makes a secret known only as it ends: its
-result is *held* (`Masker.hold`) before anything about the step is shown or stored (its events,
-its state, its cache entry), so that the step's own record is masked too.
+own record (its events, its state) is masked with its result as the secret (`shown_result`,
+`masked_by`), and it is not streamed nor stored in the cache. (Not added to the run's secrets
+for good: a foreach step's instances would each add one, and masking with thousands of values
+is quadratic; the list is a secret once bound.)
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from planrun.status import Reason
 
@@ -40,24 +42,19 @@ MASK = "***"
 MIN_PART = 3
 
 
-class Mask(Protocol):
-    """What masks a run's outputs: a Masker, or the chain of a run tree's maskers."""
-
-    def __call__(self, value: Any) -> Any: ...
-
-    def hold(self, value: Any) -> None:
-        """From now on, mask `value` too (a result about to be bound to a secret variable)."""
-
-
-def shown_result(mask: Mask | None, result: Any, secret: bool) -> tuple[Any, bool]:
+def shown_result(mask: Callable[[Any], Any] | None, result: Any, secret: bool) -> tuple[Any, bool]:
     """A step's result as shown and stored, and whether a secret was masked in it (so that
     resume does not restore it); `secret`: the result is bound to a secret variable."""
-    if mask is None:
-        return result, False
+    shown = mask(result) if mask is not None else result
     if secret:
-        mask.hold(result)
-    shown = mask(result)
+        shown = masked_by(result, shown)
     return shown, shown is not result and shown != result
+
+
+def masked_by(secret: Any, value: Any) -> Any:
+    """`value` with `secret` masked in it, in all its forms."""
+    forms, pattern = _forms_of(_key([secret]))
+    return value if pattern is None else _mask(value, pattern, frozenset(forms))
 
 
 class Masker:
@@ -69,14 +66,9 @@ class Masker:
         self.names = names
         self.variables = variables  # live: result variables named as secrets count once bound
         self.env = env or {}  # a secret may be an environment value (read from a dotenv file)
-        self.held: list[Any] = []  # results bound to a secret variable (also before binding)
-
-    def hold(self, value: Any) -> None:
-        if value is not None and value not in self.held:
-            self.held.append(value)
 
     def secret_values(self) -> list[Any]:
-        out = list(self.held)
+        out = []
         for n in self.names:
             v = self.variables.get(n)
             if v is None:

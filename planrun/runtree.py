@@ -154,19 +154,9 @@ class MaskChain:
 
     def __init__(self) -> None:
         self._maskers: list[Masker] = []
-        self._held: Masker | None = None  # results held as secrets (see Masker.hold)
 
     def add(self, masker: Masker) -> None:
         self._maskers.append(masker)
-
-    def hold(self, value: Any) -> None:
-        """Mask `value` in everything the tree shows or stores from now on."""
-        if self._held is None:
-            from planrun.masking import Masker
-
-            self._held = Masker([], {})
-            self._maskers.append(self._held)
-        self._held.hold(value)
 
     def values(self) -> list[str]:
         """Every string form of every secret of the tree (what a cache entry must not hold)."""

@@ -24,7 +24,7 @@ from planrun.expressions import ExpressionError
 from planrun.foreach_run import ForeachSteps
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
-from planrun.masking import Mask, shown_result
+from planrun.masking import masked_by, shown_result
 from planrun.outcome import Outcome, result_document
 from planrun.plan import OnFailure, Plan, Step
 from planrun.record import replace
@@ -94,7 +94,7 @@ class Scheduler:
         return self.foreach.scope(sid, base) if sid is not None else base
 
     @property
-    def mask(self) -> Mask | None:
+    def mask(self) -> Callable[[Any], Any] | None:
         return self.settings.mask
 
     def report_order(self) -> list[str]:
@@ -257,9 +257,9 @@ class Scheduler:
         rec.duration_s = 0.0
         if step.result_variable:
             self.variables[step.result_variable] = data["result"]
-        rec.result_masked = shown_result(self.mask, rec.result, self._binds_secret(sid))[1]
+        shown, rec.result_masked = shown_result(self.mask, rec.result, self._binds_secret(sid))
         if rec.result_masked:  # an entry made before the secret was one: not restored
-            data["result_masked"] = True
+            data["result"], data["result_masked"] = shown, True
         self._emit("step.cached", sid, data)
 
     def _skipped_upstream(self, sid: str, step: Step) -> bool:
@@ -331,17 +331,15 @@ class Scheduler:
     async def _run_step(self, sid: str, step: Step, args: dict[str, Any], fp: str) -> None:
         started = time.monotonic()
         self.records[sid].fingerprint = fp
-        secret = self._binds_secret(sid)  # not streamed (known only at its end), held first
+        secret = self._binds_secret(sid)  # not streamed: known only at its end
         out = self._output_cb(sid) if self.settings.stream and not secret else None
         ctx = tool_context(sid, step, self.plan.defaults.timeout, self.settings, out)
         # Before the step starts, so not part of its timeout; cancelled here, it stays pending.
         await self.slots.acquire(step.tool)
         try:
             result, failure, budget = await self._attempts(sid, step, args, ctx)
-            if failure is None and secret and self.settings.mask is not None:
-                self.settings.mask.hold(result)  # before its cache entry, events and state
             if failure is None and self.settings.cache is not None:
-                unstored = await self.settings.cache.after(sid, step, result)
+                unstored = await self.settings.cache.after(sid, step, result, secret)
                 failure = AttemptFailed(unstored) if unstored else None  # an output missing
             if failure is None:
                 self._succeed(sid, step, result, time.monotonic() - started, ctx.output)
@@ -420,7 +418,10 @@ class Scheduler:
         rec = self.records[sid]
         rec.status, rec.result, rec.error = Status.SUCCEEDED, result, None
         rec.duration_s = round(duration, 3)
-        shown, rec.result_masked = shown_result(self.mask, result, self._binds_secret(sid))
+        secret = self._binds_secret(sid)  # its own record is masked with it
+        shown, rec.result_masked = shown_result(self.mask, result, secret)
+        if secret and printed:
+            printed = masked_by(result, printed)
         if step.result_variable:
             self.variables[step.result_variable] = result
         data = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from planrun.record import Record
 from planrun.runtree import Budget, Slots
@@ -11,7 +11,6 @@ from planrun.tools.base import ParentContext, Services
 
 if TYPE_CHECKING:  # the cache package is imported only by runs that use it
     from planrun.cache.session import CacheSession
-    from planrun.masking import Mask
 
 
 class RunSettings(Record):
@@ -42,7 +41,7 @@ class RunSettings(Record):
     env: dict[str, str]
     ask: Callable[[str], Awaitable[bool]] | None  # approval prompt at a TTY
     services: Services  # the MCP pool, notices, dotenv
-    mask: Mask | None  # secrets -> *** (for fingerprints and results)
+    mask: Callable[[Any], Any] | None  # secrets -> *** (for fingerprints and results)
     slots: Slots | None  # shared with sub-plans: at most `-j` steps of the tree at once
     budget: Budget | None  # this plan's limits, charged with every enclosing plan's
     prefix: str  # "PARENT_STEP/" for a sub-plan: how its step ids show in messages
@@ -59,7 +58,7 @@ class RunSettings(Record):
         env: dict[str, str] | None = None,
         ask: Callable[[str], Awaitable[bool]] | None = None,
         services: Services | None = None,
-        mask: Mask | None = None,
+        mask: Callable[[Any], Any] | None = None,
         slots: Slots | None = None,
         budget: Budget | None = None,
         prefix: str = "",

@@ -219,14 +219,17 @@ class CacheSession:
 
     # ---- after a successful run ------------------------------------------------------------
 
-    async def after(self, sid: str, step: Step, result: Any) -> str | None:
-        """Store a successful run; returns an error when a declared output was not produced."""
+    async def after(self, sid: str, step: Step, result: Any, secret: bool = False) -> str | None:
+        """Store a successful run; returns an error when a declared output was not produced.
+        `secret`: the result is bound to a secret variable (it is then not stored)."""
         decision = self._pending.pop(sid, None)
         if decision is None or decision.key is None or decision.material is None:
             return None
-        return await asyncio.to_thread(self._store, sid, step, result, decision)
+        return await asyncio.to_thread(self._store, sid, step, result, decision, secret)
 
-    def _store(self, sid: str, step: Step, result: Any, decision: Decision) -> str | None:
+    def _store(
+        self, sid: str, step: Step, result: Any, decision: Decision, secret: bool = False
+    ) -> str | None:
         assert decision.key is not None and decision.material is not None
         try:
             collected = collect_outputs(
@@ -246,7 +249,7 @@ class CacheSession:
                     + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
                     + "): it will not hit the cache"
                 )
-        if self._holds_secret(result, collected.contents.values()):
+        if secret or self._holds_secret(result, collected.contents.values()):
             self.warn(f"step '{sid}': result held a secret: not stored in the cache")
             return None
         out = result if isinstance(result, dict) else {}
