@@ -75,8 +75,16 @@ def open_regular(path: str, flags: int, mode: int = 0o600, *, own: bool = False)
     return fd
 
 
-def read_regular(path: str) -> bytes | None:
-    """The bytes of the regular file `path`, None if it does not exist; StateError otherwise."""
+MAX_STATE_BYTES = 256 << 20
+"""A state file or journal larger than this is refused unread: one a repository ships can be
+any size, and reading it whole (then parsing it) would take memory without bound. A real state
+stays far below it: a 10,000-step run's is a few MB, and each stream a step keeps is capped
+(PLANRUN_MAX_OUTPUT, 1 MiB by default)."""
+
+
+def read_regular(path: str, limit: int = MAX_STATE_BYTES) -> bytes | None:
+    """The bytes of the regular file `path`, None if it does not exist; StateError otherwise
+    (a file over `limit` bytes too, without reading it)."""
     try:
         fd = open_regular(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -85,8 +93,17 @@ def read_regular(path: str) -> bytes | None:
         raise StateError(f"cannot read state file {path}: {exc.strerror}") from None
     try:
         chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        total = 0
+        too_big = os.fstat(fd).st_size > limit
+        while not too_big and (chunk := os.read(fd, 1 << 20)):
             chunks.append(chunk)
+            total += len(chunk)
+            too_big = total > limit  # it may grow while it is read
+        if too_big:
+            raise StateError(
+                f"state file {path} is larger than {limit >> 20} MiB: refusing to read it"
+                " (remove it, or point --state elsewhere)"
+            )
         return b"".join(chunks)
     finally:
         os.close(fd)
