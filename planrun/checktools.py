@@ -126,7 +126,7 @@ def check_plan_tools(
 
     from planrun.plan_variables import start_variables
 
-    values = start_variables(plan.variables, variables or {}, os.environ, checked.doc)
+    values = start_variables(plan.variables, variables or {}, os.environ, checked.doc, plan.secrets)
 
     async def main() -> list[Diagnostic]:
         async with make_pool(plan, values, cwd) as pool:

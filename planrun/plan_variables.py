@@ -9,7 +9,7 @@ yet, so reading them is a validation error.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from planrun.errors import Diagnostic, PlanInvalid
@@ -97,11 +97,15 @@ def needs_evaluation(plan_vars: Mapping[str, Any]) -> bool:
 
 
 def evaluate_variables(
-    plan_vars: Mapping[str, Any], given: Mapping[str, Any], env: Mapping[str, str]
+    plan_vars: Mapping[str, Any],
+    given: Mapping[str, Any],
+    env: Mapping[str, str],
+    secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The run's variables: plan variables evaluated in order, then the given values over them.
 
-    Raises ExpressionError naming the variable (`name` is set to it).
+    Raises ExpressionError naming the variable (`name` is set to it), with the values of
+    `secrets` known so far masked in its message (it may quote a value: a missing key).
     """
     if not needs_evaluation(plan_vars):
         return {**plan_vars, **given}
@@ -113,16 +117,25 @@ def evaluate_variables(
         try:
             out[name] = scope[name] = resolve(value, scope)
         except ExpressionError as exc:
-            raise ExpressionError(f"variable '{name}': {exc.message}", name=name) from None
+            message = f"variable '{name}': {exc.message}"
+            if secrets:
+                from planrun.masking import Masker
+
+                message = Masker(list(secrets), {**out, **given}, env)(message)
+            raise ExpressionError(message, name=name) from None
     return {**out, **given}
 
 
 def start_variables(
-    plan_vars: Mapping[str, Any], given: Mapping[str, Any], env: Mapping[str, str], doc: Any
+    plan_vars: Mapping[str, Any],
+    given: Mapping[str, Any],
+    env: Mapping[str, str],
+    doc: Any,
+    secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """`evaluate_variables`, with a failure as an invalid plan positioned at the variable."""
     try:
-        return evaluate_variables(plan_vars, given, env)
+        return evaluate_variables(plan_vars, given, env, secrets)
     except ExpressionError as exc:
         line, col = doc.pos(("variables", exc.name or ""))
         raise PlanInvalid([Diagnostic(doc.file, line, col, "error", exc.message)]) from None

@@ -110,7 +110,7 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
             raise PlanInvalid(denied)
         plan = replace(plan, policy=merge_policy(call.parent.policy, plan.policy))
 
-    variables = start_variables(plan.variables, extra, os.environ, checked.doc)
+    variables = start_variables(plan.variables, extra, os.environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
         dotenv = load_dotenv(checked.doc, plan.dotenv, req.cwd)

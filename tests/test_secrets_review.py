@@ -457,3 +457,33 @@ def test_a_cache_hit_that_holds_a_secret_is_produced_again_on_resume(run, write,
     assert "received-real-value" in again.err
     for r in (first, again):
         assert TOKEN not in r.out + r.err
+
+
+def test_a_plan_variable_that_fails_on_a_secret_does_not_quote_it(run, write, tmp_path):
+    # Plan variables are evaluated before the run (no event, no mask on the way): the error
+    # of `lookup[token]` names the missing key, which is the secret.
+    write(
+        "p.yaml",
+        """
+        secrets: [token, from_env]
+        variables:
+          lookup: {a: 1}
+          from_env: "${env.REVIEW_TOKEN}"
+          derived: "${ lookup[token] ~ lookup[from_env] }"
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${derived}"}
+        """,
+    )
+    env = {"REVIEW_TOKEN": "EnvToken-z5v1"}
+    for extra in ((), ("--dry-run",), ("--output", "json")):
+        r = run("run", "p.yaml", "--var", f"token={TOKEN}", *extra, env=env)
+        assert r.code == 3, str(r)
+        assert "variable 'derived'" in r.out + r.err
+        assert TOKEN not in r.out + r.err, str(r)
+    write("p.yaml", (tmp_path / "p.yaml").read_text().replace("lookup[token] ~ ", ""))
+    r = run("run", "p.yaml", "--var", f"token={TOKEN}", env=env)
+    assert r.code == 3, str(r)
+    assert "variable 'derived'" in r.out + r.err
+    assert "EnvToken-z5v1" not in r.out + r.err, str(r)
