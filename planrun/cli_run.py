@@ -145,7 +145,9 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--var expects KEY=VALUE, got {pair!r}")
+            # Not echoed: `--var "$TOKEN"` (the name forgotten) would print a secret to a log.
+            what = "no '='" if not sep else "no name before '='"
+            raise UsageError(f"--var expects KEY=VALUE: an argument has {what}")
         out[key.strip()] = parse_cli_value(value)
     return out
 

@@ -487,3 +487,14 @@ def test_a_plan_variable_that_fails_on_a_secret_does_not_quote_it(run, write, tm
     assert r.code == 3, str(r)
     assert "variable 'derived'" in r.out + r.err
     assert "EnvToken-z5v1" not in r.out + r.err, str(r)
+
+
+def test_a_malformed_var_does_not_echo_what_may_be_a_secret(run, write, tmp_path):
+    # `--var "$TOKEN"` (the name forgotten) or `--var "=$TOKEN"`: the error says what is wrong
+    # without printing the value to a CI log.
+    write("p.yaml", "steps: []\n")
+    for bad in (TOKEN, f"={TOKEN}", f" ={TOKEN}"):
+        r = run("run", "p.yaml", "--var", bad)
+        assert r.code == 2, str(r)
+        assert "--var expects KEY=VALUE" in r.err
+        assert TOKEN not in r.out + r.err, str(r)
