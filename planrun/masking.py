@@ -9,6 +9,7 @@ A secret is masked in every string form it can take on its way to a screen or a 
 - a mapping or list: each leaf (`${creds.password}` alone is hidden) and the JSON texts of the
   whole (`${creds}` rendered into a string);
 - but a part (a leaf, a line) shorter than MIN_PART characters is not masked on its own;
+- a key of a mapping that is a secret (a result keyed by a token), as a whole;
 - quoted forms: JSON-escaped (a value with `"` or `\\n` inside JSON text) and shell-quoted
   (`'it'"'"'s'`, `'it'\\''s'`, as a `$ cmd` line shows a list command).
 
@@ -141,7 +142,10 @@ def _mask(value: Any, pattern: re.Pattern[str], forms: frozenset[str]) -> Any:
     if isinstance(value, str):
         return pattern.sub(MASK, value) if value else value
     if isinstance(value, dict):
-        return {k: _mask(v, pattern, forms) for k, v in value.items()}
+        # A key that is a secret (a result keyed by a token) is masked whole; a key is not
+        # searched for a short secret's text: it would turn planrun's own field names
+        # (`status`, `result`) into others.
+        return {(MASK if k in forms else k): _mask(v, pattern, forms) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask(v, pattern, forms) for v in value]
     if isinstance(value, int | float) and not isinstance(value, bool):

@@ -498,3 +498,31 @@ def test_a_malformed_var_does_not_echo_what_may_be_a_secret(run, write, tmp_path
         assert r.code == 2, str(r)
         assert "--var expects KEY=VALUE" in r.err
         assert TOKEN not in r.out + r.err, str(r)
+
+
+def test_a_secret_used_as_a_key_of_a_result_is_masked(run, write, tmp_path):
+    # A tool's result may be keyed by a value (a JSON answer keyed by token, a python step
+    # building a mapping): keys are shown and stored like values.
+    write("keyed.py", "def by_token(token):\n    return {token: 'granted', 'other': token}\n")
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: keyed
+            tool: python
+            args: {function: "keyed:by_token", kwargs: {token: "${token}"}}
+            result_variable: grants
+          - id: use
+            tool: shell
+            args: {cmd: "test '${grants[token]}' = granted && echo received-real-value"}
+        """,
+    )
+    r = run("run", "p.yaml", "--var", f"token={TOKEN}", *REPORTS)
+    assert r.code == 0, str(r)
+    assert "received-real-value" in r.err
+    assert {s["id"]: s["result"] for s in r.json["steps"]}["keyed"] == {
+        "***": "granted",
+        "other": "***",
+    }
+    assert TOKEN not in shown_and_stored(run, tmp_path, r)
