@@ -4,8 +4,8 @@ A secret is masked in every string form it can take on its way to a screen or a 
 
 - a string as it is, trimmed of surrounding whitespace (`${out.stdout | trim}`), and each line
   of a multi-line string (a stderr tail or `--stream` shows lines one by one);
-- a number or boolean as its JSON text (`pin: 987654321` hides `987654321`), and a number
-  anywhere in a result whose text is a secret's;
+- a number as its JSON text (`pin: 987654321` hides `987654321`), and a number anywhere in a
+  result whose text is a secret's (true, false and null hide nothing);
 - a mapping or list: each leaf (`${creds.password}` alone is hidden) and the JSON texts of the
   whole (`${creds}` rendered into a string);
 - but a part (a leaf, a line) shorter than MIN_PART characters is not masked on its own;

@@ -1,5 +1,7 @@
 """An auditor's pass over secrets: a value bound as a secret by a step's result (directly, or
-through a foreach step), a secret among a foreach step's elements, a short secret, `--stream`.
+through a foreach step, a sub-plan or a cache hit), a secret among a foreach step's elements,
+short secrets against planrun's own names and counts, `--stream`, kill -9 and resume, error
+messages that quote a value (plan variables, a malformed --var), results keyed by a secret.
 
 Each test checks the two promises together: the value never shows in clear in anything planrun
 prints or writes, and the steps that read it get the real value, also after `resume`.
