@@ -528,3 +528,44 @@ def test_a_secret_used_as_a_key_of_a_result_is_masked(run, write, tmp_path):
         "other": "***",
     }
     assert TOKEN not in shown_and_stored(run, tmp_path, r)
+
+
+def test_the_log_of_a_cut_output_masks_the_secrets(run, write, tmp_path):
+    # Past PLANRUN_MAX_OUTPUT the whole output goes to .planrun/logs/: a file planrun writes,
+    # so a secret in it is masked too, also where it straddles two reads of the pipe.
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: big
+            tool: shell
+            args:
+              cmd: |
+                i=0
+                while [ $i -lt 3000 ]; do
+                  printf 'line %05d %s|' $i '${token}'
+                  i=$((i+1))
+                done
+        """,
+    )
+    r = run("run", "p.yaml", "--var", f"token={TOKEN}", env={"PLANRUN_MAX_OUTPUT": "1K"})
+    assert r.code == 0, str(r)
+    log = (tmp_path / ".planrun/logs/p/big.stdout.log").read_text()
+    assert TOKEN not in log
+    assert log.count("|") == 3000 and log.count("***|") == 3000
+    assert log.startswith("line 00000 ***|") and log.endswith("line 02999 ***|")
+    assert TOKEN not in shown_and_stored(run, tmp_path, r)
+
+
+def test_the_log_redactor_masks_a_secret_however_the_stream_is_split():
+    from planrun.tools.redact import Redactor
+
+    text = b"a-sekrit-b sekrit-long-one|sek sekri sekrit"
+    want = b"a-***-b ***|sek sekri ***"
+    for size in range(1, len(text) + 1):
+        redactor = Redactor(["sekrit", "sekrit-long-one", ""])
+        chunks = [text[i : i + size] for i in range(0, len(text), size)]
+        out = b"".join(redactor.feed(c) for c in chunks) + redactor.close()
+        assert out == want, size
+    assert Redactor([]).feed(b"as is") == b"as is"

@@ -5,7 +5,7 @@ memory, as before. Past it, the whole stream goes to a log file under
 `.planrun/logs/<plan>/<step>.<stream>.log` and only its first and last halves of the limit
 stay in memory; the text the step's result holds (and so the state, `--output json`, events,
 JUnit and the console) is that head and tail around one marker line saying how much was cut
-and where the whole output is.
+and where the whole output is. The log has the run's secrets masked (tools/redact.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import IO, Protocol
 
 from planrun.tools.base import OutputCallback
+from planrun.tools.redact import Redactor
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -60,8 +61,15 @@ def _safe(part: str) -> str:
 class CappedOutput:
     """One stream's bytes: whole while small, head + tail + a log file once past `limit`."""
 
-    def __init__(self, limit: int, spill_to: str | Callable[[], str] | None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        spill_to: str | Callable[[], str] | None,
+        secrets: Callable[[], list[str]] | None = None,
+    ) -> None:
         self.limit = limit
+        self._secrets = secrets  # their forms, asked for only if the stream is cut
+        self._redactor: Redactor | None = None
         self.total = 0
         self._spill_to = spill_to  # a callable: the path, worked out only if the stream is cut
         self._head: list[bytes] = []
@@ -82,7 +90,7 @@ class CappedOutput:
             return
         if self._log is not None:
             try:
-                self._log.write(chunk)
+                self._log.write(self._redactor.feed(chunk) if self._redactor else chunk)
             except OSError as exc:  # a full disk: keep going, say so in the marker
                 self._close_log(exc)
         keep = self.limit - self.limit // 2
@@ -105,7 +113,9 @@ class CappedOutput:
             # Never through a symlink planted there; 0600: the output is kept as printed.
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
             self._log = os.fdopen(os.open(self._spill_to, flags, 0o600), "wb")
-            self._log.write(whole)
+            forms = self._secrets() if self._secrets is not None else []
+            self._redactor = Redactor(forms) if forms else None  # the run's secrets, masked
+            self._log.write(self._redactor.feed(whole) if self._redactor else whole)
         except OSError as exc:
             self._close_log(exc)
 
@@ -114,6 +124,8 @@ class CappedOutput:
             self._log_error = exc.strerror or str(exc)
         if self._log is not None:
             try:
+                if self._redactor is not None and exc is None:
+                    self._log.write(self._redactor.close())
                 self._log.close()
             except OSError as close_error:
                 self._log_error = self._log_error or close_error.strerror
@@ -220,12 +232,16 @@ async def collect_output(
 
 
 def output_sinks(
-    cwd: str, plan: str, step_id: str, env: dict[str, str]
+    cwd: str,
+    plan: str,
+    step_id: str,
+    env: dict[str, str],
+    secrets: Callable[[], list[str]] | None = None,
 ) -> tuple[CappedOutput, CappedOutput]:
     """The (stdout, stderr) sinks of one step, with their log files (named only when needed:
-    most steps print far less than the limit)."""
+    most steps print far less than the limit), `secrets` masked in them."""
     limit = output_limit(env)
     return (
-        CappedOutput(limit, functools.partial(log_path, cwd, plan, step_id, "stdout")),
-        CappedOutput(limit, functools.partial(log_path, cwd, plan, step_id, "stderr")),
+        CappedOutput(limit, functools.partial(log_path, cwd, plan, step_id, "stdout"), secrets),
+        CappedOutput(limit, functools.partial(log_path, cwd, plan, step_id, "stderr"), secrets),
     )

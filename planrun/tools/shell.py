@@ -91,7 +91,8 @@ async def _run(
     """Start the command, collect its output, wait for its exit: the result document."""
     data = stdin.encode() if stdin is not None else None
     plan = ctx.parent.plan if ctx.parent is not None else "plan"
-    sinks = output_sinks(ctx.cwd, plan, ctx.step_id, ctx.env)  # bounded memory, see cmdoutput
+    secrets = ctx.parent.masks.values if ctx.parent is not None else None  # for a cut's log
+    sinks = output_sinks(ctx.cwd, plan, ctx.step_id, ctx.env, secrets)  # bounded memory
     proc = await _spawn(argv, cwd, env, data is not None, sinks, ctx.on_output)
     LIVE_GROUPS.add(proc.pid)
     try:
