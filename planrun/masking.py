@@ -71,11 +71,11 @@ class Masker:
     def secret_values(self) -> list[Any]:
         out = []
         for n in self.names:
-            v = self.variables.get(n)
-            if v is None:
-                v = self.env.get(n)
-            if v is not None:
-                out.append(v)
+            # Both when both are set: `--var API_KEY=...` does not change the environment
+            # steps get from a dotenv file, so both values reach steps.
+            for v in (self.variables.get(n), self.env.get(n)):
+                if v is not None and v not in out:
+                    out.append(v)
         return out
 
     def values(self) -> list[str]:

@@ -569,3 +569,28 @@ def test_the_log_redactor_masks_a_secret_however_the_stream_is_split():
         out = b"".join(redactor.feed(c) for c in chunks) + redactor.close()
         assert out == want, size
     assert Redactor([]).feed(b"as is") == b"as is"
+
+
+def test_a_secret_that_is_both_a_variable_and_a_dotenv_value_is_masked_as_both(
+    run, write, tmp_path
+):
+    # `--var API_KEY=...` does not change the environment steps get from the dotenv file:
+    # both values reach steps, both are the secret.
+    write(".env", "API_KEY=DotenvToken-h4k8\n")
+    write(
+        "p.yaml",
+        """
+        dotenv: [.env]
+        secrets: [API_KEY]
+        variables: {API_KEY: none}
+        steps:
+          - id: both
+            tool: shell
+            args: {cmd: "echo \\"$API_KEY\\" '${API_KEY}'"}
+        """,
+    )
+    r = run("run", "p.yaml", "--var", f"API_KEY={TOKEN}", *REPORTS)
+    assert r.code == 0, str(r)
+    assert "*** ***" in r.err
+    text = shown_and_stored(run, tmp_path, r)
+    assert TOKEN not in text and "DotenvToken-h4k8" not in text
