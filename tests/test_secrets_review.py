@@ -42,6 +42,14 @@ def shown_and_stored(run, tmp_path: Path, *results) -> str:  # type: ignore[no-u
 REPORTS = ("--output", "json", "--events", "ev.jsonl", "--junit", "junit.xml", "--report", "r.html")
 
 
+def go_and_resume(run, tmp_path: Path, *args: str):  # type: ignore[no-untyped-def]
+    """Let the step that waits for a file `go` pass, then resume the plan: it must succeed."""
+    (tmp_path / "go").write_text("")
+    again = run("resume", "p.yaml", *args)
+    assert again.code == 0, str(again)
+    return again
+
+
 def test_a_step_result_bound_as_a_secret_is_masked_and_real_after_resume(run, write, tmp_path):
     write(
         "p.yaml",
@@ -65,9 +73,7 @@ def test_a_step_result_bound_as_a_secret_is_masked_and_real_after_resume(run, wr
     state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
     # The recorded result is not the value: resume must run `login` again, not restore `***`.
     assert state["steps"]["login"]["result_masked"] is True
-    (tmp_path / "go").write_text("")
-    again = run("resume", "p.yaml", *REPORTS)
-    assert again.code == 0, str(again)
+    again = go_and_resume(run, tmp_path, *REPORTS)
     assert "received-real-value" in again.err
     assert "result held a secret" in again.err
     assert TOKEN not in shown_and_stored(run, tmp_path, first, again)
@@ -119,9 +125,7 @@ def test_a_foreach_result_bound_as_a_secret_is_masked_and_real_after_resume(run,
     )
     first = run("run", "p.yaml", *REPORTS)
     assert first.code == 1, str(first)
-    (tmp_path / "go").write_text("")
-    again = run("resume", "p.yaml", *REPORTS)
-    assert again.code == 0, str(again)
+    again = go_and_resume(run, tmp_path, *REPORTS)
     assert "received-real-value" in again.err
     assert TOKEN not in shown_and_stored(run, tmp_path, first, again)
 
@@ -148,9 +152,7 @@ def test_a_foreach_over_a_secret_gives_the_real_value_after_resume(run, write, t
     var = ("--var", f"token={TOKEN}")
     first = run("run", "p.yaml", *var, *REPORTS)
     assert first.code == 1, str(first)
-    (tmp_path / "go").write_text("")
-    again = run("resume", "p.yaml", *var, *REPORTS)
-    assert again.code == 0, str(again)
+    again = go_and_resume(run, tmp_path, *var, *REPORTS)
     assert "received-real-value" in again.err
     # Resumed twice: what the first resume recorded must still say the result was masked.
     (tmp_path / "go").unlink()
@@ -185,9 +187,7 @@ def test_masking_never_changes_fingerprints_so_resume_keeps_what_it_should(run, 
     )
     first = run("run", "p.yaml")
     assert first.code == 1, str(first)
-    (tmp_path / "go").write_text("")
-    again = run("resume", "p.yaml")
-    assert again.code == 0, str(again)
+    again = go_and_resume(run, tmp_path)
     assert "its tool or arguments changed" not in again.err, str(again)
     assert again.err.count("kept from the previous run") >= 12, str(again)
 
@@ -304,9 +304,9 @@ def test_after_kill_9_a_resumed_step_gets_the_real_secrets(run, write, tmp_path)
     finally:
         proc.kill()
         proc.wait()
-    (tmp_path / "go").write_text("")  # the orphaned command ends (resume stops it too)
-    again = run("resume", "p.yaml", *var, *REPORTS)
-    assert again.code == 0, str(again)
+    again = go_and_resume(
+        run, tmp_path, *var, *REPORTS
+    )  # the orphaned command ends (resume stops it too)
     assert "received-real-value" in again.err
     assert "running 'login' again: result held a secret" in again.err
     text = shown_and_stored(run, tmp_path, again)
@@ -345,9 +345,7 @@ def test_a_sub_plans_secret_is_real_after_resume_when_the_parent_has_none(run, w
     )
     first = run("run", "p.yaml", *REPORTS)
     assert first.code == 1, str(first)
-    (tmp_path / "go").write_text("")
-    again = run("resume", "p.yaml", *REPORTS)
-    assert again.code == 0, str(again)
+    again = go_and_resume(run, tmp_path, *REPORTS)
     assert "received-real-value" in again.err
     assert "running 'sub' again: result held a secret" in again.err
     assert TOKEN not in shown_and_stored(run, tmp_path, first, again)
@@ -378,9 +376,7 @@ def test_a_short_secret_inside_step_ids_never_changes_the_plan_as_recorded(run, 
     assert sorted(state["steps"]) == sorted(ids)
     assert state["steps"]["release-2024"]["result_variable"] == "out_2024"
     assert "pending" not in first.err
-    (tmp_path / "go").write_text("")
-    again = run("resume", "p.yaml", "--var", "pin=2024", *REPORTS)
-    assert again.code == 0, str(again)
+    again = go_and_resume(run, tmp_path, "--var", "pin=2024", *REPORTS)
     assert [s["id"] for s in again.json["steps"]] == [ids[0], ids[2], ids[3], ids[1]]
     status = run("status", "p.yaml", "--output", "json")
     assert {s["id"]: s["status"] for s in status.json["steps"]} == {
@@ -414,9 +410,7 @@ def test_a_tiny_secret_never_breaks_what_planrun_records(run, write, tmp_path, p
     assert_no_traceback(first)
     assert first.code == 1, str(first)
     assert "internal error" not in first.err
-    (tmp_path / "go").write_text("")
-    again = run("resume", "p.yaml", "--var", f"pin={pin}", *REPORTS)
-    assert again.code == 0, str(again)
+    again = go_and_resume(run, tmp_path, "--var", f"pin={pin}", *REPORTS)
     doc = again.json
     assert (doc["status"], doc["reason"]) == ("succeeded", "completed")
     assert [(s["status"], s["attempts"]) for s in doc["steps"]] == [("succeeded", 1)] * 2
@@ -453,9 +447,7 @@ def test_a_cache_hit_that_holds_a_secret_is_produced_again_on_resume(run, write,
     assert "login cached" in first.err
     state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
     assert state["steps"]["login"]["result_masked"] is True
-    (tmp_path / "go").write_text("")
-    again = run("resume", "p.yaml", *var, *REPORTS)
-    assert again.code == 0, str(again)
+    again = go_and_resume(run, tmp_path, *var, *REPORTS)
     assert "received-real-value" in again.err
     for r in (first, again):
         assert TOKEN not in r.out + r.err
