@@ -22,7 +22,14 @@ from typing import Any, NoReturn, TypeVar
 
 from planrun import interrupts  # exit_now looked up at each call: tests run the CLI in-process
 from planrun.defaultplan import split_run_args
-from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, exception_leaves
+from planrun.errors import (
+    ExitCode,
+    PlanInvalid,
+    PlanrunError,
+    UsageError,
+    exception_leaves,
+    one_line,
+)
 
 __all__ = ["before_a_command", "do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
 
@@ -61,7 +68,7 @@ def _from_click(exc: BaseException) -> bool:
 
 
 def fail(message: str, code: ExitCode) -> NoReturn:
-    echo(f"planrun: error: {message}", err=True)
+    echo(one_line(f"planrun: error: {message}"), err=True)  # input it quotes stays one line
     if code == ExitCode.INTERRUPTED:
         interrupts.exit_now(
             int(code)

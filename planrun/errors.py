@@ -54,7 +54,7 @@ class Diagnostic(FrozenRecord):
         text = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
         if self.hint:
             text += f" ({self.hint})"
-        return text if text.isprintable() else _escaped(text)
+        return one_line(text)
 
     def to_json(self) -> dict[str, object]:
         message = self.message + (f" ({self.hint})" if self.hint else "")
@@ -67,7 +67,12 @@ class Diagnostic(FrozenRecord):
         }
 
 
-def _escaped(text: str) -> str:
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped (`\\n`, `\\x1b`): what quotes input (a file
+    name, plan text, a value from a state file) stays one line and never reaches a terminal
+    as an escape sequence."""
+    if text.isprintable():
+        return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 

@@ -242,3 +242,13 @@ def test_a_huge_state_file_is_refused_without_reading_it(write, tmp_path, name, 
     assert "Traceback" not in proc.stderr
     lines = [x for x in proc.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and "larger than" in lines[0] and name in lines[0], lines
+
+
+def test_an_error_naming_a_hostile_file_name_is_one_line(run, tmp_path):
+    # File names are input too: a line feed or an escape sequence in one must not split the
+    # error into lines (a forged second "planrun:" line) or reach the terminal raw.
+    name = "no\nplanrun: done\x1b[2J.yaml"
+    r = run("run", name)
+    assert r.code == 2, r
+    line = one_line_error(r)
+    assert "\x1b" not in line and "\\n" in line and "\\x1b" in line, line
