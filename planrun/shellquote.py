@@ -4,7 +4,9 @@ The command text is read the way /bin/sh reads it (quotes, `$(…)`, `${…}`, `
 comments, here-documents) to learn the context of each `${…}`. Then:
 
 - A value made only of characters no shell context gives a meaning to (`[A-Za-z0-9_./:,@%+-]`,
-  not a reserved word) is written in place, so that plain commands stay readable.
+  not a reserved word) is written in place, so that plain commands stay readable; but not in
+  a tilde prefix (`~${x}` would read it as a login name) nor inside `${…}` (`%` after `${y%`
+  would make the operator `%%`).
 - Any other value is passed in an environment variable, `PLANRUN_V_<n>`, and the command gets
   a reference to it fitting the context: `"${PLANRUN_V_0}"` unquoted, `${PLANRUN_V_0}` inside
   `"…"` and in here-document bodies, `'"${PLANRUN_V_0}"'` inside `'…'` (close, expand, reopen).
@@ -13,6 +15,9 @@ comments, here-documents) to learn the context of each `${…}`. Then:
 - A here-document whose delimiter is quoted (`<<'EOF'`) expands nothing, so a reference would
   stay literal; when it holds a value, it is rewritten to the equivalent unquoted form (its
   text with `\\`, `$` and backticks escaped) and the value goes in by reference like above.
+- An unquoted here-document body is lexed like the inside of "…" (its `$(…)`, backticks and
+  `$((…))` run), and inside backticks `\\\\` (and within "…" `\\"`) is read as the one
+  character the shell reads again.
 - Inside `$((…))` (and bash's `((…))`) the shell evaluates a value as arithmetic, so a value
   there must be an integer.
 
@@ -86,10 +91,10 @@ class _Frame(Record):
     """One open quoting context of the lexer (the innermost is the last on its stack)."""
 
     __slots__ = ("kind", "close", "depth", "in_dq")
-    kind: str  # cmd | sq | dq | bt | param | arith | comment
+    kind: str  # cmd | sq | dq | heredoc | param | arith | comment
     close: str  # what ends a cmd frame: ")" for $(…), "`" for backticks, "" at top level
     depth: int
-    in_dq: bool  # a ${…} or $((…)) inside double quotes
+    in_dq: bool  # a ${…}, $((…)) or backticks inside double quotes (or a here-document)
 
     def __init__(self, kind: str, close: str = "", depth: int = 0, in_dq: bool = False) -> None:
         self.kind = kind
@@ -104,22 +109,24 @@ Item = str | Hole
 class _Lexer:
     """Finds the context of each hole in a command made of characters and holes."""
 
-    def __init__(self, items: list[Item]) -> None:
+    def __init__(self, items: list[Item], start: int = 0, end: int | None = None) -> None:
         self.items = items
-        self.i = 0
+        self.i = start
+        self.end = len(items) if end is None else end  # a here-document body is lexed alone
         self.stack = [_Frame("cmd")]
         self.contexts: dict[int, str] = {}
         self.heredocs: list[_Heredoc] = []
         self.pending: list[_Heredoc] = []
         self.escaped = False
         self.word_start = True
+        self.tilde = False  # in an unquoted tilde prefix (`~user`): a value there is a name
 
     def at(self, k: int) -> Item | None:
         j = self.i + k
-        return self.items[j] if j < len(self.items) else None
+        return self.items[j] if j < self.end else None
 
     def run(self) -> None:
-        while self.i < len(self.items):
+        while self.i < self.end:
             item = self.items[self.i]
             if isinstance(item, Hole):
                 self._hole(item)
@@ -131,12 +138,13 @@ class _Lexer:
         frame = self.stack[-1]
         if self.escaped:
             context = "escaped"
-        elif frame.kind in ("sq", "dq", "arith"):
+        elif frame.kind in ("sq", "dq", "arith", "heredoc"):
             context = frame.kind
         elif frame.kind == "param":
-            context = "dq" if frame.in_dq else "unquoted"
+            # never in place: `%` after `${y%` would make the operator `%%`
+            context = "param-dq" if frame.in_dq else "param"
         else:
-            context = "unquoted"
+            context = "tilde" if self.tilde else "unquoted"
         self.contexts[hole.index] = context
         self.escaped = False
         self.word_start = False
@@ -158,14 +166,21 @@ class _Lexer:
                 self._newline()
             return
         if c == "\\":
+            nxt = self.at(1)
+            reread = nxt == "\\" or (nxt == '"' and frame.in_dq)
+            if frame.close == "`" and isinstance(nxt, str) and reread:
+                # Inside backticks `\\` (and within "…" `\"`) is read again as one character
+                self.i += 1
+                self._char(nxt)
+                return
             self.escaped = True
             return
         if kind == "dq" and c == '"':
             self.stack.pop()
             return
-        if self._expansion(c, in_dq=kind == "dq" or frame.in_dq):
+        if self._expansion(c, in_dq=kind in ("dq", "heredoc") or frame.in_dq):
             return
-        if kind == "dq":
+        if kind in ("dq", "heredoc"):
             return
         if kind == "param":
             self._param_char(frame, c)
@@ -181,7 +196,7 @@ class _Lexer:
             if self.stack[-1].kind == "cmd" and self.stack[-1].close == "`":
                 self.stack.pop()
             else:
-                self.stack.append(_Frame("cmd", close="`"))
+                self.stack.append(_Frame("cmd", close="`", in_dq=in_dq))
                 self.word_start = True
             return True
         if c != "$":
@@ -202,6 +217,7 @@ class _Lexer:
         return True
 
     def _param_char(self, frame: _Frame, c: str) -> None:
+        self._track_tilde(c)
         if c == "}":
             if frame.depth == 0:
                 self.stack.pop()
@@ -224,7 +240,14 @@ class _Lexer:
                 self.stack.pop()
                 self.i += 1
 
+    def _track_tilde(self, c: str) -> None:
+        if c == "~":
+            self.tilde = True
+        elif c == "/" or c in _OPERATOR_CHARS or c in "'\"}":
+            self.tilde = False
+
     def _cmd_char(self, frame: _Frame, c: str) -> None:
+        self._track_tilde(c)
         start = self.word_start
         self.word_start = c in _OPERATOR_CHARS
         if c == "'":
@@ -262,7 +285,7 @@ class _Lexer:
         word: list[str] = []
         quoted = False
         quote: str | None = None
-        while self.i < len(self.items):
+        while self.i < self.end:
             c = self.items[self.i]
             if isinstance(c, Hole):
                 raise QuotingError("a ${…} value cannot be a here-document's delimiter")
@@ -297,19 +320,31 @@ class _Lexer:
             self.heredocs.append(doc)
 
     def _body(self, doc: _Heredoc) -> tuple[int, int]:
+        start, end = self._body_span(doc)
+        if not doc.quoted:
+            # An unquoted body expands like "…" (without its quotes): a value in its $(…),
+            # backticks or $((…)) is in that context, so the body is lexed like a command.
+            sub = _Lexer(self.items, start, end)
+            sub.stack = [_Frame("heredoc")]
+            sub.run()
+            self.contexts.update(sub.contexts)
+            self.heredocs.extend(sub.heredocs)
+        return start, end
+
+    def _body_span(self, doc: _Heredoc) -> tuple[int, int]:
         start = self.i + 1
         line_start = start
         j = start
         escaped = False
-        while j <= len(self.items):
-            item = self.items[j] if j < len(self.items) else "\n"
+        while j <= self.end:
+            item = self.items[j] if j < self.end else "\n"
             if item == "\n":
                 line = self.items[line_start:j]
                 text = "".join(x for x in line if isinstance(x, str))
                 if doc.strip_tabs:
                     text = text.lstrip("\t")
                 if text == doc.delimiter and not any(isinstance(x, Hole) for x in line):
-                    self.i = min(j, len(self.items) - 1)
+                    self.i = min(j, self.end - 1)
                     return start, line_start
                 line_start = j + 1
                 escaped = False
@@ -320,13 +355,13 @@ class _Lexer:
             else:
                 escaped = not escaped and item == "\\" and not doc.quoted
             j += 1
-        self.i = len(self.items) - 1  # no terminator: the body runs to the end, as in sh
-        return start, len(self.items)
+        self.i = self.end - 1  # no terminator: the body runs to the end, as in sh
+        return start, self.end
 
 
 def _reference(n: int, context: str) -> str:
     name = "${" + ENV_PREFIX + str(n) + "}"
-    if context == "unquoted":
+    if context in ("unquoted", "tilde", "param"):
         return f'"{name}"'
     if context == "sq":
         return f"'\"{name}\"'"
@@ -380,10 +415,10 @@ def _value(n: int, text: str, lexer: _Lexer, env: dict[str, str], unknown: bool)
         if not _INTEGER.fullmatch(text):
             raise QuotingError(f"a value inside $((…)) must be an integer, got {text[:40]!r}")
         return text
-    inert = context != "heredoc" and _INERT.fullmatch(text)
+    inert = context in ("unquoted", "dq", "sq") and _INERT.fullmatch(text)
     if inert and not (context == "unquoted" and text in _RESERVED):
         return text
-    if context == "unquoted" and text == "":
+    if context in ("unquoted", "tilde", "param") and text == "":
         return "''"
     env[f"{ENV_PREFIX}{n}"] = text
     return _reference(n, context)

@@ -1,0 +1,71 @@
+"""Adversarial review of values in shell commands: contexts the first round of tests missed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_no_traceback
+
+# (name, command template, the value, what the command must print). `${v}` is the value.
+CASES = [
+    # a tilde prefix reads the characters after `~` as a login name: `~root` is /root
+    ("tilde", "printf %s ~${v}", "root", "~root"),
+    ("tilde-assignment", 'X=a:~${v}; printf %s "$X"', "root", "a:~root"),
+    ("tilde-default", "printf %s $${UNSET_PLANRUN_X:-~${v}}", "root", "~root"),
+    # inside ${…} a value written in place can change the operator: `%` + `%` is `%%`
+    ("parameter-operator", "y=a%b%c; printf %s $${y%${v}*}", "%", "a%b"),
+    ("parameter-operator-dq", 'y=a%b%c; printf %s "$${y%${v}*}"', "%", "a%b"),
+    # an unquoted here-document body still runs $(…), backticks and $((…)) in it
+    ("heredoc-substitution", "cat <<EOF\n<$(printf %s ${v})>\nEOF", "a  *", "<a  *>\n"),
+    ("heredoc-backticks", "cat <<EOF\n<`printf %s ${v}`>\nEOF", "a  *", "<a  *>\n"),
+    ("heredoc-dash", "cat <<-EOF\n\t<$(printf %s ${v})>\n\tEOF", "a  *", "<a  *>\n"),
+    # inside backticks, `\\` is one backslash and (within "…") `\"` a quote, read again
+    ("backticks-in-dq", 'printf %s "`printf %s \\"${v}\\"`"', "a  *", "a  *"),
+]
+
+
+def run_cases(run, write, tmp_path: Path, cases, *extra: str):  # type: ignore[no-untyped-def]
+    steps = [
+        {
+            "id": f"s{i}",
+            "tool": "shell",
+            "args": {"cmd": cmd.replace("${v}", f"${{values[{i}]}}")},
+            "on_failure": "continue",
+        }
+        for i, (_, cmd, _, _) in enumerate(cases)
+    ]
+    write("p.json", json.dumps({"name": "review", "steps": steps}))
+    (tmp_path / "vars.json").write_text(json.dumps({"values": [c[2] for c in cases]}))
+    r = run("run", "p.json", "--vars-file", "vars.json", "--no-state", "--output", "json", *extra)
+    assert_no_traceback(r)
+    return r
+
+
+def test_values_stay_data_in_the_contexts_review_found(run, write, tmp_path):
+    r = run_cases(run, write, tmp_path, CASES)
+    wrong = []
+    for (name, _, value, want), step in zip(CASES, r.json["steps"], strict=True):
+        got = (step["result"] or {}).get("stdout")
+        if step["status"] != "succeeded" or got != want:
+            wrong.append((name, value, step["status"], step["error"], got, want))
+    assert not wrong, "\n".join(map(repr, wrong))
+    assert r.code == 0, r
+
+
+@pytest.mark.parametrize(
+    ("cmd", "value", "message"),
+    [
+        # in a here-document body, $((…)) evaluates the value as arithmetic
+        ("cat <<EOF\n$((${v}))\nEOF", "1+1", "integer"),
+        # `\\` inside backticks is one backslash that escapes what follows
+        ('x=`printf %s \\\\${v}`; printf %s "$x"', "a b", "backslash"),
+    ],
+)
+def test_unsafe_spots_fail_the_step_in_one_line(run, write, tmp_path, cmd, value, message):
+    r = run_cases(run, write, tmp_path, [("x", cmd, value, "")])
+    assert r.code == 1, r
+    error = r.json["steps"][0]["error"]
+    assert message in error and "\n" not in error, error
