@@ -6,13 +6,19 @@ that asks for an enormous value: `10 ** (10 ** 9)` or `'x' * 10 ** 12` runs for 
 one C call, with the event loop frozen (no timeout, Ctrl-C or SIGTERM gets through). So every
 operation that can make its result much larger than its inputs is checked *before* it runs:
 
-- `**` and `*` on integers: the result may have at most `MAX_INT_BITS` bits;
+- `**` and `*` on integers: the result may have at most `MAX_INT_BITS` bits, so that it can
+  always be written out (Python refuses to turn an int of more than 4300 digits into text);
 - `*` on strings and lists, and the widths and counts given to filters and methods
   (`center`, `indent`, `replace`, `join`, `format`, ...): the result may hold at most
   `MAX_SIZE` items or characters, or as many as its largest input already has (a big
   variable may be passed along; it may not be multiplied);
 - format strings (`'%0999999999d' % 1`, `'{:>999999999}'.format(1)`) may not ask for widths or
-  precisions above `MAX_SIZE`.
+  precisions above `MAX_SIZE`;
+- filters that yield items one by one (`map`, `select`, `batch`, ...) may yield at most
+  `MAX_SIZE` items or characters in all, or as many as their input holds: each item of
+  `range(100000) | map('center', 999999)` is within bounds, all of them together are not;
+- `join` counts the items of a range or of such a filter before it joins them, `tojson` its
+  indentation times the nesting depth, `wordwrap` its wrapstring times the lines it makes.
 
 A refused operation raises `TooLarge`, which fails the step (or validation, for a literal).
 """
@@ -21,9 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from jinja2 import nodes
@@ -33,7 +40,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from planrun.textvalues import as_text_arg, percent_format
 
 MAX_SIZE = 1_000_000  # characters of a string, items of a list, grown by one operation
-MAX_INT_BITS = 64_000  # about 19,000 decimal digits
+MAX_INT_BITS = 14_000  # about 4,200 decimal digits: below Python's 4,300-digit limit on str(int)
 
 _DIGITS = re.compile(r"\d+")
 
@@ -44,8 +51,10 @@ class TooLarge(SecurityError):
 
 def _size(value: Any, limit: int) -> int:
     """How many characters/items `value` holds when materialised, counted up to just past `limit`."""
-    if isinstance(value, str | bytes):
+    if isinstance(value, str | bytes | range):
         return len(value)
+    if isinstance(value, _BoundedIter):
+        return value.budget
     if isinstance(value, dict):
         value = [*value.keys(), *value.values()]
     if isinstance(value, list | tuple | set | frozenset):
@@ -122,7 +131,8 @@ def _check_format_call(fmt: str, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 def _check_binop(op: str, left: Any, right: Any) -> None:
     if op == "**" and _is_int(left) and _is_int(right) and right > 1 and abs(left) > 1:
-        _check_int_bits("the power", right * (abs(left).bit_length() - 1) + 1)
+        # bit_length - 1 underestimates log2 (by a third for 10): 10 ** 4300 would slip through
+        _check_int_bits("the power", math.ceil(right * math.log2(abs(left))) + 1)
     elif op == "*":
         if _is_int(left) and _is_int(right):
             _check_int_bits("the product", left.bit_length() + right.bit_length())
@@ -167,17 +177,68 @@ def _check_args(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, 
         _check_growth(f"the result of {name}", len(value) + value.count("\t") * tab, value)
     elif name == "format" and isinstance(value, str):
         _check_percent(value, kwargs or args)
+    elif name == "wordwrap" and isinstance(value, str):
+        width = args[0] if args else kwargs.get("width", 79)
+        wrap = args[2] if len(args) > 2 else kwargs.get("wrapstring")
+        lines = len(value) // max(width if _is_int(width) else 1, 1) + 1
+        _check_growth(f"the result of {name}", len(value) + lines * len(str(wrap or "")), value)
+
+
+def _check_tojson(value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Every line of indented JSON is indented by `indent` times its depth."""
+    indent: Any = args[0] if args else kwargs.get("indent")
+    if _is_int(indent) and indent > 0:
+        size = _size(value, MAX_SIZE)
+        _check_growth("the result of tojson", size * (1 + indent * _depth(value)), value)
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and mappings nest in `value` (a scalar is 0)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+class _BoundedIter(Iterator[Any]):
+    """The items a filter yields one by one, refused once they add up to more than `budget`."""
+
+    def __init__(self, items: Iterator[Any], budget: int) -> None:
+        self.items, self.budget, self.total = items, budget, 0
+
+    def __next__(self) -> Any:
+        item = next(self.items)
+        self.total += _size(item, self.budget - self.total)
+        if self.total > self.budget:
+            raise TooLarge(f"the filtered items are too large: over {self.budget:,} in all")
+        return item
+
+
+def _countable(value: Any) -> Any:
+    """A range or a filter's iterator as a list, so that join can count what it joins."""
+    return list(value) if isinstance(value, range | Iterator) else value
 
 
 def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     passes_first = hasattr(fn, "jinja_pass_arg")  # context/environment comes before the value
 
+    first = 1 if passes_first else 0
+
     @functools.wraps(fn)
     def bounded(*args: Any, **kwargs: Any) -> Any:
-        rest = args[1:] if passes_first else args
-        if rest:
-            _check_args(name, rest[0], tuple(rest[1:]), kwargs)
-        return fn(*args, **kwargs)
+        if len(args) <= first:
+            return fn(*args, **kwargs)
+        if name == "join":
+            args = (*args[:first], _countable(args[first]), *args[first + 1 :])
+        value, rest = args[first], tuple(args[first + 1 :])
+        _check_args(name, value, rest, kwargs)
+        if name == "tojson":
+            _check_tojson(value, rest, kwargs)
+        result = fn(*args, **kwargs)
+        if isinstance(result, Iterator) and not isinstance(result, _BoundedIter):
+            return _BoundedIter(result, max(MAX_SIZE, _size(value, MAX_SIZE)))
+        return result
 
     return bounded
 
@@ -209,6 +270,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         name = getattr(__obj, "__name__", "")
         owner = getattr(__obj, "__self__", None)
+        if name == "join" and isinstance(owner, str) and args:
+            args = (_countable(args[0]), *args[1:])
         _check_args(name, owner, args, kwargs)
         return super().call(__context, __obj, *args, **kwargs)
 

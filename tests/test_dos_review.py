@@ -1,0 +1,180 @@
+"""Hostile plan text, expressions and values: one clear line, the documented exit code, no
+traceback, no hang, bounded memory. Every run here is a real process under a memory limit."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.conftest import Result, assert_no_traceback
+
+MEMORY_LIMIT = 600 << 20  # far below what the attacks would take without planrun's bounds
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def bounded_planrun(cwd: Path, *args: str, timeout: float = 30) -> Result:
+    """`python -m planrun ARGS` in a real process with its address space capped."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "planrun", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_limit_memory,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _plan(tmp_path: Path, text: str) -> None:
+    (tmp_path / "p.yaml").write_text(textwrap.dedent(text).lstrip())
+
+
+def _one_step_error(r: Result) -> str:
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    assert "internal error" not in r.err + r.out, r
+    step = json.loads(r.out)["steps"][0]
+    assert step["status"] == "failed", r
+    assert "\n" not in step["error"], step
+    return str(step["error"])
+
+
+def test_an_integer_too_long_to_print_fails_its_step_not_the_run(tmp_path: Path) -> None:
+    # Python refuses to turn an int of more than 4300 digits into text; an expression could
+    # compute one (the bound on ints was 64,000 bits), and printing it was an internal error.
+    _plan(
+        tmp_path,
+        """
+        variables: {n: 5000, m: 6000, k: 4300}
+        steps:
+          - {id: a, tool: echo, args: {value: "${ 10 ** n }"}, on_failure: continue}
+          - {id: b, tool: shell, args: {cmd: "echo ${ 7 ** m }"}, on_failure: continue}
+          - {id: c, tool: echo, args: {value: "x${ 10 ** k }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 1 and "internal error" not in r.out + r.err, r
+    assert_no_traceback(r)
+    for step in json.loads(r.out)["steps"]:
+        assert step["status"] == "failed" and "too large" in step["error"], step
+    r = bounded_planrun(tmp_path, "run", "--dry-run", "p.yaml")
+    assert r.code == 0 and "internal error" not in r.err, r
+    assert_no_traceback(r)
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - {id: a, tool: echo, args: {value: 'x${ 10 ** 4300 }'}}\n"
+    )
+    r = bounded_planrun(tmp_path, "validate", "p.yaml")
+    assert r.code == 3 and r.out.startswith("p.yaml:2:") and "too large" in r.out, r
+
+
+def test_the_largest_allowed_integer_still_prints(tmp_path: Path) -> None:
+    _plan(
+        tmp_path,
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: "${ (2 ** 13998) | string | length }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 0, r
+    assert json.loads(r.out)["steps"][0]["result"] == 4214
+
+
+def test_map_cannot_multiply_a_bounded_item_into_unbounded_memory(tmp_path: Path) -> None:
+    # Each `center` result is within the bound; a map over a range made 100,000 of them.
+    _plan(
+        tmp_path,
+        """
+        variables: {w: 999999}
+        steps:
+          - {id: a, tool: echo, args: {value: "${ range(100000) | map('center', w) | list | length }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    error = _one_step_error(r)
+    assert "too large" in error and "MemoryError" not in error, r
+
+
+def test_join_of_a_range_or_a_map_is_bounded(tmp_path: Path) -> None:
+    _plan(
+        tmp_path,
+        """
+        variables: {s: "abcdefghij"}
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${ range(100000) | join(s * 100000) | length }"}
+            on_failure: continue
+          - id: b
+            tool: echo
+            args: {value: "${ (s * 100000).join(range(100000) | map('string')) | length }"}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    for step in json.loads(r.out)["steps"]:
+        assert step["status"] == "failed" and "too large" in step["error"], step
+        assert "MemoryError" not in step["error"], step
+
+
+def test_tojson_indent_cannot_multiply_by_depth(tmp_path: Path) -> None:
+    deep = "[" * 60 + "1" + "]" * 60
+    _plan(
+        tmp_path,
+        f"""
+        steps:
+          - {{id: a, tool: echo, args: {{value: "${{ {deep} | tojson(indent=999999) | length }}"}}}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    error = _one_step_error(r)
+    assert "too large" in error and "MemoryError" not in error, r
+
+
+def test_wordwrap_cannot_repeat_a_big_wrapstring(tmp_path: Path) -> None:
+    _plan(
+        tmp_path,
+        """
+        variables: {s: "a b c d e f g h i j "}
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${ (s * 50000) | wordwrap(1, wrapstring=s * 50000) | length }"}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    error = _one_step_error(r)
+    assert "too large" in error and "MemoryError" not in error, r
+
+
+def test_legitimate_chains_over_big_data_still_work(tmp_path: Path) -> None:
+    _plan(
+        tmp_path,
+        """
+        steps:
+          - {id: a, tool: shell, args: {cmd: "seq 1 100000"}, result_variable: r}
+          - id: b
+            tool: echo
+            args:
+              value: "${ r.stdout.split() | map('trim') | map('int') | select('odd') | list | length }"
+          - id: c
+            tool: echo
+            args: {value: "${ r.stdout.split() | map('string') | join(',') | length }"}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 0, r
+    steps = json.loads(r.out)["steps"]
+    assert steps[1]["result"] == 50000
+    assert steps[2]["result"] == len(",".join(str(i) for i in range(1, 100001)))
