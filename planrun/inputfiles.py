@@ -3,7 +3,9 @@
 A FIFO given as a plan would block `open()` forever (and a device may never end), so
 anything that is not a regular file is refused at once: `stat` first, then open with
 O_NONBLOCK (opening a FIFO then cannot block) and check again with `fstat`, in case the
-path was swapped between the two.
+path was swapped between the two. A file larger than `MAX_INPUT_BYTES` is refused too,
+before it is read (a sparse file can claim a gigabyte and cost nothing on disk): plans, vars
+files and MCP configs are hand-written text, and reading one whole must not exhaust memory.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import errno
 import os
 import stat
 
-__all__ = ["NotARegularFile", "read_regular_file"]
+__all__ = ["MAX_INPUT_BYTES", "NotARegularFile", "read_regular_file"]
+
+MAX_INPUT_BYTES = 16 << 20
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -42,8 +46,9 @@ def _check(path: str, mode: int) -> None:
 def read_regular_file(path: str) -> bytes:
     """The bytes of the regular file at `path` (symlinks followed).
 
-    Raises NotARegularFile for a directory, FIFO, socket or device, and OSError
-    (FileNotFoundError...) as `open` would for anything else.
+    Raises NotARegularFile for a directory, FIFO, socket or device, OSError(EFBIG) for a
+    file larger than MAX_INPUT_BYTES, and OSError (FileNotFoundError...) as `open` would
+    for anything else.
     """
     if "\0" in path:  # os.stat would raise a bare ValueError
         raise OSError(errno.EINVAL, "the file name contains a NUL byte", path)
@@ -53,6 +58,9 @@ def read_regular_file(path: str) -> bytes:
         _check(path, os.fstat(fd).st_mode)
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
+            data = handle.read(MAX_INPUT_BYTES + 1)  # the size may change after fstat
+        if len(data) > MAX_INPUT_BYTES:
+            raise OSError(errno.EFBIG, f"it is larger than {MAX_INPUT_BYTES >> 20} MiB", path)
+        return data
     finally:
         os.close(fd)

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from planrun import untrusted_json
 from planrun.errors import UsageError
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.plan import ServerEntry, transport_kind
@@ -53,9 +54,11 @@ def parse_mcp_config(path: str) -> dict[str, ServerEntry]:
     except UnicodeDecodeError:
         raise UsageError(f"{path}: cannot read MCP config: not UTF-8 text") from None
     try:
-        doc = json.loads(text)
+        doc = untrusted_json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except ValueError:  # a number too long for Python to read, or nesting too deep
+        raise UsageError(f"{path}: invalid JSON: a number too long or nesting too deep") from None
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: an MCP config must be a JSON object")
     key = "mcpServers" if "mcpServers" in doc else "servers" if "servers" in doc else None

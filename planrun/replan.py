@@ -19,6 +19,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from planrun import untrusted_json
 from planrun.errors import PlanInvalid
 from planrun.plan import Plan, Step, replace
 from planrun.planner import Replanner, ReplanRequest, ReplanStop, Revision
@@ -120,11 +121,16 @@ async def _run_command(
         raise PlannerError(f"planner exited with code {proc.returncode}: {label}: {tail[0]}")
     text = out.decode(errors="replace").strip()
     try:
-        return json.loads(text)
+        return untrusted_json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlannerError(
             f"planner printed something that is not JSON ({exc.msg} at line {exc.lineno} "
             f"column {exc.colno}): {text[:80]!r}"
+        ) from None
+    except ValueError:  # a number too long for Python to read, or nesting too deep
+        raise PlannerError(
+            f"planner printed JSON planrun cannot read (a number too long or nesting too "
+            f"deep): {text[:80]!r}"
         ) from None
 
 

@@ -178,3 +178,52 @@ def test_legitimate_chains_over_big_data_still_work(tmp_path: Path) -> None:
     steps = json.loads(r.out)["steps"]
     assert steps[1]["result"] == 50000
     assert steps[2]["result"] == len(",".join(str(i) for i in range(1, 100001)))
+
+
+def test_a_huge_plan_or_vars_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    # Sparse: a gigabyte on paper, nothing on disk. Reading it whole ate all memory.
+    with (tmp_path / "big.yaml").open("wb") as f:
+        f.truncate(1 << 30)
+    r = bounded_planrun(tmp_path, "validate", "big.yaml")
+    assert r.code == 3 and "internal error" not in r.out + r.err, r
+    assert r.out.startswith("big.yaml:1:1: error:") and "larger than" in r.out, r
+    assert_no_traceback(r)
+    _plan(tmp_path, "steps: []\n")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--vars-file", "big.yaml", "--no-state")
+    assert r.code == 2 and "internal error" not in r.err and "larger than" in r.err, r
+    assert len(r.err.strip().splitlines()) == 1, r
+    assert_no_traceback(r)
+    (tmp_path / "mcp.json").symlink_to(tmp_path / "big.yaml")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--mcp-config", "mcp.json", "--no-state")
+    assert r.code == 2 and "internal error" not in r.err and "larger than" in r.err, r
+    assert_no_traceback(r)
+
+
+def test_an_mcp_config_with_a_huge_number_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "mcp.json").write_text(
+        '{"mcpServers": {"a": {"command": "x", "n": 1' + "0" * 5000 + "}}}"
+    )
+    _plan(tmp_path, "steps: []\n")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--mcp-config", "mcp.json", "--no-state")
+    assert r.code == 2 and "internal error" not in r.err, r
+    assert r.err.startswith("planrun: error: ") and "mcp.json" in r.err, r
+    assert len(r.err.strip().splitlines()) == 1, r
+    assert_no_traceback(r)
+
+
+def test_a_planner_printing_a_huge_number_or_deep_json_fails_the_replan(tmp_path: Path) -> None:
+    for i, body in enumerate(["[1" + "0" * 5000 + "]", "[" * 100000 + "]" * 100000]):
+        (tmp_path / "planner.py").write_text(f"print({body!r})\n")
+        _plan(
+            tmp_path,
+            f"""
+            replan: {{command: ["{sys.executable}", "planner.py"], timeout: 20s}}
+            limits: {{max_replans: 1}}
+            steps:
+              - {{id: a, tool: shell, args: {{cmd: "exit 9"}}, on_failure: replan}}
+            """,
+        )
+        r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+        assert r.code == 1 and "internal error" not in r.out + r.err, (i, r)
+        assert json.loads(r.out)["reason"] == "replan_budget", (i, r)
+        assert_no_traceback(r)
