@@ -17,7 +17,7 @@ comments, here-documents) to learn the context of each `${…}`. Then:
   text with `\\`, `$` and backticks escaped) and the value goes in by reference like above.
 - An unquoted here-document body is lexed like the inside of "…" (its `$(…)`, backticks and
   `$((…))` run), and inside backticks `\\\\` (and within "…" `\\"`) is read as the one
-  character the shell reads again.
+  character the shell reads again; in `$(…)` a `case` pattern's `)` is told from the closing one.
 - Inside `$((…))` (and bash's `((…))`) the shell evaluates a value as arithmetic, so a value
   there must be an integer.
 
@@ -42,6 +42,9 @@ _RESERVED = frozenset(
     | {"select", "then", "time", "until", "while"}
 )
 _OPERATOR_CHARS = frozenset(";&|()<> \t\n")
+_BEFORE_COMMAND = frozenset(
+    {"!", "{", "do", "elif", "else", "if", "then", "time", "until", "while"}
+)
 _set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
@@ -90,17 +93,23 @@ class _Heredoc(Record):
 class _Frame(Record):
     """One open quoting context of the lexer (the innermost is the last on its stack)."""
 
-    __slots__ = ("kind", "close", "depth", "in_dq")
+    __slots__ = ("kind", "close", "depth", "in_dq", "word", "command", "cases")
     kind: str  # cmd | sq | dq | heredoc | param | arith | comment
     close: str  # what ends a cmd frame: ")" for $(…), "`" for backticks, "" at top level
     depth: int
     in_dq: bool  # a ${…}, $((…)) or backticks inside double quotes (or a here-document)
+    word: str  # a cmd frame's current word, as written (a value in it is a NUL)
+    command: bool  # whether that word is where a command name (or reserved word) goes
+    cases: int  # open `case … esac` in a cmd frame: a pattern's `)` closes no $(…)
 
     def __init__(self, kind: str, close: str = "", depth: int = 0, in_dq: bool = False) -> None:
         self.kind = kind
         self.close = close
         self.depth = depth
         self.in_dq = in_dq
+        self.word = ""
+        self.command = True
+        self.cases = 0
 
 
 Item = str | Hole
@@ -146,6 +155,7 @@ class _Lexer:
         else:
             context = "tilde" if self.tilde else "unquoted"
         self.contexts[hole.index] = context
+        frame.word += "\0"
         self.escaped = False
         self.word_start = False
 
@@ -246,8 +256,24 @@ class _Lexer:
         elif c == "/" or c in _OPERATOR_CHARS or c in "'\"}":
             self.tilde = False
 
+    def _end_word(self, frame: _Frame, c: str) -> None:
+        """Count `case … esac` (as reserved words, where a command goes) in this frame."""
+        word, frame.word = frame.word, ""
+        if word:
+            if frame.command and word == "case":
+                frame.cases += 1
+            elif frame.command and word == "esac" and frame.cases:
+                frame.cases -= 1
+            frame.command = word in _BEFORE_COMMAND
+        if c in ";&|(\n":
+            frame.command = True
+
     def _cmd_char(self, frame: _Frame, c: str) -> None:
         self._track_tilde(c)
+        if c in _OPERATOR_CHARS:
+            self._end_word(frame, c)
+        else:
+            frame.word += c
         start = self.word_start
         self.word_start = c in _OPERATOR_CHARS
         if c == "'":
@@ -262,10 +288,12 @@ class _Lexer:
         elif c == "(" and frame.close == ")":
             frame.depth += 1
         elif c == ")" and frame.close == ")":
-            if frame.depth == 0:
-                self.stack.pop()
-            else:
+            if frame.depth:
                 frame.depth -= 1
+            elif frame.cases:
+                frame.command = True  # a pattern's `)`: a command follows
+            else:
+                self.stack.pop()
         elif c == "<" and self.at(1) == "<":
             if self.at(2) == "<":
                 self.i += 2  # bash's here-string <<<, not a here-document

@@ -23,11 +23,20 @@ CASES = [
     ("heredoc-backticks", "cat <<EOF\n<`printf %s ${v}`>\nEOF", "a  *", "<a  *>\n"),
     ("heredoc-dash", "cat <<-EOF\n\t<$(printf %s ${v})>\n\tEOF", "a  *", "<a  *>\n"),
     # inside backticks, `\\` is one backslash and (within "…") `\"` a quote, read again
+    # a `case` pattern's `)` inside "$(…)" does not end the $(…)
+    ("case-in-substitution", 'printf %s "$(case x in x) printf %s ${v};; esac)"', "a  *", "a  *"),
+    (
+        "case-sq-in-substitution",
+        "printf %s \"$(case x in x) printf %s '${v}';; esac)\"",
+        "it's",
+        "it's",
+    ),
+    ("word-case-in-substitution", 'printf %s "$(printf case) ${v}"', "a  *", "case a  *"),
     ("backticks-in-dq", 'printf %s "`printf %s \\"${v}\\"`"', "a  *", "a  *"),
 ]
 
 
-def run_cases(run, write, tmp_path: Path, cases, *extra: str):  # type: ignore[no-untyped-def]
+def run_cases(run, write, tmp_path: Path, cases, *extra: str, **kw):  # type: ignore[no-untyped-def]
     steps = [
         {
             "id": f"s{i}",
@@ -39,7 +48,9 @@ def run_cases(run, write, tmp_path: Path, cases, *extra: str):  # type: ignore[n
     ]
     write("p.json", json.dumps({"name": "review", "steps": steps}))
     (tmp_path / "vars.json").write_text(json.dumps({"values": [c[2] for c in cases]}))
-    r = run("run", "p.json", "--vars-file", "vars.json", "--no-state", "--output", "json", *extra)
+    r = run(
+        "run", "p.json", "--vars-file", "vars.json", "--no-state", "--output", "json", *extra, **kw
+    )
     assert_no_traceback(r)
     return r
 
@@ -69,3 +80,12 @@ def test_unsafe_spots_fail_the_step_in_one_line(run, write, tmp_path, cmd, value
     assert r.code == 1, r
     error = r.json["steps"][0]["error"]
     assert message in error and "\n" not in error, error
+
+
+@pytest.mark.slow  # a real Dask cluster
+def test_the_review_contexts_on_the_dask_executor(run, write, tmp_path, cluster):
+    r = run_cases(
+        run, write, tmp_path, CASES, "--executor", "dask", "--address", cluster.address, timeout=180
+    )
+    got = [(s["status"], (s["result"] or {}).get("stdout")) for s in r.json["steps"]]
+    assert got == [("succeeded", c[3]) for c in CASES], r
