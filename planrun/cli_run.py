@@ -230,7 +230,13 @@ def do_run(force_resume: bool, **kw: Any) -> None:
             reporter.write()  # after a failure or Ctrl-C too
     code = _report_write_failures(code)
     if kw["output"] == "json":
-        echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+        text = json.dumps(doc, indent=2, ensure_ascii=False, default=str)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate in a value: JSON escapes it
+                text = json.dumps(doc, indent=2, default=str)
+        echo(text)
     elif kw["dry_run"]:
         from planrun.dryrun import render_dry_run  # the dry run's own module, only for it
 

@@ -89,3 +89,21 @@ def test_the_review_contexts_on_the_dask_executor(run, write, tmp_path, cluster)
     )
     got = [(s["status"], (s["result"] or {}).get("stdout")) for s in r.json["steps"]]
     assert got == [("succeeded", c[3]) for c in CASES], r
+
+
+def test_a_lone_surrogate_fails_its_step_in_one_line(run, write, tmp_path):
+    # JSON may spell text that is not Unicode ("\ud800"): no command can receive it
+    steps = [
+        {"id": "cmd", "tool": "shell", "args": {"cmd": "printf %s ${v}"}},
+        {"id": "env", "tool": "shell", "args": {"cmd": "true", "env": {"X": "${v}"}}},
+        {"id": "argv", "tool": "shell", "args": {"cmd": ["printf", "%s", "${v}"]}},
+        {"id": "cwd", "tool": "shell", "args": {"cmd": "true", "cwd": "${v}"}},
+    ]
+    write("p.json", json.dumps({"steps": [{**s, "on_failure": "continue"} for s in steps]}))
+    (tmp_path / "vars.json").write_text('{"v": "a\\ud800b"}')
+    r = run("run", "p.json", "--vars-file", "vars.json", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    for step in r.json["steps"]:
+        assert step["error"].startswith("shell:") and "not valid Unicode" in step["error"], step
+        assert "\n" not in step["error"]

@@ -64,6 +64,7 @@ def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
         raise ToolFailed(f"shell: 'cwd' must be a string, got {type_name(cwd)}")
     if "\0" in cwd:
         raise ToolFailed("shell: 'cwd' contains a NUL byte, which no directory name can hold")
+    _unicode("'cwd'", cwd)
     stdin = args.get("stdin")
     if stdin is not None and not isinstance(stdin, str):
         raise ToolFailed(f"shell: 'stdin' must be a string, got {type_name(stdin)}")
@@ -127,6 +128,7 @@ def _argv(cmd: Any) -> tuple[list[str], str]:
     if isinstance(cmd, str):
         if "\0" in cmd:
             raise ToolFailed("shell: 'cmd' contains a NUL byte, which no command can receive")
+        _unicode("'cmd'", cmd)
         return ["/bin/sh", "-c", cmd], cmd
     if isinstance(cmd, list) and cmd:
         argv = []
@@ -141,6 +143,8 @@ def _argv(cmd: Any) -> tuple[list[str], str]:
                 )
         if any("\0" in a for a in argv):
             raise ToolFailed("shell: 'cmd' contains a NUL byte, which no command can receive")
+        for arg in argv:
+            _unicode("'cmd'", arg)
         import shlex
 
         return argv, shlex.join(argv)
@@ -184,7 +188,21 @@ def _env(extra: Any, base: dict[str, str], marks: dict[str, str] | None = None) 
             raise ToolFailed(
                 f"shell: env {str(key)!r} contains a NUL byte, which no command can receive"
             )
+        _unicode(f"env {str(key)!r}", str(key) + env.get(str(key), ""))
     return env
+
+
+def _unicode(what: str, text: str) -> None:
+    """One line for text a process cannot receive: a lone surrogate (JSON can spell "\\ud800").
+    Undecodable bytes from argv or the environment (\\udc80-\\udcff) go back out as those bytes."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise ToolFailed(
+            f"shell: {what} contains text that is not valid Unicode (a lone surrogate)"
+        ) from None
 
 
 _FAST_SPAWN = hasattr(os, "posix_spawn")
