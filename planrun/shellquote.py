@@ -147,6 +147,8 @@ class _Lexer:
         frame = self.stack[-1]
         if self.escaped:
             context = "escaped"
+        elif self._in_arithmetic():
+            context = "arith"  # also in ${…} or "…" there: what they expand to is evaluated
         elif frame.kind in ("sq", "dq", "arith", "heredoc"):
             context = frame.kind
         elif frame.kind == "param":
@@ -158,6 +160,15 @@ class _Lexer:
         frame.word += "\0"
         self.escaped = False
         self.word_start = False
+
+    def _in_arithmetic(self) -> bool:
+        """Whether the innermost command (or here-document body) is inside a $((…))."""
+        for frame in reversed(self.stack):
+            if frame.kind == "arith":
+                return True
+            if frame.kind == "cmd":
+                return False
+        return False
 
     def _char(self, c: str) -> None:
         frame = self.stack[-1]

@@ -71,6 +71,10 @@ def test_values_stay_data_in_the_contexts_review_found(run, write, tmp_path):
     [
         # in a here-document body, $((…)) evaluates the value as arithmetic
         ("cat <<EOF\n$((${v}))\nEOF", "1+1", "integer"),
+        # ${…} inside $((…)) is evaluated as arithmetic too (bash would run `a[$(cmd)]`)
+        ("echo $(( $${U:-${v}} + 1 ))", "1+1", "integer"),
+        ('echo "$(( $${U:-"${v}"} + 1 ))"', "1+1", "integer"),
+        ("cat <<EOF\n$(( $${U:-${v}} ))\nEOF", "1+1", "integer"),
         # `\\` inside backticks is one backslash that escapes what follows
         ('x=`printf %s \\\\${v}`; printf %s "$x"', "a b", "backslash"),
     ],
