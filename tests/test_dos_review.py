@@ -227,3 +227,25 @@ def test_a_planner_printing_a_huge_number_or_deep_json_fails_the_replan(tmp_path
         assert r.code == 1 and "internal error" not in r.out + r.err, (i, r)
         assert json.loads(r.out)["reason"] == "replan_budget", (i, r)
         assert_no_traceback(r)
+
+
+def test_a_lone_surrogate_escape_in_json_is_an_error_at_its_position(tmp_path: Path) -> None:
+    # YAML refuses "\ud800"; JSON read it, and printing or storing it was an internal error.
+    (tmp_path / "p.json").write_text(
+        '{"name": "t",\n "steps": [{"id": "a", "tool": "echo", "args": {"value": "x\\ud800"}}]}'
+    )
+    for args in (["validate", "p.json"], ["run", "p.json", "--output", "json"]):
+        r = bounded_planrun(tmp_path, *args)
+        assert r.code == 3 and "internal error" not in r.out + r.err, r
+        assert_no_traceback(r)
+    r = bounded_planrun(tmp_path, "validate", "p.json")
+    assert r.out.startswith("p.json:2:60: error:") and "surrogate" in r.out, r
+    # A pair is one character; an escaped backslash before 'ud800' is no escape at all.
+    ok = '{"steps": [{"id": "a", "tool": "echo", "args": {"value": "\\ud83d\\ude00 \\\\ud800"}}]}'
+    (tmp_path / "p.json").write_text(ok)
+    r = bounded_planrun(tmp_path, "run", "p.json", "--output", "json", "--no-state")
+    assert r.code == 0 and json.loads(r.out)["steps"][0]["result"] == "\U0001f600 \\ud800", r
+    (tmp_path / "v.json").write_text('{"x": "\\udc00"}')
+    _plan(tmp_path, "steps: []\n")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--vars-file", "v.json", "--output", "json")
+    assert r.code == 2 and "internal error" not in r.out + r.err and "surrogate" in r.err, r

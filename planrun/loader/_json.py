@@ -39,6 +39,8 @@ def _load_json(text: str, file: str) -> Document:
         raise _invalid(file, *_line_col(text, offset), _TOO_DEEP) from None
     except ValueError:  # the one other refusal: an integer of more than 4,300 digits
         raise _invalid(file, 1, 1, "invalid JSON: a number has too many digits") from None
+    if "\\u" in text:
+        _check_surrogates(text, file)
     locator = _JsonLocator(text)
     too_deep = _too_deep_path(data) if text.count("[") + text.count("{") > MAX_DEPTH else None
     if too_deep is not None:
@@ -57,6 +59,25 @@ def _load_json(text: str, file: str) -> Document:
         )
     _check_top_level(data, file, lambda: locator.pos((), False))
     return Document(file, data, locator)
+
+
+# An escaped backslash, a surrogate pair (one character), or half of a pair alone.
+_SURROGATE_ESCAPE = re.compile(
+    r"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|\\u([dD][89a-fA-F][0-9a-fA-F]{2})"
+)
+
+
+def _check_surrogates(text: str, file: str) -> None:
+    """json.loads turns a lone `\\ud800` into a string no UTF-8 output can hold (YAML refuses
+    it): an error at the escape, so no plan value can break printing or storing later."""
+    for m in _SURROGATE_ESCAPE.finditer(text):
+        if m.group(1):
+            raise _invalid(
+                file,
+                *_line_col(text, m.start()),
+                f"invalid JSON: \\u{m.group(1)} is half of a surrogate pair, not a character",
+            )
 
 
 def _too_deep_path(data: Any) -> tuple[PathPart, ...] | None:
