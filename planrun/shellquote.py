@@ -36,6 +36,8 @@ ENV_PREFIX = "PLANRUN_V_"
 
 _INERT = re.compile(r"[A-Za-z0-9_./:,@%+-]+")
 _INTEGER = re.compile(r"-?[0-9]+")
+_PATTERN_OPERATOR = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!-])[#%]")
+_GLOB = re.compile(r"[*?[\\]")
 _PLAIN_DELIMITER = re.compile(r"[A-Za-z0-9_.-]+")
 _RESERVED = frozenset(
     {"case", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in"}
@@ -124,6 +126,7 @@ class _Lexer:
         self.end = len(items) if end is None else end  # a here-document body is lexed alone
         self.stack = [_Frame("cmd")]
         self.contexts: dict[int, str] = {}
+        self.glob_free: set[int] = set()  # values in a here-document's ${…#…} pattern
         self.heredocs: list[_Heredoc] = []
         self.pending: list[_Heredoc] = []
         self.escaped = False
@@ -157,9 +160,24 @@ class _Lexer:
         else:
             context = "tilde" if self.tilde else "unquoted"
         self.contexts[hole.index] = context
+        if self._heredoc_pattern():
+            self.glob_free.add(hole.index)
         frame.word += "\0"
         self.escaped = False
         self.word_start = False
+
+    def _heredoc_pattern(self) -> bool:
+        """Whether this is a ${…#…} or ${…%…} pattern in a here-document body, where dash
+        ignores quotes: a value there is read as a pattern, whatever quotes it."""
+        pattern = False
+        for frame in reversed(self.stack):
+            if frame.kind == "param":
+                pattern = pattern or bool(_PATTERN_OPERATOR.match(frame.word))
+            elif frame.kind == "heredoc":
+                return pattern
+            elif frame.kind not in ("sq", "dq"):
+                return False
+        return False
 
     def _in_arithmetic(self) -> bool:
         """Whether the innermost command (or here-document body) is inside a $((…))."""
@@ -248,8 +266,10 @@ class _Lexer:
             frame.depth += 1
         elif c == '"':
             self.stack.append(_Frame("dq"))
-        elif c == "'" and not frame.in_dq:
+        elif c == "'" and (not frame.in_dq or _PATTERN_OPERATOR.match(frame.word)):
+            # in "…", '…' quotes only in a pattern (`"${y#'a*'}"`); in `"${y:-'a'}"` it is text
             self.stack.append(_Frame("sq"))
+        frame.word += c
 
     def _arith_char(self, frame: _Frame, c: str) -> None:
         if c == "(":
@@ -367,6 +387,7 @@ class _Lexer:
             sub.stack = [_Frame("heredoc")]
             sub.run()
             self.contexts.update(sub.contexts)
+            self.glob_free |= sub.glob_free
             self.heredocs.extend(sub.heredocs)
         return start, end
 
@@ -400,7 +421,7 @@ class _Lexer:
 
 def _reference(n: int, context: str) -> str:
     name = "${" + ENV_PREFIX + str(n) + "}"
-    if context in ("unquoted", "tilde", "param"):
+    if context in ("unquoted", "tilde", "param", "param-dq"):
         return f'"{name}"'
     if context == "sq":
         return f"'\"{name}\"'"
@@ -447,6 +468,11 @@ def _value(n: int, text: str, lexer: _Lexer, env: dict[str, str], unknown: bool)
         raise QuotingError("the value contains a NUL byte, which no command can receive")
     if context == "escaped":
         raise QuotingError("a ${…} value cannot follow a backslash")
+    if n in lexer.glob_free and _GLOB.search(text):
+        raise QuotingError(
+            "a value in a ${…#…} pattern inside a here-document cannot hold * ? [ or \\ "
+            "(the shell reads them as a pattern there, quoted or not)"
+        )
     if unknown:
         env[f"{ENV_PREFIX}{n}"] = text
         return _reference(n, "dq" if context == "arith" else context)

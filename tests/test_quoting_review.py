@@ -18,6 +18,12 @@ CASES = [
     # inside ${…} a value written in place can change the operator: `%` + `%` is `%%`
     ("parameter-operator", "y=a%b%c; printf %s $${y%${v}*}", "%", "a%b"),
     ("parameter-operator-dq", 'y=a%b%c; printf %s "$${y%${v}*}"', "%", "a%b"),
+    # in a ${…#…} or ${…%…} pattern within "…" an unquoted expansion is a pattern: `a?` is glob
+    ("parameter-pattern-dq", 'y=abc; printf %s "$${y#${v}}"', "a?", "abc"),
+    ("parameter-pattern-dq-pct", 'y=abc; printf %s "$${y%${v}}"', "?", "abc"),
+    # …while '…' does quote there, even within "…"
+    ("parameter-pattern-sq-in-dq", "y=abc; printf %s \"$${y#'${v}'}\"", "a", "bc"),
+    ("heredoc-pattern", "y='a b c'; cat <<EOF\n$${y#${v}}\nEOF", "a b", " c\n"),
     # an unquoted here-document body still runs $(…), backticks and $((…)) in it
     ("heredoc-substitution", "cat <<EOF\n<$(printf %s ${v})>\nEOF", "a  *", "<a  *>\n"),
     ("heredoc-backticks", "cat <<EOF\n<`printf %s ${v}`>\nEOF", "a  *", "<a  *>\n"),
@@ -75,6 +81,8 @@ def test_values_stay_data_in_the_contexts_review_found(run, write, tmp_path):
         ("echo $(( $${U:-${v}} + 1 ))", "1+1", "integer"),
         ('echo "$(( $${U:-"${v}"} + 1 ))"', "1+1", "integer"),
         ("cat <<EOF\n$(( $${U:-${v}} ))\nEOF", "1+1", "integer"),
+        # dash ignores quotes in a ${…#…} pattern in a here-document: no glob character there
+        ("y=abc; cat <<EOF\n$${y#${v}}\nEOF", "a?", "pattern"),
         # `\\` inside backticks is one backslash that escapes what follows
         ('x=`printf %s \\\\${v}`; printf %s "$x"', "a b", "backslash"),
     ],
