@@ -104,18 +104,26 @@ def test_the_review_contexts_on_the_dask_executor(run, write, tmp_path, cluster)
 
 
 def test_a_lone_surrogate_fails_its_step_in_one_line(run, write, tmp_path):
-    # JSON may spell text that is not Unicode ("\ud800"): no command can receive it
+    # a python step (or an MCP/HTTP result) can return text that is not Unicode ("\ud800"):
+    # no command can receive it
+    (tmp_path / "surrogate.py").write_text('def value():\n    return "a\\ud800b"\n')
     steps = [
         {"id": "cmd", "tool": "shell", "args": {"cmd": "printf %s ${v}"}},
         {"id": "env", "tool": "shell", "args": {"cmd": "true", "env": {"X": "${v}"}}},
         {"id": "argv", "tool": "shell", "args": {"cmd": ["printf", "%s", "${v}"]}},
         {"id": "cwd", "tool": "shell", "args": {"cmd": "true", "cwd": "${v}"}},
     ]
-    write("p.json", json.dumps({"steps": [{**s, "on_failure": "continue"} for s in steps]}))
-    (tmp_path / "vars.json").write_text('{"v": "a\\ud800b"}')
-    r = run("run", "p.json", "--vars-file", "vars.json", "--no-state", "--output", "json")
+    steps = [{**s, "on_failure": "continue", "depends_on": ["make"]} for s in steps]
+    make = {
+        "id": "make",
+        "tool": "python",
+        "args": {"function": "surrogate:value"},
+        "result_variable": "v",
+    }
+    write("p.json", json.dumps({"steps": [make, *steps]}))
+    r = run("run", "p.json", "--no-state", "--output", "json")
     assert r.code == 1, r
     assert_no_traceback(r)
-    for step in r.json["steps"]:
+    for step in r.json["steps"][1:]:
         assert step["error"].startswith("shell:") and "not valid Unicode" in step["error"], step
         assert "\n" not in step["error"]
