@@ -15,15 +15,12 @@ comments, here-documents) to learn the context of each `${…}`. Then:
 - A here-document whose delimiter is quoted (`<<'EOF'`) expands nothing, so a reference would
   stay literal; when it holds a value, it is rewritten to the equivalent unquoted form (its
   text with `\\`, `$` and backticks escaped) and the value goes in by reference like above.
-- An unquoted here-document body is lexed like the inside of "…" (its `$(…)`, backticks and
-  `$((…))` run), and inside backticks `\\\\` (and within "…" `\\"`) is read as the one
-  character the shell reads again; in `$(…)` a `case` pattern's `)` is told from the closing one.
-- Inside `$((…))` (and bash's `((…))`) the shell evaluates a value as arithmetic, so a value
-  there must be an integer.
+- An unquoted here-document body is lexed like "…"; in backticks `\\\\` (in "…" also `\\"`) is
+  one character read again; a `case` pattern's `)` closes no `$(…)`.
+- Inside `$((…))` (and bash's `((…))`) a value is evaluated as arithmetic: it must be an integer.
 
-Hence no byte of a value ever becomes shell syntax: it is either inert text or the value of a
-parameter expansion. What cannot be done safely is a step error: a NUL byte (no command can
-receive one), a value right after a backslash, a value as a here-document delimiter.
+Hence no byte of a value ever becomes shell syntax: it is inert text or a parameter's value.
+What cannot be done safely is a step error (a NUL byte, a value after a backslash...).
 """
 
 from __future__ import annotations
@@ -67,7 +64,7 @@ class Hole(FrozenRecord):
 class _Heredoc(Record):
     """A here-document: its delimiter word and where its body is, with the holes in it."""
 
-    __slots__ = ("delimiter", "quoted", "strip_tabs", "word", "body", "holes")
+    __slots__ = ("delimiter", "quoted", "strip_tabs", "word", "body", "holes", "in_backticks")
     delimiter: str
     quoted: bool
     strip_tabs: bool
@@ -90,6 +87,7 @@ class _Heredoc(Record):
         self.word = word
         self.body = body
         self.holes = [] if holes is None else holes
+        self.in_backticks = False  # they would undo the escaping of a rewritten body
 
 
 class _Frame(Record):
@@ -167,8 +165,7 @@ class _Lexer:
         self.word_start = False
 
     def _heredoc_pattern(self) -> bool:
-        """Whether this is a ${…#…} or ${…%…} pattern in a here-document body, where dash
-        ignores quotes: a value there is read as a pattern, whatever quotes it."""
+        """In a here-document's ${…#…} or ${…%…} pattern dash ignores quotes: values are globs."""
         pattern = False
         for frame in reversed(self.stack):
             if frame.kind == "param":
@@ -366,7 +363,9 @@ class _Lexer:
             else:
                 word.append(c)
             self.i += 1
-        self.pending.append(_Heredoc("".join(word), quoted, strip, (start, self.i)))
+        doc = _Heredoc("".join(word), quoted, strip, (start, self.i))
+        doc.in_backticks = any(f.close == "`" for f in self.stack)
+        self.pending.append(doc)
         self.i -= 1  # the loop in run() steps past the word's last character
         self.word_start = True
 
@@ -440,6 +439,8 @@ def quote_command(
     rewrite = {d.word: d for d in lexer.heredocs if d.quoted and d.holes}
     escaped_spans = [d.body for d in rewrite.values()]
     for d in rewrite.values():
+        if d.in_backticks:
+            raise QuotingError("a ${…} value in a <<'…' here-document inside backticks: use $(…)")
         if not _PLAIN_DELIMITER.fullmatch(d.delimiter):
             raise QuotingError(
                 f"a ${{…}} value in a here-document needs a plain delimiter, not {d.delimiter!r}"
@@ -470,8 +471,7 @@ def _value(n: int, text: str, lexer: _Lexer, env: dict[str, str], unknown: bool)
         raise QuotingError("a ${…} value cannot follow a backslash")
     if n in lexer.glob_free and _GLOB.search(text):
         raise QuotingError(
-            "a value in a ${…#…} pattern inside a here-document cannot hold * ? [ or \\ "
-            "(the shell reads them as a pattern there, quoted or not)"
+            "a value in a here-document's ${…#…} pattern cannot hold * ? [ or \\ (glob there)"
         )
     if unknown:
         env[f"{ENV_PREFIX}{n}"] = text

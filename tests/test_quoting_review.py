@@ -81,6 +81,9 @@ def test_values_stay_data_in_the_contexts_review_found(run, write, tmp_path):
         ("echo $(( $${U:-${v}} + 1 ))", "1+1", "integer"),
         ('echo "$(( $${U:-"${v}"} + 1 ))"', "1+1", "integer"),
         ("cat <<EOF\n$(( $${U:-${v}} ))\nEOF", "1+1", "integer"),
+        # a <<'EOF' document holding a value is rewritten to <<EOF with its text escaped,
+        # which backticks would unescape once more ($HOME expanded)
+        ("x=`cat <<'EOF'\n$HOME ${v}\nEOF\n`; printf %s \"$x\"", "a b", "backticks"),
         # dash ignores quotes in a ${…#…} pattern in a here-document: no glob character there
         ("y=abc; cat <<EOF\n$${y#${v}}\nEOF", "a?", "pattern"),
         # `\\` inside backticks is one backslash that escapes what follows
