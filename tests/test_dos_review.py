@@ -249,3 +249,24 @@ def test_a_lone_surrogate_escape_in_json_is_an_error_at_its_position(tmp_path: P
     _plan(tmp_path, "steps: []\n")
     r = bounded_planrun(tmp_path, "run", "p.yaml", "--vars-file", "v.json", "--output", "json")
     assert r.code == 2 and "internal error" not in r.out + r.err and "surrogate" in r.err, r
+
+
+def test_a_plan_that_writes_and_runs_a_new_copy_of_itself_stops(tmp_path: Path) -> None:
+    # Every level is a different file, so "includes itself" never fired: it nested forever.
+    _plan(
+        tmp_path,
+        """
+        variables: {n: 0}
+        steps:
+          - {id: copy, tool: shell, args: {cmd: "cp p.yaml p${n + 1}.yaml"}}
+          - id: deeper
+            tool: plan
+            args: {path: "p${n + 1}.yaml", variables: {n: "${n + 1}"}}
+            depends_on: [copy]
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json", timeout=60)
+    assert r.code == 1 and "internal error" not in r.out + r.err, r
+    assert_no_traceback(r)
+    assert "nested more than" in json.loads(r.out)["steps"][-1]["error"], r
+    assert len(list(tmp_path.glob("p*.yaml"))) <= 40

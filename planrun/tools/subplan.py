@@ -17,6 +17,10 @@ from planrun.request import Finished, RunRequest
 from planrun.status import Status
 from planrun.tools.base import ToolContext, ToolFailed, ToolFn, resolve_path
 
+MAX_NESTING = 32
+"""Sub-plans deeper than this fail their step: a plan that writes a new copy of itself and
+runs it is never "the same file", and would otherwise nest until memory runs out."""
+
 RunFn = Callable[[RunRequest, SubPlanCall], Awaitable[Finished]]
 """The one run path (planrun.runner.run_request), handed in so this module does not import it."""
 
@@ -50,6 +54,8 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn
     if full in parent.plan_stack:
         chain = " -> ".join(os.path.basename(p) for p in (*parent.plan_stack, full))
         raise ToolFailed(f"plan: sub-plan includes itself: {chain}")
+    if len(parent.plan_stack) >= MAX_NESTING:
+        raise ToolFailed(f"plan: sub-plans nested more than {MAX_NESTING} deep: {path}")
     req = RunRequest(
         plan=path,
         variables=dict(variables),
