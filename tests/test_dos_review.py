@@ -270,3 +270,17 @@ def test_a_plan_that_writes_and_runs_a_new_copy_of_itself_stops(tmp_path: Path) 
     assert_no_traceback(r)
     assert "nested more than" in json.loads(r.out)["steps"][-1]["error"], r
     assert len(list(tmp_path.glob("p*.yaml"))) <= 40
+
+
+def test_a_yaml_plan_with_millions_of_values_is_refused_early(tmp_path: Path) -> None:
+    # 14 MB of "[1,1,1,...]" took 3.3 GB and 35 s to compose (libyaml nodes are heavy).
+    items = ",".join(["1"] * 600_000)
+    (tmp_path / "p.yaml").write_text(f"steps: []\nvariables:\n  x: [{items}]\n")
+    r = bounded_planrun(tmp_path, "validate", "p.yaml", timeout=60)
+    assert r.code == 3 and "internal error" not in r.out + r.err, r
+    assert r.out.startswith("p.yaml:3:6: error:") and "too many values" in r.out, r
+    assert_no_traceback(r)
+    block = "".join("  - 1\n" for _ in range(600_000))
+    (tmp_path / "p.yaml").write_text(f"steps: []\nvariables:\n x:\n{block}")
+    r = bounded_planrun(tmp_path, "validate", "p.yaml", timeout=60)
+    assert r.code == 3 and "too many values" in r.out, r

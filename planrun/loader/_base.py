@@ -20,6 +20,9 @@ T = TypeVar("T")
 # same message hold on every path: JSON, the fast YAML reader, libyaml.
 MAX_DEPTH = 200
 _TOO_DEEP = f"plan is nested too deeply (more than {MAX_DEPTH} levels)"
+# libyaml's node tree costs about 500 bytes a value: a 14 MB flow list took 3.3 GB.
+MAX_NODES = 500_000
+_TOO_MANY = f"plan has too many values (more than {MAX_NODES:,})"
 
 
 class _Locator(Protocol):

@@ -12,7 +12,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.reader import ReaderError
 
 from planrun.errors import Diagnostic, PlanInvalid
-from planrun.loader._base import _TOO_DEEP, MAX_DEPTH, _invalid, _line_col
+from planrun.loader._base import _TOO_DEEP, _TOO_MANY, MAX_DEPTH, MAX_NODES, _invalid, _line_col
 
 try:
     from yaml._yaml import CParser as _ParserBase
@@ -41,11 +41,15 @@ class _Composer(_ParserBase):  # type: ignore[valid-type,misc]
 
     resolve = slice
     depth = 0
+    nodes = 0  # and a cap on their number: the node tree is what costs memory
 
     def descend_resolver(self, parent: Any, index: Any) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH + 1:
             raise _TooDeep(parent)
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _TooMany(parent)
 
     def ascend_resolver(self) -> None:
         self.depth -= 1
@@ -55,6 +59,10 @@ class _TooDeep(Exception):
     def __init__(self, node: Node) -> None:
         super().__init__("too deep")
         self.node = node
+
+
+class _TooMany(_TooDeep):
+    pass
 
 
 def _compose(text: str) -> Node | None:
@@ -86,7 +94,8 @@ def _compose_or_raise(text: str, file: str) -> Node | None:
             file, line, col, f"text is not valid Unicode: lone surrogate U+{ord(bad):04X}"
         ) from None
     except _TooDeep as exc:
-        raise _node_error(file, exc.node, _TOO_DEEP) from None
+        message = _TOO_MANY if isinstance(exc, _TooMany) else _TOO_DEEP
+        raise _node_error(file, exc.node, message) from None
     except yaml.YAMLError as exc:  # pragma: no cover - every libyaml error is one of the above
         raise _invalid(file, 1, 1, f"invalid YAML: {exc}") from None
 
@@ -110,7 +119,7 @@ def _too_deep_before(exc: MarkedYAMLError, text: str, file: str) -> PlanInvalid 
     try:
         _compose(text[: line_start + mark.column])
     except _TooDeep as deep:
-        return _node_error(file, deep.node, _TOO_DEEP)
+        return _node_error(file, deep.node, _TOO_MANY if isinstance(deep, _TooMany) else _TOO_DEEP)
     except (yaml.YAMLError, UnicodeEncodeError):
         pass
     return None

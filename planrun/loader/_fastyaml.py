@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from planrun.loader._base import MAX_DEPTH
+from planrun.loader._base import MAX_DEPTH, MAX_NODES
 from planrun.loader._compose import _MAYBE_NOT_STR, _plain
 
 # The fast reader leaves anything that might come near MAX_DEPTH to libyaml's path, which
@@ -51,6 +51,9 @@ def _fast_yaml(text: str) -> dict[str, Any]:
         or "\n---" in text
         or "\n..." in text
         or "\n%" in text
+        # Possibly more values than MAX_NODES (a value takes a line or a comma at least):
+        # libyaml's path counts them exactly, and refuses too many.
+        or text.count("\n") + text.count(",") > MAX_NODES
     ):
         raise _Bail
     entries: list[_FastEntry] = []
