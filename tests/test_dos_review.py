@@ -284,3 +284,22 @@ def test_a_yaml_plan_with_millions_of_values_is_refused_early(tmp_path: Path) ->
     (tmp_path / "p.yaml").write_text(f"steps: []\nvariables:\n x:\n{block}")
     r = bounded_planrun(tmp_path, "validate", "p.yaml", timeout=60)
     assert r.code == 3 and "too many values" in r.out, r
+
+
+def test_sleep_refuses_nan_and_infinity(tmp_path: Path) -> None:
+    # NaN slept not at all and succeeded; infinity (1e308 * 10) slept forever.
+    _plan(
+        tmp_path,
+        """
+        variables: {big: 1.0e+308}
+        steps:
+          - {id: a, tool: sleep, args: {seconds: .nan}, on_failure: continue}
+          - {id: b, tool: sleep, args: {seconds: "${ big * 10 }"}, on_failure: continue}
+          - {id: c, tool: sleep, args: {seconds: "${ 2 ** 1100 }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    for step in json.loads(r.out)["steps"]:
+        assert step["status"] == "failed" and "sleep: 'seconds'" in step["error"], step

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 from planrun.tools import check_args, type_name
@@ -17,4 +18,15 @@ async def run_sleep(args: dict[str, Any], ctx: ToolContext) -> None:
         raise ToolFailed(f"sleep: 'seconds' must be a number, got {type_name(seconds)}")
     if seconds < 0:
         raise ToolFailed(f"sleep: 'seconds' must be 0 or more, got {seconds}")
+    # NaN would not sleep at all, infinity (or an int past float range) never wake up.
+    try:
+        finite = math.isfinite(seconds) and seconds <= _LONGEST
+    except OverflowError:
+        finite = False
+    if not finite:
+        shown = "NaN" if seconds != seconds else "a number too large"
+        raise ToolFailed(f"sleep: 'seconds' must be a finite number, got {shown}")
     await asyncio.sleep(seconds)
+
+
+_LONGEST = 1e300  # more than any run lasts; a larger int cannot be a float
