@@ -15,6 +15,12 @@ def main() -> None:
 
     _signal.signal(_signal.SIGINT, quiet_exit)
     _signal.signal(_signal.SIGTERM, quiet_exit)
+    # A value may hold half a surrogate pair (a Jinja literal or JSON can spell "\ud800"):
+    # whatever prints it writes the escape, never fails with an encoding error.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
     from planrun.quickhelp import stored_output
 

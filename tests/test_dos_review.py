@@ -303,3 +303,19 @@ def test_sleep_refuses_nan_and_infinity(tmp_path: Path) -> None:
     assert_no_traceback(r)
     for step in json.loads(r.out)["steps"]:
         assert step["status"] == "failed" and "sleep: 'seconds'" in step["error"], step
+
+
+def test_a_lone_surrogate_made_by_an_expression_prints_escaped(tmp_path: Path) -> None:
+    # A Jinja string literal can spell half a surrogate pair; printing it (dry run, console,
+    # the HTML report) was an internal error.
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - {id: a, tool: echo, args: {value: \"${ 'x\\\\ud800' }\"}}\n"
+    )
+    r = bounded_planrun(tmp_path, "run", "--dry-run", "p.yaml")
+    assert r.code == 0 and "internal error" not in r.err and "\\ud800" in r.out, r
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--stream")
+    assert r.code == 0 and "internal error" not in r.err, r
+    r = bounded_planrun(tmp_path, "report", "p.yaml")
+    assert r.code == 0 and "internal error" not in r.err, r
+    assert "\\ud800" in (tmp_path / "planrun-report.html").read_text(encoding="utf-8")
+    assert_no_traceback(r)

@@ -63,7 +63,9 @@ def write_report(path: str, html: str) -> None:
     _only_regular(path)  # again: it may have appeared during the run
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        # A value may hold half a surrogate pair (a Jinja literal or JSON can spell "\ud800"):
+        # written as that escape, never an encoding error.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.write(html)
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
