@@ -49,8 +49,17 @@ def foreach_problem(step: Step) -> str | None:
     return None
 
 
+MAX_INSTANCES = 100_000
+"""Instances of one foreach step: each costs about 1.5 kB before any runs, and a list from a
+result or a vars file can hold millions of items."""
+
+
 def elements(value: Any) -> list[Any]:
     """The elements a foreach value gives: a list as is, a mapping as {key, value} in order."""
+    if isinstance(value, list | tuple | Mapping) and len(value) > MAX_INSTANCES:
+        raise FanOutError(
+            f"foreach gave {len(value):,} items; a step runs at most {MAX_INSTANCES:,} instances"
+        )
     if isinstance(value, list | tuple):
         return list(value)
     if isinstance(value, Mapping):

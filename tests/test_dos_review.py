@@ -319,3 +319,21 @@ def test_a_lone_surrogate_made_by_an_expression_prints_escaped(tmp_path: Path) -
     assert r.code == 0 and "internal error" not in r.err, r
     assert "\\ud800" in (tmp_path / "planrun-report.html").read_text(encoding="utf-8")
     assert_no_traceback(r)
+
+
+def test_a_foreach_over_too_many_items_fails_its_step(tmp_path: Path) -> None:
+    # A million instances took more than 600 MB (about 1.5 kB each) before the first ran.
+    (tmp_path / "v.json").write_text(json.dumps({"xs": list(range(100_001))}))
+    _plan(
+        tmp_path,
+        """
+        variables: {xs: []}
+        steps:
+          - {id: a, tool: echo, foreach: "${xs}", args: {value: "${item}"}}
+        """,
+    )
+    r = bounded_planrun(
+        tmp_path, "run", "p.yaml", "--no-state", "--vars-file", "v.json", "--output", "json"
+    )
+    error = _one_step_error(r)
+    assert "100,001" in error and "100,000" in error, r
