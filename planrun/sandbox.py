@@ -15,7 +15,8 @@ operation that can make its result much larger than its inputs is checked *befor
 - format strings (`'%0999999999d' % 1`, `'{:>999999999}'.format(1)`) may not ask for widths or
   precisions above `MAX_SIZE`;
 - filters that yield items one by one (`map`, `select`, `batch`, ...) may yield at most
-  `MAX_SIZE` items or characters in all, or as many as their input holds: each item of
+  `ITER_GROWTH` times `MAX_SIZE` items or characters in all, or times what their input
+  holds: each item of
   `range(100000) | map('center', 999999)` is within bounds, all of them together are not;
 - `join` counts the items of a range or of such a filter before it joins them, `tojson` its
   indentation times the nesting depth, `wordwrap` its wrapstring times the lines it makes.
@@ -30,6 +31,7 @@ import functools
 import math
 import operator
 import re
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -40,6 +42,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from planrun.textvalues import as_text_arg, percent_format
 
 MAX_SIZE = 1_000_000  # characters of a string, items of a list, grown by one operation
+ITER_GROWTH = 8  # what filters yielding items one by one may yield in all, times their input
 MAX_INT_BITS = 14_000  # about 4,200 decimal digits: below Python's 4,300-digit limit on str(int)
 
 _DIGITS = re.compile(r"\d+")
@@ -237,7 +240,9 @@ def _bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             _check_tojson(value, rest, kwargs)
         result = fn(*args, **kwargs)
         if isinstance(result, Iterator) and not isinstance(result, _BoundedIter):
-            return _BoundedIter(result, max(MAX_SIZE, _size(value, MAX_SIZE)))
+            # Room for items that grow a little (`map('string')` over ints), not a lot.
+            size = _size(value, sys.maxsize)  # one walk over the items, no copy of the text
+            return _BoundedIter(result, ITER_GROWTH * max(MAX_SIZE, size))
         return result
 
     return bounded

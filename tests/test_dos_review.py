@@ -337,3 +337,25 @@ def test_a_foreach_over_too_many_items_fails_its_step(tmp_path: Path) -> None:
     )
     error = _one_step_error(r)
     assert "100,001" in error and "100,000" in error, r
+
+
+def test_filters_over_a_big_input_are_not_refused(tmp_path: Path) -> None:
+    # The bound on what a filter yields grows with its input: a big vars file may be mapped.
+    words = [f"word{i:06d}" for i in range(300_000)]
+    (tmp_path / "v.json").write_text(json.dumps({"ws": words, "ns": list(range(500_000))}))
+    _plan(
+        tmp_path,
+        """
+        variables: {ws: [], ns: []}
+        steps:
+          - {id: a, tool: echo, args: {value: "${ ws | map('upper') | list | length }"}}
+          - {id: b, tool: echo, args: {value: "${ ns | map('string') | join(',') | length }"}}
+        """,
+    )
+    r = bounded_planrun(
+        tmp_path, "run", "p.yaml", "--no-state", "--vars-file", "v.json", "--output", "json"
+    )
+    assert r.code == 0, r
+    steps = json.loads(r.out)["steps"]
+    assert steps[0]["result"] == 300_000
+    assert steps[1]["result"] == len(",".join(str(i) for i in range(500_000)))
