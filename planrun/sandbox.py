@@ -43,6 +43,7 @@ from planrun.textvalues import as_text_arg, percent_format
 
 MAX_SIZE = 1_000_000  # characters of a string, items of a list, grown by one operation
 ITER_GROWTH = 8  # what filters yielding items one by one may yield in all, times their input
+MAX_WRAP_WORK = 1_000_000_000  # characters textwrap may copy breaking long words (about 1 s)
 MAX_INT_BITS = 14_000  # about 4,200 decimal digits: below Python's 4,300-digit limit on str(int)
 
 _DIGITS = re.compile(r"\d+")
@@ -183,8 +184,15 @@ def _check_args(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[str, 
     elif name == "wordwrap" and isinstance(value, str):
         width = args[0] if args else kwargs.get("width", 79)
         wrap = args[2] if len(args) > 2 else kwargs.get("wrapstring")
-        lines = len(value) // max(width if _is_int(width) else 1, 1) + 1
+        width = max(width if _is_int(width) else 1, 1)
+        lines = len(value) // width + 1
         _check_growth(f"the result of {name}", len(value) + lines * len(str(wrap or "")), value)
+        # textwrap copies the rest of a long word for each piece it breaks off: quadratic.
+        longest = max(map(len, value.split()), default=0)
+        if longest * len(value) // (2 * width) > MAX_WRAP_WORK:
+            raise TooLarge(
+                f"wordwrap: a word of {longest:,} characters at width {width} is too large to break"
+            )
 
 
 def _check_tojson(value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -362,3 +362,26 @@ def test_filters_over_a_big_input_are_not_refused(tmp_path: Path) -> None:
     steps = json.loads(r.out)["steps"]
     assert steps[0]["result"] == 150_000
     assert steps[1]["result"] == len(",".join(str(i) for i in range(250_000)))
+
+
+def test_wordwrap_of_one_long_word_is_refused_not_quadratic(tmp_path: Path) -> None:
+    # textwrap copies the rest of a long word for every piece it breaks off: a 1,000,000-char
+    # word at width 1 held the event loop 14 s (past the step's timeout); longer, for hours.
+    _plan(
+        tmp_path,
+        """
+        variables: {s: "abc"}
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${ (s * 333333) | wordwrap(1) | length }"}
+            on_failure: continue
+          - {id: b, tool: echo, args: {value: "${ ('ab ' * 300000) | wordwrap(5) | length }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    steps = {step["id"]: step for step in json.loads(r.out)["steps"]}
+    a, b = steps["a"], steps["b"]
+    assert a["status"] == "failed" and "too large" in a["error"], a
+    assert b["status"] == "succeeded", b  # many short words are cheap at any width
