@@ -85,14 +85,27 @@ def python_ok(
     return proc
 
 
+MEMORY_LIMIT = 600 << 20
+"""A capped run's address space: far more than planrun needs (~100 MB), far less than hostile
+input (a 1 GiB file, a bomb) would take read whole."""
+
+
+def _cap_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
 def planrun_process(
     *args: str,
     cwd: Path | str,
     timeout: float = 60,
     env: dict[str, str] | None = None,
     stdin: str | None = None,
+    capped: bool = False,
 ) -> Result:
-    """Run `python -m planrun ARGS` in `cwd`, a real process, and capture everything."""
+    """Run `python -m planrun ARGS` in `cwd`, a real process, and capture everything;
+    `capped`: with its memory capped at MEMORY_LIMIT."""
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "planrun", *args],
@@ -102,6 +115,7 @@ def planrun_process(
         timeout=timeout,
         env=full_env,
         input=stdin if stdin is not None else "",
+        preexec_fn=_cap_memory if capped else None,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

@@ -4,37 +4,18 @@ traceback, no hang, bounded memory. Every run here is a real process under a mem
 from __future__ import annotations
 
 import json
-import os
-import resource
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, assert_no_traceback
-
-MEMORY_LIMIT = 600 << 20  # far below what the attacks would take without planrun's bounds
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+from tests.conftest import Result, assert_no_traceback, planrun_process
 
 
 def bounded_planrun(cwd: Path, *args: str, timeout: float = 30) -> Result:
     """`python -m planrun ARGS` in a real process with its address space capped."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "planrun", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "NO_COLOR": "1"},
-        stdin=subprocess.DEVNULL,
-        preexec_fn=_limit_memory,
-    )
-    return Result(proc.returncode, proc.stdout, proc.stderr)
+    return planrun_process(*args, cwd=cwd, timeout=timeout, capped=True)
 
 
 def _plan(tmp_path: Path, text: str) -> None:
