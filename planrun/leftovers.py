@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from typing import NamedTuple
 
-from planrun.state.lock import here
+from planrun.errors import one_line
+from planrun.state.lock import here, proc_stat
 from planrun.tools.shell import _GRACE_S, RUN_ENV, STEP_ENV
 
 _GONE_WAIT_S = 2.0  # after SIGKILL: only a process stuck in the kernel (D state) takes longer
@@ -72,15 +73,10 @@ def stop_left_running(
 
 def _line(verb: str, groups: list[Leftover]) -> str:
     n = len(groups)
-    named = "; ".join(f"step {_printable(g.step)}, pid {g.pgid}" for g in groups[:_SHOWN])
+    named = "; ".join(f"step {one_line(g.step[:100])}, pid {g.pgid}" for g in groups[:_SHOWN])
     more = f"; and {n - _SHOWN} more" if n > _SHOWN else ""
     what = "command" if n == 1 else "commands"
     return f"planrun: {verb} {n} {what} left running by the interrupted run ({named}{more})"
-
-
-def _printable(text: str) -> str:
-    # it comes from a process's environment: one short line, whatever it holds
-    return "".join(c if c.isprintable() else "?" for c in text[:100])
 
 
 # ---------------------------------------------------------------------------------- finding
@@ -180,14 +176,12 @@ def _namespace(pid: int) -> str | None:
 
 def _stat(pid: int) -> tuple[int, int] | None:
     """(process group, start time) of a live process; None if it is gone or a zombie."""
+    fields = proc_stat(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read(4096)
-        fields = raw[raw.rindex(b")") + 2 :].split()
-        if fields[0] in (b"Z", b"X"):
+        if fields is None or fields[0] in (b"Z", b"X"):
             return None
         return int(fields[2]), int(fields[19])  # pgrp (field 5), starttime (field 22)
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return None
 
 
@@ -198,11 +192,10 @@ def _ancestors() -> set[int]:
     pid = os.getppid()
     while pid > 1 and pid not in seen:
         seen.add(pid)
+        fields = proc_stat(pid)
         try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                raw = f.read(4096)
-            pid = int(raw[raw.rindex(b")") + 2 :].split()[1])
-        except (OSError, ValueError, IndexError):
+            pid = int(fields[1]) if fields is not None else 0  # ppid (field 4)
+        except (ValueError, IndexError):
             break
     return seen
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
+
+from planrun.cache.safeio import read_regular_stat
 
 SIZE = 32
 _known: dict[str, bytes | None] = {}  # path -> secret, once per process
@@ -43,19 +44,12 @@ def user_secret() -> bytes | None:
 
 
 def _read(path: str) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:  # a regular file (never through a link), this user's own, private, of the right size
+        data, st = read_regular_stat(path, SIZE, flags=os.O_NOFOLLOW)
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            return None
-        data = os.read(fd, SIZE + 1)
-    except OSError:
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
         return None
-    finally:
-        os.close(fd)
     return data if len(data) == SIZE else None
 
 

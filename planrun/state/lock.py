@@ -246,9 +246,16 @@ def pid_alive(pid: int | None) -> bool:
         pass  # exists, owned by someone else
     # A killed process stays a zombie until its parent reaps it, and kill(pid, 0) still
     # succeeds on one (a planrun orphaned in a container whose init never reaps): not alive.
+    fields = proc_stat(pid)
+    return fields is None or fields[0] not in (b"Z", b"X")
+
+
+def proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, ...: field N
+    of proc(5) is item N - 3); None where there is none to read."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] not in (b"Z", b"X")
+            raw = f.read(4096)
+        return raw[raw.rindex(b")") + 2 :].split()  # the name may hold spaces and ')'
     except (OSError, ValueError):
-        return True
+        return None

@@ -185,19 +185,11 @@ class RunState(Record):
         self.jobs = jobs
 
 
-_RUN_SCALARS = (
-    "version",
-    "plan",
-    "digest",
-    "run_id",
-    "status",
-    "reason",
-    "error",
-    "started_at",
-    "ended_at",
-    "duration_s",
-    "pid",
-    "jobs",
+# The run's scalar fields in the snapshot's key order: version and plan first.
+_RUN_SCALARS = ("version", "plan") + tuple(
+    name
+    for name in RunState.__slots__
+    if name not in ("version", "plan", "variables", "steps", "revisions")
 )
 
 
