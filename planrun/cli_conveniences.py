@@ -54,5 +54,5 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
 
         plan = plan_or_default(plan, os.getcwd())
         check_report_path(out)
-        write_report(out, report_for_plan(plan, state, os.getcwd()))
+        write_report(out, report_for_plan(plan, state, os.getcwd(), out))
         click.echo(f"wrote {out}", err=True)

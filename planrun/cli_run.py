@@ -209,6 +209,7 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         output=kw["output"],
         events=kw["events"],
         junit=kw["junit"],
+        report=kw["report"],
         quiet=kw["quiet"],
         stream=kw["stream"],
         executor=kw["executor"],

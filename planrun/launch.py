@@ -104,7 +104,7 @@ def _attach(
     masks = MaskChain()
     bus = EventBus(mask=masks)
     try:
-        console, closers = attach_reporters(req, bus, store)
+        console, closers = attach_reporters(req, bus, store, prep.plan.dotenv)
     except BaseException:
         if store is not None:
             store.release()

@@ -37,6 +37,7 @@ class RunRequest(Record):
         "output",
         "events",
         "junit",
+        "report",
         "quiet",
         "stream",
         "executor",
@@ -68,6 +69,7 @@ class RunRequest(Record):
     output: str
     events: str | None
     junit: str | None
+    report: str | None  # --report: written by the CLI at the end; here so no file of the run is it
     quiet: bool
     stream: bool
     executor: str | None
@@ -101,6 +103,7 @@ class RunRequest(Record):
         output: str = "text",
         events: str | None = None,
         junit: str | None = None,
+        report: str | None = None,
         quiet: bool = False,
         stream: bool = False,
         executor: str | None = None,
@@ -132,6 +135,7 @@ class RunRequest(Record):
         self.output = output
         self.events = events
         self.junit = junit
+        self.report = report
         self.quiet = quiet
         self.stream = stream
         self.executor = executor

@@ -78,12 +78,15 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
 
 
 def attach_reporters(
-    req: RunRequest, bus: EventBus, store: StateStore | None
+    req: RunRequest, bus: EventBus, store: StateStore | None, dotenv: list[str]
 ) -> tuple[Any, list[Callable[[], None]]]:
     """Subscribe the console, the state store, --events, --junit and library subscribers.
 
     Returns (console, closers). Sub-plans' steps reach them all, as PARENT_STEP/CHILD_STEP.
+    UsageError, before any file is touched, when a report file names a file the run reads
+    (`dotenv`: the plan's dotenv items) or another report file.
     """
+    _refuse_clobbering(req, store, dotenv)
     closers: list[Callable[[], None]] = []
     console = None
     if req.console:
@@ -119,6 +122,24 @@ def attach_reporters(
     for fn in req.subscribers:
         bus.subscribe(fn)
     return console, closers
+
+
+def _refuse_clobbering(req: RunRequest, store: StateStore | None, dotenv: list[str]) -> None:
+    outputs = [(o, p) for o, p in (("--events", req.events), ("--junit", req.junit)) if p]
+    if req.report:
+        outputs.append(("--report", req.report))
+    if not outputs:
+        return
+    from planrun.outpaths import refuse_clobbering
+
+    inputs = [("the dotenv file", item.removesuffix("?")) for item in dotenv]
+    if req.text is None:
+        inputs.append(("the plan file", req.plan))
+    if req.vars_file:
+        inputs.append(("the vars file", req.vars_file))
+    if store is not None:
+        inputs += [("the state file", store.path), ("the state journal", store.journal_path)]
+    refuse_clobbering(outputs, inputs, req.cwd)
 
 
 def started_event(

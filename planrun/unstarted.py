@@ -27,7 +27,7 @@ def record_blocked(req: RunRequest, prep: Prepared, doc: dict[str, Any]) -> None
     bus = EventBus(mask=prep.masker(prep.variables) if prep.plan.secrets else None)
     try:
         # The console stays out: the CLI says "blocked" itself, in one line.
-        _, closers = attach_reporters(replace(req, console=False), bus, store)
+        _, closers = attach_reporters(replace(req, console=False), bus, store, prep.plan.dotenv)
     except BaseException:
         if store is not None:
             store.release()

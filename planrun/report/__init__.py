@@ -83,8 +83,9 @@ def plan_info(plan: Plan) -> PlanInfo:
     return PlanInfo(plan.title or "", dict(graph.titles), dict(graph.tools), dict(graph.deps))
 
 
-def report_for_plan(plan_path: str, state: str | None, cwd: str) -> str:
-    """`planrun report`: the page for the last run of the plan at `plan_path`."""
+def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None = None) -> str:
+    """`planrun report`: the page for the last run of the plan at `plan_path`; UsageError when
+    `out` (where it goes) is the plan file or the state file."""
     from planrun.validate import default_name, load_plan
 
     info = PlanInfo()
@@ -97,6 +98,11 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str) -> str:
     path = Path(state) if state else Path(default_state_path(cwd, name))
     if state and not path.is_absolute():
         path = Path(cwd) / path
+    if out is not None:
+        from planrun.outpaths import refuse_clobbering
+
+        inputs = [("the plan file", plan_path), ("the state file", str(path))]
+        refuse_clobbering([("-o", out)], inputs, cwd)
     recorded = read_state(path, name)
     if recorded is None:
         raise StateError(

@@ -1,0 +1,138 @@
+"""A report file (`--events`, `--junit`, `--report`, `report -o`) never overwrites or appends to
+a file the run reads (the plan, the vars file, the state, a dotenv file), nor another report
+file: one line, exit 2, nothing run, the file unchanged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_no_traceback, planrun
+
+PLAN = """\
+name: clobber
+dotenv: [".env?"]
+steps:
+  - id: mark
+    tool: shell
+    args: {cmd: "echo ran > ran.txt"}
+"""
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "plan.yaml").write_text(PLAN)
+    (tmp_path / "vars.yaml").write_text("x: 1\n")
+    (tmp_path / ".env").write_text("A=1\n")
+    return tmp_path
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        name: (root / name).read_bytes()
+        for name in ("plan.yaml", "vars.yaml", ".env")
+        if (root / name).exists()
+    }
+
+
+def _refused(root: Path, *args: str, names: tuple[str, ...]) -> str:
+    before = _snapshot(root)
+    r = planrun(*args, cwd=root)
+    assert r.code == 2, r
+    assert_no_traceback(r)
+    lines = [ln for ln in r.err.splitlines() if ln.startswith("planrun:")]
+    assert len(lines) == 1, r
+    for name in names:
+        assert name in lines[0], r
+    assert "overwrite" in lines[0] or "same file" in lines[0], r
+    assert _snapshot(root) == before
+    assert not (root / "ran.txt").exists(), "a step ran"
+    return lines[0]
+
+
+@pytest.mark.parametrize("option", ["--junit", "--events", "--report"])
+def test_a_report_file_naming_the_plan_file_is_refused(tree: Path, option: str) -> None:
+    line = _refused(tree, "run", "plan.yaml", option, "plan.yaml", names=(option, "plan file"))
+    assert "plan.yaml" in line
+
+
+def test_the_plan_file_spelled_another_way_or_through_a_link_is_refused(tree: Path) -> None:
+    (tree / "sub").mkdir()
+    _refused(tree, "run", "plan.yaml", "--junit", "sub/../plan.yaml", names=("--junit",))
+    _refused(tree, "run", "plan.yaml", "--junit", str(tree / "plan.yaml"), names=("--junit",))
+    os.symlink("plan.yaml", tree / "link.yaml")
+    _refused(tree, "run", "link.yaml", "--events", "plan.yaml", names=("--events",))
+
+
+def test_a_report_file_naming_the_vars_file_is_refused(tree: Path) -> None:
+    _refused(
+        tree,
+        "run",
+        "plan.yaml",
+        "--vars-file",
+        "vars.yaml",
+        "--junit",
+        "vars.yaml",
+        names=("--junit", "vars file"),
+    )
+
+
+def test_a_report_file_naming_the_state_file_is_refused(tree: Path) -> None:
+    _refused(
+        tree, "run", "plan.yaml", "--state", "s.json", "--events", "s.json", names=("--events",)
+    )
+    planrun("run", "plan.yaml", "-q", cwd=tree)  # the default state file now exists
+    (tree / "ran.txt").unlink()
+    state = ".planrun/state/clobber.json"
+    before = (tree / state).read_bytes()
+    _refused(tree, "run", "plan.yaml", "--junit", state, names=("--junit", "state file"))
+    assert (tree / state).read_bytes() == before
+
+
+def test_a_report_file_naming_a_dotenv_file_is_refused(tree: Path) -> None:
+    _refused(tree, "run", "plan.yaml", "--events", ".env", names=("--events", "dotenv"))
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("--junit", "--events"), ("--junit", "--report"), ("--events", "--report")],
+)
+def test_two_report_files_naming_one_file_are_refused(tree: Path, first: str, second: str) -> None:
+    _refused(tree, "run", "plan.yaml", first, "out.txt", second, "out.txt", names=(first, second))
+    assert not (tree / "out.txt").exists()
+
+
+def test_report_command_output_naming_the_plan_or_its_state_is_refused(tree: Path) -> None:
+    assert planrun("run", "plan.yaml", "-q", cwd=tree).code == 0
+    (tree / "ran.txt").unlink()
+    _refused(tree, "report", "plan.yaml", "-o", "plan.yaml", names=("-o", "plan file"))
+    state = tree / ".planrun/state/clobber.json"
+    before = state.read_bytes()
+    _refused(
+        tree, "report", "plan.yaml", "-o", ".planrun/state/clobber.json", names=("state file",)
+    )
+    assert state.read_bytes() == before
+
+
+def test_distinct_report_files_still_work(tree: Path) -> None:
+    r = planrun(
+        "run",
+        "plan.yaml",
+        "-q",
+        "--vars-file",
+        "vars.yaml",
+        "--junit",
+        "j.xml",
+        "--events",
+        "e.jsonl",
+        "--report",
+        "r.html",
+        cwd=tree,
+    )
+    assert r.code == 0, r
+    assert (tree / "ran.txt").exists()
+    assert (tree / "j.xml").read_text().startswith("<?xml")
+    assert (tree / "e.jsonl").read_text().startswith("{")
+    assert "<html" in (tree / "r.html").read_text()
