@@ -76,6 +76,8 @@ def _glob(output: bool) -> Any:
         from planrun.cache.globs import check_pattern
 
         problem = check_pattern(value, output=output)
+        if "\0" in value:  # no path holds one: the file system would refuse it at run time
+            problem = "a pattern cannot hold a NUL character"
         if problem:
             raise ValueError(problem)
         return value

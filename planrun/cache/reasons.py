@@ -7,11 +7,14 @@ from typing import Any
 from planrun.cache import NO_ENTRY
 from planrun.cache.keys import Material, first_difference
 from planrun.cache.store import CacheStore, CorruptCache
+from planrun.errors import one_line
 from planrun.untrusted_json import loads
 
 
 def _more(names: list[str]) -> str:
-    return names[0] + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
+    # A file name may hold a newline, an escape sequence or undecodable bytes (surrogates):
+    # the reason is one printable line on the console, in events and in the dry-run.
+    return one_line(names[0]) + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
 
 
 def miss_reason(store: CacheStore, previous_key: str | None, material: Material) -> str:

@@ -30,6 +30,7 @@ from planrun.cache.outputs import (
 from planrun.cache.safeio import read_regular
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
+from planrun.errors import one_line
 from planrun.untrusted_json import loads
 
 if TYPE_CHECKING:
@@ -182,8 +183,12 @@ class CacheSession:
             decision = self._lookup(sid, step, key, material)
         if decision.status == "hit" and not self.dry_run:
             self.keys[sid] = key
+            # Back to an entry other than the step's latest (an earlier state of its sources):
+            # marked used now whatever its age, so that pruning keeps it before the entries
+            # made since. A run that hits the latest entries again writes nothing.
+            back = self.recent_key(sid) != key
             self._set_recent(sid, key)
-            self.store.touch(key)
+            self.store.touch(key, now=back)
         else:
             self._pending[sid] = decision
         return decision
@@ -245,7 +250,7 @@ class CacheSession:
             overlap = [o.path for o in collected.files if covered(matcher, o.path)]
             if overlap:
                 self.warn(
-                    f"step '{sid}': its outputs are also its sources ({overlap[0]}"
+                    f"step '{sid}': its outputs are also its sources ({one_line(overlap[0])}"
                     + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
                     + "): it will not hit the cache"
                 )

@@ -216,12 +216,12 @@ class CacheStore:
         head = f"{_HEADER} {CACHE_FORMAT} {hashlib.sha256(body).hexdigest()}\n".encode()
         atomic_write(self.entry_path(entry.key), head + body)
 
-    def touch(self, key: str) -> None:
+    def touch(self, key: str, *, now: bool = False) -> None:
         """Mark an entry used (least-recently-used pruning reads the mtime). An entry marked
-        within the last minute is left alone: pruning counts in minutes at the finest, and a
-        run of many hits then writes nothing to a shared directory."""
+        within the last minute is left alone unless `now`: a run of many hits then writes
+        nothing to a shared directory."""
         last = self._read.get(key)
-        if last is not None and 0 <= time.time() - last < TOUCH_S:
+        if not now and last is not None and 0 <= time.time() - last < TOUCH_S:
             return
         with contextlib.suppress(OSError):
             os.utime(self.entry_path(key))
