@@ -575,3 +575,33 @@ def test_an_overlap_warning_names_an_odd_output_on_one_line(tmp_path: Path) -> N
     assert r.code == 0, r
     (line,) = [ln for ln in r.err.splitlines() if "outputs are also its sources" in ln]
     assert "src/new\\nline.py" in line
+
+
+# ---- foreach -------------------------------------------------------------------------------
+
+FANNED = """
+    variables: {pkgs: [a, b]}
+    steps:
+      - {id: lint, tool: shell, foreach: "${pkgs}", args: {cmd: "echo ${item}"}, cache: true}
+      - {id: other, tool: shell, args: {cmd: "echo other"}, cache: true}
+"""
+
+
+def test_force_on_a_foreach_step_runs_each_of_its_instances(tmp_path: Path) -> None:
+    plan(tmp_path, FANNED)
+    go(tmp_path)
+    r = go(tmp_path, "--force", "lint", "--output", "json", "--events", "e.jsonl")
+    assert r.code == 0, r
+    assert statuses(r) == {
+        "lint": "succeeded",
+        "lint[0]": "succeeded",
+        "lint[1]": "succeeded",
+        "other": "cached",
+    }
+    reasons = started_reasons(tmp_path / "e.jsonl")
+    assert reasons["lint[0]"] == reasons["lint[1]"] == "forced"
+    r = go(tmp_path, "--force", "lint[1]", "--output", "json")
+    assert r.code == 0, r
+    assert statuses(r)["lint[0]"] == "cached" and statuses(r)["lint[1]"] == "succeeded"
+    r = go(tmp_path, "--force", "other[0]")
+    assert r.code == 2 and "other[0]" in one_line_error(r)

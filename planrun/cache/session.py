@@ -31,6 +31,7 @@ from planrun.cache.safeio import read_regular
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
 from planrun.errors import one_line
+from planrun.instances import parent_of
 from planrun.untrusted_json import loads
 
 if TYPE_CHECKING:
@@ -54,6 +55,12 @@ class CacheOptions:
     ) -> None:
         self.enabled, self.directory, self.force_all = enabled, directory, force_all
         self.force, self.explain = force, explain
+
+    def forced(self, sid: str) -> bool:
+        """`--force`, or `--force ID` naming this step, this instance or its foreach step."""
+        if self.force_all:
+            return True
+        return bool(self.force) and (sid in self.force or parent_of(sid) in self.force)
 
 
 class Decision:
@@ -177,7 +184,7 @@ class CacheSession:
             return Decision("off", OFF)
         material = self.material(step, args, upstream)
         key = material.key()
-        if self.options.force_all or sid in self.options.force:
+        if self.options.forced(sid):
             decision = Decision("miss", FORCED, key, None, material)
         else:
             decision = self._lookup(sid, step, key, material)

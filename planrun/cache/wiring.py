@@ -26,12 +26,19 @@ ALL = "*"  # what a bare --force stands for
 
 
 def cache_options(
-    force: Iterable[str], no_cache: bool, cache_dir: str | None, explain: bool, ids: Iterable[str]
+    force: Iterable[str],
+    no_cache: bool,
+    cache_dir: str | None,
+    explain: bool,
+    ids: Iterable[str],
+    fans: Iterable[str] = (),
 ) -> CacheOptions:
-    """CacheOptions from the run flags; an unknown `--force ID` is a usage error."""
+    """CacheOptions from the run flags; an unknown `--force ID` is a usage error. `fans`: the
+    foreach steps, whose instances (`lint[2]`) may be forced one by one."""
     forced = [f for f in force if f != ALL]
     known = set(ids)
-    unknown = [f for f in forced if f not in known]
+    fan_ids = set(fans)
+    unknown = [f for f in forced if f not in known and parent_of(f) not in fan_ids]
     if unknown:
         from planrun.suggest import did_you_mean
 
@@ -114,7 +121,7 @@ def _preview_step(
 ) -> dict[str, Any]:
     from planrun.expressions import ExpressionError, resolve_args
 
-    forced = session.options.force_all or sid in session.options.force
+    forced = session.options.forced(sid)
     first = session.recent_key(sid) is None and not forced  # never stored: say so, not "changed"
     unknown = [d for d in deps if d not in session.keys]
     if unknown and not forced:
@@ -184,7 +191,10 @@ def _warn_stderr(message: str) -> None:
 
 def run_cache_options(req: Any, prep: Any) -> CacheOptions:
     """The options of a top-level run (its --force IDs checked against the plan)."""
-    return cache_options(req.force, req.no_cache, req.cache_dir, req.explain, prep.graph.order)
+    fans = [s.id for s in prep.plan.steps if s.foreach is not None]
+    return cache_options(
+        req.force, req.no_cache, req.cache_dir, req.explain, prep.graph.order, fans
+    )
 
 
 def open_run_cache(req: Any, prep: Any, options: CacheOptions, console: Any) -> Any:
