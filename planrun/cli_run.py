@@ -241,7 +241,7 @@ def do_run(force_resume: bool, **kw: Any) -> None:
     elif kw["dry_run"]:
         from planrun.dryrun import render_dry_run  # the dry run's own module, only for it
 
-        echo(render_dry_run(doc, kw["explain"]), nl=False)
+        echo(render_dry_run(doc, kw["explain"] or kw["no_cache"]), nl=False)
     elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
 

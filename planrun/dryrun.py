@@ -232,6 +232,6 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
                 lines.append("      cache: hit")
             elif cache.get("status") == "miss":
                 lines.append(f"      cache: miss ({cache['reason']})")
-            elif cache and explain:
-                lines.append("      cache: off")
+            elif cache and explain:  # --explain, --no-cache: why each step runs
+                lines.append(f"      cache: miss ({cache['reason']})")
     return "\n".join(lines) + "\n"

@@ -605,3 +605,26 @@ def test_force_on_a_foreach_step_runs_each_of_its_instances(tmp_path: Path) -> N
     assert statuses(r)["lint[0]"] == "cached" and statuses(r)["lint[1]"] == "succeeded"
     r = go(tmp_path, "--force", "other[0]")
     assert r.code == 2 and "other[0]" in one_line_error(r)
+
+
+# ---- cache off: each step that runs says why -------------------------------------------------
+
+
+def test_no_cache_says_cache_off_on_the_console_and_in_the_dry_run(tmp_path: Path) -> None:
+    """With `--no-cache` every step runs because the cache is off, and says so (chosen: the
+    console and the text dry-run show `cache off` only under --no-cache or --explain, so that
+    plans that cache a few steps do not print it under every other one)."""
+    project(tmp_path)
+    go(tmp_path)
+    r = go(tmp_path, "--no-cache")
+    assert "build started [shell]: cache off" in r.err, r
+    assert "show started [echo]: cache off" in r.err
+    plain = go(tmp_path, "--force")
+    assert "show started [echo]" in plain.err
+    assert "show started [echo]: cache off" not in plain.err  # not asked for
+    dry = go(tmp_path, "--dry-run", "--no-cache")
+    assert dry.out.count("cache: miss (cache off)") == 3, dry
+    dry = go(tmp_path, "--dry-run")
+    assert "cache: hit" in dry.out and "cache off" not in dry.out
+    dry = go(tmp_path, "--dry-run", "--explain")
+    assert dry.out.count("cache: miss (cache off)") == 1  # `show`, which caches nothing

@@ -201,7 +201,7 @@ def open_run_cache(req: Any, prep: Any, options: CacheOptions, console: Any) -> 
     """The run's session (None when no step is cached or with --no-cache); warnings go to
     the console (or stderr without one)."""
     if console is not None:
-        console.explain = req.explain
+        console.explain = req.explain or req.no_cache  # --no-cache: each step says `cache off`
     warn = (lambda m: console.notice(m, warning=True)) if console is not None else _warn_stderr
     return open_session(options, prep.plan, req.cwd, prep.environment(), warn)
 
