@@ -230,8 +230,7 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
             cache = s.get("cache") or {}
             if cache.get("status") == "hit":
                 lines.append("      cache: hit")
-            elif cache.get("status") == "miss":
-                lines.append(f"      cache: miss ({cache['reason']})")
-            elif cache and explain:  # --explain, --no-cache: why each step runs
+            elif cache.get("status") == "miss" or (cache and explain):
+                # off: said (`cache off`) only under --explain or --no-cache
                 lines.append(f"      cache: miss ({cache['reason']})")
     return "\n".join(lines) + "\n"
