@@ -216,6 +216,16 @@ def _check_step_rules(
             hint=arg_problem.hint,
             key=arg_problem.key,
         )
+    if s.sources and s.outputs:  # (the cache's modules only for a step that needs them)
+        from planrun.cache.overlap import overlapping_outputs
+
+        for n in overlapping_outputs(s.sources, s.outputs):
+            out.add(
+                ("steps", i, "outputs", n),
+                f"step '{s.id}': outputs[{n}] '{s.outputs[n]}' is also one of its sources: "
+                "the step changes its own inputs, so it would never hit the cache",
+                severity="warning",
+            )
     if s.on_failure == "replan" and header is not None and header.replan is None:
         out.add(
             ("steps", i, "on_failure"),

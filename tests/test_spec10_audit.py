@@ -628,3 +628,32 @@ def test_no_cache_says_cache_off_on_the_console_and_in_the_dry_run(tmp_path: Pat
     assert "cache: hit" in dry.out and "cache off" not in dry.out
     dry = go(tmp_path, "--dry-run", "--explain")
     assert dry.out.count("cache: miss (cache off)") == 1  # `show`, which caches nothing
+
+
+# ---- overlap, before anything runs ---------------------------------------------------------
+
+OVERLAP = """
+    steps:
+      - id: gen
+        tool: shell
+        args: {cmd: "echo x > src/gen.py"}
+        sources: ["src/**/*.py", "!src/skip/**"]
+        outputs: ["dist/a.txt", "src/gen.py", "src/skip/x.py"]
+      - id: fine
+        tool: shell
+        args: {cmd: "echo y"}
+        sources: ["src"]
+        outputs: ["dist/*.whl"]
+"""
+
+
+def test_outputs_overlapping_their_own_sources_warn_at_validation(tmp_path: Path) -> None:
+    plan(tmp_path, OVERLAP)
+    r = planrun("validate", "plan.yaml", "--format", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    (d,) = r.json["diagnostics"]
+    assert d["severity"] == "warning" and (d["line"], d["col"]) == (6, 29), d
+    assert "step 'gen'" in d["message"] and "src/gen.py" in d["message"]
+    assert "never hit" in d["message"]
+    text = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert text.code == 0 and "plan.yaml:6:29: warning: step 'gen'" in text.out, text
