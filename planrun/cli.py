@@ -216,13 +216,10 @@ def _revised_plan(plan: Plan, state: str | None) -> Plan:
 def status(plan: str | None, state: str | None, output: str) -> None:
     """Show the last run of PLAN: status, reason and every step."""
     from planrun.state import render_status_text, status_document
-    from planrun.validate import default_name, load_plan
+    from planrun.validate import state_name
 
     plan = plan_or_default(plan, os.getcwd())
-    try:
-        name = load_plan(plan).name or default_name(plan)
-    except PlanInvalid:
-        name = default_name(plan)
+    name = state_name(plan)
     st = _read_state(name, state)
     if st is None:
         raise StateError(

@@ -130,22 +130,9 @@ def validate_document(plan: str, variables: dict[str, Any] | None, cwd: str) -> 
 
 def plan_name(src: PlanSource) -> str:
     """The name a run of this plan keeps its state under (as `planrun status` finds it)."""
-    from planrun.validate import default_name, load_and_check
+    from planrun.validate import state_name
 
-    try:
-        checked = load_and_check(src.path or src.label, text=src.text)
-    except PlanInvalid:
-        return default_name(src.label)
-    if checked.plan is not None and checked.plan.name:
-        return checked.plan.name
-    # An invalid plan can still say its name; its state (from an earlier, valid version) is
-    # kept under that name.
-    data = getattr(checked.doc, "data", None)
-    if isinstance(data, dict):
-        raw = data.get("name", data.get("id"))
-        if isinstance(raw, str | int) and not isinstance(raw, bool) and str(raw):
-            return str(raw)
-    return default_name(src.label)
+    return state_name(src.path or src.label, text=src.text, label=src.label)
 
 
 def status_doc(plan: str, cwd: str) -> dict[str, Any]:

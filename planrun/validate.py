@@ -460,6 +460,28 @@ def load_plan(
     return checked.plan
 
 
+def state_name(source: str, *, text: str | None = None, label: str | None = None) -> str:
+    """The name a run of this plan keeps its state under: what `planrun status` looks up.
+
+    Read without the run's variables (a plan whose expressions read a `--var` name does not
+    check without them, and still has its name), and from an invalid plan too: its state, from
+    an earlier valid version, is kept under that name. `label` names inline `text`.
+    """
+    label = label or source
+    try:
+        checked = load_and_check(source, text=text)
+    except PlanInvalid:
+        return default_name(label)
+    if checked.plan is not None and checked.plan.name:
+        return checked.plan.name
+    data = getattr(checked.doc, "data", None)
+    if isinstance(data, dict):
+        raw = data.get("name", data.get("id"))
+        if isinstance(raw, str | int) and not isinstance(raw, bool) and str(raw):
+            return str(raw)
+    return default_name(label)
+
+
 def validate_plan(source: str, variables: Mapping[str, Any] | None = None) -> list[Diagnostic]:
     """Every diagnostic for the plan file `source` (parse errors included)."""
     try:

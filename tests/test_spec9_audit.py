@@ -1,0 +1,491 @@
+"""An outside checker's reading of the run contract: paths, output shapes, statuses, budgets,
+retries, `shell`/`http` details, `--only`, approval and replanning, each rule driven through
+the command line and checked literally (exact field names, shapes and strings).
+
+Rules an existing test already pins down exactly are not repeated here; this file holds the
+ones that were not covered, or only loosely.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _by_id(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["id"]: s for s in doc["steps"]}
+
+
+# ---- paths -----------------------------------------------------------------------------------
+
+
+def test_every_relative_path_is_relative_to_the_dash_c_directory(run, write, tmp_path):
+    # The plan lives in plans/; every relative path it or the command line names is resolved
+    # in the -C directory, never next to the plan file nor in the caller's directory.
+    write("w/vars.yaml", "who: from-vars-file\n")
+    write("w/child.yaml", "steps: [{id: x, tool: echo, args: {value: child-in-cwd}}]\n")
+    write("w/plans/child.yaml", "steps: [{id: x, tool: echo, args: {value: child-by-plan}}]\n")
+    write("w/sub/.keep", "")
+    write(
+        "w/planner.py",
+        """
+        import json, sys
+        json.load(sys.stdin)
+        print(json.dumps([{"id": "fixed", "tool": "echo", "args": {"value": "planned"}}]))
+        """,
+    )
+    write(
+        "w/plans/p.yaml",
+        """
+        name: paths
+        replan: {command: ["python3", "planner.py"]}
+        steps:
+          - {id: pwd, tool: shell, args: {cmd: pwd}}
+          - {id: cwd, tool: shell, args: {cmd: pwd, cwd: sub}}
+          - {id: wf, tool: write_file, args: {path: out.txt, content: "${who}"}}
+          - {id: rf, tool: read_file, args: {path: out.txt}, depends_on: [wf]}
+          - {id: sp, tool: plan, args: {path: child.yaml}}
+          - id: bad
+            tool: shell
+            args: {cmd: "exit 1"}
+            on_failure: replan
+            depends_on: [pwd, cwd, rf, sp]
+        """,
+    )
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    r = run(
+        "-C",
+        str(tmp_path / "w"),
+        "run",
+        "plans/p.yaml",
+        "--vars-file",
+        "vars.yaml",
+        "--state",
+        "st/p.json",
+        "--events",
+        "ev.jsonl",
+        "--junit",
+        "junit.xml",
+        "--output",
+        "json",
+        cwd=outside,
+    )
+    assert r.code == 0, r
+    w = (tmp_path / "w").resolve()
+    steps = _by_id(r.json)
+    assert steps["pwd"]["result"]["stdout"] == f"{w}\n"
+    assert steps["cwd"]["result"]["stdout"] == f"{w / 'sub'}\n"
+    assert (w / "out.txt").read_text() == "from-vars-file"
+    assert steps["rf"]["result"] == "from-vars-file"
+    assert steps["sp/x"]["result"] == "child-in-cwd"
+    assert steps["fixed"]["result"] == "planned"
+    for name in ("st/p.json", "ev.jsonl", "junit.xml"):
+        assert (w / name).is_file(), name
+    assert not list(outside.iterdir())
+    # the default state and `status` look under the -C directory too
+    r = run("-C", str(w), "run", "plans/p.yaml", "--vars-file", "vars.yaml", "-q", cwd=outside)
+    assert r.code == 0, r
+    assert (w / ".planrun/state/paths.json").is_file()
+    s = run("-C", str(w), "status", "plans/p.yaml", "--output", "json", cwd=outside)
+    assert s.code == 0 and s.json["status"] == "succeeded", s
+    assert not list(outside.iterdir())
+
+
+def test_status_finds_a_named_plan_that_needs_command_line_variables(run, write):
+    # `status` takes no --var: a plan whose expressions read a --var name is still found under
+    # its own name (not the file stem), as `list` finds it.
+    write(
+        "plans/q.yaml",
+        """
+        name: release
+        steps: [{id: a, tool: echo, args: {value: "${version}"}}]
+        """,
+    )
+    assert run("run", "plans/q.yaml", "--var", "version=1.2", "-q").code == 0
+    s = run("status", "plans/q.yaml", "--output", "json")
+    assert s.code == 0, s
+    assert (s.json["plan"], s.json["status"]) == ("release", "succeeded")
+    assert s.json["steps"][0]["result"] == 1.2
+    listed = run("list", "--output", "json")
+    assert [(p["name"], p["last_status"]) for p in listed.json] == [("release", "succeeded")]
+
+
+# ---- shapes ----------------------------------------------------------------------------------
+
+
+def test_plan_is_the_plan_name_in_every_document_and_events_have_the_envelope(run, write, tmp_path):
+    write(
+        "file-stem.yaml",
+        """
+        name: the-name
+        steps:
+          - {id: a, tool: echo, args: {value: 1}, result_variable: r}
+          - {id: b, tool: shell, args: {cmd: "exit 2"}, depends_on: [a], on_failure: continue}
+          - {id: c, tool: echo, args: {value: "${r}"}, depends_on: [b]}
+          - {id: d, tool: echo, args: {value: 1}, when: "false"}
+        """,
+    )
+    r = run("run", "file-stem.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 1, r
+    assert r.json["plan"] == "the-name"
+    assert list(r.json) == ["plan", "status", "reason", "duration_s", "error", "steps", "variables"]
+    for step in r.json["steps"]:
+        assert {"id", "status", "attempts", "duration_s", "result", "error"} <= set(step)
+        assert step["error"] is None or isinstance(step["error"], str), step
+    assert _by_id(r.json)["b"]["error"] == "command exited with code 2"
+    assert _by_id(r.json)["a"]["error"] is None
+
+    ids = {"a", "b", "c", "d"}
+    events = _events(tmp_path / "ev.jsonl")
+    assert events[0]["event"] == "run.started" and events[-1]["event"] == "run.finished"
+    assert (events[-1]["status"], events[-1]["reason"]) == ("failed", "step_failed")
+    for e in events:
+        assert list(e)[:3] == ["ts", "event", "plan"], e
+        assert e["plan"] == "the-name" and TS.match(e["ts"]), e
+        if e["event"].startswith("step."):
+            assert isinstance(e["step"], str) and e["step"] in ids, e
+    stamps = [datetime.fromisoformat(e["ts"].replace("Z", "+00:00")) for e in events]
+    assert stamps == sorted(stamps)
+    assert {e["step"] for e in events if e["event"] == "step.skipped"} == {"c", "d"}
+
+    status = run("status", "file-stem.yaml", "--output", "json")
+    assert status.code == 0, status
+    assert status.json["plan"] == "the-name"
+    assert [(s["id"], s["status"], s["error"]) for s in status.json["steps"]] == [
+        (s["id"], s["status"], s["error"]) for s in r.json["steps"]
+    ]
+    dry = run("run", "file-stem.yaml", "--dry-run", "--output", "json")
+    assert dry.code == 0 and dry.json["plan"] == "the-name", dry
+    graph = run("graph", "file-stem.yaml", "--format", "json")
+    assert graph.code == 0 and graph.json["plan"] == "the-name", graph
+
+
+def test_dry_run_steps_and_graph_edges_follow_the_dependencies_not_the_file(run, write):
+    # Written dependents first: the dry-run still lists what starts first first, and every
+    # edge runs from the step that runs first to the one that waits for it.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: last, tool: echo, args: {value: "${mid_out}"}}
+          - {id: mid, tool: echo, args: {value: 1}, depends_on: [first], result_variable: mid_out}
+          - {id: first, tool: echo, args: {value: 1}}
+          - {id: alone, tool: echo, args: {value: 1}}
+        """,
+    )
+    dry = run("run", "p.yaml", "--dry-run", "--output", "json")
+    assert dry.code == 0, dry
+    assert [s["id"] for s in dry.json["steps"]] == ["first", "alone", "mid", "last"]
+    assert dry.json["waves"] == [["first", "alone"], ["mid"], ["last"]]
+    assert _by_id(dry.json)["last"]["depends_on"] == ["mid"]
+    assert _by_id(dry.json)["last"]["args"] == {"value": "<mid result>"}
+    graph = run("graph", "p.yaml", "--format", "json")
+    assert graph.code == 0, graph
+    assert sorted((e["from"], e["to"], e["kind"]) for e in graph.json["edges"]) == [
+        ("first", "mid", "explicit"),
+        ("mid", "last", "data"),
+    ]
+    real = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl", "-j", "1")
+    assert real.code == 0, real
+
+
+# ---- statuses --------------------------------------------------------------------------------
+
+
+def test_an_ignored_failure_binds_its_result_variable_to_null(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: bad, tool: shell, args: {cmd: "exit 4"}, on_failure: ignore, result_variable: r}
+          - {id: after, tool: echo, args: {value: ["${r}", "${r is none}", "r=${r}"]}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert (r.json["status"], r.json["reason"]) == ("succeeded", "completed")
+    bad = _by_id(r.json)["bad"]
+    assert (bad["status"], bad["result"], bad["error"]) == (
+        "ignored",
+        None,
+        "command exited with code 4",
+    )
+    assert "r" in r.json["variables"] and r.json["variables"]["r"] is None
+    assert _by_id(r.json)["after"]["result"] == [None, True, "r=null"]
+
+
+# ---- budgets ---------------------------------------------------------------------------------
+
+
+def test_max_steps_counts_attempts_but_not_when_skips_nor_planner_calls(run, write, tmp_path):
+    # 5 executions are allowed: `off` (when false) and the planner call are free, `flaky`
+    # takes 2 attempts, `fix` from the planner 1, `x` and `y` one each: exactly 5.
+    write(
+        "planner.py",
+        """
+        import json, sys
+        json.load(sys.stdin)
+        print(json.dumps([{"id": "fix", "tool": "echo", "args": {"value": 1}},
+                          {"id": "x", "tool": "echo", "args": {"value": 1}, "depends_on": ["fix"]},
+                          {"id": "y", "tool": "echo", "args": {"value": 1}, "depends_on": ["x"]}]))
+        """,
+    )
+    plan = """
+        limits: {max_steps: MAX}
+        replan: {command: ["python3", "planner.py"]}
+        steps:
+          - {id: off, tool: echo, args: {value: 1}, when: "false"}
+          - {id: flaky, tool: shell, args: {cmd: "exit 1"}, retries: 1, retry_delay: 0s,
+             on_failure: replan}
+        """
+    write("p.yaml", plan.replace("MAX", "5"))
+    r = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 0, r
+    assert [(s["id"], s["status"], s["attempts"]) for s in r.json["steps"]] == [
+        ("off", "skipped", 0),
+        ("fix", "succeeded", 1),
+        ("x", "succeeded", 1),
+        ("y", "succeeded", 1),
+    ]
+    started = [e["step"] for e in _events(tmp_path / "ev.jsonl") if e["event"] == "step.started"]
+    assert started == ["flaky", "flaky", "fix", "x", "y"]
+    write("p.yaml", plan.replace("MAX", "4"))
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert (r.json["status"], r.json["reason"]) == ("failed", "step_budget")
+    y = _by_id(r.json)["y"]
+    assert y["status"] == "failed" and "max_steps" in y["error"], y
+
+
+# ---- retries ---------------------------------------------------------------------------------
+
+
+def test_retry_waits_are_really_waited_and_double(run, write, tmp_path):
+    # Each attempt stamps the clock: the gaps between attempts are at least 0.15 s, then 0.3 s
+    # (a constant delay would give 0.15 s twice).
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: flaky
+            tool: shell
+            retries: 2
+            retry_delay: 0.15s
+            args: {cmd: "date +%s.%N >> stamps; exit 1"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1 and r.json["steps"][0]["attempts"] == 3, r
+    t = [float(x) for x in (tmp_path / "stamps").read_text().split()]
+    assert len(t) == 3
+    assert t[1] - t[0] >= 0.15 and t[2] - t[1] >= 0.3, t
+
+
+def test_a_timeout_is_a_failure_retried_like_any_other(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: slow
+            tool: shell
+            timeout: 0.3s
+            retries: 1
+            retry_delay: 0s
+            args: {cmd: "echo x >> tries; test $(wc -l < tries) -ge 2 || sleep 30"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 0, r
+    assert r.json["steps"][0]["attempts"] == 2
+    retrying = [e for e in _events(tmp_path / "ev.jsonl") if e["event"] == "step.retrying"]
+    assert len(retrying) == 1 and "timed out" in retrying[0]["error"]
+
+
+# ---- --only ----------------------------------------------------------------------------------
+
+
+def test_only_repeated_runs_every_target_and_what_they_depend_on(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: 1}, result_variable: ra}
+          - {id: b, tool: echo, args: {value: "${ra}"}}
+          - {id: c, tool: echo, args: {value: 1}}
+          - {id: d, tool: echo, args: {value: 1}, depends_on: [c]}
+          - {id: e, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "--only", "b", "--only", "d", "--output", "json")
+    assert r.code == 0, r
+    assert sorted(s["id"] for s in r.json["steps"]) == ["a", "b", "c", "d"]
+    dry = run("run", "p.yaml", "--only", "b", "--only", "d", "--dry-run", "--output", "json")
+    assert sorted(s["id"] for s in dry.json["steps"]) == ["a", "b", "c", "d"], dry
+
+
+# ---- http ------------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    ROUTES: dict[str, tuple[int, str, str]] = {
+        "/vendor": (200, "application/vnd.api+json; charset=utf-8", '{"data": [1]}'),
+        "/upper": (200, "Application/JSON", '{"k": "v"}'),
+        "/null": (200, "application/json", "null"),
+        "/broken": (200, "application/problem+json", "{not json"),
+        "/plain": (200, "text/plain", '{"k": "v"}'),
+        "/none": (200, "", '{"k": "v"}'),
+        "/odd": (399, "text/plain", "three-nine-nine"),
+        "/bad": (400, "application/json", '{"why": "bad"}'),
+        "/gone": (410, "text/plain", "gone"),
+    }
+
+    def do_GET(self) -> None:
+        status, ctype, body = self.ROUTES[self.path]
+        data = body.encode()
+        self.send_response(status)
+        if ctype:
+            self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_http_json_or_text_by_content_type_and_failure_from_400(run, write, server):
+    routes = ["vendor", "upper", "null", "broken", "plain", "none", "odd", "bad", "gone"]
+    steps = "\n".join(
+        f"  - {{id: '{name}', tool: http, args: {{url: '{server}/{name}'}}, on_failure: continue}}"
+        for name in routes
+    )
+    write(
+        "p.yaml",
+        f"steps:\n{steps}\n"
+        f"  - {{id: expected, tool: http, args: {{url: '{server}/gone', expect_status: 410}}}}\n",
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    s = _by_id(r.json)
+
+    def body(name: str) -> dict[str, Any]:
+        return {k: v for k, v in s[name]["result"].items() if k in ("json", "text")}
+
+    assert body("vendor") == {"json": {"data": [1]}}
+    assert body("upper") == {"json": {"k": "v"}}
+    assert body("null") == {"json": None}  # JSON that parses, even to null
+    assert body("broken") == {"text": "{not json"}
+    assert body("plain") == {"text": '{"k": "v"}'}
+    assert body("none") == {"text": '{"k": "v"}'}
+    assert s["odd"]["status"] == "succeeded" and s["odd"]["result"]["status"] == 399
+    for name, code in (("bad", 400), ("gone", 410)):
+        assert s[name]["status"] == "failed" and str(code) in s[name]["error"], s[name]
+    assert s["bad"]["result"]["json"] == {"why": "bad"}
+    assert s["expected"]["status"] == "succeeded"
+    assert s["expected"]["result"]["text"] == "gone"
+
+
+# ---- replanning ------------------------------------------------------------------------------
+
+_PLANNER = """
+import json, os, sys
+ctx = json.load(sys.stdin)
+with open("calls.jsonl", "a") as fh:
+    fh.write(json.dumps(ctx) + "\\n")
+n = sum(1 for _ in open("calls.jsonl"))
+if n == 1:
+    print(json.dumps([{"id": "x", "tool": "no_such_tool", "args": {}}]))
+else:
+    print(json.dumps([{"id": "x", "tool": "echo", "args": {"value": "${v}"}}]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("header", "goal"),
+    [
+        ("name: nm\ntitle: Tt\ndescription: the goal\n", "the goal"),
+        ("name: nm\ntitle: Tt\n", "Tt"),
+        ("name: nm\n", "nm"),
+        ("", "p"),
+    ],
+)
+def test_planner_input_goal_plan_and_failed_step_as_written(run, write, tmp_path, header, goal):
+    write("planner.py", _PLANNER)
+    write(
+        "p.yaml",
+        header
+        + """variables: {v: vee}
+replan: {command: ["python3", "planner.py"]}
+steps:
+  - {id: ok, tool: echo, args: {value: done}}
+  - {id: f, title: "F ${v}", tool: shell, args: {cmd: "echo ${v}; exit 1"}, on_failure: replan,
+     depends_on: [ok]}
+""",
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    calls = _events(tmp_path / "calls.jsonl")
+    assert len(calls) == 2
+    first = calls[0]
+    assert {"goal", "plan", "failed_step", "error", "completed", "variables"} <= set(first)
+    assert first["goal"] == goal
+    assert first["failed_step"] == {
+        "id": "f",
+        "title": "F ${v}",
+        "tool": "shell",
+        "args": {"cmd": "echo ${v}; exit 1"},
+        "on_failure": "replan",
+        "depends_on": ["ok"],
+    }
+    assert [s["id"] for s in first["plan"]["steps"]] == ["ok", "f"]
+    assert first["completed"] == {"ok": "done"}
+    assert first["error"] == "command exited with code 1"
+
+
+def test_an_invalid_revision_counts_as_a_replan_and_the_planner_hears_why(run, write, tmp_path):
+    write("planner.py", _PLANNER)
+    plan = """
+        variables: {v: vee}
+        limits: {max_replans: MAX}
+        replan: {command: ["python3", "planner.py"]}
+        steps:
+          - {id: f, tool: shell, args: {cmd: "exit 1"}, on_failure: replan}
+        """
+    write("p.yaml", plan.replace("MAX", "2"))
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert _by_id(r.json)["x"]["result"] == "vee"
+    calls = _events(tmp_path / "calls.jsonl")
+    assert len(calls) == 2 and "no_such_tool" in calls[1]["error"], calls[1]["error"]
+
+    (tmp_path / "calls.jsonl").unlink()
+    write("p.yaml", plan.replace("MAX", "1"))
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert (r.json["status"], r.json["reason"]) == ("failed", "replan_budget")
+    assert len(_events(tmp_path / "calls.jsonl")) == 1
