@@ -657,3 +657,20 @@ def test_outputs_overlapping_their_own_sources_warn_at_validation(tmp_path: Path
     assert "never hit" in d["message"]
     text = planrun("validate", "plan.yaml", cwd=tmp_path)
     assert text.code == 0 and "plan.yaml:6:29: warning: step 'gen'" in text.out, text
+
+
+def test_a_hit_under_stream_replays_its_output_as_streamed_lines(tmp_path: Path) -> None:
+    """`--stream` shows a running step's output as `[ID] line`; a hit's recorded output is
+    shown the same way, marked as replayed."""
+    plan(
+        tmp_path,
+        """
+    steps:
+      - {id: warn, tool: shell, args: {cmd: "echo to-out; echo to-err >&2"}, cache: true}
+    """,
+    )
+    ran = go(tmp_path, "--stream")
+    assert "[warn] to-out" in ran.err, ran
+    hit = go(tmp_path, "--stream")
+    assert "warn cached" in hit.err
+    assert "[warn] (replayed from the cache)\n[warn] to-out\n[warn] to-err\n" in hit.err, hit

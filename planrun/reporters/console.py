@@ -340,7 +340,10 @@ class ConsoleReporter:
             return
         text = self._line(event.ts, "kept", f"{self._name(event)} cached")
         output = event.data.get("output")
-        if output:
+        if output and self.stream_output:  # as a running step's lines are shown: `[ID] line`
+            lines = f"(replayed from the cache)\n{output}".rstrip("\n").split("\n")
+            text += "".join(f"[{self._id(event)}] {self._safe(line)}\n" for line in lines)
+        elif output:
             text += self._block(f"(replayed from the cache)\n{output}")
         self._write(text)
 
