@@ -153,19 +153,25 @@ def validate(
 @click.option(
     "--state", type=click.Path(dir_okay=False), help="Show step statuses from this state file."
 )
+@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
+@click.option("--vars-file", type=click.Path(dir_okay=False))
 @_guard
-def graph(plan: str | None, fmt: str, state: str | None) -> None:
+def graph(
+    plan: str | None, fmt: str, state: str | None, var: tuple[str, ...], vars_file: str | None
+) -> None:
     """Show the step graph (explicit and data-flow edges, parallel waves)."""
     from planrun import graph as g
     from planrun.validate import load_plan
 
-    p = load_plan(plan_or_default(plan, os.getcwd()))
+    # A plan that reads --var names checks only with them, as for `validate` and `run`.
+    extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
+    p = load_plan(plan_or_default(plan, os.getcwd()), extra)
     p = _revised_plan(p, state)
     pg = g.PlanGraph.build(p.steps)
     if any(s.foreach is not None for s in p.steps):
         from planrun.dryrun import instances_preview
 
-        pg.instances = instances_preview(p, dict(p.variables))
+        pg.instances = instances_preview(p, {**p.variables, **extra})
     if fmt == "json":
         click.echo(json.dumps(g.render_json(p.name or "", pg), indent=2))
     elif fmt == "mermaid":

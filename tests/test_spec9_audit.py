@@ -106,8 +106,8 @@ def test_every_relative_path_is_relative_to_the_dash_c_directory(run, write, tmp
     assert not list(outside.iterdir())
 
 
-def test_status_finds_a_named_plan_that_needs_command_line_variables(run, write):
-    # `status` takes no --var: a plan whose expressions read a --var name is still found under
+def test_status_report_and_graph_of_a_plan_that_needs_command_line_variables(run, write):
+    # `status` and `report` take no --var: a plan whose expressions read a --var name is still found under
     # its own name (not the file stem), as `list` finds it.
     write(
         "plans/q.yaml",
@@ -121,6 +121,13 @@ def test_status_finds_a_named_plan_that_needs_command_line_variables(run, write)
     assert s.code == 0, s
     assert (s.json["plan"], s.json["status"]) == ("release", "succeeded")
     assert s.json["steps"][0]["result"] == 1.2
+    # `graph` checks the plan like `validate`: it takes the variables the plan needs
+    g = run("graph", "plans/q.yaml", "--format", "json", "--var", "version=1")
+    assert g.code == 0 and g.json["plan"] == "release", g
+    g = run("graph", "plans/q.yaml", "--format", "json")
+    assert g.code == 3 and "undefined name 'version'" in g.out, g
+    page = run("report", "plans/q.yaml", "-o", "r.html")
+    assert page.code == 0, page
     listed = run("list", "--output", "json")
     assert [(p["name"], p["last_status"]) for p in listed.json] == [("release", "succeeded")]
 

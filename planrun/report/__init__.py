@@ -86,7 +86,7 @@ def plan_info(plan: Plan) -> PlanInfo:
 def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None = None) -> str:
     """`planrun report`: the page for the last run of the plan at `plan_path`; UsageError when
     `out` (where it goes) is the plan file or the state file."""
-    from planrun.validate import default_name, load_plan
+    from planrun.validate import default_name, load_plan, state_name
 
     info = PlanInfo()
     try:
@@ -94,7 +94,9 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
         name = plan.name or default_name(plan_path)
         info = plan_info(plan)
     except PlanInvalid:
-        name = default_name(plan_path)  # an edited, broken plan still has its last run
+        # A plan that needs --var values, or an edited, broken one, still has its last run
+        # under its own name.
+        name = state_name(plan_path)
     path = Path(state) if state else Path(default_state_path(cwd, name))
     if state and not path.is_absolute():
         path = Path(cwd) / path
