@@ -43,24 +43,28 @@ def _check(path: str, mode: int) -> None:
     raise NotARegularFile(path, kind)
 
 
-def read_regular_file(path: str) -> bytes:
+def read_regular_file(path: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the regular file at `path` (symlinks followed).
 
     Raises NotARegularFile for a directory, FIFO, socket or device, OSError(EFBIG) for a
-    file larger than MAX_INPUT_BYTES, and OSError (FileNotFoundError...) as `open` would
-    for anything else.
+    file larger than `limit` bytes (refused before it is read when its size says so), and
+    OSError (FileNotFoundError...) as `open` would for anything else.
     """
     if "\0" in path:  # os.stat would raise a bare ValueError
         raise OSError(errno.EINVAL, "the file name contains a NUL byte", path)
     _check(path, os.stat(path).st_mode)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        _check(path, os.fstat(fd).st_mode)
+        st = os.fstat(fd)
+        _check(path, st.st_mode)
+        too_large = OSError(errno.EFBIG, f"it is larger than {limit >> 20} MiB", path)
+        if st.st_size > limit:
+            raise too_large
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_INPUT_BYTES + 1)  # the size may change after fstat
-        if len(data) > MAX_INPUT_BYTES:
-            raise OSError(errno.EFBIG, f"it is larger than {MAX_INPUT_BYTES >> 20} MiB", path)
+            data = handle.read(limit + 1)  # the size may change after fstat
+        if len(data) > limit:
+            raise too_large
         return data
     finally:
         os.close(fd)

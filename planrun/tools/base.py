@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from planrun.plan import Policy
 
 
+MAX_RESULT_BYTES = 64 << 20
+"""The most a `read_file` file or an `http` response body may hold: the text becomes the step's
+result, kept in memory and in the state file. Larger fails the step in one line."""
+
+
 class ToolFailed(Exception):
     """A tool call failed in an expected way (non-zero exit, HTTP 500, bad args...).
 

@@ -9,8 +9,9 @@ import os
 import tempfile
 from typing import Any
 
+from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.tools import check_args, type_name
-from planrun.tools.base import ToolContext, ToolFailed, resolve_path
+from planrun.tools.base import MAX_RESULT_BYTES, ToolContext, ToolFailed, resolve_path
 
 
 async def run_read_file(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -45,14 +46,17 @@ def _path_arg(tool: str, args: dict[str, Any]) -> str:
 
 
 def _read_text(shown: str, path: str) -> str:
+    # Only a regular file, and only up to MAX_RESULT_BYTES: a FIFO would block the read
+    # forever, a device or a huge file would fill memory (the text is the step's result).
     try:
-        # newline="" keeps \r\n as written: the result is the file's text verbatim.
-        with open(path, encoding="utf-8", newline="") as f:
-            return f.read()
+        data = read_regular_file(path, MAX_RESULT_BYTES)
+        return data.decode("utf-8")  # \r\n kept as written: the file's text verbatim
     except FileNotFoundError:
         raise ToolFailed(f"no such file: {shown}") from None
-    except IsADirectoryError:
-        raise ToolFailed(f"is a directory, not a file: {shown}") from None
+    except NotARegularFile as exc:
+        if exc.kind == "a directory":
+            raise ToolFailed(f"is a directory, not a file: {shown}") from None
+        raise ToolFailed(f"{shown} is {exc.kind}, not a regular file") from None
     except PermissionError:
         raise ToolFailed(f"permission denied: {shown}") from None
     except UnicodeDecodeError as exc:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: httpx2 only when an http step runs.
+import asyncio
 import json
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from planrun import untrusted_json
 from planrun.tools import check_args, type_name
-from planrun.tools.base import ToolContext, ToolFailed
+from planrun.tools.base import MAX_RESULT_BYTES, ToolContext, ToolFailed
+
+if TYPE_CHECKING:
+    import httpx2
 
 _OPTIONAL = ("method", "headers", "json", "body", "expect_status", "timeout")
 _DEFAULT_TIMEOUT_S = 300.0  # only when neither the step nor the call sets one
@@ -61,11 +66,14 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     elif body is not None:
         request["content"] = body.encode("utf-8")
     try:
-        async with httpx2.AsyncClient(
-            timeout=timeout, follow_redirects=True, verify=_ssl()
-        ) as client:
-            response = await client.request(method, url, **request)
-    except httpx2.TimeoutException:
+        # `timeout` bounds the whole request: httpx's own bounds each read, which a body that
+        # trickles in one byte at a time never meets.
+        async with (
+            asyncio.timeout(timeout),
+            httpx2.AsyncClient(timeout=timeout, follow_redirects=True, verify=_ssl()) as client,
+        ):
+            response, body = await _fetch(client, method, url, request)
+    except (httpx2.TimeoutException, TimeoutError):
         raise ToolFailed(f"timed out after {timeout:g}s: {method} {url}") from None
     except httpx2.ConnectError as exc:
         raise ToolFailed(f"cannot connect to {url}: {_reason(exc)}") from None
@@ -79,7 +87,7 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raise ToolFailed(f"http: cannot encode the request: {exc}") from None
 
     result: dict[str, Any] = {"status": response.status_code, "headers": dict(response.headers)}
-    text = response.text
+    text = body.decode(response.encoding or "utf-8", errors="replace")
     decoded = _json_body(response.headers.get("content-type", ""), text)
     if decoded is not _NOT_JSON:
         result["json"] = decoded
@@ -99,6 +107,24 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             result=result,
         )
     return result
+
+
+async def _fetch(
+    client: httpx2.AsyncClient, method: str, url: str, request: dict[str, Any]
+) -> tuple[httpx2.Response, bytes]:
+    """The response and its body, read only up to MAX_RESULT_BYTES: the body becomes the
+    step's result, and a server may send one without end."""
+    async with client.stream(method, url, **request) as response:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > MAX_RESULT_BYTES:
+                raise ToolFailed(
+                    f"http: response body larger than {MAX_RESULT_BYTES >> 20} MiB: {method} {url}"
+                )
+            chunks.append(chunk)
+    return response, b"".join(chunks)
 
 
 def _expect_status(value: Any) -> list[int] | None:
@@ -121,7 +147,7 @@ def _json_body(content_type: str, text: str) -> Any:
     if media != "application/json" and not media.endswith("+json"):
         return _NOT_JSON
     try:
-        return json.loads(text)
+        return untrusted_json.loads(text)  # nested a million deep is not JSON planrun can hold
     except ValueError:
         return _NOT_JSON
 
