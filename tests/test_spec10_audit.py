@@ -674,3 +674,36 @@ def test_a_hit_under_stream_replays_its_output_as_streamed_lines(tmp_path: Path)
     hit = go(tmp_path, "--stream")
     assert "warn cached" in hit.err
     assert "[warn] (replayed from the cache)\n[warn] to-out\n[warn] to-err\n" in hit.err, hit
+
+
+def test_sources_and_a_relative_cache_dir_variable_follow_minus_c(tmp_path: Path) -> None:
+    """Globs, `.planrun/` and a relative PLANRUN_CACHE_DIR are relative to the working
+    directory, which `-C DIR` sets."""
+    work = project(tmp_path / "work")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"PLANRUN_CACHE_DIR": "ci"}
+
+    def run(*args: str) -> Any:
+        r = planrun("-C", str(work), "run", "plan.yaml", *args, cwd=elsewhere, env=env)
+        assert_no_traceback(r)
+        return r
+
+    assert run().code == 0
+    assert (work / "ci/entries").is_dir() and not (elsewhere / "ci").exists()
+    assert statuses(run("--output", "json"))["build"] == "cached"
+    (work / "src/m2.py").write_text("print('two')\n")
+    run("--events", str(tmp_path / "e.jsonl"))
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed: src/m2.py"
+    info = planrun("-C", str(work), "cache", "info", "--output", "json", cwd=elsewhere, env=env)
+    assert Path(info.json["dir"]).resolve() == (work / "ci").resolve()
+    assert info.json["entries"] == 4  # build and pack, before and after the change
+
+
+def test_a_dry_run_previews_each_foreach_instance(tmp_path: Path) -> None:
+    plan(tmp_path, FANNED)
+    go(tmp_path)
+    r = go(tmp_path, "--dry-run", "--output", "json", "--var", "pkgs=[a, c]")
+    caches = {s["id"]: s["cache"] for s in r.json["steps"]}
+    assert caches["lint[0]"] == {"status": "hit", "reason": "cached"}
+    assert caches["lint[1]"]["status"] == "miss"
