@@ -210,7 +210,11 @@ class CacheStore:
 
     def put(self, entry: Entry) -> None:
         self._prepare()
-        body = json.dumps(entry.to_json(), ensure_ascii=False, default=str).encode("utf-8")
+        doc = entry.to_json()
+        try:
+            body = json.dumps(doc, ensure_ascii=False, default=str).encode("utf-8")
+        except UnicodeEncodeError:  # a file name that is not UTF-8 (a lone surrogate): escaped
+            body = json.dumps(doc, default=str).encode("ascii")
         if len(body) > MAX_ENTRY_BYTES:
             return  # it could never be read back
         head = f"{_HEADER} {CACHE_FORMAT} {hashlib.sha256(body).hexdigest()}\n".encode()

@@ -1,0 +1,59 @@
+"""File names are bytes on Linux: a source or output named with a byte that is not UTF-8 (an
+old Latin-1 name) or with a line feed is cached, keyed and restored like any other."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tests.conftest import assert_no_traceback, planrun
+
+PLAN = """\
+name: names
+steps:
+  - id: copy
+    tool: shell
+    args: {cmd: "mkdir -p out && cp src/* out/"}
+    sources: ["src"]
+    outputs: ["out"]
+"""
+NAMES = (b"a\xffb.txt", b"new\nline.txt", "\u00e9t\u00e9.txt".encode())
+
+
+def _settle(root: Path) -> None:
+    """Wait until the files are older than planrun's 2 s racy window (a condition, not a
+    fixed sleep), so the second run trusts their stat."""
+    newest = max(os.stat(os.path.join(bytes(root), n)).st_mtime for n in os.listdir(bytes(root)))
+    while time.time() < newest + 2.1:
+        time.sleep(0.05)
+
+
+def test_names_that_are_not_utf8_are_cached_and_restored(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(PLAN)
+    src = os.path.join(bytes(tmp_path), b"src")
+    os.mkdir(src)
+    for i, name in enumerate(NAMES):
+        with open(os.path.join(src, name), "wb") as f:
+            f.write(b"content %d\n" % i)
+    _settle(Path(os.fsdecode(src)))
+
+    first = planrun("run", "plan.yaml", "-q", cwd=tmp_path)
+    assert first.code == 0, first
+    assert "not stored" not in first.err, first
+    out = os.path.join(bytes(tmp_path), b"out")
+    _settle(Path(os.fsdecode(out)))
+
+    second = planrun("run", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert second.code == 0, second
+    assert second.json["steps"][0]["status"] == "cached", second
+
+    for name in NAMES:
+        os.unlink(os.path.join(out, name))
+    third = planrun("run", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert_no_traceback(third)
+    assert third.json["steps"][0]["status"] == "cached", third
+    assert sorted(os.listdir(out)) == sorted(NAMES)
+    for i, name in enumerate(NAMES):
+        with open(os.path.join(out, name), "rb") as f:
+            assert f.read() == b"content %d\n" % i
