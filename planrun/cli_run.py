@@ -242,7 +242,8 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         from planrun.dryrun import render_dry_run  # the dry run's own module, only for it
 
         echo(render_dry_run(doc, kw["explain"] or kw["no_cache"]), nl=False)
-    elif code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
+    if code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
+        # On stderr with --output json too: what to do about it is for the person reading.
         echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
 
     # The run is recorded: end now, whatever worker thread a stopped step left (a `python`

@@ -496,3 +496,30 @@ def test_an_invalid_revision_counts_as_a_replan_and_the_planner_hears_why(run, w
     assert r.code == 1, r
     assert (r.json["status"], r.json["reason"]) == ("failed", "replan_budget")
     assert len(_events(tmp_path / "calls.jsonl")) == 1
+
+
+# ---- approval --------------------------------------------------------------------------------
+
+
+def test_blocked_without_a_tty_names_the_steps_on_stderr_also_with_json_output(
+    run, write, tmp_path
+):
+    write(
+        "p.yaml",
+        """
+        variables: {go: false}
+        steps:
+          - {id: first, tool: shell, args: {cmd: "touch ran"}}
+          - {id: deploy, tool: echo, args: {value: 1}, approval: true, depends_on: [first]}
+          - {id: publish, tool: echo, args: {value: 1}, approval: true}
+          - {id: never, tool: echo, args: {value: 1}, approval: true, when: "${go}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 5, r
+    assert (r.json["status"], r.json["reason"]) == ("blocked", "approval_required")
+    assert "deploy" in r.json["error"] and "publish" in r.json["error"], r.json["error"]
+    assert "never" not in r.json["error"]
+    assert {s["status"] for s in r.json["steps"]} == {"pending"}
+    assert "approval required for: deploy, publish" in r.err, r
+    assert not (tmp_path / "ran").exists()
