@@ -707,3 +707,135 @@ def test_a_dry_run_previews_each_foreach_instance(tmp_path: Path) -> None:
     caches = {s["id"]: s["cache"] for s in r.json["steps"]}
     assert caches["lint[0]"] == {"status": "hit", "reason": "cached"}
     assert caches["lint[1]"]["status"] == "miss"
+
+
+def test_a_renamed_source_with_the_same_content_changes_the_key(tmp_path: Path) -> None:
+    """The key covers each source's path as well as its content."""
+    project(tmp_path)
+    go(tmp_path)
+    (tmp_path / "src/m0.py").rename(tmp_path / "src/z0.py")
+    r = go(tmp_path, "--output", "json", "--events", "e.jsonl")
+    assert statuses(r)["build"] == "succeeded"
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed: src/m0.py (+1 more)"
+
+
+def test_outputs_alone_make_a_step_cached(tmp_path: Path) -> None:
+    plan(
+        tmp_path,
+        """
+    steps:
+      - {id: gen, tool: shell, args: {cmd: "mkdir -p o && echo x > o/f"}, outputs: ["o/f"]}
+    """,
+    )
+    go(tmp_path)
+    (tmp_path / "o/f").unlink()
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r) == {"gen": "cached"} and (tmp_path / "o/f").read_text() == "x\n"
+
+
+# ---- bounded memory ------------------------------------------------------------------------
+
+
+def _capped_run(cwd: Path, *args: str, cap: int) -> Any:
+    import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import Result
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "planrun", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdin=subprocess.DEVNULL,
+        preexec_fn=limit,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.slow  # writes a few hundred MB
+@pytest.mark.e2e
+def test_an_output_larger_than_memory_allows_is_stored_and_restored(tmp_path: Path) -> None:
+    """Outputs are streamed into the cache and back: a 320 MB artifact under a 256 MiB address
+    space cap is stored, then restored byte-identical (it was read whole: MemoryError)."""
+    import hashlib
+
+    size = 320_000_000
+    plan(
+        tmp_path,
+        f"""
+    steps:
+      - id: big
+        tool: shell
+        args: {{cmd: "mkdir -p o && head -c {size} /dev/zero | tr '\\\\0' x > o/big && echo end >> o/big"}}
+        outputs: ["o/big"]
+    """,
+    )
+    cap = 256 << 20
+    r = _capped_run(tmp_path, "run", "plan.yaml", "--output", "json", cap=cap)
+    assert_no_traceback(r)
+    assert r.code == 0 and statuses(r) == {"big": "succeeded"}, r
+    assert "not stored" not in r.err, r
+
+    def digest(path: Path) -> str:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
+
+    before = digest(tmp_path / "o/big")
+    (tmp_path / "o/big").unlink()
+    r = _capped_run(tmp_path, "run", "plan.yaml", "--output", "json", cap=cap)
+    assert r.code == 0 and statuses(r) == {"big": "cached"}, r
+    assert digest(tmp_path / "o/big") == before
+    with (tmp_path / "o/big").open("r+b") as f:  # same size, other bytes: restored again
+        f.write(b"y")
+    r = _capped_run(tmp_path, "run", "plan.yaml", "--output", "json", cap=cap)
+    assert r.code == 0 and statuses(r) == {"big": "cached"}, r
+    assert digest(tmp_path / "o/big") == before
+
+
+def test_large_outputs_holding_a_secret_are_not_stored_and_a_damaged_one_is_a_miss(
+    tmp_path: Path,
+) -> None:
+    """Outputs over the in-memory size are scanned for secrets in chunks (a value straddling
+    two chunks included) and checked against their hash before anything is restored."""
+    script = (
+        "import sys\n"
+        "data = bytearray(b'x' * (9 << 20))\n"
+        "if sys.argv[1] == 'leak':\n"
+        "    data[(1 << 20) - 3:(1 << 20) + 7] = b'hunter2-42'\n"
+        "open(sys.argv[2], 'wb').write(data)\n"
+    )
+    (tmp_path / "make.py").write_text(script)
+    plan(
+        tmp_path,
+        """
+    variables: {token: hunter2-42}
+    secrets: [token]
+    steps:
+      - {id: leak, tool: shell, args: {cmd: "python3 make.py leak leak.bin"}, outputs: [leak.bin]}
+      - {id: safe, tool: shell, args: {cmd: "python3 make.py safe safe.bin"}, outputs: [safe.bin]}
+    """,
+    )
+    r = go(tmp_path)
+    assert r.code == 0, r
+    assert "step 'leak': result held a secret: not stored in the cache" in r.err
+    for blob in (tmp_path / ".planrun/cache/blobs").iterdir():
+        assert b"hunter2-42" not in blob.read_bytes()
+    (blob,) = [b for b in (tmp_path / ".planrun/cache/blobs").iterdir() if b.stat().st_size > 1e6]
+    damaged = bytearray(blob.read_bytes())
+    damaged[5 << 20] = ord("y")
+    blob.write_bytes(damaged)
+    (tmp_path / "safe.bin").unlink()
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r) == {"leak": "succeeded", "safe": "succeeded"}, r
+    assert "corrupt" in r.err
+    assert (tmp_path / "safe.bin").read_bytes() == b"x" * (9 << 20)

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import os
 import stat
+from collections.abc import Callable
+from typing import BinaryIO
 
 from planrun.cache.globs import Matcher, compile_patterns, match_files
 from planrun.cache.keys import sources_part
-from planrun.cache.safeio import read_regular
+from planrun.cache.safeio import open_regular, read_regular
 from planrun.cache.statcache import StatRecords
-from planrun.cache.store import MODE_BITS, CacheStore, CorruptCache, OutputFile, safe_relpath
+from planrun.cache.store import (
+    CHUNK,
+    INLINE_MAX,
+    MODE_BITS,
+    CacheStore,
+    CorruptCache,
+    OutputFile,
+    copy_hashed,
+    safe_relpath,
+)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
@@ -24,11 +36,38 @@ class OutputMissing(Exception):
 class Collected:
     """A run's output files: their manifest and their bytes."""
 
-    __slots__ = ("files", "contents")
+    __slots__ = ("files", "contents", "large")
 
-    def __init__(self, files: list[OutputFile], contents: dict[str, bytes]) -> None:
+    def __init__(
+        self,
+        files: list[OutputFile],
+        contents: dict[str, bytes],
+        large: dict[str, str] | None = None,
+    ) -> None:
         self.files = files
         self.contents = contents  # hash -> bytes, to be stored as blobs
+        self.large = large or {}  # hash -> path of a file over INLINE_MAX: copied in chunks
+
+    def holds(self, needles: list[bytes]) -> bool:
+        """Whether any output file contains one of `needles` (large files read in chunks)."""
+        if any(n in data for data in self.contents.values() for n in needles):
+            return True
+        return any(_file_holds(path, needles) for path in self.large.values())
+
+
+def _file_holds(path: str, needles: list[bytes]) -> bool:
+    keep = max(map(len, needles)) - 1  # a needle may straddle two chunks
+    tail = b""
+    try:
+        with open_regular(path) as f:
+            while chunk := f.read(CHUNK):
+                window = tail + chunk
+                if any(n in window for n in needles):
+                    return True
+                tail = window[-keep:] if keep else b""
+    except OSError:
+        return True  # gone or replaced since it was hashed: not known to be clean, not stored
+    return False
 
 
 def collect_outputs(
@@ -39,6 +78,7 @@ def collect_outputs(
     excludes = tuple(p for p in patterns if p.startswith("!"))
     files: dict[str, OutputFile] = {}
     contents: dict[str, bytes] = {}
+    large: dict[str, str] = {}
     for pattern in (p for p in patterns if not p.startswith("!")):
         found = match_files(cwd, compile_patterns((pattern, *excludes)), skip)
         if not found:
@@ -46,12 +86,18 @@ def collect_outputs(
         for f in found:
             if f.path in files:
                 continue
-            data = read_regular(os.path.join(cwd, f.path))
-            digest = hashlib.sha256(data).hexdigest()
-            contents[digest] = data
-            files[f.path] = OutputFile(f.path, digest, f.mode, len(data))
+            path = os.path.join(cwd, f.path)
+            if f.size > INLINE_MAX:  # hashed now, copied into the store in chunks
+                with open_regular(path) as src:
+                    digest, size = copy_hashed(src, None), os.fstat(src.fileno()).st_size
+                large[digest] = path
+            else:
+                data = read_regular(path)
+                digest, size = hashlib.sha256(data).hexdigest(), len(data)
+                contents[digest] = data
+            files[f.path] = OutputFile(f.path, digest, f.mode, size)
             records.forget(f.path)  # just written: its stat is racy; hash it afresh next time
-    return Collected([files[k] for k in sorted(files)], contents)
+    return Collected([files[k] for k in sorted(files)], contents, large)
 
 
 def covered(matcher: Matcher, rel: str) -> bool:
@@ -106,18 +152,35 @@ def restore_outputs(
     Each file is written below the working directory one directory at a time, never through a
     symbolic link (`out -> /elsewhere` in a cloned repository): such a path cannot be restored
     (CorruptCache, and the step runs)."""
-    data = {o.hash: store.read_blob(o.hash, o.size) for o, needed in todo if needed}
+    data = {
+        o.hash: store.read_blob(o.hash, o.size)
+        for o, needed in todo
+        if needed and o.size <= INLINE_MAX
+    }
     for o, needed in todo:
+        if needed and o.size > INLINE_MAX:
+            store.check_blob(o.hash, o.size)  # read through now, copied in chunks below
+    for o, needed in todo:
+        write = None
+        if needed and o.hash in data:
+            write = functools.partial(_write_bytes, data[o.hash])
+        elif needed:
+            write = functools.partial(store.copy_blob, o.hash, o.size)
         try:
-            _restore_one(cwd, o, data.get(o.hash) if needed else None)
+            _restore_one(cwd, o, write)
         except OSError as exc:
             why = "a symbolic link is in the way" if exc.errno == errno.ELOOP else exc.strerror
             raise CorruptCache(f"cannot restore {o.path}: {why}") from None
         records.forget(o.path)
 
 
-def _restore_one(cwd: str, o: OutputFile, data: bytes | None) -> None:
-    """Write `data` (None: only the mode) to `o.path` below `cwd`, following no link."""
+def _write_bytes(data: bytes, out: BinaryIO) -> None:
+    out.write(data)
+
+
+def _restore_one(cwd: str, o: OutputFile, write: Callable[[BinaryIO], None] | None) -> None:
+    """Write the file's bytes with `write` (None: only its mode) to `o.path` below `cwd`,
+    following no link."""
     mode = o.mode & MODE_BITS
     *dirs, name = safe_relpath(o.path).split("/")
     fd = os.open(cwd, os.O_RDONLY | os.O_DIRECTORY)
@@ -128,7 +191,7 @@ def _restore_one(cwd: str, o: OutputFile, data: bytes | None) -> None:
             below = os.open(part, _DIR_FLAGS, dir_fd=fd)  # ELOOP for a link
             os.close(fd)
             fd = below
-        if data is None:
+        if write is None:
             target = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
             try:
                 os.fchmod(target, mode)
@@ -142,7 +205,7 @@ def _restore_one(cwd: str, o: OutputFile, data: bytes | None) -> None:
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
         try:
             with os.fdopen(out, "wb") as f:
-                f.write(data)
+                write(f)
                 os.fchmod(f.fileno(), mode)
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)  # a link there is replaced
         except BaseException:

@@ -21,6 +21,7 @@ from planrun.cache.globs import compile_patterns, file_stat, match_stats
 from planrun.cache.keys import Material, args_digest, canonical, digest_value, env_names
 from planrun.cache.listings import Listings
 from planrun.cache.outputs import (
+    Collected,
     OutputMissing,
     collect_outputs,
     covered,
@@ -261,13 +262,15 @@ class CacheSession:
                     + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
                     + "): it will not hit the cache"
                 )
-        if secret or self._holds_secret(result, collected.contents.values()):
+        if secret or self._holds_secret(result, collected):
             self.warn(f"step '{sid}': result held a secret: not stored in the cache")
             return None
         out = result if isinstance(result, dict) else {}
         try:
             for digest, data in collected.contents.items():
                 self.store.put_blob(data, digest)
+            for digest, path in collected.large.items():
+                self.store.put_blob_file(path, digest)
             manifest = canonical(sorted(decision.material.sources.items()))
             self.store.put(
                 Entry(
@@ -294,13 +297,12 @@ class CacheSession:
         self._set_recent(sid, decision.key)
         return None
 
-    def _holds_secret(self, result: Any, files: Iterable[bytes]) -> bool:
+    def _holds_secret(self, result: Any, files: Collected) -> bool:
         values = [v for v in self.secret_values() if v]
         if not values:
             return False
         text = canonical(result).decode("utf-8", "replace")
-        raw = [v.encode() for v in values]
-        return any(v in text for v in values) or any(r in data for data in files for r in raw)
+        return any(v in text for v in values) or files.holds([v.encode() for v in values])
 
     # ---- most recent entries and the end of the run ------------------------------------
 

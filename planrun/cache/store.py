@@ -16,10 +16,10 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from planrun.cache.keys import CACHE_FORMAT
-from planrun.cache.safeio import read_regular, read_regular_stat
+from planrun.cache.safeio import open_regular, read_regular, read_regular_stat
 from planrun.untrusted_json import loads
 
 _HEADER = "planrun-cache-entry"
@@ -29,6 +29,10 @@ TOUCH_S = 60.0  # an entry used less than this long ago is not marked used again
 # Bounds memory whatever the directory holds. An entry is a result plus stdout and stderr,
 # each capped at 1 MiB when captured; a larger one is neither stored nor read.
 MAX_ENTRY_BYTES = 256 << 20
+# Output files up to this size are held in memory whole; larger ones are streamed in chunks
+# into the store and back (a build's artifact may be larger than the memory planrun has).
+INLINE_MAX = 8 << 20
+CHUNK = 1 << 20
 Warn = Callable[[str], None]
 
 
@@ -250,6 +254,50 @@ class CacheStore:
         atomic_write(path, data)
         return digest
 
+    def put_blob_file(self, path: str, digest: str) -> str:
+        """Store a file too large to hold in memory, copied in chunks; ValueError when its
+        bytes no longer have `digest` (changed since it was hashed: nothing is stored)."""
+        self._prepare()
+        target = self.blob_path(digest)
+        if os.path.isfile(target):
+            with contextlib.suppress(OSError):
+                os.utime(target)
+            return digest
+        tmp = os.path.join(self.blobs, f".{digest}.{os.urandom(6).hex()}.tmp")
+        try:
+            with open_regular(path) as src, open(tmp, "xb") as out:
+                got = copy_hashed(src, out)
+            if got != digest:
+                raise ValueError(f"{path} changed while it was stored")
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return digest
+
+    def check_blob(self, digest: str, size: int) -> None:
+        """Read a large blob through and check it against its name, holding one chunk at a
+        time; CorruptCache (and the blob removed) if it is missing, larger than `size` or
+        altered."""
+        self.copy_blob(digest, size, None)
+
+    def copy_blob(self, digest: str, size: int, out: BinaryIO | None) -> None:
+        """Write a blob's bytes to `out` in chunks (None: only check them); CorruptCache when
+        they are not what the name says."""
+        path = self.blob_path(digest)
+        try:
+            with open_regular(path) as src:
+                if os.fstat(src.fileno()).st_size > size:
+                    raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
+                got = copy_hashed(src, out)
+        except OSError as exc:
+            raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
+        if got != digest:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise CorruptCache(f"blob {digest[:12]} is corrupt")
+
     def read_blob(self, digest: str, size: int | None = None) -> bytes:
         """A blob's bytes, verified against its name; CorruptCache (and the blob removed) if not.
         `size`: the bytes expected; a larger file is not read (bounded memory)."""
@@ -278,6 +326,16 @@ class CacheStore:
                     b"# This directory is planrun's cache; `planrun cache clean` empties it.\n",
                 )
         self._ready = True
+
+
+def copy_hashed(src: BinaryIO, out: BinaryIO | None) -> str:
+    """Copy `src` to `out` (None: read it only) one chunk at a time; its bytes' SHA-256."""
+    h = hashlib.sha256()
+    while chunk := src.read(CHUNK):
+        h.update(chunk)
+        if out is not None:
+            out.write(chunk)
+    return h.hexdigest()
 
 
 def file_mode(st: os.stat_result) -> int:
