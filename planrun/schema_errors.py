@@ -110,12 +110,19 @@ def schema_errors(
             out.add(path, f"{where}: {msg}")
 
 
+# A field the plan may write under its alias: a plan's `name` as `id`, a step's `id` as `index`.
+_WRITTEN_AS = {"name": "id", "id": "index"}
+
+
 def _located(err: Any, data: Any) -> tuple[list[str | int], Any]:
     """Where in the data an error is (pydantic's union-member tags dropped: they are not in the
     data), and the value there."""
     loc: list[str | int] = []
     node = data
     for part in err["loc"]:
+        alias = _WRITTEN_AS.get(part) if isinstance(part, str) else None
+        if isinstance(node, dict) and part not in node and alias in node:
+            part = alias  # the model's `name` / `id`, written `id` / `index`: point at that
         if (
             isinstance(node, dict)
             and part in node

@@ -523,3 +523,25 @@ def test_blocked_without_a_tty_names_the_steps_on_stderr_also_with_json_output(
     assert {s["status"] for s in r.json["steps"]} == {"pending"}
     assert "approval required for: deploy, publish" in r.err, r
     assert not (tmp_path / "ran").exists()
+
+
+# ---- validation positions --------------------------------------------------------------------
+
+
+def test_a_bad_value_under_an_alias_is_reported_at_that_value(run, write):
+    # `id` (a plan's name) and `index` (an mcp-cli step's id) are aliases: an error in their
+    # value sits on that value, named as written, not at 1:1 quoting the whole mapping.
+    write("p.yaml", "id: [1]\nsteps:\n  - {index: [2], tool: echo}\n")
+    write("q.json", '{"id": 42, "steps": []}')
+    r = run("validate", "p.yaml", "q.json", "--format", "json")
+    assert r.code == 3, r
+    errors = [
+        (d["file"], d["line"], d["col"], d["message"])
+        for d in r.json["diagnostics"]
+        if d["severity"] == "error"
+    ]
+    assert errors == [
+        ("p.yaml", 1, 5, "id: expected a string, got [1]"),
+        ("p.yaml", 3, 13, "step #1: index: expected a string, got [2]"),
+        ("q.json", 1, 8, "id: expected a string, got 42"),
+    ]
