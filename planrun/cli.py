@@ -34,7 +34,7 @@ Exit codes:
   3    invalid plan (parse, schema, graph or reference errors; nothing ran)
   4    state error (no state to resume, corrupt or foreign state, state locked)
   5    blocked (approval needed and not given)
-  130  interrupted (SIGINT/SIGTERM); state saved, `planrun resume` continues
+  130  interrupted (SIGINT/SIGTERM/SIGHUP); state saved, `resume` continues
 """
 
 

@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM for the `planrun` command: never a hang, never a traceback.
+"""Ctrl-C, SIGTERM and SIGHUP for the `planrun` command: never a hang, never a traceback.
 
 The contract: a first signal during a run stops it (running steps are interrupted, the state
 is saved) and the command exits 130; a second one exits at once, after killing the process
@@ -27,7 +27,13 @@ __all__ = ["exit_now", "install_quiet_exit", "run_interruptibly"]
 
 T = TypeVar("T")
 INTERRUPTED = 130
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The signals that stop a run; one ignored when planrun started (`nohup` ignores SIGHUP, a
+# script's background job SIGINT) is left ignored: the caller asked for that.
+_SIGNALS = tuple(
+    sig
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    if signal.getsignal(sig) != signal.SIG_IGN
+)
 
 
 def _kill_step_groups() -> None:

@@ -1,0 +1,76 @@
+"""SIGHUP (the terminal closed, an SSH session dropped) stops a run as SIGTERM does: the
+commands' process groups are stopped, the state says `interrupted`, exit 130. A SIGHUP that
+was ignored when planrun started (`nohup planrun run ...`) stays ignored, and so do SIGINT
+and SIGTERM (a background job of a script ignores SIGINT): the run goes on."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import (
+    assert_no_process_left,
+    planrun,
+    spawn_planrun,
+    unique_mark,
+    wait_for_file,
+)
+
+
+def _plan(tmp_path: Path, cmd: str) -> None:
+    (tmp_path / "p.yaml").write_text(
+        f"name: hup\nsteps:\n  - {{id: a, tool: shell, args: {{cmd: {json.dumps(cmd)}}}}}\n"
+    )
+
+
+def test_sighup_interrupts_the_run_and_stops_its_commands(tmp_path: Path) -> None:
+    mark = unique_mark()
+    _plan(tmp_path, f"touch started; : {mark}; sleep 60")
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    wait_for_file(tmp_path / "started")
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert_no_process_left(mark)
+    status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
+    assert json.loads(status.out)["steps"][0]["status"] == "interrupted", status
+
+
+def _ignoring(*signals: int):  # type: ignore[no-untyped-def]
+    def preexec() -> None:
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)
+
+    return preexec
+
+
+@pytest.mark.parametrize(
+    ("ignored", "sent"),
+    [
+        ((signal.SIGHUP,), signal.SIGHUP),  # nohup
+        ((signal.SIGINT, signal.SIGQUIT), signal.SIGINT),  # `planrun run ... &` in a script
+    ],
+)
+def test_a_signal_ignored_at_start_stays_ignored(
+    tmp_path: Path, ignored: tuple[int, ...], sent: int
+) -> None:
+    _plan(tmp_path, "touch started; while [ ! -e go ]; do sleep 0.02; done; echo done")
+    proc = spawn_planrun(
+        "run",
+        "p.yaml",
+        "-q",
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring(*ignored),
+    )
+    wait_for_file(tmp_path / "started")
+    proc.send_signal(sent)
+    (tmp_path / "go").touch()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
