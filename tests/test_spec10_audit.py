@@ -839,3 +839,35 @@ def test_large_outputs_holding_a_secret_are_not_stored_and_a_damaged_one_is_a_mi
     assert statuses(r) == {"leak": "succeeded", "safe": "succeeded"}, r
     assert "corrupt" in r.err
     assert (tmp_path / "safe.bin").read_bytes() == b"x" * (9 << 20)
+
+
+def test_hits_are_not_charged_to_tool_caps(tmp_path: Path) -> None:
+    steps = """
+    steps:
+      - {id: a, tool: shell, args: {cmd: "echo a"}, cache: true}
+      - {id: b, tool: shell, args: {cmd: "echo b"}, cache: true}
+      - {id: c, tool: shell, args: {cmd: "echo c"}}
+    """
+    plan(tmp_path, "\n    limits: {tool_caps: {shell: 3}}" + steps)
+    assert go(tmp_path).code == 0
+    plan(tmp_path, "\n    limits: {tool_caps: {shell: 1}}" + steps)
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 0, r
+    assert statuses(r) == {"a": "cached", "b": "cached", "c": "succeeded"}
+
+
+def test_env_read_with_get_is_in_the_key(tmp_path: Path) -> None:
+    """`env.get('FLAG')` reads FLAG: its value is in the key even when the resolved args do
+    not show it (here only whether it is set)."""
+    plan(
+        tmp_path,
+        """
+    steps:
+      - {id: s, tool: shell, args: {cmd: "echo ${'on' if env.get('FLAG') else 'off'}"}, cache: true}
+    """,
+    )
+    go(tmp_path, env={"FLAG": "1"})
+    assert statuses(go(tmp_path, "--output", "json", env={"FLAG": "1"})) == {"s": "cached"}
+    r = go(tmp_path, "--output", "json", "--events", "e.jsonl", env={"FLAG": "2"})
+    assert statuses(r) == {"s": "succeeded"}
+    assert started_reasons(tmp_path / "e.jsonl") == {"s": "args changed"}

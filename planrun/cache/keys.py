@@ -87,10 +87,24 @@ def env_names(texts: Iterable[str]) -> set[str]:
     names: set[str] = set()
     for text in texts:
         reads = list(re.finditer(_ENV_READ, text))
-        names.update(m.group(1) or m.group(3) for m in reads)
+        found = {m.group(1) or m.group(3) for m in reads}
         if len(re.findall(r"\benv\b", text)) > len(reads):
-            names.add(ALL_ENV)  # `env | tojson`, env[name]: the whole environment is read
+            found.add(ALL_ENV)  # `env | tojson`, env[name]: the whole environment is read
+        if "get" in found:  # rare: only then is the text looked at again
+            _env_gets(text, found)
+        names |= found
     return names
+
+
+def _env_gets(text: str, names: set[str]) -> None:
+    """`env.get('X')` reads X (not a variable named `get`); `env.get(name)` reads any."""
+    calls = len(re.findall(r"\benv\s*\.\s*get\s*\(", text))
+    literal = re.findall(r"\benv\s*\.\s*get\s*\(\s*(['\"])(.*?)\1", text)
+    names.update(name for _quote, name in literal)
+    if calls > len(literal):
+        names.add(ALL_ENV)
+    if calls and not re.search(r"\benv\s*\.\s*get\b(?!\s*\()", text):
+        names.discard("get")  # every `env.get` here is a call
 
 
 def args_digest(
