@@ -448,6 +448,8 @@ def test_prune_drops_the_least_recently_used_entry_first(tmp_path: Path) -> None
     r = planrun("cache", "prune", "--max-size", str(size - smallest), cwd=tmp_path)
     assert r.code == 0, r
     assert "removed 1 entry" in r.err
+    left = planrun("cache", "info", "--output", "json", cwd=tmp_path).json
+    assert left["entries"] == 2 and left["bytes"] <= size - smallest
     after = {n: statuses(go(tmp_path, "--var", f"n={n}", "--output", "json"))["s"] for n in (1, 3)}
     assert after == {1: "cached", 3: "cached"}
     assert statuses(go(tmp_path, "--var", "n=2", "--output", "json")) == {"s": "succeeded"}
