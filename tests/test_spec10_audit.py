@@ -873,3 +873,25 @@ def test_env_read_with_get_is_in_the_key(tmp_path: Path) -> None:
     r = go(tmp_path, "--output", "json", "--events", "e.jsonl", env={"FLAG": "2"})
     assert statuses(r) == {"s": "succeeded"}
     assert started_reasons(tmp_path / "e.jsonl") == {"s": "args changed"}
+
+
+def test_the_dry_run_agrees_with_the_run_on_a_step_reading_a_hits_status(tmp_path: Path) -> None:
+    """A hit counts as succeeded for expressions: `steps.build.status` is `succeeded` in the
+    run, so the dry-run's preview (which resolves args the same way) says hit too."""
+    plan(
+        tmp_path,
+        """
+    steps:
+      - {id: build, tool: shell, args: {cmd: "echo b"}, cache: true}
+      - {id: c, tool: shell, args: {cmd: "echo ${steps.build.status}"}, depends_on: [build], cache: true}
+    """,
+    )
+    go(tmp_path)
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r) == {"build": "cached", "c": "cached"}
+    assert r.json["steps"][1]["result"]["stdout"] == "succeeded\n"
+    dry = go(tmp_path, "--dry-run", "--output", "json")
+    assert {s["id"]: s["cache"]["status"] for s in dry.json["steps"]} == {
+        "build": "hit",
+        "c": "hit",
+    }

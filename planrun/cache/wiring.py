@@ -172,8 +172,9 @@ def _scope(
 ) -> dict[str, Any]:
     """What args can read before anything runs: variables, env, and the results of hits."""
     scope: dict[str, Any] = {**variables, "env": env}
+    # A hit is `succeeded` to expressions, as in the run (it counts as succeeded for `when`).
     scope["steps"] = {
-        d: {"status": "cached", "result": r, "error": None} for d, r in results.items()
+        d: {"status": "succeeded", "result": r, "error": None} for d, r in results.items()
     }
     for d, r in results.items():
         var = plan.step(d).result_variable
