@@ -7,6 +7,7 @@ an expression sees every step's current status without a copy per step.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
@@ -150,13 +151,47 @@ def step_condition(step: Step, scope: Mapping[str, Any]) -> bool:
     return bool(resolve(when_source(when), scope, path=("when",)))
 
 
+class _MaskedScope(Mapping[str, Any]):
+    """A scope whose values read with the secrets masked (nested mappings such as `steps` too)."""
+
+    def __init__(self, inner: Mapping[str, Any], mask: Callable[[Any], Any]) -> None:
+        self._inner = inner
+        self._mask = mask
+
+    def __getitem__(self, name: str) -> Any:
+        value = self._inner[name]
+        if isinstance(value, Mapping) and not isinstance(value, dict):
+            return _MaskedScope(value, self._mask)
+        return self._mask(value)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._inner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._inner)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
 def step_args(
     step: Step, scope: Mapping[str, Any], mask: Callable[[Any], Any] | None = None
 ) -> tuple[dict[str, Any], str]:
     """The step's resolved arguments and their fingerprint; ExpressionError if they cannot be
     resolved now."""
     args = resolve_args(step.tool, step.args, scope)
-    return args, fingerprint(step.tool, args, mask)
+    if mask is None:
+        return args, fingerprint(step.tool, args)
+    shown = mask(args)
+    if shown is not args and shown != args:
+        # A secret is in the arguments. Fingerprint what they resolve to with the secrets
+        # masked in the scope, as resume sees a result recorded masked: how a value reaches a
+        # command depends on its characters (`***` goes through the environment, a plain word
+        # is written in), so masking the resolved arguments alone would not match.
+        # (An expression the masked value does not suit, `| int`: as resolved.)
+        with contextlib.suppress(ExpressionError):
+            shown = mask(resolve_args(step.tool, step.args, _MaskedScope(scope, mask)))
+    return args, fingerprint(step.tool, shown)
 
 
 def rendered_title(step: Step, scope: Callable[[], Mapping[str, Any]]) -> str:
