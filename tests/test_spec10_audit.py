@@ -9,6 +9,7 @@ on the same surface (odd sizes, durations, patterns and file names).
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -215,8 +216,6 @@ def test_outputs_in_nested_directories_come_back_with_their_directories(tmp_path
     """,
     )
     go(tmp_path)
-    import shutil
-
     shutil.rmtree(tmp_path / "out")
     r = go(tmp_path, "--output", "json")
     assert statuses(r) == {"gen": "cached"}
@@ -292,8 +291,6 @@ def test_status_and_resume_agree_on_cached_steps(tmp_path: Path) -> None:
 def test_a_dry_run_restores_nothing_and_records_nothing(tmp_path: Path) -> None:
     project(tmp_path)
     go(tmp_path)
-    import shutil
-
     shutil.rmtree(tmp_path / "out")
     state = tmp_path / ".planrun/state/plan.json"
     state_before = state.read_bytes()
@@ -519,7 +516,6 @@ def test_a_changed_file_name_with_control_characters_stays_on_one_line(tmp_path:
     assert line.endswith("sources changed: src/a\\nb\\x1b[31m.py"), r
     assert "\x1b" not in r.err
     assert started_reasons(tmp_path / "e.jsonl")["s"] == "sources changed: src/a\\nb\\x1b[31m.py"
-    dry = go(tmp_path, "--dry-run")
     (tmp_path / "src/a\nb\x1b[31m.py").write_text("y")
     dry = go(tmp_path, "--dry-run")
     assert "cache: miss (sources changed: src/a\\nb\\x1b[31m.py)" in dry.out, dry
