@@ -91,10 +91,11 @@ def schema_errors(
                 path,
                 f"{_label(path[:-1], steps)}: bad step id {node!r}: use letters, digits, '_', '.', '-'",
             )
-        elif kind == "string_pattern_mismatch" and loc and loc[-1] == "result_variable":
+        elif kind == "string_pattern_mismatch" and loc and loc[-1] in ("result_variable", "as"):
+            what = "result_variable" if loc[-1] == "result_variable" else "'as' name"
             out.add(
                 path,
-                f"{_label(path[:-1], steps)}: bad result_variable {node!r}: use a name like 'my_var'",
+                f"{_label(path[:-1], steps)}: bad {what} {node!r}: use a name like 'my_var'",
             )
         elif kind in _EXPECTED or kind in ("enum", "literal_error", "greater_than_equal"):
             where = _label(path, steps) or "plan"

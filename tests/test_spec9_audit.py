@@ -583,3 +583,13 @@ def test_a_kept_step_reading_a_masked_result_is_kept_whatever_characters_the_mas
         "use": "ignored",
         "flaky": "succeeded",
     }
+
+
+def test_a_bad_foreach_as_name_is_planruns_own_message(run, write):
+    write("p.yaml", 'steps:\n  - {id: c, tool: echo, foreach: [1], as: "bad name", args: {}}\n')
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert (
+        r.out
+        == "p.yaml:2:43: error: step 'c': bad 'as' name 'bad name': use a name like 'my_var'\n"
+    )
