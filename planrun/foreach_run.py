@@ -25,7 +25,7 @@ from planrun.graph import PlanGraph
 from planrun.instances import parent_of
 from planrun.plan import Plan, Step
 from planrun.record import replace
-from planrun.resume import ResumePlan, Seen, kept_record, why_run_again
+from planrun.resume import FORCED, ResumePlan, Seen, kept_record, why_run_again
 from planrun.scope import StepRecord
 from planrun.status import Status
 
@@ -120,6 +120,8 @@ class ForeachSteps:
             why = why_run_again(
                 prev, Seen(cond, fp), dependency_runs=deps_ran, read_by_a_step_to_run=True
             )
+            if why is None and host.resume.is_forced(iid):
+                why = FORCED
             if why is None and prev is not None:
                 self._restore(iid, kept_record(prev))
             elif why is not None:

@@ -271,7 +271,7 @@ async def _schedule(
         from planrun.replan import make_replanner
 
         replanner = make_replanner(plan, req, services, here.masks)
-    resume = decide_resume(prep, opened.previous, mask)
+    resume = decide_resume(prep, opened.previous, mask, req.force if call is None else ())
     sched = Scheduler(
         plan, prep.selected, prep.variables, here.executor, bus, settings, resume, replanner
     )

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from planrun.expressions import ExpressionError
 from planrun.fanout import foreach_fingerprint
 from planrun.graph import PlanGraph, data_sources
+from planrun.instances import parent_of
 from planrun.plan import Step
 from planrun.record import Record
 from planrun.scope import Scope, StepRecord, step_args, step_condition
@@ -24,6 +25,8 @@ DEPENDENCY_RAN = "a step it depends on ran again"
 CHANGED = "its tool or arguments changed"
 CONDITION_CHANGED = "its condition changed"
 HELD_SECRET = "result held a secret"
+FORCED = "forced"  # --force, --force ID: run again, whatever the previous run left
+ALL_FORCED = "*"  # what a bare --force stands for
 CONDITION_FALSE = "condition false"  # the skip reason of a step whose `when` was false
 
 
@@ -85,21 +88,33 @@ def why_run_again(
 class ResumePlan(Record):
     """The decision for every selected step: kept (with its record) or run again (why)."""
 
-    __slots__ = ("kept", "reasons", "previous")
+    __slots__ = ("kept", "reasons", "previous", "forced")
     kept: dict[str, StepRecord]
     reasons: dict[str, str]
     # what the previous run recorded, for foreach instances (decided when their step expands)
     previous: Mapping[str, PreviousStep]
+    forced: frozenset[str]  # --force IDs (ALL_FORCED: every step)
 
     def __init__(
         self,
         kept: dict[str, StepRecord] | None = None,
         reasons: dict[str, str] | None = None,
         previous: Mapping[str, PreviousStep] | None = None,
+        forced: frozenset[str] = frozenset(),
     ) -> None:
         self.kept = {} if kept is None else kept
         self.reasons = {} if reasons is None else reasons
         self.previous = {} if previous is None else previous
+        self.forced = forced
+
+    def is_forced(self, sid: str) -> bool:
+        """`--force`, or `--force ID` naming this step, this instance or its foreach step (a
+        foreach step with one instance forced is not kept whole: it expands again)."""
+        if not self.forced:
+            return False
+        if ALL_FORCED in self.forced or sid in self.forced or parent_of(sid) in self.forced:
+            return True
+        return any(parent_of(f) == sid for f in self.forced)
 
 
 def plan_resume(
@@ -110,6 +125,7 @@ def plan_resume(
     variables: dict[str, Any],
     env: dict[str, str],
     mask: Callable[[Any], Any] | None = None,
+    forced: frozenset[str] = frozenset(),
 ) -> ResumePlan:
     """Decide, in dependency order, what the previous run leaves done.
 
@@ -118,6 +134,7 @@ def plan_resume(
     fingerprint). Its kept record and result variable are visible to the steps after it.
     Then a kept step whose recorded result had a secret masked in it runs again when a
     step that runs reads it: the masked result is not the value (and so on, to a fixpoint).
+    A step `forced` (`--force [ID]`) is never kept.
     """
     selected = set(order)
     deps = {sid: [d for d in graph.deps[sid] if d in selected] for sid in order}
@@ -126,16 +143,18 @@ def plan_resume(
     scope = Scope(scratch, env, records)
     seen: dict[str, Seen | None] = {}
     why: dict[str, str | None] = {}
+    plan = ResumePlan(previous=previous, forced=forced)
     for sid in (s for s in graph.topo_order() if s in selected):
         prev = previous.get(sid)
         runs = any(why[d] is not None for d in deps[sid])
         seen[sid] = None if runs or prev is None else _see(steps[sid], prev, scope, mask)
         why[sid] = why_run_again(prev, seen[sid], dependency_runs=runs)
+        if why[sid] is None and plan.is_forced(sid):
+            why[sid] = FORCED
         if why[sid] is None and prev is not None:
             records[sid] = kept_record(prev)
             _bind(scratch, steps[sid], records[sid])
     _rerun_masked_results(steps, order, deps, previous, seen, why)
-    plan = ResumePlan(previous=previous)
     for sid in order:
         reason = why[sid]
         if reason is None:

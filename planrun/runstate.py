@@ -6,7 +6,7 @@ from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: the state reader and the revision check only
 # on resume.
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import StateError
@@ -42,13 +42,17 @@ def decide_resume(
     prep: Prepared,
     previous: dict[str, PreviousStep] | None,
     mask: Callable[[Any], Any] | None,
+    forced: Iterable[str] = (),
 ) -> ResumePlan | None:
-    """On resume, which steps the previous run leaves done and why the others run again."""
+    """On resume, which steps the previous run leaves done and why the others run again;
+    `forced`: the run's --force IDs (`*` for a bare --force), which are never kept."""
     if previous is None:
         return None
     steps = {s.id: s for s in prep.plan.steps}
     env = prep.environment()
-    return plan_resume(steps, prep.selected, prep.graph, previous, prep.variables, env, mask)
+    return plan_resume(
+        steps, prep.selected, prep.graph, previous, prep.variables, env, mask, frozenset(forced)
+    )
 
 
 def no_saved_state(req: RunRequest, name: str, path: str) -> StateError:
@@ -74,7 +78,7 @@ def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
     if old.revisions:
         prep = revised_prep(prep, old.revisions, req, path)
     mask = prep.masker(prep.variables) if prep.plan.secrets else None
-    decided = decide_resume(prep, previous_steps(old), mask)
+    decided = decide_resume(prep, previous_steps(old), mask, req.force)
     return decided.kept if decided is not None else {}
 
 

@@ -891,3 +891,65 @@ def test_the_dry_run_agrees_with_the_run_on_a_step_reading_a_hits_status(tmp_pat
         "build": "hit",
         "c": "hit",
     }
+
+
+# ---- resume and --force --------------------------------------------------------------------
+
+GATED = """
+    steps:
+      - {id: build, tool: shell, args: {cmd: "echo built"}, cache: true}
+      - {id: gate, tool: shell, args: {cmd: "test -f ok"}, depends_on: [build]}
+      - {id: after, tool: shell, args: {cmd: "echo after"}, depends_on: [gate]}
+"""
+
+
+@pytest.mark.parametrize("force", [("--force",), ("--force", "build")])
+def test_resume_with_force_runs_the_forced_steps_again(
+    tmp_path: Path, force: tuple[str, ...]
+) -> None:
+    """`--force` runs every step and `--force ID` that step, on resume too: a forced step is
+    not kept from the previous run, and what depends on it runs again."""
+    plan(tmp_path, GATED)
+    assert go(tmp_path).code == 1
+    (tmp_path / "ok").write_text("")
+    r = planrun(
+        "resume", "plan.yaml", *force, "--output", "json", "--events", "e.jsonl", cwd=tmp_path
+    )
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "succeeded", "gate": "succeeded", "after": "succeeded"}
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "forced"
+    assert "running 'build' again: forced" in r.err
+
+
+def test_resume_without_force_still_keeps_what_succeeded(tmp_path: Path) -> None:
+    plan(tmp_path, GATED)
+    assert go(tmp_path).code == 1
+    (tmp_path / "ok").write_text("")
+    r = planrun("resume", "plan.yaml", "--force", "after", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "succeeded", "gate": "succeeded", "after": "succeeded"}
+    assert "build kept from the previous run" in r.err
+
+
+def test_resume_with_force_on_a_foreach_step_runs_its_instances(tmp_path: Path) -> None:
+    plan(
+        tmp_path,
+        """
+    variables: {pkgs: [a, b]}
+    steps:
+      - {id: lint, tool: shell, foreach: "${pkgs}", args: {cmd: "echo ${item}"}, cache: true}
+      - {id: gate, tool: shell, args: {cmd: "test -f ok"}, depends_on: [lint]}
+    """,
+    )
+    assert go(tmp_path).code == 1
+    (tmp_path / "ok").write_text("")
+    r = planrun("resume", "plan.yaml", "--force", "lint[1]", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {
+        "lint": "succeeded",
+        "lint[0]": "succeeded",  # kept from the previous run
+        "lint[1]": "succeeded",
+        "gate": "succeeded",
+    }
+    assert "running 'lint[1]' again: forced" in r.err and "lint[0] kept" in r.err
+    assert "running 'lint[0]'" not in r.err

@@ -244,7 +244,7 @@ class ConsoleReporter:
         reason = event.data.get("reason")
         again = bool(event.data.get("again"))  # on resume: the reason is why it runs again
         if again and reason and not self.quiet:
-            text = f"running '{self._name(event)}' again: {reason}"
+            text = f"running '{self._name(event).lstrip()}' again: {reason}"  # unindented
             self._write(self._line(event.ts, "note", text))
         if self.quiet or self._live is not None:
             return  # the live view shows running steps itself
