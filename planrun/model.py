@@ -311,7 +311,7 @@ def plan_json_schema() -> dict[str, Any]:
     It rejects what validation rejects for the plan's structure too: `steps` is required (an
     empty list is valid), a step has exactly one of `id`/`index`, a server exactly one of
     `command`/`url`, a planner exactly one of `command`/`tool`, a plan at most one of
-    `name`/`id`.
+    `name`/`id`, and `as` only with `foreach`.
     """
     schema = Plan.model_json_schema()
     defs = schema["$defs"]
@@ -325,6 +325,7 @@ def plan_json_schema() -> dict[str, Any]:
     }
     step["required"] = ["tool"]
     step["oneOf"] = [{"required": ["id"]}, {"required": ["index"]}]
+    step["dependentRequired"] = {"as": ["foreach"]}  # `as` names a foreach's element
     defs["ServerEntry"]["oneOf"] = _exactly_one_string("command", "url")
     replan = defs["Replan"]
     replan["oneOf"] = [

@@ -593,3 +593,14 @@ def test_a_bad_foreach_as_name_is_planruns_own_message(run, write):
         r.out
         == "p.yaml:2:43: error: step 'c': bad 'as' name 'bad name': use a name like 'my_var'\n"
     )
+
+
+def test_the_schema_rejects_as_without_foreach_like_validate(run, write):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = run("schema").json
+    bad = {"steps": [{"id": "a", "tool": "echo", "as": "x"}]}
+    good = {"steps": [{"id": "a", "tool": "echo", "as": "x", "foreach": [1]}]}
+    assert not jsonschema.Draft202012Validator(schema).is_valid(bad)
+    assert jsonschema.Draft202012Validator(schema).is_valid(good)
+    write("p.json", json.dumps(bad))
+    assert run("validate", "p.json").code == 3
