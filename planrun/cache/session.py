@@ -195,7 +195,8 @@ class CacheSession:
             # marked used now whatever its age, so that pruning keeps it before the entries
             # made since. A run that hits the latest entries again writes nothing.
             back = self.recent_key(sid) != key
-            self._set_recent(sid, key)
+            if back:
+                self._changed[sid] = key  # (what _set_recent does, without a second lookup)
             self.store.touch(key, now=back)
         else:
             self._pending[sid] = decision
