@@ -953,3 +953,11 @@ def test_resume_with_force_on_a_foreach_step_runs_its_instances(tmp_path: Path) 
     }
     assert "running 'lint[1]' again: forced" in r.err and "lint[0] kept" in r.err
     assert "running 'lint[0]'" not in r.err
+
+
+def test_completion_offers_step_ids_after_force(tmp_path: Path) -> None:
+    from tests.test_completion import PLAN, complete
+
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    assert complete(tmp_path, "run --force b") == ["build", "bench"]
+    assert complete(tmp_path, "run planrun.yaml --force t") == ["test"]
