@@ -961,3 +961,13 @@ def test_completion_offers_step_ids_after_force(tmp_path: Path) -> None:
     (tmp_path / "planrun.yaml").write_text(PLAN)
     assert complete(tmp_path, "run --force b") == ["build", "bench"]
     assert complete(tmp_path, "run planrun.yaml --force t") == ["test"]
+
+
+def test_an_unproduced_pattern_with_a_newline_is_named_on_one_line(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        'steps:\n  - {id: w, tool: shell, args: {cmd: "true"}, outputs: ["dist/a\\nb.whl"]}\n'
+    )
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 1
+    assert r.json["steps"][0]["error"] == "declared output not produced: dist/a\\nb.whl"
+    assert "w failed: declared output not produced: dist/a\\nb.whl" in r.err

@@ -25,6 +25,7 @@ from planrun.cache.store import (
     copy_hashed,
     safe_relpath,
 )
+from planrun.errors import one_line
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
@@ -82,7 +83,7 @@ def collect_outputs(
     for pattern in (p for p in patterns if not p.startswith("!")):
         found = match_files(cwd, compile_patterns((pattern, *excludes)), skip)
         if not found:
-            raise OutputMissing(f"declared output not produced: {pattern}")
+            raise OutputMissing(f"declared output not produced: {one_line(pattern)}")
         for f in found:
             if f.path in files:
                 continue
