@@ -195,6 +195,8 @@ class Scheduler:
                             running += 1
                         else:
                             settled = self._settled(sorter, sid) or settled
+                        if settled:
+                            break  # what it made ready may come first in file order
                     # A step settled without running (skipped, cached, kept) may have made
                     # others ready: look again before waiting for a running step to finish.
                     if settled and not self._stopping():

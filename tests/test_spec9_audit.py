@@ -604,3 +604,75 @@ def test_the_schema_rejects_as_without_foreach_like_validate(run, write):
     assert jsonschema.Draft202012Validator(schema).is_valid(good)
     write("p.json", json.dumps(bad))
     assert run("validate", "p.json").code == 3
+
+
+# ---- stops and resume ------------------------------------------------------------------------
+
+
+def test_abort_leaves_the_running_step_interrupted_and_the_unstarted_ones_pending(
+    run, write, tmp_path
+):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: slow, tool: shell, args: {cmd: "touch started; sleep 30"}}
+          - {id: boom, tool: shell, args: {cmd: "while [ ! -e started ]; do sleep 0.01; done; exit 1"}}
+          - {id: later, tool: echo, args: {value: 1}, depends_on: [boom]}
+        """,
+    )
+    r = run("run", "p.yaml", "-j", "2", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 1, r
+    assert (r.json["status"], r.json["reason"]) == ("failed", "step_failed")
+    want = {"slow": "interrupted", "boom": "failed", "later": "pending"}
+    assert {s["id"]: s["status"] for s in r.json["steps"]} == want
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == want
+    events = _events(tmp_path / "ev.jsonl")
+    assert [e["step"] for e in events if e["event"] == "step.interrupted"] == ["slow"]
+    assert not [e for e in events if e.get("step") == "later"]
+
+
+def test_a_plan_changed_under_the_same_name_is_resumed_by_fingerprints(run, write, tmp_path):
+    plan = """
+        name: build
+        steps:
+          - {id: a, tool: shell, args: {cmd: "echo a >> log"}}
+          - {id: b, tool: shell, args: {cmd: "echo B >> log"}, depends_on: [a]}
+          - {id: c, tool: shell, args: {cmd: "echo c >> log"}, depends_on: [b]}
+          - {id: d, tool: shell, args: {cmd: "echo d >> log; test -e ok"}}
+          - {id: old, tool: shell, args: {cmd: "echo old >> log"}}
+        """
+    write("p.yaml", plan)
+    assert run("run", "p.yaml", "-j", "1").code == 1
+    assert (tmp_path / "log").read_text().split() == ["a", "B", "c", "d"]
+    (tmp_path / "ok").touch()
+    changed = plan.replace("echo B", "echo b2").replace(
+        '- {id: old, tool: shell, args: {cmd: "echo old >> log"}}',
+        '- {id: new, tool: shell, args: {cmd: "echo new >> log"}}',
+    )
+    write("other-file-name.yaml", changed)
+    r = run("resume", "other-file-name.yaml", "--output", "json", "-j", "1")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split()[4:] == ["b2", "c", "d", "new"]
+    assert [s["id"] for s in r.json["steps"]] == ["a", "b", "c", "d", "new"]
+    assert all(s["status"] == "succeeded" for s in r.json["steps"]), r.json
+
+
+def test_steps_a_skip_makes_ready_start_in_file_order_with_the_others(run, write, tmp_path):
+    # `off` is skipped at once; `after_off` is then ready together with `other` and `last`:
+    # ties are broken by file order, so under -j 1 it starts first.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: off, tool: echo, args: {value: 1}, when: "false"}
+          - {id: after_off, tool: echo, args: {value: 1}, depends_on: [off]}
+          - {id: other, tool: echo, args: {value: 1}}
+          - {id: last, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "-j", "1", "--events", "ev.jsonl")
+    assert r.code == 0, r
+    started = [e["step"] for e in _events(tmp_path / "ev.jsonl") if e["event"] == "step.started"]
+    assert started == ["after_off", "other", "last"]
