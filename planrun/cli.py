@@ -39,12 +39,18 @@ Exit codes:
 
 
 @click.group(epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-C", "directory", type=click.Path(file_okay=False), help="Run as if started in DIR.")
+@click.option(
+    "-C",
+    "directories",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Run as if started in DIR (each -C relative to the one before, as with make and git).",
+)
 @click.version_option(package_name="planrun", prog_name="planrun")
-def main(directory: str | None) -> None:
+def main(directories: tuple[str, ...]) -> None:
     """Run declarative plan files (YAML/JSON) as parallel, resumable tool-call graphs."""
     _before_a_command()
-    if directory:
+    for directory in directories:
         try:
             os.chdir(directory)
         except OSError as exc:

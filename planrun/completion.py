@@ -32,8 +32,8 @@ def completion_script(cli: Any, shell: str) -> str:
 def _base_dir(ctx: Any) -> str:
     """Where the command will run: `-C DIR` if given (not applied while completing)."""
     root = ctx.find_root()
-    directory = root.params.get("directory") if root is not None else None
-    return str(directory) if directory else os.getcwd()
+    directories = root.params.get("directories") if root is not None else None
+    return os.path.join(os.getcwd(), *directories) if directories else os.getcwd()
 
 
 def _plan_on_line(ctx: Any, base: str) -> str | None:

@@ -132,6 +132,16 @@ def test_status_report_and_graph_of_a_plan_that_needs_command_line_variables(run
     assert [(p["name"], p["last_status"]) for p in listed.json] == [("release", "succeeded")]
 
 
+def test_several_dash_c_are_each_relative_to_the_one_before(run, write, tmp_path):
+    # as with make and git: `-C a -C b` is `-C a/b`
+    write("a/b/p.yaml", "steps: [{id: s, tool: shell, args: {cmd: pwd}}]\n")
+    r = run("-C", "a", "-C", "b", "run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["steps"][0]["result"]["stdout"] == f"{(tmp_path / 'a/b').resolve()}\n"
+    r = run("-C", "a", "-C", "nope", "run", "p.yaml")
+    assert r.code == 2 and "cannot change to directory nope" in r.err, r
+
+
 # ---- shapes ----------------------------------------------------------------------------------
 
 
