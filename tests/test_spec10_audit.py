@@ -971,3 +971,23 @@ def test_an_unproduced_pattern_with_a_newline_is_named_on_one_line(tmp_path: Pat
     assert r.code == 1
     assert r.json["steps"][0]["error"] == "declared output not produced: dist/a\\nb.whl"
     assert "w failed: declared output not produced: dist/a\\nb.whl" in r.err
+
+
+@pytest.mark.parametrize(
+    "flags, cache", [(("--no-cache",), ""), ((), ", cache: false")], ids=["no-cache", "false"]
+)
+def test_a_declared_output_is_checked_with_the_cache_off_too(
+    tmp_path: Path, flags: tuple[str, ...], cache: str
+) -> None:
+    """Whether a step produced what it declares does not depend on the cache: a CI job that
+    runs `--no-cache` fails on a missing artifact like any other run."""
+    (tmp_path / "plan.yaml").write_text(
+        "steps:\n"
+        f'  - {{id: w, tool: shell, args: {{cmd: "true"}}, outputs: ["dist/*.whl"]{cache}}}\n'
+    )
+    r = go(tmp_path, "--output", "json", *flags)
+    assert r.code == 1, r
+    assert r.json["steps"][0]["error"] == "declared output not produced: dist/*.whl"
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist/a.whl").write_text("")
+    assert go(tmp_path, *flags).code == 0

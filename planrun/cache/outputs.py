@@ -101,6 +101,16 @@ def collect_outputs(
     return Collected([files[k] for k in sorted(files)], contents, large)
 
 
+def unproduced_output(cwd: str, patterns: list[str], skip: list[str]) -> str | None:
+    """The error of a step whose `outputs` pattern matched nothing (None when each matched),
+    for a step that ran with the cache off: nothing is read, only matched."""
+    excludes = tuple(p for p in patterns if p.startswith("!"))
+    for pattern in (p for p in patterns if not p.startswith("!")):
+        if not match_files(cwd, compile_patterns((pattern, *excludes)), skip):
+            return f"declared output not produced: {one_line(pattern)}"
+    return None
+
+
 def covered(matcher: Matcher, rel: str) -> bool:
     """Whether the sources matcher takes `rel` (itself, or a directory above it)."""
     if matcher.excluded(rel):

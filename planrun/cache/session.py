@@ -233,6 +233,10 @@ class CacheSession:
 
     # ---- after a successful run ------------------------------------------------------------
 
+    def stores(self, sid: str) -> bool:
+        """Whether a run of `sid` is to be stored (it was looked up: a miss)."""
+        return sid in self._pending
+
     async def after(self, sid: str, step: Step, result: Any, secret: bool = False) -> str | None:
         """Store a successful run; returns an error when a declared output was not produced.
         `secret`: the result is bound to a secret variable (it is then not stored)."""
