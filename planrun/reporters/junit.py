@@ -175,6 +175,8 @@ class JUnitReporter:
         if name == "step.started":
             case.status = "running"
             case.attempts = data.get("attempt", case.attempts + 1)
+            for iid in data.get("instances") or ():  # a foreach step's: each one a testcase
+                suite.case(str(iid))
         elif name == "step.retrying":
             delay = data.get("delay_s")
             wait = (

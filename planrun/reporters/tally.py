@@ -60,7 +60,7 @@ class RunTally:
         return status_counts(self.tools, self.status, self.kept)
 
     def instance_counts(self) -> tuple[int, int]:
-        """Foreach instances seen, and how many of them failed."""
+        """Foreach instances of the steps that started, and how many of them failed."""
         failed = sum(1 for s in self.instances.values() if s == Status.FAILED)
         return len(self.instances), failed
 
@@ -108,6 +108,12 @@ class RunTally:
 
     def _step_started(self, event: Event) -> None:
         step = event.step or ""
+        instances = event.data.get("instances")
+        if event.plan == self.root and isinstance(instances, list):
+            # A foreach step names its instances as it starts: those that never start (an
+            # abort under -j 1) are still the step's, pending, in the closing count.
+            for sid in instances:
+                self.instances.setdefault(str(sid), Status.PENDING)
         if event.data.get("title"):  # rendered now that its ${...} can be
             self.titles[(event.plan, step)] = first_line(event.data["title"])
         if self._set_status(event, Status.RUNNING):

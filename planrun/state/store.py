@@ -234,6 +234,11 @@ class StateStore:
         if name == "step.started":
             if "instances" in d:  # a foreach step expanded: instances of an older list go
                 self._drop_instances(sid, set(d["instances"]))
+                # and its instances are listed, pending until each starts (one that never
+                # does, as after an abort under -j 1, stays pending); the snapshot holds them,
+                # the journal gets each one's line when it changes
+                for iid in d["instances"]:
+                    state.steps.setdefault(str(iid), StepState())
             self._started.add(sid)
             new = StepState(
                 status=Status.RUNNING,
