@@ -19,7 +19,7 @@ from planrun.cli_run import fail as _fail
 from planrun.cli_run import guard as _guard
 from planrun.cli_run import parse_vars as _parse_vars
 from planrun.cli_run import print_diagnostics as _print_diagnostics
-from planrun.completion import complete_plan_files
+from planrun.completion import COMPLETE_VAR, complete_plan_files
 from planrun.defaultplan import plan_or_default
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError
 
@@ -36,6 +36,11 @@ Exit codes:
   5    blocked (approval needed and not given)
   130  interrupted (SIGINT/SIGTERM/SIGHUP); state saved, `resume` continues
 """
+
+if COMPLETE_VAR in os.environ:  # answering the shell: planrun's own bash and fish protocols
+    from planrun.completion_shells import register
+
+    register()
 
 
 @click.group(epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,6 +9,7 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: click's completion and the loader only while
 # completing.
 import os
+import re
 from typing import Any
 
 from planrun.defaultplan import PLAN_EXTENSIONS, find_default_plan, looks_like_plan
@@ -17,13 +18,17 @@ from planrun.errors import PlanrunError
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_PLANRUN_COMPLETE"
 MAX_PLAN_BYTES = 16 << 20  # completion must stay instant: larger plans are not read
+_ID = re.compile(r"[A-Za-z0-9_.-]+")  # a step id (planrun.model's rule)
 
 
 def completion_script(cli: Any, shell: str) -> str:
     """The script that makes `shell` complete planrun's commands, options, files and step ids."""
     from click.shell_completion import get_completion_class
 
-    cls = get_completion_class(shell)
+    from planrun.completion_shells import BashCompletion, FishCompletion
+
+    ours = {"bash": BashCompletion, "fish": FishCompletion}
+    cls = ours.get(shell) or get_completion_class(shell)
     if cls is None:  # pragma: no cover - SHELLS are all built into click
         raise ValueError(f"unsupported shell {shell!r}")
     return str(cls(cli, {}, "planrun", COMPLETE_VAR).source())
@@ -69,7 +74,10 @@ def step_ids(path: str) -> list[str]:
     for step in steps if isinstance(steps, list) else []:
         if isinstance(step, dict):
             sid = step.get("id", step.get("index"))
-            if isinstance(sid, str | int) and not isinstance(sid, bool):
+            # only well-formed ids: the shell's script reads one value a line, and a hostile
+            # plan's `$(...)` or newline is no step id anyway
+            well_typed = isinstance(sid, str | int) and not isinstance(sid, bool)
+            if well_typed and _ID.fullmatch(str(sid)):
                 ids.append(str(sid))
     return ids
 
@@ -85,6 +93,8 @@ def plan_files(base: str, incomplete: str) -> list[tuple[str, str]]:
     out = []
     for name in names:
         if not name.startswith(tail) or (name.startswith(".") and not tail.startswith(".")):
+            continue
+        if not name.isprintable():  # a newline would split the value in the shell's script
             continue
         value = os.path.join(head, name) if head else name
         if os.path.isdir(os.path.join(where, name)):

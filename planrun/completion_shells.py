@@ -1,0 +1,91 @@
+"""planrun's own bash and fish completion scripts, in place of click's.
+
+Click's bash script inserts each value as it is (`planrun run $(touch x).yaml`, `my plan.yaml`
+as two words) and glob-expands it; click 8.4's fish script does not parse its own protocol and
+runs each value as a command. These scripts keep click's protocol (`_PLANRUN_COMPLETE`), quote
+values as the shell reads them (bash) or let fish quote them, and never evaluate a value.
+"""
+
+from __future__ import annotations
+
+from click.shell_completion import (
+    BashComplete,
+    CompletionItem,
+    FishComplete,
+    add_completion_class,
+)
+
+# `type,value` lines from planrun; each value is inserted quoted (`printf %q`), so a plan file
+# named `$(touch x).yaml` or `my plan.yaml` reaches the command line as one word, unexpanded.
+_BASH = """\
+%(complete_func)s() {
+    local IFS=$'\\n'
+    local response type value quoted
+    response=$(env COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD=$COMP_CWORD \\
+%(complete_var)s=bash_complete "$1")
+    COMPREPLY=()
+    while IFS=',' read -r type value; do
+        if [[ $type == 'dir' ]]; then
+            COMPREPLY=()
+            compopt -o dirnames
+        elif [[ $type == 'file' ]]; then
+            COMPREPLY=()
+            compopt -o default
+        elif [[ $type == 'plain' ]]; then
+            printf -v quoted '%%q' "$value"
+            COMPREPLY+=("$quoted")
+        fi
+    done <<< "$response"
+    return 0
+}
+
+%(complete_func)s_setup() {
+    complete -o nosort -F %(complete_func)s %(prog_name)s
+}
+
+%(complete_func)s_setup;
+"""
+
+# One `type,value` line per value (see FishCompletion.format_completion); fish escapes what it
+# inserts, and a value is only ever printed.
+_FISH = """\
+function %(complete_func)s
+    set -l response (env %(complete_var)s=fish_complete COMP_WORDS=(commandline -cp) \\
+COMP_CWORD=(commandline -t | string collect -a) %(prog_name)s)
+    for completion in $response
+        set -l metadata (string split -m 1 , -- $completion)
+        switch $metadata[1]
+            case dir
+                __fish_complete_directories $metadata[2]
+            case file
+                __fish_complete_path $metadata[2]
+            case plain
+                printf '%%s\\n' $metadata[2]
+        end
+    end
+end
+
+complete --no-files --command %(prog_name)s --arguments "(%(complete_func)s)"
+"""
+
+
+class BashCompletion(BashComplete):
+    """Click's bash protocol with a script that quotes what it inserts."""
+
+    source_template = _BASH
+
+
+class FishCompletion(FishComplete):
+    """Click's fish protocol, one `type,value` line per value, with a script that parses it."""
+
+    source_template = _FISH
+
+    def format_completion(self, item: CompletionItem) -> str:
+        # planrun offers no help texts; a value never holds a newline (see completion.py)
+        return f"{item.type},{item.value}"
+
+
+def register() -> None:
+    """Answer `_PLANRUN_COMPLETE=bash_complete|fish_complete` with these classes."""
+    add_completion_class(BashCompletion, "bash")
+    add_completion_class(FishCompletion, "fish")
