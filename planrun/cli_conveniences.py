@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from planrun.completion import complete_plan_files, completion_script
-from planrun.defaultplan import plan_or_default
+from planrun.defaultplan import find_default_plan, plan_or_default
+from planrun.errors import UsageError
 
 
 def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
@@ -25,12 +26,22 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
         click.echo(completion_script(group, shell), nl=False)
 
     @group.command()
-    @click.argument("file", required=False, default="planrun.yaml")
+    @click.argument("file", required=False)
     @guard
-    def init(file: str) -> None:
+    def init(file: str | None) -> None:
         """Write a commented starter plan to FILE (default planrun.yaml); never overwrites."""
         from planrun.starter import write_starter
 
+        if file is None:
+            file = "planrun.yaml"
+            # beside a planrun.yml or planrun.json, a new planrun.yaml would silently become
+            # the default plan in its place
+            found = find_default_plan(os.getcwd())
+            if found is not None and found != file:
+                raise UsageError(
+                    f"{found} is already the default plan here: not writing planrun.yaml, "
+                    "which would take its place (name another file: planrun init FILE)"
+                )
         write_starter(file)
         named = "" if file == "planrun.yaml" else f" {file}"
         click.echo(f"wrote {file}; next: planrun list{named}, planrun run{named}", err=True)
