@@ -163,7 +163,17 @@ def _context(
         notice=parent.notice,
         mcp_config=parent.mcp_config,
         run_id=parent.run_id,
+        previous=parent.previous,
     )
+
+
+def _sub_plan_previous(call: SubPlanCall) -> dict[str, Any] | None:
+    """On resume, what the previous run recorded of this sub-plan's steps, by their own ids."""
+    previous = call.parent.previous
+    if previous is None:
+        return None
+    prefix = call.prefix
+    return {sid[len(prefix) :]: p for sid, p in previous.items() if sid.startswith(prefix)}
 
 
 async def launch(
@@ -181,7 +191,10 @@ async def launch(
         from planrun.cache.wiring import run_cache_options  # ~10 ms: only when it can matter
 
         cache_options = run_cache_options(req, prep)
-    prep, opened = open_state(req, prep) if call is None else (prep, OpenedState(None))
+    if call is None:
+        prep, opened = open_state(req, prep)
+    else:
+        opened = OpenedState(None, _sub_plan_previous(call))
     plan, store = prep.plan, opened.store
     attached = _attach(req, prep, store, call)
     pool: ServerPool | None = None
@@ -210,6 +223,8 @@ async def launch(
 
             return stopped_while_starting(prep, attached.bus, opened.previous is not None)
         here = _context(req, plan, attached, executor, call)
+        if call is None and opened.previous is not None:
+            here = here._replace(previous=opened.previous)
         services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
@@ -271,7 +286,8 @@ async def _schedule(
         from planrun.replan import make_replanner
 
         replanner = make_replanner(plan, req, services, here.masks)
-    resume = decide_resume(prep, opened.previous, mask, req.force if call is None else ())
+    forced = req.force if call is None else ()
+    resume = decide_resume(prep, opened.previous, mask, forced, results_read=call is not None)
     sched = Scheduler(
         plan, prep.selected, prep.variables, here.executor, bus, settings, resume, replanner
     )

@@ -126,6 +126,7 @@ def plan_resume(
     env: dict[str, str],
     mask: Callable[[Any], Any] | None = None,
     forced: frozenset[str] = frozenset(),
+    results_read: bool = False,
 ) -> ResumePlan:
     """Decide, in dependency order, what the previous run leaves done.
 
@@ -154,7 +155,7 @@ def plan_resume(
         if why[sid] is None and prev is not None:
             records[sid] = kept_record(prev)
             _bind(scratch, steps[sid], records[sid])
-    _rerun_masked_results(steps, order, deps, previous, seen, why)
+    _rerun_masked_results(steps, order, deps, previous, seen, why, results_read)
     for sid in order:
         reason = why[sid]
         if reason is None:
@@ -186,9 +187,11 @@ def _rerun_masked_results(
     previous: Mapping[str, PreviousStep],
     seen: dict[str, Seen | None],
     why: dict[str, str | None],
+    results_read: bool = False,
 ) -> None:
     """Run again the kept steps whose masked result a step that runs reads, and what depends
-    on them, until nothing changes."""
+    on them, until nothing changes. `results_read`: every result variable is read (a
+    sub-plan's final variables are the result of the `plan` step that runs it again)."""
     if not any(p.result_masked for p in previous.values()):
         return
     binders: dict[str, list[str]] = {}
@@ -201,6 +204,8 @@ def _rerun_masked_results(
     while changed:
         changed = False
         wanted = {p for sid in order if why[sid] is not None for p in reads[sid]}
+        if results_read:
+            wanted.update(sid for sid in order if steps[sid].result_variable)
         for sid in order:
             if why[sid] is not None:
                 continue

@@ -43,15 +43,25 @@ def decide_resume(
     previous: dict[str, PreviousStep] | None,
     mask: Callable[[Any], Any] | None,
     forced: Iterable[str] = (),
+    results_read: bool = False,
 ) -> ResumePlan | None:
     """On resume, which steps the previous run leaves done and why the others run again;
-    `forced`: the run's --force IDs (`*` for a bare --force), which are never kept."""
+    `forced`: the run's --force IDs (`*` for a bare --force), which are never kept;
+    `results_read`: a sub-plan, whose final variables its parent reads."""
     if previous is None:
         return None
     steps = {s.id: s for s in prep.plan.steps}
     env = prep.environment()
     return plan_resume(
-        steps, prep.selected, prep.graph, previous, prep.variables, env, mask, frozenset(forced)
+        steps,
+        prep.selected,
+        prep.graph,
+        previous,
+        prep.variables,
+        env,
+        mask,
+        frozenset(forced),
+        results_read,
     )
 
 

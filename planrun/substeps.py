@@ -66,7 +66,7 @@ class SubStepRows:
             reason = d.get("reason")
             upstream = isinstance(reason, str) and reason.startswith("upstream failed")
             row.update(status="skipped", error=reason if upstream else None)
-        elif kind in ("succeeded", "failed", "interrupted"):
+        elif kind in ("succeeded", "failed", "interrupted", "resumed"):  # resumed: kept
             row.update(
                 status=d.get("status") or kind,
                 attempts=d.get("attempts", row["attempts"]),

@@ -686,3 +686,35 @@ def test_steps_a_skip_makes_ready_start_in_file_order_with_the_others(run, write
     assert r.code == 0, r
     started = [e["step"] for e in _events(tmp_path / "ev.jsonl") if e["event"] == "step.started"]
     assert started == ["after_off", "other", "last"]
+
+
+def test_a_sub_plan_started_again_on_resume_keeps_its_steps_that_succeeded(run, write, tmp_path):
+    # A sub-plan follows the rules of a plan run on its own: resumed, its steps that
+    # succeeded with unchanged fingerprints are kept, the failed one runs again.
+    write(
+        "child.yaml",
+        """
+        steps:
+          - {id: c1, tool: shell, args: {cmd: "echo c1 >> log"}}
+          - {id: c2, tool: shell, args: {cmd: "echo c2 >> log; test -e ok"}, depends_on: [c1]}
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+          - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [sub]}
+        """,
+    )
+    assert run("run", "p.yaml").code == 1
+    (tmp_path / "ok").touch()
+    r = run("resume", "p.yaml", "--output", "json", "--junit", "junit.xml")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split() == ["c1", "c2", "c2", "after"]
+    assert "sub/c1 kept from the previous run" in r.err, r.err
+    want = {"sub": "succeeded", "sub/c1": "succeeded", "sub/c2": "succeeded", "after": "succeeded"}
+    assert {s["id"]: s["status"] for s in r.json["steps"]} == want
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == want
+    assert 'name="sub/c1"' in (tmp_path / "junit.xml").read_text()

@@ -145,6 +145,9 @@ class ParentContext(NamedTuple):
     notice: Notice | None = None
     mcp_config: str | None = None
     run_id: str = ""  # the top run's id: its shell commands carry it (planrun/leftovers.py)
+    # On resume: what the top run's previous run recorded, by full step id (`deploy/push`), so
+    # a sub-plan started again keeps its steps that succeeded, as a plan resumed on its own.
+    previous: Mapping[str, Any] | None = None
 
     def child_prefix(self, step_id: str) -> str:
         return f"{self.prefix}{step_id}{STEP_SEPARATOR}"
