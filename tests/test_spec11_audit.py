@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -541,6 +542,8 @@ def test_fish_script_completes_commands_ids_and_plan_files_in_fish(tmp_path):
     assert done.stderr == "" and done.stdout.split() == ["init"], done
     done = _fish_complete(tmp_path, "planrun validate c")
     assert done.stderr == "" and done.stdout.split() == ["ci.yaml"], done
+    done = _fish_complete(tmp_path, "planrun run --on")
+    assert done.stderr == "" and done.stdout.split() == ["--only"], done
 
 
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
@@ -614,6 +617,14 @@ def test_report_page_holds_the_runs_facts_and_each_steps_row(run, write, tmp_pat
     assert "step_failed" in text and "duration" in text and "failed" in text
     assert "out-tail" in text and "err-tail" in text and "command exited with code 4" in text
     assert 'data-step="fan[1]"' in text
+    # bars are coloured by status: a failed step's bar is not a succeeded one's colour
+    bars = {
+        m[0]: m[1]
+        for m in re.findall(
+            r'data-step="([^"]+)".*?<rect x="[^"]*" [^>]*fill="([^"]+)"', text, re.S
+        )
+    }
+    assert bars["fan[1]"] != bars["flaky"], bars
 
 
 def test_run_report_is_written_when_the_run_is_blocked(run, write, tmp_path):
