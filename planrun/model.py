@@ -45,6 +45,13 @@ def _not_bool(value: Any) -> Any:
     # pydantic takes `true` as 1 for an int field; `retries: true` is a mistake, not a count.
     if isinstance(value, bool):
         raise ValueError(f"expected a whole number, got {str(value).lower()}")
+    return _whole(value)
+
+
+def _whole(value: Any) -> Any:
+    # `2.0` is the number 2 to JSON (and to the schema's "integer"): taken as 2, not refused.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return value
 
 
@@ -55,6 +62,7 @@ PositiveCount = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
 def _step_id(value: Any) -> Any:
     if isinstance(value, bool):
         return value
+    value = _whole(value)
     if isinstance(value, int):
         return str(value)
     return value

@@ -718,3 +718,23 @@ def test_a_sub_plan_started_again_on_resume_keeps_its_steps_that_succeeded(run, 
     status = run("status", "p.yaml", "--output", "json")
     assert {s["id"]: s["status"] for s in status.json["steps"]} == want
     assert 'name="sub/c1"' in (tmp_path / "junit.xml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("plan", "valid"),
+    [
+        ({"steps": [{"id": "a", "tool": "echo", "retries": 2.0}]}, True),
+        ({"steps": [{"index": 1.0, "tool": "echo"}]}, True),
+        ({"limits": {"max_steps": 3.0, "tool_caps": {"echo": 1.0}}, "steps": []}, True),
+        ({"steps": [{"id": "a", "tool": "echo", "retries": 2.5}]}, False),
+    ],
+)
+def test_a_whole_number_written_with_a_point_is_a_number_to_schema_and_validate(
+    run, write, plan, valid
+):
+    # JSON has one kind of number: 2.0 is the integer 2 to the schema, so validate takes it
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = run("schema").json
+    assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid
+    write("p.json", json.dumps(plan))
+    assert run("validate", "p.json").code == (0 if valid else 3)
