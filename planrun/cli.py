@@ -251,8 +251,10 @@ def status(plan: str | None, state: str | None, output: str) -> None:
 @main.command(name="list")
 @click.argument("target", required=False, shell_complete=complete_plan_files)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
+@click.option("--vars-file", type=click.Path(dir_okay=False))
 @_guard
-def list_(target: str | None, output: str) -> None:
+def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str | None) -> None:
     """List the plans in a directory (default ./plans) with their last run status, or the
     steps of a plan file (default: ./planrun.yaml when there is no ./plans)."""
     from planrun.catalog import list_plans, render_list
@@ -262,7 +264,9 @@ def list_(target: str | None, output: str) -> None:
     if directory.plan is not None:
         from planrun.steplist import render_steps, step_rows
 
-        doc = step_rows(directory.plan)
+        # A plan that reads --var names checks only with them, as for `graph` and `run`.
+        extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
+        doc = step_rows(directory.plan, extra)
         if output == "json":
             click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: the graph and validation only when steps are
 # listed.
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,15 +41,16 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
     )
 
 
-def step_rows(plan_path: str) -> dict[str, Any]:
+def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """{plan, file, title, steps: [{id, title, tool, depends_on}]} of a valid plan (PlanInvalid if not).
 
-    `depends_on` holds the effective dependencies: explicit and data-flow.
+    `depends_on` holds the effective dependencies: explicit and data-flow. `variables`: those
+    given on the command line, which the plan's expressions may read.
     """
     from planrun.graph import PlanGraph
     from planrun.validate import default_name, load_plan
 
-    plan = load_plan(plan_path)
+    plan = load_plan(plan_path, variables)
     graph = PlanGraph.build(plan.steps)
     return {
         "plan": plan.name or default_name(plan_path),

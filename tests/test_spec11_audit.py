@@ -633,3 +633,14 @@ def test_run_report_is_written_when_the_run_is_blocked(run, write, tmp_path):
     assert r.code == 5, r
     text = (tmp_path / "r.html").read_text()
     assert "blocked" in text and "approval_required" in text
+
+
+def test_list_takes_the_variables_a_plan_reads_as_graph_does(run, write, tmp_path):
+    write("needs.yaml", "steps: [{id: build, tool: shell, args: {cmd: 'echo ${version}'}}]\n")
+    r = run("list", "needs.yaml")
+    assert r.code == 3 and "undefined name 'version'" in r.out, r
+    r = run("list", "needs.yaml", "--var", "version=1", "--output", "json")
+    assert r.code == 0 and [s["id"] for s in r.json["steps"]] == ["build"], r
+    write("v.yaml", "version: 2\n")
+    r = run("list", "needs.yaml", "--vars-file", "v.yaml")
+    assert r.code == 0 and "build" in r.out, r
