@@ -333,7 +333,9 @@ def plan_json_schema() -> dict[str, Any]:
     }
     step["required"] = ["tool"]
     step["oneOf"] = [{"required": ["id"]}, {"required": ["index"]}]
-    step["dependentRequired"] = {"as": ["foreach"]}  # `as` names a foreach's element
+    # `as` (a name, not null) names the element of a `foreach` (one that is not null)
+    step["if"] = {"required": ["as"], "properties": {"as": {"type": "string"}}}
+    step["then"] = {"required": ["foreach"], "properties": {"foreach": {"not": {"type": "null"}}}}
     defs["ServerEntry"]["oneOf"] = _exactly_one_string("command", "url")
     replan = defs["Replan"]
     replan["oneOf"] = [

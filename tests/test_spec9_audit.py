@@ -608,12 +608,17 @@ def test_a_bad_foreach_as_name_is_planruns_own_message(run, write):
 def test_the_schema_rejects_as_without_foreach_like_validate(run, write):
     jsonschema = pytest.importorskip("jsonschema")
     schema = run("schema").json
-    bad = {"steps": [{"id": "a", "tool": "echo", "as": "x"}]}
-    good = {"steps": [{"id": "a", "tool": "echo", "as": "x", "foreach": [1]}]}
-    assert not jsonschema.Draft202012Validator(schema).is_valid(bad)
-    assert jsonschema.Draft202012Validator(schema).is_valid(good)
-    write("p.json", json.dumps(bad))
-    assert run("validate", "p.json").code == 3
+    cases = [
+        ({"as": "x"}, False),
+        ({"as": "x", "foreach": None}, False),
+        ({"as": "x", "foreach": [1]}, True),
+        ({"as": None}, True),  # the default name
+    ]
+    for extra, valid in cases:
+        plan = {"steps": [{"id": "a", "tool": "echo", **extra}]}
+        assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid, plan
+        write("p.json", json.dumps(plan))
+        assert run("validate", "p.json").code == (0 if valid else 3), plan
 
 
 # ---- stops and resume ------------------------------------------------------------------------
