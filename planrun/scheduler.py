@@ -341,7 +341,7 @@ class Scheduler:
         try:
             result, failure, budget = await self._attempts(sid, step, args, ctx)
             if failure is None and (self.settings.cache is not None or step.outputs):
-                unstored = await self._outputs_made(sid, step, result, secret)
+                unstored = await self.settings.outputs_made(sid, step, result, secret)
                 failure = AttemptFailed(unstored) if unstored else None  # an output missing
             if failure is None:
                 self._succeed(sid, step, result, time.monotonic() - started, ctx.output)
@@ -358,19 +358,6 @@ class Scheduler:
             raise
         finally:
             self.slots.release(step.tool)
-
-    async def _outputs_made(self, sid: str, step: Step, result: Any, secret: bool) -> str | None:
-        """Store a cached step's run (its outputs checked then); for a step that declares
-        outputs with the cache off, check them alone. The error when one was not produced."""
-        cache = self.settings.cache
-        if cache is not None and cache.stores(sid):
-            return await cache.after(sid, step, result, secret)
-        if not step.outputs:
-            return None
-        from planrun.cache.outputs import unproduced_output  # only for a step declaring some
-
-        cwd = self.settings.cwd
-        return await asyncio.to_thread(unproduced_output, cwd, list(step.outputs), [])
 
     def _stopped_by_sub_plan(self, sid: str, step: Step, exc: RunStopped, duration: float) -> None:
         reason = Reason(exc.reason)

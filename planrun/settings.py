@@ -11,6 +11,7 @@ from planrun.tools.base import ParentContext, Services
 
 if TYPE_CHECKING:  # the cache package is imported only by runs that use it
     from planrun.cache.session import CacheSession
+    from planrun.plan import Step
 
 
 class RunSettings(Record):
@@ -79,3 +80,17 @@ class RunSettings(Record):
         self.prefix = prefix
         self.parent = parent
         self.cache = cache
+
+    async def outputs_made(self, sid: str, step: Step, result: Any, secret: bool) -> str | None:
+        """After a step succeeded: store it when the cache missed it (its outputs checked then);
+        for a step that declares outputs with the cache off, check them alone. The error when
+        one was not produced (`declared output not produced: PATTERN`), else None."""
+        if self.cache is not None and self.cache.stores(sid):
+            return await self.cache.after(sid, step, result, secret)
+        if not step.outputs:
+            return None
+        import asyncio
+
+        from planrun.cache.outputs import unproduced_output  # only for a step declaring some
+
+        return await asyncio.to_thread(unproduced_output, self.cwd, list(step.outputs), [])
