@@ -106,7 +106,7 @@ def check_plan_file(
     raw = read_plan(path, file)
     secret = user_secret() if cache and enabled() else None
     if secret is None:  # off, or no secret to key entries with: no entry is read or written
-        return _check(raw, path, file, variables, servers)
+        return _check(raw, file, variables, servers)
     key = plan_key(raw, file, variables or {}, servers, secret)
     store = PlanStore(os.path.join(cwd or os.getcwd(), ".planrun"))
     hit = store.get(key)
@@ -114,8 +114,8 @@ def check_plan_file(
         found = _decode(hit, key, servers)
         if found is not None:
             plan, diagnostics = found
-            return CheckedPlan(plan, diagnostics, LazyDocument(file, lambda: load_bytes(raw, path)))
-    checked = _check(raw, path, file, variables, servers)
+            return CheckedPlan(plan, diagnostics, LazyDocument(file, lambda: load_bytes(raw, file)))
+    checked = _check(raw, file, variables, servers)
     blob = _encode(checked, key)
     if blob is not None:
         store.put(key, blob)
@@ -124,15 +124,13 @@ def check_plan_file(
 
 def _check(
     raw: bytes,
-    path: str,
     file: str,
     variables: Mapping[str, Any] | None,
     servers: Mapping[str, Any] | None,
 ) -> CheckedPlan:
     from planrun.validate import check_document
 
-    doc = load_bytes(raw, path)
-    doc.file = file
+    doc = load_bytes(raw, file)  # named as the user gave it (its errors too), not by full path
     return check_document(doc, variables, servers)
 
 

@@ -644,3 +644,22 @@ def test_list_takes_the_variables_a_plan_reads_as_graph_does(run, write, tmp_pat
     write("v.yaml", "version: 2\n")
     r = run("list", "needs.yaml", "--vars-file", "v.yaml")
     assert r.code == 0 and "build" in r.out, r
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        ("bad.yaml", "steps: [\n", "bad.yaml:2:1: error: invalid YAML"),
+        ("bad.json", '{"steps": [}', "bad.json:1:12: error: invalid JSON"),
+        ("empty.yaml", "", "empty.yaml:1:1: error: plan file is empty"),
+        ("text.yaml", "just text\n", "text.yaml:1:1: error: a plan must be a mapping"),
+        ("tasks", "- a\n", "tasks:1:1: error: a plan must be a mapping"),
+    ],
+)
+def test_a_plan_that_does_not_parse_is_named_as_given_by_run(run, write, name, text, where):
+    # as `validate` names it (the contract's `plan.yaml:12:7: error: ...`), not by its full path
+    write(name, text)
+    for command in (["run", name], ["run", name, "--dry-run"], ["validate", name]):
+        r = run(*command)
+        assert r.code == 3, r
+        assert r.out.startswith(where), (command, r.out)
