@@ -8,6 +8,7 @@ on the same surface (odd sizes, durations, patterns and file names).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -991,3 +992,20 @@ def test_a_declared_output_is_checked_with_the_cache_off_too(
     (tmp_path / "dist").mkdir()
     (tmp_path / "dist/a.whl").write_text("")
     assert go(tmp_path, *flags).code == 0
+
+
+@pytest.mark.parametrize("recent", ["a\u0000b", "../../../../outside", "x" * 5000, "", 7])
+def test_a_hostile_recent_entry_file_only_costs_the_reason(tmp_path: Path, recent: Any) -> None:
+    """`.planrun/cache-recent.json` may come with a repository: a key in it that is not a
+    SHA-256 names no entry (`no cache entry`), never a file elsewhere, never an error."""
+    project(tmp_path)
+    go(tmp_path)
+    (tmp_path / ".planrun/cache-recent.json").write_text(
+        json.dumps({"plan": {"build": recent, "pack": recent}})
+    )
+    (tmp_path / "src/m0.py").write_text("print('changed')\n")
+    dry = go(tmp_path, "--dry-run")
+    assert dry.code == 0 and "cache: miss (no cache entry)" in dry.out, dry
+    r = go(tmp_path, "--events", "e.jsonl")
+    assert r.code == 0, r
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "no cache entry"

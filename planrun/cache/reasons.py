@@ -6,7 +6,7 @@ from typing import Any
 
 from planrun.cache import NO_ENTRY
 from planrun.cache.keys import Material, first_difference
-from planrun.cache.store import CacheStore, CorruptCache
+from planrun.cache.store import CacheStore, CorruptCache, is_key
 from planrun.errors import one_line
 from planrun.untrusted_json import loads
 
@@ -19,7 +19,9 @@ def _more(names: list[str]) -> str:
 
 def miss_reason(store: CacheStore, previous_key: str | None, material: Material) -> str:
     """`args changed`, `upstream changed: X`, `sources changed: P (+N more)` or `no cache entry`."""
-    if previous_key is None:
+    # `.planrun/cache-recent.json` may come with a repository: only a SHA-256 names an entry
+    # (`../x` or a NUL would name a file elsewhere, or none). Checked here, on a miss only.
+    if previous_key is None or not is_key(previous_key):
         return NO_ENTRY
     entry = store.get(previous_key, quiet=True)
     if entry is None:

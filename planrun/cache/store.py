@@ -137,10 +137,15 @@ def _output_file(o: Any) -> OutputFile:
     return out
 
 
+def is_key(text: str) -> bool:
+    """Whether `text` is a SHA-256 in hex: an entry's key, a blob's name."""
+    return len(text) == 64 and _HEX.issuperset(text)
+
+
 def check_digest(digest: str) -> str:
     """`digest` if it is a SHA-256 in hex (a blob's name), else CorruptCache: a name from an
     entry must never reach a path outside `blobs/` (`../x`, `/home/...`)."""
-    if len(digest) != 64 or not _HEX.issuperset(digest):
+    if not is_key(digest):
         raise CorruptCache(f"blob name {digest[:16]!r} is not a SHA-256")
     return digest
 
