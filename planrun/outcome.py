@@ -27,6 +27,25 @@ class Outcome(Record):
         self.duration_s = duration_s
 
 
+def verdict(stop: Reason | None, failed_any: bool) -> tuple[Status, Reason]:
+    """The run's status and reason from why it stopped (None: it ran out of steps)."""
+    if stop == Reason.INTERRUPTED:
+        return Status.INTERRUPTED, stop
+    if stop in (Reason.DENIED, Reason.APPROVAL_REQUIRED):
+        return Status.BLOCKED, stop
+    if stop in (Reason.STEP_BUDGET, Reason.REPLAN_BUDGET, Reason.NO_PLAN):
+        return Status.FAILED, stop
+    if failed_any or stop == Reason.STEP_FAILED:
+        return Status.FAILED, Reason.STEP_FAILED
+    return Status.SUCCEEDED, Reason.COMPLETED
+
+
+def first_failure(order: list[str], records: dict[str, StepRecord]) -> str | None:
+    """The error of a failed run that no stop explains: its first failed step's."""
+    failed = next((sid for sid in order if records[sid].status == Status.FAILED), None)
+    return None if failed is None else f"step '{failed}' failed: {records[failed].error}"
+
+
 def result_document(
     plan_name: str,
     order: list[str],

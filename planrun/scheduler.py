@@ -25,7 +25,7 @@ from planrun.foreach_run import ForeachSteps
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
 from planrun.masking import masked_by, shown_result
-from planrun.outcome import Outcome, result_document
+from planrun.outcome import Outcome, first_failure, result_document, verdict
 from planrun.plan import OnFailure, Plan, Step
 from planrun.record import replace
 from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
@@ -121,25 +121,11 @@ class Scheduler:
             if task is not None:
                 task.uncancel()
             self.stop_reason = Reason.INTERRUPTED
-        status, reason = self._verdict()
+        status, reason = verdict(self.stop_reason, self.failed_any)
         error = self.stop_error
         if error is None and status == Status.FAILED:
-            failed = [sid for sid in self.order if self.records[sid].status == Status.FAILED]
-            if failed:
-                error = f"step '{failed[0]}' failed: {self.records[failed[0]].error}"
+            error = first_failure(self.order, self.records)
         return Outcome(status, reason, error, round(time.monotonic() - start, 3))
-
-    def _verdict(self) -> tuple[Status, Reason]:
-        reason = self.stop_reason
-        if reason == Reason.INTERRUPTED:
-            return Status.INTERRUPTED, reason
-        if reason in (Reason.DENIED, Reason.APPROVAL_REQUIRED):
-            return Status.BLOCKED, reason
-        if reason in (Reason.STEP_BUDGET, Reason.REPLAN_BUDGET, Reason.NO_PLAN):
-            return Status.FAILED, reason
-        if self.failed_any or reason == Reason.STEP_FAILED:
-            return Status.FAILED, Reason.STEP_FAILED
-        return Status.SUCCEEDED, Reason.COMPLETED
 
     def _keep_previous(self) -> None:
         """On resume: the steps kept from the previous run are settled before any step starts."""
@@ -179,7 +165,8 @@ class Scheduler:
                     for sid in sorter.get_ready():
                         heapq.heappush(heap, (self.position[sid], -1, sid))
                     settled = False
-                    while heap and running < jobs and not self._stopping():
+                    # until one settles: what it made ready may come first in file order
+                    while heap and running < jobs and not settled and not self._stopping():
                         _, _, sid = heapq.heappop(heap)
                         if self.foreach.waiting(sid):  # a foreach step: its instances go next
                             ids = self.foreach.expand(sid)
@@ -195,8 +182,6 @@ class Scheduler:
                             running += 1
                         else:
                             settled = self._settled(sorter, sid) or settled
-                        if settled:
-                            break  # what it made ready may come first in file order
                     # A step settled without running (skipped, cached, kept) may have made
                     # others ready: look again before waiting for a running step to finish.
                     if settled and not self._stopping():
