@@ -15,12 +15,14 @@ from click.shell_completion import (
     add_completion_class,
 )
 
-# `type,value` lines from planrun; each value is inserted quoted (`printf %q`), so a plan file
-# named `$(touch x).yaml` or `my plan.yaml` reaches the command line as one word, unexpanded.
+# `type,value` lines from planrun; each value is inserted quoted for where the word being
+# completed stands, so a plan file named `$(touch x).yaml` or `my plan.yaml` reaches the command
+# line as one word, unexpanded: after an opening ' or " readline keeps that quote and closes it,
+# so the value is escaped for inside it; elsewhere `printf %q` quotes it.
 _BASH = """\
 %(complete_func)s() {
     local IFS=$'\\n'
-    local response type value quoted
+    local response type value quoted cur=${COMP_WORDS[COMP_CWORD]}
     response=$(env COMP_WORDS="${COMP_WORDS[*]}" COMP_CWORD=$COMP_CWORD \\
 %(complete_var)s=bash_complete "$1")
     COMPREPLY=()
@@ -32,7 +34,12 @@ _BASH = """\
             COMPREPLY=()
             compopt -o default
         elif [[ $type == 'plain' ]]; then
-            printf -v quoted '%%q' "$value"
+            case $cur in
+                \\'*) quoted=${value//\\'/\\'\\\\\\'\\'} ;;
+                \\"*) quoted=${value//\\\\/\\\\\\\\}; quoted=${quoted//\\$/\\\\\\$}
+                    quoted=${quoted//\\`/\\\\\\`}; quoted=${quoted//\\"/\\\\\\"} ;;
+                *) printf -v quoted '%%q' "$value" ;;
+            esac
             COMPREPLY+=("$quoted")
         fi
     done <<< "$response"

@@ -463,17 +463,35 @@ def _bash_line_after_tab(cwd: Path, script: str, typed: str, env: dict[str, str]
     return text.split("@@", 1)[1].split("##", 1)[0]
 
 
+def _words(line: str, env: dict[str, str], cwd: Path) -> list[str]:
+    """The words bash reads from the command line `line` (its first word dropped)."""
+    done = subprocess.run(
+        ["bash", "--norc", "-c", f"set -- {line.split(' ', 1)[1]}; printf '%s\\0' \"$@\""],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("\0")[:-1]
+
+
+ODD = 'it\'s "q" `x` \\ $y.yaml'
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
-def test_bash_inserts_plan_names_quoted_as_the_shell_reads_them(tmp_path):
-    (tmp_path / HOSTILE).write_text(PLAN)
-    (tmp_path / "my plan.yaml").write_text(PLAN)
-    (tmp_path / "planrun.yaml").write_text(PLAN)
+@pytest.mark.parametrize("opening", ["", "'", '"'])
+def test_bash_inserts_plan_names_quoted_as_the_shell_reads_them(tmp_path, opening):
+    for name in (HOSTILE, "my plan.yaml", ODD, "planrun.yaml"):
+        (tmp_path / name).write_text(PLAN)
     env = _shim(tmp_path)
     script = _script(tmp_path, "bash")
-    line = _bash_line_after_tab(tmp_path, script, "planrun run $", env)
-    assert line.rstrip() == "planrun run \\$\\(touch\\ pwned\\).yaml", line
-    line = _bash_line_after_tab(tmp_path, script, "planrun run my", env)
-    assert line.rstrip() == "planrun run my\\ plan.yaml", line
+    # unquoted, `$(` would start a command substitution: `$` alone is typed there
+    hostile = "$(t" if opening else "$"
+    for typed, name in ((hostile, HOSTILE), ("my", "my plan.yaml"), ("it", ODD)):
+        line = _bash_line_after_tab(tmp_path, script, f"planrun run {opening}{typed}", env)
+        assert _words(line, env, tmp_path) == ["run", name], line
     line = _bash_line_after_tab(tmp_path, script, "planrun run --only bu", env)
     assert line == "planrun run --only build ", line
     assert not (tmp_path / "pwned").exists()
@@ -663,3 +681,27 @@ def test_a_plan_that_does_not_parse_is_named_as_given_by_run(run, write, name, t
         r = run(*command)
         assert r.code == 3, r
         assert r.out.startswith(where), (command, r.out)
+
+
+def test_instances_skipped_by_when_are_not_charged_to_the_budget(run, write):
+    write(
+        "p.yaml",
+        """
+        limits: {max_steps: 2}
+        steps:
+          - {id: fan, tool: echo, foreach: [1, 2, 3, 4], when: "${item % 2 == 0}", args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0 and r.json["reason"] == "completed", r
+    write(
+        "q.yaml",
+        """
+        limits: {max_steps: 2}
+        steps:
+          - {id: fan, tool: echo, foreach: [1, 2, 3], args: {value: 1}}
+        """,
+    )
+    r = run("run", "q.yaml", "--output", "json", "--no-state", "-j", "1")
+    assert r.code == 1 and r.json["reason"] == "step_budget", r
+    assert "limits.max_steps is 2" in steps_of(r.json)["fan[2]"]["error"]
