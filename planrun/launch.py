@@ -16,6 +16,7 @@ from planrun.errors import PlanInvalid, UsageError
 from planrun.events import Event, EventBus
 from planrun.masking import mask_keeping_names
 from planrun.parent import (
+    STEP_SEPARATOR,
     Budget,
     MaskChain,
     Notice,
@@ -167,6 +168,18 @@ def _context(
     )
 
 
+def _unforced(previous: dict[str, Any], force: list[str]) -> dict[str, Any]:
+    """What sub-plans may keep on resume: nothing under a forced `plan` step (all of it runs)."""
+    if "*" in force:
+        return {}
+    inside = tuple(f"{sid}{STEP_SEPARATOR}" for sid in force)
+    return (
+        {sid: p for sid, p in previous.items() if not sid.startswith(inside)}
+        if inside
+        else previous
+    )
+
+
 def _sub_plan_previous(call: SubPlanCall) -> dict[str, Any] | None:
     """On resume, what the previous run recorded of this sub-plan's steps, by their own ids."""
     previous = call.parent.previous
@@ -224,7 +237,7 @@ async def launch(
             return stopped_while_starting(prep, attached.bus, opened.previous is not None)
         here = _context(req, plan, attached, executor, call)
         if call is None and opened.previous is not None:
-            here = here._replace(previous=opened.previous)
+            here = here._replace(previous=_unforced(opened.previous, req.force))
         services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
