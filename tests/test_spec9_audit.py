@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import planrun, spawn_planrun, wait_for_file
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -748,3 +752,41 @@ def test_a_whole_number_written_with_a_point_is_a_number_to_schema_and_validate(
     assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid
     write("p.json", json.dumps(plan))
     assert run("validate", "p.json").code == (0 if valid else 3)
+
+
+@pytest.mark.slow  # a real SIGINT to a real run
+def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
+    write(
+        "child.yaml",
+        """
+        steps:
+          - {id: c1, tool: shell, args: {cmd: "echo c1 >> log"}}
+          - {id: c2, tool: shell, args: {cmd: "touch c2-started; test -e go || sleep 30; echo c2 >> log"},
+             depends_on: [c1]}
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+          - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [sub]}
+        """,
+    )
+    proc = spawn_planrun(
+        "run", "p.yaml", "--output", "json", cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
+    wait_for_file(tmp_path / "c2-started")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert {s["id"]: s["status"] for s in json.loads(out)["steps"]} == {
+        "sub": "interrupted",
+        "sub/c1": "succeeded",
+        "sub/c2": "interrupted",
+        "after": "pending",
+    }
+    (tmp_path / "go").touch()
+    r = planrun("resume", "p.yaml", cwd=tmp_path)
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split() == ["c1", "c2", "after"]
