@@ -122,15 +122,39 @@ def false_at_start(step: Step, known: Mapping[str, Any], env: Mapping[str, str])
     """
     if step.when is False:
         return True
-    expr = when_expr(step.when)
+    if step.foreach is not None:
+        return _no_instance_at_start(step, known, env)
+    return _false_in(step.when, known, env)
+
+
+def _false_in(when: str | bool | None, scope: Mapping[str, Any], env: Mapping[str, str]) -> bool:
+    """True when `when` is false from the names in `scope` (and `env`) alone."""
+    if when is False:
+        return True
+    expr = when_expr(when)
     if expr is None or expr.step_refs or expr.steps_dynamic:
         return False
-    if any(name != "env" and name not in known for name in expr.names):
+    if any(name != "env" and name not in scope for name in expr.names):
         return False
     try:
-        return not expr.evaluate({**{n: known[n] for n in expr.names if n in known}, "env": env})
+        return not expr.evaluate({**{n: scope[n] for n in expr.names if n in scope}, "env": env})
     except ExpressionError:
         return False
+
+
+def _no_instance_at_start(step: Step, known: Mapping[str, Any], env: Mapping[str, str]) -> bool:
+    """True when a foreach step's list is known at start and none of its instances can run:
+    the list is empty, or each element's `when` is false (an instance has the step's `when`)."""
+    from planrun.fanout import FanOutError, InstanceScope, bindings, resolve_elements
+
+    try:  # a list that reads a result, or cannot be made, may give instances that run
+        items = resolve_elements(step, {**known, "env": env})
+    except (ExpressionError, FanOutError):
+        return False
+    return all(
+        _false_in(step.when, InstanceScope(known, bindings(step, item, n)), env)
+        for n, item in enumerate(items)
+    )
 
 
 def steps_needing_approval(

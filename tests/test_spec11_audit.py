@@ -705,3 +705,27 @@ def test_instances_skipped_by_when_are_not_charged_to_the_budget(run, write):
     r = run("run", "q.yaml", "--output", "json", "--no-state", "-j", "1")
     assert r.code == 1 and r.json["reason"] == "step_budget", r
     assert "limits.max_steps is 2" in steps_of(r.json)["fan[2]"]["error"]
+
+
+def test_a_gated_foreach_with_no_instance_that_can_run_does_not_block(run, write, tmp_path):
+    # Approval up front counts only what can run: each instance has the step's `when` and
+    # approval, so a list known at start whose every `when` is false, or an empty list, holds
+    # nothing up; one instance that can run still blocks (exit 5), naming the step.
+    write(
+        "p.yaml",
+        """
+        variables: {xs: [1, 2]}
+        steps:
+          - {id: none, tool: echo, foreach: "${xs}", approval: true, when: "${item > 5}", args: {value: 1}}
+          - {id: empty, tool: echo, foreach: [], approval: true, args: {value: 1}}
+          - {id: free, tool: shell, args: {cmd: "touch ran"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert s["none"]["status"] == "skipped" and s["empty"]["result"] == []
+    assert (tmp_path / "ran").exists()
+    r = run("run", "p.yaml", "--output", "json", "--var", "xs=[1, 9]")
+    assert r.code == 5 and r.json["reason"] == "approval_required", r
+    assert "none" in r.err and "empty" not in r.err.split("approval required for:")[1]
