@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from planrun.expressions import Expr, ExpressionError, parse_template, shell_args, to_text
@@ -192,6 +193,16 @@ def _preview_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) 
         return {**rest, "cmd": f"<error: {exc.message}>"}
 
 
+def mark_resume(doc: dict[str, Any], kept: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
+    """`resume --dry-run`: each step says whether the resume keeps it or why it runs again."""
+    for entry in doc["steps"]:
+        sid = entry.get("instance_of") or entry["id"]
+        if sid in kept:
+            entry["resume"] = "kept"
+        elif sid in reasons:
+            entry["resume"] = reasons[sid]
+
+
 def _counted(entries: list[dict[str, Any]]) -> str:
     """`5 steps`, or `3 steps (4 foreach instances)` when foreach entries stand for steps."""
     instances = [e for e in entries if e.get("instance_of")]
@@ -224,6 +235,9 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
                 lines.append(f"      after: {', '.join(s['depends_on'])}")
             if s["when"] is not None:
                 lines.append(f"      when: {s['when']}")
+            if "resume" in s:
+                kept = s["resume"] == "kept"
+                lines.append(f"      resume: {'kept' if kept else 'runs again: ' + s['resume']}")
             if "foreach" in s:
                 over = s["foreach"] if s["foreach"] else "an empty list: runs nothing, result []"
                 lines.append(f"      foreach: {over}")

@@ -25,7 +25,7 @@ from planrun.parent import STEP_SEPARATOR, SubPlanCall, denied_by, merge_policy
 from planrun.plan import Plan, replace
 from planrun.plan_variables import start_variables
 from planrun.request import Finished, Prepared, RunRequest, abs_path, plan_stack
-from planrun.runstate import kept_on_resume
+from planrun.runstate import kept_on_resume, resume_decision
 from planrun.scope import StepRecord
 from planrun.status import Reason, Status
 from planrun.suggest import did_you_mean
@@ -161,9 +161,15 @@ async def run_request(req: RunRequest, call: SubPlanCall | None = None) -> Finis
     prep = prepare(req, call)
     plan = prep.plan
     if req.dry_run:
-        from planrun.dryrun import dry_run_document
+        from planrun.dryrun import dry_run_document, mark_resume
 
+        decided = None
+        if req.resume and call is None:  # what would run again, and why
+            prep, decided = resume_decision(req, prep)
+            plan = prep.plan
         doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables, prep.environment())
+        if decided is not None:
+            mark_resume(doc, decided.kept, decided.reasons)
         if call is None:
             from planrun.cache.wiring import preview_dry_run
 

@@ -78,6 +78,13 @@ def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
     Reads the state without taking its lock; StateError when there is none (exit 4, before
     any question of approval) or it cannot be read.
     """
+    decided = resume_decision(req, prep)[1]
+    return decided.kept if decided is not None else {}
+
+
+def resume_decision(req: RunRequest, prep: Prepared) -> tuple[Prepared, ResumePlan | None]:
+    """The plan a resume would run (as last revised) and what it keeps, from the state read
+    without its lock (also for `resume --dry-run`); StateError when there is none."""
     from planrun.state import default_state_path, read_state
 
     name = prep.plan.name or "plan"
@@ -88,8 +95,7 @@ def kept_on_resume(req: RunRequest, prep: Prepared) -> dict[str, StepRecord]:
     if old.revisions:
         prep = revised_prep(prep, old.revisions, req, path)
     mask = prep.masker(prep.variables) if prep.plan.secrets else None
-    decided = decide_resume(prep, previous_steps(old), mask, req.force)
-    return decided.kept if decided is not None else {}
+    return prep, decide_resume(prep, previous_steps(old), mask, req.force)
 
 
 def revised_prep(

@@ -790,3 +790,27 @@ def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
     r = planrun("resume", "p.yaml", cwd=tmp_path)
     assert r.code == 0, r
     assert (tmp_path / "log").read_text().split() == ["c1", "c2", "after"]
+
+
+def test_resume_dry_run_says_what_the_resume_keeps_and_why_the_rest_runs(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: a, tool: shell, args: {cmd: "echo a >> log"}}
+          - {id: b, tool: shell, args: {cmd: "echo b >> log; test -e ok"}, depends_on: [a]}
+          - {id: c, tool: shell, args: {cmd: "echo c >> log"}, depends_on: [b]}
+        """,
+    )
+    assert run("resume", "p.yaml", "--dry-run").code == 4  # nothing to resume yet
+    assert run("run", "p.yaml").code == 1
+    r = run("resume", "p.yaml", "--dry-run", "--output", "json")
+    assert r.code == 0, r
+    assert [(s["id"], s["resume"]) for s in r.json["steps"]] == [
+        ("a", "kept"),
+        ("b", "failed last time"),
+        ("c", "a step it depends on ran again"),
+    ]
+    text = run("resume", "p.yaml", "--dry-run")
+    assert "resume: kept" in text.out and "resume: runs again: failed last time" in text.out
+    assert (tmp_path / "log").read_text().split() == ["a", "b"]  # the dry run ran nothing
