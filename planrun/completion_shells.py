@@ -57,8 +57,11 @@ _BASH = """\
 # inserts, and a value is only ever printed.
 _FISH = """\
 function %(complete_func)s
-    set -l response (env %(complete_var)s=fish_complete COMP_WORDS=(commandline -cp) \\
-COMP_CWORD=(commandline -t | string collect -a) %(prog_name)s)
+    # quoted: one argument each, even for an empty token or a line of several lines
+    set -l line (commandline -cp)
+    set -l cur (commandline -t)
+    set -l response (env %(complete_var)s=fish_complete COMP_WORDS="$line" COMP_CWORD="$cur" \\
+%(prog_name)s)
     for completion in $response
         set -l metadata (string split -m 1 , -- $completion)
         switch $metadata[1]
