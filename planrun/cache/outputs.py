@@ -90,7 +90,7 @@ def collect_outputs(
             path = os.path.join(cwd, f.path)
             if f.size > INLINE_MAX:  # hashed now, copied into the store in chunks
                 with open_regular(path) as src:
-                    digest, size = copy_hashed(src, None), os.fstat(src.fileno()).st_size
+                    digest, size = copy_hashed(src, None)
                 large[digest] = path
             else:
                 data = read_regular(path)

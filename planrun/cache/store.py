@@ -271,7 +271,7 @@ class CacheStore:
         tmp = os.path.join(self.blobs, f".{digest}.{os.urandom(6).hex()}.tmp")
         try:
             with open_regular(path) as src, open(tmp, "xb") as out:
-                got = copy_hashed(src, out)
+                got, _size = copy_hashed(src, out)
             if got != digest:
                 raise ValueError(f"{path} changed while it was stored")
             os.replace(tmp, target)
@@ -295,7 +295,7 @@ class CacheStore:
             with open_regular(path) as src:
                 if os.fstat(src.fileno()).st_size > size:
                     raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
-                got = copy_hashed(src, out)
+                got, _size = copy_hashed(src, out)
         except OSError as exc:
             raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
         if got != digest:
@@ -333,14 +333,17 @@ class CacheStore:
         self._ready = True
 
 
-def copy_hashed(src: BinaryIO, out: BinaryIO | None) -> str:
-    """Copy `src` to `out` (None: read it only) one chunk at a time; its bytes' SHA-256."""
+def copy_hashed(src: BinaryIO, out: BinaryIO | None) -> tuple[str, int]:
+    """Copy `src` to `out` (None: read it only) one chunk at a time; its bytes' SHA-256 and
+    their number."""
     h = hashlib.sha256()
+    size = 0
     while chunk := src.read(CHUNK):
         h.update(chunk)
+        size += len(chunk)
         if out is not None:
             out.write(chunk)
-    return h.hexdigest()
+    return h.hexdigest(), size
 
 
 def file_mode(st: os.stat_result) -> int:
