@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from planrun.cache import FORCED
 from planrun.events import Event, EventBus
 from planrun.expressions import ExpressionError
 from planrun.fanout import (
@@ -25,7 +26,7 @@ from planrun.graph import PlanGraph
 from planrun.instances import parent_of
 from planrun.plan import Plan, Step
 from planrun.record import replace
-from planrun.resume import FORCED, ResumePlan, Seen, kept_record, why_run_again
+from planrun.resume import ResumePlan, Seen, kept_record, why_run_again
 from planrun.scope import StepRecord
 from planrun.status import Status
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from planrun.cache import ALL_FORCED, FORCED  # --force [ID]: run again, whatever was left
 from planrun.expressions import ExpressionError
 from planrun.fanout import foreach_fingerprint
 from planrun.graph import PlanGraph, data_sources
@@ -25,8 +26,6 @@ DEPENDENCY_RAN = "a step it depends on ran again"
 CHANGED = "its tool or arguments changed"
 CONDITION_CHANGED = "its condition changed"
 HELD_SECRET = "result held a secret"
-FORCED = "forced"  # --force, --force ID: run again, whatever the previous run left
-ALL_FORCED = "*"  # what a bare --force stands for
 CONDITION_FALSE = "condition false"  # the skip reason of a step whose `when` was false
 
 

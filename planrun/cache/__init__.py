@@ -13,6 +13,7 @@ NO_ENTRY = "no cache entry"
 FORCED = "forced"
 OFF = "cache off"
 CACHED = "cached"
+ALL_FORCED = "*"  # what a bare --force stands for among the --force IDs
 
 
 def step_cached(step: Step) -> bool:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from planrun.cache import FORCED, NO_ENTRY, OFF
+from planrun.cache import ALL_FORCED, FORCED, NO_ENTRY, OFF
 from planrun.cache.session import (
     CacheOptions,
     CacheSession,
@@ -22,7 +22,7 @@ from planrun.instances import parent_of
 if TYPE_CHECKING:
     from planrun.plan import Plan, Step
 
-ALL = "*"  # what a bare --force stands for
+ALL = ALL_FORCED
 
 
 def cache_options(
