@@ -12,6 +12,8 @@ from click.shell_completion import (
     BashComplete,
     CompletionItem,
     FishComplete,
+    ShellComplete,
+    ZshComplete,
     add_completion_class,
 )
 
@@ -79,13 +81,29 @@ complete --no-files --command %(prog_name)s --arguments "(%(complete_func)s)"
 """
 
 
-class BashCompletion(BashComplete):
+class _Tolerant(ShellComplete):
+    """A malformed protocol environment (`_PLANRUN_COMPLETE` left exported by hand, without
+    COMP_WORDS or with COMP_CWORD not a number) completes nothing, never a traceback."""
+
+    def complete(self) -> str:
+        try:
+            self.get_completion_args()
+        except (KeyError, ValueError, IndexError):
+            return ""
+        return super().complete()
+
+
+class BashCompletion(_Tolerant, BashComplete):
     """Click's bash protocol with a script that quotes what it inserts."""
 
     source_template = _BASH
 
 
-class FishCompletion(FishComplete):
+class ZshCompletion(_Tolerant, ZshComplete):
+    """Click's zsh protocol and script (compadd quotes what it inserts)."""
+
+
+class FishCompletion(_Tolerant, FishComplete):
     """Click's fish protocol, one `type,value` line per value, with a script that parses it."""
 
     source_template = _FISH
@@ -96,6 +114,7 @@ class FishCompletion(FishComplete):
 
 
 def register() -> None:
-    """Answer `_PLANRUN_COMPLETE=bash_complete|fish_complete` with these classes."""
+    """Answer `_PLANRUN_COMPLETE=bash_complete|zsh_complete|fish_complete` with these classes."""
     add_completion_class(BashCompletion, "bash")
+    add_completion_class(ZshCompletion, "zsh")
     add_completion_class(FishCompletion, "fish")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_no_traceback, planrun
+from tests.conftest import assert_no_traceback, planrun, planrun_process
 
 
 def steps_of(doc: dict) -> dict[str, dict]:
@@ -729,3 +729,19 @@ def test_a_gated_foreach_with_no_instance_that_can_run_does_not_block(run, write
     r = run("run", "p.yaml", "--output", "json", "--var", "xs=[1, 9]")
     assert r.code == 5 and r.json["reason"] == "approval_required", r
     assert "none" in r.err and "empty" not in r.err.split("approval required for:")[1]
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"_PLANRUN_COMPLETE": "bash_complete", "COMP_WORDS": "planrun run ", "COMP_CWORD": "x"},
+        {"_PLANRUN_COMPLETE": "bash_complete"},
+        {"_PLANRUN_COMPLETE": "zsh_complete", "COMP_WORDS": "planrun run "},
+        {"_PLANRUN_COMPLETE": "fish_complete", "COMP_WORDS": "planrun run"},
+    ],
+)
+def test_a_malformed_completion_environment_offers_nothing_without_a_traceback(tmp_path, env):
+    # e.g. _PLANRUN_COMPLETE left exported by hand: the protocol's other variables are missing
+    r = planrun_process(cwd=tmp_path, env=env)
+    assert_no_traceback(r)
+    assert r.err == "" and r.out.strip() == "", r
