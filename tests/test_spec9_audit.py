@@ -337,6 +337,32 @@ def test_a_timeout_is_a_failure_retried_like_any_other(run, write, tmp_path):
     assert len(retrying) == 1 and "timed out" in retrying[0]["error"]
 
 
+# ---- shell -----------------------------------------------------------------------------------
+
+
+def test_shell_env_is_merged_over_planruns_environment_and_output_is_verbatim(run, write, tmp_path):
+    write(
+        "p.yaml",
+        r"""
+        steps:
+          - id: s
+            tool: shell
+            args:
+              cmd: 'printf "%s|%s|%s|" "$FROM_PARENT" "$MINE" "$(pwd)"; command -v sh >/dev/null && printf "  path ok\n\n"; printf " err \n" >&2'
+              env: {MINE: set-by-step, OVERRIDDEN: step}
+          - {id: dollar, tool: shell, args: {cmd: 'echo "$${OVERRIDDEN:-unset}" $(echo sub)'}}
+        """,
+    )
+    r = run(
+        "run", "p.yaml", "--output", "json", env={"FROM_PARENT": "parent", "OVERRIDDEN": "parent"}
+    )
+    assert r.code == 0, r
+    s = _by_id(r.json)
+    assert s["s"]["result"]["stdout"] == f"parent|set-by-step|{tmp_path.resolve()}|  path ok\n\n"
+    assert s["s"]["result"]["stderr"] == " err \n"
+    assert s["dollar"]["result"]["stdout"] == "parent sub\n"
+
+
 # ---- --only ----------------------------------------------------------------------------------
 
 
