@@ -1009,3 +1009,20 @@ def test_a_hostile_recent_entry_file_only_costs_the_reason(tmp_path: Path, recen
     r = go(tmp_path, "--events", "e.jsonl")
     assert r.code == 0, r
     assert started_reasons(tmp_path / "e.jsonl")["build"] == "no cache entry"
+
+
+def test_content_not_mtime_decides(tmp_path: Path) -> None:
+    """A touched source (new mtime, same bytes) still hits; same size and mtime with other
+    bytes is a change."""
+    project(tmp_path)
+    go(tmp_path)
+    src = tmp_path / "src/m0.py"
+    later = time.time() + 5
+    os.utime(src, (later, later))
+    assert statuses(go(tmp_path, "--output", "json"))["build"] == "cached"
+    st = src.stat()
+    src.write_text("print(9)\n")  # same length as "print(0)\n"
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = go(tmp_path, "--output", "json", "--events", "e.jsonl")
+    assert statuses(r)["build"] == "succeeded"
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed: src/m0.py"
