@@ -192,6 +192,9 @@ def test_targets_select_all_of_a_steps_instances(run, write):
     r = run("run", "p.yaml", "fan", "--output", "json", "--no-state")
     assert r.code == 0, r
     assert [s["id"] for s in r.json["steps"]] == ["fan", "fan[0]", "fan[1]"]
+    # an instance is no target of its own (docs/foreach.md): exit 2, pointing at its step
+    r = run("run", "p.yaml", "fan[1]", "--no-state")
+    assert r.code == 2 and "no step 'fan[1]'" in r.err and "did you mean 'fan'?" in r.err, r
 
 
 def test_hostile_elements_reach_each_instance_verbatim(run, write, tmp_path):
