@@ -1026,3 +1026,28 @@ def test_content_not_mtime_decides(tmp_path: Path) -> None:
     r = go(tmp_path, "--output", "json", "--events", "e.jsonl")
     assert statuses(r)["build"] == "succeeded"
     assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed: src/m0.py"
+
+
+def test_a_dry_run_previews_a_foreach_over_a_hits_result(tmp_path: Path) -> None:
+    """The list of a foreach over a cached step's result is known in a dry-run once that step
+    hits: its `ID[*]` line says hit when every instance would, else the first miss's reason."""
+    plan(
+        tmp_path,
+        """
+    variables: {extra: ""}
+    steps:
+      - {id: list, tool: shell, args: {cmd: "echo a b ${extra}"}, result_variable: files, cache: true}
+      - {id: lint, tool: shell, foreach: "${files.stdout.split()}", args: {cmd: "echo ${item}"}, cache: true}
+    """,
+    )
+    go(tmp_path)
+    dry = go(tmp_path, "--dry-run", "--output", "json")
+    assert {s["id"]: s["cache"] for s in dry.json["steps"]}["lint[*]"] == {
+        "status": "hit",
+        "reason": "cached",
+    }
+    assert statuses(go(tmp_path, "--output", "json"))["lint[1]"] == "cached"
+    dry = go(tmp_path, "--dry-run", "--output", "json", "--var", "extra=c")
+    caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
+    assert caches["list"]["status"] == "miss"
+    assert caches["lint[*]"] == {"status": "miss", "reason": "upstream changed: list"}

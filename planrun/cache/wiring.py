@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from planrun.cache import ALL_FORCED, FORCED, NO_ENTRY, OFF
+from planrun.cache import ALL_FORCED, CACHED, FORCED, NO_ENTRY, OFF
 from planrun.cache.session import (
     CacheOptions,
     CacheSession,
@@ -101,6 +101,9 @@ def preview(
                 out[sid] = {"status": "off", "reason": OFF}
                 continue
             scope: Mapping[str, Any] = _scope(plan, variables, env, results)
+            if sid.endswith("[*]"):  # a list not known before the dry-run: maybe from a hit
+                out[sid] = _preview_fan(session, sid, step, deps[sid], scope, results, out)
+                continue
             if parent is not None:
                 step, scope = preview_instance(step, sid, scope)
             out[sid] = _preview_step(session, sid, step, deps[sid], scope, results, out)
@@ -149,6 +152,41 @@ def _preview_step(
     if decision.status == "hit" and decision.entry is not None and parent_of(sid) is None:
         results[sid] = decision.entry.result
     return {"status": decision.status, "reason": decision.reason}
+
+
+def _preview_fan(
+    session: CacheSession,
+    sid: str,
+    step: Step,
+    deps: list[str],
+    scope: Mapping[str, Any],
+    results: dict[str, Any],
+    seen: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """`ID[*]`: a foreach whose list reads a result. When the hits give that result, each
+    instance is previewed: a hit if all would hit, else the first miss; else as one step."""
+    from planrun.expressions import ExpressionError
+    from planrun.fanout import FanOutError, InstanceScope, bindings, instance_step, resolve_elements
+
+    parent = sid[: -len("[*]")]
+    try:
+        items = resolve_elements(step, scope)
+    except (ExpressionError, FanOutError):  # reads a step that will run (or is not cached)
+        missed = next((d for d in deps if seen.get(d, {}).get("status") != "hit"), None)
+        stored = session.recent_key(f"{parent}[0]") is not None  # its instances ran before
+        if missed and stored and not session.options.forced(sid):
+            off = seen.get(missed, {}).get("status") == "off"
+            why = "upstream not cached" if off else "upstream changed"
+            return {"status": "miss", "reason": f"{why}: {missed}"}
+        return _preview_step(session, sid, step, deps, scope, results, seen)
+    for n, item in enumerate(items):
+        one = InstanceScope(scope, bindings(step, item, n))
+        found = _preview_step(
+            session, f"{parent}[{n}]", instance_step(step, n), deps, one, results, seen
+        )
+        if found["status"] != "hit":
+            return found
+    return {"status": "hit", "reason": CACHED}
 
 
 def preview_instance(
