@@ -8,19 +8,11 @@ from functools import lru_cache
 from typing import Any
 
 from planrun.expressions import Expr, ExpressionError, parse_expr, parse_template
+from planrun.graph import when_source
 from planrun.plan import Plan, Step
 
 # What a condition may read of a failed or skipped step to react to it.
 OUTCOME_FIELDS = frozenset({"status", "error"})
-
-
-def when_source(when: str) -> str:
-    """The `${...}` form of a `when`: a string without `${` is one bare expression.
-
-    Whitespace around the condition (a YAML block scalar's line break) is no part of it.
-    """
-    text = when.strip()
-    return text if "${" in text else "${" + text + "}"
 
 
 def when_problem(when: str) -> tuple[str, str | None] | None:

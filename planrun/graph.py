@@ -9,11 +9,21 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from planrun.conditions import when_source
 from planrun.expressions import ExpressionError, parse_template, template_strings
 from planrun.plan import Step
 from planrun.record import Record
 from planrun.status import Status
+
+
+def when_source(when: str) -> str:
+    """The `${...}` form of a `when`: a string without `${` is one bare expression.
+
+    Whitespace around the condition (a YAML block scalar's line break) is no part of it.
+    (Here, where the graph and the scope read it: planrun.conditions reads fan-outs, which
+    read the scope, so the graph importing it would be an import cycle.)
+    """
+    text = when.strip()
+    return text if "${" in text else "${" + text + "}"
 
 
 def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
