@@ -422,17 +422,23 @@ def test_bash_completes_a_hostile_plan_name_without_running_it(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
-def _bash_line_after_tab(cwd: Path, script: str, typed: str, env: dict[str, str]) -> str:
-    """The command line an interactive bash (in a pseudo-terminal) holds after TYPED<TAB>;
-    the line is never run (Ctrl-C)."""
+# Ctrl-T prints the line the shell's editor holds, between @@ and ##
+_SHOW_LINE = {
+    "bash": 'bind -x \'"\\C-t": printf "@@%s##\\\\n" "$READLINE_LINE"\'',
+    "zsh": 'show() { print -r -- "@@${BUFFER}##" }; zle -N show; bindkey "^T" show',
+}
+
+
+def _bash_line_after_tab(
+    cwd: Path, script: str, typed: str, env: dict[str, str], shell: str = "bash"
+) -> str:
+    """The command line an interactive bash or zsh (in a pseudo-terminal) holds after
+    TYPED<TAB>; the line is never run (Ctrl-C)."""
     pid, fd = pty.fork()
-    if pid == 0:  # the child: an interactive bash without the user's startup files
+    if pid == 0:  # the child: an interactive shell without the user's startup files
         os.chdir(cwd)
-        os.execvpe(
-            "bash",
-            ["bash", "--norc", "--noprofile", "-i"],
-            {**env, "PS1": "$ ", "TERM": "dumb", "INPUTRC": "/dev/null"},
-        )
+        argv = ["bash", "--norc", "--noprofile", "-i"] if shell == "bash" else ["zsh", "-f", "-i"]
+        os.execvpe(shell, argv, {**env, "PS1": "$ ", "TERM": "dumb", "INPUTRC": "/dev/null"})
     seen = b""
 
     def read_until(token: bytes) -> None:
@@ -447,11 +453,9 @@ def _bash_line_after_tab(cwd: Path, script: str, typed: str, env: dict[str, str]
                     break
 
     try:
-        # Ctrl-T prints the line readline holds, between @@ and ##
-        setup = (
-            f'source {script}; bind -x \'"\\C-t": printf "@@%s##\\\\n" "$READLINE_LINE"\'; '
-            'echo SET""UP\n'
-        )
+        # zsh's completion system first: the script registers itself with its compdef
+        init = "autoload -U compinit; compinit -u -D; " if shell == "zsh" else ""
+        setup = f"{init}source {script}; {_SHOW_LINE[shell]}; " + 'echo SET""UP\n'
         os.write(fd, setup.encode())
         read_until(b"SETUP\r\n")
         seen = b""
@@ -496,6 +500,20 @@ def test_bash_inserts_plan_names_quoted_as_the_shell_reads_them(tmp_path, openin
         line = _bash_line_after_tab(tmp_path, script, f"planrun run {opening}{typed}", env)
         assert _words(line, env, tmp_path) == ["run", name], line
     line = _bash_line_after_tab(tmp_path, script, "planrun run --only bu", env)
+    assert line == "planrun run --only build ", line
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_inserts_plan_names_quoted_as_the_shell_reads_them(tmp_path):
+    for name in (HOSTILE, "my plan.yaml", ODD, "planrun.yaml"):
+        (tmp_path / name).write_text(PLAN)
+    env = _shim(tmp_path)
+    script = _script(tmp_path, "zsh")
+    for typed, name in (("\\$", HOSTILE), ("my", "my plan.yaml"), ("it", ODD)):
+        line = _bash_line_after_tab(tmp_path, script, f"planrun run {typed}", env, "zsh")
+        assert _words(line, env, tmp_path) == ["run", name], line
+    line = _bash_line_after_tab(tmp_path, script, "planrun run --only bu", env, "zsh")
     assert line == "planrun run --only build ", line
     assert not (tmp_path / "pwned").exists()
 
