@@ -429,7 +429,7 @@ _SHOW_LINE = {
 }
 
 
-def _bash_line_after_tab(
+def _line_after_tab(
     cwd: Path, script: str, typed: str, env: dict[str, str], shell: str = "bash"
 ) -> str:
     """The command line an interactive bash or zsh (in a pseudo-terminal) holds after
@@ -497,9 +497,9 @@ def test_bash_inserts_plan_names_quoted_as_the_shell_reads_them(tmp_path, openin
     # unquoted, `$(` would start a command substitution: `$` alone is typed there
     hostile = "$(t" if opening else "$"
     for typed, name in ((hostile, HOSTILE), ("my", "my plan.yaml"), ("it", ODD)):
-        line = _bash_line_after_tab(tmp_path, script, f"planrun run {opening}{typed}", env)
+        line = _line_after_tab(tmp_path, script, f"planrun run {opening}{typed}", env)
         assert _words(line, env, tmp_path) == ["run", name], line
-    line = _bash_line_after_tab(tmp_path, script, "planrun run --only bu", env)
+    line = _line_after_tab(tmp_path, script, "planrun run --only bu", env)
     assert line == "planrun run --only build ", line
     assert not (tmp_path / "pwned").exists()
 
@@ -511,9 +511,9 @@ def test_zsh_inserts_plan_names_quoted_as_the_shell_reads_them(tmp_path):
     env = _shim(tmp_path)
     script = _script(tmp_path, "zsh")
     for typed, name in (("\\$", HOSTILE), ("my", "my plan.yaml"), ("it", ODD)):
-        line = _bash_line_after_tab(tmp_path, script, f"planrun run {typed}", env, "zsh")
+        line = _line_after_tab(tmp_path, script, f"planrun run {typed}", env, "zsh")
         assert _words(line, env, tmp_path) == ["run", name], line
-    line = _bash_line_after_tab(tmp_path, script, "planrun run --only bu", env, "zsh")
+    line = _line_after_tab(tmp_path, script, "planrun run --only bu", env, "zsh")
     assert line == "planrun run --only build ", line
     assert not (tmp_path / "pwned").exists()
 
