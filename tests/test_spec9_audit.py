@@ -34,7 +34,7 @@ def _by_id(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s["id"]: s for s in doc["steps"]}
 
 
-# ---- paths -----------------------------------------------------------------------------------
+# ---- paths ---------------------------------------------------------------------------------------
 
 
 def test_every_relative_path_is_relative_to_the_dash_c_directory(run, write, tmp_path):
@@ -110,6 +110,16 @@ def test_every_relative_path_is_relative_to_the_dash_c_directory(run, write, tmp
     assert not list(outside.iterdir())
 
 
+def test_several_dash_c_are_each_relative_to_the_one_before(run, write, tmp_path):
+    # as with make and git: `-C a -C b` is `-C a/b`
+    write("a/b/p.yaml", "steps: [{id: s, tool: shell, args: {cmd: pwd}}]\n")
+    r = run("-C", "a", "-C", "b", "run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["steps"][0]["result"]["stdout"] == f"{(tmp_path / 'a/b').resolve()}\n"
+    r = run("-C", "a", "-C", "nope", "run", "p.yaml")
+    assert r.code == 2 and "cannot change to directory nope" in r.err, r
+
+
 def test_status_report_and_graph_of_a_plan_that_needs_command_line_variables(run, write):
     # `status` and `report` take no --var: a plan whose expressions read a --var name is still found under
     # its own name (not the file stem), as `list` finds it.
@@ -136,17 +146,7 @@ def test_status_report_and_graph_of_a_plan_that_needs_command_line_variables(run
     assert [(p["name"], p["last_status"]) for p in listed.json] == [("release", "succeeded")]
 
 
-def test_several_dash_c_are_each_relative_to_the_one_before(run, write, tmp_path):
-    # as with make and git: `-C a -C b` is `-C a/b`
-    write("a/b/p.yaml", "steps: [{id: s, tool: shell, args: {cmd: pwd}}]\n")
-    r = run("-C", "a", "-C", "b", "run", "p.yaml", "--output", "json")
-    assert r.code == 0, r
-    assert r.json["steps"][0]["result"]["stdout"] == f"{(tmp_path / 'a/b').resolve()}\n"
-    r = run("-C", "a", "-C", "nope", "run", "p.yaml")
-    assert r.code == 2 and "cannot change to directory nope" in r.err, r
-
-
-# ---- shapes ----------------------------------------------------------------------------------
+# ---- shapes --------------------------------------------------------------------------------------
 
 
 def test_plan_is_the_plan_name_in_every_document_and_events_have_the_envelope(run, write, tmp_path):
@@ -225,7 +225,31 @@ def test_dry_run_steps_and_graph_edges_follow_the_dependencies_not_the_file(run,
     assert real.code == 0, real
 
 
-# ---- statuses --------------------------------------------------------------------------------
+# ---- statuses and scheduling ---------------------------------------------------------------------
+
+
+def test_abort_leaves_the_running_step_interrupted_and_the_unstarted_ones_pending(
+    run, write, tmp_path
+):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: slow, tool: shell, args: {cmd: "touch started; sleep 30"}}
+          - {id: boom, tool: shell, args: {cmd: "while [ ! -e started ]; do sleep 0.01; done; exit 1"}}
+          - {id: later, tool: echo, args: {value: 1}, depends_on: [boom]}
+        """,
+    )
+    r = run("run", "p.yaml", "-j", "2", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 1, r
+    assert (r.json["status"], r.json["reason"]) == ("failed", "step_failed")
+    want = {"slow": "interrupted", "boom": "failed", "later": "pending"}
+    assert {s["id"]: s["status"] for s in r.json["steps"]} == want
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == want
+    events = _events(tmp_path / "ev.jsonl")
+    assert [e["step"] for e in events if e["event"] == "step.interrupted"] == ["slow"]
+    assert not [e for e in events if e.get("step") == "later"]
 
 
 def test_an_ignored_failure_binds_its_result_variable_to_null(run, write):
@@ -250,7 +274,26 @@ def test_an_ignored_failure_binds_its_result_variable_to_null(run, write):
     assert _by_id(r.json)["after"]["result"] == [None, True, "r=null"]
 
 
-# ---- budgets ---------------------------------------------------------------------------------
+def test_steps_a_skip_makes_ready_start_in_file_order_with_the_others(run, write, tmp_path):
+    # `off` is skipped at once; `after_off` is then ready together with `other` and `last`:
+    # ties are broken by file order, so under -j 1 it starts first.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: off, tool: echo, args: {value: 1}, when: "false"}
+          - {id: after_off, tool: echo, args: {value: 1}, depends_on: [off]}
+          - {id: other, tool: echo, args: {value: 1}}
+          - {id: last, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "-j", "1", "--events", "ev.jsonl")
+    assert r.code == 0, r
+    started = [e["step"] for e in _events(tmp_path / "ev.jsonl") if e["event"] == "step.started"]
+    assert started == ["after_off", "other", "last"]
+
+
+# ---- budgets -------------------------------------------------------------------------------------
 
 
 def test_max_steps_counts_attempts_but_not_when_skips_nor_planner_calls(run, write, tmp_path):
@@ -293,7 +336,7 @@ def test_max_steps_counts_attempts_but_not_when_skips_nor_planner_calls(run, wri
     assert y["status"] == "failed" and "max_steps" in y["error"], y
 
 
-# ---- retries ---------------------------------------------------------------------------------
+# ---- retries -------------------------------------------------------------------------------------
 
 
 def test_retry_waits_are_really_waited_and_double(run, write, tmp_path):
@@ -337,7 +380,7 @@ def test_a_timeout_is_a_failure_retried_like_any_other(run, write, tmp_path):
     assert len(retrying) == 1 and "timed out" in retrying[0]["error"]
 
 
-# ---- shell -----------------------------------------------------------------------------------
+# ---- shell ---------------------------------------------------------------------------------------
 
 
 def test_shell_env_is_merged_over_planruns_environment_and_output_is_verbatim(run, write, tmp_path):
@@ -363,7 +406,7 @@ def test_shell_env_is_merged_over_planruns_environment_and_output_is_verbatim(ru
     assert s["dollar"]["result"]["stdout"] == "parent sub\n"
 
 
-# ---- --only ----------------------------------------------------------------------------------
+# ---- --only --------------------------------------------------------------------------------------
 
 
 def test_only_repeated_runs_every_target_and_what_they_depend_on(run, write):
@@ -385,7 +428,7 @@ def test_only_repeated_runs_every_target_and_what_they_depend_on(run, write):
     assert sorted(s["id"] for s in dry.json["steps"]) == ["a", "b", "c", "d"], dry
 
 
-# ---- http ------------------------------------------------------------------------------------
+# ---- http ----------------------------------------------------------------------------------------
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -457,7 +500,8 @@ def test_http_json_or_text_by_content_type_and_failure_from_400(run, write, serv
     assert s["expected"]["result"]["text"] == "gone"
 
 
-# ---- replanning ------------------------------------------------------------------------------
+# ---- replanning ----------------------------------------------------------------------------------
+
 
 _PLANNER = """
 import json, os, sys
@@ -538,7 +582,7 @@ def test_an_invalid_revision_counts_as_a_replan_and_the_planner_hears_why(run, w
     assert len(_events(tmp_path / "calls.jsonl")) == 1
 
 
-# ---- approval --------------------------------------------------------------------------------
+# ---- approval ------------------------------------------------------------------------------------
 
 
 def test_blocked_without_a_tty_names_the_steps_on_stderr_also_with_json_output(
@@ -565,29 +609,33 @@ def test_blocked_without_a_tty_names_the_steps_on_stderr_also_with_json_output(
     assert not (tmp_path / "ran").exists()
 
 
-# ---- validation positions --------------------------------------------------------------------
+# ---- state and resume ----------------------------------------------------------------------------
 
 
-def test_a_bad_value_under_an_alias_is_reported_at_that_value(run, write):
-    # `id` (a plan's name) and `index` (an mcp-cli step's id) are aliases: an error in their
-    # value sits on that value, named as written, not at 1:1 quoting the whole mapping.
-    write("p.yaml", "id: [1]\nsteps:\n  - {index: [2], tool: echo}\n")
-    write("q.json", '{"id": 42, "steps": []}')
-    r = run("validate", "p.yaml", "q.json", "--format", "json")
-    assert r.code == 3, r
-    errors = [
-        (d["file"], d["line"], d["col"], d["message"])
-        for d in r.json["diagnostics"]
-        if d["severity"] == "error"
-    ]
-    assert errors == [
-        ("p.yaml", 1, 5, "id: expected a string, got [1]"),
-        ("p.yaml", 3, 13, "step #1: index: expected a string, got [2]"),
-        ("q.json", 1, 8, "id: expected a string, got 42"),
-    ]
-
-
-# ---- secrets and resume ----------------------------------------------------------------------
+def test_a_plan_changed_under_the_same_name_is_resumed_by_fingerprints(run, write, tmp_path):
+    plan = """
+        name: build
+        steps:
+          - {id: a, tool: shell, args: {cmd: "echo a >> log"}}
+          - {id: b, tool: shell, args: {cmd: "echo B >> log"}, depends_on: [a]}
+          - {id: c, tool: shell, args: {cmd: "echo c >> log"}, depends_on: [b]}
+          - {id: d, tool: shell, args: {cmd: "echo d >> log; test -e ok"}}
+          - {id: old, tool: shell, args: {cmd: "echo old >> log"}}
+        """
+    write("p.yaml", plan)
+    assert run("run", "p.yaml", "-j", "1").code == 1
+    assert (tmp_path / "log").read_text().split() == ["a", "B", "c", "d"]
+    (tmp_path / "ok").touch()
+    changed = plan.replace("echo B", "echo b2").replace(
+        '- {id: old, tool: shell, args: {cmd: "echo old >> log"}}',
+        '- {id: new, tool: shell, args: {cmd: "echo new >> log"}}',
+    )
+    write("other-file-name.yaml", changed)
+    r = run("resume", "other-file-name.yaml", "--output", "json", "-j", "1")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split()[4:] == ["b2", "c", "d", "new"]
+    assert [s["id"] for s in r.json["steps"]] == ["a", "b", "c", "d", "new"]
+    assert all(s["status"] == "succeeded" for s in r.json["steps"]), r.json
 
 
 def test_a_kept_step_reading_a_masked_result_is_kept_whatever_characters_the_mask_has(
@@ -625,104 +673,6 @@ def test_a_kept_step_reading_a_masked_result_is_kept_whatever_characters_the_mas
     }
 
 
-def test_a_bad_foreach_as_name_is_planruns_own_message(run, write):
-    write("p.yaml", 'steps:\n  - {id: c, tool: echo, foreach: [1], as: "bad name", args: {}}\n')
-    r = run("validate", "p.yaml")
-    assert r.code == 3, r
-    assert (
-        r.out
-        == "p.yaml:2:43: error: step 'c': bad 'as' name 'bad name': use a name like 'my_var'\n"
-    )
-
-
-def test_the_schema_rejects_as_without_foreach_like_validate(run, write):
-    jsonschema = pytest.importorskip("jsonschema")
-    schema = run("schema").json
-    cases = [
-        ({"as": "x"}, False),
-        ({"as": "x", "foreach": None}, False),
-        ({"as": "x", "foreach": [1]}, True),
-        ({"as": None}, True),  # the default name
-    ]
-    for extra, valid in cases:
-        plan = {"steps": [{"id": "a", "tool": "echo", **extra}]}
-        assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid, plan
-        write("p.json", json.dumps(plan))
-        assert run("validate", "p.json").code == (0 if valid else 3), plan
-
-
-# ---- stops and resume ------------------------------------------------------------------------
-
-
-def test_abort_leaves_the_running_step_interrupted_and_the_unstarted_ones_pending(
-    run, write, tmp_path
-):
-    write(
-        "p.yaml",
-        """
-        steps:
-          - {id: slow, tool: shell, args: {cmd: "touch started; sleep 30"}}
-          - {id: boom, tool: shell, args: {cmd: "while [ ! -e started ]; do sleep 0.01; done; exit 1"}}
-          - {id: later, tool: echo, args: {value: 1}, depends_on: [boom]}
-        """,
-    )
-    r = run("run", "p.yaml", "-j", "2", "--output", "json", "--events", "ev.jsonl")
-    assert r.code == 1, r
-    assert (r.json["status"], r.json["reason"]) == ("failed", "step_failed")
-    want = {"slow": "interrupted", "boom": "failed", "later": "pending"}
-    assert {s["id"]: s["status"] for s in r.json["steps"]} == want
-    status = run("status", "p.yaml", "--output", "json")
-    assert {s["id"]: s["status"] for s in status.json["steps"]} == want
-    events = _events(tmp_path / "ev.jsonl")
-    assert [e["step"] for e in events if e["event"] == "step.interrupted"] == ["slow"]
-    assert not [e for e in events if e.get("step") == "later"]
-
-
-def test_a_plan_changed_under_the_same_name_is_resumed_by_fingerprints(run, write, tmp_path):
-    plan = """
-        name: build
-        steps:
-          - {id: a, tool: shell, args: {cmd: "echo a >> log"}}
-          - {id: b, tool: shell, args: {cmd: "echo B >> log"}, depends_on: [a]}
-          - {id: c, tool: shell, args: {cmd: "echo c >> log"}, depends_on: [b]}
-          - {id: d, tool: shell, args: {cmd: "echo d >> log; test -e ok"}}
-          - {id: old, tool: shell, args: {cmd: "echo old >> log"}}
-        """
-    write("p.yaml", plan)
-    assert run("run", "p.yaml", "-j", "1").code == 1
-    assert (tmp_path / "log").read_text().split() == ["a", "B", "c", "d"]
-    (tmp_path / "ok").touch()
-    changed = plan.replace("echo B", "echo b2").replace(
-        '- {id: old, tool: shell, args: {cmd: "echo old >> log"}}',
-        '- {id: new, tool: shell, args: {cmd: "echo new >> log"}}',
-    )
-    write("other-file-name.yaml", changed)
-    r = run("resume", "other-file-name.yaml", "--output", "json", "-j", "1")
-    assert r.code == 0, r
-    assert (tmp_path / "log").read_text().split()[4:] == ["b2", "c", "d", "new"]
-    assert [s["id"] for s in r.json["steps"]] == ["a", "b", "c", "d", "new"]
-    assert all(s["status"] == "succeeded" for s in r.json["steps"]), r.json
-
-
-def test_steps_a_skip_makes_ready_start_in_file_order_with_the_others(run, write, tmp_path):
-    # `off` is skipped at once; `after_off` is then ready together with `other` and `last`:
-    # ties are broken by file order, so under -j 1 it starts first.
-    write(
-        "p.yaml",
-        """
-        steps:
-          - {id: off, tool: echo, args: {value: 1}, when: "false"}
-          - {id: after_off, tool: echo, args: {value: 1}, depends_on: [off]}
-          - {id: other, tool: echo, args: {value: 1}}
-          - {id: last, tool: echo, args: {value: 1}}
-        """,
-    )
-    r = run("run", "p.yaml", "-j", "1", "--events", "ev.jsonl")
-    assert r.code == 0, r
-    started = [e["step"] for e in _events(tmp_path / "ev.jsonl") if e["event"] == "step.started"]
-    assert started == ["after_off", "other", "last"]
-
-
 def test_a_sub_plan_started_again_on_resume_keeps_its_steps_that_succeeded(run, write, tmp_path):
     # A sub-plan follows the rules of a plan run on its own: resumed, its steps that
     # succeeded with unchanged fingerprints are kept, the failed one runs again.
@@ -758,26 +708,6 @@ def test_a_sub_plan_started_again_on_resume_keeps_its_steps_that_succeeded(run, 
     r = run("resume", "p.yaml", "--force", "sub")
     assert r.code == 0, r
     assert (tmp_path / "log").read_text().split()[4:] == ["c1", "c2", "after"]
-
-
-@pytest.mark.parametrize(
-    ("plan", "valid"),
-    [
-        ({"steps": [{"id": "a", "tool": "echo", "retries": 2.0}]}, True),
-        ({"steps": [{"index": 1.0, "tool": "echo"}]}, True),
-        ({"limits": {"max_steps": 3.0, "tool_caps": {"echo": 1.0}}, "steps": []}, True),
-        ({"steps": [{"id": "a", "tool": "echo", "retries": 2.5}]}, False),
-    ],
-)
-def test_a_whole_number_written_with_a_point_is_a_number_to_schema_and_validate(
-    run, write, plan, valid
-):
-    # JSON has one kind of number: 2.0 is the integer 2 to the schema, so validate takes it
-    jsonschema = pytest.importorskip("jsonschema")
-    schema = run("schema").json
-    assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid
-    write("p.json", json.dumps(plan))
-    assert run("validate", "p.json").code == (0 if valid else 3)
 
 
 @pytest.mark.slow  # a real SIGINT to a real run
@@ -840,3 +770,71 @@ def test_resume_dry_run_says_what_the_resume_keeps_and_why_the_rest_runs(run, wr
     text = run("resume", "p.yaml", "--dry-run")
     assert "resume: kept" in text.out and "resume: runs again: failed last time" in text.out
     assert (tmp_path / "log").read_text().split() == ["a", "b"]  # the dry run ran nothing
+
+
+# ---- validation and schema -----------------------------------------------------------------------
+
+
+def test_a_bad_value_under_an_alias_is_reported_at_that_value(run, write):
+    # `id` (a plan's name) and `index` (an mcp-cli step's id) are aliases: an error in their
+    # value sits on that value, named as written, not at 1:1 quoting the whole mapping.
+    write("p.yaml", "id: [1]\nsteps:\n  - {index: [2], tool: echo}\n")
+    write("q.json", '{"id": 42, "steps": []}')
+    r = run("validate", "p.yaml", "q.json", "--format", "json")
+    assert r.code == 3, r
+    errors = [
+        (d["file"], d["line"], d["col"], d["message"])
+        for d in r.json["diagnostics"]
+        if d["severity"] == "error"
+    ]
+    assert errors == [
+        ("p.yaml", 1, 5, "id: expected a string, got [1]"),
+        ("p.yaml", 3, 13, "step #1: index: expected a string, got [2]"),
+        ("q.json", 1, 8, "id: expected a string, got 42"),
+    ]
+
+
+def test_a_bad_foreach_as_name_is_planruns_own_message(run, write):
+    write("p.yaml", 'steps:\n  - {id: c, tool: echo, foreach: [1], as: "bad name", args: {}}\n')
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert (
+        r.out
+        == "p.yaml:2:43: error: step 'c': bad 'as' name 'bad name': use a name like 'my_var'\n"
+    )
+
+
+def test_the_schema_rejects_as_without_foreach_like_validate(run, write):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = run("schema").json
+    cases = [
+        ({"as": "x"}, False),
+        ({"as": "x", "foreach": None}, False),
+        ({"as": "x", "foreach": [1]}, True),
+        ({"as": None}, True),  # the default name
+    ]
+    for extra, valid in cases:
+        plan = {"steps": [{"id": "a", "tool": "echo", **extra}]}
+        assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid, plan
+        write("p.json", json.dumps(plan))
+        assert run("validate", "p.json").code == (0 if valid else 3), plan
+
+
+@pytest.mark.parametrize(
+    ("plan", "valid"),
+    [
+        ({"steps": [{"id": "a", "tool": "echo", "retries": 2.0}]}, True),
+        ({"steps": [{"index": 1.0, "tool": "echo"}]}, True),
+        ({"limits": {"max_steps": 3.0, "tool_caps": {"echo": 1.0}}, "steps": []}, True),
+        ({"steps": [{"id": "a", "tool": "echo", "retries": 2.5}]}, False),
+    ],
+)
+def test_a_whole_number_written_with_a_point_is_a_number_to_schema_and_validate(
+    run, write, plan, valid
+):
+    # JSON has one kind of number: 2.0 is the integer 2 to the schema, so validate takes it
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = run("schema").json
+    assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid
+    write("p.json", json.dumps(plan))
+    assert run("validate", "p.json").code == (0 if valid else 3)
