@@ -1051,3 +1051,11 @@ def test_a_dry_run_previews_a_foreach_over_a_hits_result(tmp_path: Path) -> None
     caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
     assert caches["list"]["status"] == "miss"
     assert caches["lint[*]"] == {"status": "miss", "reason": "upstream changed: list"}
+
+
+def test_streamed_lines_of_foreach_instances_carry_their_bare_id(tmp_path: Path) -> None:
+    plan(tmp_path, FANNED)
+    ran = go(tmp_path, "--stream")
+    assert "[lint[0]] a\n" in ran.err and "[  lint" not in ran.err, ran
+    hit = go(tmp_path, "--stream")
+    assert "[lint[1]] (replayed from the cache)\n[lint[1]] b\n" in hit.err, hit

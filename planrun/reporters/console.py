@@ -267,7 +267,7 @@ class ConsoleReporter:
             return
         self._streamed.add(event.step or "")
         line = self._safe(str(event.data.get("line", "")).rstrip("\r\n"))
-        self._write(f"[{self._id(event)}] {line}\n")
+        self._write(f"[{self._id(event).lstrip()}] {line}\n")  # an instance: unindented
 
     def _step_retrying(self, event: Event) -> None:
         if self.quiet:
@@ -342,7 +342,8 @@ class ConsoleReporter:
         output = event.data.get("output")
         if output and self.stream_output:  # as a running step's lines are shown: `[ID] line`
             lines = f"(replayed from the cache)\n{output}".rstrip("\n").split("\n")
-            text += "".join(f"[{self._id(event)}] {self._safe(line)}\n" for line in lines)
+            sid = self._id(event).lstrip()
+            text += "".join(f"[{sid}] {self._safe(line)}\n" for line in lines)
         elif output:
             text += self._block(f"(replayed from the cache)\n{output}")
         self._write(text)
