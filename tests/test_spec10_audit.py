@@ -1059,3 +1059,17 @@ def test_streamed_lines_of_foreach_instances_carry_their_bare_id(tmp_path: Path)
     assert "[lint[0]] a\n" in ran.err and "[  lint" not in ran.err, ran
     hit = go(tmp_path, "--stream")
     assert "[lint[1]] (replayed from the cache)\n[lint[1]] b\n" in hit.err, hit
+
+
+def test_a_pattern_whose_braces_expand_past_the_limit_is_a_validation_error(
+    tmp_path: Path,
+) -> None:
+    pattern = "src/" + "{a,b}" * 30  # 2**30 alternatives
+    (tmp_path / "plan.yaml").write_text(
+        f'steps:\n  - {{id: s, tool: shell, args: {{cmd: "true"}}, sources: ["{pattern}"]}}\n'
+    )
+    for args in (("validate", "plan.yaml"), ("run", "plan.yaml")):
+        r = planrun(*args, cwd=tmp_path)
+        assert_no_traceback(r)
+        assert r.code == 3, r
+        assert "plan.yaml:2:" in r.out and "sources[0]" in r.out and "braces" in r.out, r
