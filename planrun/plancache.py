@@ -19,9 +19,9 @@ graph, suggest, tools):
   jinja2 (expressions that are not plain references are parsed by it, and its filters and tests
   are the known ones): path, size and mtime_ns of each package's __init__.py, found without
   importing it. (wcmatch, which matches a step's `outputs` against its `sources` for the
-  overlap warning, is not in the key: it decides nothing but that warning, and looking it up
-  would cost every run; after an upgrade that changed its matching, a cached warning could
-  be stale until the plan changes);
+  overlap warning and expands braces against its limit of 1000 patterns, is not in the key:
+  looking it up would cost every run for what only an upgrade that changed its matching or
+  its limit could make stale, a warning or a pattern that must be split);
 * PLANRUN_NO_FAST_YAML, the loader's one switch (both readers give the same data by design);
 * this user's secret (planrun/usersecret.py), first: everything above can be known on another
   machine with the same install, so an entry made there and shipped in a repository's
