@@ -223,3 +223,10 @@ def test_prune_sizes_and_least_recently_used_first(tmp_path: Path) -> None:
     assert keep.exists()
     assert prune(str(root), older_than=60) >= 1
     assert [p.name for p in (root / "entries").iterdir()] == [keep.name]
+
+
+def test_a_pattern_whose_braces_expand_too_far_is_a_pattern_error() -> None:
+    # wcmatch's own limit (an exception without a public name) becomes planrun's PatternError,
+    # for every caller of compile_patterns, not only validation.
+    with pytest.raises(PatternError, match="more than 1000 patterns"):
+        compile_patterns(("src/" + "{a,b}" * 11 + "*.py",))

@@ -131,7 +131,15 @@ def _translate(globs: list[str]) -> tuple[re.Pattern[str], ...]:
     from wcmatch import glob as wcglob
 
     flags = wcglob.GLOBSTAR | wcglob.BRACE
-    return tuple(re.compile(r) for r in wcglob.translate(globs, flags=flags)[0])
+    try:
+        translated = wcglob.translate(globs, flags=flags)[0]
+    except Exception as exc:  # wcmatch's expansion limit: its exception has no public name
+        if type(exc).__name__ != "PatternLimitException":
+            raise
+        raise PatternError(
+            "its braces expand to more than 1000 patterns: split it into several"
+        ) from None
+    return tuple(re.compile(r) for r in translated)
 
 
 def _roots(includes: Iterable[str]) -> tuple[str, ...]:
