@@ -21,10 +21,11 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -434,6 +435,22 @@ def answer_at_tty(
         pass
     os.close(leader)
     return proc.returncode, out.decode(), seen.decode(errors="replace")
+
+
+@contextlib.contextmanager
+def serve_http(handler: Callable[..., Any]) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (a free port, one thread per request) while the block
+    runs; yields its base URL."""
+    from http.server import ThreadingHTTPServer
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def wait_until(

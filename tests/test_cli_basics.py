@@ -7,7 +7,6 @@ import http.server
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.conftest import ROOT, assert_no_traceback, planrun
+from tests.conftest import ROOT, assert_no_traceback, planrun, serve_http
 
 EXAMPLES = ROOT / "examples"
 PLANS = ROOT / "plans"
@@ -208,14 +207,8 @@ def http_server() -> Iterator[str]:
     """A real HTTP server on 127.0.0.1 serving examples/ (what http.yaml's comment suggests)."""
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(EXAMPLES))
     handler.log_message = lambda *a, **k: None  # type: ignore[attr-defined]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_http(handler) as url:
+        yield url
 
 
 def _run_example(*args: str, cwd: Path) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import answer_at_tty, assert_no_process_left, assert_no_traceback
+from tests.conftest import answer_at_tty, assert_no_process_left, assert_no_traceback, serve_http
 
 
 @pytest.mark.e2e  # a real `python -m planrun` process
@@ -451,7 +451,6 @@ def test_subplan_including_itself_fails(run, write):
 
 def test_http_step_against_a_local_server(run, write):
     import http.server
-    import threading
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
@@ -467,10 +466,8 @@ def test_http_step_against_a_local_server(run, write):
         def log_message(self, *a):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        port = server.server_address[1]
+    with serve_http(Handler) as url:
+        port = url.rsplit(":", 1)[1]
         write(
             "p.yaml",
             f"""
@@ -485,8 +482,6 @@ def test_http_step_against_a_local_server(run, write):
         s = {x["id"]: x for x in r.json["steps"]}
         assert s["use"]["result"] is True
         assert s["missing"]["status"] == "failed" and "404" in s["missing"]["error"]
-    finally:
-        server.shutdown()
 
 
 def test_secrets_are_masked_everywhere(run, write, tmp_path):

@@ -6,15 +6,14 @@ RecursionError."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_no_traceback, planrun_process
+from tests.conftest import assert_no_traceback, planrun_process, serve_http
 
 DEPTH = 100_000
 
@@ -53,13 +52,8 @@ class _Hostile(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_http(_Hostile) as url:
+        yield url
 
 
 def _run_one(tmp_path: Path, step: str, timeout: float = 60) -> tuple[int, str, dict]:  # type: ignore[type-arg]

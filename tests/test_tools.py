@@ -8,11 +8,10 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 
 from planrun.tools import builtin_registry
 from planrun.tools.base import ToolContext, ToolFailed
-from tests.conftest import hang_guard
+from tests.conftest import hang_guard, serve_http
 
 
 def call(tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -400,13 +399,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serve_http(_Handler) as url:
+        yield url
 
 
 def test_http_json_response_is_decoded(ctx: ToolContext, server: str) -> None:
