@@ -311,7 +311,8 @@ async def _schedule(
     name = plan.name or "plan"
     run_id = here.run_id if call is None else None  # a sub-plan's own events get their own
     resumed = opened.previous is not None
-    bus.emit(started_event(prep, dict(prep.variables), resumed, here.jobs, run_id))
+    kept = list(resume.kept) if resume is not None else None
+    bus.emit(started_event(prep, dict(prep.variables), resumed, here.jobs, run_id, kept))
     outcome = await sched.run()
     finished = {
         "status": outcome.status,

@@ -148,7 +148,10 @@ def started_event(
     resumed: bool,
     jobs: int | None = None,
     run_id: str | None = None,
+    kept: list[str] | None = None,
 ) -> Event:
+    """`run.started`. On resume, `kept` names the steps kept from the previous run: the others
+    start this run as `pending`, whatever the previous one recorded for them."""
     plan = prep.plan
     selected = set(prep.selected)
     steps = [
@@ -165,6 +168,8 @@ def started_event(
         "variables": variables,
         "steps": steps,
     }
+    if resumed and kept is not None:
+        data["kept"] = kept
     return Event("run.started", plan.name or "plan", None, data)
 
 

@@ -315,3 +315,27 @@ def test_the_json_file_itself_is_current_after_kill_9(write, tmp_path):
         "quick": "succeeded",
         "long": "running",
     }
+
+
+def test_a_step_to_run_again_that_never_starts_is_pending_everywhere(run, write, tmp_path):
+    # Two failed steps; the resume aborts at the first, so the second never starts again.
+    # Its previous `failed` record is not what this run did: the state, `status` and JUnit
+    # say `pending`, as --output json does.
+    plan = """
+        name: again
+        steps:
+          - {id: a, tool: shell, args: {cmd: "exit 1"}, on_failure: ON}
+          - {id: b, tool: shell, args: {cmd: "exit 1"}, on_failure: ON}
+          - {id: c, tool: echo, args: {value: 1}}
+        """
+    write("p.yaml", plan.replace("ON", "continue"))
+    assert run("run", "p.yaml", "-j", "1").code == 1
+    write("p.yaml", plan.replace("ON", "abort"))
+    r = run("resume", "p.yaml", "-j", "1", "--output", "json", "--junit", "j.xml")
+    assert r.code == 1, r
+    doc = {s["id"]: s["status"] for s in r.json["steps"]}
+    assert doc == {"a": "failed", "b": "pending", "c": "succeeded"}, doc
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == doc, status
+    junit = (tmp_path / "j.xml").read_text()
+    assert junit.count("<failure") == 1, junit

@@ -201,7 +201,18 @@ class StateStore:
         if d.get("resumed") and previous is not None:
             # A foreach step's instances are listed by the previous run only: kept with it.
             listed += [sid for sid in previous.steps if parent_of(sid) in set(listed)]
-            steps = {str(sid): previous.steps.get(str(sid)) or StepState() for sid in listed}
+            # A step this run runs again starts `pending`, as the run's own document has it (one
+            # an abort keeps from starting must not show the previous run's `failed`). Instances
+            # keep their records until their step expands: a resume interrupted before that
+            # must still let the next one keep those that succeeded.
+            kept = d.get("kept")
+            again = set() if not isinstance(kept, list) else set(listed) - set(kept)
+            steps = {
+                str(sid): StepState()
+                if sid in again and parent_of(sid) is None
+                else previous.steps.get(str(sid)) or StepState()
+                for sid in listed
+            }
             revisions = previous.revisions
         else:
             steps = {str(sid): StepState() for sid in listed}
