@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import assert_no_traceback, planrun
 
 PLAN = """\
@@ -29,6 +31,7 @@ def _settle(root: Path) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # two waits for the 2 s racy window
 def test_names_that_are_not_utf8_are_cached_and_restored(tmp_path: Path) -> None:
     (tmp_path / "plan.yaml").write_text(PLAN)
     src = os.path.join(bytes(tmp_path), b"src")
