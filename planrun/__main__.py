@@ -13,12 +13,12 @@ def main() -> None:
     def quiet_exit(signum: int, frame: object) -> None:
         os._exit(130)  # still starting up: nothing to stop or save yet
 
-    # SIGHUP too (a closed terminal, a dropped SSH session), as make does; a signal ignored when
-    # planrun started (`nohup`, a script's `&` job ignoring SIGINT) stays ignored, here and in a
-    # run (planrun.interrupts reads what is left).
-    for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
-        if _signal.getsignal(sig) != _signal.SIG_IGN:
-            _signal.signal(sig, quiet_exit)
+    _signal.signal(_signal.SIGINT, quiet_exit)
+    _signal.signal(_signal.SIGTERM, quiet_exit)
+    # SIGHUP too (a closed terminal, a dropped SSH session), as make does, unless planrun was
+    # started ignoring it (`nohup`): it stays ignored, here and in a run (planrun.interrupts).
+    if _signal.getsignal(_signal.SIGHUP) != _signal.SIG_IGN:
+        _signal.signal(_signal.SIGHUP, quiet_exit)
     # A value may hold half a surrogate pair (a Jinja literal or JSON can spell "\ud800"):
     # whatever prints it writes the escape, never fails with an encoding error.
     for stream in (sys.stdout, sys.stderr):

@@ -27,12 +27,11 @@ __all__ = ["exit_now", "install_quiet_exit", "run_interruptibly"]
 
 T = TypeVar("T")
 INTERRUPTED = 130
-# The signals that stop a run; one ignored when planrun started (`nohup` ignores SIGHUP, a
-# script's background job SIGINT) is left ignored: the caller asked for that.
-_SIGNALS = tuple(
-    sig
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    if signal.getsignal(sig) != signal.SIG_IGN
+# The signals that stop a run. SIGINT and SIGTERM always do, even when planrun was started
+# ignoring them (a background job of a script ignores SIGINT): whoever sends one to planrun
+# means it. SIGHUP ignored at start (`nohup`) stays ignored.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM) + (
+    () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
 )
 
 
