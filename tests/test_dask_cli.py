@@ -142,7 +142,7 @@ def test_resources_map_to_worker_resources(run, write, cluster):
     )
     r = run("run", "p.yaml", "--output", "json", "--address", cluster.address)
     s = {x["id"]: x for x in r.json["steps"]}
-    assert s["big"]["status"] == "succeeded", s["big"]
+    assert s["big"]["status"] == "succeeded", (s["big"]["error"], s["big"].get("detail"))
     assert s["huge"]["status"] == "failed" and "resources" in s["huge"]["error"]
 
 

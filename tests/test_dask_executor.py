@@ -504,8 +504,14 @@ def test_other_tools_stay_local(cluster: Cluster, tmp_path: Path) -> None:
     run(scenario())
 
 
-def test_a_worker_killed_mid_step(cluster: Cluster, tmp_path: Path) -> None:
-    """The scheduler re-runs the step on a worker that is alive; the re-run is reported."""
+def test_a_worker_killed_mid_step(tmp_path: Path) -> None:
+    """The scheduler re-runs the step on a worker that is alive; the re-run is reported.
+
+    On a cluster of its own: the worker it kills may be the one with `cpu=2`, which the
+    session's cluster must keep offering to the tests after it (while the nanny restarts it,
+    a step asking for cpu=2 found no worker offering it and failed at once)."""
+    (tmp_path / "cluster").mkdir()
+    cluster = start_cluster(tmp_path / "cluster")
 
     async def scenario() -> None:
         reruns: list[tuple[str, list[str]]] = []
@@ -528,7 +534,10 @@ def test_a_worker_killed_mid_step(cluster: Cluster, tmp_path: Path) -> None:
             await wait_group_gone(first.pid, timeout=3)
             await ex.client.wait_for_workers(2, timeout=30)  # the nanny restarts the worker
 
-    run(scenario())
+    try:
+        run(scenario())
+    finally:
+        stop_cluster(cluster)
 
 
 # -- LocalCluster mode ----------------------------------------------------------------------

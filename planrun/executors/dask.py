@@ -24,6 +24,8 @@ MISSING_DASK = "the dask executor needs the 'dask' extra: pip install 'planrun[d
 _CLEANUP_TIMEOUT_S = 10.0
 _STDERR_TAIL = 20
 _WORKERS_TTL_S = 2.0  # how long the list of workers' resources is trusted
+_RESOURCE_WAIT_S = 5.0  # how long a step waits for a worker offering its resources to join
+_RESOURCE_POLL_S = 0.2
 
 ReexecutionCallback = Callable[[str, list[str]], None]
 """Called with (step id, worker addresses in start order) when a step's task started more than
@@ -216,8 +218,12 @@ class DaskExecutor:
             log.warning("reaping the processes of a lost worker failed: %s", exc)
 
     async def _check_resources(self, step_id: str, resources: dict[str, float]) -> None:
-        """Fail at once when no worker offers the resources (Dask would queue the task forever)."""
-        for fresh in (False, True):
+        """Fail when no worker offers the resources (Dask would queue the task forever), after
+        waiting _RESOURCE_WAIT_S for one to join: a worker still starting, or being restarted
+        by its nanny, is not a missing one."""
+        deadline = time.monotonic() + _RESOURCE_WAIT_S
+        fresh = False
+        while True:
             now = time.monotonic()
             if fresh or now - self._workers_at > _WORKERS_TTL_S:
                 # An asynchronous client's scheduler_info() has no per-worker data: ask.
@@ -228,6 +234,11 @@ class DaskExecutor:
                 offered = info.get("resources") or {}
                 if all(offered.get(name, 0) >= amount for name, amount in resources.items()):
                     return
+            if fresh and now >= deadline:
+                break
+            if fresh:
+                await asyncio.sleep(_RESOURCE_POLL_S)
+            fresh = True
         raise ToolFailed(
             f"no Dask worker offers the resources of step {step_id}: {resources} "
             f'(start workers with --resources, e.g. --resources "cpu=2")'
