@@ -55,7 +55,7 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
         default="planrun-report.html",
         show_default=True,
         type=click.Path(dir_okay=False),
-        help="The HTML file to write.",
+        help="The HTML file to write (- for stdout).",
     )
     @click.option("--state", type=click.Path(dir_okay=False), help="Read this state file.")
     @guard
@@ -64,6 +64,9 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
         from planrun.report import check_report_path, report_for_plan, write_report
 
         plan = plan_or_default(plan, os.getcwd())
+        if out == "-":  # stdout, as `-` means to every command-line tool
+            click.echo(report_for_plan(plan, state, os.getcwd()), nl=False)
+            return
         check_report_path(out)
         write_report(out, report_for_plan(plan, state, os.getcwd(), out))
         click.echo(f"wrote {out}", err=True)

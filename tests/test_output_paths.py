@@ -136,3 +136,11 @@ def test_distinct_report_files_still_work(tree: Path) -> None:
     assert (tree / "j.xml").read_text().startswith("<?xml")
     assert (tree / "e.jsonl").read_text().startswith("{")
     assert "<html" in (tree / "r.html").read_text()
+
+
+def test_report_to_stdout_with_a_dash(tree: Path) -> None:
+    assert planrun("run", "plan.yaml", "-q", cwd=tree).code == 0
+    r = planrun("report", "plan.yaml", "-o", "-", cwd=tree)
+    assert r.code == 0, r
+    assert r.out.startswith("<!DOCTYPE html>") and "</html>" in r.out, r.out[:200]
+    assert not (tree / "-").exists()
