@@ -39,26 +39,24 @@ def test_sighup_interrupts_the_run_and_stops_its_commands(tmp_path: Path) -> Non
     assert json.loads(status.out)["steps"][0]["status"] == "interrupted", status
 
 
-def _ignoring(*signals: int):  # type: ignore[no-untyped-def]
+def _started_ignoring(tmp_path: Path, *ignored: int) -> subprocess.Popen[str]:
+    """planrun started with `ignored` signals ignored (as nohup or a script's `&` leave them),
+    once its step has started."""
+
     def preexec() -> None:
-        for sig in signals:
+        for sig in ignored:
             signal.signal(sig, signal.SIG_IGN)
 
-    return preexec
+    proc = spawn_planrun(
+        "run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True, preexec_fn=preexec
+    )
+    wait_for_file(tmp_path / "started")
+    return proc
 
 
 def test_under_nohup_a_hangup_does_not_stop_the_run(tmp_path: Path) -> None:
     _plan(tmp_path, "touch started; while [ ! -e go ]; do sleep 0.02; done; echo done")
-    proc = spawn_planrun(
-        "run",
-        "p.yaml",
-        "-q",
-        cwd=tmp_path,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_ignoring(signal.SIGHUP),
-    )
-    wait_for_file(tmp_path / "started")
+    proc = _started_ignoring(tmp_path, signal.SIGHUP)
     proc.send_signal(signal.SIGHUP)
     (tmp_path / "go").touch()
     _, err = proc.communicate(timeout=30)
@@ -70,16 +68,7 @@ def test_sigint_stops_the_run_even_when_it_was_ignored_at_start(tmp_path: Path) 
     # itself still means "stop" (the contract's exit 130), as it did before.
     mark = unique_mark()
     _plan(tmp_path, f"touch started; : {mark}; sleep 60")
-    proc = spawn_planrun(
-        "run",
-        "p.yaml",
-        "-q",
-        cwd=tmp_path,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_ignoring(signal.SIGINT, signal.SIGQUIT),
-    )
-    wait_for_file(tmp_path / "started")
+    proc = _started_ignoring(tmp_path, signal.SIGINT, signal.SIGQUIT)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err

@@ -366,6 +366,11 @@ def _shim(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"}
 
 
+def _shell(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a real shell (bash, zsh, fish) with `argv`, text output captured."""
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=60, env=env)
+
+
 def _script(tmp_path: Path, shell: str) -> str:
     r = planrun("completion", shell, cwd=tmp_path)
     assert r.code == 0, r
@@ -381,14 +386,7 @@ def _complete_bash_words(tmp_path: Path, words: list[str]) -> list[str]:
         f"source {script}\nCOMP_WORDS=(planrun {quoted}); COMP_CWORD={len(words)}\n"
         '_planrun_completion planrun\nprintf "%s\\n" "${COMPREPLY[@]}"\n'
     )
-    done = subprocess.run(
-        ["bash", "--norc", "-c", test],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_shim(tmp_path),
-    )
+    done = _shell(["bash", "--norc", "-c", test], tmp_path, _shim(tmp_path))
     assert done.returncode == 0 and done.stderr == "", done.stderr
     return done.stdout.splitlines()
 
@@ -472,14 +470,8 @@ def _line_after_tab(
 
 def _words(line: str, env: dict[str, str], cwd: Path) -> list[str]:
     """The words bash reads from the command line `line` (its first word dropped)."""
-    done = subprocess.run(
-        ["bash", "--norc", "-c", f"set -- {line.split(' ', 1)[1]}; printf '%s\\0' \"$@\""],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    words = f"set -- {line.split(' ', 1)[1]}; printf '%s\\0' \"$@\""
+    done = _shell(["bash", "--norc", "-c", words], cwd, env)
     assert done.returncode == 0, done.stderr
     return done.stdout.split("\0")[:-1]
 
@@ -537,14 +529,7 @@ def test_zsh_script_completes_ids_and_plan_files_in_zsh(tmp_path):
         "words=(planrun run ''); CURRENT=3; _planrun_completion; print -- ---\n"
         "words=(planrun run '\\$\\(touch\\ pwned\\).yaml' --force ''); CURRENT=5; _planrun_completion\n"
     )
-    done = subprocess.run(
-        ["zsh", "-f", "-c", test],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_shim(tmp_path),
-    )
+    done = _shell(["zsh", "-f", "-c", test], tmp_path, _shim(tmp_path))
     assert done.returncode == 0 and done.stderr == "", done.stderr
     ids, files, hostile = done.stdout.split("---\n")
     assert ids.split("\n")[:-1] == ["build", "bench"]
@@ -559,14 +544,8 @@ def _fish_quote(text: str) -> str:
 
 def _fish_complete(tmp_path: Path, line: str) -> subprocess.CompletedProcess[str]:
     script = _script(tmp_path, "fish")
-    return subprocess.run(
-        ["fish", "--no-config", "-c", f"source {script}; complete -C {_fish_quote(line)}"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_shim(tmp_path),
-    )
+    command = f"source {script}; complete -C {_fish_quote(line)}"
+    return _shell(["fish", "--no-config", "-c", command], tmp_path, _shim(tmp_path))
 
 
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
