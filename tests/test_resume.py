@@ -339,3 +339,28 @@ def test_a_step_to_run_again_that_never_starts_is_pending_everywhere(run, write,
     assert {s["id"]: s["status"] for s in status.json["steps"]} == doc, status
     junit = (tmp_path / "j.xml").read_text()
     assert junit.count("<failure") == 1, junit
+
+
+def test_a_foreach_instance_to_run_again_that_never_starts_is_pending_everywhere(
+    run, write, tmp_path
+):
+    # f[0] and f[2] failed; the resume keeps f[1], runs f[0] again and aborts there, so f[2]
+    # never starts: `status` says pending for it, as --output json does, and f[1] keeps its
+    # record (its times included).
+    plan = """
+        name: again
+        steps:
+          - {id: f, tool: shell, foreach: [1, 2, 3], args: {cmd: "test ${item} = 2"}, on_failure: ON}
+        """
+    write("p.yaml", plan.replace("ON", "continue"))
+    assert run("run", "p.yaml", "-j", "1").code == 1
+    state = tmp_path / ".planrun/state/again.json"
+    before = json.loads(state.read_text())["steps"]["f[1]"]
+    write("p.yaml", plan.replace("ON", "abort"))
+    r = run("resume", "p.yaml", "-j", "1", "--output", "json")
+    doc = {s["id"]: s["status"] for s in r.json["steps"]}
+    assert doc == {"f": "failed", "f[0]": "failed", "f[1]": "succeeded", "f[2]": "pending"}, doc
+    after = {s["id"]: s for s in run("status", "p.yaml", "--output", "json").json["steps"]}
+    assert {k: v["status"] for k, v in after.items()} == doc, after
+    kept = json.loads(state.read_text())["steps"]["f[1]"]
+    assert kept["started_at"] == before["started_at"] is not None, (before, kept)

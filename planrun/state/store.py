@@ -72,6 +72,9 @@ class StateStore:
         self._compact_at = compact_min_bytes
         self._preloaded: list[RunState | None] = []  # the state acquire() checked, for load()
         self._started: set[str] = set()  # steps started in this run
+        # On resume, foreach instances listed again, shown pending until an event of this run
+        # says what they are: their previous records, for a kept one (planrun.foreach_run)
+        self._held: dict[str, StepState] = {}
         self._mutex = threading.Lock()  # executors may emit from worker threads
         # The snapshot is refreshed soon after changes too, not only when the journal is
         # large, so that the JSON file a user (or a script) reads is close to current; the
@@ -218,6 +221,7 @@ class StateStore:
             steps = {str(sid): StepState() for sid in listed}
             revisions = []
         self._started = set()
+        self._held = {}
         self._encoded = {}
         self._state = RunState(
             plan=self.plan_name,
@@ -239,7 +243,7 @@ class StateStore:
             return
         d = event.data
         state = self.state
-        old = state.steps.get(sid)
+        old = self._held.pop(sid, None) or state.steps.get(sid)
         name = event.event
         ts = _iso_ts(event.ts)
         if name == "step.started":
@@ -248,8 +252,17 @@ class StateStore:
                 # and its instances are listed, pending until each starts (one that never
                 # does, as after an abort under -j 1, stays pending); the snapshot holds them,
                 # the journal gets each one's line when it changes
-                for iid in d["instances"]:
-                    state.steps.setdefault(str(iid), StepState())
+                for iid in map(str, d["instances"]):
+                    previous = state.steps.get(iid)
+                    if previous is None:
+                        state.steps[iid] = StepState()
+                    elif iid not in self._started:
+                        # recorded by the previous run: pending in this one until it is kept
+                        # (step.resumed, which takes this record back) or starts; an abort
+                        # may come first
+                        self._held[iid] = previous
+                        self._encoded.pop(iid, None)
+                        state.steps[iid] = StepState()
             self._started.add(sid)
             new = StepState(
                 status=Status.RUNNING,
