@@ -8,6 +8,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from planrun.errors import StateError
@@ -249,20 +250,7 @@ class StateStore:
         if name == "step.started":
             if "instances" in d:  # a foreach step expanded: instances of an older list go
                 self._drop_instances(sid, set(d["instances"]))
-                # and its instances are listed, pending until each starts (one that never
-                # does, as after an abort under -j 1, stays pending); the snapshot holds them,
-                # the journal gets each one's line when it changes
-                for iid in map(str, d["instances"]):
-                    previous = state.steps.get(iid)
-                    if previous is None:
-                        state.steps[iid] = StepState()
-                    elif iid not in self._started:
-                        # recorded by the previous run: pending in this one until it is kept
-                        # (step.resumed, which takes this record back) or starts; an abort
-                        # may come first
-                        self._held[iid] = previous
-                        self._encoded.pop(iid, None)
-                        state.steps[iid] = StepState()
+                self._list_instances(map(str, d["instances"]))
             self._started.add(sid)
             new = StepState(
                 status=Status.RUNNING,
@@ -321,6 +309,22 @@ class StateStore:
         encoded = self._encoded[sid] = _encode(new.to_json())
         # what _encode({"op": "step", "id": sid, "state": ...}) writes, the state encoded once
         self._append_line(f'{{"op":"step","id":{_encode(sid)},"state":{encoded}}}')
+
+    def _list_instances(self, ids: Iterable[str]) -> None:
+        """A foreach step's instances, pending until each starts (one that never does, as
+        after an abort under -j 1, stays pending); the snapshot holds them, the journal gets
+        each one's line when it changes."""
+        steps = self.state.steps
+        for iid in ids:
+            previous = steps.get(iid)
+            if previous is None:
+                steps[iid] = StepState()
+            elif iid not in self._started:
+                # recorded by the previous run: pending in this one until it is kept
+                # (step.resumed, which takes this record back) or starts; an abort may come first
+                self._held[iid] = previous
+                self._encoded.pop(iid, None)
+                steps[iid] = StepState()
 
     def _drop_instances(self, sid: str, keep: set[str]) -> None:
         state = self.state
