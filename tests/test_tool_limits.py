@@ -132,3 +132,13 @@ def test_http_json_nested_without_end_is_text(tmp_path: Path, hostile: str) -> N
     assert code == 0, step
     assert "json" not in step["result"]
     assert step["result"]["text"] == "[" * DEPTH + "]" * DEPTH
+
+
+@pytest.mark.parametrize("name", ["A=B", ""])
+def test_an_env_name_no_process_can_take_is_planruns_own_line(tmp_path: Path, name: str) -> None:
+    code, _, step = _run_one(
+        tmp_path, f'{{id: a, tool: shell, args: {{cmd: "true", env: {{"{name}": "x"}}}}}}'
+    )
+    assert code == 1
+    _one_line_failure(step, "shell: env name", repr(name))
+    assert "ValueError" not in step["error"], step

@@ -174,6 +174,10 @@ def _env(extra: Any, base: dict[str, str], marks: dict[str, str] | None = None) 
     if marks is not None:
         env.update(marks)
     for key, value in extra.items():
+        if not str(key) or "=" in str(key):  # the environment is NAME=VALUE lines
+            raise ToolFailed(
+                f"shell: env name {str(key)!r} is not a variable name (empty, or holds '=')"
+            )
         if value is None:
             env.pop(str(key), None)
         elif isinstance(value, str):
