@@ -142,3 +142,11 @@ def test_an_env_name_no_process_can_take_is_planruns_own_line(tmp_path: Path, na
     assert code == 1
     _one_line_failure(step, "shell: env name", repr(name))
     assert "ValueError" not in step["error"], step
+
+
+def test_an_http_method_that_is_not_a_token_is_one_line(tmp_path: Path, hostile: str) -> None:
+    code, _, step = _run_one(
+        tmp_path, f'{{id: a, tool: http, args: {{url: "{hostile}/deep", method: "GET\\nX"}}}}'
+    )
+    assert code == 1
+    _one_line_failure(step, "http: 'method'", "'GET\\nX'")

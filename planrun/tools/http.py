@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 _OPTIONAL = ("method", "headers", "json", "body", "expect_status", "timeout")
 _DEFAULT_TIMEOUT_S = 300.0  # only when neither the step nor the call sets one
 _DETAIL_CHARS = 500
+_TCHAR = "!#$%&'*+-.^_`|~"  # what a method (an HTTP token) may hold besides letters and digits
 
 _ssl_context: ssl.SSLContext | None = None
 
@@ -42,6 +43,8 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if not isinstance(method, str):
         raise ToolFailed(f"http: 'method' must be a string, got {type_name(method)}")
     method = method.upper()
+    if not method or not all(c.isascii() and (c.isalnum() or c in _TCHAR) for c in method):
+        raise ToolFailed(f"http: 'method' must be an HTTP method name, got {method!r}")
     headers = args.get("headers") or {}
     if not isinstance(headers, dict):
         raise ToolFailed(f"http: 'headers' must be a mapping, got {type_name(headers)}")
