@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
+from planrun.errors import one_line
 from planrun.status import Reason
 
 MASK = "***"
@@ -132,6 +133,8 @@ def _forms(value: Any, part: bool = False) -> Iterator[str]:
         lines.append(value.strip())  # a command's output ends with a newline: `| trim` drops it
     for text in (value, *lines):
         yield text
+        if not text.isprintable():  # as a one-line message quotes it (errors.one_line)
+            yield one_line(text)
         yield json.dumps(text, ensure_ascii=False)[1:-1]
         yield json.dumps(text)[1:-1]
         yield shlex.quote(text)

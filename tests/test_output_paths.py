@@ -144,3 +144,33 @@ def test_report_to_stdout_with_a_dash(tree: Path) -> None:
     assert r.code == 0, r
     assert r.out.startswith("<!DOCTYPE html>") and "</html>" in r.out, r.out[:200]
     assert not (tree / "-").exists()
+
+
+def test_a_step_error_quoting_a_value_with_a_line_feed_is_shown_whole_on_one_line(
+    tmp_path: Path,
+) -> None:
+    # The error quotes the plan's path value: the console, its summary and `status` showed
+    # only "no such file: no" (the first line), as if the file were called "no".
+    (tmp_path / "p.yaml").write_text(
+        'name: nl\nsteps:\n  - {id: a, tool: read_file, args: {path: "no\\nfile"}}\n'
+    )
+    r = planrun("run", "p.yaml", cwd=tmp_path)
+    assert r.code == 1, r
+    shown = [ln for ln in r.err.splitlines() if "no such file" in ln]
+    assert shown and all(ln.endswith("no such file: no\\nfile") for ln in shown), r.err
+    status = planrun("status", "p.yaml", cwd=tmp_path)
+    assert "no such file: no\\nfile" in status.out, status
+
+
+def test_a_secret_with_a_control_character_quoted_in_an_error_stays_masked(
+    tmp_path: Path,
+) -> None:
+    # The error is made one line (the ESC escaped as \x1b): the secret in that form is masked.
+    (tmp_path / "p.yaml").write_text(
+        'name: sec\nsecrets: [tok]\nvariables: {tok: "s3cr\\u001bet"}\n'
+        'steps:\n  - {id: a, tool: read_file, args: {path: "${tok}"}}\n'
+    )
+    r = planrun("run", "p.yaml", "--output", "json", cwd=tmp_path)
+    assert r.code == 1, r
+    assert "s3cr" not in r.out + r.err, r
+    assert "no such file: ***" in r.json["steps"][0]["error"], r.json

@@ -6,6 +6,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from planrun.errors import one_line
 from planrun.record import FrozenRecord, Record
 from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
 
@@ -27,6 +28,9 @@ class ToolFailed(Exception):
     """
 
     def __init__(self, message: str, *, detail: str | None = None, result: Any = None) -> None:
+        # One line whatever it quotes: a value with a line feed (a file name) must not cut the
+        # message where the console shows its first line (`no such file: no`).
+        message = one_line(message)
         super().__init__(message)
         self.message = message
         self.detail = detail
