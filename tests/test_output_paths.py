@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_no_traceback, planrun
+from tests.conftest import assert_no_traceback, planrun, planrun_process
 
 PLAN = """\
 name: clobber
@@ -174,3 +174,23 @@ def test_a_secret_with_a_control_character_quoted_in_an_error_stays_masked(
     assert r.code == 1, r
     assert "s3cr" not in r.out + r.err, r
     assert "no such file: ***" in r.json["steps"][0]["error"], r.json
+
+
+def test_events_to_a_fifo_without_a_reader_is_one_line_not_a_hang(tree: Path) -> None:
+    os.mkfifo(tree / "ev.fifo")
+    r = planrun_process("run", "plan.yaml", "--events", "ev.fifo", cwd=tree, timeout=30)
+    assert r.code == 2, r
+    assert "ev.fifo" in r.err and "no reader" in r.err and "Traceback" not in r.err, r
+    assert not (tree / "ran.txt").exists()
+
+
+def test_events_to_a_fifo_with_a_reader_stream_to_it(tree: Path) -> None:
+    os.mkfifo(tree / "ev.fifo")
+    reader = os.open(tree / "ev.fifo", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        r = planrun_process("run", "plan.yaml", "--events", "ev.fifo", cwd=tree, timeout=30)
+        assert r.code == 0, r
+        got = os.read(reader, 1 << 16).decode()
+    finally:
+        os.close(reader)
+    assert '"event": "run.started"' in got and '"event": "run.finished"' in got, got

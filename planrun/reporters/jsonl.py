@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from pathlib import Path
@@ -42,6 +43,21 @@ _encode = json.JSONEncoder(ensure_ascii=False, default=_fallback).encode
 _encode_ascii = json.JSONEncoder(ensure_ascii=True, default=_fallback).encode
 
 
+def _open_append(path: Path) -> int:
+    """The file opened for appending without ever blocking: a FIFO no one reads would hold
+    `open` forever (and the run with it, deaf to SIGTERM); it is refused instead. A FIFO with a
+    reader, /dev/stdout or a regular file take the lines as they come."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "it is a FIFO with no reader", str(path)) from None
+        raise
+    os.set_blocking(fd, True)
+    return fd
+
+
 class JsonLinesReporter:
     """EventBus subscriber writing `Event.to_json()` lines; `step.output` is not written.
 
@@ -53,7 +69,7 @@ class JsonLinesReporter:
         self.path = Path(path)
         # Like pytest's --junitxml, create the directory so `--events out/run.jsonl` just works.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: Any = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        self._file: Any = os.fdopen(_open_append(self.path), "ab", buffering=0)
 
     def handle(self, event: Event) -> None:
         if event.event == "step.output" or self._file is None:
