@@ -80,23 +80,26 @@ def run_interruptibly(coro: Coroutine[Any, Any, T]) -> T:
         task = asyncio.current_task()
         hits = 0
 
-        def on_signal() -> None:
+        def cancel() -> None:
+            if task is not None:
+                task.cancel()
+
+        def on_signal(signum: int, frame: Any) -> None:
+            # A Python handler, not the loop's: it runs even while the loop's thread is stuck
+            # in a system call (a write to a full stderr pipe no one reads), so a second
+            # signal always ends the process; the first asks the loop to cancel the run.
             nonlocal hits
             hits += 1
             if hits > 1:  # the journal is valid at every instant: leave now, and no process
                 _kill_step_groups()
                 os._exit(INTERRUPTED)
-            if task is not None:
-                task.cancel()
+            loop.call_soon_threadsafe(cancel)
 
         for sig in _SIGNALS:
-            loop.add_signal_handler(sig, on_signal)
+            signal.signal(sig, on_signal)
         try:
             return await coro
         finally:
-            for sig in _SIGNALS:
-                loop.remove_signal_handler(sig)
-            # remove_signal_handler restores Python's default (KeyboardInterrupt anywhere).
             install_quiet_exit()
 
     loop = asyncio.new_event_loop()

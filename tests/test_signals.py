@@ -227,3 +227,41 @@ def _listening(pid: int) -> bool:
         return any(c.status == psutil.CONN_LISTEN for c in psutil.Process(pid).net_connections())
     except psutil.Error:
         return False
+
+
+def _blocked_in_write(pid: int) -> bool:
+    """Whether the process's main thread is inside write(2) (x86-64 and arm64 numbers)."""
+    try:
+        call = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    except (OSError, IndexError):
+        return False
+    return call in ("1", "64")
+
+
+@pytest.mark.skipif(not Path("/proc/self/syscall").exists(), reason="needs /proc/PID/syscall")
+def test_a_second_signal_ends_a_run_stuck_writing_to_a_full_pipe(write, tmp_path: Path) -> None:
+    # `planrun run ... 2>&1 | less`, and less stops reading: planrun blocks writing its
+    # progress. The loop cannot run then, but a second signal still ends the process.
+    mark = unique_mark()
+    write(
+        "p.yaml",
+        f"""
+        steps:
+          - {{id: chatty, tool: shell, args: {{cmd: ": {mark}; seq 200000"}}}}
+          - {{id: after, tool: shell, args: {{cmd: ": {mark}; sleep 60"}}, depends_on: [chatty]}}
+        """,
+    )
+    proc = spawn_planrun(
+        "run", "p.yaml", "--stream", cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        wait_until(lambda: _blocked_in_write(proc.pid), timeout=30, what="planrun stuck writing")
+        # Two different signals: two of one kind sent at once may arrive as one.
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert_no_process_left(mark)
