@@ -227,6 +227,7 @@ def test_rendered_titles_in_the_plain_log(run, write):
 # ---- the default-plan example -----------------------------------------------------------------
 
 
+@pytest.mark.slow  # ~3.4 s: runs the example plan end to end
 def test_default_plan_example(tmp_path):
     example = ROOT / "examples/default-plan/planrun.yaml"
     work = tmp_path / "default-plan"

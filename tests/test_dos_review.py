@@ -323,6 +323,7 @@ def test_a_foreach_over_too_many_items_fails_its_step(tmp_path: Path) -> None:
     assert "100,001" in error and "100,000" in error, r
 
 
+@pytest.mark.slow  # ~2.4 s of big inputs
 def test_filters_over_a_big_input_are_not_refused(tmp_path: Path) -> None:
     # The bound on what a filter yields grows with its input: a big vars file may be mapped.
     words = [f"word{i:06d}" for i in range(150_000)]

@@ -290,6 +290,7 @@ def test_ignore_gives_null_in_the_list(run, write):
     assert s["fan"]["result"][0]["stdout"] == "0\n"
 
 
+@pytest.mark.slow  # ~2 s of timeouts and retries
 def test_timeout_and_retries_per_instance(run, write, tmp_path):
     # Instance 1 fails its first attempt (no marker yet), instance 2 always times out.
     write(
