@@ -106,6 +106,22 @@ def test_another_tools_cachedir_tag_is_not_planruns_mark(run, write, tmp_path):
     assert run("cache", "clean", "--cache-dir", "target").code == 2
 
 
+def test_a_linked_tag_is_not_planruns_mark(run, write, tmp_path):
+    """planrun's own tag elsewhere, linked into a folder of one's own, marks nothing."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "CACHEDIR.TAG").write_bytes(LEGACY_TAG)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "CACHEDIR.TAG").symlink_to(tmp_path / "real" / "CACHEDIR.TAG")
+    (mine / "entries").mkdir()
+    (mine / "entries" / "notes.txt").write_text("x")
+    write("p.yaml", PLAN)
+    r = run("run", "p.yaml", "--cache-dir", "mine", "--no-state")
+    assert r.code == 0 and "not a planrun cache" in r.err, r
+    assert os.listdir(mine / "entries") == ["notes.txt"]
+    assert run("cache", "clean", "--cache-dir", "mine").code == 2
+
+
 # ---- planrun's own cache ---------------------------------------------------------------------
 
 
@@ -254,3 +270,27 @@ def test_the_store_opens_nothing_through_a_link(tmp_path, outside):
     store.touch(key, now=True)
     store.close()
     assert [p for p in outside.rglob("*") if p.is_file()] == [secret]
+
+
+def test_only_planruns_temporary_files_are_swept(run, write, tmp_path):
+    write("p.yaml", PLAN)
+    assert run("run", "p.yaml", "--cache-dir", "c", "-q").code == 0
+    cache = tmp_path / "c"
+    digest = "cd" * 32
+    stale = {
+        "blobs": [f".{digest}.{'0' * 12}.tmp"],
+        "entries": [f".{digest}.json.{'1' * 12}.tmp"],
+    }
+    foreign = {"blobs": [".photo.jpg.tmp", f".{digest}.tmp"], "entries": [".x.json.tmp"]}
+    for sub in ("blobs", "entries"):
+        for name in stale[sub] + foreign[sub]:
+            (cache / sub / name).write_text("partial")
+            os.utime(cache / sub / name, OLD)
+    assert run("cache", "prune", "--older-than", "2400h", "--cache-dir", "c").code == 0
+    for sub in ("blobs", "entries"):
+        names = set(os.listdir(cache / sub))
+        assert not names & set(stale[sub]) and set(foreign[sub]) <= names, names
+    assert run("cache", "clean", "--cache-dir", "c").code == 0
+    assert {sub: sorted(os.listdir(cache / sub)) for sub in ("blobs", "entries")} == {
+        sub: sorted(foreign[sub]) for sub in ("blobs", "entries")
+    }
