@@ -408,3 +408,76 @@ def test_critical_path_starts_at_a_step_ending_with_its_dependency() -> None:
     times = {"lint": (0.0, 1.0), "build": (0.0, 0.5), "done": (1.0, 1.0)}
     deps = {"done": ["lint", "build"], "lint": [], "build": []}
     assert critical_path(times, deps) == {"done", "lint"}
+
+
+# ---- what reaches the page --------------------------------------------------------------------
+
+# Every C0 control but tab and line feed, DEL and every C1 control: none may reach the page.
+NOT_IN_HTML = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+NOISY = (
+    "\x1b[31mred\x1b[0m \x1b[1;32mbold green\x1b[0m \x1b]0;window title\x07after-osc\n"
+    + "".join(chr(c) for c in range(0x20) if c not in (0x09, 0x0A))
+    + " del\x7f csi8\x9b1mend\r\n"
+    + "progress 10%\rprogress 100%\n"
+    # C1 holds string introducers (DCS, OSC...) that run to the next ESC, as at a terminal
+    + "".join(chr(c) for c in range(0x80, 0xA0))
+    + "\x1b[0m c1 done\n"
+)
+
+
+class PageText(HTMLParser):
+    """Everything the browser reads as text or attribute values, character references decoded."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.parts.extend(v or "" for _, v in attrs)
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def assert_no_control_characters(html: str) -> str:
+    """The page's text (as parsed); fails on a control character in the file or in the text."""
+    assert not NOT_IN_HTML.findall(html), sorted(set(NOT_IN_HTML.findall(html)))
+    page = PageText()
+    page.feed(html)
+    page.close()
+    text = "".join(page.parts)
+    assert not NOT_IN_HTML.findall(text), sorted(set(NOT_IN_HTML.findall(text)))
+    return text
+
+
+def test_control_characters_never_reach_the_page_on_any_path(run, write, tmp_path):
+    (tmp_path / "noisy.txt").write_bytes(NOISY.encode())
+    write(
+        "p.yaml",
+        r"""
+        name: noisy
+        steps:
+          - id: colours
+            title: "tinted \e[31mtitle\e[0m bell\a"
+            tool: shell
+            on_failure: continue
+            args: {cmd: "cat noisy.txt; cat noisy.txt >&2; exit 3"}
+        """,
+    )
+    written = run("run", "p.yaml", "--report", "run.html")
+    assert written.code == 1, written
+    assert run("report", "p.yaml", "-o", "report.html").code == 0
+    to_stdout = run("report", "p.yaml", "-o", "-")
+    assert to_stdout.code == 0, to_stdout
+    pages = {
+        "run --report": (tmp_path / "run.html").read_text("utf-8"),
+        "report -o FILE": (tmp_path / "report.html").read_text("utf-8"),
+        "report -o -": to_stdout.out,
+    }
+    for path, html in pages.items():
+        text = assert_no_control_characters(html)
+        # colours become plain text: the words stay, the codes go
+        assert "red bold green" in text and "[31m" not in text and "[1;32m" not in text, path
+        assert "after-osc" in text and "window title" not in text, path
+        assert "tinted title bell" in text, path  # the title, tooltip included
+        assert "csi8end" in text and "progress 100%" in text and "c1 done" in text, path
