@@ -9,6 +9,7 @@ import json
 import signal
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,45 @@ def test_planner_from_the_command_line(run, write, tmp_path, setup):
     assert [s["id"] for s in r.json["steps"]] == ["first", "alt", "finish"]
     r = run("run", "p.yaml", "--output", "json")  # no planner: the failure aborts the run
     assert r.code == 1 and r.json["reason"] == "step_failed", r
+
+
+def test_junit_agrees_with_the_run_document_on_a_routed_around_step(run, tmp_path, setup):
+    """The planner routed around `fetch` and the run succeeded: CI must not see a failure."""
+    setup("route")
+    r = run("run", "p.yaml", "--output", "json", "--junit", "j.xml")
+    assert r.code == 0 and r.json["status"] == "succeeded", r
+    assert "fetch" not in [s["id"] for s in r.json["steps"]]
+    assert r.json["revisions"][0]["failed_step"] == "fetch"
+    assert r.json["revisions"][0]["diff"]["removed"] == ["fetch"]
+    root = ET.parse(tmp_path / "j.xml").getroot()
+    assert (root.get("failures"), root.get("errors")) == ("0", "0")
+    suite = root.find("testsuite")
+    assert suite is not None and (suite.get("failures"), suite.get("errors")) == ("0", "0")
+    cases = {tc.get("name"): tc for tc in suite.findall("testcase")}
+    for step in r.json["steps"]:  # every step of the run document passed, as it says
+        assert list(cases[step["id"]]) == [] or cases[step["id"]].find("system-out") is not None
+        assert cases[step["id"]].find("skipped") is None
+    fetch = cases["fetch"]
+    assert fetch.find("failure") is None and fetch.find("error") is None
+    skipped = fetch.find("skipped")
+    assert skipped is not None
+    message = skipped.get("message") or ""
+    assert "replaced by the planner" in message and "revision 1" in message
+    assert "exited with code 9" in message
+    out = fetch.findtext("system-out") or ""
+    assert "exited with code 9" in out and "fetching" in out  # its error and its output kept
+    assert suite.get("skipped") == "1"
+
+
+def test_junit_keeps_the_failure_of_a_replanned_run_that_failed(run, tmp_path, setup):
+    """The planner's revision failed too: the run failed, and its own failed step says so."""
+    setup("route")
+    planner = (tmp_path / "planner.py").read_text().replace('"echo alt"', '"exit 4"')
+    (tmp_path / "planner.py").write_text(planner)
+    r = run("run", "p.yaml", "--output", "json", "--junit", "j.xml")
+    assert r.code == 1 and r.json["reason"] == "step_failed", r
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "1"
+    assert suite.find("testcase[@name='alt']/failure") is not None
+    assert suite.find("testcase[@name='fetch']/failure") is None
+    assert suite.find("testcase[@name='fetch']/skipped") is not None

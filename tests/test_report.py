@@ -408,3 +408,227 @@ def test_critical_path_starts_at_a_step_ending_with_its_dependency() -> None:
     times = {"lint": (0.0, 1.0), "build": (0.0, 0.5), "done": (1.0, 1.0)}
     deps = {"done": ["lint", "build"], "lint": [], "build": []}
     assert critical_path(times, deps) == {"done", "lint"}
+
+
+# ---- what reaches the page --------------------------------------------------------------------
+
+# Every C0 control but tab and line feed, DEL and every C1 control: none may reach the page.
+NOT_IN_HTML = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+NOISY = (
+    "\x1b[31mred\x1b[0m \x1b[1;32mbold green\x1b[0m \x1b]0;window title\x07after-osc\n"
+    + "".join(chr(c) for c in range(0x20) if c not in (0x09, 0x0A))
+    + " del\x7f csi8\x9b1mend\r\n"
+    + "progress 10%\rprogress 100%\n"
+    # C1 holds string introducers (DCS, OSC...) that run to the next ESC, as at a terminal
+    + "".join(chr(c) for c in range(0x80, 0xA0))
+    + "\x1b[0m c1 done\n"
+)
+
+
+class PageText(HTMLParser):
+    """Everything the browser reads as text or attribute values, character references decoded."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.parts.extend(v or "" for _, v in attrs)
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def assert_no_control_characters(html: str) -> str:
+    """The page's text (as parsed); fails on a control character in the file or in the text."""
+    assert not NOT_IN_HTML.findall(html), sorted(set(NOT_IN_HTML.findall(html)))
+    page = PageText()
+    page.feed(html)
+    page.close()
+    text = "".join(page.parts)
+    assert not NOT_IN_HTML.findall(text), sorted(set(NOT_IN_HTML.findall(text)))
+    return text
+
+
+def test_control_characters_never_reach_the_page_on_any_path(run, write, tmp_path):
+    (tmp_path / "noisy.txt").write_bytes(NOISY.encode())
+    write(
+        "p.yaml",
+        r"""
+        name: noisy
+        steps:
+          - id: colours
+            title: "tinted \e[31mtitle\e[0m bell\a"
+            tool: shell
+            on_failure: continue
+            args: {cmd: "cat noisy.txt; cat noisy.txt >&2; exit 3"}
+        """,
+    )
+    written = run("run", "p.yaml", "--report", "run.html")
+    assert written.code == 1, written
+    assert run("report", "p.yaml", "-o", "report.html").code == 0
+    to_stdout = run("report", "p.yaml", "-o", "-")
+    assert to_stdout.code == 0, to_stdout
+    pages = {
+        "run --report": (tmp_path / "run.html").read_text("utf-8"),
+        "report -o FILE": (tmp_path / "report.html").read_text("utf-8"),
+        "report -o -": to_stdout.out,
+    }
+    for path, html in pages.items():
+        text = assert_no_control_characters(html)
+        # colours become plain text: the words stay, the codes go
+        assert "red bold green" in text and "[31m" not in text and "[1;32m" not in text, path
+        assert "after-osc" in text and "window title" not in text, path
+        assert "tinted title bell" in text, path  # the title, tooltip included
+        assert "csi8end" in text and "progress 100%" in text and "c1 done" in text, path
+
+
+def test_a_failed_step_without_output_shows_its_error_and_detail(run, write, tmp_path):
+    write("p.yaml", 'steps: [{id: quiet, tool: shell, args: {cmd: "exit 3"}}]\n')
+    assert run("run", "p.yaml", "--report", "r.html").code == 1
+    text = (tmp_path / "r.html").read_text()
+    row = text[text.index('<tr id="step-0">') :]
+    row = row[: row.index("</tr>")]
+    assert "command exited with code 3" in row
+    assert "$ exit 3" in row and "<details open>" in row  # what the console shows under it
+
+
+# ---- legibility: contrast and width ------------------------------------------------------------
+
+HEX = re.compile(r"#(?:[0-9a-fA-F]{6}|[0-9a-fA-F]{3})\b")
+NOT_TEXT = {".legend span.sw"}  # colour swatches: no text on them
+
+
+def _luminance(colour: str) -> float:
+    """WCAG 2 relative luminance of `#rgb` / `#rrggbb`."""
+    digits = colour.lstrip("#")
+    if len(digits) == 3:
+        digits = "".join(d * 2 for d in digits)
+    channels = []
+    for i in (0, 2, 4):
+        c = int(digits[i : i + 2], 16) / 255
+        channels.append(c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4)
+    r, g, b = channels
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG 2 contrast ratio, 1 to 21."""
+    light, dark = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_contrast_formula():
+    assert contrast("#000", "#fff") == pytest.approx(21)
+    assert contrast("#777777", "#ffffff") == pytest.approx(4.48, abs=0.01)
+
+
+def _css_rules(html: str) -> list[tuple[str, dict[str, str]]]:
+    """The page's `<style>` rules as (selector, {property: colour}), `var(--x)` resolved."""
+    css = html[html.index("<style>") + 7 : html.index("</style>")]
+    rules = [
+        (sel.strip(), dict(d.split(":", 1) for d in body.split(";") if ":" in d))
+        for sel, body in re.findall(r"([^{}]+)\{([^}]*)\}", css)
+    ]
+    rules = [(sel, {k.strip(): v.strip() for k, v in decls.items()}) for sel, decls in rules]
+    variables = {k: v for sel, decls in rules if sel == ":root" for k, v in decls.items()}
+    out = []
+    for sel, decls in rules:
+        colours = {}
+        for prop in ("color", "background", "background-color", "fill"):
+            if prop in decls:
+                value = re.sub(r"var\((--[\w-]+)\)", lambda m: variables[m.group(1)], decls[prop])
+                found = HEX.findall(value)
+                assert found, f"{sel} {{{prop}: {value}}}: not a colour this test can read"
+                colours["background" if prop.startswith("background") else prop] = found[0]
+        out.append((sel, colours))
+    return out
+
+
+def _inline(html: str, pattern: str) -> list[str]:
+    return list(re.findall(pattern, html))
+
+
+def test_every_text_colour_pair_reaches_wcag_aa(tmp_path):
+    """4.5:1 for every text colour on every background it can sit on (the 13 px table text,
+    the badge, tags, the timeline's labels), the status colours included."""
+    from planrun.report import render_report
+
+    statuses = ["succeeded", "cached", "failed", "ignored", "interrupted", "running", "skipped"]
+    state = _state({s: (0, 1, s) for s in statuses})
+    state.steps["never"] = StepState(status="pending")
+    for status in ("succeeded", "failed", "interrupted", "pending"):
+        state.status = status  # the badge's colours
+        html = render_report(state, PlanInfo(title="t"))
+        rules = _css_rules(html)
+        body = next(c for sel, c in rules if sel == "body")
+        # backgrounds text sits on: the page, backgrounds of rules that keep the text colour
+        # (table head, output, the highlighted row, the error box), the timeline's rows
+        surfaces = {body["background"]}
+        surfaces |= {
+            c["background"]
+            for sel, c in rules
+            if "background" in c and "color" not in c and sel not in NOT_TEXT
+        }
+        surfaces |= {c["fill"] for sel, c in rules if "rect" in sel and "fill" in c}
+        surfaces |= set(_inline(html, r'<rect class="row"[^>]* fill="(#\w+)" fill-opacity="1"'))
+        pairs: set[tuple[str, str, str]] = set()
+        for sel, c in rules:
+            text = c.get("color") or (c.get("fill") if "rect" not in sel else None)
+            if text is None or sel == ".badge":  # the badge's background is the run status's
+                continue
+            for bg in [c["background"]] if "background" in c else surfaces:
+                pairs.add((sel, text, bg))
+        for colour in _inline(html, r'style="color: (#\w+)"'):  # the status column
+            pairs |= {("status text", colour, bg) for bg in surfaces}
+        badge = next(c["color"] for sel, c in rules if sel == ".badge")
+        for colour in _inline(html, r'class="badge" style="background: (#\w+)"'):
+            pairs.add((f"badge ({state.status})", badge, colour))
+        assert len({p[1] for p in pairs if p[0] == "status text"}) >= 7
+        low = [
+            f"{where}: {text} on {bg} {contrast(text, bg):.2f}:1"
+            for where, text, bg in sorted(pairs)
+            if contrast(text, bg) < 4.5
+        ]
+        assert low == []
+
+
+def _page_width(page: Path, tmp_path: Path) -> int:
+    """document.documentElement.scrollWidth of the page in a 1280 px wide window: a copy of it
+    with a script (which the page's own Content-Security-Policy would refuse) that writes it."""
+    html = page.read_text()
+    html = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+    probe = (
+        "<script>document.body.setAttribute('data-width', "
+        "document.documentElement.scrollWidth + ',' + window.innerWidth)</script>"
+    )
+    measured = tmp_path / "measured.html"
+    measured.write_text(html.replace("</body>", probe + "</body>"))
+    done = _chromium("--window-size=1280,900", "--dump-dom", measured.as_uri(), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'data-width="(\d+),(\d+)"', done.stdout)
+    assert found, done.stdout[-2000:]
+    assert int(found.group(2)) == 1280  # the window the page was laid out in
+    return int(found.group(1))
+
+
+@pytest.mark.slow  # a headless browser
+@pytest.mark.browser
+@browser
+def test_long_unbroken_words_wrap_instead_of_widening_the_page(run, write, tmp_path):
+    word = "x" * 200
+    write(
+        "p.yaml",
+        f"""
+        title: {word}
+        steps:
+          - id: {"s" * 120}
+            title: {word}
+            tool: shell
+            on_failure: continue
+            args: {{cmd: "echo {word}; echo {word} >&2; exit 3"}}
+        """,
+    )
+    assert run("run", "p.yaml", "--report", "r.html").code == 1
+    assert word in (tmp_path / "r.html").read_text()
+    assert _page_width(tmp_path / "r.html", tmp_path) <= 1280

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: jinja2 only when the page is rendered.
 import math
+import re
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
 from planrun.report.model import RunReport, StepRow, base_id
+from planrun.reporters.termsafe import terminal_safe
 from planrun.text import format_duration
 
 LABEL_W = 300  # the step names left of the chart
@@ -19,16 +21,25 @@ BAR_H = 14
 AXIS_H = 30
 LABEL_CHARS = 42
 
+# Bars, status text and the run's badge (white text on it): every one reaches WCAG AA's 4.5:1
+# on the page's backgrounds and under white text (tests/test_report.py computes the ratios).
 COLOURS = {
-    "succeeded": "#2da44e",
-    "cached": "#2da44e",  # a success taken from the cache: hatched in the timeline
+    "succeeded": "#1a7431",
+    "cached": "#1a7431",  # a success taken from the cache: hatched in the timeline
     "failed": "#cf222e",
-    "ignored": "#bf8700",
-    "interrupted": "#8250df",
+    "ignored": "#8a5a00",
+    "interrupted": "#7a47d6",
     "running": "#0969da",
-    "skipped": "#8c959f",
-    "pending": "#d0d7de",
+    "skipped": "#656d76",
+    "pending": "#59636e",
 }
+# Unicode noncharacters (U+FDD0..U+FDEF and the last two code points of every plane): HTML
+# parsers flag them as they flag control characters (html5lib: `invalid-codepoint`).
+_NONCHARACTER = re.compile(
+    "[\ufdd0-\ufdef"
+    + "".join(chr(p << 16 | 0xFFFE) + chr(p << 16 | 0xFFFF) for p in range(17))
+    + "]"
+)
 _NICE = (0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800)
 
 
@@ -141,7 +152,7 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
                 row=row,
                 x=x,
                 width=width,
-                colour=COLOURS.get(row.status, "#8c959f"),
+                colour=COLOURS.get(row.status, COLOURS["skipped"]),
                 text=_short(text, 60),
                 tooltip=_tooltip(row),
             )
@@ -149,12 +160,28 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
     return bars, ticks
 
 
+def page_text(value: Any) -> Any:
+    """A value as the page may show it: text from steps (output, errors, titles) holds colour
+    codes, cursor moves, bells and other control characters that HTML does not allow. Escape
+    sequences are removed (the colours become plain text), CR LF and a lone CR (a progress
+    line) end a line, other controls show as `^X` or `\\xNN` (as on the console), and
+    noncharacters as `\\uXXXX`: nothing but tab and line feed of C0 and C1 reaches the page.
+    """
+    if not isinstance(value, str):
+        return value
+    text = terminal_safe(value.replace("\r\n", "\n").replace("\r", "\n"))
+    return _NONCHARACTER.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def render_html(report: RunReport, generated_at: str) -> str:
     """The whole page as text."""
     import jinja2
 
     template_text = files("planrun.report").joinpath("templates/report.html.j2").read_text("utf-8")
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    # `finalize` sees every value the template prints, before escaping: the one place that
+    # keeps control characters off the page, whichever way it is written (`run --report`,
+    # `report -o FILE`, `report -o -`).
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, finalize=page_text)
     env.filters["duration"] = lambda s: "–" if s is None else format_duration(s)
     bars, ticks = layout(report)
     height = AXIS_H + max(1, len(bars)) * ROW_H + 8

@@ -92,10 +92,14 @@ def _tail(text: str) -> str:
 
 
 def output_tail(step: StepState) -> str:
-    """The last lines of what the step printed; for other tools, its result as JSON."""
+    """The last lines of what the step printed; for other tools, its result as JSON. A step
+    that printed nothing shows its failure detail (a shell step's command), as the console
+    does."""
     result = step.result
     if isinstance(result, dict) and ("stdout" in result or "stderr" in result):
         text = str(result.get("stdout") or "") + str(result.get("stderr") or "")
+        if not text.strip() and step.error:
+            text = step.detail or ""
     elif step.detail:
         text = step.detail
     elif result is None:

@@ -8,6 +8,9 @@ How step statuses map to JUnit (CI systems only know passed / failure / error / 
   replayed output;
 - failed -> `<failure message=error type="failed">detail</failure>`;
 - ignored (failed with `on_failure: ignore`) -> passed, `<system-out>` holds the ignored error;
+- replaced (failed, then a replan removed it: the run document lists it only under `revisions`)
+  -> `<skipped message="replaced by the planner in revision N: error">`, never a failure: the
+  planner routed around it; `<system-out>` keeps its error, detail and output;
 - skipped -> `<skipped message=reason/>`;
 - interrupted (stopped while running) -> `<error type="interrupted">`: the step started and never
   finished, which is neither a pass nor the step's own failure;
@@ -166,6 +169,11 @@ class JUnitReporter:
                 case = suite.cases.get(step_id)
                 if case is not None and case.status == "pending":
                     del suite.cases[step_id]  # replaced before it ever ran: not part of this run
+                elif case is not None and case.status == "failed":
+                    # the planner routed around it: the run document lists it only under
+                    # `revisions`, and it is no failure of the run
+                    case.status = "replaced"
+                    case.reason = f"replaced by the planner in revision {data.get('revision')}"
             for step_id in data.get("added") or ():
                 suite.case(step_id)
             return
@@ -264,6 +272,12 @@ def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, i
     elif status == "skipped":
         counts["skipped"] += 1
         ET.SubElement(tc, "skipped", message=xml_text(case.reason or "skipped"))
+    elif status == "replaced":
+        counts["skipped"] += 1
+        ET.SubElement(tc, "skipped", message=xml_text(f"{case.reason}: {case.error or 'failed'}"))
+        out.append(f"failed, then {case.reason}: {case.error or 'failed'}")
+        if case.detail:
+            out.append(case.detail)
     elif status == "pending":
         counts["skipped"] += 1
         ET.SubElement(tc, "skipped", message=f"not started: {stopped}")
