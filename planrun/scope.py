@@ -200,10 +200,17 @@ def with_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
     found: dict[str, list[str]] = {}
     for field in ("sources", "outputs"):
         patterns = getattr(step, field)
-        if patterns and any("$" in p for p in patterns):
-            found[field] = [
-                to_text(resolve(p, scope, path=(field, n))) for n, p in enumerate(patterns)
-            ]
+        if not patterns or not any("$" in p for p in patterns):
+            continue
+        from planrun.cache.globs import pattern_problem  # only for a templated pattern
+
+        found[field] = []
+        for n, p in enumerate(patterns):
+            text = to_text(resolve(p, scope, path=(field, n)))
+            problem = pattern_problem(text, output=field == "outputs")
+            if problem:
+                raise ExpressionError(f"{field}[{n}] renders as {text!r}: {problem}")
+            found[field].append(text)
     return replace(step, **found) if found else step
 
 

@@ -312,3 +312,35 @@ def test_a_restore_killed_midway_leaves_no_temporary_file(tmp_path: Path) -> Non
     with open(tmp_path / "out/big.bin", "rb") as f:
         assert hashlib.file_digest(f, "sha256").hexdigest() == digest
     assert os.listdir(tmp_path / "out") == ["big.bin"]
+
+
+@pytest.mark.parametrize("where", ["..", "/tmp"])
+def test_an_output_template_rendering_outside_the_working_directory_fails_the_step(
+    tmp_path: Path, where: str
+) -> None:
+    plan = """
+variables: {dir: out}
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "echo hi"}
+    outputs: ["${dir}/app.txt"]
+"""
+    (tmp_path / "plan.yaml").write_text(plan.lstrip())
+    r = planrun("run", "plan.yaml", "--var", f"dir={where}", cwd=tmp_path)
+    assert_no_traceback(r)
+    assert r.code == 1, r
+    assert "outputs[0] renders as" in r.out + r.err
+
+
+def test_a_dry_run_renders_each_instance_s_patterns(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    for p in ("p1", "p2", "p3"):
+        (tmp_path / "src" / f"{p}.in").write_text(f"{p}\n")
+    (tmp_path / "plan.yaml").write_text(TEMPLATED.lstrip())
+    go(tmp_path)
+    (tmp_path / "src/p2.in").write_text("p2 new\n")
+    r = planrun("run", "plan.yaml", "--dry-run", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    cache = {s["id"]: s["cache"]["status"] for s in r.json["steps"]}
+    assert cache == {"gen[0]": "hit", "gen[1]": "miss", "gen[2]": "hit"}
