@@ -251,8 +251,10 @@ class CacheSession:
             return
         parent = self._shared_parent(sid)
         if parent is not None:  # a sibling's files are its own (planrun.cache.siblings)
+            left = {t[0].path for t in todo}
             todo = [t for t in todo if self.siblings.writable(parent, sid, self.cwd, t[0].path)]
-            self.siblings.claim(parent, sid, [o.path for o in entry.outputs])
+            left.difference_update(t[0].path for t in todo)  # not written: a sibling's
+            self.siblings.claim(parent, sid, [o.path for o in entry.outputs if o.path not in left])
         if todo:
             restore_outputs(self.cwd, self.store, todo, self.records, self.temp)
 

@@ -68,12 +68,15 @@ class Siblings:
 
     def writable(self, parent: str, iid: str, cwd: str, path: str) -> bool:
         """Whether a hit of `iid` may write `path` (no sibling produced, restored or verified
-        it in this run, and no running sibling may be writing it). Claims it for `iid`."""
+        it in this run, and no running sibling may be writing it); if so it is claimed for `iid`."""
         with self._lock:
             fan = self._fans.setdefault(parent, _Fan())
-            if fan.claimed.setdefault(path, iid) != iid:
-                return False
-            return not any(_changed(cwd, path, s) for s in fan.running.values())
+            if fan.claimed.get(path, iid) != iid or any(
+                _changed(cwd, path, s) for s in fan.running.values()
+            ):
+                return False  # (a running sibling's file stays unclaimed: it may store it)
+            fan.claimed[path] = iid
+            return True
 
     def claim(self, parent: str, iid: str, paths: list[str]) -> None:
         """A hit of `iid` found these files in place as its entry has them."""
