@@ -246,7 +246,9 @@ class CacheSession:
         for o, _ in todo:
             link = linked_part(self.cwd, o.path, checked)
             if link is not None:
-                raise CorruptCache(f"{one_line(o.path)} is behind a symbolic link ({link})")
+                raise CorruptCache(
+                    f"cannot restore {one_line(o.path)}: a symbolic link is in the way ({link})"
+                )
         if self.dry_run:
             return
         parent = self._shared_parent(sid)
