@@ -81,30 +81,14 @@ StepId = Annotated[
 
 def _glob(output: bool) -> Any:
     def check(value: str) -> str:
-        from planrun.cache.globs import check_pattern
+        from planrun.cache.globs import pattern_problem
 
-        problem = check_pattern(value, output=output)
-        if "\0" in value:  # no path holds one: the file system would refuse it at run time
-            problem = "a pattern cannot hold a NUL character"
-        if not problem and "{" in value:
-            problem = _brace_problem(value)
+        problem = pattern_problem(value, output=output)
         if problem:
             raise ValueError(problem)
         return value
 
     return AfterValidator(check)
-
-
-def _brace_problem(value: str) -> str | None:
-    """Why a pattern with braces (`{a,b}`) cannot be matched: it expands to more patterns
-    than the matcher takes. Compiled now (and kept for the run) so that a run never meets it."""
-    from planrun.cache.globs import PatternError, compile_patterns
-
-    try:
-        compile_patterns((value,))
-    except PatternError as exc:
-        return str(exc)
-    return None
 
 
 # `sources` / `outputs` entries: globs relative to the working directory, `!` excludes.

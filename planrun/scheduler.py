@@ -30,7 +30,15 @@ from planrun.plan import OnFailure, Plan, Step
 from planrun.record import replace
 from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
 from planrun.runtree import Budget, RunStopped, Slots
-from planrun.scope import Scope, StepRecord, fingerprint, rendered_title, step_args, step_condition
+from planrun.scope import (
+    Scope,
+    StepRecord,
+    fingerprint,
+    rendered_title,
+    step_args,
+    step_condition,
+    with_patterns,
+)
 from planrun.settings import RunSettings
 from planrun.status import COMPLETED, Reason, Status
 from planrun.tools.base import ToolCaller, ToolContext
@@ -209,11 +217,10 @@ class Scheduler:
 
     async def _start(self, sid: str, tg: asyncio.TaskGroup) -> bool:
         """Start `sid`, or settle it at once (skipped, failed, refused). True if a task started."""
-        step = self.steps[sid]
-        prepared = self._prepare(sid, step)
-        if prepared is None or not await self._approved(sid, step):
+        prepared = self._prepare(sid, self.steps[sid])
+        if prepared is None or not await self._approved(sid, prepared[2]):
             return False
-        args, fp = prepared
+        args, fp, step = prepared  # the step with its `sources` and `outputs` rendered
         cache = self.settings.cache
         if cache is not None:  # hit: settled from the cache; miss: runs, and says why
             deps = {d: self.records[d] for d in self.graph.deps[sid] if d in self.records}
@@ -260,8 +267,9 @@ class Scheduler:
             self._skip(sid, f"upstream failed: {blocker}", upstream_failed=True)
         return blocker is not None
 
-    def _prepare(self, sid: str, step: Step) -> tuple[dict[str, Any], str] | None:
-        """The step's resolved args and fingerprint; None when it is settled instead."""
+    def _prepare(self, sid: str, step: Step) -> tuple[dict[str, Any], str, Step] | None:
+        """The step's resolved args and fingerprint, and the step with its `sources` and
+        `outputs` rendered; None when it is settled instead."""
         if self._skipped_upstream(sid, step):
             return None
         scope = self.scope(sid)
@@ -269,7 +277,7 @@ class Scheduler:
             if not step_condition(step, scope):
                 self._skip(sid, CONDITION_FALSE)
                 return None
-            return step_args(step, scope, self.settings.mask)
+            return (*step_args(step, scope, self.settings.mask), with_patterns(step, scope))
         except ExpressionError as exc:
             self._fail_now(sid, f"step '{sid}': {exc.message}")
             return None

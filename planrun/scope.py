@@ -16,7 +16,7 @@ from typing import Any
 from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
 from planrun.graph import when_source
 from planrun.plan import Step
-from planrun.record import Record
+from planrun.record import Record, replace
 from planrun.status import Status
 
 
@@ -192,6 +192,26 @@ def step_args(
         with contextlib.suppress(ExpressionError):
             shown = mask(resolve_args(step.tool, step.args, _MaskedScope(scope, mask)))
     return args, fingerprint(step.tool, shown)
+
+
+def with_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
+    """The step with the `${...}` of its `sources` and `outputs` rendered (itself when they hold
+    none); ExpressionError when one cannot be rendered now."""
+    found: dict[str, list[str]] = {}
+    for field in ("sources", "outputs"):
+        patterns = getattr(step, field)
+        if not patterns or not any("$" in p for p in patterns):
+            continue
+        from planrun.cache.globs import pattern_problem  # only for a templated pattern
+
+        found[field] = []
+        for n, p in enumerate(patterns):
+            text = to_text(resolve(p, scope, path=(field, n)))
+            problem = pattern_problem(text, output=field == "outputs")
+            if problem:
+                raise ExpressionError(f"{field}[{n}] renders as {text!r}: {problem}")
+            found[field].append(text)
+    return replace(step, **found) if found else step
 
 
 def rendered_title(step: Step, scope: Callable[[], Mapping[str, Any]]) -> str:

@@ -89,6 +89,20 @@ def check_pattern(pattern: str, *, output: bool) -> str | None:
     return None
 
 
+def pattern_problem(pattern: str, *, output: bool) -> str | None:
+    """Why a `sources` (or, `output`, an `outputs`) pattern cannot be used, None when it can:
+    as written in a plan, or as a template renders it at run time."""
+    problem = check_pattern(pattern, output=output)
+    if "\0" in pattern:  # no path holds one: the file system would refuse it at run time
+        problem = "a pattern cannot hold a NUL character"
+    if not problem and "{" in pattern:
+        try:  # braces (`{a,b}`) that expand to more patterns than the matcher takes
+            compile_patterns((pattern,))  # (compiled now, and kept for the run)
+        except PatternError as exc:
+            problem = str(exc)
+    return problem
+
+
 def _normal(pattern: str) -> str:
     while pattern.startswith("./"):
         pattern = pattern[2:]

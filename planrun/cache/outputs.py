@@ -11,8 +11,9 @@ import stat
 from collections.abc import Callable
 from typing import BinaryIO
 
-from planrun.cache.globs import Matcher, compile_patterns, match_files
+from planrun.cache.globs import ALWAYS_SKIPPED, FileStat, Matcher, compile_patterns, match_files
 from planrun.cache.keys import sources_part
+from planrun.cache.restoretmp import RestoreTemp
 from planrun.cache.safeio import open_regular, read_regular
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import (
@@ -37,17 +38,19 @@ class OutputMissing(Exception):
 class Collected:
     """A run's output files: their manifest and their bytes."""
 
-    __slots__ = ("files", "contents", "large")
+    __slots__ = ("files", "contents", "large", "linked")
 
     def __init__(
         self,
         files: list[OutputFile],
         contents: dict[str, bytes],
         large: dict[str, str] | None = None,
+        linked: list[str] | None = None,
     ) -> None:
         self.files = files
         self.contents = contents  # hash -> bytes, to be stored as blobs
         self.large = large or {}  # hash -> path of a file over INLINE_MAX: copied in chunks
+        self.linked = linked or []  # matched, but reached through a symbolic link: not stored
 
     def holds(self, needles: list[bytes]) -> bool:
         """Whether any output file contains one of `needles` (large files read in chunks)."""
@@ -72,20 +75,29 @@ def _file_holds(path: str, needles: list[bytes]) -> bool:
 
 
 def collect_outputs(
-    cwd: str, patterns: list[str], skip: list[str], records: StatRecords
+    cwd: str,
+    patterns: list[str],
+    skip: list[str],
+    records: StatRecords,
+    keep: Callable[[FileStat], bool] | None = None,
 ) -> Collected:
     """Read every file the `outputs` patterns match; OutputMissing names a pattern that matched
-    nothing (each pattern on its own must match, `!` excludes apply to all)."""
+    nothing (each pattern on its own must match, `!` excludes apply to all). A file reached
+    through a symbolic link is not read (`Collected.linked`); nor is one `keep` refuses."""
     excludes = tuple(p for p in patterns if p.startswith("!"))
     files: dict[str, OutputFile] = {}
     contents: dict[str, bytes] = {}
     large: dict[str, str] = {}
+    linked: list[str] = []
     for pattern in (p for p in patterns if not p.startswith("!")):
         found = match_files(cwd, compile_patterns((pattern, *excludes)), skip)
         if not found:
             raise OutputMissing(f"declared output not produced: {one_line(pattern)}")
         for f in found:
-            if f.path in files:
+            if f.path in files or f.path in linked or (keep is not None and not keep(f)):
+                continue
+            if linked_part(cwd, f.path, set()) is not None:
+                linked.append(f.path)
                 continue
             path = os.path.join(cwd, f.path)
             if f.size > INLINE_MAX:  # hashed now, copied into the store in chunks
@@ -98,7 +110,64 @@ def collect_outputs(
                 contents[digest] = data
             files[f.path] = OutputFile(f.path, digest, f.mode, size)
             records.forget(f.path)  # just written: its stat is racy; hash it afresh next time
-    return Collected([files[k] for k in sorted(files)], contents, large)
+    return Collected([files[k] for k in sorted(files)], contents, large, sorted(linked))
+
+
+def snapshot(cwd: str, patterns: list[str], skip: list[str]) -> dict[str, tuple[int, ...]]:
+    """What the `outputs` patterns match now: path -> (size, mtime_ns, inode, ctime_ns), to tell
+    later which files changed meanwhile."""
+    if not any(not p.startswith("!") for p in patterns):
+        return {}
+    return {f.path: stat_key(f) for f in match_files(cwd, compile_patterns(tuple(patterns)), skip)}
+
+
+def stat_key(f: FileStat) -> tuple[int, ...]:
+    return (f.size, f.mtime_ns, f.inode, f.ctime_ns)
+
+
+def foreign_output(outputs: list[OutputFile], patterns: list[str], skip: list[str]) -> str | None:
+    """The first path of an entry's manifest that the step's own `outputs` patterns do not
+    match (or that lies in planrun's own directories, `skip`); None when all are the step's.
+
+    An entry is data anyone who can write the cache directory may have written: a manifest
+    naming `.git/hooks/pre-commit` must never become a write."""
+    if not outputs:
+        return None
+    includes = [p for p in patterns if not p.startswith("!")]
+    matcher = compile_patterns(tuple(patterns)) if includes else None
+    everything = matcher is not None and "." in matcher.literal_include
+    for o in outputs:
+        parts = o.path.split("/")
+        if (
+            matcher is None
+            or "" in parts
+            or "." in parts
+            or parts[0] in ALWAYS_SKIPPED
+            or any(o.path == s or o.path.startswith(s + "/") for s in skip)
+            or not (covered(matcher, o.path) or (everything and not matcher.excluded(o.path)))
+        ):
+            return o.path
+    return None
+
+
+def linked_part(cwd: str, rel: str, checked: set[str]) -> str | None:
+    """The first part of `rel` (a directory on the way, or the file itself) that is a symbolic
+    link, None when there is none. `checked`: directories already known not to be links
+    (filled in as they are found)."""
+    parts = rel.split("/")
+    for n in range(1, len(parts) + 1):
+        here = "/".join(parts[:n])
+        if here in checked:
+            continue
+        try:
+            st = os.lstat(os.path.join(cwd, here))
+        except OSError:
+            return None  # missing from here on: nothing to follow
+        if stat.S_ISLNK(st.st_mode):
+            return here
+        if n < len(parts):
+            checked.add(here)
+    return None
 
 
 def unproduced_output(cwd: str, patterns: list[str], skip: list[str]) -> str | None:
@@ -155,14 +224,19 @@ def outputs_to_restore(
 
 
 def restore_outputs(
-    cwd: str, store: CacheStore, todo: list[tuple[OutputFile, bool]], records: StatRecords
+    cwd: str,
+    store: CacheStore,
+    todo: list[tuple[OutputFile, bool]],
+    records: StatRecords,
+    temp: RestoreTemp | None = None,
 ) -> None:
     """Put each output back byte-identical with its permission bits. Every blob is read and
     verified first, so a corrupt store changes no file (CorruptCache).
 
     Each file is written below the working directory one directory at a time, never through a
     symbolic link (`out -> /elsewhere` in a cloned repository): such a path cannot be restored
-    (CorruptCache, and the step runs)."""
+    (CorruptCache, and the step runs). It is written whole under a temporary name in `temp`
+    (planrun's own directory; without one, next to it), then renamed into place."""
     data = {
         o.hash: store.read_blob(o.hash, o.size)
         for o, needed in todo
@@ -171,25 +245,32 @@ def restore_outputs(
     for o, needed in todo:
         if needed and o.size > INLINE_MAX:
             store.check_blob(o.hash, o.size)  # read through now, copied in chunks below
-    for o, needed in todo:
-        write = None
-        if needed and o.hash in data:
-            write = functools.partial(_write_bytes, data[o.hash])
-        elif needed:
-            write = functools.partial(store.copy_blob, o.hash, o.size)
-        try:
-            _restore_one(cwd, o, write)
-        except OSError as exc:
-            why = "a symbolic link is in the way" if exc.errno == errno.ELOOP else exc.strerror
-            raise CorruptCache(f"cannot restore {o.path}: {why}") from None
-        records.forget(o.path)
+    own = RestoreTemp(cwd) if temp is None else None
+    try:
+        for o, needed in todo:
+            write = None
+            if needed and o.hash in data:
+                write = functools.partial(_write_bytes, data[o.hash])
+            elif needed:
+                write = functools.partial(store.copy_blob, o.hash, o.size)
+            try:
+                _restore_one(cwd, o, write, temp or own)  # type: ignore[arg-type]
+            except OSError as exc:
+                why = "a symbolic link is in the way" if exc.errno == errno.ELOOP else exc.strerror
+                raise CorruptCache(f"cannot restore {o.path}: {why}") from None
+            records.forget(o.path)
+    finally:
+        if own is not None:
+            own.close()
 
 
 def _write_bytes(data: bytes, out: BinaryIO) -> None:
     out.write(data)
 
 
-def _restore_one(cwd: str, o: OutputFile, write: Callable[[BinaryIO], None] | None) -> None:
+def _restore_one(
+    cwd: str, o: OutputFile, write: Callable[[BinaryIO], None] | None, temp: RestoreTemp
+) -> None:
     """Write the file's bytes with `write` (None: only its mode) to `o.path` below `cwd`,
     following no link."""
     mode = o.mode & MODE_BITS
@@ -212,16 +293,6 @@ def _restore_one(cwd: str, o: OutputFile, write: Callable[[BinaryIO], None] | No
         with contextlib.suppress(FileNotFoundError):
             if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
                 raise CorruptCache(f"cannot restore {o.path}: a directory is in the way")
-        tmp = f".{name}.{os.urandom(6).hex()}.tmp"
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
-        try:
-            with os.fdopen(out, "wb") as f:
-                write(f)
-                os.fchmod(f.fileno(), mode)
-            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)  # a link there is replaced
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd)
-            raise
+        temp.write(fd, name, write, mode)
     finally:
         os.close(fd)

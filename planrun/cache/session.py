@@ -25,10 +25,15 @@ from planrun.cache.outputs import (
     OutputMissing,
     collect_outputs,
     covered,
+    foreign_output,
+    linked_part,
     outputs_to_restore,
     restore_outputs,
+    snapshot,
 )
+from planrun.cache.restoretmp import RestoreTemp
 from planrun.cache.safeio import atomic_write, read_regular
+from planrun.cache.siblings import Siblings
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry
 from planrun.errors import one_line
@@ -132,14 +137,20 @@ class CacheSession:
         secret_values: Callable[[], list[str]] = list,
         dotenv: Sequence[str] = (),
         dry_run: bool = False,
+        shared: frozenset[str] = frozenset(),
     ) -> None:
         self.options, self.plan_name, self.cwd, self.env = options, plan_name, cwd, env
         self.warn, self.secret_values, self.dotenv = warn, secret_values, dotenv
         self.dry_run = dry_run
+        self.shared = shared  # foreach steps whose instances share their `outputs` patterns
+        self.siblings = Siblings()
+        self.temp = RestoreTemp(cwd)
         self.keys: dict[str, str] = {}  # steps done this run -> their key
         self._pending: dict[str, Decision] = {}
         self._changed: dict[str, str] = {}  # step -> its newest key, to save
         self.root = cache_directory(cwd, options.directory)
+        inside = os.path.relpath(self.root, cwd).replace(os.sep, "/")
+        self._own = [] if inside == ".." or inside.startswith("../") else [inside]
         self.store = CacheStore(self.root, warn)
         state_dir = os.path.join(cwd, ".planrun")
         self.records = StatRecords.load(os.path.join(state_dir, "stat-records"))
@@ -200,15 +211,21 @@ class CacheSession:
             self.store.touch(key, now=back)
         else:
             self._pending[sid] = decision
+            parent = self._shared_parent(sid)
+            if parent is not None and not self.dry_run and decision.status == "miss":
+                before = snapshot(self.cwd, list(step.outputs or ()), [self.root])
+                self.siblings.started(parent, sid, before)
         return decision
+
+    def _shared_parent(self, sid: str) -> str | None:
+        parent = parent_of(sid)
+        return parent if parent is not None and parent in self.shared else None
 
     def _lookup(self, sid: str, step: Step, key: str, material: Material) -> Decision:
         entry = self.store.get(key)
         if entry is not None:
             try:
-                todo = outputs_to_restore(self.cwd, entry.outputs, self.records)
-                if todo and not self.dry_run:
-                    restore_outputs(self.cwd, self.store, todo, self.records)
+                self._restore(sid, step, entry)
                 return Decision("hit", CACHED, key, entry, material)
             except CorruptCache as exc:
                 self.warn(f"step '{sid}': cache entry {key[:12]} not usable ({exc}): running it")
@@ -217,6 +234,31 @@ class CacheSession:
 
         reason = miss_reason(self.store, self.recent_key(sid), material)
         return Decision("miss", reason, key, None, material)
+
+    def _restore(self, sid: str, step: Step, entry: Entry) -> None:
+        """Put a hit's outputs back where missing or different: only paths the step's own
+        `outputs` match, never through a link (CorruptCache before anything is written)."""
+        foreign = foreign_output(entry.outputs, list(step.outputs or ()), self._own)
+        if foreign is not None:
+            raise CorruptCache(f"it names {one_line(foreign)!r}, not one of the step's outputs")
+        todo = outputs_to_restore(self.cwd, entry.outputs, self.records)
+        checked: set[str] = set()
+        for o, _ in todo:
+            link = linked_part(self.cwd, o.path, checked)
+            if link is not None:
+                raise CorruptCache(
+                    f"cannot restore {one_line(o.path)}: a symbolic link is in the way ({link})"
+                )
+        if self.dry_run:
+            return
+        parent = self._shared_parent(sid)
+        if parent is not None:  # a sibling's files are its own (planrun.cache.siblings)
+            left = {t[0].path for t in todo}
+            todo = [t for t in todo if self.siblings.writable(parent, sid, self.cwd, t[0].path)]
+            left.difference_update(t[0].path for t in todo)  # not written: a sibling's
+            self.siblings.claim(parent, sid, [o.path for o in entry.outputs if o.path not in left])
+        if todo:
+            restore_outputs(self.cwd, self.store, todo, self.records, self.temp)
 
     async def before(
         self, sid: str, step: Step, args: Any, upstream: Mapping[str, Any]
@@ -249,14 +291,23 @@ class CacheSession:
         self, sid: str, step: Step, result: Any, decision: Decision, secret: bool = False
     ) -> str | None:
         assert decision.key is not None and decision.material is not None
+        parent = self._shared_parent(sid)
+        keep = self.siblings.keeper(parent, sid, self.cwd) if parent is not None else None
         try:
             collected = collect_outputs(
-                self.cwd, list(step.outputs or ()), [self.root], self.records
+                self.cwd, list(step.outputs or ()), [self.root], self.records, keep
             )
         except OutputMissing as exc:
             return str(exc)
         except OSError as exc:
             return f"cannot read an output of step '{sid}': {exc.strerror}"
+        if collected.linked:
+            more = len(collected.linked) - 1
+            self.warn(
+                f"step '{sid}': output {one_line(collected.linked[0])}"
+                + (f" (+{more} more)" if more else "")
+                + " is behind a symbolic link: not stored in the cache"
+            )
         self.keys[sid] = decision.key
         if step.sources:
             matcher = compile_patterns(tuple(step.sources))
@@ -329,6 +380,7 @@ class CacheSession:
         The recent-entry file is re-read first so that runs of other plans (or of this one)
         that finished meanwhile keep theirs; it only shapes the reasons, never a hit."""
         self.store.close()
+        self.temp.close()
         self.records.save()
         self.listings.save()
         if not self._changed or self.dry_run:

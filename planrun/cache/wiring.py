@@ -79,9 +79,35 @@ def open_session(
         warn(f"{why}: the cache is not used (choose another with --cache-dir)")
         return None
     dotenv = list(plan.dotenv)
+    shared = frozenset(s.id for s in plan.steps if s.foreach is not None and _shares_outputs(s))
     return CacheSession(
-        options, plan.name or "plan", cwd, env, warn, secret_values, dotenv, dry_run=dry_run
+        options,
+        plan.name or "plan",
+        cwd,
+        env,
+        warn,
+        secret_values,
+        dotenv,
+        dry_run=dry_run,
+        shared=shared,
     )
+
+
+def _shares_outputs(step: Step) -> bool:
+    """Whether every instance of a foreach step has the same `outputs` patterns (none reads
+    the element or `index`): then its instances share what the patterns match."""
+    from planrun.expressions import ExpressionError, parse_template
+    from planrun.fanout import loop_names
+
+    loop = loop_names(step)
+    for text in step.outputs or ():
+        try:
+            tpl = parse_template(text)
+        except ExpressionError:
+            return False
+        if tpl is not None and any(loop & e.names for e in tpl.exprs):
+            return False
+    return bool(step.outputs)
 
 
 def preview(
@@ -129,6 +155,7 @@ def _preview_step(
     seen: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     from planrun.expressions import ExpressionError, resolve_args
+    from planrun.scope import with_patterns
 
     forced = session.options.forced(sid)
     first = session.recent_key(sid) is None and not forced  # never stored: say so, not "changed"
@@ -141,6 +168,7 @@ def _preview_step(
         return {"status": "miss", "reason": f"{why}: {d}"}
     try:
         args = resolve_args(step.tool, step.args, scope)
+        step = with_patterns(step, scope)
     except ExpressionError:
         if forced:
             return {"status": "miss", "reason": FORCED}

@@ -1,0 +1,346 @@
+"""Restoring a hit's outputs: only what the step's own `outputs` match, inside the working
+directory, never through a link; foreach instances that share a glob; a restore killed midway."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_no_traceback, kill_9, planrun, spawn_planrun, wait_until
+
+BUILD = """
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "mkdir -p out && echo built > out/app.txt"}
+    outputs: ["out/app.txt"]
+"""
+
+POISON = b"#!/bin/sh\necho pwned > pwned.txt\n"
+
+
+def go(cwd: Path, *args: str) -> Any:
+    r = planrun("run", "plan.yaml", "--output", "json", *args, cwd=cwd)
+    assert_no_traceback(r)
+    assert r.code == 0, r
+    return r
+
+
+def statuses(result: Any) -> dict[str, str]:
+    return {s["id"]: s["status"] for s in result.json["steps"]}
+
+
+def entries(cwd: Path) -> list[Path]:
+    return sorted((cwd / ".planrun/cache/entries").glob("*.json"))
+
+
+def rewrite_entry(path: Path, change: Any) -> None:
+    """Edit an entry's body with `change(doc)` and write it back with a valid checksum: what
+    anyone who can write the cache directory can do."""
+    _head, _, body = path.read_bytes().partition(b"\n")
+    doc = json.loads(body)
+    change(doc)
+    new = json.dumps(doc).encode()
+    path.write_bytes(
+        f"planrun-cache-entry {doc['format']} {hashlib.sha256(new).hexdigest()}\n".encode() + new
+    )
+
+
+def poison(cwd: Path, target: str) -> None:
+    """Add `target` (holding POISON, mode 755) to the manifest of every entry."""
+    digest = hashlib.sha256(POISON).hexdigest()
+    (cwd / ".planrun/cache/blobs" / digest).write_bytes(POISON)
+    line = {"path": target, "hash": digest, "mode": 0o755, "size": len(POISON)}
+    for path in entries(cwd):
+        rewrite_entry(path, lambda doc: doc["outputs"].append(line))
+
+
+@pytest.mark.parametrize(
+    "target",
+    [".git/hooks/pre-commit", "plan.yaml", "Makefile", "out/../Makefile", "out/./app2.txt"],
+)
+def test_an_entry_naming_a_path_outside_the_outputs_is_a_miss_and_writes_nothing(
+    tmp_path: Path, target: str
+) -> None:
+    (tmp_path / "plan.yaml").write_text(BUILD.lstrip())
+    (tmp_path / ".git/hooks").mkdir(parents=True)
+    go(tmp_path)
+    plan_before = (tmp_path / "plan.yaml").read_bytes()
+    poison(tmp_path, target)
+    (tmp_path / "out/app.txt").unlink()  # so that the hit has something to restore
+
+    r = go(tmp_path)
+    assert statuses(r) == {"build": "succeeded"}  # a miss: it ran
+    assert "cache entry" in r.err, r  # a warning names the entry
+    assert not (tmp_path / ".git/hooks/pre-commit").exists()
+    assert not (tmp_path / "Makefile").exists()
+    assert not (tmp_path / "out/app2.txt").exists()
+    assert (tmp_path / "plan.yaml").read_bytes() == plan_before
+
+
+def test_an_absolute_path_in_an_entry_writes_nothing(tmp_path: Path) -> None:
+    work, elsewhere = tmp_path / "w", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    (work / "plan.yaml").write_text(BUILD.lstrip())
+    go(work)
+    poison(work, str(elsewhere / "evil.sh"))
+    r = go(work)
+    assert statuses(r) == {"build": "succeeded"}
+    assert "cache entry" in r.err
+    assert not (elsewhere / "evil.sh").exists()
+
+
+def test_a_cache_true_step_without_outputs_restores_no_file(tmp_path: Path) -> None:
+    plan = "steps:\n  - id: t\n    tool: shell\n    args: {cmd: 'echo hi'}\n    cache: true\n"
+    (tmp_path / "plan.yaml").write_text(plan)
+    go(tmp_path)
+    poison(tmp_path, "Makefile")
+    r = go(tmp_path)
+    assert statuses(r) == {"t": "succeeded"}
+    assert "Makefile" in r.err and "cache entry" in r.err
+    assert not (tmp_path / "Makefile").exists()
+
+
+def test_an_entry_is_not_restored_through_a_linked_directory(tmp_path: Path) -> None:
+    plan = """
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "mkdir -p out gen && echo built > out/app.txt && echo gen > gen/g.txt"}
+    outputs: ["gen/g.txt", "out/app.txt"]
+"""
+    (tmp_path / "plan.yaml").write_text(plan.lstrip())
+    go(tmp_path)
+    (tmp_path / "gen/g.txt").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "out/app.txt").unlink()
+    (tmp_path / "out").rmdir()
+    (tmp_path / "out").symlink_to(elsewhere)
+
+    r = planrun("run", "plan.yaml", "--output", "json", "--events", "e.jsonl", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "succeeded"}
+    assert "symbolic link" in r.err
+    started = [json.loads(x) for x in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "step.started" for e in started)  # it ran: nothing was restored
+    # the run wrote through the link itself; that file is not stored (with a warning)
+    assert "not stored" in r.err, r
+    for path in entries(tmp_path):
+        doc = json.loads(path.read_bytes().partition(b"\n")[2])
+        assert all(not o["path"].startswith("out/") for o in doc["outputs"])
+
+
+def test_outputs_behind_a_linked_file_are_not_stored(tmp_path: Path) -> None:
+    plan = """
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "mkdir -p out && echo built > out/app.txt && ln -sf ../target.txt out/link.txt"}
+    outputs: ["out/*.txt"]
+"""
+    (tmp_path / "target.txt").write_text("target\n")
+    (tmp_path / "plan.yaml").write_text(plan.lstrip())
+    r = go(tmp_path)
+    assert "out/link.txt" in r.err and "not stored" in r.err, r
+    [entry] = entries(tmp_path)
+    doc = json.loads(entry.read_bytes().partition(b"\n")[2])
+    assert [o["path"] for o in doc["outputs"]] == ["out/app.txt"]
+
+
+# ---- foreach instances sharing an output glob -----------------------------------------------
+
+SHARED = """
+variables: {versions: {p1: 1, p2: 1, p3: 1}}
+steps:
+  - id: gen
+    tool: shell
+    foreach: [p1, p2, p3]
+    args: {cmd: "mkdir -p dist && echo ${item} v${versions[item]} > dist/${item}.txt"}
+    outputs: ["dist/*.txt"]
+"""
+
+
+def dist(cwd: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((cwd / "dist").glob("*.txt"))}
+
+
+@pytest.mark.parametrize("jobs", ["1", "3"])
+def test_foreach_sharing_a_glob_keeps_the_rebuilt_files(tmp_path: Path, jobs: str) -> None:
+    (tmp_path / "plan.yaml").write_text(SHARED.lstrip())
+    go(tmp_path, "-j", jobs)
+    bumped = ("--var", "versions={p1: 2, p2: 2, p3: 1}", "-j", jobs)
+    r = go(tmp_path, *bumped)
+    assert statuses(r)["gen[2]"] == "cached"
+    want = {"p1.txt": "p1 v2\n", "p2.txt": "p2 v2\n", "p3.txt": "p3 v1\n"}
+    assert dist(tmp_path) == want
+    for _ in range(2):  # later runs hit every instance and keep the files right
+        r = go(tmp_path, *bumped)
+        assert set(statuses(r).values()) == {"succeeded", "cached"}
+        assert statuses(r)["gen[0]"] == "cached" and statuses(r)["gen[1]"] == "cached"
+        assert dist(tmp_path) == want
+
+
+def test_foreach_sharing_a_glob_restores_each_instance_s_own_files(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(SHARED.lstrip())
+    go(tmp_path, "-j", "1")
+    bumped = ("--var", "versions={p1: 2, p2: 2, p3: 1}", "-j", "1")
+    go(tmp_path, *bumped)
+    for p in (tmp_path / "dist").iterdir():
+        p.unlink()
+    r = go(tmp_path, *bumped)
+    assert {s for k, s in statuses(r).items() if k != "gen"} == {"cached"}
+    assert dist(tmp_path) == {"p1.txt": "p1 v2\n", "p2.txt": "p2 v2\n", "p3.txt": "p3 v1\n"}
+
+
+TEMPLATED = """
+variables: {dir: dist}
+steps:
+  - id: gen
+    tool: shell
+    foreach: [p1, p2, p3]
+    args: {cmd: "mkdir -p ${dir} && cp src/${item}.in ${dir}/${item}.txt"}
+    sources: ["src/${item}.in"]
+    outputs: ["${dir}/${item}.txt"]
+"""
+
+
+def test_foreach_outputs_and_sources_are_rendered_per_instance(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    for p in ("p1", "p2", "p3"):
+        (tmp_path / "src" / f"{p}.in").write_text(f"{p} old\n")
+    (tmp_path / "plan.yaml").write_text(TEMPLATED.lstrip())
+    r = go(tmp_path)
+    assert set(statuses(r).values()) == {"succeeded"}
+    (tmp_path / "src/p1.in").write_text("p1 new\n")
+    (tmp_path / "src/p2.in").write_text("p2 new\n")
+    r = go(tmp_path)
+    assert statuses(r) == {
+        "gen": "succeeded", "gen[0]": "succeeded", "gen[1]": "succeeded", "gen[2]": "cached"
+    }  # fmt: skip
+    want = {"p1.txt": "p1 new\n", "p2.txt": "p2 new\n", "p3.txt": "p3 old\n"}
+    assert dist(tmp_path) == want
+    for p in (tmp_path / "dist").iterdir():
+        p.unlink()
+    r = go(tmp_path)
+    assert {s for k, s in statuses(r).items() if k != "gen"} == {"cached"}
+    assert dist(tmp_path) == want
+    for path in entries(tmp_path):  # each instance stored its own file only
+        doc = json.loads(path.read_bytes().partition(b"\n")[2])
+        assert len(doc["outputs"]) == 1
+
+
+def test_a_plain_step_s_outputs_read_variables(tmp_path: Path) -> None:
+    plan = """
+variables: {name: app}
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "mkdir -p out && echo built > out/${name}.txt"}
+    outputs: ["out/${name}.txt"]
+"""
+    (tmp_path / "plan.yaml").write_text(plan.lstrip())
+    go(tmp_path, "--var", "name=tool")
+    (tmp_path / "out/tool.txt").unlink()
+    r = go(tmp_path, "--var", "name=tool")
+    assert statuses(r) == {"build": "cached"}
+    assert (tmp_path / "out/tool.txt").read_text() == "built\n"
+
+
+@pytest.mark.parametrize("field", ["outputs", "sources"])
+def test_an_undefined_name_in_outputs_or_sources_is_a_validation_error(
+    tmp_path: Path, field: str
+) -> None:
+    plan = f"""
+steps:
+  - id: build
+    tool: shell
+    args: {{cmd: "echo hi"}}
+    {field}: ["out/${{nope}}.txt"]
+"""
+    (tmp_path / "plan.yaml").write_text(plan.lstrip())
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert r.code == 3, r
+    assert "plan.yaml:5:" in r.out + r.err
+    assert f"{field}[0]: undefined name 'nope'" in r.out + r.err
+
+
+# ---- a restore killed midway ----------------------------------------------------------------
+
+BIG = """
+steps:
+  - id: big
+    tool: shell
+    args: {cmd: "mkdir -p out && head -c 400000000 /dev/urandom > out/big.bin"}
+    outputs: ["out/big.bin"]
+"""
+
+
+def _temp_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*.tmp") if ".planrun/cache" not in str(p)]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_restore_killed_midway_leaves_no_temporary_file(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(BIG.lstrip())
+    go(tmp_path)
+    digest = hashlib.sha256((tmp_path / "out/big.bin").read_bytes()).hexdigest()
+    (tmp_path / "out/big.bin").unlink()
+
+    proc = spawn_planrun(
+        "run", "plan.yaml", cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_until(lambda: _temp_files(tmp_path), 60, 0.005, "a restore's temporary file")
+    finally:
+        kill_9(proc)
+    assert proc.returncode == -signal.SIGKILL
+    assert not [p for p in (tmp_path / "out").iterdir()]  # nothing in the output folder
+
+    r = go(tmp_path)
+    assert statuses(r) == {"big": "cached"}
+    assert not _temp_files(tmp_path)  # what the killed run left is gone too
+    with open(tmp_path / "out/big.bin", "rb") as f:
+        assert hashlib.file_digest(f, "sha256").hexdigest() == digest
+    assert os.listdir(tmp_path / "out") == ["big.bin"]
+
+
+@pytest.mark.parametrize("where", ["..", "/tmp"])
+def test_an_output_template_rendering_outside_the_working_directory_fails_the_step(
+    tmp_path: Path, where: str
+) -> None:
+    plan = """
+variables: {dir: out}
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "echo hi"}
+    outputs: ["${dir}/app.txt"]
+"""
+    (tmp_path / "plan.yaml").write_text(plan.lstrip())
+    r = planrun("run", "plan.yaml", "--var", f"dir={where}", cwd=tmp_path)
+    assert_no_traceback(r)
+    assert r.code == 1, r
+    assert "outputs[0] renders as" in r.out + r.err
+
+
+def test_a_dry_run_renders_each_instance_s_patterns(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    for p in ("p1", "p2", "p3"):
+        (tmp_path / "src" / f"{p}.in").write_text(f"{p}\n")
+    (tmp_path / "plan.yaml").write_text(TEMPLATED.lstrip())
+    go(tmp_path)
+    (tmp_path / "src/p2.in").write_text("p2 new\n")
+    r = planrun("run", "plan.yaml", "--dry-run", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    cache = {s["id"]: s["cache"]["status"] for s in r.json["steps"]}
+    assert cache == {"gen[0]": "hit", "gen[1]": "miss", "gen[2]": "hit"}
