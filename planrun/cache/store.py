@@ -15,7 +15,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, BinaryIO
 
 from planrun.cache.keys import CACHE_FORMAT
@@ -127,6 +127,21 @@ class Entry:
             raise CorruptCache(f"entry is malformed ({type(exc).__name__})") from None
 
 
+def parse_entry(raw: bytes, key: str) -> Entry:
+    """An entry from its file's bytes (a header line with the body's SHA-256, then the JSON
+    body); CorruptCache when it is not a whole, well-formed entry for `key`."""
+    try:
+        head, _, body = raw.partition(b"\n")
+        parts = head.decode("ascii").split(" ")
+        if len(parts) != 3 or parts[0] != _HEADER or parts[1] != str(CACHE_FORMAT):
+            raise CorruptCache("bad header")
+        if hashlib.sha256(body).hexdigest() != parts[2]:
+            raise CorruptCache("checksum mismatch (truncated or altered)")
+        return Entry.from_json(loads(body), key)
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptCache("not a cache entry") from None
+
+
 def _output_file(o: Any) -> OutputFile:
     """One manifest line, checked: an entry is data anyone may have written, and its path,
     hash and mode become a file name, a blob name and a chmod."""
@@ -204,18 +219,23 @@ class CacheStore:
                 self.warn(f"cache entry {key[:12]} unreadable ({exc.strerror}): treated as a miss")
             return None
         try:
-            head, _, body = raw.partition(b"\n")
-            parts = head.decode("ascii").split(" ")
-            if len(parts) != 3 or parts[0] != _HEADER or parts[1] != str(CACHE_FORMAT):
-                raise CorruptCache("bad header")
-            if hashlib.sha256(body).hexdigest() != parts[2]:
-                raise CorruptCache("checksum mismatch (truncated or altered)")
-            return Entry.from_json(loads(body), key)
-        except (CorruptCache, UnicodeDecodeError, ValueError) as exc:
+            return parse_entry(raw, key)
+        except CorruptCache as exc:
             if not quiet:
-                reason = exc if isinstance(exc, CorruptCache) else "not a cache entry"
-                self.warn(f"cache entry {key[:12]} is corrupt ({reason}): treated as a miss")
+                self.warn(f"cache entry {key[:12]} is corrupt ({exc}): treated as a miss")
             return None
+
+    def get_raw(self, key: str) -> bytes | None:
+        """The bytes of the entry file for `key` (None when there is none)."""
+        try:
+            return read_regular(self.entry_path(key), MAX_ENTRY_BYTES)
+        except OSError:
+            return None
+
+    def put_raw(self, key: str, raw: bytes) -> None:
+        """Store an entry's bytes as read elsewhere (the remote); checked by the caller."""
+        self._prepare()
+        atomic_write(self.entry_path(key), raw)
 
     def put(self, entry: Entry) -> None:
         self._prepare()
@@ -280,6 +300,17 @@ class CacheStore:
                 os.unlink(tmp)
             raise
         return digest
+
+    async def blob_chunks(self, digest: str) -> AsyncIterator[bytes]:
+        """A blob's bytes, one chunk at a time (a large blob sent somewhere)."""
+        with open_regular(self.blob_path(digest)) as src:
+            while chunk := src.read(CHUNK):
+                yield chunk
+
+    def blob_tmp(self, digest: str) -> str:
+        """A fresh temporary name beside the blobs, for a blob written in parts."""
+        self._prepare()
+        return os.path.join(self.blobs, f".{check_digest(digest)}.{os.urandom(6).hex()}.tmp")
 
     def check_blob(self, digest: str, size: int) -> None:
         """Read a large blob through and check it against its name, holding one chunk at a
