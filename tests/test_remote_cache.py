@@ -105,7 +105,10 @@ def nginx(root: Path, token: str | None = None) -> Iterator[tuple[str, Path]]:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        wait_until(lambda: _answers(port) or proc.poll() is not None, what="nginx listening")
+        wait_until(
+            lambda p=proc, n=port: _answers(n) or p.poll() is not None,  # type: ignore[misc]
+            what="nginx listening",
+        )
         if proc.poll() is None:
             break
     else:
