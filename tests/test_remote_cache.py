@@ -7,9 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -18,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import assert_no_traceback, planrun, serve_http, wait_until
+from bench._nginx import free_port, nginx_binary, nginx_server
+from tests.conftest import assert_no_traceback, planrun, serve_http
 
 PLAN = """
 name: remote
@@ -41,83 +40,17 @@ steps:
     cache: true
 """
 
-NGINX_CONF = """
-daemon off;
-master_process off;
-worker_processes 1;
-error_log {d}/error.log;
-pid {d}/nginx.pid;
-events {{ worker_connections 256; }}
-http {{
-    access_log {d}/access.log;
-    client_body_temp_path {d}/tmp;
-    proxy_temp_path {d}/tmp;
-    fastcgi_temp_path {d}/tmp;
-    uwsgi_temp_path {d}/tmp;
-    scgi_temp_path {d}/tmp;
-    server {{
-        listen 127.0.0.1:{port};
-        root {d}/data;
-        client_max_body_size 0;
-        location / {{
-            {auth}
-            dav_methods PUT;
-            create_full_put_path on;
-            dav_access user:rw;
-        }}
-    }}
-}}
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-        return True
-    return False
-
 
 @contextlib.contextmanager
 def nginx(root: Path, token: str | None = None) -> Iterator[tuple[str, Path]]:
-    """A real nginx serving WebDAV PUT/GET/HEAD on 127.0.0.1; yields its URL and data dir."""
-    binary = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None
-    )
-    if binary is None:
+    """A real nginx with WebDAV PUT on 127.0.0.1 (bench/_nginx.py); yields its URL and the
+    directory it stores in. CI installs nginx: there a missing one fails, elsewhere it skips."""
+    if nginx_binary() is None:
         if os.environ.get("CI"):
             pytest.fail("nginx is not installed: .ci/run installs it")
-        pytest.skip("nginx is not installed (apt-get install nginx-core)")
-    (root / "data").mkdir(parents=True)
-    (root / "tmp").mkdir()
-    auth = f'if ($http_authorization != "Bearer {token}") {{ return 401; }}' if token else ""
-    for _attempt in range(5):  # a free port may be taken between the look and the bind
-        port = _free_port()
-        conf = root / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(d=root, port=port, auth=auth))
-        proc = subprocess.Popen(
-            [binary, "-p", str(root), "-c", str(conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        wait_until(
-            lambda p=proc, n=port: _answers(n) or p.poll() is not None,  # type: ignore[misc]
-            what="nginx listening",
-        )
-        if proc.poll() is None:
-            break
-    else:
-        pytest.fail(f"nginx did not start: {proc.stderr.read() if proc.stderr else ''}")
-    try:
-        yield f"http://127.0.0.1:{port}", root / "data"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        pytest.skip("nginx is not installed (Debian: apt-get install nginx-core)")
+    with nginx_server(root, token) as served:
+        yield served
 
 
 def checkout(root: Path) -> Path:
@@ -302,7 +235,7 @@ def test_a_faulty_remote_is_one_warning_and_the_same_run(tmp_path: Path, mode: s
 
 
 def test_a_refused_connection_is_one_warning(tmp_path: Path) -> None:
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     a = checkout(tmp_path / "a")
     r = run(a, "--remote-cache", f"http://127.0.0.1:{port}")
     assert r.code == 0, r
@@ -352,7 +285,7 @@ def test_cache_info_shows_and_checks_the_remote(tmp_path: Path) -> None:
             env={"PLANRUN_REMOTE_CACHE": url},
         )
         assert r.json["remote"] == {"url": url, "read_only": False, "ok": True}
-    port = _free_port()
+    port = free_port()
     r = planrun(
         "cache", "info", "--remote-cache", f"http://127.0.0.1:{port}", "--check", cwd=tmp_path
     )

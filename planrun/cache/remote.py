@@ -151,7 +151,11 @@ class RemoteCache:
             headers = {"User-Agent": "planrun"}
             if self.options.token:
                 headers["Authorization"] = f"Bearer {self.options.token}"
+            # Plain http needs no TLS context (loading the CA bundle costs ~50 ms).
+            https = self.options.url.startswith("https:")
+            verify: Any = httpx2.create_ssl_context() if https else False
             self._client = httpx2.AsyncClient(
+                verify=verify,
                 base_url=self.options.url + "/",
                 headers=headers,
                 timeout=self.options.timeout,
