@@ -18,7 +18,9 @@ Command = Callable[..., Any]
 
 def _root(cache_dir: str | None, *, changes: bool = False) -> str:
     """The cache directory; for a command that `changes` it, StateError when it is reached
-    through a link a repository may have shipped (`.planrun`, `.planrun/cache`)."""
+    through a link a repository may have shipped (`.planrun`, `.planrun/cache`), UsageError
+    when it is not a planrun cache (other files and no mark, or a linked subdirectory)."""
+    from planrun.cache.cachedir import refusal
     from planrun.cache.session import ENV_DIR, cache_directory, linked_place
 
     cwd = os.getcwd()
@@ -29,7 +31,11 @@ def _root(cache_dir: str | None, *, changes: bool = False) -> str:
             f"{link} is a symbolic link: refusing to remove anything through it "
             "(name the directory with --cache-dir)"
         )
-    return cache_directory(cwd, cache_dir)
+    root = cache_directory(cwd, cache_dir)
+    why = refusal(root) if changes else None
+    if why is not None:
+        raise UsageError(f"{why}: refusing to remove anything from it")
+    return root
 
 
 _DIR_HELP = "The cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache)."

@@ -1,6 +1,7 @@
 """`planrun cache info|clean|prune`: the cache directory's size, emptying it, trimming it.
 
-Pruning removes entries least recently used first (an entry's mtime is refreshed on every
+Only planrun's own files are counted and removed (planrun.cache.cachedir says which), through
+descriptors of `entries/` and `blobs/` opened without following a link. Pruning removes entries least recently used first (an entry's mtime is refreshed on every
 hit), then every blob no remaining entry refers to. Blobs younger than a grace period are
 kept even when unreferenced: a run sharing the directory may be about to write their entry.
 """
@@ -10,12 +11,20 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from planrun.cache.cachedir import (
+    SUBDIRS,
+    is_entry_file,
+    open_subdir,
+    own_name,
+    own_temporary,
+)
 from planrun.cache.safeio import read_regular
+from planrun.cache.store import MAX_ENTRY_BYTES
 from planrun.untrusted_json import loads
 
 BLOB_GRACE_S = 600.0
@@ -33,7 +42,7 @@ def parse_size(text: str) -> int:
 
 @dataclass
 class _File:
-    path: str
+    name: str
     bytes: int
     mtime: float
 
@@ -43,24 +52,44 @@ def _disk_bytes(st: os.stat_result) -> int:
     return blocks * 512 if blocks is not None else st.st_size
 
 
-def _files(directory: str) -> list[_File]:
-    """The regular files in `directory`; none when it is a symbolic link (`entries -> ~`):
-    pruning never removes a file outside the cache directory."""
+@contextlib.contextmanager
+def _opened(root: str, sub: str) -> Iterator[int | None]:
+    """`root/sub` open as a descriptor, or None when it is missing, a link or not a directory:
+    nothing outside the cache directory is ever listed or removed."""
+    try:
+        fd = open_subdir(root, sub)
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _files(fd: int | None, sub: str, *, temporary: bool = False) -> list[_File]:
+    """planrun's own regular files in `sub` open as `fd` (with `temporary`: only its
+    temporary files); entries only when they start with an entry's header."""
+    if fd is None:
+        return []
     out = []
     try:
-        if not stat.S_ISDIR(os.lstat(directory).st_mode):
-            return []
-        it = os.scandir(directory)
+        names = os.listdir(fd)
     except OSError:
         return []
-    with it:
-        for e in it:
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if e.is_file(follow_symlinks=False):
-                out.append(_File(e.path, _disk_bytes(st), st.st_mtime))
+    for name in names:
+        own = own_temporary(sub, name) if temporary else own_name(sub, name)
+        if not own:
+            continue
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if sub == "entries" and not temporary and not is_entry_file(fd, name):
+            continue  # named like an entry, but not one planrun wrote
+        out.append(_File(name, _disk_bytes(st), st.st_mtime))
     return out
 
 
@@ -76,22 +105,29 @@ def directory_bytes(root: str) -> int:
 
 def cache_info(root: str) -> dict[str, object]:
     """{dir, entries, bytes}."""
-    entries = [f for f in _files(os.path.join(root, "entries")) if f.path.endswith(".json")]
-    return {"dir": root, "entries": len(entries), "bytes": directory_bytes(root)}
+    with _opened(root, "entries") as fd:
+        entries = len(_files(fd, "entries"))
+    return {"dir": root, "entries": entries, "bytes": directory_bytes(root)}
 
 
 def clean(root: str) -> int:
-    """Remove every entry and blob; returns the number of entries removed."""
-    count = int(cache_info(root)["entries"])  # type: ignore[call-overload]
-    for sub in ("entries", "blobs"):
-        shutil.rmtree(os.path.join(root, sub), ignore_errors=True)
+    """Remove every entry and blob planrun wrote (its temporary files too), nothing else, and
+    keep the directories and the mark; returns the number of entries removed. The caller
+    checks first that `root` is a planrun cache (planrun.cache.cachedir.refusal)."""
+    count = 0
+    for sub in SUBDIRS:
+        with _opened(root, sub) as fd:
+            for f in _files(fd, sub) + _files(fd, sub, temporary=True):
+                if _unlink(fd, f.name) and sub == "entries" and f.name.endswith(".json"):
+                    count += 1
     return count
 
 
-def _refs(path: str) -> set[str]:
+def _refs(fd: int, name: str) -> set[str]:
     """The blobs one entry refers to (none when it cannot be read: it holds nothing to keep)."""
     try:
-        doc = loads(read_regular(path).partition(b"\n")[2])
+        raw = read_regular(name, MAX_ENTRY_BYTES, flags=os.O_NOFOLLOW, dir_fd=fd)
+        doc = loads(raw.partition(b"\n")[2])
         refs = {str(o["hash"]) for o in doc.get("outputs", [])}
         material = doc.get("material")
         if isinstance(material, dict) and material.get("sources"):
@@ -104,30 +140,41 @@ def _refs(path: str) -> set[str]:
 def prune(root: str, max_size: int | None = None, older_than: float | None = None) -> int:
     """Drop entries unused for `older_than` seconds, then the least recently used until the
     directory fits `max_size` bytes, with the blobs no remaining entry needs; returns the
-    number of entries removed."""
-    entries_dir, blobs_dir = os.path.join(root, "entries"), os.path.join(root, "blobs")
+    number of entries removed. Only planrun's own files are removed; the caller checks
+    first that `root` is a planrun cache."""
+    with _opened(root, "entries") as entries_fd, _opened(root, "blobs") as blobs_fd:
+        if entries_fd is None and blobs_fd is None:
+            return 0
+        return _prune(root, entries_fd, blobs_fd, max_size, older_than)
+
+
+def _prune(
+    root: str,
+    entries_fd: int | None,
+    blobs_fd: int | None,
+    max_size: int | None,
+    older_than: float | None,
+) -> int:
     now = time.time()
-    entries = sorted(
-        (f for f in _files(entries_dir) if f.path.endswith(".json")), key=lambda f: f.mtime
-    )
-    refs = {f.path: _refs(f.path) for f in entries}
+    entries = sorted(_files(entries_fd, "entries"), key=lambda f: f.mtime)
+    refs = {f.name: _refs(entries_fd, f.name) for f in entries if entries_fd is not None}
     counts: dict[str, int] = {}
     for blobs in refs.values():
         for b in blobs:
             counts[b] = counts.get(b, 0) + 1
-    blob_bytes = {os.path.basename(f.path): f for f in _files(blobs_dir)}
+    blob_files = {f.name: f for f in _files(blobs_fd, "blobs")}
     size = directory_bytes(root) if max_size is not None else 0
     removed = 0
 
     def drop(entry: _File) -> None:
         nonlocal size, removed
-        if _unlink(entry.path):
+        if _unlink(entries_fd, entry.name):
             removed += 1
         size -= entry.bytes
-        for b in refs[entry.path]:
+        for b in refs[entry.name]:
             counts[b] -= 1
-            if counts[b] == 0 and b in blob_bytes and _unlink(blob_bytes[b].path):
-                size -= blob_bytes.pop(b).bytes
+            if counts[b] == 0 and b in blob_files and _unlink(blobs_fd, b):
+                size -= blob_files.pop(b).bytes
 
     kept = []
     for f in entries:
@@ -135,20 +182,23 @@ def prune(root: str, max_size: int | None = None, older_than: float | None = Non
             drop(f)
         else:
             kept.append(f)
-    for name, f in list(blob_bytes.items()):  # unreferenced, and too old to be mid-store
-        if name.endswith(".tmp"):
-            if now - f.mtime > 86400:  # left by a writer that crashed
-                _unlink(f.path)
-        elif not counts.get(name) and now - f.mtime > BLOB_GRACE_S and _unlink(f.path):
-            size -= blob_bytes.pop(name).bytes
+    for sub, fd in (("entries", entries_fd), ("blobs", blobs_fd)):
+        for f in _files(fd, sub, temporary=True):
+            if now - f.mtime > 86400 and _unlink(fd, f.name):  # left by a writer that crashed
+                size -= f.bytes
+    for name, f in list(blob_files.items()):  # unreferenced, and too old to be mid-store
+        if not counts.get(name) and now - f.mtime > BLOB_GRACE_S and _unlink(blobs_fd, name):
+            size -= blob_files.pop(name).bytes
     while max_size is not None and kept and size > max_size:
         drop(kept.pop(0))
     return removed
 
 
-def _unlink(path: str) -> bool:
+def _unlink(fd: int | None, name: str) -> bool:
+    if fd is None:
+        return False
     try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=fd)
         return True
     except OSError:
         return False

@@ -1,21 +1,28 @@
-"""Reading files the cache did not make itself: only regular files, never a blocking open.
+"""Reading files the cache did not make itself: only regular files, never a blocking open;
+and writing its files atomically.
 
 A FIFO put where an entry, a blob, a stat-record file or a source was would make a plain
 `open()` wait forever for a writer; opening non-blocking and checking `fstat` first turns
-it into an OSError, which every caller already treats as "not there".
+it into an OSError, which every caller already treats as "not there". `dir_fd` names a file
+relative to an open directory (the cache's `entries/` or `blobs/`, opened without following
+a link), so a link put in place of that directory later is never followed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from typing import BinaryIO
 
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
-def open_regular(path: str) -> BinaryIO:
-    """Open `path` for reading if it is a regular file; OSError otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+
+def open_regular(path: str, *, flags: int = 0, dir_fd: int | None = None) -> BinaryIO:
+    """Open `path` for reading if it is a regular file; OSError otherwise. `flags` are added
+    to the open (O_NOFOLLOW: a symbolic link is refused too)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC | flags, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", path)
@@ -26,13 +33,15 @@ def open_regular(path: str) -> BinaryIO:
         raise
 
 
-def read_regular(path: str, limit: int | None = None) -> bytes:
+def read_regular(
+    path: str, limit: int | None = None, *, flags: int = 0, dir_fd: int | None = None
+) -> bytes:
     """The bytes of a regular file; OSError for anything else (or one over `limit` bytes)."""
-    return read_regular_stat(path, limit)[0]
+    return read_regular_stat(path, limit, flags=flags, dir_fd=dir_fd)[0]
 
 
 def read_regular_stat(
-    path: str, limit: int | None = None, *, flags: int = 0
+    path: str, limit: int | None = None, *, flags: int = 0, dir_fd: int | None = None
 ) -> tuple[bytes, os.stat_result]:
     """The bytes of a regular file and its stat as it was opened; OSError for anything else,
     or for a file larger than `limit` bytes (a shortcut file grown absurdly is not loaded).
@@ -40,7 +49,7 @@ def read_regular_stat(
 
     Plain reads on the descriptor, no file object: a run reads one entry per cached step, and
     a buffered reader costs as much as the reads themselves on small files."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | flags)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC | flags, dir_fd=dir_fd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -59,3 +68,25 @@ def read_regular_stat(
         return data, st
     finally:
         os.close(fd)
+
+
+def atomic_write(
+    path: str, data: bytes, mode: int | None = None, *, dir_fd: int | None = None
+) -> None:
+    """Write `data` to `path` via a temporary file in the same directory and a rename (with
+    `dir_fd`: `path` is a name in that directory). The temporary file is created anew, never
+    opened through a link."""
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+    fd = os.open(tmp, flags, 0o644 if mode is None else 0o600, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise

@@ -28,9 +28,9 @@ from planrun.cache.outputs import (
     outputs_to_restore,
     restore_outputs,
 )
-from planrun.cache.safeio import read_regular
+from planrun.cache.safeio import atomic_write, read_regular
 from planrun.cache.statcache import StatRecords
-from planrun.cache.store import CacheStore, CorruptCache, Entry, atomic_write
+from planrun.cache.store import CacheStore, CorruptCache, Entry
 from planrun.errors import one_line
 from planrun.instances import parent_of
 from planrun.untrusted_json import loads
@@ -386,6 +386,7 @@ class CacheSession:
 
         The recent-entry file is re-read first so that runs of other plans (or of this one)
         that finished meanwhile keep theirs; it only shapes the reasons, never a hit."""
+        self.store.close()
         self.records.save()
         self.listings.save()
         if not self._changed or self.dry_run:

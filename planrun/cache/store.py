@@ -10,16 +10,19 @@ truncated or corrupt entry or blob is reported as a miss (with a warning), never
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import stat
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, BinaryIO
 
+from planrun.cache.cachedir import DIR_FLAGS, SUBDIRS, NotACache, mark, open_subdir, refusal
 from planrun.cache.keys import CACHE_FORMAT
-from planrun.cache.safeio import open_regular, read_regular, read_regular_stat
+from planrun.cache.safeio import atomic_write, open_regular, read_regular, read_regular_stat
 from planrun.untrusted_json import loads
 
 _HEADER = "planrun-cache-entry"
@@ -173,44 +176,46 @@ def safe_relpath(path: str) -> str:
     return path
 
 
-def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
-    """Write `data` to `path` via a temporary file in the same directory and a rename."""
-    directory = os.path.dirname(path) or "."
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644 if mode is None else 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 class CacheStore:
-    """One cache directory."""
+    """One cache directory. Its `entries/` and `blobs/` are opened once, without following a
+    link, and every file is named relative to them: a link put there is never followed."""
 
     def __init__(self, root: str, warn: Warn) -> None:
         self.root = root
-        self.entries = os.path.join(root, "entries")
-        self.blobs = os.path.join(root, "blobs")
         self.warn = warn
         self._ready = False
         self._read: dict[str, float] = {}  # entries read in this run -> their mtime then
+        self._fds: dict[str, int] = {}  # "entries", "blobs" -> an open descriptor
+        self._lock = threading.Lock()
+
+    def _dir(self, sub: str, *, create: bool = False) -> int:
+        """The descriptor of `entries` or `blobs`; OSError when it is missing (unless
+        `create`), a link or not a directory."""
+        fd = self._fds.get(sub)
+        if fd is None:
+            with self._lock:
+                fd = self._fds.get(sub)
+                if fd is None:
+                    fd = self._fds[sub] = open_subdir(self.root, sub, create=create)
+        return fd
+
+    def close(self) -> None:
+        """Close the directories (the store opens them again when used again)."""
+        with self._lock:
+            fds, self._fds = list(self._fds.values()), {}
+            self._ready = False
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     # ---- entries --------------------------------------------------------------------------
 
-    def entry_path(self, key: str) -> str:
-        return os.path.join(self.entries, f"{key}.json")
-
     def get(self, key: str, *, quiet: bool = False) -> Entry | None:
         """The entry for `key`, or None (a damaged one is reported unless `quiet`)."""
-        path = self.entry_path(key)
         try:
-            raw, st = read_regular_stat(path, MAX_ENTRY_BYTES)
+            raw, st = read_regular_stat(
+                f"{key}.json", MAX_ENTRY_BYTES, flags=os.O_NOFOLLOW, dir_fd=self._dir("entries")
+            )
             self._read[key] = st.st_mtime
         except FileNotFoundError:
             return None
@@ -247,7 +252,7 @@ class CacheStore:
         if len(body) > MAX_ENTRY_BYTES:
             return  # it could never be read back
         head = f"{_HEADER} {CACHE_FORMAT} {hashlib.sha256(body).hexdigest()}\n".encode()
-        atomic_write(self.entry_path(entry.key), head + body)
+        atomic_write(f"{check_digest(entry.key)}.json", head + body, dir_fd=self._dir("entries"))
 
     def touch(self, key: str, *, now: bool = False) -> None:
         """Mark an entry used (least-recently-used pruning reads the mtime). An entry marked
@@ -257,47 +262,52 @@ class CacheStore:
         if not now and last is not None and 0 <= time.time() - last < TOUCH_S:
             return
         with contextlib.suppress(OSError):
-            os.utime(self.entry_path(key))
+            _utime(self._dir("entries"), f"{key}.json")
 
     # ---- blobs ----------------------------------------------------------------------------
 
-    def blob_path(self, digest: str) -> str:
-        return os.path.join(self.blobs, check_digest(digest))
-
-    def has_blob(self, digest: str) -> bool:
-        return os.path.isfile(self.blob_path(digest))
+    def _has_blob(self, digest: str) -> bool:
+        """Whether the blob is stored (a regular file, not a link); marked used if so."""
+        fd = self._dir("blobs")
+        try:
+            st = os.stat(check_digest(digest), dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            return False  # replaced by the store's rename, never followed
+        with contextlib.suppress(OSError):
+            _utime(fd, digest)
+        return True
 
     def put_blob(self, data: bytes, digest: str | None = None) -> str:
         """Store bytes under their SHA-256 (once); returns the digest."""
         self._prepare()
         digest = digest or hashlib.sha256(data).hexdigest()
-        path = self.blob_path(digest)
-        if os.path.isfile(path):
-            with contextlib.suppress(OSError):
-                os.utime(path)
-            return digest
-        atomic_write(path, data)
+        if not self._has_blob(digest):
+            atomic_write(digest, data, dir_fd=self._dir("blobs"))
         return digest
 
     def put_blob_file(self, path: str, digest: str) -> str:
         """Store a file too large to hold in memory, copied in chunks; ValueError when its
         bytes no longer have `digest` (changed since it was hashed: nothing is stored)."""
         self._prepare()
-        target = self.blob_path(digest)
-        if os.path.isfile(target):
-            with contextlib.suppress(OSError):
-                os.utime(target)
+        if self._has_blob(digest):
             return digest
-        tmp = os.path.join(self.blobs, f".{digest}.{os.urandom(6).hex()}.tmp")
+        fd = self._dir("blobs")
+        tmp = f".{digest}.{os.urandom(6).hex()}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         try:
-            with open_regular(path) as src, open(tmp, "xb") as out:
+            with (
+                open_regular(path) as src,
+                os.fdopen(os.open(tmp, flags, 0o644, dir_fd=fd), "wb") as out,
+            ):
                 got, _size = copy_hashed(src, out)
             if got != digest:
                 raise ValueError(f"{path} changed while it was stored")
-            os.replace(tmp, target)
+            os.replace(tmp, digest, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=fd)
             raise
         return digest
 
@@ -321,47 +331,61 @@ class CacheStore:
     def copy_blob(self, digest: str, size: int, out: BinaryIO | None) -> None:
         """Write a blob's bytes to `out` in chunks (None: only check them); CorruptCache when
         they are not what the name says."""
-        path = self.blob_path(digest)
+        check_digest(digest)
         try:
-            with open_regular(path) as src:
+            fd = self._dir("blobs")
+            with open_regular(digest, flags=os.O_NOFOLLOW, dir_fd=fd) as src:
                 if os.fstat(src.fileno()).st_size > size:
                     raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
                 got, _size = copy_hashed(src, out)
         except OSError as exc:
             raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
         if got != digest:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            self._drop_blob(fd, digest)
             raise CorruptCache(f"blob {digest[:12]} is corrupt")
 
     def read_blob(self, digest: str, size: int | None = None) -> bytes:
         """A blob's bytes, verified against its name; CorruptCache (and the blob removed) if not.
         `size`: the bytes expected; a larger file is not read (bounded memory)."""
-        path = self.blob_path(digest)
+        check_digest(digest)
         try:
-            data = read_regular(path, size)
+            fd = self._dir("blobs")
+            data = read_regular(digest, size, flags=os.O_NOFOLLOW, dir_fd=fd)
         except OSError as exc:
             raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
         if hashlib.sha256(data).hexdigest() != digest:
-            with contextlib.suppress(OSError):  # the next run that produces it stores it afresh
-                os.unlink(path)
+            self._drop_blob(fd, digest)  # the next run that produces it stores it afresh
             raise CorruptCache(f"blob {digest[:12]} is corrupt")
         return data
 
+    @staticmethod
+    def _drop_blob(fd: int, digest: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(digest, dir_fd=fd)
+
     def _prepare(self) -> None:
+        """Before the first write: the directory must be planrun's (marked, or holding only
+        its files, or new: NotACache otherwise); it is then marked, its `entries/` and
+        `blobs/` made."""
         if self._ready:
             return
-        os.makedirs(self.entries, exist_ok=True)
-        os.makedirs(self.blobs, exist_ok=True)
-        tag = os.path.join(self.root, "CACHEDIR.TAG")
-        if not os.path.exists(tag):  # backup tools skip directories tagged like this
+        why = refusal(self.root)
+        if why is not None:
+            raise NotACache(errno.EPERM, why)
+        for sub in SUBDIRS:
+            self._dir(sub, create=True)
+        root_fd = os.open(self.root, DIR_FLAGS)
+        try:  # backup tools skip directories tagged like this; planrun knows its own by it
             with contextlib.suppress(OSError):
-                atomic_write(
-                    tag,
-                    b"Signature: 8a477f597d28d172789f06886806bc55\n"
-                    b"# This directory is planrun's cache; `planrun cache clean` empties it.\n",
-                )
+                mark(root_fd)
+        finally:
+            os.close(root_fd)
         self._ready = True
+
+
+def _utime(dir_fd: int, name: str) -> None:
+    """Set a file's times to now, never through a link."""
+    os.utime(name, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def copy_hashed(src: BinaryIO, out: BinaryIO | None) -> tuple[str, int]:

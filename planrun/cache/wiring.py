@@ -10,10 +10,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from planrun.cache import ALL_FORCED, CACHED, FORCED, NO_ENTRY, OFF
+from planrun.cache.cachedir import refusal
 from planrun.cache.session import (
     CacheOptions,
     CacheSession,
     Upstream,
+    cache_directory,
     linked_place,
     step_cached,
 )
@@ -75,6 +77,10 @@ def open_session(
     link = linked_place(cwd, options.directory)
     if link is not None:
         warn(f"{link} is a symbolic link: the cache is not used (choose one with --cache-dir)")
+        return None
+    why = refusal(cache_directory(cwd, options.directory))
+    if why is not None:
+        warn(f"{why}: the cache is not used (choose another with --cache-dir)")
         return None
     dotenv = list(plan.dotenv)
     session = CacheSession(
