@@ -300,3 +300,21 @@ def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
         "run", "plan.yaml", "--remote-cache", "http://x", "--remote-cache-timeout", "-1", cwd=a
     )
     assert r.code == 2 and "--remote-cache-timeout" in r.err, r
+
+
+def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:
+    """An output over the size held in memory goes up and comes down in parts, checked."""
+    big = (
+        "steps:\n  - id: big\n    tool: shell\n"
+        '    args: {cmd: "mkdir -p out && head -c 9437184 /dev/urandom > out/big.bin"}\n'
+        '    outputs: ["out/big.bin"]\n'
+    )
+    with nginx(tmp_path / "nginx") as (url, data):
+        a, b = tmp_path / "a", tmp_path / "b"
+        for d in (a, b):
+            d.mkdir()
+            (d / "plan.yaml").write_text(big)
+        assert run(a, "--remote-cache", url).code == 0
+        r = run(b, "--remote-cache", url)
+        assert statuses(r) == {"big": "cached"}, r
+        assert (b / "out" / "big.bin").read_bytes() == (a / "out" / "big.bin").read_bytes()

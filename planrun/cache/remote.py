@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -252,32 +251,18 @@ class RemoteCache:
         await self._fetch_large(digest, size)
 
     async def _fetch_large(self, digest: str, size: int) -> None:
-        """A blob too large for memory: streamed into the store's directory, checked, renamed."""
+        """A blob too large for memory: streamed into the store, checked there."""
         import httpx2
 
-        tmp = self.store.blob_tmp(digest)
-        h, got = hashlib.sha256(), 0
         try:
             async with self._http().stream("GET", f"cas/{digest}") as response:
                 if response.status_code != 200:
                     raise RemoteFault(f"GET blob answered {response.status_code}")
-                with open(tmp, "xb") as out:
-                    async for chunk in response.aiter_raw(CHUNK):
-                        got += len(chunk)
-                        if got > size:
-                            raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
-                        h.update(chunk)
-                        out.write(chunk)
-            if got != size or h.hexdigest() != digest:
-                raise CorruptCache(f"blob {digest[:12]} is not what its name says")
-            os.replace(tmp, self.store.blob_path(digest))
+                await self.store.put_blob_chunks(digest, size, response.aiter_raw(CHUNK))
         except httpx2.TimeoutException:
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
         except httpx2.HTTPError as exc:
             raise RemoteFault(_transport_reason(exc)) from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
     # ---- uploading ---------------------------------------------------------------------------
 

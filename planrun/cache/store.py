@@ -233,14 +233,19 @@ class CacheStore:
     def get_raw(self, key: str) -> bytes | None:
         """The bytes of the entry file for `key` (None when there is none)."""
         try:
-            return read_regular(self.entry_path(key), MAX_ENTRY_BYTES)
-        except OSError:
+            return read_regular_stat(
+                f"{check_digest(key)}.json",
+                MAX_ENTRY_BYTES,
+                flags=os.O_NOFOLLOW,
+                dir_fd=self._dir("entries"),
+            )[0]
+        except (OSError, CorruptCache):
             return None
 
     def put_raw(self, key: str, raw: bytes) -> None:
         """Store an entry's bytes as read elsewhere (the remote); checked by the caller."""
         self._prepare()
-        atomic_write(self.entry_path(key), raw)
+        atomic_write(f"{check_digest(key)}.json", raw, dir_fd=self._dir("entries"))
 
     def put(self, entry: Entry) -> None:
         self._prepare()
@@ -266,10 +271,10 @@ class CacheStore:
 
     # ---- blobs ----------------------------------------------------------------------------
 
-    def _has_blob(self, digest: str) -> bool:
+    def has_blob(self, digest: str) -> bool:
         """Whether the blob is stored (a regular file, not a link); marked used if so."""
-        fd = self._dir("blobs")
         try:
+            fd = self._dir("blobs")
             st = os.stat(check_digest(digest), dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             return False
@@ -283,7 +288,7 @@ class CacheStore:
         """Store bytes under their SHA-256 (once); returns the digest."""
         self._prepare()
         digest = digest or hashlib.sha256(data).hexdigest()
-        if not self._has_blob(digest):
+        if not self.has_blob(digest):
             atomic_write(digest, data, dir_fd=self._dir("blobs"))
         return digest
 
@@ -291,7 +296,7 @@ class CacheStore:
         """Store a file too large to hold in memory, copied in chunks; ValueError when its
         bytes no longer have `digest` (changed since it was hashed: nothing is stored)."""
         self._prepare()
-        if self._has_blob(digest):
+        if self.has_blob(digest):
             return digest
         fd = self._dir("blobs")
         tmp = f".{digest}.{os.urandom(6).hex()}.tmp"
@@ -313,14 +318,33 @@ class CacheStore:
 
     async def blob_chunks(self, digest: str) -> AsyncIterator[bytes]:
         """A blob's bytes, one chunk at a time (a large blob sent somewhere)."""
-        with open_regular(self.blob_path(digest)) as src:
+        fd = self._dir("blobs")
+        with open_regular(check_digest(digest), flags=os.O_NOFOLLOW, dir_fd=fd) as src:
             while chunk := src.read(CHUNK):
                 yield chunk
 
-    def blob_tmp(self, digest: str) -> str:
-        """A fresh temporary name beside the blobs, for a blob written in parts."""
+    async def put_blob_chunks(self, digest: str, size: int, chunks: AsyncIterator[bytes]) -> None:
+        """Store a blob that arrives in parts (too large for memory): written beside the blobs,
+        checked against `size` and `digest` (CorruptCache if not), then renamed into place."""
         self._prepare()
-        return os.path.join(self.blobs, f".{check_digest(digest)}.{os.urandom(6).hex()}.tmp")
+        fd = self._dir("blobs")
+        tmp = f".{check_digest(digest)}.{os.urandom(6).hex()}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        h, got = hashlib.sha256(), 0
+        try:
+            with os.fdopen(os.open(tmp, flags, 0o644, dir_fd=fd), "wb") as out:
+                async for chunk in chunks:
+                    got += len(chunk)
+                    if got > size:
+                        raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
+                    h.update(chunk)
+                    out.write(chunk)
+            if got != size or h.hexdigest() != digest:
+                raise CorruptCache(f"blob {digest[:12]} is not what its name says")
+            os.replace(tmp, digest, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
 
     def check_blob(self, digest: str, size: int) -> None:
         """Read a large blob through and check it against its name, holding one chunk at a
