@@ -49,6 +49,28 @@ def _human(n: int) -> str:
     return str(n)
 
 
+def _remote_info(url: str | None, check: bool) -> dict[str, Any] | None:
+    """The remote cache as `info` shows it; with `check`, whether it answers (and why not)."""
+    from planrun.cache.remote import remote_options
+
+    options = remote_options(url, False, None, os.environ)
+    if options is None:
+        return None
+    doc: dict[str, Any] = {"url": options.shown, "read_only": options.read_only}
+    if check:
+        import asyncio
+
+        from planrun.cache.remote import RemoteCache
+        from planrun.cache.store import CacheStore
+
+        store = CacheStore(os.devnull, lambda _m: None)  # `check` reads and writes nothing
+        error = asyncio.run(RemoteCache(options, store, lambda _m: None).check())
+        doc["ok"] = error is None
+        if error is not None:
+            doc["error"] = error
+    return doc
+
+
 def make_cache_group(guard: Callable[[Command], Command]) -> click.Group:
     """The `cache` command group; `guard` turns errors into one line and an exit code."""
 
@@ -61,17 +83,30 @@ def make_cache_group(guard: Callable[[Command], Command]) -> click.Group:
     @click.option(
         "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
     )
+    @click.option(
+        "--remote-cache", metavar="URL", help="Remote cache URL (default $PLANRUN_REMOTE_CACHE)."
+    )
+    @click.option("--check", is_flag=True, help="Ask the remote cache whether it answers.")
     @guard
-    def info(cache_dir: str | None, output: str) -> None:
+    def info(cache_dir: str | None, output: str, remote_cache: str | None, check: bool) -> None:
         """Show the cache directory, its number of entries and its size on disk."""
         from planrun.cache.prune import cache_info
 
-        doc = cache_info(_root(cache_dir))
+        doc: dict[str, Any] = dict(cache_info(_root(cache_dir)))
+        remote = _remote_info(remote_cache, check)
+        if remote is not None:
+            doc["remote"] = remote
         if output == "json":
             click.echo(json.dumps(doc, indent=2))
-        else:
-            size = int(doc["bytes"])  # type: ignore[call-overload]
-            click.echo(f"{doc['dir']}: {doc['entries']} entries, {_human(size)} ({size} bytes)")
+            return
+        size = int(doc["bytes"])
+        click.echo(f"{doc['dir']}: {doc['entries']} entries, {_human(size)} ({size} bytes)")
+        if remote is not None:
+            mode = " (read-only)" if remote["read_only"] else ""
+            answer = ""
+            if "ok" in remote:
+                answer = ": answers" if remote["ok"] else f": does not answer ({remote['error']})"
+            click.echo(f"remote {remote['url']}{mode}{answer}")
 
     @cache.command()
     @click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)

@@ -246,7 +246,7 @@ async def launch(
         return await _schedule(req, prep, opened, attached, here, services, call, cache)
     finally:
         if cache is not None:
-            cache.close()
+            await cache.aclose()
         try:
             if pool is not None:
                 await pool.aclose()
@@ -275,6 +275,8 @@ async def _schedule(
     masker = prep.masker(prep.variables)  # made live below: result variables count once bound
     if plan.secrets:
         here.masks.add(masker)
+    if cache is not None and cache.remote is not None:
+        here.masks.add(cache.remote.masker())  # its token, if any, is a secret of the run
     # Fingerprints and results, as stored. The tree's chain even when empty now: a sub-plan
     # adds its secrets to it, and they are masked in this run's record of its `plan` step.
     mask = here.masks

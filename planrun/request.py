@@ -48,6 +48,9 @@ class RunRequest(Record):
         "no_cache",
         "cache_dir",
         "explain",
+        "remote_cache",
+        "remote_cache_read_only",
+        "remote_cache_timeout",
         "cwd",
         "interactive",
         "console",
@@ -80,6 +83,9 @@ class RunRequest(Record):
     no_cache: bool
     cache_dir: str | None
     explain: bool
+    remote_cache: str | None  # --remote-cache URL (else $PLANRUN_REMOTE_CACHE)
+    remote_cache_read_only: bool
+    remote_cache_timeout: str | None  # seconds, as given
     cwd: str  # the process's working directory by default
     interactive: bool  # a TTY to ask approval questions at
     console: bool  # human progress on stderr
@@ -114,6 +120,9 @@ class RunRequest(Record):
         no_cache: bool = False,
         cache_dir: str | None = None,
         explain: bool = False,
+        remote_cache: str | None = None,
+        remote_cache_read_only: bool = False,
+        remote_cache_timeout: str | None = None,
         cwd: str | None = None,
         interactive: bool = False,
         console: bool = True,
@@ -146,6 +155,9 @@ class RunRequest(Record):
         self.no_cache = no_cache
         self.cache_dir = cache_dir
         self.explain = explain
+        self.remote_cache = remote_cache
+        self.remote_cache_read_only = remote_cache_read_only
+        self.remote_cache_timeout = remote_cache_timeout
         self.cwd = os.getcwd() if cwd is None else cwd
         self.interactive = interactive
         self.console = console

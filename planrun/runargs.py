@@ -94,6 +94,26 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "Cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache).",
     ),
     Opt(("--explain",), "explain", FLAG, "Say for every step why it runs or not."),
+    Opt(
+        ("--remote-cache",),
+        "remote_cache",
+        TEXT,
+        "Remote cache URL (default $PLANRUN_REMOTE_CACHE).",
+        metavar="URL",
+    ),
+    Opt(
+        ("--remote-cache-read-only",),
+        "remote_cache_read_only",
+        FLAG,
+        "Read the remote cache; never upload to it.",
+    ),
+    Opt(
+        ("--remote-cache-timeout",),
+        "remote_cache_timeout",
+        TEXT,
+        "Seconds a remote cache request may take (default 5).",
+        metavar="SECONDS",
+    ),
 )
 
 _BY_WORD = {d: opt for opt in RUN_OPTIONS for d in opt.decls if d.startswith("-")}

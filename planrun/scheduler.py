@@ -14,7 +14,7 @@ import functools
 import graphlib
 import heapq
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 from planrun.attempts import AttemptFailed, attempt, output_of, tool_context
@@ -85,6 +85,7 @@ class Scheduler:
         self.failed_any = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._done: asyncio.Queue[str] = asyncio.Queue()
+        self._asking: set[str] = set()  # steps waiting for the remote cache's answer
         self._replan_requests: list[tuple[str, str]] = []  # (step, error): the planner's input
 
     def _set_steps(self, steps: list[Step], selected: list[str]) -> None:
@@ -174,7 +175,13 @@ class Scheduler:
                         heapq.heappush(heap, (self.position[sid], -1, sid))
                     settled = False
                     # until one settles: what it made ready may come first in file order
-                    while heap and running < jobs and not settled and not self._stopping():
+                    # A step asking the remote cache holds no job: many lookups go at once.
+                    while (
+                        heap
+                        and running - len(self._asking) < jobs
+                        and not settled
+                        and not self._stopping()
+                    ):
                         _, _, sid = heapq.heappop(heap)
                         if self.foreach.waiting(sid):  # a foreach step: its instances go next
                             ids = self.foreach.expand(sid)
@@ -224,17 +231,40 @@ class Scheduler:
         cache = self.settings.cache
         if cache is not None:  # hit: settled from the cache; miss: runs, and says why
             deps = {d: self.records[d] for d in self.graph.deps[sid] if d in self.records}
-            decision = await cache.before(sid, step, args, deps)
+            decision = cache.before_local(sid, step, args, deps)
+            if cache.asks_remote(decision):
+                self._asking.add(sid)
+                self._launch(sid, tg, self._ask_remote(sid, step, args, fp, decision))
+                return True
             if decision.status == "hit":
                 self._settle_cached(sid, step, fp, decision)
                 return False
             self.cache_reasons[sid] = decision.reason
-        task = tg.create_task(self._run_step(sid, step, args, fp))
+        self._launch(sid, tg, self._run_step(sid, step, args, fp))
+        return True
+
+    def _launch(self, sid: str, tg: asyncio.TaskGroup, work: Coroutine[Any, Any, None]) -> None:
+        task = tg.create_task(work)
         # A callback, not the task's own `finally`: a task cancelled before its first step
         # (an abort right after it was started) never runs its body, yet must count as done.
         task.add_done_callback(functools.partial(self._task_done, sid))
         self._tasks[sid] = task
-        return True
+
+    async def _ask_remote(
+        self, sid: str, step: Step, args: dict[str, Any], fp: str, decision: Decision
+    ) -> None:
+        """A local miss the remote cache may have: settled from it, else run."""
+        cache = self.settings.cache
+        assert cache is not None
+        try:
+            decision = await cache.ask_remote(sid, step, decision)
+        finally:
+            self._asking.discard(sid)
+        if decision.status == "hit":
+            self._settle_cached(sid, step, fp, decision)
+            return
+        self.cache_reasons[sid] = decision.reason
+        await self._run_step(sid, step, args, fp)
 
     def _task_done(self, sid: str, _task: object = None) -> None:
         self._tasks.pop(sid, None)

@@ -41,6 +41,7 @@ from planrun.instances import parent_of
 from planrun.untrusted_json import loads
 
 if TYPE_CHECKING:
+    from planrun.cache.remote import RemoteCache, RemoteOptions
     from planrun.plan import Step
 
 ENV_DIR = "PLANRUN_CACHE_DIR"
@@ -49,7 +50,7 @@ ENV_DIR = "PLANRUN_CACHE_DIR"
 class CacheOptions:
     """The run's cache flags: --no-cache, --cache-dir, --force [ID], --explain."""
 
-    __slots__ = ("enabled", "directory", "force_all", "force", "explain")
+    __slots__ = ("enabled", "directory", "force_all", "force", "explain", "remote")
 
     def __init__(
         self,
@@ -58,9 +59,10 @@ class CacheOptions:
         force_all: bool = False,
         force: frozenset[str] = frozenset(),
         explain: bool = False,
+        remote: RemoteOptions | None = None,
     ) -> None:
         self.enabled, self.directory, self.force_all = enabled, directory, force_all
-        self.force, self.explain = force, explain
+        self.force, self.explain, self.remote = force, explain, remote
 
     def forced(self, sid: str) -> bool:
         """`--force`, or `--force ID` naming this step, this instance or its foreach step."""
@@ -72,7 +74,7 @@ class CacheOptions:
 class Decision:
     """hit (the step does not run), miss (it runs, then is stored) or off; and why."""
 
-    __slots__ = ("status", "reason", "key", "entry", "material")
+    __slots__ = ("status", "reason", "key", "entry", "material", "source")
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class Decision:
     ) -> None:
         self.status, self.reason, self.key = status, reason, key
         self.entry, self.material = entry, material
+        self.source = "local"  # where a hit came from: local or remote
 
 
 class Upstream:
@@ -145,6 +148,7 @@ class CacheSession:
         self.shared = shared  # foreach steps whose instances share their `outputs` patterns
         self.siblings = Siblings()
         self.temp = RestoreTemp(cwd)
+        self.remote: RemoteCache | None = None  # set by the run when it has a remote
         self.keys: dict[str, str] = {}  # steps done this run -> their key
         self._pending: dict[str, Decision] = {}
         self._changed: dict[str, str] = {}  # step -> its newest key, to save
@@ -200,7 +204,12 @@ class CacheSession:
             decision = Decision("miss", FORCED, key, None, material)
         else:
             decision = self._lookup(sid, step, key, material)
-        if decision.status == "hit" and not self.dry_run:
+        return self._decided(sid, step, decision)
+
+    def _decided(self, sid: str, step: Step, decision: Decision) -> Decision:
+        """Book a decision: a hit marks its entry used, a miss waits to be stored."""
+        key = decision.key
+        if decision.status == "hit" and not self.dry_run and key is not None:
             self.keys[sid] = key
             # Back to an entry other than the step's latest (an earlier state of its sources):
             # marked used now whatever its age, so that pruning keeps it before the entries
@@ -270,8 +279,48 @@ class CacheSession:
         `upstream`: the step's dependencies' records (anything with `status` and `result`)."""
         if not self.options.enabled or not step_cached(step):
             return Decision("off", OFF)
+        decision = self.before_local(sid, step, args, upstream)
+        if self.asks_remote(decision):
+            decision = await self.ask_remote(sid, step, decision)
+        return decision
+
+    def before_local(
+        self, sid: str, step: Step, args: Any, upstream: Mapping[str, Any]
+    ) -> Decision:
+        """`before` without the remote: hit or miss from the local store alone."""
+        if not self.options.enabled or not step_cached(step):
+            return Decision("off", OFF)
         deps = [Upstream(d, str(r.status), r.result) for d, r in upstream.items()]
         return self.decide(sid, step, args, deps)
+
+    def asks_remote(self, decision: Decision) -> bool:
+        """Whether the remote is to be asked for this local miss (not for a forced step)."""
+        remote = self.remote
+        return (
+            remote is not None
+            and not remote.down
+            and not self.dry_run
+            and decision.status == "miss"
+            and decision.reason != FORCED
+            and decision.key is not None
+        )
+
+    async def ask_remote(self, sid: str, step: Step, decision: Decision) -> Decision:
+        """A local miss asked of the remote: what it has is brought into the local store and
+        then taken as any local entry is (every rule of a hit holds); else the miss."""
+        assert self.remote is not None and decision.key is not None
+        assert decision.material is not None
+        if not await self.remote.fetch(decision.key):
+            return decision
+        parent = self._shared_parent(sid)
+        if parent is not None:  # not a running instance after all: its siblings may store
+            self.siblings.not_running(parent, sid)
+        found = self._lookup(sid, step, decision.key, decision.material)
+        if found.status != "hit":
+            return decision
+        found.source = "remote"
+        self._pending.pop(sid, None)
+        return self._decided(sid, step, found)
 
     # ---- after a successful run ------------------------------------------------------------
 
@@ -285,7 +334,11 @@ class CacheSession:
         decision = self._pending.pop(sid, None)
         if decision is None or decision.key is None or decision.material is None:
             return None
-        return await asyncio.to_thread(self._store, sid, step, result, decision, secret)
+        error = await asyncio.to_thread(self._store, sid, step, result, decision, secret)
+        remote = self.remote
+        if error is None and remote is not None and self.keys.get(sid) == decision.key:
+            await remote.upload(decision.key)
+        return error
 
     def _store(
         self, sid: str, step: Step, result: Any, decision: Decision, secret: bool = False
@@ -373,6 +426,14 @@ class CacheSession:
         if self.recent_key(sid) != key:
             self._changed[sid] = key
 
+    async def aclose(self) -> None:
+        """`close`, and the remote's connections."""
+        try:
+            self.close()
+        finally:
+            if self.remote is not None:
+                await self.remote.aclose()
+
     def close(self) -> None:
         """Save the stat records and listings (also after a dry-run) and the steps' most recent
         entries.
@@ -409,7 +470,8 @@ def hit_event(decision: Decision, step: Step, fingerprint: str | None) -> dict[s
     return {
         "status": "cached",
         "key": decision.key,
-        "reason": CACHED,
+        "reason": CACHED if decision.source == "local" else f"{CACHED} (remote)",
+        "source": decision.source,
         "result": entry.result,
         "result_variable": step.result_variable,
         "fingerprint": fingerprint,

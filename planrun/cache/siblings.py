@@ -49,6 +49,11 @@ class Siblings:
         with self._lock:
             self._fans.setdefault(parent, _Fan()).running[iid] = before
 
+    def not_running(self, parent: str, iid: str) -> None:
+        """`iid` was taken for a run but is a hit after all (from the remote cache)."""
+        with self._lock:
+            self._fans.setdefault(parent, _Fan()).running.pop(iid, None)
+
     def keeper(self, parent: str, iid: str, cwd: str) -> Callable[[FileStat], bool]:
         """The test of which matched files `iid` stores, now that it has ended; every file it
         changed is claimed for it (so that no sibling's hit writes over it)."""

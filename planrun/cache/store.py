@@ -17,7 +17,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, BinaryIO
 
 from planrun.cache.cachedir import DIR_FLAGS, SUBDIRS, NotACache, mark, open_subdir, refusal
@@ -130,6 +130,21 @@ class Entry:
             raise CorruptCache(f"entry is malformed ({type(exc).__name__})") from None
 
 
+def parse_entry(raw: bytes, key: str) -> Entry:
+    """An entry from its file's bytes (a header line with the body's SHA-256, then the JSON
+    body); CorruptCache when it is not a whole, well-formed entry for `key`."""
+    try:
+        head, _, body = raw.partition(b"\n")
+        parts = head.decode("ascii").split(" ")
+        if len(parts) != 3 or parts[0] != _HEADER or parts[1] != str(CACHE_FORMAT):
+            raise CorruptCache("bad header")
+        if hashlib.sha256(body).hexdigest() != parts[2]:
+            raise CorruptCache("checksum mismatch (truncated or altered)")
+        return Entry.from_json(loads(body), key)
+    except (UnicodeDecodeError, ValueError):
+        raise CorruptCache("not a cache entry") from None
+
+
 def _output_file(o: Any) -> OutputFile:
     """One manifest line, checked: an entry is data anyone may have written, and its path,
     hash and mode become a file name, a blob name and a chmod."""
@@ -209,18 +224,28 @@ class CacheStore:
                 self.warn(f"cache entry {key[:12]} unreadable ({exc.strerror}): treated as a miss")
             return None
         try:
-            head, _, body = raw.partition(b"\n")
-            parts = head.decode("ascii").split(" ")
-            if len(parts) != 3 or parts[0] != _HEADER or parts[1] != str(CACHE_FORMAT):
-                raise CorruptCache("bad header")
-            if hashlib.sha256(body).hexdigest() != parts[2]:
-                raise CorruptCache("checksum mismatch (truncated or altered)")
-            return Entry.from_json(loads(body), key)
-        except (CorruptCache, UnicodeDecodeError, ValueError) as exc:
+            return parse_entry(raw, key)
+        except CorruptCache as exc:
             if not quiet:
-                reason = exc if isinstance(exc, CorruptCache) else "not a cache entry"
-                self.warn(f"cache entry {key[:12]} is corrupt ({reason}): treated as a miss")
+                self.warn(f"cache entry {key[:12]} is corrupt ({exc}): treated as a miss")
             return None
+
+    def get_raw(self, key: str) -> bytes | None:
+        """The bytes of the entry file for `key` (None when there is none)."""
+        try:
+            return read_regular_stat(
+                f"{check_digest(key)}.json",
+                MAX_ENTRY_BYTES,
+                flags=os.O_NOFOLLOW,
+                dir_fd=self._dir("entries"),
+            )[0]
+        except (OSError, CorruptCache):
+            return None
+
+    def put_raw(self, key: str, raw: bytes) -> None:
+        """Store an entry's bytes as read elsewhere (the remote); checked by the caller."""
+        self._prepare()
+        atomic_write(f"{check_digest(key)}.json", raw, dir_fd=self._dir("entries"))
 
     def put(self, entry: Entry) -> None:
         self._prepare()
@@ -246,10 +271,10 @@ class CacheStore:
 
     # ---- blobs ----------------------------------------------------------------------------
 
-    def _has_blob(self, digest: str) -> bool:
+    def has_blob(self, digest: str) -> bool:
         """Whether the blob is stored (a regular file, not a link); marked used if so."""
-        fd = self._dir("blobs")
         try:
+            fd = self._dir("blobs")
             st = os.stat(check_digest(digest), dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             return False
@@ -263,7 +288,7 @@ class CacheStore:
         """Store bytes under their SHA-256 (once); returns the digest."""
         self._prepare()
         digest = digest or hashlib.sha256(data).hexdigest()
-        if not self._has_blob(digest):
+        if not self.has_blob(digest):
             atomic_write(digest, data, dir_fd=self._dir("blobs"))
         return digest
 
@@ -271,7 +296,7 @@ class CacheStore:
         """Store a file too large to hold in memory, copied in chunks; ValueError when its
         bytes no longer have `digest` (changed since it was hashed: nothing is stored)."""
         self._prepare()
-        if self._has_blob(digest):
+        if self.has_blob(digest):
             return digest
         fd = self._dir("blobs")
         tmp = f".{digest}.{os.urandom(6).hex()}.tmp"
@@ -290,6 +315,36 @@ class CacheStore:
                 os.unlink(tmp, dir_fd=fd)
             raise
         return digest
+
+    async def blob_chunks(self, digest: str) -> AsyncIterator[bytes]:
+        """A blob's bytes, one chunk at a time (a large blob sent somewhere)."""
+        fd = self._dir("blobs")
+        with open_regular(check_digest(digest), flags=os.O_NOFOLLOW, dir_fd=fd) as src:
+            while chunk := src.read(CHUNK):
+                yield chunk
+
+    async def put_blob_chunks(self, digest: str, size: int, chunks: AsyncIterator[bytes]) -> None:
+        """Store a blob that arrives in parts (too large for memory): written beside the blobs,
+        checked against `size` and `digest` (CorruptCache if not), then renamed into place."""
+        self._prepare()
+        fd = self._dir("blobs")
+        tmp = f".{check_digest(digest)}.{os.urandom(6).hex()}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        h, got = hashlib.sha256(), 0
+        try:
+            with os.fdopen(os.open(tmp, flags, 0o644, dir_fd=fd), "wb") as out:
+                async for chunk in chunks:
+                    got += len(chunk)
+                    if got > size:
+                        raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
+                    h.update(chunk)
+                    out.write(chunk)
+            if got != size or h.hexdigest() != digest:
+                raise CorruptCache(f"blob {digest[:12]} is not what its name says")
+            os.replace(tmp, digest, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
 
     def check_blob(self, digest: str, size: int) -> None:
         """Read a large blob through and check it against its name, holding one chunk at a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: expressions, fanout and suggest only for
 # --explain, a preview or a bad cache option.
+import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from planrun.errors import UsageError
 from planrun.instances import parent_of
 
 if TYPE_CHECKING:
+    from planrun.cache.remote import RemoteOptions
     from planrun.plan import Plan, Step
 
 ALL = ALL_FORCED
@@ -34,6 +36,7 @@ def cache_options(
     explain: bool,
     ids: Iterable[str],
     fans: Iterable[str] = (),
+    remote: RemoteOptions | None = None,
 ) -> CacheOptions:
     """CacheOptions from the run flags; an unknown `--force ID` is a usage error. `fans`: the
     foreach steps, whose instances (`lint[2]`) may be forced one by one."""
@@ -54,6 +57,7 @@ def cache_options(
         force_all=ALL in force,
         force=frozenset(forced),
         explain=explain,
+        remote=remote,
     )
 
 
@@ -80,7 +84,7 @@ def open_session(
         return None
     dotenv = list(plan.dotenv)
     shared = frozenset(s.id for s in plan.steps if s.foreach is not None and _shares_outputs(s))
-    return CacheSession(
+    session = CacheSession(
         options,
         plan.name or "plan",
         cwd,
@@ -91,6 +95,11 @@ def open_session(
         dry_run=dry_run,
         shared=shared,
     )
+    if options.remote is not None and not dry_run:
+        from planrun.cache.remote import RemoteCache
+
+        session.remote = RemoteCache(options.remote, session.store, warn)
+    return session
 
 
 def _shares_outputs(step: Step) -> bool:
@@ -266,8 +275,39 @@ def run_cache_options(req: Any, prep: Any) -> CacheOptions:
     """The options of a top-level run (its --force IDs checked against the plan)."""
     fans = [s.id for s in prep.plan.steps if s.foreach is not None]
     return cache_options(
-        req.force, req.no_cache, req.cache_dir, req.explain, prep.graph.order, fans
+        req.force,
+        req.no_cache,
+        req.cache_dir,
+        req.explain,
+        prep.graph.order,
+        fans,
+        run_remote_options(req),
     )
+
+
+def run_remote_options(req: Any) -> RemoteOptions | None:
+    """The run's remote cache (--remote-cache and its flags, else the environment)."""
+    from planrun.cache.remote import remote_options
+
+    return remote_options(
+        req.remote_cache,
+        req.remote_cache_read_only,
+        seconds(req.remote_cache_timeout),
+        os.environ,
+    )
+
+
+def seconds(text: str | None) -> float | None:
+    """--remote-cache-timeout's value: a positive number of seconds."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 86400:
+        raise UsageError(f"--remote-cache-timeout: {text!r} is not a number of seconds")
+    return value
 
 
 def open_run_cache(req: Any, prep: Any, options: CacheOptions, console: Any) -> Any:

@@ -338,7 +338,8 @@ class ConsoleReporter:
     def _step_cached(self, event: Event) -> None:
         if self.quiet:
             return
-        text = self._line(event.ts, "kept", f"{self._name(event)} cached")
+        where = " (remote)" if event.data.get("source") == "remote" else ""
+        text = self._line(event.ts, "kept", f"{self._name(event)} cached{where}")
         output = event.data.get("output")
         if output and self.stream_output:  # as a running step's lines are shown: `[ID] line`
             lines = f"(replayed from the cache)\n{output}".rstrip("\n").split("\n")

@@ -300,7 +300,7 @@ class StateStore:
                 new.fingerprint = d.get("fingerprint")
                 new.result_variable = d.get("result_variable") or new.result_variable
                 new.started_at = new.ended_at = ts
-                new.reason = "cached"
+                new.reason = str(d.get("reason") or "cached")  # "cached (remote)" from the remote
             elif name == "step.resumed":
                 keep_step(new, d)
             else:

@@ -1,0 +1,331 @@
+"""The remote cache: an HTTP server in the layout of Bazel's HTTP cache behind the local store.
+
+`URL/ac/KEY` holds an entry (the local entry file's bytes, signed when a signing key is set) and
+`URL/cas/SHA256` a blob. A local miss asks the remote; what it answers is checked (the entry as
+the local store checks its own, each blob against its SHA-256, the signature) and written into
+the local store, where the ordinary lookup takes it, with every rule of a local hit. A step
+stored after a miss is uploaded blobs first, entry last, so no reader sees an entry whose blobs
+are missing.
+
+The remote only ever speeds a run up: a refused connection, a timeout, a 4xx/5xx or a corrupt
+answer is one warning per run and a miss, never a failure. A server that cannot be reached is
+not asked again in the same run, so an unreachable remote costs one timeout, not one per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from planrun.cache.store import (
+    CHUNK,
+    INLINE_MAX,
+    MAX_ENTRY_BYTES,
+    CacheStore,
+    CorruptCache,
+    Entry,
+    is_key,
+    parse_entry,
+)
+from planrun.errors import UsageError
+from planrun.masking import Masker
+
+if TYPE_CHECKING:
+    import httpx2
+
+ENV_URL = "PLANRUN_REMOTE_CACHE"
+ENV_READ_ONLY = "PLANRUN_REMOTE_CACHE_READ_ONLY"
+ENV_TOKEN = "PLANRUN_REMOTE_CACHE_TOKEN"
+ENV_SIGNING_KEY = "PLANRUN_CACHE_SIGNING_KEY"
+DEFAULT_TIMEOUT = 5.0
+PARALLEL = 16  # transfers at once over one connection pool
+_SIGNED = b"planrun-signed "
+
+
+class RemoteFault(Exception):
+    """The remote did not answer as a cache should (why, in a few words)."""
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """Where the remote is and how to use it: from the flags, else the environment."""
+
+    url: str
+    token: str | None = None
+    signing_key: bytes | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    read_only: bool = False
+
+    @property
+    def shown(self) -> str:
+        """The URL as it may be printed: no user name, password, query or fragment."""
+        return shown_url(self.url)
+
+
+def shown_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def remote_options(
+    url: str | None,
+    read_only: bool,
+    timeout: float | None,
+    environ: Mapping[str, str],
+) -> RemoteOptions | None:
+    """The remote cache of a run or of `cache info`, or None; a URL that is not http(s) is a
+    usage error."""
+    url = url or environ.get(ENV_URL) or None
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--remote-cache: {shown_url(url)!r} is not an http(s) URL")
+    if timeout is not None and not timeout > 0:
+        raise UsageError("--remote-cache-timeout must be more than 0 seconds")
+    flag = environ.get(ENV_READ_ONLY, "").strip().lower()
+    key = environ.get(ENV_SIGNING_KEY)
+    return RemoteOptions(
+        url=url.rstrip("/"),
+        token=environ.get(ENV_TOKEN) or None,
+        signing_key=key.encode() if key else None,
+        timeout=timeout or DEFAULT_TIMEOUT,
+        read_only=read_only or flag in ("1", "true", "yes"),
+    )
+
+
+def sign(key: bytes, entry_key: str, raw: bytes) -> bytes:
+    """The entry as stored on the remote: a signature line (HMAC-SHA256 over its key and its
+    bytes), then the bytes."""
+    mac = hmac.new(key, entry_key.encode() + b"\n" + raw, hashlib.sha256).hexdigest()
+    return _SIGNED + mac.encode() + b"\n" + raw
+
+
+def unsign(key: bytes | None, entry_key: str, body: bytes) -> bytes:
+    """The entry's bytes from what the remote holds; CorruptCache when a signing key is set and
+    the signature is missing or wrong."""
+    signed = body.startswith(_SIGNED)
+    head, _, raw = body.partition(b"\n") if signed else (b"", b"", body)
+    if key is None:
+        return raw
+    if not signed:
+        raise CorruptCache("unsigned")
+    mac = hmac.new(key, entry_key.encode() + b"\n" + raw, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(head[len(_SIGNED) :], mac.encode()):
+        raise CorruptCache("badly signed")
+    return raw
+
+
+class RemoteCache:
+    """One run's use of the remote: fetch into the local store, upload from it."""
+
+    def __init__(
+        self, options: RemoteOptions, store: CacheStore, warn: Callable[[str], None]
+    ) -> None:
+        self.options, self.store, self.warn = options, store, warn
+        self.down = False  # unreachable: not asked again in this run
+        self._warned = False
+        self._client: httpx2.AsyncClient | None = None
+
+    def masker(self) -> Masker:
+        """Masks the bearer token wherever a run shows or stores something."""
+        token = self.options.token
+        return Masker([ENV_TOKEN], {}, {ENV_TOKEN: token} if token else {})
+
+    # ---- the connection ----------------------------------------------------------------------
+
+    def _http(self) -> httpx2.AsyncClient:
+        if self._client is None:
+            import httpx2  # only when a remote is used
+
+            headers = {"User-Agent": "planrun"}
+            if self.options.token:
+                headers["Authorization"] = f"Bearer {self.options.token}"
+            # Plain http needs no TLS context (loading the CA bundle costs ~50 ms).
+            https = self.options.url.startswith("https:")
+            verify: Any = httpx2.create_ssl_context() if https else False
+            self._client = httpx2.AsyncClient(
+                verify=verify,
+                base_url=self.options.url + "/",
+                headers=headers,
+                timeout=self.options.timeout,
+                limits=httpx2.Limits(max_connections=PARALLEL, max_keepalive_connections=PARALLEL),
+                follow_redirects=False,
+                trust_env=False,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+            self._client = None
+
+    def _fault(self, what: str, *, down: bool) -> None:
+        """One warning per run; `down`: the server is not asked again."""
+        self.down = self.down or down
+        if not self._warned:
+            self._warned = True
+            self.warn(f"remote cache {self.options.shown}: {what}; going on without it")
+
+    async def _request(
+        self, method: str, path: str, body: bytes | AsyncIterator[bytes] | None = None
+    ) -> Any:
+        """One request; RemoteFault for a transport error (the server is then down)."""
+        import httpx2
+
+        try:
+            return await self._http().request(method, path, content=body)
+        except httpx2.TimeoutException:
+            raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
+        except httpx2.HTTPError as exc:
+            raise RemoteFault(_transport_reason(exc)) from None
+
+    async def _get(self, path: str, limit: int) -> bytes | None:
+        """The body at `path` (None for 404), read up to `limit` bytes."""
+        import httpx2
+
+        try:
+            async with self._http().stream("GET", path) as response:
+                if response.status_code == 404:
+                    return None
+                if response.status_code != 200:
+                    raise RemoteFault(f"GET answered {response.status_code}")
+                parts: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_raw():
+                    size += len(chunk)
+                    if size > limit:
+                        raise CorruptCache("answer larger than expected")
+                    parts.append(chunk)
+                return b"".join(parts)
+        except httpx2.TimeoutException:
+            raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
+        except httpx2.HTTPError as exc:
+            raise RemoteFault(_transport_reason(exc)) from None
+
+    # ---- fetching ----------------------------------------------------------------------------
+
+    async def fetch(self, key: str) -> bool:
+        """Bring the entry `key` and its blobs into the local store; True when it is there now
+        (a miss, a fault or a rejected entry: False)."""
+        if self.down or not is_key(key):
+            return False
+        try:
+            body = await self._get(f"ac/{key}", MAX_ENTRY_BYTES + 128)
+            if body is None:
+                return False
+            raw = unsign(self.options.signing_key, key, body)
+            entry = parse_entry(raw, key)
+            await asyncio.gather(*(self._fetch_blob(o.hash, o.size) for o in _blobs(entry)))
+            self.store.put_raw(key, raw)
+            return True
+        except RemoteFault as exc:
+            self._fault(str(exc), down=True)
+        except CorruptCache as exc:
+            self._fault(f"entry {key[:12]} rejected ({exc}): treated as a miss", down=False)
+        except OSError as exc:  # the local store could not take it
+            self._fault(f"entry {key[:12]} not stored locally ({exc.strerror})", down=False)
+        return False
+
+    async def _fetch_blob(self, digest: str, size: int) -> None:
+        if self.store.has_blob(digest):
+            return
+        if size <= INLINE_MAX:
+            data = await self._get(f"cas/{digest}", size)
+            if data is None:
+                raise RemoteFault(f"blob {digest[:12]} missing (404)")
+            if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+                raise CorruptCache(f"blob {digest[:12]} is not what its name says")
+            self.store.put_blob(data, digest)
+            return
+        await self._fetch_large(digest, size)
+
+    async def _fetch_large(self, digest: str, size: int) -> None:
+        """A blob too large for memory: streamed into the store, checked there."""
+        import httpx2
+
+        try:
+            async with self._http().stream("GET", f"cas/{digest}") as response:
+                if response.status_code != 200:
+                    raise RemoteFault(f"GET blob answered {response.status_code}")
+                await self.store.put_blob_chunks(digest, size, response.aiter_raw(CHUNK))
+        except httpx2.TimeoutException:
+            raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
+        except httpx2.HTTPError as exc:
+            raise RemoteFault(_transport_reason(exc)) from None
+
+    # ---- uploading ---------------------------------------------------------------------------
+
+    async def upload(self, key: str) -> None:
+        """Send the local entry `key` and its blobs: blobs first, the entry last."""
+        if self.down or self.options.read_only:
+            return
+        try:
+            raw = self.store.get_raw(key)
+            if raw is None:
+                return
+            entry = parse_entry(raw, key)
+            blobs = {o.hash: o.size for o in _blobs(entry)}
+            await asyncio.gather(*(self._put_blob(d, n) for d, n in blobs.items()))
+            signing = self.options.signing_key
+            body = sign(signing, key, raw) if signing else raw
+            await self._put(f"ac/{key}", body)
+        except RemoteFault as exc:
+            self._fault(str(exc), down=True)
+        except (CorruptCache, OSError) as exc:
+            self._fault(f"entry {key[:12]} not uploaded ({exc})", down=False)
+
+    async def _put_blob(self, digest: str, size: int) -> None:
+        head = await self._request("HEAD", f"cas/{digest}")
+        if head.status_code == 200:
+            return
+        if size <= INLINE_MAX:
+            await self._put(f"cas/{digest}", self.store.read_blob(digest, size))
+        else:  # streamed from the file: the receiver checks it against its name
+            await self._put(f"cas/{digest}", self.store.blob_chunks(digest))
+
+    async def _put(self, path: str, body: bytes | AsyncIterator[bytes]) -> None:
+        response = await self._request("PUT", path, body)
+        if response.status_code not in (200, 201, 204):
+            raise RemoteFault(f"PUT answered {response.status_code}")
+
+    # ---- `cache info --check` ----------------------------------------------------------------
+
+    async def check(self) -> str | None:
+        """None when the remote answers as a cache does (a 404 or 200 for an unknown entry),
+        else why not."""
+        try:
+            response = await self._request("HEAD", "ac/" + "0" * 64)
+        except RemoteFault as exc:
+            return str(exc)
+        finally:
+            await self.aclose()
+        if response.status_code in (200, 404):
+            return None
+        return f"HEAD answered {response.status_code}"
+
+
+def _blobs(entry: Entry) -> list[Any]:
+    """The blobs a hit needs: the entry's output files."""
+    return list(entry.outputs)
+
+
+def _transport_reason(exc: Exception) -> str:
+    """A transport error in a few words, without the URL (which may hold credentials)."""
+    text = type(exc).__name__
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.lower()
+        cause = cause.__cause__ or cause.__context__
+    return {"ConnectError": "cannot connect", "ReadError": "connection broken"}.get(text, text)

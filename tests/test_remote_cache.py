@@ -1,0 +1,320 @@
+"""The remote cache: a real nginx with WebDAV PUT on 127.0.0.1, two checkouts with their own
+local caches sharing it, and a stub server for the faults a remote can have."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench._nginx import free_port, nginx_binary, nginx_server
+from tests.conftest import assert_no_traceback, planrun, serve_http
+
+PLAN = """
+name: remote
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "mkdir -p out && cat src/*.txt src/*.txt > out/app.bin && chmod 750 out/app.bin && echo built"}
+    sources: ["src/*.txt"]
+    outputs: ["out/app.bin"]
+  - id: size
+    tool: shell
+    args: {cmd: "wc -c < out/app.bin > out/size.txt"}
+    depends_on: [build]
+    sources: ["out/app.bin"]
+    outputs: ["out/size.txt"]
+  - id: note
+    tool: shell
+    args: {cmd: "echo noted"}
+    depends_on: [size]
+    cache: true
+"""
+
+
+@contextlib.contextmanager
+def nginx(root: Path, token: str | None = None) -> Iterator[tuple[str, Path]]:
+    """A real nginx with WebDAV PUT on 127.0.0.1 (bench/_nginx.py); yields its URL and the
+    directory it stores in. CI installs nginx: there a missing one fails, elsewhere it skips."""
+    if nginx_binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail("nginx is not installed: .ci/run installs it")
+        pytest.skip("nginx is not installed (Debian: apt-get install nginx-core)")
+    with nginx_server(root, token) as served:
+        yield served
+
+
+def checkout(root: Path) -> Path:
+    (root / "src").mkdir(parents=True)
+    for n in range(3):
+        (root / "src" / f"m{n}.txt").write_text(f"line {n}\n" * 1000)
+    (root / "plan.yaml").write_text(PLAN.lstrip())
+    return root
+
+
+def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    r = planrun(
+        "run", "plan.yaml", "--output", "json", "--events", "ev.jsonl", *args, cwd=cwd, env=env
+    )
+    assert_no_traceback(r)
+    return r
+
+
+def events(cwd: Path) -> list[dict[str, Any]]:
+    path = cwd / "ev.jsonl"
+    lines = path.read_text().splitlines()
+    path.unlink()
+    return [json.loads(line) for line in lines]
+
+
+def cached_sources(cwd: Path) -> dict[str, str]:
+    return {e["step"]: e["source"] for e in events(cwd) if e["event"] == "step.cached"}
+
+
+def statuses(r: Any) -> dict[str, str]:
+    return {s["id"]: s["status"] for s in r.json["steps"]}
+
+
+def test_a_second_checkout_hits_the_remote_with_identical_outputs(tmp_path: Path) -> None:
+    with nginx(tmp_path / "nginx") as (url, data):
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        first = run(a, "--remote-cache", url)
+        assert first.code == 0, first
+        assert set(statuses(first).values()) == {"succeeded"}
+        assert len(list((data / "ac").iterdir())) == 3  # every entry uploaded
+        second = run(b, "--remote-cache", url, "--explain")
+        assert second.code == 0, second
+        assert set(statuses(second).values()) == {"cached"}
+        assert cached_sources(b) == {"build": "remote", "size": "remote", "note": "remote"}
+        assert "cached (remote)" in second.err
+        for name in ("app.bin", "size.txt"):
+            assert (b / "out" / name).read_bytes() == (a / "out" / name).read_bytes()
+        assert (b / "out" / "app.bin").stat().st_mode & 0o777 == 0o750
+        # now in b's local cache: the next run hits locally
+        third = run(b, "--remote-cache", url)
+        assert set(statuses(third).values()) == {"cached"}
+        assert set(cached_sources(b).values()) == {"local"}
+
+
+def test_the_remote_from_the_environment_read_only_uploads_nothing(tmp_path: Path) -> None:
+    with nginx(tmp_path / "nginx") as (url, data):
+        a = checkout(tmp_path / "a")
+        env = {"PLANRUN_REMOTE_CACHE": url, "PLANRUN_REMOTE_CACHE_READ_ONLY": "1"}
+        r = run(a, env=env)
+        assert r.code == 0, r
+        assert not (data / "ac").exists() and not (data / "cas").exists()
+        r = run(checkout(tmp_path / "b"), "--remote-cache", url, "--remote-cache-read-only")
+        assert r.code == 0 and not (data / "ac").exists()
+
+
+def test_the_token_is_sent_and_masked(tmp_path: Path) -> None:
+    token = "tok-" + os.urandom(8).hex()
+    with nginx(tmp_path / "nginx", token=token) as (url, data):
+        a = checkout(tmp_path / "a")
+        plan = (
+            PLAN
+            + '  - id: leak\n    tool: shell\n    args: {cmd: "echo $PLANRUN_REMOTE_CACHE_TOKEN"}\n'
+        )
+        (a / "plan.yaml").write_text(plan.lstrip())
+        env = {"PLANRUN_REMOTE_CACHE_TOKEN": token}
+        r = run(a, "--remote-cache", url, env=env)
+        assert r.code == 0, r
+        assert len(list((data / "ac").iterdir())) == 3  # accepted with the token
+        assert token not in r.out + r.err
+        assert token not in (a / "ev.jsonl").read_text()
+        state = "".join(p.read_text() for p in (a / ".planrun" / "state").glob("*.json"))
+        assert token not in state
+        # without the token the server says 401: one warning, the run as without the remote
+        b = checkout(tmp_path / "b")
+        r = run(b, "--remote-cache", url)
+        assert r.code == 0, r
+        assert set(statuses(r).values()) == {"succeeded"}
+        assert r.err.count("remote cache") == 1, r.err
+
+
+def test_signed_entries(tmp_path: Path) -> None:
+    with nginx(tmp_path / "nginx") as (url, _data):
+        key = {"PLANRUN_CACHE_SIGNING_KEY": "one key"}
+        assert run(checkout(tmp_path / "a"), "--remote-cache", url, env=key).code == 0
+        ok = run(checkout(tmp_path / "b"), "--remote-cache", url, env=key)
+        assert set(statuses(ok).values()) == {"cached"}, ok
+        other = {"PLANRUN_CACHE_SIGNING_KEY": "another key"}
+        bad = run(checkout(tmp_path / "c"), "--remote-cache", url, env=other)
+        assert set(statuses(bad).values()) == {"succeeded"}, bad
+        assert "badly signed" in bad.err and bad.err.count("remote cache") == 1
+    with nginx(tmp_path / "nginx2") as (url, _data):  # entries uploaded unsigned
+        assert run(checkout(tmp_path / "d"), "--remote-cache", url).code == 0
+        r = run(checkout(tmp_path / "e"), "--remote-cache", url, env=key)
+        assert set(statuses(r).values()) == {"succeeded"}
+        assert "unsigned" in r.err
+
+
+# ---- faults --------------------------------------------------------------------------------
+
+
+class Stub:
+    """A remote that misbehaves as told: `mode` is one of ok, 500, truncate, tamper."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode, self.files, self.requests = mode, {}, []  # type: ignore[var-annotated]
+        self.lock = threading.Lock()
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: bytes = b"", length: int | None = None) -> None:
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body) if length is None else length))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def do_PUT(self) -> None:
+                with stub.lock:
+                    stub.requests.append(("PUT", self.path))
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                stub.files[self.path] = body
+                self._send(201)
+
+            def do_GET(self) -> None:
+                with stub.lock:
+                    stub.requests.append((self.command, self.path))
+                body = stub.files.get(self.path)
+                if body is None:
+                    return self._send(404)
+                if stub.mode == "500":
+                    return self._send(500)
+                if stub.mode == "truncate" and "/cas/" in self.path:
+                    self._send(200, body[: len(body) // 2], length=len(body))
+                    self.close_connection = True
+                    return None
+                if stub.mode == "tamper" and "/cas/" in self.path:
+                    return self._send(200, body[::-1])
+                return self._send(200, body)
+
+            do_HEAD = do_GET
+
+        return Handler
+
+
+@pytest.mark.parametrize("mode", ["500", "truncate", "tamper"])
+def test_a_faulty_remote_is_one_warning_and_the_same_run(tmp_path: Path, mode: str) -> None:
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        a = checkout(tmp_path / "a")
+        assert run(a, "--remote-cache", url).code == 0
+        assert any(k.startswith("/ac/") for k in stub.files)
+        stub.mode = mode
+        b = checkout(tmp_path / "b")
+        r = run(b, "--remote-cache", url, "--remote-cache-timeout", "2")
+    assert r.code == 0, r
+    # the steps with outputs run (`note` has none: its entry alone is sound, and may hit)
+    assert statuses(r)["build"] == statuses(r)["size"] == "succeeded"
+    assert r.err.count("remote cache") == 1, r.err
+    assert (b / "out" / "app.bin").read_bytes() == (a / "out" / "app.bin").read_bytes()
+    blobs = list((b / ".planrun" / "cache" / "blobs").iterdir())
+    for blob in blobs:  # nothing wrong was kept
+        assert (
+            blob.name.startswith(".") or hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name
+        )
+
+
+def test_a_refused_connection_is_one_warning(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    a = checkout(tmp_path / "a")
+    r = run(a, "--remote-cache", f"http://127.0.0.1:{port}")
+    assert r.code == 0, r
+    assert set(statuses(r).values()) == {"succeeded"}
+    assert r.err.count("remote cache") == 1, r.err
+    again = run(a, "--remote-cache", f"http://127.0.0.1:{port}")
+    assert set(statuses(again).values()) == {"cached"}  # the local cache works on
+
+
+def test_a_remote_that_never_answers_costs_one_timeout(tmp_path: Path) -> None:
+    """A black hole: connections are taken but never answered. The steps form a chain, so a
+    remote asked once per step would be asked three times; after the first timeout it is not
+    asked again."""
+    with socket.socket() as hole:
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(16)
+        accepted: list[socket.socket] = []
+
+        def take() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    accepted.append(hole.accept()[0])
+
+        threading.Thread(target=take, daemon=True).start()
+        url = f"http://127.0.0.1:{hole.getsockname()[1]}"
+        a = checkout(tmp_path / "a")
+        r = run(a, "--remote-cache", url, "--remote-cache-timeout", "0.5")
+        assert r.code == 0, r
+        assert set(statuses(r).values()) == {"succeeded"}
+        assert "no answer within 0.5 s" in r.err and r.err.count("remote cache") == 1
+        assert len(accepted) == 1
+        for conn in accepted:
+            conn.close()
+
+
+def test_cache_info_shows_and_checks_the_remote(tmp_path: Path) -> None:
+    with nginx(tmp_path / "nginx") as (url, _data):
+        r = planrun("cache", "info", "--remote-cache", url, "--check", cwd=tmp_path)
+        assert r.code == 0 and f"remote {url}" in r.out and "answers" in r.out, r
+        r = planrun(
+            "cache",
+            "info",
+            "--output",
+            "json",
+            "--check",
+            cwd=tmp_path,
+            env={"PLANRUN_REMOTE_CACHE": url},
+        )
+        assert r.json["remote"] == {"url": url, "read_only": False, "ok": True}
+    port = free_port()
+    r = planrun(
+        "cache", "info", "--remote-cache", f"http://127.0.0.1:{port}", "--check", cwd=tmp_path
+    )
+    assert r.code == 0 and "does not answer" in r.out, r
+
+
+def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
+    a = checkout(tmp_path / "a")
+    r = planrun("run", "plan.yaml", "--remote-cache", "ftp://x", cwd=a)
+    assert r.code == 2 and "not an http(s) URL" in r.err, r
+    r = planrun(
+        "run", "plan.yaml", "--remote-cache", "http://x", "--remote-cache-timeout", "-1", cwd=a
+    )
+    assert r.code == 2 and "--remote-cache-timeout" in r.err, r
+
+
+def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:
+    """An output over the size held in memory goes up and comes down in parts, checked."""
+    big = (
+        "steps:\n  - id: big\n    tool: shell\n"
+        '    args: {cmd: "mkdir -p out && head -c 9437184 /dev/urandom > out/big.bin"}\n'
+        '    outputs: ["out/big.bin"]\n'
+    )
+    with nginx(tmp_path / "nginx") as (url, data):
+        a, b = tmp_path / "a", tmp_path / "b"
+        for d in (a, b):
+            d.mkdir()
+            (d / "plan.yaml").write_text(big)
+        assert run(a, "--remote-cache", url).code == 0
+        r = run(b, "--remote-cache", url)
+        assert statuses(r) == {"big": "cached"}, r
+        assert (b / "out" / "big.bin").read_bytes() == (a / "out" / "big.bin").read_bytes()
