@@ -99,6 +99,11 @@ def test_a_second_checkout_hits_the_remote_with_identical_outputs(tmp_path: Path
         for name in ("app.bin", "size.txt"):
             assert (b / "out" / name).read_bytes() == (a / "out" / name).read_bytes()
         assert (b / "out" / "app.bin").stat().st_mode & 0o777 == 0o750
+        # the state, `status` and the report say where the hits came from
+        status = planrun("status", "plan.yaml", cwd=b)
+        assert status.out.count("cached (remote)") == 3, status
+        report = planrun("report", "plan.yaml", "-o", "-", cwd=b)
+        assert report.out.count('<span class="tag">remote</span>') == 3
         # now in b's local cache: the next run hits locally
         third = run(b, "--remote-cache", url)
         assert set(statuses(third).values()) == {"cached"}

@@ -36,6 +36,7 @@ class StepRow:
     reason: str
     output: str  # the tail of its output (or of its result), possibly empty
     cached: bool = False
+    remote: bool = False  # taken from the remote cache
     kept: bool = False  # succeeded in an earlier run, not run again
     critical: bool = False
     group: bool = False  # a foreach step: its bar spans its instances
@@ -133,6 +134,9 @@ def _title(st: StepState, sid: str, plan: PlanInfo, variables: dict[str, Any]) -
     return _clip(title, 200)
 
 
+REMOTE_REASON = "cached (remote)"  # the reason a step taken from the remote cache keeps
+
+
 def _is_cached(st: StepState) -> bool:
     return st.status == "cached" or "cache" in (st.reason or "").lower()
 
@@ -185,6 +189,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
                 reason=st.reason or "",
                 output=output_tail(st),
                 cached=_is_cached(st),
+                remote=st.reason == REMOTE_REASON,
                 kept=st.reason == KEPT_REASON,
                 critical=sid in critical,
                 group=bool(instances.get(sid)),
