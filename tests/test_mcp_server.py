@@ -306,13 +306,16 @@ def test_list_and_schema(tmp_path: Path) -> None:
     (plans / "hello.yaml").write_text("title: Say hello\n" + GOOD_PLAN)
     (plans / "flaky.yaml").write_text(FLAKY_PLAN)
     (plans / "notes.txt").write_text("not a plan")
+    (plans / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")  # dangling: left out
 
     async def body(c: Client) -> Any:
         await c.call_tool("plan_run", {"plan": "plans/hello.yaml"})
         return await c.call_tool("plan_list", {}), await c.call_tool("plan_schema", {})
 
     listing, schema = session(tmp_path, body)
+    assert not listing.is_error, listing.content
     rows = {r["name"]: r for r in listing.structured_content["result"]}
+    assert set(rows) == {"hello", "flaky"}
     assert rows["hello"] == {
         "path": "plans/hello.yaml",
         "name": "hello",
