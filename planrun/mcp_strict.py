@@ -11,6 +11,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
 from mcp_types import Tool as MCPTool
 
+from planrun.errors import quoted
+
 
 class StrictServer(MCPServer):
     """An MCPServer whose tools take exactly their input schema.
@@ -53,12 +55,15 @@ def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list
         return [f"{tool}: arguments must be an object, got {type_name(arguments)}"]
     allowed = list(schema.get("properties") or {})
     out = []
-    for err in sorted(Draft202012Validator(schema).iter_errors(arguments), key=str):
+    # sorted by where and what, not by str(err): that pretty-prints the whole instance
+    errors = Draft202012Validator(schema).iter_errors(arguments)
+    for err in sorted(errors, key=lambda e: (str(list(e.absolute_path)), str(e.validator))):
         where = ".".join(str(p) for p in err.absolute_path)
         if err.validator == "additionalProperties":
             for key in sorted(set(arguments) - set(allowed)):
                 out.append(
-                    f"{tool}: unknown argument '{key}' (allowed: {', '.join(allowed) or 'none'})"
+                    f"{tool}: unknown argument '{quoted(key)}' "
+                    f"(allowed: {', '.join(allowed) or 'none'})"
                 )
         elif err.validator == "required":
             missing = [k for k in schema.get("required", []) if k not in arguments]
@@ -67,11 +72,21 @@ def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list
             expected = _expected(schema["properties"][where])
             out.append(
                 f"{tool}: argument '{where}' must be {expected}, "
-                f"got {type_name(err.instance)} {json.dumps(err.instance)[:60]}"
+                f"got {type_name(err.instance)} {_preview(err.instance)}"
             )
         else:
-            out.append(f"{tool}: argument '{where}': {err.message}")
+            out.append(f"{tool}: argument '{quoted(where)}': {quoted(err.message)}")
     return list(dict.fromkeys(out))
+
+
+def _preview(value: Any, width: int = 60) -> str:
+    """The start of `value` as JSON, at most `width` characters, encoded only that far."""
+    text = ""
+    for chunk in json.JSONEncoder(ensure_ascii=False).iterencode(value):
+        text += chunk
+        if len(text) > width:
+            break
+    return quoted(text[:width], width)
 
 
 def _expected(prop: dict[str, Any]) -> str:

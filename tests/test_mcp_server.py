@@ -300,6 +300,29 @@ def test_errors_come_back_as_tool_errors_with_cli_text(tmp_path: Path) -> None:
     assert approved.structured_content["status"] == "succeeded"
 
 
+def test_errors_quote_a_huge_argument_as_a_short_escaped_prefix(tmp_path: Path) -> None:
+    huge = "\x1b[31m" + "x" * 2_000_000  # one line, no ':' or '{': meant as a path
+    calls = [(tool, {"plan": huge}) for tool in sorted(TOOLS - {"plan_list", "plan_schema"})]
+    calls.append(("plan_list", {"dir": huge}))
+    calls.append(("plan_validate", {"plan": "a.yaml", huge: 1}))  # an unknown argument
+    named = f"name: {huge[5:]}\nsteps: []\n"  # its state file's name is too long to open
+
+    async def body(c: Client) -> Any:
+        calls_done = [await c.call_tool(tool, args) for tool, args in calls]
+        return calls_done, await c.call_tool("plan_status", {"plan": named})
+
+    answers, status = session(tmp_path, body)
+    for (tool, _), res in zip(calls, answers, strict=True):
+        assert res.is_error, tool
+        text = res.content[0].text
+        assert len(text) < 300, (tool, len(text))
+        assert "\\x1b[31mxxxx" in text and "\x1b" not in text, (tool, text)
+        assert "2000005 characters" in text, (tool, text)
+    # an error about something made of the argument (a path) is cut as a whole
+    text = status.content[0].text
+    assert status.is_error and len(text) < 2100 and text.endswith(" characters)"), text[:300]
+
+
 def test_list_and_schema(tmp_path: Path) -> None:
     plans = tmp_path / "plans"
     plans.mkdir()
