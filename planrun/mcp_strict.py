@@ -26,10 +26,7 @@ class StrictServer(MCPServer):
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
-        return [
-            t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
-            for t in tools
-        ]
+        return [t.model_copy(update={"input_schema": published(t.input_schema)}) for t in tools]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -37,12 +34,39 @@ class StrictServer(MCPServer):
         schemas = {t.name: t.input_schema for t in await self.list_tools()}
         schema = schemas.get(name)
         if schema is not None:
+            arguments = without_nulls(schema, arguments)
             problems = argument_problems(name, schema, arguments)
             if problems:
                 return CallToolResult(
                     content=[TextContent(type="text", text="\n".join(problems))], is_error=True
                 )
         return await super().call_tool(name, arguments, context)
+
+
+def published(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema as clients get it: no unknown arguments, and each argument of one
+    top-level `type`. pydantic writes an optional `X | None` argument as `anyOf: [X, null]`
+    with `default: null`; clients that build a value by the top-level type (MCP Inspector's
+    command line) then send a JSON object as a string. Optional already means it may be left
+    out, and a null is taken as left out (`without_nulls`), so the null branch goes."""
+    props = {}
+    for key, prop in (schema.get("properties") or {}).items():
+        options = prop.get("anyOf") or []
+        kept = [o for o in options if o.get("type") != "null"]
+        if key not in schema.get("required", []) and len(kept) == 1 < len(options):
+            prop = {k: v for k, v in prop.items() if k != "anyOf"} | kept[0]
+            if prop.get("default", 0) is None:
+                del prop["default"]
+        props[key] = prop
+    return {**schema, "properties": props, "additionalProperties": False}
+
+
+def without_nulls(schema: dict[str, Any], arguments: Any) -> Any:
+    """`arguments` without the optional ones given as null (as if not given)."""
+    if not isinstance(arguments, dict):
+        return arguments
+    required = set(schema.get("required", []))
+    return {k: v for k, v in arguments.items() if v is not None or k in required}
 
 
 def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list[str]:

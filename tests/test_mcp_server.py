@@ -170,6 +170,31 @@ def test_lists_seven_tools_with_input_and_output_schemas(tmp_path: Path) -> None
     )
 
 
+@pytest.mark.e2e  # the schema a real `planrun mcp` advertises over stdio
+def test_every_argument_declares_one_top_level_type(tmp_path: Path) -> None:
+    # Clients that turn a command-line value into JSON by the property's top-level `type`
+    # (MCP Inspector's --tool-arg) sent `variables` as a string under `anyOf[object, null]`.
+    async def body(c: Client) -> Any:
+        tools = (await c.list_tools()).tools
+        given = await c.call_tool("plan_dry_run", {"plan": GOOD_PLAN, "variables": {"who": "x"}})
+        null = await c.call_tool("plan_dry_run", {"plan": GOOD_PLAN, "variables": None})
+        text = await c.call_tool("plan_dry_run", {"plan": GOOD_PLAN, "variables": "who=x"})
+        return tools, given, null, text
+
+    tools, given, null, text = session(tmp_path, body)
+    for tool in tools:
+        for name, prop in tool.input_schema["properties"].items():
+            assert isinstance(prop.get("type"), str) and "anyOf" not in prop, (tool.name, name)
+        if "variables" in tool.input_schema["properties"]:
+            assert tool.input_schema["properties"]["variables"]["type"] == "object"
+            assert "variables" not in tool.input_schema.get("required", [])
+    assert given.structured_content["steps"][0]["args"] == {"value": "hello x"}, given.content
+    # null is taken as not given: the plan's own value
+    assert null.structured_content["steps"][0]["args"] == {"value": "hello world"}, null.content
+    assert text.is_error
+    assert text.content[0].text.startswith("plan_dry_run: argument 'variables' must be an object")
+
+
 def test_validate_reports_every_problem_with_positions(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(BAD_PLAN)
 
