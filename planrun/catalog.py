@@ -15,9 +15,14 @@ from planrun.tools import builtin_registry
 PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
 
 
-def list_plans(directory: str, cwd: str) -> list[dict[str, Any]]:
-    """[{path, name, title, steps, last_status}] for every plan file under `directory`."""
-    from planrun.loader import load_document
+def list_plans(directory: str, cwd: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """[{path, name, title, steps, last_status}] for every plan file under `directory`.
+
+    A file that parses but is not a plan is left out silently (a directory of plans may hold
+    other YAML); one that cannot be read at all (a dangling symbolic link, a FIFO, no
+    permission) is left out too, and one line saying so is appended to `skipped`.
+    """
+    from planrun.loader import load_bytes
     from planrun.state import default_state_path, read_state
     from planrun.validate import default_name
 
@@ -28,8 +33,13 @@ def list_plans(directory: str, cwd: str) -> list[dict[str, Any]]:
             if not fname.endswith(PLAN_EXTENSIONS):
                 continue
             path = os.path.join(root, fname)
+            raw, why = _read_listed(path)
+            if raw is None:
+                if why is not None and skipped is not None:
+                    skipped.append(f"skipped {path}: {why}")
+                continue
             try:
-                data = load_document(path).data
+                data = load_bytes(raw, path).data
             except PlanInvalid:
                 continue
             if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
@@ -52,6 +62,21 @@ def list_plans(directory: str, cwd: str) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def _read_listed(path: str) -> tuple[bytes | None, str | None]:
+    """The bytes of a listed file, or None and why it cannot be read (None when it is simply
+    gone: removed since the directory was read)."""
+    from planrun.inputfiles import NotARegularFile, read_regular_file
+
+    try:
+        return read_regular_file(path), None
+    except FileNotFoundError:
+        return None, ("a symbolic link to a missing file" if os.path.islink(path) else None)
+    except NotARegularFile as exc:
+        return None, f"it is {exc.kind}, not a plan file"
+    except OSError as exc:
+        return None, f"cannot read plan file: {exc.strerror or exc}"
 
 
 def render_list(rows: list[dict[str, Any]]) -> str:

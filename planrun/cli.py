@@ -21,7 +21,14 @@ from planrun.cli_run import parse_vars as _parse_vars
 from planrun.cli_run import print_diagnostics as _print_diagnostics
 from planrun.completion import COMPLETE_VAR, complete_plan_files
 from planrun.defaultplan import plan_or_default
-from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError
+from planrun.errors import (
+    ExitCode,
+    PlanInvalid,
+    PlanrunError,
+    StateError,
+    UsageError,
+    one_line,
+)
 
 if TYPE_CHECKING:
     from planrun.plan import Plan
@@ -272,7 +279,10 @@ def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str 
         else:
             click.echo(render_steps(doc), nl=False)
         return
-    rows = list_plans(directory.directory, os.getcwd())
+    skipped: list[str] = []
+    rows = list_plans(directory.directory, os.getcwd(), skipped)
+    for note in skipped:  # on stderr: the listing (and its JSON) stays what it was
+        click.echo(one_line(f"planrun: warning: {note}"), err=True)
     if output == "json":
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
     else:

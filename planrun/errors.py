@@ -76,6 +76,18 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+QUOTE_WIDTH = 120  # characters of a value an error message quotes
+
+
+def quoted(text: str, width: int = QUOTE_WIDTH) -> str:
+    """`text` as an error message quotes a value it was given: one line (`one_line`), and at
+    most about `width` characters, cut with "… (N characters)" saying how long it was. Only
+    the start is looked at, so a value of megabytes costs nothing to quote."""
+    if len(text) <= width:
+        return one_line(text)
+    return one_line(text[:width])[:width] + f"… ({len(text)} characters)"
+
+
 class PlanrunError(Exception):
     """An error with a one-line message and the exit code it maps to."""
 

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError, quoted
 from planrun.mcp_http import listen, parse_http_address, serve_http
 from planrun.mcp_progress import ProgressReporter
 from planrun.mcp_runs import Runs
@@ -40,6 +40,7 @@ from planrun.mcp_strict import StrictServer
 
 INLINE_LABEL = "<inline>"  # the `file` of diagnostics for inline plan text; names it "inline"
 PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
+PATH_MAX = 4096  # bytes of the longest path Linux opens; a longer `plan` is not a path
 ANSWER_GRACE_S = 10  # seconds a stopping stdio server waits for its answers to reach stdout
 HANG_UP_GRACE_S = 5  # then seconds it keeps serving until the client hangs up
 
@@ -57,15 +58,19 @@ class PlanSource:
         # one-line value that cannot be a plan's text (no mapping in it) or ends in a plan
         # extension is meant as a path, so a typo in it is "not found" rather than a
         # confusing YAML error about a scalar.
-        if candidate and "\n" not in candidate:
+        if candidate and "\n" not in candidate and len(candidate) > PATH_MAX:
+            # too long to name a file (a stat would only say so, slowly): not found, or text
+            if candidate.endswith(PLAN_EXTENSIONS) or not any(c in candidate for c in ":{"):
+                raise UsageError(f"plan file not found: {quoted(candidate)}")
+        elif candidate and "\n" not in candidate:
             full = candidate if os.path.isabs(candidate) else os.path.join(cwd, candidate)
             if os.path.isfile(full):
                 self.path = candidate
                 return
             if os.path.isdir(full):
-                raise UsageError(f"{candidate} is a directory, not a plan file")
+                raise UsageError(f"{quoted(candidate)} is a directory, not a plan file")
             if candidate.endswith(PLAN_EXTENSIONS) or not any(c in candidate for c in ":{"):
-                raise UsageError(f"plan file not found: {candidate}")
+                raise UsageError(f"plan file not found: {quoted(candidate)}")
         self.text = plan
 
     @property
@@ -73,12 +78,17 @@ class PlanSource:
         return self.path if self.path is not None else INLINE_LABEL
 
 
+ERROR_LINE_WIDTH = 2000  # characters of one line of a tool error (what it quotes is cut)
+
+
 def error_text(exc: BaseException) -> str:
-    """What the CLI prints for this error: every diagnostic line, or one message."""
+    """What the CLI prints for this error: every diagnostic line, or one message; a line that
+    quotes a huge value (a plan name made a state file's path) is cut to ERROR_LINE_WIDTH."""
     if isinstance(exc, PlanInvalid):
-        return "\n".join(d.render() for d in exc.diagnostics) or "invalid plan"
+        lines = [d.render() for d in exc.diagnostics] or ["invalid plan"]
+        return "\n".join(quoted(line, ERROR_LINE_WIDTH) for line in lines)
     if isinstance(exc, PlanrunError):
-        return str(exc)
+        return quoted(str(exc), ERROR_LINE_WIDTH)
     return (
         f"internal error: {type(exc).__name__}: {exc} "
         "(this is a bug in planrun; please report it with the plan that caused it)"
@@ -153,7 +163,7 @@ def list_doc(directory: str, cwd: str) -> list[dict[str, Any]]:
 
     full = directory if os.path.isabs(directory) else os.path.join(cwd, directory)
     if not os.path.isdir(full):
-        raise UsageError(f"no such directory: {directory}")
+        raise UsageError(f"no such directory: {quoted(directory)}")
     return list_plans(directory, cwd)
 
 

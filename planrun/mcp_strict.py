@@ -11,6 +11,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent
 from mcp_types import Tool as MCPTool
 
+from planrun.errors import quoted
+
 
 class StrictServer(MCPServer):
     """An MCPServer whose tools take exactly their input schema.
@@ -24,10 +26,7 @@ class StrictServer(MCPServer):
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()
-        return [
-            t.model_copy(update={"input_schema": {**t.input_schema, "additionalProperties": False}})
-            for t in tools
-        ]
+        return [t.model_copy(update={"input_schema": published(t.input_schema)}) for t in tools]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -35,12 +34,39 @@ class StrictServer(MCPServer):
         schemas = {t.name: t.input_schema for t in await self.list_tools()}
         schema = schemas.get(name)
         if schema is not None:
+            arguments = without_nulls(schema, arguments)
             problems = argument_problems(name, schema, arguments)
             if problems:
                 return CallToolResult(
                     content=[TextContent(type="text", text="\n".join(problems))], is_error=True
                 )
         return await super().call_tool(name, arguments, context)
+
+
+def published(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema as clients get it: no unknown arguments, and each argument of one
+    top-level `type`. pydantic writes an optional `X | None` argument as `anyOf: [X, null]`
+    with `default: null`; clients that build a value by the top-level type (MCP Inspector's
+    command line) then send a JSON object as a string. Optional already means it may be left
+    out, and a null is taken as left out (`without_nulls`), so the null branch goes."""
+    props = {}
+    for key, prop in (schema.get("properties") or {}).items():
+        options = prop.get("anyOf") or []
+        kept = [o for o in options if o.get("type") != "null"]
+        if key not in schema.get("required", []) and len(kept) == 1 < len(options):
+            prop = {k: v for k, v in prop.items() if k != "anyOf"} | kept[0]
+            if prop.get("default", 0) is None:
+                del prop["default"]
+        props[key] = prop
+    return {**schema, "properties": props, "additionalProperties": False}
+
+
+def without_nulls(schema: dict[str, Any], arguments: Any) -> Any:
+    """`arguments` without the optional ones given as null (as if not given)."""
+    if not isinstance(arguments, dict):
+        return arguments
+    required = set(schema.get("required", []))
+    return {k: v for k, v in arguments.items() if v is not None or k in required}
 
 
 def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list[str]:
@@ -53,12 +79,15 @@ def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list
         return [f"{tool}: arguments must be an object, got {type_name(arguments)}"]
     allowed = list(schema.get("properties") or {})
     out = []
-    for err in sorted(Draft202012Validator(schema).iter_errors(arguments), key=str):
+    # sorted by where and what, not by str(err): that pretty-prints the whole instance
+    errors = Draft202012Validator(schema).iter_errors(arguments)
+    for err in sorted(errors, key=lambda e: (str(list(e.absolute_path)), str(e.validator))):
         where = ".".join(str(p) for p in err.absolute_path)
         if err.validator == "additionalProperties":
             for key in sorted(set(arguments) - set(allowed)):
                 out.append(
-                    f"{tool}: unknown argument '{key}' (allowed: {', '.join(allowed) or 'none'})"
+                    f"{tool}: unknown argument '{quoted(key)}' "
+                    f"(allowed: {', '.join(allowed) or 'none'})"
                 )
         elif err.validator == "required":
             missing = [k for k in schema.get("required", []) if k not in arguments]
@@ -67,11 +96,21 @@ def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list
             expected = _expected(schema["properties"][where])
             out.append(
                 f"{tool}: argument '{where}' must be {expected}, "
-                f"got {type_name(err.instance)} {json.dumps(err.instance)[:60]}"
+                f"got {type_name(err.instance)} {_preview(err.instance)}"
             )
         else:
-            out.append(f"{tool}: argument '{where}': {err.message}")
+            out.append(f"{tool}: argument '{quoted(where)}': {quoted(err.message)}")
     return list(dict.fromkeys(out))
+
+
+def _preview(value: Any, width: int = 60) -> str:
+    """The start of `value` as JSON, at most `width` characters, encoded only that far."""
+    text = ""
+    for chunk in json.JSONEncoder(ensure_ascii=False).iterencode(value):
+        text += chunk
+        if len(text) > width:
+            break
+    return quoted(text[:width], width)
 
 
 def _expected(prop: dict[str, Any]) -> str:

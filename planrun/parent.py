@@ -92,7 +92,8 @@ def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]
 
     Run-level events (run.started, run.finished, plan.diff) stay inside the sub-plan: the top
     run's state and reports describe the top run. A child's result variable is its own, never
-    the parent's, so it is not passed on.
+    the parent's, so it is not passed on. A foreach step's `instances` are step ids too: they
+    are renamed with it (bare, they were rows of the top run's state that never ran).
     """
 
     def forward(event: Event) -> None:
@@ -101,6 +102,9 @@ def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]
         data = event.data
         if data.get("result_variable") is not None:
             data = {**data, "result_variable": None}
+        instances = data.get("instances")
+        if isinstance(instances, list):
+            data = {**data, "instances": [prefix + str(sid) for sid in instances]}
         parent.emit(Event(event.event, parent.plan, prefix + event.step, data, event.ts))
 
     return forward

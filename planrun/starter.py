@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: PyYAML only to write a starter plan.
+import contextlib
+import errno
 import json
 import os
 
@@ -84,19 +86,49 @@ def starter_text(path: str) -> str:
 
 
 def write_starter(path: str) -> None:
-    """Create `path` with the starter plan; UsageError if it exists (never overwritten)."""
+    """Create `path` with the starter plan; UsageError if it exists (never overwritten).
+
+    Written whole or not at all: the plan goes to a temporary file beside `path`, which is
+    then linked in under its name (a link, unlike a rename, fails when the name exists, so a
+    file made meanwhile is not replaced either). A write that fails (a full disk) removes the
+    temporary file and leaves no empty or cut plan behind to be refused by the next `init`.
+    """
     if not path.lower().endswith((".yaml", ".yml", ".json")):
         raise UsageError(f"a plan file name ends in .yaml, .yml or .json: {path}")
+    if os.path.lexists(path):  # a symlink, even a dangling one, is never written through
+        raise UsageError(f"{path} already exists: not overwriting it")
     data = starter_text(path).encode()
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f".{name}.{os.urandom(4).hex()}.tmp")
     try:
-        # O_EXCL: an existing file, or a symlink (even a dangling one), is never written through.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        raise UsageError(f"{path} already exists: not overwriting it") from None
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _link_new(tmp, path)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists: not overwriting it") from None
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _link_new(tmp: str, path: str) -> None:
+    """Give the file `tmp` the new name `path`; FileExistsError if `path` exists."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
+            raise
+        # a file system without hard links (FAT): a rename, after one more look
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "exists", path) from None
+        os.rename(tmp, path)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -200,6 +202,37 @@ def test_init_other_names(run, tmp_path):
     assert r.code == 2 and not (tmp_path / "ci.txt").exists(), r
     r = run("init", "no/such/dir/plan.yaml")
     assert r.code == 2 and "cannot create" in r.err, r
+
+
+def _file_size_capped(limit: int) -> None:
+    """In the child: files it writes may grow to `limit` bytes, then a write fails (EFBIG,
+    with SIGXFSZ ignored), as on a full disk."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize("limit", [0, 100])  # not a byte written, or a part of the plan
+def test_init_that_cannot_write_the_whole_plan_leaves_nothing(run, tmp_path, limit):
+    proc = subprocess.run(
+        [sys.executable, "-m", "planrun", "init"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=lambda: _file_size_capped(limit),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("planrun: error: cannot write planrun.yaml: "), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert os.listdir(tmp_path) == []  # no empty or cut plan, no temporary file
+    r = run("init")  # with room again, it just works
+    assert r.code == 0, r
+    assert run("validate").code == 0
 
 
 # ---- titles -----------------------------------------------------------------------------------

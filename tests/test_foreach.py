@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -507,6 +508,33 @@ def test_events_junit_and_console_name_the_instances(run, write, tmp_path):
     assert "fan started [shell]: foreach, 2 instances" in r.err
     assert "  fan[1] failed" in r.err
     assert "2 foreach instances (1 failed)" in r.err
+
+
+def test_a_sub_plans_instances_report_under_the_parent_step(run, write, tmp_path):
+    write(
+        "child.yaml",
+        """
+        name: child
+        steps:
+          - {id: inner, tool: echo, foreach: [a, b, c], args: {value: "${item}"}}
+        """,
+    )
+    write("p.yaml", "steps:\n  - {id: sub, tool: plan, args: {path: child.yaml}}\n")
+    r = run("run", "p.yaml", "--events", "e.jsonl", "--junit", "j.xml", "--report", "r.html")
+    assert r.code == 0, r
+    want = ["sub", "sub/inner", "sub/inner[0]", "sub/inner[1]", "sub/inner[2]"]
+    status = run("status", "p.yaml", "--output", "json")
+    assert [(s["id"], s["status"]) for s in status.json["steps"]] == [
+        (sid, "succeeded") for sid in want
+    ]
+    assert "pending" not in run("status", "p.yaml").out
+    events = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    listed = [e["instances"] for e in events if e.get("step") == "sub/inner"]
+    assert listed and all(ids == want[2:] for ids in listed)
+    cases = ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    assert [(c.get("name"), c.find("skipped")) for c in cases] == [(sid, None) for sid in want]
+    assert re.findall(r'data-step="([^"]*)"', (tmp_path / "r.html").read_text()) == want
+    assert "; 3 foreach instances" in r.err
 
 
 # ---- validation, dry-run, graph --------------------------------------------------------------

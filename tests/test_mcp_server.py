@@ -170,6 +170,31 @@ def test_lists_seven_tools_with_input_and_output_schemas(tmp_path: Path) -> None
     )
 
 
+@pytest.mark.e2e  # the schema a real `planrun mcp` advertises over stdio
+def test_every_argument_declares_one_top_level_type(tmp_path: Path) -> None:
+    # Clients that turn a command-line value into JSON by the property's top-level `type`
+    # (MCP Inspector's --tool-arg) sent `variables` as a string under `anyOf[object, null]`.
+    async def body(c: Client) -> Any:
+        tools = (await c.list_tools()).tools
+        given = await c.call_tool("plan_dry_run", {"plan": GOOD_PLAN, "variables": {"who": "x"}})
+        null = await c.call_tool("plan_dry_run", {"plan": GOOD_PLAN, "variables": None})
+        text = await c.call_tool("plan_dry_run", {"plan": GOOD_PLAN, "variables": "who=x"})
+        return tools, given, null, text
+
+    tools, given, null, text = session(tmp_path, body)
+    for tool in tools:
+        for name, prop in tool.input_schema["properties"].items():
+            assert isinstance(prop.get("type"), str) and "anyOf" not in prop, (tool.name, name)
+        if "variables" in tool.input_schema["properties"]:
+            assert tool.input_schema["properties"]["variables"]["type"] == "object"
+            assert "variables" not in tool.input_schema.get("required", [])
+    assert given.structured_content["steps"][0]["args"] == {"value": "hello x"}, given.content
+    # null is taken as not given: the plan's own value
+    assert null.structured_content["steps"][0]["args"] == {"value": "hello world"}, null.content
+    assert text.is_error
+    assert text.content[0].text.startswith("plan_dry_run: argument 'variables' must be an object")
+
+
 def test_validate_reports_every_problem_with_positions(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(BAD_PLAN)
 
@@ -300,19 +325,45 @@ def test_errors_come_back_as_tool_errors_with_cli_text(tmp_path: Path) -> None:
     assert approved.structured_content["status"] == "succeeded"
 
 
+def test_errors_quote_a_huge_argument_as_a_short_escaped_prefix(tmp_path: Path) -> None:
+    huge = "\x1b[31m" + "x" * 2_000_000  # one line, no ':' or '{': meant as a path
+    calls = [(tool, {"plan": huge}) for tool in sorted(TOOLS - {"plan_list", "plan_schema"})]
+    calls.append(("plan_list", {"dir": huge}))
+    calls.append(("plan_validate", {"plan": "a.yaml", huge: 1}))  # an unknown argument
+    named = f"name: {huge[5:]}\nsteps: []\n"  # its state file's name is too long to open
+
+    async def body(c: Client) -> Any:
+        calls_done = [await c.call_tool(tool, args) for tool, args in calls]
+        return calls_done, await c.call_tool("plan_status", {"plan": named})
+
+    answers, status = session(tmp_path, body)
+    for (tool, _), res in zip(calls, answers, strict=True):
+        assert res.is_error, tool
+        text = res.content[0].text
+        assert len(text) < 300, (tool, len(text))
+        assert "\\x1b[31mxxxx" in text and "\x1b" not in text, (tool, text)
+        assert "2000005 characters" in text, (tool, text)
+    # an error about something made of the argument (a path) is cut as a whole
+    text = status.content[0].text
+    assert status.is_error and len(text) < 2100 and text.endswith(" characters)"), text[:300]
+
+
 def test_list_and_schema(tmp_path: Path) -> None:
     plans = tmp_path / "plans"
     plans.mkdir()
     (plans / "hello.yaml").write_text("title: Say hello\n" + GOOD_PLAN)
     (plans / "flaky.yaml").write_text(FLAKY_PLAN)
     (plans / "notes.txt").write_text("not a plan")
+    (plans / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")  # dangling: left out
 
     async def body(c: Client) -> Any:
         await c.call_tool("plan_run", {"plan": "plans/hello.yaml"})
         return await c.call_tool("plan_list", {}), await c.call_tool("plan_schema", {})
 
     listing, schema = session(tmp_path, body)
+    assert not listing.is_error, listing.content
     rows = {r["name"]: r for r in listing.structured_content["result"]}
+    assert set(rows) == {"hello", "flaky"}
     assert rows["hello"] == {
         "path": "plans/hello.yaml",
         "name": "hello",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from pathlib import Path
@@ -63,6 +64,26 @@ def test_a_fifo_in_the_plans_directory_does_not_block_list(run, write, tmp_path:
     result = run("list", timeout=30)
     assert result.code == 0, result
     assert "plans/ok.yaml" in result.out
+
+
+def test_a_dangling_symlink_in_the_plans_directory_is_skipped_with_a_note(
+    run, write, tmp_path: Path
+) -> None:
+    write("plans/ok.yaml", OK_PLAN)
+    os.symlink(tmp_path / "gone.yaml", tmp_path / "plans" / "b.yaml")
+    os.symlink("loop.yaml", tmp_path / "plans" / "loop.yaml")  # a link to itself
+    result = run("list", "plans", timeout=30)
+    assert result.code == 0, result
+    assert "plans/ok.yaml" in result.out and "b.yaml" not in result.out
+    notes = result.err.splitlines()
+    assert notes == [
+        "planrun: warning: skipped plans/b.yaml: a symbolic link to a missing file",
+        "planrun: warning: skipped plans/loop.yaml: cannot read plan file: "
+        + os.strerror(errno.ELOOP),
+    ], result
+    rows = run("list", "plans", "--output", "json", timeout=30)
+    assert rows.code == 0, rows
+    assert [r["path"] for r in rows.json] == ["plans/ok.yaml"]
 
 
 def test_read_regular_file_checks_after_opening(tmp_path: Path) -> None:
