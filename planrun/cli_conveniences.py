@@ -43,8 +43,9 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
                     "which would take its place (name another file: planrun init FILE)"
                 )
         write_starter(file)
+        wrote = f"{file}{_schema_beside(file)}"
         named = "" if file == "planrun.yaml" else f" {file}"
-        click.echo(f"wrote {file}; next: planrun list{named}, planrun run{named}", err=True)
+        click.echo(f"wrote {wrote}; next: planrun list{named}, planrun run{named}", err=True)
 
     @group.command()
     @click.argument("plan", required=False, shell_complete=complete_plan_files)
@@ -70,3 +71,23 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
         check_report_path(out)
         write_report(out, report_for_plan(plan, state, os.getcwd(), out))
         click.echo(f"wrote {out}", err=True)
+
+
+def _schema_beside(plan: str) -> str:
+    """Write plan.schema.json beside a YAML plan (its first line names that file); what to add
+    to the "wrote ..." line. A schema that cannot be written is a warning: the plan stands."""
+    from planrun.schemafile import schema_path, write_schema_beside
+
+    if plan.lower().endswith(".json"):
+        return ""  # no comment line in JSON, so no file to name
+    path = schema_path(plan)
+    try:
+        written = write_schema_beside(plan)
+    except OSError as exc:
+        click.echo(
+            f"planrun: warning: cannot write {path}: {exc.strerror or exc} "
+            f"(editors check the plan with it; later: planrun schema > {path})",
+            err=True,
+        )
+        return ""
+    return f" and {path}" if written else f" (kept the {path} already there)"

@@ -9,7 +9,8 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
                    ran before: why it runs again; else the cache's reason, "cache off" for a step
                    the cache does not cover)
                    A foreach step's own step.started has instances: [ids] (no attempt runs
-                   for it); its instances `ID[N]` have the events of any step, and the step
+                   for it), its title and a reason too ("each instance asks the cache" when the
+                   cache covers it, each instance then giving its own); its instances `ID[N]` have the events of any step, and the step
                    closes with step.succeeded | step.failed | step.skipped | step.interrupted
                    (or step.resumed) carrying the instances and the result list.
 - `step.output`    stream ("stdout"|"stderr"), line  (only with --stream; not written to JSON Lines)

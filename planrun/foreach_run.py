@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from planrun.cache import FORCED
+from planrun.cache import FORCED, OFF, step_cached
 from planrun.events import Event, EventBus
 from planrun.expressions import ExpressionError
 from planrun.fanout import (
@@ -28,7 +28,11 @@ from planrun.plan import Plan, Step
 from planrun.record import replace
 from planrun.resume import ResumePlan, Seen, kept_record, why_run_again
 from planrun.scope import StepRecord
+from planrun.settings import RunSettings
 from planrun.status import Status
+
+PER_INSTANCE = "each instance asks the cache"
+"""A cached foreach step's reason to start: the cache decides per instance, and each says."""
 
 
 class Host(Protocol):
@@ -41,12 +45,14 @@ class Host(Protocol):
     bus: EventBus
     variables: dict[str, Any]
     reasons: dict[str, str]
+    settings: RunSettings
     resume: ResumePlan | None
     failed_any: bool
 
     @property
     def mask(self) -> Callable[[Any], Any] | None: ...
     def scope(self, sid: str | None = None) -> Mapping[str, Any]: ...
+    def title(self, step: Step) -> str: ...
     def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None: ...
     def _skipped_upstream(self, sid: str, step: Step) -> bool: ...
     def _fail_now(self, sid: str, error: str) -> None: ...
@@ -94,9 +100,11 @@ class ForeachSteps:
         data = {
             "status": rec.status,
             "tool": step.tool,
+            "title": host.title(step),
             "instances": ids,
             "attempt": 1,
             "fingerprint": rec.fingerprint,
+            **self._why(sid, step),
         }
         host.bus.emit(Event("step.started", host.plan.name or "", sid, data))
         if host.resume is not None:
@@ -105,6 +113,14 @@ class ForeachSteps:
             self.finish_step(sid)
             return None
         return ids
+
+    def _why(self, sid: str, step: Step) -> dict[str, Any]:
+        """Why the step runs, as any step's step.started says: on resume, why it runs again;
+        else whether the cache is asked (for each instance: each says what it found)."""
+        if sid in self.host.reasons:
+            return {"reason": self.host.reasons[sid], "again": True}
+        covered = self.host.settings.cache is not None and step_cached(step)
+        return {"reason": PER_INSTANCE if covered else OFF}
 
     def _keep_instances(
         self, sid: str, ids: list[str], views: list[tuple[bool | None, str | None]]

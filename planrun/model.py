@@ -20,24 +20,52 @@ from pydantic import (
 )
 
 from planrun import plan as runtime
-from planrun.durations import DURATION_PATTERN, parse_duration
+from planrun.durations import DURATION_PATTERN, LONGEST_DURATION, parse_duration
+from planrun.fanout import INDEX_NAME
 from planrun.plan import OnFailure
 
 STEP_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+SCOPE_NAMES = frozenset({"env", "steps"})
+"""Names every expression can read: no variable, result variable or `as` may take them."""
+
+# Some rules below are checked by validate.py, not by pydantic: it words them itself and keeps
+# checking the rest of the step. The schema still has to say them (`json_schema_extra`), and
+# tests/test_schema_agrees.py holds both to the same verdict.
+
+
+def _none_of(names: frozenset[str]) -> dict[str, Any]:
+    return {"not": {"enum": sorted(names)}}
+
 
 # The schema must accept what parse_duration accepts ("30s" as well as 30), so it replaces
-# pydantic's generated `"type": "number"` rather than adding to it.
+# pydantic's generated `"type": "number"` rather than adding to it. No comparison holds for
+# NaN (`.nan` in YAML), so `minimum` lets it through in python-jsonschema and in the YAML
+# language server alike; `not: {exclusiveMaximum: 0}` ("not below 0") is valid for NaN, so
+# it is refused. (Validators that fail every comparison on NaN, as ajv does, refuse it at
+# `minimum`.) `maximum` refuses infinity, which is what `.inf` and `1e400` are read as.
 Duration = Annotated[
     float,
     BeforeValidator(parse_duration),
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "number", "minimum": 0},
+                {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": LONGEST_DURATION,
+                    "not": {"exclusiveMaximum": 0},
+                },
                 {"type": "string", "pattern": DURATION_PATTERN},
             ]
         }
     ),
+]
+
+# A `foreach` string is one `${expression}` (validate.py parses it: fanout.foreach_problem).
+ForeachExpression = Annotated[
+    str, WithJsonSchema({"type": "string", "pattern": r"^\$\{[\s\S]*\}$"})
 ]
 
 
@@ -124,10 +152,15 @@ class Step(_Frozen):
 
     id: StepId = Field(description="Unique step id ([A-Za-z0-9_.-]+). Alias: index.")
     title: str | None = None
-    tool: str = Field(description="Built-in tool name, or SERVER.TOOL for an MCP server.")
+    tool: str = Field(
+        description="Built-in tool name, or SERVER.TOOL for an MCP server.",
+        json_schema_extra={"minLength": 1},  # validate.py: unknown tool ''
+    )
     args: dict[str, Any] = Field(default_factory=dict)
     depends_on: list[StepId] = Field(default_factory=list)
-    result_variable: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    result_variable: str | None = Field(
+        default=None, pattern=NAME_PATTERN, json_schema_extra=_none_of(SCOPE_NAMES)
+    )
     when: str | bool | None = None
     timeout: Duration | None = None
     retries: Count | None = None
@@ -151,7 +184,7 @@ class Step(_Frozen):
         default=None,
         description="Cache this step (default: true when sources or outputs are given).",
     )
-    foreach: list[Any] | dict[str, Any] | str | None = Field(
+    foreach: list[Any] | dict[str, Any] | ForeachExpression | None = Field(
         default=None,
         description="Run the step once per element: a list, a mapping (elements {key, value}) "
         "or one ${expression} giving either. Instances are ID[0], ID[1], ...",
@@ -159,8 +192,9 @@ class Step(_Frozen):
     as_: str | None = Field(
         default=None,
         alias="as",
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        pattern=NAME_PATTERN,
         description="The element's name in args, when and title (default: item).",
+        json_schema_extra=_none_of(SCOPE_NAMES | {INDEX_NAME}),
     )
 
     @model_validator(mode="before")
@@ -236,7 +270,9 @@ class PlanHeader(_Frozen):
     name: str | None = Field(default=None, description="Default: the file stem. Alias: id.")
     title: str | None = None
     description: str | None = None
-    variables: dict[str, Any] = Field(default_factory=dict)
+    variables: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"propertyNames": _none_of(SCOPE_NAMES)}
+    )
     servers: dict[str, ServerEntry] = Field(default_factory=dict)
     defaults: Defaults = Field(default_factory=Defaults)
     limits: Limits = Field(default_factory=Limits)

@@ -10,14 +10,16 @@ import os
 
 from planrun.errors import UsageError
 
-SCHEMA_URL = "https://planrun.dev/schema/plan-v1.json"
+# A path, not a URL: `planrun init` writes the schema there (planrun/schemafile.py), and the
+# YAML language server reads it from the plan's directory, offline.
+SCHEMA_REF = "./plan.schema.json"
 
 STARTER_YAML = f"""\
-# yaml-language-server: $schema={SCHEMA_URL}
+# yaml-language-server: $schema={SCHEMA_REF}
 # A planrun plan: each step is one tool call; steps run in parallel as soon as the steps
 # they depend on are done. Editors with the YAML language server check and complete this
-# file with the schema above (offline: `planrun schema > plan.schema.json`, then point the
-# line above at that file).
+# file with the schema above, written beside it by `planrun init` (after an upgrade:
+# `planrun schema > plan.schema.json`).
 #
 #   planrun list             the steps of this plan
 #   planrun run              run it (planrun.yaml is the default plan)

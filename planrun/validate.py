@@ -19,7 +19,14 @@ from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
 from planrun.graph import PlanGraph, step_strings
-from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, runtime_step
+from planrun.model import (
+    PLAN_FIELDS,
+    SCOPE_NAMES,
+    STEP_FIELDS,
+    PlanHeader,
+    runtime_plan,
+    runtime_step,
+)
 from planrun.plan import Plan, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
@@ -27,7 +34,6 @@ from planrun.suggest import did_you_mean
 from planrun.tools import builtin_registry
 
 BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
-SCOPE_NAMES = frozenset({"env", "steps"})
 
 Path = tuple[str | int, ...]
 

@@ -182,6 +182,67 @@ def test_init_writes_a_commented_plan_that_validates_and_runs(run, tmp_path):
     assert r.code == 0 and r.json["status"] == "succeeded", r
 
 
+def test_init_writes_the_schema_its_first_line_names(run, tmp_path):
+    """The editor's schema is a file beside the plan, not a URL: it works offline."""
+    (tmp_path / "sub").mkdir()
+    r = run("init", "sub/ci.yaml")
+    assert r.code == 0 and "plan.schema.json" in r.err, r
+    first = (tmp_path / "sub/ci.yaml").read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=./plan.schema.json"
+    written = (tmp_path / "sub/plan.schema.json").read_text()
+    assert written == run("schema").out
+    jsonschema = pytest.importorskip("jsonschema")
+    plan = planrun("validate", "--format", "json", "sub/ci.yaml", cwd=tmp_path)
+    assert plan.code == 0, plan
+    import yaml  # the plan as data: the schema accepts what validate accepts
+
+    data = yaml.safe_load((tmp_path / "sub/ci.yaml").read_text())
+    jsonschema.Draft202012Validator(json.loads(written)).validate(data)
+    assert sorted(os.listdir(tmp_path / "sub")) == ["ci.yaml", "plan.schema.json"]
+
+
+def test_init_keeps_a_schema_file_that_is_there(run, tmp_path):
+    (tmp_path / "plan.schema.json").write_text("mine\n")
+    r = run("init")
+    assert r.code == 0 and "kept" in r.err, r
+    assert (tmp_path / "plan.schema.json").read_text() == "mine\n"
+    (tmp_path / "d").mkdir()
+    os.symlink(tmp_path / "elsewhere.json", tmp_path / "d/plan.schema.json")  # dangling
+    assert run("init", "d/p.yaml").code == 0
+    assert not (tmp_path / "elsewhere.json").exists()
+    assert run("init", "p.json").code == 0  # JSON has no first-line comment: no schema file
+    assert sorted(os.listdir(tmp_path)) == ["d", "p.json", "plan.schema.json", "planrun.yaml"]
+
+
+def test_init_that_cannot_write_the_schema_keeps_the_plan_and_leaves_no_part(tmp_path):
+    """A full disk after the plan: the plan stands, no cut schema file, one warning line."""
+    import subprocess
+    import sys
+
+    def capped() -> None:  # in the child: room for the plan (2 kB), not the schema (13 kB)
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "planrun", "init"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+        preexec_fn=capped,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert os.listdir(tmp_path) == ["planrun.yaml"]
+    warning = [line for line in proc.stderr.splitlines() if "plan.schema.json" in line]
+    assert len(warning) == 1 and "planrun schema > plan.schema.json" in warning[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_init_never_overwrites(run, tmp_path):
     (tmp_path / "planrun.yaml").write_text("mine\n")
     r = run("init")

@@ -481,6 +481,43 @@ def test_state_status_and_resume_keep_succeeded_instances(run, write, tmp_path):
     assert [s["id"] for s in status.json["steps"]] == ["fan", "fan[0]", "after"]
 
 
+def test_a_foreach_steps_own_start_carries_title_and_reason(run, write, tmp_path):
+    """Its step.started says what any step's does: the rendered title and why it runs."""
+    write(
+        "p.yaml",
+        """
+        variables: {who: all, n: 0}
+        steps:
+          - id: fan
+            title: "Greet ${who}"
+            tool: shell
+            foreach: [0, 1]
+            args: {cmd: "exit ${n}"}
+          - id: files
+            tool: echo
+            foreach: [a]
+            sources: ["*.txt"]
+            args: {value: "${item}"}
+        """,
+    )
+
+    def started(step: str) -> dict:
+        lines = (tmp_path / "e.jsonl").read_text().splitlines()
+        events = [json.loads(line) for line in lines]
+        return [e for e in events if e["event"] == "step.started" and e["step"] == step][-1]
+
+    assert run("run", "p.yaml", "--events", "e.jsonl").code == 0
+    fan = started("fan")
+    assert fan["title"] == "Greet all" and fan["reason"] == "cache off" and "again" not in fan
+    assert started("fan[0]")["reason"] == "cache off"  # as for any step the cache skips
+    files = started("files")
+    assert files["title"] == "files" and files["reason"] not in ("", "cache off"), files
+    r = run("resume", "p.yaml", "--var", "n=1", "--events", "e.jsonl")
+    assert r.code == 1, r
+    fan = started("fan")
+    assert fan["again"] is True and fan["reason"] and fan["title"] == "Greet all", fan
+
+
 def test_events_junit_and_console_name_the_instances(run, write, tmp_path):
     write(
         "p.yaml",

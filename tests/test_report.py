@@ -142,6 +142,22 @@ def test_report_needs_state(run, write):
     assert r.code == 2 and "--no-state" in r.err, r
 
 
+def test_a_run_blocked_before_its_first_step_writes_a_report_an_invalid_one_none(
+    run, write, tmp_path
+):
+    write("p.yaml", "steps: [{id: gated, tool: echo, args: {value: 1}, approval: true}]\n")
+    r = run("run", "p.yaml", "--report", "r.html")
+    assert r.code == 5, r  # no --yes, no terminal: blocked
+    text, bars = parse(tmp_path / "r.html")
+    assert (
+        "blocked" in text and "approval_required" in text and "approval required for: gated" in text
+    )
+    assert list(bars.rows) == ["gated"] and "pending" in text
+    write("bad.yaml", "steps: [{id: a, tool: nope}]\n")
+    r = run("run", "bad.yaml", "--report", "bad.html")
+    assert r.code == 3 and not (tmp_path / "bad.html").exists(), r
+
+
 @pytest.mark.slow
 def test_report_written_after_ctrl_c(write, tmp_path):
     write(

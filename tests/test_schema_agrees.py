@@ -8,12 +8,19 @@ plan's types and structure only.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
+from planrun.loader import load_text
+from planrun.model import plan_json_schema
+from planrun.validate import check_document
 from tests.conftest import planrun
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -71,6 +78,12 @@ GOOD: dict[str, Any] = {
         executor={"type": "local"},
     ),
     "replan-tool": plan(replan={"tool": "s.plan"}, servers={"s": {"command": "x"}}),
+    "duration-huge-number": step(timeout=1e300, retry_delay=1.7976931348623157e308),
+    "foreach-list": step(foreach=[1, 2]),
+    "foreach-mapping": step(foreach={"k": "v"}),
+    "foreach-expression": plan(variables={"xs": [1]}, steps=[{**STEP, "foreach": "${xs}"}]),
+    "as-name": step(foreach=[1], **{"as": "pkg"}),
+    "as-null": step(**{"as": None}),
 }
 
 BAD: dict[str, Any] = {
@@ -136,6 +149,28 @@ BAD: dict[str, Any] = {
     "args-list": step(args=[]),
     "resources-string": step(resources={"cpu": "2"}),
     "policy-string": plan(policy={"deny": "shell"}),
+    # Numbers JSON cannot write but YAML (`.nan`, `.inf`) and JSON readers (`1e400`) produce.
+    "timeout-nan-number": step(timeout=math.nan),
+    "timeout-inf-number": step(timeout=math.inf),
+    "timeout-1e400": '{"steps": [{"id": "a", "tool": "echo", "timeout": 1e400}]}',
+    "retry-delay-nan-number": step(retry_delay=math.nan),
+    "default-timeout-inf-number": plan(defaults={"timeout": math.inf}),
+    "replan-timeout-nan-number": plan(replan={"command": "x", "timeout": math.nan}),
+    "connect-timeout-inf-number": plan(
+        servers={"s": {"command": "x", "connect_timeout": math.inf}}
+    ),
+    "timeout-overflowing-string": step(timeout="9" * 400 + "h"),
+    "foreach-plain-string": step(foreach="xs"),
+    "foreach-empty-string": step(foreach=""),
+    "foreach-escaped": step(foreach="$${xs}"),
+    "as-index": step(foreach=[1], **{"as": "index"}),
+    "as-env": step(foreach=[1], **{"as": "env"}),
+    "as-steps": step(foreach=[1], **{"as": "steps"}),
+    "tool-empty": step(tool=""),
+    "result-variable-env": step(result_variable="env"),
+    "result-variable-steps": step(result_variable="steps"),
+    "variable-named-env": plan(variables={"env": 1}),
+    "variable-named-steps": plan(variables={"steps": 1}),
 }
 
 
@@ -146,8 +181,13 @@ def test_the_schema_and_validate_give_the_same_verdict(tmp_path: Path) -> None:
     validator = jsonschema.Draft202012Validator(schema)
     jsonschema.Draft202012Validator.check_schema(schema)
     files = []
+    docs = {}
     for name, doc in {**GOOD, **BAD}.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+        # A string is the file's text as written (a number like 1e400 that json.dumps
+        # cannot write); the schema sees what a JSON reader makes of it.
+        text = doc if isinstance(doc, str) else json.dumps(doc)
+        (tmp_path / f"{name}.json").write_text(text)
+        docs[name] = json.loads(text)
         files.append(f"{name}.json")
     v = planrun("validate", "--format", "json", *files, cwd=tmp_path)
     assert v.code in (0, 3), v
@@ -155,7 +195,7 @@ def test_the_schema_and_validate_give_the_same_verdict(tmp_path: Path) -> None:
         d["file"].removesuffix(".json") for d in v.json["diagnostics"] if d["severity"] == "error"
     }
     disagree = []
-    for name, doc in {**GOOD, **BAD}.items():
+    for name, doc in docs.items():
         by_schema = not validator.is_valid(doc)
         by_validate = name in rejected_by_validate
         expected = name in BAD
@@ -182,3 +222,98 @@ def test_a_yaml_yes_is_not_a_boolean(run, write):
         'plan.yaml:4:21: error: limits.max_steps: expected a whole number, got "10"',
         'plan.yaml:4:44: error: limits.max_concurrency: expected a whole number, got "2"',
     ]
+
+
+# Lines an editor (YAML 1.2) accepted with the schema although `planrun validate` rejects
+# them, and the value the editor's YAML reader gives (`1e400` is a number there, infinity).
+EDITOR_VALUES = {
+    "timeout: .nan": {"timeout": math.nan},
+    "timeout: .inf": {"timeout": math.inf},
+    "timeout: 1e400": {"timeout": float("1e400")},
+    "foreach: xs": {"foreach": "xs"},
+    "foreach: [1]\n    as: index": {"foreach": [1], "as": "index"},
+    "tool: ''": {"tool": ""},
+}
+
+
+@pytest.mark.parametrize("line", list(EDITOR_VALUES))
+def test_what_validate_rejects_an_editor_flags(run, write, line):
+    write("plan.yaml", f"steps:\n  - id: a\n    tool: echo\n    args: {{value: 1}}\n    {line}\n")
+    assert run("validate", "plan.yaml").code == 3
+    schema = json.loads(run("schema").out)
+    doc = {"steps": [{**STEP, **EDITOR_VALUES[line]}]}
+    assert not jsonschema.Draft202012Validator(schema).is_valid(doc)
+
+
+# ---- random values in the fields whose verdict is about the value alone ------------------
+
+# Strings that are, or are nearly, durations, names and `${...}` forms (only `${xs}`, a defined
+# variable: an undefined name is a reference error, which no schema can see).
+WORDS = st.sampled_from(
+    ["", " ", "5", "5s", "1m30s", "1m 30s", "500ms", "1h", "5d", "-5", "+5", ".5", "1e3", "nan",
+     "inf", "Infinity", "NaN", "9" * 400, "0" * 400 + "1s", "x", "pkg", "my_var", "1x", "env",
+     "steps", "index", "item", "${xs}", "$${xs}", "${xs} ", " ${xs}", "xs}", "${", "abort",
+     "continue", "ignore", "replan", "echo", "true", "1"]
+)  # fmt: skip
+NUMBERS = st.one_of(
+    st.integers(-3, 3),
+    st.integers(min_value=-(10**400), max_value=10**400),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 2.0, 1e300, 1.7976931348623157e308, math.inf, -math.inf, math.nan]),
+)
+VALUES = st.one_of(st.none(), st.booleans(), NUMBERS, WORDS, st.lists(WORDS, max_size=2))
+STEP_FIELDS = [
+    "timeout", "retry_delay", "retries", "on_failure", "approval", "cache", "as",
+    "result_variable", "foreach", "tool", "title", "expected_outcome", "index",
+]  # fmt: skip
+PLAN_FIELDS = [
+    ("defaults", "timeout"), ("defaults", "retry_delay"), ("defaults", "retries"),
+    ("limits", "max_steps"), ("limits", "max_replans"), ("limits", "max_concurrency"),
+    ("replan", "timeout"), ("servers", "connect_timeout"), ("variables", None), ("version", None),
+]  # fmt: skip
+
+
+@functools.cache
+def plan_schema() -> Any:
+    return jsonschema.Draft202012Validator(plan_json_schema())
+
+
+def _doc_with(field: str | tuple[str, str | None], value: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"variables": {"xs": [1]}, "steps": [dict(STEP)]}
+    if isinstance(field, str):
+        s = base["steps"][0]
+        if field == "index":
+            del s["id"]
+        if field == "as":
+            s["foreach"] = [1]
+        s[field] = value
+        return base
+    top, key = field
+    if top == "version":
+        base["version"] = value
+    elif top == "variables":  # a variable's name
+        if isinstance(value, str):
+            base["variables"] = {value: 1}
+    elif top == "servers":
+        base["servers"] = {"s": {"command": "x", key: value}}
+    elif top == "replan":
+        base["replan"] = {"command": "x", key: value}
+    else:
+        base[top] = {key: value}
+    return base
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(STEP_FIELDS + PLAN_FIELDS), VALUES)
+def test_random_values_get_the_same_verdict(field, value):
+    # Not about the value alone: a tool that does not exist, an expression's syntax.
+    assume(field != "tool" or value in ("", "echo") or not isinstance(value, str))
+    # (A foreach string is the exception: the schema checks that it is one `${...}`.)
+    inner = value if isinstance(value, list) else [] if field == "foreach" else [value]
+    assume(not any(isinstance(t, str) and "${" in t for t in inner))
+    doc = _doc_with(field, value)
+    by_schema = not plan_schema().is_valid(doc)
+    text = json.dumps(doc)
+    diags = check_document(load_text(text, "p.json", "json")).diagnostics
+    by_validate = any(d.severity == "error" for d in diags)
+    assert by_schema == by_validate, (field, value, [d.message for d in diags])
