@@ -17,7 +17,8 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
 - `step.retrying`  attempt (the one that failed), error, delay_s
 - `step.succeeded` status="succeeded", attempts, duration_s, result, fingerprint, output (captured
                    text or null), result_variable (name or null), result_masked (true when a
-                   secret was masked in the result)
+                   secret was masked in the result), key (its cache key, or null; only in a
+                   run that has a cache)
 - `step.failed`    status="failed" | "ignored", attempts, duration_s, error (one line), detail (text or
                    null: e.g. stderr tail and command), result (null, or partial), fingerprint,
                    result_variable
@@ -28,7 +29,7 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
                    attempts=0, duration_s=0, output (recorded stdout+stderr, replayed), replayed
 - `step.resumed`   a step kept from the previous run, as recorded there: status ("succeeded" |
                    "ignored" | "skipped"), attempts, duration_s, result, error, reason,
-                   fingerprint, result_variable, result_masked
+                   fingerprint, result_variable, result_masked, key (its cache key or null)
 - `plan.diff`      removed, added, revised (lists of step ids), revision (int), error
 - `run.finished`   status, reason, duration_s, error (one line or null)
 """

@@ -41,6 +41,7 @@ class PreviousStep(NamedTuple):
     error: str | None = None
     reason: str | None = None  # a skipped step's reason
     result_masked: bool = False  # a secret was masked in the recorded result
+    key: str | None = None  # its cache key: its dependents that run are keyed on it
 
     @property
     def skipped_by_condition(self) -> bool:
@@ -231,6 +232,7 @@ def kept_record(prev: PreviousStep) -> StepRecord:
         kept=True,
         result_masked=prev.result_masked,
         reason=prev.reason if status == Status.SKIPPED else None,
+        cache_key=prev.key,
     )
 
 
@@ -264,4 +266,5 @@ def kept_event(record: StepRecord, step: Step) -> dict[str, Any]:
         "fingerprint": record.fingerprint,
         "result_variable": step.result_variable,
         "result_masked": record.result_masked,
+        "key": record.cache_key,
     }

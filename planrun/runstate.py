@@ -33,6 +33,7 @@ def previous_steps(state: RunState) -> dict[str, PreviousStep]:
             st.error,
             st.reason,
             st.result_masked,
+            st.cache_key,
         )
         for sid, st in state.steps.items()
     }

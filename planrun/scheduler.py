@@ -278,6 +278,7 @@ class Scheduler:
         data = hit_event(decision, step, fp)
         rec = self.records[sid]
         rec.status, rec.result, rec.fingerprint = Status.CACHED, data["result"], fp
+        rec.cache_key = decision.key
         rec.duration_s = 0.0
         if step.result_variable:
             self.variables[step.result_variable] = data["result"]
@@ -460,6 +461,8 @@ class Scheduler:
         }
         if rec.result_masked:
             data["result_masked"] = True
+        if self.settings.cache is not None:  # the key its dependents, and a resume, take
+            data["key"] = rec.cache_key = self.settings.cache.keys.get(sid)
         self._emit("step.succeeded", sid, data)
 
     def _finish_failure(

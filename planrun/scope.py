@@ -35,6 +35,7 @@ class StepRecord(Record):
         "upstream_failed",
         "result_masked",
         "reason",
+        "cache_key",
     )
     status: Status
     attempts: int
@@ -47,6 +48,7 @@ class StepRecord(Record):
     upstream_failed: bool  # skipped because a step it depends on failed
     result_masked: bool  # a secret was masked in the result as shown and stored
     reason: str | None  # why it was skipped, or why it runs again on resume
+    cache_key: str | None  # its cache key, when the cache keyed it (ran, hit, or kept so)
 
     def __init__(
         self,
@@ -61,6 +63,7 @@ class StepRecord(Record):
         upstream_failed: bool = False,
         result_masked: bool = False,
         reason: str | None = None,
+        cache_key: str | None = None,
     ) -> None:
         self.status = status
         self.attempts = attempts
@@ -73,6 +76,7 @@ class StepRecord(Record):
         self.upstream_failed = upstream_failed
         self.result_masked = result_masked
         self.reason = reason
+        self.cache_key = cache_key
 
     @property
     def blocks_dependents(self) -> bool:

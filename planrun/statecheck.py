@@ -27,6 +27,7 @@ _STEP_TEXT = (
     "reason",
     "detail",
     "title",
+    "cache_key",
 )
 _RUN_TEXT = ("digest", "run_id", "reason", "error", "started_at", "ended_at")
 

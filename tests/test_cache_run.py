@@ -433,3 +433,55 @@ def test_foreach_caches_each_instance(tmp_path: Path) -> None:
     r = go(tmp_path, "--output", "json", "--var", "pkgs=[a, c]")
     assert statuses(r) == {"lint": "succeeded", "lint[0]": "cached", "lint[1]": "succeeded"}
     assert r.json["variables"]["lints"][0]["stdout"] == "linting a\n"
+
+
+def test_the_environment_overriding_a_dotenv_name_is_in_the_key(tmp_path: Path) -> None:
+    plan = """
+    dotenv: [.env]
+    steps:
+      - {id: api, tool: shell, args: {cmd: "echo $API_URL"}, cache: true}
+      - id: pinned
+        tool: shell
+        args: {cmd: "echo $API_URL", env: {API_URL: fixed}}
+        cache: true
+    """
+    project(tmp_path, plan.replace("\n    ", "\n"))
+    (tmp_path / ".env").write_text("API_URL=staging\n")
+    r = go(tmp_path, "--output", "json")
+    assert r.json["steps"][0]["result"]["stdout"] == "staging\n", r
+    r = go(tmp_path, "--output", "json", "--events", "e.jsonl", env={"API_URL": "prod"})
+    assert statuses(r) == {"api": "succeeded", "pinned": "cached"}, r
+    assert r.json["steps"][0]["result"]["stdout"] == "prod\n"
+    assert started_reasons(tmp_path / "e.jsonl")["api"] == "args changed"
+    assert statuses(go(tmp_path, "--output", "json", env={"API_URL": "prod"}))["api"] == "cached"
+    r = go(tmp_path, "--output", "json")  # back to the dotenv value: the entry made then
+    assert statuses(r)["api"] == "cached" and r.json["steps"][0]["result"]["stdout"] == "staging\n"
+
+
+def test_a_run_after_a_resume_hits_the_steps_the_resume_ran(tmp_path: Path) -> None:
+    plan = """
+    steps:
+      - id: a
+        tool: shell
+        args: {cmd: "mkdir -p out && cat src/*.py > out/a.txt && echo a"}
+        sources: ["src/*.py"]
+        outputs: ["out/a.txt"]
+      - {id: gate, tool: shell, args: {cmd: "test -f ok"}, depends_on: [a]}
+      - {id: b, tool: shell, args: {cmd: "echo b"}, depends_on: [a, gate], cache: true}
+    """
+    project(tmp_path, plan.replace("\n    ", "\n"))
+    assert go(tmp_path).code == 1  # the gate fails
+    (tmp_path / "ok").write_text("")
+    r = planrun("resume", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert_no_traceback(r)
+    assert r.code == 0 and statuses(r)["b"] == "succeeded", r
+    r = go(tmp_path, "--output", "json", "--events", "e.jsonl", "--explain")
+    assert statuses(r) == {"a": "cached", "gate": "succeeded", "b": "cached"}, r
+    assert "upstream changed" not in r.err + r.out
+    # and once more through a resume of a run that kept a cached step
+    assert go(tmp_path, "--output", "json").code == 0
+    (tmp_path / "ok").unlink()
+    assert go(tmp_path, "--force=gate").code == 1
+    (tmp_path / "ok").write_text("")
+    assert planrun("resume", "plan.yaml", cwd=tmp_path).code == 0
+    assert statuses(go(tmp_path, "--output", "json"))["b"] == "cached"

@@ -423,23 +423,26 @@ def test_a_tiny_secret_never_breaks_what_planrun_records(run, write, tmp_path, p
 
 
 def test_a_cache_hit_that_holds_a_secret_is_produced_again_on_resume(run, write, tmp_path):
-    # The entry was made before `token` was declared a secret (same key: the same args). The
-    # hit is shown masked; its record must say so, or resume hands `***` on.
+    # The entry was made before `token` was declared a secret, by a step whose key the secret
+    # is not part of (it reads the token from a file: a step that reads the secret itself is
+    # keyed anew once it is one). The hit is shown masked; its record must say so, or resume
+    # hands `***` on.
     plan = """
         {secrets}
         steps:
           - id: login
-            tool: echo
-            args: {{value: "${{token}}"}}
+            tool: shell
+            args: {{cmd: "cat tok"}}
+            sources: [tok]
             result_variable: got
-            cache: true
           - id: use
             tool: shell
             args:
               cmd: |
                 test -e go || exit 1
-                test '${{got}}' = ResultToken-""q7w3 && echo received-real-value
+                test '${{got.stdout | trim}}' = ResultToken-""q7w3 && echo received-real-value
         """
+    (tmp_path / "tok").write_text(TOKEN + "\n")
     var = ("--var", f"token={TOKEN}")
     write("p.yaml", plan.format(secrets=""))
     assert run("run", "p.yaml", *var).code == 1

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-CACHE_FORMAT = 2  # bump when the key or the entry layout changes: old entries stop matching
+CACHE_FORMAT = 3  # bump when the key or the entry layout changes: old entries stop matching
 _ENV_READ = r"\benv\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(['\"])(.*?)\2\s*\])"  # compiled on first use (re's cache), not at import
 ALL_ENV = "*"
 
@@ -23,8 +23,15 @@ def canonical(value: Any) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-def digest_value(value: Any) -> str:
-    return hashlib.sha256(canonical(value)).hexdigest()
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+Seal = Callable[[bytes], str]  # how a step's key material is digested: sha256_hex, or keyed
+
+
+def digest_value(value: Any, seal: Seal = sha256_hex) -> str:
+    return seal(canonical(value))
 
 
 def sources_part(sources: Mapping[str, str]) -> str:
@@ -41,7 +48,7 @@ class Material:
     without looking at each file's hash (planrun.cache.statcache); their path -> hash map is
     made on demand (`load`), which only a miss needs (reasons, the stored manifest)."""
 
-    __slots__ = ("args", "upstream", "part", "dotenv", "_files", "_load")
+    __slots__ = ("args", "upstream", "part", "dotenv", "env", "seal", "_files", "_load")
 
     def __init__(
         self,
@@ -52,10 +59,13 @@ class Material:
         part: str | None = None,  # sources_part(files), when known without them
         dotenv: dict[str, str] | None = None,  # dotenv file -> content sha256 or "absent"
         load: Callable[[], dict[str, str]] | None = None,  # makes `files` when not given
+        env: str = "",  # digest of the effective values of the names the plan provides
+        seal: Seal = sha256_hex,  # keyed (planrun.cache.sealing) when a secret is part of it
     ) -> None:
         self.args = args
         self.upstream = upstream if upstream is not None else {}
         self.dotenv = dotenv if dotenv is not None else {}
+        self.env, self.seal = env, seal
         self._files = files
         self._load = load
         self.part = part if part is not None else sources_part(self.files)
@@ -76,10 +86,11 @@ class Material:
         parts += [f"u {d}\0{self.upstream[d]}" for d in sorted(self.upstream)]
         parts.append(f"s {self.part}")
         parts += [f"d {p}\0{self.dotenv[p]}" for p in sorted(self.dotenv)]
-        return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+        parts.append(f"e {self.env}")
+        return self.seal("\n".join(parts).encode("utf-8", "surrogatepass"))
 
     def sources_digest(self) -> str:
-        return digest_value(sorted(self.sources.items()))
+        return digest_value(sorted(self.sources.items()), self.seal)
 
 
 def env_names(texts: Iterable[str]) -> set[str]:
@@ -107,20 +118,22 @@ def _env_gets(text: str, names: set[str]) -> None:
         names.discard("get")  # every `env.get` here is a call
 
 
-def args_digest(
-    tool: str,
-    args: Any,
-    sources: Iterable[str],
-    outputs: Iterable[str],
-    env: Mapping[str, str],
-    names: set[str],
-) -> str:
-    """Digest of what the step does: tool, resolved args, its declared files and the env read."""
+def env_read(env: Mapping[str, str], names: set[str]) -> dict[str, str | None]:
+    """The values of the `env` names a step's args read (all of them for ALL_ENV)."""
     if ALL_ENV in names:
-        env_part: Any = dict(env)
-    else:
-        env_part = {n: env.get(n) for n in sorted(names)}
-    return digest_value([tool, args, list(sources), list(outputs), env_part])
+        return dict(env)
+    return {n: env.get(n) for n in sorted(names)}
+
+
+def provided_env(
+    provided: Iterable[str], env: Mapping[str, str], args: Any
+) -> dict[str, str | None]:
+    """The effective value of each name the plan gives every step's environment (its dotenv
+    files; a plan-level `env:` would join them), after the process environment (`env`)
+    overrode it: a name the step's own `args.env` sets is in its args already."""
+    own = args.get("env") if isinstance(args, dict) else None
+    mine = own if isinstance(own, dict) else {}
+    return {n: env.get(n) for n in sorted(set(provided)) if n not in mine}
 
 
 def first_difference(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:

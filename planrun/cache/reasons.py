@@ -38,6 +38,8 @@ def miss_reason(store: CacheStore, previous_key: str | None, material: Material)
     if old.get("sources_digest") != material.sources_digest():
         paths = _changed_paths(store, old.get("sources"), material.sources)
         return f"sources changed: {_more(paths)}" if paths else "sources changed"
+    if old.get("env") != material.env:  # a name the plan gives steps, set in the environment
+        return "args changed"
     return NO_ENTRY
 
 

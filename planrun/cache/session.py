@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from planrun.cache import CACHED, FORCED, NO_ENTRY, OFF, step_cached
 from planrun.cache.globs import compile_patterns, file_stat, match_stats
-from planrun.cache.keys import Material, args_digest, canonical, digest_value, env_names
+from planrun.cache.keys import (
+    Material,
+    Seal,
+    canonical,
+    digest_value,
+    env_names,
+    env_read,
+    provided_env,
+    sha256_hex,
+)
 from planrun.cache.listings import Listings
 from planrun.cache.outputs import (
     Collected,
@@ -90,12 +99,13 @@ class Decision:
 
 
 class Upstream:
-    """A dependency as the cache sees it: its id, status and result."""
+    """A dependency as the cache sees it: its id, status, result and, when the cache keyed
+    it (it ran, hit, or was kept by a resume from a run that keyed it), its key."""
 
-    __slots__ = ("id", "status", "result")
+    __slots__ = ("id", "status", "result", "key")
 
-    def __init__(self, id: str, status: str, result: Any) -> None:
-        self.id, self.status, self.result = id, status, result
+    def __init__(self, id: str, status: str, result: Any, key: str | None = None) -> None:
+        self.id, self.status, self.result, self.key = id, status, result, key
 
 
 def cache_directory(cwd: str, given: str | None) -> str:
@@ -141,10 +151,13 @@ class CacheSession:
         dotenv: Sequence[str] = (),
         dry_run: bool = False,
         shared: frozenset[str] = frozenset(),
+        provided: Iterable[str] = (),  # names the plan puts in every step's environment
+        secret_names: Sequence[str] = (),  # the plan's `secrets:`
     ) -> None:
         self.options, self.plan_name, self.cwd, self.env = options, plan_name, cwd, env
         self.warn, self.secret_values, self.dotenv = warn, secret_values, dotenv
-        self.dry_run = dry_run
+        self.dry_run, self.provided, self.secret_names = dry_run, tuple(provided), secret_names
+        self._keyed: Seal | None = None
         self.shared = shared  # foreach steps whose instances share their `outputs` patterns
         self.siblings = Siblings()
         self.temp = RestoreTemp(cwd)
@@ -173,23 +186,49 @@ class CacheSession:
             else {}
         )
         part, files = self.records.walk_digest(self.cwd, found)
+        outputs = tuple(step.outputs or ())
+        read = env_read(self.env, env_names(_step_texts(step.args)))
+        given = provided_env(self.provided, self.env, args)  # dotenv names, as overridden
+        results = [u.result for u in upstream if u.key is None and u.id not in self.keys]
+        seal = self._seal(step, [args, patterns, outputs, read, given, results, list(found)])
         dotenv: dict[str, str] = {}
         for name in self.dotenv:  # they reach every step's environment
             path = name.rstrip("?")
             try:
-                dotenv[path] = self.records.digest(self.cwd, file_stat(self.cwd, path))
+                dotenv[path] = seal(
+                    self.records.digest(self.cwd, file_stat(self.cwd, path)).encode()
+                )
             except OSError:
                 dotenv[path] = "absent"
-        names = env_names(_step_texts(step.args))
         up = {
             u.id: self.keys.get(u.id)
-            or digest_value(["succeeded" if u.status == "cached" else u.status, u.result])
+            or u.key
+            or digest_value(["succeeded" if u.status == "cached" else u.status, u.result], seal)
             for u in upstream
         }
-        digest = args_digest(step.tool, args, patterns, tuple(step.outputs or ()), self.env, names)
+        digest = digest_value([step.tool, args, list(patterns), list(outputs), read], seal)
+        kw: dict[str, Any] = {"part": part, "dotenv": dotenv, "seal": seal}
+        kw["env"] = digest_value(given, seal) if given else ""
         if files is None:  # remembered: the per-file map is made only if a miss needs it
-            return Material(digest, up, part=part, dotenv=dotenv, load=self._loader(found))
-        return Material(digest, up, files, part=part, dotenv=dotenv)
+            return Material(digest, up, load=self._loader(found), **kw)
+        return Material(digest, up, files, **kw)
+
+    def _seal(self, step: Step, probe: list[Any]) -> Seal:
+        """sha256_hex; keyed (planrun.cache.sealing) when a secret is in the step's key material."""
+        forms = [v.encode("utf-8", "surrogatepass") for v in self._forms()]
+        if not forms and not self.secret_names:
+            return sha256_hex
+        from planrun.cache.sealing import holds_secret, keyed_seal, material_key, names_secret
+
+        texts = _step_texts([step.args, list(step.sources or ()), list(step.outputs or ())])
+        if not names_secret(texts, self.secret_names) and not holds_secret(canonical(probe), forms):
+            return sha256_hex
+        if self._keyed is None:
+            self._keyed = keyed_seal(material_key())
+        return self._keyed
+
+    def _forms(self) -> list[str]:
+        return [v for v in self.secret_values() if isinstance(v, str) and v]
 
     def _loader(self, found: dict[str, os.stat_result]) -> Callable[[], dict[str, str]]:
         return lambda: self.records.digests_of(self.cwd, found)
@@ -290,7 +329,10 @@ class CacheSession:
         """`before` without the remote: hit or miss from the local store alone."""
         if not self.options.enabled or not step_cached(step):
             return Decision("off", OFF)
-        deps = [Upstream(d, str(r.status), r.result) for d, r in upstream.items()]
+        deps = [
+            Upstream(d, str(r.status), r.result, getattr(r, "cache_key", None))
+            for d, r in upstream.items()
+        ]
         return self.decide(sid, step, args, deps)
 
     def asks_remote(self, decision: Decision) -> bool:
@@ -374,13 +416,20 @@ class CacheSession:
         if secret or self._holds_secret(result, collected):
             self.warn(f"step '{sid}': result held a secret: not stored in the cache")
             return None
+        if self._named_by_secret(o.path for o in collected.files):
+            self.warn(f"step '{sid}': output name holds a secret: not stored in the cache")
+            return None
         out = result if isinstance(result, dict) else {}
         try:
             for digest, data in collected.contents.items():
                 self.store.put_blob(data, digest)
             for digest, path in collected.large.items():
                 self.store.put_blob_file(path, digest)
-            manifest = canonical(sorted(decision.material.sources.items()))
+            sources = decision.material.sources
+            # A file name that holds a secret is never stored: the reasons then name no file.
+            manifest = (
+                None if self._named_by_secret(sources) else canonical(sorted(sources.items()))
+            )
             self.store.put(
                 Entry(
                     key=decision.key,
@@ -394,8 +443,9 @@ class CacheSession:
                     material={
                         "args": decision.material.args,
                         "upstream": decision.material.upstream,
-                        "sources": self.store.put_blob(manifest),
+                        "sources": None if manifest is None else self.store.put_blob(manifest),
                         "sources_digest": decision.material.sources_digest(),
+                        "env": decision.material.env,
                     },
                     created=time.time(),
                 )
@@ -405,6 +455,10 @@ class CacheSession:
             return None
         self._set_recent(sid, decision.key)
         return None
+
+    def _named_by_secret(self, names: Iterable[str]) -> bool:
+        forms = self._forms()
+        return bool(forms) and any(f in name for name in names for f in forms)
 
     def _holds_secret(self, result: Any, files: Collected) -> bool:
         values = [v for v in self.secret_values() if v]

@@ -70,8 +70,10 @@ def open_session(
     secret_values: Callable[[], list[str]] = list,
     *,
     dry_run: bool = False,
+    provided: Iterable[str] = (),
 ) -> CacheSession | None:
-    """A session when some step of the plan is cached and the cache is on, else None."""
+    """A session when some step of the plan is cached and the cache is on, else None.
+    `provided`: the names the plan gives every step's environment (its dotenv files')."""
     if not options.enabled or not any(step_cached(s) for s in plan.steps):
         return None
     link = linked_place(cwd, options.directory)
@@ -94,6 +96,8 @@ def open_session(
         dotenv,
         dry_run=dry_run,
         shared=shared,
+        provided=provided,
+        secret_names=list(plan.secrets),
     )
     if options.remote is not None and not dry_run:
         from planrun.cache.remote import RemoteCache
@@ -128,10 +132,14 @@ def preview(
     options: CacheOptions,
     cwd: str,
     warn: Callable[[str], None],
+    prep: Any = None,
 ) -> dict[str, dict[str, Any]]:
     """Dry-run: {step id: {status: hit|miss|off, reason}} in start order. Hashes, writes nothing
-    (but the stat records, which only save re-reading)."""
-    session = open_session(options, plan, cwd, env, warn, dry_run=True)
+    (but the stat records, which only save re-reading). `prep`: the prepared run (its dotenv
+    names and secrets), when there is one."""
+    secrets = prep.masker(variables).values if prep is not None else list
+    provided = list(prep.dotenv) if prep is not None else ()
+    session = open_session(options, plan, cwd, env, warn, secrets, dry_run=True, provided=provided)
     out: dict[str, dict[str, Any]] = {}
     results: dict[str, Any] = {}  # results known now: those of hits
     try:
@@ -316,7 +324,9 @@ def open_run_cache(req: Any, prep: Any, options: CacheOptions, console: Any) -> 
     if console is not None:
         console.explain = req.explain or req.no_cache  # --no-cache: each step says `cache off`
     warn = (lambda m: console.notice(m, warning=True)) if console is not None else _warn_stderr
-    return open_session(options, prep.plan, req.cwd, prep.environment(), warn)
+    masks = prep.masker(prep.variables).values  # until the run's own chain replaces it
+    env = prep.environment()
+    return open_session(options, prep.plan, req.cwd, env, warn, masks, provided=list(prep.dotenv))
 
 
 def preview_dry_run(req: Any, prep: Any, doc: dict[str, Any]) -> None:
@@ -332,6 +342,7 @@ def preview_dry_run(req: Any, prep: Any, doc: dict[str, Any]) -> None:
         run_cache_options(req, prep),
         req.cwd,
         _warn_stderr,
+        prep,
     )
     for s in doc["steps"]:
         s["cache"] = found[s["id"]]

@@ -42,6 +42,7 @@ class StepState(Record):
         "detail",
         "title",
         "result_masked",
+        "cache_key",
     )
     status: str
     attempts: int
@@ -56,6 +57,7 @@ class StepState(Record):
     detail: str | None  # failure detail (command, stderr tail)
     title: str | None  # the title as rendered when it last started (for reports)
     result_masked: bool  # a secret was masked in `result`: it is not the value
+    cache_key: str | None  # the key the cache gave it (its dependents' keys name it)
 
     def __init__(
         self,
@@ -72,6 +74,7 @@ class StepState(Record):
         detail: str | None = None,
         title: str | None = None,
         result_masked: bool = False,
+        cache_key: str | None = None,
     ) -> None:
         self.status = status
         self.attempts = attempts
@@ -86,6 +89,7 @@ class StepState(Record):
         self.detail = detail
         self.title = title
         self.result_masked = result_masked
+        self.cache_key = cache_key
 
     def to_json(self) -> dict[str, Any]:
         # Shallow on purpose: a deep copy of the result (dataclasses.asdict's) is slow for big ones.
@@ -103,6 +107,7 @@ class StepState(Record):
             "detail": self.detail,
             "title": self.title,
             "result_masked": self.result_masked,
+            "cache_key": self.cache_key,
         }
 
     @classmethod

@@ -72,6 +72,7 @@ def keep_step(step: StepState, d: dict[str, Any]) -> None:
     step.error = d.get("error")
     step.result_masked = bool(d.get("result_masked"))
     step.reason = d.get("reason") or "unchanged since last run"
+    step.cache_key = d.get("key") if isinstance(d.get("key"), str) else None
     for key in ("attempts", "duration_s", "fingerprint", "result_variable"):
         if d.get(key) is not None:
             setattr(step, key, d[key])

@@ -277,13 +277,14 @@ class StateStore:
                 new.error = None
                 new.detail = None
                 new.result_masked = bool(d.get("result_masked"))
+                new.cache_key = d.get("key")
                 finish_step(new, d, ts)
             elif name == "step.failed":
                 new.status = d.get("status") or Status.FAILED
                 new.result = d.get("result")
                 new.error = d.get("error")
                 new.detail = d.get("detail")
-                new.result_masked = False
+                new.result_masked, new.cache_key = False, None
                 finish_step(new, d, ts)
             elif name == "step.skipped":
                 new.status = Status.SKIPPED
@@ -297,7 +298,7 @@ class StateStore:
                 new.status = Status.CACHED
                 new.result = d.get("result")
                 new.result_masked = bool(d.get("result_masked"))
-                new.fingerprint = d.get("fingerprint")
+                new.fingerprint, new.cache_key = d.get("fingerprint"), d.get("key")
                 new.result_variable = d.get("result_variable") or new.result_variable
                 new.started_at = new.ended_at = ts
                 new.reason = str(d.get("reason") or "cached")  # "cached (remote)" from the remote
