@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from planrun.completion import complete_plan_files, completion_script
-from planrun.defaultplan import find_default_plan, plan_or_default
+from planrun.defaultplan import find_default_plan
+from planrun.discovery import plan_or_found
 from planrun.errors import UsageError
 
 
@@ -63,7 +64,8 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
         """Write an HTML report of the last run of PLAN: timeline, steps, errors and output."""
         from planrun.report import check_report_path, report_for_plan, write_report
 
-        plan = plan_or_default(plan, os.getcwd())
+        found = plan_or_found(plan)  # the default plan's directory becomes the cwd
+        plan, state, out = found.plan, found.given_path(state), found.given_path(out) or out
         if out == "-":  # stdout, as `-` means to every command-line tool
             click.echo(report_for_plan(plan, state, os.getcwd()), nl=False)
             return
