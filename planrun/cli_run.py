@@ -194,10 +194,24 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         from planrun.watch import watch_and_rerun, watch_scope
 
         scope = watch_scope(found, [*kw["only"], *targets], parse_vars(kw["var"]), kw["vars_file"])
-        code = watch_and_rerun(code, scope, lambda: _run_once(False, found, targets, force, kw))
+        code = watch_and_rerun(code, scope, lambda: _rerun(found, targets, force, kw))
     # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
     # call or a prompt blocked in a read), so none of its effects lands after the record.
     interrupts.exit_now(int(code))
+
+
+def _rerun(found: Any, targets: list[str], force: list[str], kw: dict[str, Any]) -> ExitCode:
+    """A run of `--watch` after the first: an error (the plan was saved half-edited) is told as
+    `guard` tells it, and is that run's exit code; the watch goes on."""
+    try:
+        return _run_once(False, found, targets, force, kw)
+    except PlanInvalid as exc:
+        print_diagnostics(exc.diagnostics, "json" if kw["output"] == "json" else "text")
+        return exc.exit_code
+    except PlanrunError as exc:
+        _error_document(kw, str(exc), exc.exit_code)
+        echo(one_line(f"planrun: error: {exc}"), err=True)
+        return exc.exit_code
 
 
 def _run_once(

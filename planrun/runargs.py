@@ -94,6 +94,12 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "Cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache).",
     ),
     Opt(("--explain",), "explain", FLAG, "Say for every step why it runs or not."),
+    Opt(
+        ("--watch",),
+        "watch",
+        FLAG,
+        "After the run, run again when a source, the plan or a dotenv file changes.",
+    ),
 )
 
 _BY_WORD = {d: opt for opt in RUN_OPTIONS for d in opt.decls if d.startswith("-")}
