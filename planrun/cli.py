@@ -70,7 +70,7 @@ def run(**kw: Any) -> None:
     _do_run(False, **kw)
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(epilog=EXIT_CODES_HELP, short_help="Continue the last run of PLAN where it stopped.")
 @run_options
 @_guard
 def resume(**kw: Any) -> None:
@@ -86,7 +86,7 @@ def _vars_file(path: str) -> dict[str, Any]:
     return load_vars_file(path, os.getcwd())
 
 
-@main.command()
+@main.command(short_help="Check plan files without running anything.")
 @click.argument("plans", nargs=-1, shell_complete=complete_plan_files)
 @click.option(
     "--format",
@@ -155,7 +155,7 @@ def validate(
         click.echo(f"ok: {len(plans)} plan{'s' if len(plans) != 1 else ''} valid", err=True)
 
 
-@main.command()
+@main.command(short_help="Show the step graph and its parallel waves.")
 @click.argument("plan", required=False, shell_complete=complete_plan_files)
 @click.option(
     "--format",
@@ -253,7 +253,7 @@ def status(plan: str | None, state: str | None, output: str) -> None:
         click.echo(render_status_text(st), nl=False)
 
 
-@main.command(name="list")
+@main.command(name="list", short_help="List the plans in a directory, or the steps of a plan.")
 @click.argument("target", required=False, shell_complete=complete_plan_files)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
@@ -300,7 +300,7 @@ def schema() -> None:
     click.echo(json.dumps(plan_json_schema(), indent=2))
 
 
-@main.command()
+@main.command(short_help="List built-in tools and the tools of PLAN's MCP servers.")
 @click.argument("plan", required=False)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--mcp-config", type=click.Path(dir_okay=False))

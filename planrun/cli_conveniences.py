@@ -19,14 +19,14 @@ from planrun.errors import UsageError
 def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
     """Add the commands to `group`; `guard` turns errors into one line and an exit code."""
 
-    @group.command()
+    @group.command(short_help="Print the shell completion script for SHELL.")
     @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
     @guard
     def completion(shell: str) -> None:
         """Print the shell completion script for SHELL (see the README for where to put it)."""
         click.echo(completion_script(group, shell), nl=False)
 
-    @group.command()
+    @group.command(short_help="Write a commented starter plan; never overwrites a file.")
     @click.argument("file", required=False)
     @guard
     def init(file: str | None) -> None:
@@ -47,7 +47,7 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
         named = "" if file == "planrun.yaml" else f" {file}"
         click.echo(f"wrote {file}; next: planrun list{named}, planrun run{named}", err=True)
 
-    @group.command()
+    @group.command(short_help="Write an HTML report of the last run of PLAN.")
     @click.argument("plan", required=False, shell_complete=complete_plan_files)
     @click.option(
         "-o",

@@ -55,6 +55,8 @@ def started_in() -> str:
 def find_plan_upwards(start: str) -> tuple[str, str] | None:
     """(directory, file name) of the first default plan in `start` or one of its parents, or
     None. The search stops at the filesystem root and before a directory it cannot read."""
+    if not os.path.isdir(start):
+        return None
     directory = start
     while True:
         found = find_default_plan(directory)

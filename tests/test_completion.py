@@ -44,6 +44,30 @@ def test_step_ids_of_the_default_plan_as_targets_and_after_only(tmp_path):
     assert complete(tmp_path, "run build t") == ["test"]
 
 
+def test_run_offers_step_ids_not_directories_until_the_word_looks_like_a_path(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    (tmp_path / "ci.yaml").write_text("steps: []\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "build-logs").mkdir()
+    assert complete(tmp_path, "run ") == ["build", "bench", "test"]
+    assert complete(tmp_path, "run b") == ["build", "bench"]
+    assert complete(tmp_path, "run ./") == [
+        "./build-logs/",
+        "./ci.yaml",
+        "./planrun.yaml",
+        "./src/",
+    ]
+    assert complete(tmp_path, "run src/") == []
+    assert complete(tmp_path, "run ci") == ["ci.yaml"]  # no step id starts so: plan files
+
+
+def test_run_in_a_subdirectory_offers_the_step_ids_of_the_plan_above(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert complete(tmp_path / "a" / "b", "run ") == ["build", "bench", "test"]
+    assert complete(tmp_path / "a" / "b", "run --only t") == ["test"]
+
+
 def test_step_ids_of_the_plan_on_the_command_line(tmp_path):
     (tmp_path / "ci.yaml").write_text("steps: [{id: deploy, tool: echo, args: {value: 1}}]\n")
     (tmp_path / "planrun.yaml").write_text(PLAN)
