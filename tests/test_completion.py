@@ -124,3 +124,31 @@ def test_bash_script_loads_and_completes_in_bash(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["build", "bench"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_run_targets_without_directories(tmp_path):
+    """In a real bash, `planrun run <TAB>` in a subdirectory: the step ids of the plan above."""
+    import os
+    import sys
+
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    here = tmp_path / "pkg"
+    (here / "src").mkdir(parents=True)
+    (here / "planrun-completion.bash").write_text(planrun("completion", "bash", cwd=here).out)
+    shim = tmp_path / "bin" / "planrun"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m planrun "$@"\n')
+    shim.chmod(0o755)
+    test = (
+        "source ./planrun-completion.bash\n"
+        "COMP_WORDS=(planrun run ''); COMP_CWORD=2\n"
+        "_planrun_completion planrun\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-c", test], cwd=here, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["build", "bench", "test"]
