@@ -110,7 +110,8 @@ class Scheduler:
         """Step ids in run order, each foreach step followed by its instances."""
         return self.foreach.grouped(self.order)
 
-    def _emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
+    def emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
+        """Announce a change to the run's state on its bus."""
         self.bus.emit(Event(name, self.plan.name or "", sid, data))
 
     # ---- the loop ------------------------------------------------------------------------
@@ -145,7 +146,7 @@ class Scheduler:
         bind_kept(self.variables, self.steps, kept)
         for sid, rec in kept.items():
             self.foreach.keep(sid, self.resume)  # a kept foreach step: its instances too
-            self._emit("step.resumed", sid, kept_event(rec, self.steps[sid]))
+            self.emit("step.resumed", sid, kept_event(rec, self.steps[sid]))
 
     def _stopping(self) -> bool:
         return self.stop_reason is not None or bool(self._replan_requests)
@@ -285,9 +286,9 @@ class Scheduler:
         shown, rec.result_masked = shown_result(self.mask, rec.result, self._binds_secret(sid))
         if rec.result_masked:  # an entry made before the secret was one: not restored
             data["result"], data["result_masked"] = shown, True
-        self._emit("step.cached", sid, data)
+        self.emit("step.cached", sid, data)
 
-    def _skipped_upstream(self, sid: str, step: Step) -> bool:
+    def skip_if_upstream_failed(self, sid: str, step: Step) -> bool:
         """Skip the step when a dependency failed, but for the ones its `when` decides about
         (a notify-on-failure step); True when it was skipped. (A foreach step too.)"""
         watched, records = reacts_to(step), self.records
@@ -301,7 +302,7 @@ class Scheduler:
     def _prepare(self, sid: str, step: Step) -> tuple[dict[str, Any], str, Step] | None:
         """The step's resolved args and fingerprint, and the step with its `sources` and
         `outputs` rendered; None when it is settled instead."""
-        if self._skipped_upstream(sid, step):
+        if self.skip_if_upstream_failed(sid, step):
             return None
         scope = self.scope(sid)
         try:
@@ -310,7 +311,7 @@ class Scheduler:
                 return None
             return (*step_args(step, scope, self.settings.mask), with_patterns(step, scope))
         except ExpressionError as exc:
-            self._fail_now(sid, f"step '{sid}': {exc.message}")
+            self.fail_before_start(sid, f"step '{sid}': {exc.message}")
             return None
 
     async def _approved(self, sid: str, step: Step) -> bool:
@@ -329,7 +330,7 @@ class Scheduler:
             return self.stop_reason is None  # the run may have stopped while we asked
         rec = self.records[sid]
         rec.status = Status.INTERRUPTED
-        self._emit(
+        self.emit(
             "step.interrupted", sid, {"status": rec.status, "attempts": 0, "duration_s": 0.0}
         )
         self._stop(Reason.DENIED, f"approval denied for step '{self.settings.prefix}{sid}'")
@@ -346,11 +347,15 @@ class Scheduler:
         data: dict[str, Any] = {"status": rec.status, "reason": reason}
         if upstream_failed:
             data["error"] = rec.error
-        self._emit("step.skipped", sid, data)
+        self.emit("step.skipped", sid, data)
 
-    def _fail_now(self, sid: str, error: str) -> None:
+    def fail_before_start(self, sid: str, error: str) -> None:
         """A step that fails before any attempt (an expression it cannot evaluate now)."""
         self._finish_failure(sid, self.steps[sid], AttemptFailed(error), 0.0)
+
+    def note_failed(self) -> None:
+        """A step (a foreach step, from its instances) failed: the run will say so."""
+        self.failed_any = True
 
     # ---- one step ------------------------------------------------------------------------
 
@@ -378,7 +383,7 @@ class Scheduler:
             rec.status = Status.INTERRUPTED
             rec.duration_s = round(time.monotonic() - started, 3)
             data = {"status": rec.status, "attempts": rec.attempts, "duration_s": rec.duration_s}
-            self._emit("step.interrupted", sid, data)
+            self.emit("step.interrupted", sid, data)
             raise
         finally:
             self.slots.release(step.tool)
@@ -392,7 +397,7 @@ class Scheduler:
         rec = self.records[sid]
         rec.status, rec.duration_s = Status.INTERRUPTED, round(duration, 3)
         data = {"status": rec.status, "attempts": rec.attempts, "duration_s": rec.duration_s}
-        self._emit("step.interrupted", sid, data)
+        self.emit("step.interrupted", sid, data)
         self._stop(reason, exc.message)
 
     async def _attempts(
@@ -420,12 +425,12 @@ class Scheduler:
                 data["reason"], data["again"] = self.reasons[sid], True
             elif rec.attempts == 1:
                 data["reason"] = self.cache_reasons.get(sid, "cache off")
-            self._emit("step.started", sid, data)
+            self.emit("step.started", sid, data)
             result, failure = await attempt(self.executor, step, args, ctx, ctx.timeout)
             if failure is None or rec.attempts > retries:
                 return result, failure, False
             data = {"attempt": rec.attempts, "error": failure.error, "delay_s": delay}
-            self._emit("step.retrying", sid, data)
+            self.emit("step.retrying", sid, data)
             await asyncio.sleep(delay)
             delay *= 2
 
@@ -434,7 +439,7 @@ class Scheduler:
 
     def _output_cb(self, sid: str) -> Callable[[str, str], None]:
         def emit(stream: str, line: str) -> None:
-            self._emit("step.output", sid, {"stream": stream, "line": line})
+            self.emit("step.output", sid, {"stream": stream, "line": line})
 
         return emit
 
@@ -463,7 +468,7 @@ class Scheduler:
             data["result_masked"] = True
         if self.settings.cache is not None:  # the key its dependents, and a resume, take
             data["key"] = rec.cache_key = self.settings.cache.keys.get(sid)
-        self._emit("step.succeeded", sid, data)
+        self.emit("step.succeeded", sid, data)
 
     def _finish_failure(
         self, sid: str, step: Step, failure: AttemptFailed, duration: float, *, budget: bool = False
@@ -489,7 +494,7 @@ class Scheduler:
             "result_variable": step.result_variable,
             "output": output_of(failure.partial),
         }
-        self._emit("step.failed", sid, data)
+        self.emit("step.failed", sid, data)
         if budget:
             self._stop(Reason.STEP_BUDGET, f"step '{self.settings.prefix}{sid}': {failure.error}")
         elif policy == OnFailure.replan and self.replanner is not None:
@@ -517,7 +522,7 @@ class Scheduler:
         self.revisions.append(record)
         diff = record["diff"]
         shown = {key: record[key] for key in ("revision", "error", "steps")}
-        self._emit("plan.diff", None, {**diff, **shown})
+        self.emit("plan.diff", None, {**diff, **shown})
         completed = {sid for sid in self.order if self.records[sid].status in COMPLETED}
         for sid in list(self.records):
             if sid not in completed and parent_of(sid) not in completed:  # instances stay too

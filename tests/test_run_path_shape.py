@@ -1,0 +1,36 @@
+"""The run path's shape: one way through for every run, parts that talk through public names."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "planrun"
+
+
+def _source(name: str) -> str:
+    return (PKG / name).read_text(encoding="utf-8")
+
+
+def test_foreach_reaches_the_scheduler_through_public_names_only() -> None:
+    tree = ast.parse(_source("foreach_run.py"))
+    private = sorted(
+        {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and isinstance(node.value, ast.Attribute | ast.Name)
+            and "host" in ast.unparse(node.value)
+        }
+    )
+    declared = [
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ClassDef) and n.name == "Host"
+        for n in n.body
+        if isinstance(n, ast.FunctionDef) and n.name.startswith("_")
+    ]
+    assert private == [] and declared == []
