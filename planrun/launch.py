@@ -242,7 +242,8 @@ async def launch(
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
 
-            cache = open_run_cache(req, prep, cache_options, attached.console)
+            # A result holding a secret of the tree (the remote's token too) is not stored.
+            cache = open_run_cache(req, prep, cache_options, attached.console, here.masks.values)
         return await _schedule(req, prep, opened, attached, here, services, call, cache)
     finally:
         if cache is not None:
@@ -272,7 +273,8 @@ async def _schedule(
     from planrun.scheduler import RunSettings, Scheduler, result_document
 
     plan, bus = prep.plan, attached.bus
-    masker = prep.masker(prep.variables)  # made live below: result variables count once bound
+    variables = dict(prep.variables)  # the scheduler binds result variables into it
+    masker = prep.masker(variables)  # live: result variables count once bound
     if plan.secrets:
         here.masks.add(masker)
     if cache is not None and cache.remote is not None:
@@ -304,12 +306,17 @@ async def _schedule(
     forced = req.force if call is None else ()
     resume = decide_resume(prep, opened.previous, mask, forced, results_read=call is not None)
     sched = Scheduler(
-        plan, prep.selected, prep.variables, here.executor, bus, settings, resume, replanner
+        plan,
+        prep.selected,
+        variables,
+        here.executor,
+        bus,
+        settings,
+        resume,
+        replanner,
+        graph=prep.graph,
+        revisions=opened.revisions,  # numbering goes on; the budget is this run's
     )
-    masker.variables = sched.variables  # live: result variables count once bound
-    if cache is not None:
-        cache.secret_values = here.masks.values  # a result holding one is not stored
-    sched.revisions = opened.revisions  # numbering goes on; the budget is this run's
     name = plan.name or "plan"
     run_id = here.run_id if call is None else None  # a sub-plan's own events get their own
     resumed = opened.previous is not None

@@ -63,23 +63,29 @@ class Scheduler:
         settings: RunSettings,
         resume: ResumePlan | None = None,
         replanner: Replanner | None = None,
+        *,
+        graph: PlanGraph | None = None,
+        revisions: list[dict[str, Any]] | None = None,
     ) -> None:
+        """`variables` is the run's own dict: result variables are bound into it (a masker
+        made before may watch it). `graph`: the plan's graph as the run path built it (else
+        built here); `revisions`: the planner's revisions so far (resume numbers on)."""
         self.plan = plan
         self.executor = executor
         self.bus = bus
         self.settings = settings
         self.resume = resume
         self.replanner = replanner
-        self.variables = dict(variables)  # input variables + result variables bound so far
+        self.variables = variables  # input variables + result variables bound so far
         self.records: dict[str, StepRecord] = {}
         self.reasons: dict[str, str] = dict(resume.reasons) if resume else {}  # why run again
         self.cache_reasons: dict[str, str] = {}  # why the cache did not have it
         self.foreach = ForeachSteps(self)
-        self._set_steps(plan.steps, selected)
+        self._set_steps(plan.steps, selected, graph)
         # Budgets are per invocation: a resume starts from zero (steps, tool caps, replans).
         self.budget = settings.budget or Budget(plan.limits, plan.name or "plan")
         self.slots = settings.slots or Slots(settings.jobs)
-        self.revisions: list[dict[str, Any]] = []
+        self.revisions: list[dict[str, Any]] = [] if revisions is None else revisions
         self.stop_reason: Reason | None = None
         self.stop_error: str | None = None
         self.failed_any = False
@@ -88,9 +94,12 @@ class Scheduler:
         self._asking: set[str] = set()  # steps waiting for the remote cache's answer
         self._replan_requests: list[tuple[str, str]] = []  # (step, error): the planner's input
 
-    def _set_steps(self, steps: list[Step], selected: list[str]) -> None:
+    def _set_steps(
+        self, steps: list[Step], selected: list[str], graph: PlanGraph | None = None
+    ) -> None:
         self.steps = {s.id: s for s in steps}
-        self.graph = PlanGraph.build(steps)
+        # A copy: foreach instances are added to it as they are made.
+        self.graph = graph.copy() if graph is not None else PlanGraph.build(steps)
         keep = set(selected)
         self.order = [sid for sid in self.graph.order if sid in keep]
         self.position = {sid: i for i, sid in enumerate(self.order)}
@@ -330,9 +339,7 @@ class Scheduler:
             return self.stop_reason is None  # the run may have stopped while we asked
         rec = self.records[sid]
         rec.status = Status.INTERRUPTED
-        self.emit(
-            "step.interrupted", sid, {"status": rec.status, "attempts": 0, "duration_s": 0.0}
-        )
+        self.emit("step.interrupted", sid, {"status": rec.status, "attempts": 0, "duration_s": 0.0})
         self._stop(Reason.DENIED, f"approval denied for step '{self.settings.prefix}{sid}'")
         return False
 

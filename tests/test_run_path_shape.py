@@ -34,3 +34,18 @@ def test_foreach_reaches_the_scheduler_through_public_names_only() -> None:
         if isinstance(n, ast.FunctionDef) and n.name.startswith("_")
     ]
     assert private == [] and declared == []
+
+
+def test_the_scheduler_and_cache_are_built_complete_and_the_graph_is_passed() -> None:
+    launch = _source("launch.py")
+    patched = re.findall(r"^\s*(?:sched|cache|masker)\.\w+\s*=", launch, re.M)
+    assert patched == []
+    graph = ast.parse(_source("graph.py"))
+    memo = [  # a process-global the graph remembers itself in: an empty list or dict to fill
+        ast.unparse(n)
+        for n in graph.body
+        if isinstance(n, ast.Assign | ast.AnnAssign)
+        and isinstance(n.value, ast.List | ast.Dict)
+        and not (n.value.elts if isinstance(n.value, ast.List) else n.value.keys)
+    ]
+    assert memo == []

@@ -318,15 +318,22 @@ def seconds(text: str | None) -> float | None:
     return value
 
 
-def open_run_cache(req: Any, prep: Any, options: CacheOptions, console: Any) -> Any:
+def open_run_cache(
+    req: Any,
+    prep: Any,
+    options: CacheOptions,
+    console: Any,
+    secret_values: Callable[[], list[str]],
+) -> Any:
     """The run's session (None when no step is cached or with --no-cache); warnings go to
-    the console (or stderr without one)."""
+    the console (or stderr without one). `secret_values`: every secret of the run's tree."""
     if console is not None:
         console.explain = req.explain or req.no_cache  # --no-cache: each step says `cache off`
     warn = (lambda m: console.notice(m, warning=True)) if console is not None else _warn_stderr
-    masks = prep.masker(prep.variables).values  # until the run's own chain replaces it
     env = prep.environment()
-    return open_session(options, prep.plan, req.cwd, env, warn, masks, provided=list(prep.dotenv))
+    return open_session(
+        options, prep.plan, req.cwd, env, warn, secret_values, provided=list(prep.dotenv)
+    )
 
 
 def preview_dry_run(req: Any, prep: Any, doc: dict[str, Any]) -> None:
