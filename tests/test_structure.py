@@ -7,7 +7,9 @@ import graphlib
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "planrun"
-MAX_MODULE_LINES = 500
+# A backstop against a module that has become several, not a target: modules split at seams
+# (one responsibility each), and ~500 lines is the size at which to look for one.
+MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 80
 
 
