@@ -27,7 +27,14 @@ from planrun.parent import (
 )
 from planrun.plan import Plan
 from planrun.record import Record
-from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
+from planrun.request import (
+    EXIT_FOR_STATUS,
+    ExecutorRequest,
+    Finished,
+    Prepared,
+    RunRequest,
+    plan_stack,
+)
 from planrun.runopen import (
     OpenedState,
     attach_reporters,
@@ -92,7 +99,11 @@ class Attached(Record):
 
 
 def _attach(
-    req: RunRequest, prep: Prepared, store: StateStore | None, call: SubPlanCall | None
+    req: RunRequest,
+    prep: Prepared,
+    store: StateStore | None,
+    call: SubPlanCall | None,
+    explains: bool = False,
 ) -> Attached:
     """A top-level run: its own bus, masked by the whole tree's secrets, with the console,
     state and reports subscribed. A sub-plan: a bus whose step events go to the top run's."""
@@ -105,7 +116,9 @@ def _attach(
     masks = MaskChain()
     bus = EventBus(mask=masks)
     try:
-        console, closers = attach_reporters(req, bus, store, prep.plan.dotenv)
+        # --explain (and --no-cache: each step says `cache off`) when the cache can matter
+        explain = explains and (req.explain or req.no_cache)
+        console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, explain)
     except BaseException:
         if store is not None:
             store.release()
@@ -203,13 +216,13 @@ async def launch(
     if call is None and (req.force or req.explain or any(map(step_cached, prep.plan.steps))):
         from planrun.cache.wiring import run_cache_options  # ~10 ms: only when it can matter
 
-        cache_options = run_cache_options(req, prep)
+        cache_options = run_cache_options(req.cache_request, prep)
     if call is None:
         prep, opened = open_state(req, prep)
     else:
         opened = OpenedState(None, _sub_plan_previous(call))
     plan, store = prep.plan, opened.store
-    attached = _attach(req, prep, store, call)
+    attached = _attach(req, prep, store, call, cache_options is not None)
     pool: ServerPool | None = None
     cache = None
     # A sub-plan uses its parent's executor; a top-level run starts (and closes) its own.
@@ -227,7 +240,7 @@ async def launch(
                 pool = make_pool(plan, prep.variables, req.cwd)
                 await _check_mcp_tools(plan, prep, pool, attached.notice)
             if local is not None:
-                executor = own = _make_executor(req, plan, local)
+                executor = own = _make_executor(req.executor_request, req.cwd, plan, local)
                 await own.start()
         except asyncio.CancelledError:
             if call is not None:
@@ -243,7 +256,7 @@ async def launch(
             from planrun.cache.wiring import open_run_cache
 
             # A result holding a secret of the tree (the remote's token too) is not stored.
-            cache = open_run_cache(req, prep, cache_options, attached.console, here.masks.values)
+            cache = open_run_cache(req.cwd, prep, cache_options, attached.notice, here.masks.values)
         return await _schedule(req, prep, opened, attached, here, services, call, cache)
     finally:
         if cache is not None:
@@ -339,8 +352,8 @@ async def _schedule(
     return Finished(doc, EXIT_FOR_STATUS[outcome.status], sched.variables)
 
 
-def _make_executor(req: RunRequest, plan: Plan, local: LocalExecutor) -> Executor:
-    kind = req.executor or (plan.executor.type if plan.executor else None)
+def _make_executor(req: ExecutorRequest, cwd: str, plan: Plan, local: LocalExecutor) -> Executor:
+    kind = req.kind or (plan.executor.type if plan.executor else None)
     address = (
         req.address
         or (plan.executor.address if plan.executor else None)
@@ -353,7 +366,7 @@ def _make_executor(req: RunRequest, plan: Plan, local: LocalExecutor) -> Executo
     if kind == "dask":
         from planrun.executors.dask import DaskExecutor
 
-        return DaskExecutor(address, local=local, cwd=req.cwd)
+        return DaskExecutor(address, local=local, cwd=cwd)
     raise UsageError(f"unknown executor '{kind}': use 'local' or 'dask'")
 
 

@@ -173,7 +173,7 @@ async def run_request(req: RunRequest, call: SubPlanCall | None = None) -> Finis
         if call is None:
             from planrun.cache.wiring import preview_dry_run
 
-            preview_dry_run(req, prep, doc)
+            preview_dry_run(req.cache_request, req.cwd, prep, doc)
         return Finished(mask_keeping_names(prep.masker(prep.variables), doc), ExitCode.OK)
     blocked = gate(req, prep, call)
     if blocked is not None:

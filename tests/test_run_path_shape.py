@@ -49,3 +49,17 @@ def test_the_scheduler_and_cache_are_built_complete_and_the_graph_is_passed() ->
         and not (n.value.elts if isinstance(n.value, ast.List) else n.value.keys)
     ]
     assert memo == []
+
+
+def test_the_cache_wiring_reads_typed_cache_options_and_leaves_the_console_alone() -> None:
+    wiring = ast.parse(_source("cache/wiring.py"))
+    untyped = sorted(
+        f"{f.name}({a.arg})"
+        for f in ast.walk(wiring)
+        if isinstance(f, ast.FunctionDef)
+        for a in f.args.args
+        if a.arg in ("req", "prep", "console")
+        and (a.annotation is None or ast.unparse(a.annotation) in ("Any", "Any | None"))
+    )
+    assert untyped == []
+    assert "console." not in _source("cache/wiring.py")
