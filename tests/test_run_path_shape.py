@@ -63,3 +63,38 @@ def test_the_cache_wiring_reads_typed_cache_options_and_leaves_the_console_alone
     )
     assert untyped == []
     assert "console." not in _source("cache/wiring.py")
+
+
+def test_one_run_path_asks_its_context_never_whether_it_is_a_sub_plan() -> None:
+    """A top-level run and a sub-plan get their context from a factory (planrun.context);
+    the run path reads it and does not branch on which it is."""
+    for name in ("runner.py", "launch.py"):
+        text = _source(name)
+        assert re.findall(r"\bcall\b|SubPlanCall|(?<!planrun)\.parent\b", text) == [], name
+    from planrun.context import RootContext, child_context, root_context
+    from planrun.parent import MaskChain, ParentContext
+    from planrun.plan import Policy
+    from planrun.request import RunRequest
+
+    top = root_context(RunRequest(plan="p.yaml", cwd="/w", yes=True, force=["a"]))
+    assert isinstance(top, RootContext) and top.prefix == "" and top.yes
+    assert top.stack == ("/w/p.yaml",) and top.forced == ("a",) and top.outer_policy is None
+    here = ParentContext(
+        prefix="",
+        plan="p",
+        plan_stack=top.stack,
+        cwd="/w",
+        yes=True,
+        ask=None,
+        policy=Policy(deny=["shell"]),
+        jobs=1,
+        slots=None,  # type: ignore[arg-type]
+        budget=None,  # type: ignore[arg-type]
+        masks=MaskChain(),
+        emit=print,
+        executor=None,  # type: ignore[arg-type]
+    )
+    child = child_context(here, "deploy", "/w/sub.yaml", RunRequest(plan="sub.yaml", cwd="/w"))
+    assert child.prefix == "deploy/" and child.stack == ("/w/p.yaml", "/w/sub.yaml")
+    assert child.yes and not child.can_ask and child.forced == ()
+    assert child.outer_policy == here.policy and child.cache_options(None) is None  # type: ignore[arg-type]
