@@ -17,12 +17,11 @@ from typing import Any, NamedTuple, Protocol
 
 from planrun.expressions import ExpressionError, parse_template, resolve
 from planrun.instances import grouped, instance_id, parent_of
-from planrun.plan import Step, replace
+from planrun.plan import INDEX_NAME, Step, replace
 from planrun.record import Record
 from planrun.text import kind_of
 
 DEFAULT_AS = "item"
-INDEX_NAME = "index"
 
 
 class FanOutError(Exception):

@@ -1,11 +1,16 @@
-"""The plan format (docs/reference.md, Plan files) as frozen pydantic models, with JSON Schema export."""
+"""The plan format's validator and JSON Schema: pydantic models made from planrun.plan's
+dataclasses (their fields, defaults and Spec), with the rules of each Kind of value and of each
+object written here."""
 
 from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: the cache's glob checks (wcmatch) only for a
 # plan with cache globs.
+import dataclasses
 import re
-from typing import Annotated, Any, Literal
+from enum import Enum
+from types import GenericAlias, UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pydantic import (
     AfterValidator,
@@ -14,29 +19,21 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
-    StrictBool,
     WithJsonSchema,
+    create_model,
     model_validator,
 )
 
 from planrun import plan as runtime
 from planrun.durations import DURATION_PATTERN, LONGEST_DURATION, parse_duration
-from planrun.fanout import INDEX_NAME
-from planrun.plan import OnFailure
+from planrun.plan import NAME_PATTERN, SCOPE_NAMES, STEP_ID_PATTERN, OnFailure
+from planrun.plandata import ANY, ENUM, NODE, NODES, PLAIN, Kind, PlanNode, Spec, rows
 
-STEP_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
-NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-
-SCOPE_NAMES = frozenset({"env", "steps"})
-"""Names every expression can read: no variable, result variable or `as` may take them."""
+STEP_ID_RE = re.compile(STEP_ID_PATTERN)
 
 # Some rules below are checked by validate.py, not by pydantic: it words them itself and keeps
-# checking the rest of the step. The schema still has to say them (`json_schema_extra`), and
-# tests/test_schema_agrees.py holds both to the same verdict.
-
-
-def _none_of(names: frozenset[str]) -> dict[str, Any]:
-    return {"not": {"enum": sorted(names)}}
+# checking the rest of the step. The schema still has to say them (`json_schema_extra` in
+# planrun.plan's Spec), and tests/test_schema_agrees.py holds both to the same verdict.
 
 
 # The schema must accept what parse_duration accepts ("30s" as well as 30), so it replaces
@@ -132,215 +129,199 @@ def _alias(data: Any, alias: str, name: str) -> Any:
     return data
 
 
-class _Frozen(BaseModel):
+class _Node(BaseModel):
     # Strict: `approval: "yes"`, `retries: "3"` or `max_concurrency: "2"` are mistakes the
-    # schema rejects, so validation rejects them too instead of converting them.
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
-
-
-# Enums are written as their string values, which strict mode alone would refuse.
-OnFailureName = Annotated[OnFailure, Strict(False)]
-
-
-class Step(_Frozen):
-    """One tool call in the plan (or, with `foreach`, one per element of a list)."""
-
-    # `as` is a Python keyword: the field is `as_`, written and dumped as `as`.
+    # schema rejects, so validation rejects them too instead of converting them. A step's
+    # `as_` is written and dumped as `as`.
     model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        strict=True,
+        serialize_by_alias=True,
     )
 
-    id: StepId = Field(description="Unique step id ([A-Za-z0-9_.-]+). Alias: index.")
-    title: str | None = None
-    tool: str = Field(
-        description="Built-in tool name, or SERVER.TOOL for an MCP server.",
-        json_schema_extra={"minLength": 1},  # validate.py: unknown tool ''
-    )
-    args: dict[str, Any] = Field(default_factory=dict)
-    depends_on: list[StepId] = Field(default_factory=list)
-    result_variable: str | None = Field(
-        default=None, pattern=NAME_PATTERN, json_schema_extra=_none_of(SCOPE_NAMES)
-    )
-    when: str | bool | None = None
-    timeout: Duration | None = None
-    retries: Count | None = None
-    retry_delay: Duration | None = None
-    on_failure: OnFailureName | None = None
-    expected_outcome: str | None = None
-    approval: bool = False
-    description: str | None = None
-    resources: dict[str, float] | None = Field(
-        default=None, description="Dask worker resources this step needs, e.g. {cpu: 2}."
-    )
-    sources: list[SourceGlob] | None = Field(
-        default=None,
-        description="Files the step reads (globs, ** across directories, ! excludes): in its cache key.",
-    )
-    outputs: list[OutputGlob] | None = Field(
-        default=None,
-        description="Files the step produces (globs): stored and restored by the cache.",
-    )
-    cache: StrictBool | None = Field(
-        default=None,
-        description="Cache this step (default: true when sources or outputs are given).",
-    )
-    foreach: list[Any] | dict[str, Any] | ForeachExpression | None = Field(
-        default=None,
-        description="Run the step once per element: a list, a mapping (elements {key, value}) "
-        "or one ${expression} giving either. Instances are ID[0], ID[1], ...",
-    )
-    as_: str | None = Field(
-        default=None,
-        alias="as",
-        pattern=NAME_PATTERN,
-        description="The element's name in args, when and title (default: item).",
-        json_schema_extra=_none_of(SCOPE_NAMES | {INDEX_NAME}),
-    )
 
+# The rules of a whole object (aliases, one key or the other), on top of its fields.
+
+
+class _StepRules(_Node):
     @model_validator(mode="before")
     @classmethod
     def _index_alias(cls, data: Any) -> Any:
         return _alias(data, "index", "id")
 
 
-class ServerEntry(_Frozen):
-    """An MCP server, in the shape of the common `mcpServers` client config."""
-
-    type: Literal["stdio", "http", "sse", "streamable-http"] | None = None
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    envFile: str | None = None  # noqa: N815 - VS Code's spelling
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    connect_timeout: Duration | None = Field(
-        default=None, description="planrun: how long the start-up handshake may take (default 20s)."
-    )
-
+class _ServerRules(_Node):
     @model_validator(mode="after")
-    def _command_or_url(self) -> ServerEntry:
-        if self.command is None and self.url is None:
+    def _command_or_url(self) -> Any:
+        command, url = getattr(self, "command"), getattr(self, "url")  # noqa: B009
+        if command is None and url is None:
             raise ValueError("a server needs 'command' (stdio) or 'url' (http)")
-        if self.command is not None and self.url is not None:
+        if command is not None and url is not None:
             raise ValueError("a server has either 'command' (stdio) or 'url' (http), not both")
         return self
 
 
-class Defaults(_Frozen):
-    timeout: Duration | None = None
-    retries: Count = 0
-    retry_delay: Duration = 1.0
-    on_failure: OnFailureName = OnFailure.abort
-
-
-class Limits(_Frozen):
-    max_steps: PositiveCount | None = None
-    max_replans: Count = 2
-    max_concurrency: PositiveCount | None = None
-    tool_caps: dict[str, Count] = Field(default_factory=dict)
-
-
-class Policy(_Frozen):
-    require_approval: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
-
-
-class Replan(_Frozen):
-    command: list[str] | str | None = None
-    tool: str | None = None
-    timeout: Duration = 60.0
-
+class _ReplanRules(_Node):
     @model_validator(mode="after")
-    def _one_source(self) -> Replan:
-        if (self.command is None) == (self.tool is None):
+    def _one_source(self) -> Any:
+        if (getattr(self, "command") is None) == (getattr(self, "tool") is None):  # noqa: B009
             raise ValueError("replan needs exactly one of 'command' or 'tool'")
         return self
 
 
-class ExecutorConfig(_Frozen):
-    type: Literal["local", "dask"] = "local"
-    address: str | None = None
-
-
-class PlanHeader(_Frozen):
-    """Everything in a plan but its steps (validated separately so every step's errors show)."""
-
-    version: Annotated[Literal[1], BeforeValidator(_not_bool)] | None = None
-    name: str | None = Field(default=None, description="Default: the file stem. Alias: id.")
-    title: str | None = None
-    description: str | None = None
-    variables: dict[str, Any] = Field(
-        default_factory=dict, json_schema_extra={"propertyNames": _none_of(SCOPE_NAMES)}
-    )
-    servers: dict[str, ServerEntry] = Field(default_factory=dict)
-    defaults: Defaults = Field(default_factory=Defaults)
-    limits: Limits = Field(default_factory=Limits)
-    policy: Policy = Field(default_factory=Policy)
-    replan: Replan | None = None
-    secrets: list[str] = Field(default_factory=list)
-    executor: ExecutorConfig | None = None
-    dotenv: list[str] = Field(
-        default_factory=list,
-        description="KEY=VALUE files added to the steps' environment; a name ending in ? is optional.",
-    )
-
+class _HeaderRules(_Node):
     @model_validator(mode="before")
     @classmethod
     def _id_alias(cls, data: Any) -> Any:
         return _alias(data, "id", "name")
 
 
-class Plan(PlanHeader):
-    """A whole plan. `name` is always set once loaded (the file stem by default)."""
+_RULES: dict[type, type[_Node]] = {
+    runtime.Step: _StepRules,
+    runtime.ServerEntry: _ServerRules,
+    runtime.Replan: _ReplanRules,
+    runtime.Plan: _HeaderRules,
+}
 
-    steps: list[Step] = Field(default_factory=list)
+# What each planrun.plan Kind accepts, and how the schema says it.
+KINDS: dict[str, Any] = {
+    "step_id": StepId,
+    "duration": Duration,
+    "count": Count,
+    "positive_count": PositiveCount,
+    "source_glob": SourceGlob,
+    "output_glob": OutputGlob,
+    "foreach_expression": ForeachExpression,
+    "version": Annotated[Literal[1], BeforeValidator(_not_bool)],
+}
+
+_MODELS: dict[type, type[BaseModel]] = {}
+_RUNTIME: dict[type[BaseModel], type[PlanNode]] = {}
 
 
-def runtime_step(step: Step) -> runtime.Step:
-    """The runtime step (planrun.plan) for a validated step: same fields, same values."""
-    return runtime.Step(**step.__dict__)
+def _validated(hint: Any) -> Any:
+    """The pydantic type for an (evaluated) annotation of planrun.plan."""
+    origin = get_origin(hint)
+    if origin is Annotated:
+        kinds = [m.name for m in hint.__metadata__ if isinstance(m, Kind)]
+        return KINDS[kinds[0]] if kinds else _validated(hint.__origin__)
+    if isinstance(hint, type) and issubclass(hint, PlanNode):
+        return _model(hint)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return Annotated[hint, Strict(False)]  # written as its string value
+    args = get_args(hint)
+    if origin in (Union, UnionType):
+        return Union[tuple(_validated(a) for a in args)]  # noqa: UP007
+    if origin is list:
+        return GenericAlias(list, (_validated(args[0]),))
+    if origin is dict:
+        return GenericAlias(dict, (args[0], _validated(args[1])))
+    return hint
 
 
-def runtime_server(entry: ServerEntry) -> runtime.ServerEntry:
-    return runtime.ServerEntry(**entry.__dict__)
+def _field(f: dataclasses.Field[Any], hint: Any) -> tuple[Any, Any]:
+    """A dataclass field as a pydantic field: its type, default and Spec."""
+    spec: dict[str, Any] = {}
+    for meta in getattr(hint, "__metadata__", ()):
+        if isinstance(meta, Spec):
+            spec.update(meta.kwargs)
+    if f.default is not dataclasses.MISSING:
+        spec["default"] = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        factory = f.default_factory
+        node = isinstance(factory, type) and issubclass(factory, PlanNode)
+        spec["default_factory"] = _model(factory) if node else factory  # type: ignore[arg-type]
+    return _validated(hint), Field(**spec)
+
+
+def _model(cls: type[PlanNode], name: str | None = None, skip: tuple[str, ...] = ()) -> Any:
+    """The pydantic model of a planrun.plan class (made once): its fields, the Kinds' rules,
+    the class's own rules (_RULES) and its docstring (not dataclass's generated one)."""
+    name = name or cls.__name__
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    hints = get_type_hints(cls, include_extras=True)
+    fields: dict[str, Any] = {
+        f.name: _field(f, hints[f.name])
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        if f.init and f.name not in skip
+    }
+    doc = cls.__doc__ if not (cls.__doc__ or "").startswith(f"{cls.__name__}(") else None
+    built: Any = create_model(
+        name,
+        __base__=_RULES.get(cls, _Node),
+        __module__=__name__,
+        __doc__=doc,
+        **fields,
+    )
+    _BY_NAME[name] = built
+    _MODELS.setdefault(cls, built)
+    _RUNTIME[built] = cls
+    return built
+
+
+_BY_NAME: dict[str, Any] = {}
+
+Step: Any = _model(runtime.Step)
+ServerEntry: Any = _model(runtime.ServerEntry)
+Defaults: Any = _model(runtime.Defaults)
+Limits: Any = _model(runtime.Limits)
+Policy: Any = _model(runtime.Policy)
+Replan: Any = _model(runtime.Replan)
+ExecutorConfig: Any = _model(runtime.ExecutorConfig)
+# Everything in a plan but its steps (validated separately so every step's errors show).
+PlanHeader: Any = _model(runtime.Plan, "PlanHeader", skip=("steps",))
+_RUNTIME[PlanHeader] = runtime.Plan
+Plan: Any = _model(runtime.Plan)
+
+
+def to_runtime(validated: BaseModel) -> Any:
+    """The planrun.plan object for a validated model: same fields, same values."""
+    cls = _RUNTIME[type(validated)]
+    return cls(**_runtime_fields(cls, validated))
+
+
+def _runtime_fields(cls: type[PlanNode], validated: BaseModel) -> dict[str, Any]:
+    values = validated.__dict__
+    kwargs: dict[str, Any] = {}
+    for name, _, kind, _, _ in rows(cls):
+        if name not in values:
+            continue
+        value = values[name]
+        if value is None or kind in (PLAIN, ANY, ENUM):
+            kwargs[name] = value
+        elif kind == NODE:
+            kwargs[name] = to_runtime(value)
+        elif kind == NODES:
+            kwargs[name] = {k: to_runtime(v) for k, v in value.items()}
+        else:
+            kwargs[name] = [to_runtime(v) for v in value]
+    return kwargs
+
+
+def runtime_step(step: BaseModel) -> runtime.Step:
+    """The runtime step (planrun.plan) for a validated step."""
+    made: runtime.Step = to_runtime(step)
+    return made
+
+
+def runtime_server(entry: BaseModel) -> runtime.ServerEntry:
+    made: runtime.ServerEntry = to_runtime(entry)
+    return made
 
 
 def runtime_plan(
-    header: PlanHeader,
+    header: BaseModel,
     *,
     name: str | None,
     steps: list[runtime.Step],
     servers: dict[str, runtime.ServerEntry],
 ) -> runtime.Plan:
     """The runtime plan for a validated header, its (converted) steps and servers."""
-    h = header
-    return runtime.Plan(
-        version=h.version,
-        name=name,
-        title=h.title,
-        description=h.description,
-        variables=h.variables,
-        servers=servers,
-        defaults=runtime.Defaults(**h.defaults.__dict__),
-        limits=runtime.Limits(**h.limits.__dict__),
-        policy=runtime.Policy(**h.policy.__dict__),
-        replan=None if h.replan is None else runtime.Replan(**h.replan.__dict__),
-        secrets=h.secrets,
-        executor=None if h.executor is None else runtime.ExecutorConfig(**h.executor.__dict__),
-        dotenv=h.dotenv,
-        steps=steps,
-    )
-
-
-def to_runtime(plan: Plan) -> runtime.Plan:
-    """The runtime plan for a whole validated plan."""
-    return runtime_plan(
-        plan,
-        name=plan.name,
-        steps=[runtime_step(s) for s in plan.steps],
-        servers={n: runtime_server(e) for n, e in plan.servers.items()},
-    )
+    kwargs = _runtime_fields(runtime.Plan, header)
+    return runtime.Plan(**{**kwargs, "name": name, "steps": steps, "servers": servers})
 
 
 PLAN_FIELDS = sorted(set(Plan.model_fields) | {"id"})
@@ -387,3 +368,20 @@ def plan_json_schema() -> dict[str, Any]:
 def _exactly_one_string(a: str, b: str) -> list[dict[str, Any]]:
     """A `oneOf` for "exactly one of keys a and b holds a string" (the other absent or null)."""
     return [{"required": [key], "properties": {key: {"type": "string"}}} for key in (a, b)]
+
+
+__all__ = [
+    "NAME_PATTERN",
+    "PLAN_FIELDS",
+    "SCOPE_NAMES",
+    "STEP_FIELDS",
+    "OnFailure",
+    "Plan",
+    "PlanHeader",
+    "Step",
+    "plan_json_schema",
+    "runtime_plan",
+    "runtime_server",
+    "runtime_step",
+    "to_runtime",
+]

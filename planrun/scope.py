@@ -15,8 +15,8 @@ from typing import Any
 
 from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
 from planrun.graph import when_source
-from planrun.plan import Step
-from planrun.record import Record, replace
+from planrun.plan import Step, replace
+from planrun.record import Record
 from planrun.status import Status
 
 

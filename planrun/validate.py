@@ -19,15 +19,8 @@ from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
 from planrun.graph import PlanGraph, step_strings
-from planrun.model import (
-    PLAN_FIELDS,
-    SCOPE_NAMES,
-    STEP_FIELDS,
-    PlanHeader,
-    runtime_plan,
-    runtime_step,
-)
-from planrun.plan import Plan, ServerEntry, Step
+from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, runtime_step
+from planrun.plan import SCOPE_NAMES, Plan, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
 from planrun.suggest import did_you_mean
@@ -36,6 +29,7 @@ from planrun.tools import builtin_registry
 BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
 
 Path = tuple[str | int, ...]
+Header = Any  # a validated planrun.model.PlanHeader (a model made at import)
 
 
 def reserved(name: str) -> str:
@@ -54,7 +48,7 @@ def default_name(file: str) -> str:
     return base
 
 
-def _check_secrets(header: PlanHeader | None, names: set[str], out: Collector) -> None:
+def _check_secrets(header: Header | None, names: set[str], out: Collector) -> None:
     """Each name in `secrets:` is a variable (declared, given or bound by a step): a typo would
     otherwise leave the real secret in clear. With `dotenv:` files it may name one of their keys,
     which are read only at run time."""
@@ -80,7 +74,7 @@ def check_document(
     data = doc.data
     raw_steps = data.get("steps", [])
     header_data = {k: v for k, v in data.items() if k != "steps"}
-    header: PlanHeader | None = None
+    header: Header | None = None
     try:
         header = PlanHeader.model_validate(header_data)
     except ValidationError as exc:
@@ -160,7 +154,7 @@ def _server(entry: Any) -> ServerEntry:
 
 
 def _check_names(
-    header: PlanHeader | None,
+    header: Header | None,
     plan_vars: dict[str, Any],
     variables: set[str],
     bound: set[str],
@@ -204,7 +198,7 @@ def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list
 
 
 def _check_step_rules(
-    s: Step, i: int, servers: dict[str, Any], header: PlanHeader | None, out: Collector
+    s: Step, i: int, servers: dict[str, Any], header: Header | None, out: Collector
 ) -> None:
     """A step's own rules: reserved names, its condition, its tool and the tool's arguments."""
     if s.result_variable in SCOPE_NAMES:
@@ -308,7 +302,7 @@ def _check_expressions(
 
 
 def _check_server_templates(
-    header: PlanHeader | None, variables: set[str], bound: set[str], out: Collector
+    header: Header | None, variables: set[str], bound: set[str], out: Collector
 ) -> None:
     """`${...}` in server entries: they start before any step, so only variables and `env`."""
     server_names = variables | {"env"}
@@ -373,7 +367,7 @@ def _check_foreach(s: Step, i: int, out: Collector) -> None:
 
 
 def _check_tool(
-    s: Step, i: int, servers: dict[str, Any], header: PlanHeader | None, out: Collector
+    s: Step, i: int, servers: dict[str, Any], header: Header | None, out: Collector
 ) -> None:
     tool = s.tool
     if tool not in BUILTIN_TOOLS:
@@ -401,7 +395,7 @@ def _check_tool(
                 break
 
 
-def _check_planner_tool(header: PlanHeader | None, out: Collector) -> None:
+def _check_planner_tool(header: Header | None, out: Collector) -> None:
     """`replan: {tool: SERVER.TOOL}` is a tool call like a step's: `policy.deny` covers it."""
     if header is None or header.replan is None or header.replan.tool is None:
         return

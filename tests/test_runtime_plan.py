@@ -1,10 +1,13 @@
-"""planrun.plan, the plan as it runs: the same data as the validated pydantic plan, dumped the
-same way (the state's plan digest of a plan must not change with the classes behind it)."""
+"""planrun.plan, the plan format's one definition: validation (pydantic models made from it)
+hands on its dataclasses, whose dump (derived from their fields) is pydantic's JSON dump, so the
+state's plan digest of a plan does not change with the classes behind it."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -194,25 +197,6 @@ def test_step_index_follows_replace() -> None:
         plan.name = "q"  # type: ignore[misc]
 
 
-def test_defaults_are_the_models_defaults() -> None:
-    pairs = [
-        (runtime.Step(id="a", tool="t"), model.Step(id="a", tool="t")),
-        (runtime.ServerEntry(command="c"), model.ServerEntry(command="c")),
-        (runtime.Defaults(), model.Defaults()),
-        (runtime.Limits(), model.Limits()),
-        (runtime.Policy(), model.Policy()),
-        (runtime.Replan(tool="s.t"), model.Replan(tool="s.t")),
-        (runtime.ExecutorConfig(), model.ExecutorConfig()),
-        (runtime.Plan(), model.Plan()),
-    ]
-    for obj, validated in pairs:
-        assert type(obj).__name__ == type(validated).__name__
-        assert obj.to_dict() == validated.model_dump(mode="json")
-        assert obj.to_dict(exclude_defaults=True) == validated.model_dump(
-            mode="json", exclude_defaults=True
-        )
-
-
 def test_planrun_plan_imports_no_pydantic() -> None:
     code = "import sys, planrun.plan; print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))"
     out = subprocess.run(
@@ -275,3 +259,39 @@ def test_a_plan_cache_hit_runs_the_same_infinity(tmp_path: Path) -> None:
         assert result.code == 0, result
         seen.append(json.loads(result.out)["steps"][0]["result"])
     assert seen == [[math.inf, -math.inf, 1.5]] * 2
+
+
+def test_a_field_added_to_the_definition_reaches_schema_validation_and_cache(
+    tmp_path: Path,
+) -> None:
+    """docs/architecture.md, "Adding a plan key": one field in planrun/plan.py, nothing else,
+    and the schema, the messages, did-you-mean and a plan cache hit all know it."""
+    shutil.copytree(ROOT / "planrun", tmp_path / "planrun", ignore=shutil.ignore_patterns("*.pyc"))
+    source = tmp_path / "planrun" / "plan.py"
+    anchor = "    description: str | None = None\n"
+    assert source.read_text().count(anchor) == 2  # the step's (first) and the plan's
+    note = '    note: Annotated[str | None, Spec(description="Free text.")] = None\n'
+    source.write_text(source.read_text().replace(anchor, anchor + note, 1))
+    (tmp_path / "p.yaml").write_text("steps:\n  - {id: a, tool: echo, note: hi}\n")
+    (tmp_path / "bad.yaml").write_text(
+        "steps:\n  - {id: a, tool: echo, note: 1}\n  - {id: b, tool: echo, nots: x}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+    def python(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, cwd=tmp_path, env=env
+        )
+        return proc.stdout + proc.stderr
+
+    schema = json.loads(python("-m", "planrun", "schema"))
+    assert schema["$defs"]["Step"]["properties"]["note"]["description"] == "Free text."
+    bad = python("-m", "planrun", "validate", "bad.yaml")
+    assert "bad.yaml:2:31: error: step 'a': note: expected a string, got 1" in bad
+    assert "unknown key 'nots' in step 'b' (did you mean 'note'?)" in bad
+    code = (
+        "from planrun.plancache import check_plan_file as c; print(c('p.yaml').plan.steps[0].note)"
+    )
+    for _ in range(2):  # a miss that stores the plan, then a hit that loads it
+        assert python("-c", code).strip() == "hi"
+    assert len(list((tmp_path / ".planrun" / "plans").glob("*.json"))) == 1
