@@ -144,9 +144,16 @@ class ForeachSteps:
             elif why is not None:
                 host.reasons[iid] = why
 
+    def _title(self, sid: str) -> str:
+        """A step's or instance's rendered title (an instance of a step kept whole has no
+        element bound: its step's title, rendered as far as it can be)."""
+        step = self.host.steps.get(sid) or self.host.steps[parent_of(sid) or sid]
+        return self.host.title(step)
+
     def _restore(self, iid: str, rec: StepRecord) -> None:
         self.host.records[iid] = rec
         data = {
+            "title": self._title(iid),
             "status": rec.status,
             "attempts": rec.attempts,
             "duration_s": rec.duration_s,
@@ -200,6 +207,7 @@ class ForeachSteps:
             "result_variable": step.result_variable,
             "instances": ids,
             "fingerprint": rec.fingerprint,
+            "title": host.title(step),
         }
         if rec.result_masked:  # its list is not the value: resume makes it again when read
             data["result_masked"] = True
@@ -216,7 +224,12 @@ class ForeachSteps:
             reason = "condition false for every instance"
             rec.reason = reason
             host.bus.emit(
-                Event("step.skipped", name, sid, {"status": rec.status, "reason": reason})
+                Event(
+                    "step.skipped",
+                    name,
+                    sid,
+                    {"status": rec.status, "reason": reason, "title": data["title"]},
+                )
             )
         else:
             host.bus.emit(Event("step.interrupted", name, sid, data))

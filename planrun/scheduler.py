@@ -111,6 +111,9 @@ class Scheduler:
         return self.foreach.grouped(self.order)
 
     def _emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
+        step = self.steps.get(sid) if sid is not None and name != "step.output" else None
+        if step is not None and "title" not in data:  # events about a step carry its title
+            data["title"] = self.title(step)
         self.bus.emit(Event(name, self.plan.name or "", sid, data))
 
     # ---- the loop ------------------------------------------------------------------------
