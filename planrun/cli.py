@@ -301,8 +301,10 @@ def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str 
 @click.option("--vars-file", type=click.Path(dir_okay=False))
 @_guard
 def show(words: tuple[str, ...], output: str, var: tuple[str, ...], vars_file: str | None) -> None:
-    """Show one step in full: title, description, tool, resolved args, dependencies, sources,
-    outputs, cache status, approval and condition (as `run --dry-run` would run it)."""
+    """Show one step in full, as the dry run would run it.
+
+    Its title and description, tool, resolved args, dependencies, sources, outputs, cache
+    status with its reason, approval and condition."""
     from planrun.show import render_show, show_document, show_target
 
     plan, step_id = show_target(words, os.getcwd())
