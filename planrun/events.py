@@ -1,9 +1,12 @@
 """The one event stream of a run: every reporter and the state store subscribe to it.
 
-Event names and their data (besides `ts`, `event`, `plan`, and `step` for step events):
+Event names and their data (besides `ts`, `event`, `plan`, and `step` for step events; every
+event about a step but `step.output` also carries `title`, rendered for that step, as written
+when it cannot be rendered yet):
 
 - `run.started`    run_id, digest, resumed (bool), jobs (-j), variables (dict, secrets masked),
-                   steps: [{id, title, tool, depends_on}] in file order
+                   steps: [{id, title, tool, depends_on}] in file order (titles as known
+                   when the run starts)
 - `step.started`   attempt (1-based), fingerprint, status="running", tool, title (rendered); reason
                    on the first attempt: why it runs (with again=true on resume, for a step that
                    ran before: why it runs again; else the cache's reason, "cache off" for a step

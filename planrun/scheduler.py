@@ -120,7 +120,11 @@ class Scheduler:
         return self.foreach.grouped(self.order)
 
     def emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
-        """Announce a change to the run's state on its bus."""
+        """Announce a change to the run's state on its bus; events about a step carry its
+        rendered title."""
+        step = self.steps.get(sid) if sid is not None and name != "step.output" else None
+        if step is not None and "title" not in data:
+            data["title"] = self.title(step)
         self.bus.emit(Event(name, self.plan.name or "", sid, data))
 
     # ---- the loop ------------------------------------------------------------------------

@@ -343,8 +343,14 @@ def test_list_plan_file_json_document(run, write):
         "file": "ci.json",
         "title": "CI",
         "steps": [
-            {"id": "read", "title": "read", "tool": "echo", "depends_on": []},
-            {"id": "fan", "title": "fan", "tool": "echo", "depends_on": ["read"]},
+            {"id": "read", "title": "read", "description": None, "tool": "echo", "depends_on": []},
+            {
+                "id": "fan",
+                "title": "fan",
+                "description": None,
+                "tool": "echo",
+                "depends_on": ["read"],
+            },
         ],
     }
     text = run("list", "ci.json").out.splitlines()

@@ -59,6 +59,7 @@ class _Case(Record):
         "reason",
         "output",
         "notes",
+        "title",
     )
     id: str
     status: str
@@ -69,9 +70,11 @@ class _Case(Record):
     reason: str | None
     output: str | None
     notes: list[str]
+    title: str | None  # rendered, as the last event about the step carried it
 
     def __init__(self, id: str) -> None:
         self.id = id
+        self.title = None
         self.status = "pending"
         self.duration_s = 0.0
         self.attempts = 0
@@ -156,7 +159,7 @@ class JUnitReporter:
             suite.run_id = data.get("run_id")
             suite.resumed = bool(data.get("resumed"))
             for step in data.get("steps") or ():
-                suite.case(step["id"])
+                suite.case(step["id"]).title = step.get("title")
             return
         if name == "run.finished":
             suite.status = data.get("status")
@@ -180,6 +183,8 @@ class JUnitReporter:
         if event.step is None:
             return
         case = suite.case(event.step)
+        if isinstance(data.get("title"), str):
+            case.title = data["title"]
         if name == "step.started":
             case.status = "running"
             case.attempts = data.get("attempt", case.attempts + 1)
@@ -258,6 +263,8 @@ def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, i
     """Mark test case `tc` failed, skipped or in error as its step ended (counting it), and
     return the lines for its system-out."""
     out: list[str] = list(case.notes)
+    if case.title and case.title != case.id:  # the step as people read it, first
+        out.insert(0, case.title)
     status = case.status
     if status == "failed":
         counts["failures"] += 1

@@ -50,6 +50,10 @@ class RunTally:
     def apply(self, event: Event) -> None:
         """Take one event into account (events the tally does not count are ignored)."""
         handler = self._apply.get(event.event)
+        title = event.data.get("title") if event.step is not None else None
+        if handler is not None and isinstance(title, str) and title:
+            # every event about a step carries its rendered title (a cached or kept one too)
+            self.titles[(event.plan, event.step or "")] = first_line(title)
         if handler is not None:
             handler(event)
 
@@ -96,7 +100,7 @@ class RunTally:
 
     def _run_started(self, event: Event) -> None:
         steps: list[Any] = event.data.get("steps") or []
-        for step in steps:  # a title with ${...} waits for step.started to render it
+        for step in steps:  # a title not renderable yet waits for its step's events
             title = step.get("title") if isinstance(step, dict) else None
             if isinstance(title, str) and "${" not in title:
                 self.titles[(event.plan, str(step.get("id")))] = first_line(title)
@@ -114,8 +118,6 @@ class RunTally:
             # abort under -j 1) are still the step's, pending, in the closing count.
             for sid in instances:
                 self.instances.setdefault(str(sid), Status.PENDING)
-        if event.data.get("title"):  # rendered now that its ${...} can be
-            self.titles[(event.plan, step)] = first_line(event.data["title"])
         if self._set_status(event, Status.RUNNING):
             self.running[step] = (event.ts, event.data.get("attempt") or 1)
             self.kept.discard(step)

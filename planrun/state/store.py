@@ -267,6 +267,8 @@ class StateStore:
         else:
             # Updated in place: the in-memory state is ours, and the line below records it whole.
             new = old
+        if isinstance(d.get("title"), str):  # as rendered for this event (a cached step's too)
+            new.title = d["title"]
         if name != "step.started":
             if name == "step.retrying":
                 new.attempts = int(d.get("attempt") or new.attempts)
