@@ -13,13 +13,14 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
                    closes with step.succeeded | step.failed | step.skipped | step.interrupted
                    (or step.resumed) carrying the instances and the result list.
 - `step.output`    stream ("stdout"|"stderr"), line  (only with --stream; not written to JSON Lines)
-- `step.retrying`  attempt (the one that failed), error, delay_s
+- `step.retrying`  attempt (the one that failed), error, delay_s, stderr_tail (its last stderr
+                   lines, "" when none)
 - `step.succeeded` status="succeeded", attempts, duration_s, result, fingerprint, output (captured
                    text or null), result_variable (name or null), result_masked (true when a
                    secret was masked in the result)
 - `step.failed`    status="failed" | "ignored", attempts, duration_s, error (one line), detail (text or
                    null: e.g. stderr tail and command), result (null, or partial), fingerprint,
-                   result_variable
+                   result_variable, stderr_tail (of the last attempt; null when none ran)
 - `step.skipped`   status="skipped", reason ("condition false" | "upstream failed: <id>"), error
                    (upstream failed only)
 - `step.interrupted` status="interrupted", attempts, duration_s

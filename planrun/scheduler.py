@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
-from planrun.attempts import AttemptFailed, attempt, output_of, tool_context
+from planrun.attempts import AttemptFailed, attempt, output_of, stderr_tail, tool_context
 from planrun.conditions import reacts_to
 from planrun.events import Event, EventBus
 from planrun.expressions import ExpressionError
@@ -424,6 +424,7 @@ class Scheduler:
             if failure is None or rec.attempts > retries:
                 return result, failure, False
             data = {"attempt": rec.attempts, "error": failure.error, "delay_s": delay}
+            data["stderr_tail"] = stderr_tail(failure.partial)
             self._emit("step.retrying", sid, data)
             await asyncio.sleep(delay)
             delay *= 2
@@ -485,6 +486,7 @@ class Scheduler:
             "fingerprint": rec.fingerprint,
             "result_variable": step.result_variable,
             "output": output_of(failure.partial),
+            "stderr_tail": None if budget else stderr_tail(failure.partial),  # None: no attempt
         }
         self._emit("step.failed", sid, data)
         if budget:

@@ -12,6 +12,7 @@ from typing import Any
 
 from planrun.expressions import ExpressionError, resolve, to_text
 from planrun.state import RunState, StepState
+from planrun.text import format_duration
 
 OUTPUT_TAIL_LINES = 30
 OUTPUT_TAIL_CHARS = 4000
@@ -36,6 +37,7 @@ class StepRow:
     reason: str
     output: str  # the tail of its output (or of its result), possibly empty
     cached: bool = False
+    retries: str = ""  # after a retry: each failed attempt, its error and stderr tail
     kept: bool = False  # succeeded in an earlier run, not run again
     critical: bool = False
     group: bool = False  # a foreach step: its bar spans its instances
@@ -114,6 +116,22 @@ def output_tail(step: StepState) -> str:
     return _tail(text) if text.strip() else ""
 
 
+def retries_text(step: StepState) -> str:
+    """Each failed attempt of a step that was retried: `attempt 1 (0.02s): ERROR` and the
+    tail of its stderr, indented; "" for a step that had no retry."""
+    log = [e for e in step.attempts_log if isinstance(e, dict)]
+    if not log or (len(log) == 1 and step.status == "failed"):
+        return ""  # its one failed attempt is the error and output shown already
+    lines = []
+    for entry in log:
+        took = entry.get("duration_s")
+        took_text = f" ({format_duration(took)})" if isinstance(took, int | float) else ""
+        lines.append(f"attempt {entry.get('attempt')}{took_text}: {entry.get('error') or ''}")
+        tail = entry.get("stderr_tail")
+        lines += [f"  {line}" for line in str(tail or "").splitlines()]
+    return _clip("\n".join(lines), ERROR_CHARS * 4)
+
+
 def base_id(step_id: str) -> str:
     """`lint` for `lint[3]`; the id itself for a plain step."""
     m = _INSTANCE.match(step_id)
@@ -185,6 +203,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
                 reason=st.reason or "",
                 output=output_tail(st),
                 cached=_is_cached(st),
+                retries=retries_text(st),
                 kept=st.reason == KEPT_REASON,
                 critical=sid in critical,
                 group=bool(instances.get(sid)),

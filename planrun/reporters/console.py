@@ -276,7 +276,11 @@ class ConsoleReporter:
         delay = data.get("delay_s")
         wait = f" in {format_duration(delay)}" if isinstance(delay, int | float) else ""
         why = f"attempt {data.get('attempt', '?')} failed: {first_line(data.get('error'))}"
-        self._write(self._line(event.ts, "retry", f"{self._name(event)} retrying{wait} ({why})"))
+        text = self._line(event.ts, "retry", f"{self._name(event)} retrying{wait} ({why})")
+        tail = data.get("stderr_tail")
+        if tail and not self._was_streamed(event):  # why it failed (--stream showed it already)
+            text += self._block(str(tail))
+        self._write(text)
 
     def _step_succeeded(self, event: Event) -> None:
         data = event.data

@@ -42,6 +42,7 @@ class StepState(Record):
         "detail",
         "title",
         "result_masked",
+        "attempts_log",
     )
     status: str
     attempts: int
@@ -56,6 +57,8 @@ class StepState(Record):
     detail: str | None  # failure detail (command, stderr tail)
     title: str | None  # the title as rendered when it last started (for reports)
     result_masked: bool  # a secret was masked in `result`: it is not the value
+    # each failed attempt of its last run: {attempt, error, stderr_tail, duration_s}
+    attempts_log: list[dict[str, Any]]
 
     def __init__(
         self,
@@ -72,6 +75,7 @@ class StepState(Record):
         detail: str | None = None,
         title: str | None = None,
         result_masked: bool = False,
+        attempts_log: list[dict[str, Any]] | None = None,
     ) -> None:
         self.status = status
         self.attempts = attempts
@@ -86,6 +90,7 @@ class StepState(Record):
         self.detail = detail
         self.title = title
         self.result_masked = result_masked
+        self.attempts_log = [] if attempts_log is None else attempts_log
 
     def to_json(self) -> dict[str, Any]:
         # Shallow on purpose: a deep copy of the result (dataclasses.asdict's) is slow for big ones.
@@ -103,6 +108,7 @@ class StepState(Record):
             "detail": self.detail,
             "title": self.title,
             "result_masked": self.result_masked,
+            "attempts_log": self.attempts_log,
         }
 
     @classmethod
