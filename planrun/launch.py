@@ -27,6 +27,7 @@ from planrun.parent import (
 )
 from planrun.plan import Plan
 from planrun.record import Record
+from planrun.reporters.termsafe import terminal_safe
 from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import (
     OpenedState,
@@ -350,14 +351,14 @@ def _make_executor(req: RunRequest, plan: Plan, local: LocalExecutor) -> Executo
     raise UsageError(f"unknown executor '{kind}': use 'local' or 'dask'")
 
 
-def _tty_ask(console: Any) -> Callable[[str], Any]:
+def _tty_ask(console: Any) -> Callable[[str, str], Any]:
     lock = asyncio.Lock()
 
-    async def ask(step_id: str) -> bool:
+    async def ask(step_id: str, question: str) -> bool:
         async with lock:
 
             def prompt() -> bool:
-                sys.stderr.write(f"step '{step_id}' needs approval. Run it? [y/N] ")
+                sys.stderr.write(f"{terminal_safe(question)} [y/N] ")
                 sys.stderr.flush()
                 answer = sys.stdin.readline().strip().lower()
                 return answer in ("y", "yes")

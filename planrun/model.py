@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     Strict,
     StrictBool,
+    StringConstraints,
     WithJsonSchema,
     model_validator,
 )
@@ -114,6 +115,11 @@ class _Frozen(BaseModel):
 OnFailureName = Annotated[OnFailure, Strict(False)]
 
 
+# A question of at least two words (`Deploy ${version} to ${target}?`): a lone word such as
+# `yes`, `no` or `on` is a YAML 1.1 boolean written as a string, not a question.
+ApprovalText = Annotated[str, StringConstraints(pattern=r"\S\s+\S")]
+
+
 class Step(_Frozen):
     """One tool call in the plan (or, with `foreach`, one per element of a list)."""
 
@@ -134,7 +140,10 @@ class Step(_Frozen):
     retry_delay: Duration | None = None
     on_failure: OnFailureName | None = None
     expected_outcome: str | None = None
-    approval: bool = False
+    approval: bool | ApprovalText = Field(
+        default=False,
+        description="true: asked with the step's title (and command); a text: the question asked.",
+    )
     description: str | None = None
     resources: dict[str, float] | None = Field(
         default=None, description="Dask worker resources this step needs, e.g. {cpu: 2}."

@@ -133,7 +133,7 @@ class SubPlanCall(FrozenRecord):
         if ask is None:
             return None
 
-        async def ask_here(step_id: str) -> bool:
-            return await ask(prefix + step_id)
+        async def ask_here(step_id: str, question: str) -> bool:
+            return await ask(prefix + step_id, question)
 
         return ask_here

@@ -82,7 +82,7 @@ class Step(PlanNode):
     retry_delay: float | None
     on_failure: OnFailure | None
     expected_outcome: str | None
-    approval: bool
+    approval: bool | str  # a text: the question asked
     description: str | None
     resources: dict[str, float] | None
     sources: list[str] | None
@@ -107,7 +107,7 @@ class Step(PlanNode):
         retry_delay: float | None = None,
         on_failure: OnFailure | None = None,
         expected_outcome: str | None = None,
-        approval: bool = False,
+        approval: bool | str = False,
         description: str | None = None,
         resources: dict[str, float] | None = None,
         sources: list[str] | None = None,
@@ -413,9 +413,9 @@ class Plan(PlanNode):
         return index[step_id]
 
     def needs_approval(self, step: Step) -> bool:
-        """`approval: true`, or a tool matched by `policy.require_approval`."""
+        """`approval: true` (or a question), or a tool matched by `policy.require_approval`."""
         if step.approval or not self.policy.require_approval:
-            return step.approval
+            return bool(step.approval)
         import fnmatch
 
         return any(fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval)
