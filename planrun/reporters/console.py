@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from planrun.events import Event
+from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
 from planrun.reporters.lines import (
     SHOWN_EVENTS,
     _failure_body,
@@ -72,6 +73,8 @@ class ConsoleReporter:
         self._live_forced = live is True and not tty
         self.resume_hint = resume_hint
         self.explain = False  # --explain: say why for every step, "cache off" included
+        # On GitHub Actions: step output in collapsible groups, failures as annotations.
+        self.github = on_github_actions(os.environ)
 
         self._bar, self._sym = symbols(getattr(self._stream, "encoding", None), color)
 
@@ -167,6 +170,15 @@ class ConsoleReporter:
         prefix = f"  {self._bar} "
         text = self._safe(text)
         return "".join(f"{prefix}{line}\n" for line in text.rstrip("\n").split("\n"))
+
+    def _output(self, event: Event, text: str) -> str:
+        """A step's output block; on GitHub Actions in a group named after the step."""
+        if not self.github:
+            return self._block(text)
+        step = (event.step or "").rpartition("/")[2]
+        title = self.tally.title(event.plan, event.step or "") or step
+        head = group_start(self._id(event).strip(), self._safe(title))
+        return f"{head}\n{self._block(text)}{group_end()}\n"
 
     def _safe(self, text: str) -> str:
         """Step text as shown: at a terminal without its escape sequences (termsafe)."""
@@ -293,7 +305,7 @@ class ConsoleReporter:
         )
         output = data.get("output")
         if output and not self._was_streamed(event):
-            text += self._block(str(output))
+            text += self._output(event, str(output))
         self._write(text)
 
     def _step_failed(self, event: Event) -> None:
@@ -317,7 +329,9 @@ class ConsoleReporter:
             str(data["detail"]) if data.get("detail") else None,
         )
         if body:
-            text += self._block(body)
+            text += self._output(event, body)
+        if self.github and not ignored:
+            text += error_line(self._id(event).strip(), str(data.get("error") or "failed")) + "\n"
         self._write(text)
         if not ignored:
             self.flush()  # a failure should be visible in the log now, not after the next burst
@@ -350,7 +364,7 @@ class ConsoleReporter:
             sid = self._id(event).lstrip()
             text += "".join(f"[{sid}] {self._safe(line)}\n" for line in lines)
         elif output:
-            text += self._block(f"(replayed from the cache)\n{output}")
+            text += self._output(event, f"(replayed from the cache)\n{output}")
         self._write(text)
 
     def _step_resumed(self, event: Event) -> None:
