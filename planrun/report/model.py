@@ -12,13 +12,13 @@ from typing import Any
 
 from planrun.expressions import ExpressionError, resolve, to_text
 from planrun.state import RunState, StepState
+from planrun.stepcounts import KEPT_REASON, counts_text, state_counts
 from planrun.text import format_duration
 
 OUTPUT_TAIL_LINES = 30
 OUTPUT_TAIL_CHARS = 4000
 ERROR_CHARS = 2000
 _INSTANCE = re.compile(r"^(.*)\[(\d+)\]$")  # `lint[3]`: an instance of a foreach step
-KEPT_REASON = "unchanged since last run"
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class RunReport:
     span_s: float  # the timeline's length: the run, or its last step's end if later
     jobs: int | None
     steps: list[StepRow]
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: str = ""  # `7 steps (5 succeeded, 2 cached); 3 foreach instances (3 cached)`
     critical_s: float = 0.0  # how long the critical path took
 
 
@@ -210,9 +210,6 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
                 instance=base_id(sid) != sid,
             )
         )
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.status] = counts.get(row.status, 0) + 1
     return RunReport(
         plan=state.plan,
         title=plan.title,
@@ -224,7 +221,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
         span_s=span,
         jobs=jobs if isinstance(jobs := getattr(state, "jobs", None), int) else None,
         steps=rows,
-        counts=counts,
+        counts=counts_text(state_counts(state.steps)),
         critical_s=_busy(times[s] for s in path),
     )
 

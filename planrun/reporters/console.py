@@ -31,6 +31,7 @@ from planrun.reporters.lines import (
 from planrun.reporters.tally import RunTally
 from planrun.reporters.termsafe import terminal_safe
 from planrun.status import Status
+from planrun.stepcounts import instances_text, steps_text
 from planrun.text import first_line, format_duration
 
 
@@ -399,21 +400,17 @@ class ConsoleReporter:
         """The closing text: counts per status, failed steps with their error, resume hint."""
         status = str(data.get("status") or "finished")
         reason = data.get("reason")
-        total, parts = self.tally.counts()
+        counts = self.tally.step_counts()  # as status, the report and JUnit count them
         head = f"run {status}"
         if reason and reason not in (status, "completed"):
             head += f" ({reason})"
         kind = {"succeeded": "ok", "interrupted": "stop"}.get(status, "fail")
-        text = f"{head}: {total} step{'s' if total != 1 else ''}"
-        if parts:
-            text += f" ({', '.join(parts)})"
+        text = f"{head}: {steps_text(counts)}"
         took = data.get("duration_s")
         if isinstance(took, int | float):  # unknown: no "in -"
             text += f" in {format_duration(took)}"
-        n, failed = self.tally.instance_counts()
-        if n:  # foreach instances, counted apart from the steps they belong to
-            text += f"; {n} foreach instance{'s' if n != 1 else ''}"
-            text += f" ({failed} failed)" if failed else ""
+        if counts.total_instances:  # foreach instances, counted apart from their steps
+            text += f"; {instances_text(counts)}"
         out = self._line(ts if ts is not None else time.time(), kind, text)
         error = first_line(data.get("error"))
         # "step 'b' failed: <error>" only repeats the failed-steps list below
