@@ -87,8 +87,7 @@ class ConsoleReporter:
         self._scheduled = False
         self._broken = False
         self._closed = False
-        self._live: Any = None  # rich.live.Live while the live view is shown
-        self._rich: Any = None  # its rich Console
+        self._live: Any = None  # planrun.reporters.live.LiveScreen while the view is shown
         self._raw: Any = None  # planrun.reporters.live.Raw, once the live view is shown
 
         # "step.started" -> self._step_started, and so on for each event the console shows
@@ -216,7 +215,7 @@ class ConsoleReporter:
         if self._live is not None:
             # Printed through rich so the live view moves down, but as raw text: rich's own
             # line rendering costs ~30 µs a line, and our lines are already formatted.
-            self._rich.print(self._raw(text), crop=False, soft_wrap=True)
+            self._live.print(self._raw(text))
             return
         try:
             self._stream.write(text)
@@ -426,23 +425,20 @@ class ConsoleReporter:
 
     def _start_live(self) -> None:
         from rich.console import Console
-        from rich.live import Live
 
-        from planrun.reporters.live import LiveView, Raw
+        from planrun.reporters.live import LiveScreen, LiveView, Raw
 
         self._raw = Raw
-        self._rich = Console(
+        rich = Console(
             file=self._stream,
             force_terminal=True if self._live_forced else None,
             no_color=not self.color,
             highlight=False,
         )
-        self._live = Live(
+        self._live = LiveScreen(
+            rich,
             LiveView(self._render),
-            console=self._rich,
-            refresh_per_second=8,
-            transient=True,
-            redirect_stdout=False,  # stdout may carry `--output json`; never reroute it
+            per_second=8,
             redirect_stderr=self._stream is sys.stderr,
         )
         self._live.start()
