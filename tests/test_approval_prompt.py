@@ -71,3 +71,11 @@ def test_an_approval_that_is_no_question_is_refused(tmp_path: Path, value: str) 
     r = planrun("validate", "plan.yaml", cwd=tmp_path)
     assert r.code == 3, r
     assert "step 'a': approval: expected true, false or a question" in r.out, r
+
+
+def test_the_question_is_checked_like_any_template(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        'variables: {v: 1}\nsteps:\n  - {id: a, tool: echo, approval: "Deploy ${nope} now?"}\n'
+    )
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert r.code == 3 and "step 'a': approval: undefined name 'nope'" in r.out, r
