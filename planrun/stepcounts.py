@@ -9,10 +9,10 @@ Kept free of heavy imports: `planrun status` reads it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from planrun.instances import parent_of
+from planrun.record import Record
 
 # Summary order, with the word used for each status.
 SUMMARY_ORDER = (
@@ -31,13 +31,23 @@ KEPT_REASON = "unchanged since last run"  # a state's reason for a step kept fro
 _FINAL = frozenset(("succeeded", "cached", "failed", "ignored", "skipped", "interrupted"))
 
 
-@dataclass(frozen=True)
-class StepCounts:
+class StepCounts(Record):
     """Steps and foreach instances by status; `kept`: steps kept from the previous run."""
 
-    steps: dict[str, int] = field(default_factory=dict)
-    instances: dict[str, int] = field(default_factory=dict)
-    kept: int = 0
+    __slots__ = ("steps", "instances", "kept")
+    steps: dict[str, int]
+    instances: dict[str, int]
+    kept: int
+
+    def __init__(
+        self,
+        steps: dict[str, int] | None = None,
+        instances: dict[str, int] | None = None,
+        kept: int = 0,
+    ) -> None:
+        self.steps = {} if steps is None else steps
+        self.instances = {} if instances is None else instances
+        self.kept = kept
 
     @property
     def total(self) -> int:
