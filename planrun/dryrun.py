@@ -255,6 +255,8 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
             cache = s.get("cache") or {}
             if cache.get("status") == "hit":
                 lines.append("      cache: hit")
+            elif cache.get("status") == "unknown":
+                lines.append(f"      cache: unknown ({cache['reason'].removeprefix('unknown: ')})")
             elif cache.get("status") == "miss" or (cache and explain):
                 # off: said (`cache off`) only under --explain or --no-cache
                 lines.append(f"      cache: miss ({cache['reason']})")

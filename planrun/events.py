@@ -17,14 +17,15 @@ when it cannot be rendered yet):
                    closes with step.succeeded | step.failed | step.skipped | step.interrupted
                    (or step.resumed) carrying the instances and the result list.
 - `step.output`    stream ("stdout"|"stderr"), line  (only with --stream; not written to JSON Lines)
-- `step.retrying`  attempt (the one that failed), error, delay_s
+- `step.retrying`  attempt (the one that failed), error, delay_s, stderr_tail (its last stderr
+                   lines, "" when none)
 - `step.succeeded` status="succeeded", attempts, duration_s, result, fingerprint, output (captured
                    text or null), result_variable (name or null), result_masked (true when a
                    secret was masked in the result), key (its cache key, or null; only in a
                    run that has a cache)
 - `step.failed`    status="failed" | "ignored", attempts, duration_s, error (one line), detail (text or
                    null: e.g. stderr tail and command), result (null, or partial), fingerprint,
-                   result_variable
+                   result_variable, stderr_tail (of the last attempt; null when none ran)
 - `step.skipped`   status="skipped", reason ("condition false" | "upstream failed: <id>"), error
                    (upstream failed only)
 - `step.interrupted` status="interrupted", attempts, duration_s

@@ -115,7 +115,7 @@ def test_abort_leaves_instances_that_never_started_pending(run, write, tmp_path)
     assert [s[f"fan[{n}]"]["status"] for n in range(3)] == ["failed", "pending", "pending"]
     assert s["fan"]["status"] == "failed" and not list(tmp_path.glob("ran-*"))
     # the console's closing line counts every instance of the step, not just those that started
-    assert "3 foreach instances (1 failed)" in r.err, r.err
+    assert "3 foreach instances (1 failed, 2 pending)" in r.err, r.err
     # state, status and JUnit list them too, as --output json does
     state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
     assert state["steps"]["fan[1]"]["status"] == "pending"

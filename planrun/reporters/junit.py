@@ -33,6 +33,7 @@ from planrun.events import Event
 from planrun.instances import group_instances
 from planrun.record import Record
 from planrun.reporters.failures import report_failed
+from planrun.stepcounts import count_steps, counts_text
 from planrun.text import format_duration
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
@@ -44,6 +45,9 @@ def xml_text(text: str) -> str:
     """`text` without ANSI escapes, other illegal XML characters shown as `\\xNN`."""
     text = _ANSI.sub("", text)
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_KEPT_NOTE = "kept from a previous run (unchanged)"
 
 
 class _Case(Record):
@@ -212,7 +216,7 @@ class JUnitReporter:
             case.attempts = data.get("attempts") or 0
             case.error = data.get("error")
             case.reason = data.get("reason")
-            case.notes.append("kept from a previous run (unchanged)")
+            case.notes.append(_KEPT_NOTE)
         elif name == "step.cached":
             case.status = "cached"
             case.output = data.get("output")
@@ -316,6 +320,12 @@ def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, i
         "status": suite.status,
         "reason": suite.reason,
         "resumed": str(suite.resumed).lower(),
+        "counts": counts_text(  # as the console, `status` and the report count the run
+            count_steps(
+                {sid: c.status for sid, c in suite.cases.items()},
+                [sid for sid, c in suite.cases.items() if _KEPT_NOTE in c.notes],
+            )
+        ),
     }
     if properties:
         listed = ET.SubElement(element, "properties")
