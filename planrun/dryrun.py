@@ -10,6 +10,7 @@ from typing import Any
 from planrun.expressions import (
     Expr,
     ExpressionError,
+    Template,
     parse_template,
     run_args,
     shell_args,
@@ -213,7 +214,10 @@ def _tool_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) -> 
 def _run_args(run: str | list[str], scope: dict[str, Any], producers: dict[str, str]) -> Any:
     """A `run` step's scripts as the shell gets them (as _tool_args does for a string cmd)."""
     scripts = [run] if isinstance(run, str) else run
-    templates, offsets, texts, unknown = [], [], [], set()
+    templates: list[Template | None] = []
+    offsets: list[int] = []
+    texts: list[str] = []
+    unknown: set[int] = set()
     try:
         for script in scripts:
             tpl = parse_template(script)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 # Lazy import (inside a method), for start-up time: fnmatch only for a plan with a policy.
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from planrun.plandata import Kind, PlanNode, Spec

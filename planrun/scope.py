@@ -17,8 +17,8 @@ from planrun.expressions import ExpressionError, resolve, to_text
 from planrun.graph import when_source
 from planrun.plan import Step, replace
 from planrun.record import Record
-from planrun.stepcall import call_args, step_place, under
 from planrun.status import Status
+from planrun.stepcall import call_args, step_place, under
 
 
 class StepRecord(Record):

@@ -23,8 +23,8 @@ from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, ru
 from planrun.plan import SCOPE_NAMES, Plan, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
-from planrun.suggest import did_you_mean
 from planrun.stepcall import fold_plan_env
+from planrun.suggest import did_you_mean
 from planrun.tools import builtin_registry
 from planrun.validate_places import check_plan_templates, check_run, run_or_tool
 

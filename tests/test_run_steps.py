@@ -78,7 +78,7 @@ def test_values_in_run_are_quoted_by_context(run, write):
     )
     r = run("run", "p.yaml", "--output", "json")
     assert r.code == 0, r
-    v = "it's $(echo pwned) `x` \"q\""
+    v = 'it\'s $(echo pwned) `x` "q"'
     steps = _steps(r)
     assert steps["one"]["result"]["stdout"] == f"{v}|{v}|{v}|"
     assert steps["many"]["result"]["stdout"] == f"{v}|{v}"
