@@ -1,10 +1,5 @@
-"""What the `planrun` command does around a command, without click: one line and its exit
-code for every error (`guard`), and `run`/`resume` themselves (`do_run`).
-
-Click is not needed here, so a plain `planrun run` (its arguments read by planrun.runargs)
-never imports it; the click commands in planrun.cli use the same functions. `echo` writes
-as click.echo does (a newline, a flush, ANSI escape sequences stripped when the stream is not
-a terminal), so the output is the same either way.
+"""What the `planrun` command does around a command: one line and its exit code for every
+error (`guard`), and `run`/`resume` themselves (`do_run`), for the click commands of planrun.cli.
 """
 
 from __future__ import annotations
@@ -15,10 +10,11 @@ import functools
 import gc
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
+
+import click
 
 from planrun import interrupts  # exit_now looked up at each call: tests run the CLI in-process
 from planrun.defaultplan import split_run_args
@@ -31,30 +27,13 @@ from planrun.errors import (
     one_line,
 )
 
-__all__ = ["before_a_command", "do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
+__all__ = ["before_a_command", "do_run", "fail", "guard", "parse_vars", "print_diagnostics"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_ANSI = r"\033\[[;?0-9]*[a-zA-Z]"  # what click.echo strips off a non-terminal (compiled on use)
-
-
-def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
-    """Write `message` as click.echo does."""
-    stream = sys.stderr if err else sys.stdout
-    if stream is None:
-        return
-    text = message + "\n" if nl else message
-    try:
-        tty = stream.isatty()
-    except Exception:
-        tty = False
-    if not tty:
-        text = re.sub(_ANSI, "", text)
-    stream.write(text)
-    stream.flush()
 
 
 def before_a_command() -> None:
-    """What every command starts with, whether click reads its arguments or not."""
+    """What every command starts with (the group's callback calls it)."""
 
     # Loading and validating a large plan allocates many small objects that live for the
     # whole command; the default thresholds make the collector rescan them over and over.
@@ -63,12 +42,11 @@ def before_a_command() -> None:
 
 def _from_click(exc: BaseException) -> bool:
     """A click exception (its exit, a usage error): click itself must handle it."""
-    click = sys.modules.get("click")
-    return click is not None and isinstance(exc, click.exceptions.Exit | click.ClickException)
+    return isinstance(exc, click.exceptions.Exit | click.ClickException)
 
 
 def fail(message: str, code: ExitCode) -> NoReturn:
-    echo(one_line(f"planrun: error: {message}"), err=True)  # input it quotes stays one line
+    click.echo(one_line(f"planrun: error: {message}"), err=True)  # input it quotes stays one line
     if code == ExitCode.INTERRUPTED:
         interrupts.exit_now(
             int(code)
@@ -128,21 +106,23 @@ def _error_document(options: dict[str, Any], message: str, code: ExitCode) -> No
     JSON document on stdout too, `{"error", "exit_code"}`, as exit 3 gives its diagnostics:
     a consumer parsing stdout always gets one document."""
     if (options.get("output") or options.get("fmt")) == "json":
-        echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
+        click.echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
 
 
 def print_diagnostics(diags: list[Any], fmt: str) -> None:
     if fmt == "json":
         valid = not any(d.severity == "error" for d in diags)
-        echo(json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2))
+        click.echo(
+            json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2)
+        )
     elif fmt == "github":
         from planrun.reporters.github import annotation
 
         for d in diags:
-            echo(annotation(d))
+            click.echo(annotation(d))
     else:
         for d in diags:
-            echo(d.render())
+            click.echo(d.render())
 
 
 def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -166,7 +146,7 @@ def _report_write_failures(code: ExitCode) -> ExitCode:
 
     failures = take_failures()
     for failure in failures:
-        echo(f"planrun: error: {failure}", err=True)
+        click.echo(f"planrun: error: {failure}", err=True)
     return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
 
 
@@ -240,14 +220,14 @@ def do_run(force_resume: bool, **kw: Any) -> None:
                 text.encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate in a value: JSON escapes it
                 text = json.dumps(doc, indent=2, default=str)
-        echo(text)
+        click.echo(text)
     elif kw["dry_run"]:
         from planrun.dryrun import render_dry_run  # the dry run's own module, only for it
 
-        echo(render_dry_run(doc, kw["explain"] or kw["no_cache"]), nl=False)
+        click.echo(render_dry_run(doc, kw["explain"] or kw["no_cache"]), nl=False)
     if code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         # On stderr with --output json too: what to do about it is for the person reading.
-        echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
+        click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
 
     # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
     # call or a prompt blocked in a read), so none of its effects lands after the record.
