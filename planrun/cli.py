@@ -146,7 +146,7 @@ def validate(
             if checked.ok:
                 from planrun.dotenv import dotenv_problems
 
-                found.extend(dotenv_problems(checked, os.getcwd()))
+                found.extend(dotenv_problems(checked, os.getcwd(), extra))
             if check_tools and checked.plan is not None:
                 # Servers that exist are checked even when another one is unknown.
                 from planrun.checktools import check_plan_tools

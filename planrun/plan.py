@@ -18,6 +18,7 @@ from __future__ import annotations
 
 # Lazy import (inside a method), for start-up time: fnmatch only for a plan with a policy.
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -26,6 +27,7 @@ from planrun.plandata import Kind, PlanNode, Spec
 
 __all__ = [
     "INDEX_NAME",
+    "RUN_TOOL",
     "NAME_PATTERN",
     "SCOPE_NAMES",
     "STEP_ID_PATTERN",
@@ -54,6 +56,8 @@ SCOPE_NAMES = frozenset({"env", "steps"})
 """Names every expression can read: no variable, result variable or `as` may take them."""
 INDEX_NAME = "index"
 """The name a `foreach` instance's position is bound to."""
+RUN_TOOL = "shell"
+"""The tool of a step written with `run:`."""
 
 
 def none_of(names: frozenset[str]) -> dict[str, Any]:
@@ -91,7 +95,8 @@ class Step(PlanNode):
     tool: Annotated[
         str,
         Spec(
-            description="Built-in tool name, or SERVER.TOOL for an MCP server.",
+            description="Built-in tool name, or SERVER.TOOL for an MCP server. A step has "
+            "'tool' or 'run', not both ('run' is tool: shell).",
             json_schema_extra={"minLength": 1},  # validate.py: unknown tool ''
         ),
     ]
@@ -150,6 +155,45 @@ class Step(PlanNode):
             json_schema_extra=none_of(SCOPE_NAMES | {INDEX_NAME}),
         ),
     ] = None
+
+    # `run`, step `env` and `cwd` (SPEC 13). A step with `run` is a `shell` step: its `tool` is
+    # "shell" once loaded, and it is written without `tool` (to_dict), as the user wrote it.
+    run: Annotated[
+        str | list[str] | None,
+        Spec(
+            description="A shell step (tool: shell) in short: a string is one script run by "
+            "/bin/sh -e -c (it stops at its first failing command); a list runs each string "
+            "by /bin/sh -c in order and stops at the first that fails. ${...} values are "
+            "quoted for the shell."
+        ),
+    ] = None
+    env: Annotated[
+        dict[str, str] | None,
+        Spec(
+            description="Environment variables for a run, shell or python step (over the "
+            "plan's env; a shell step's args.env wins). Values may hold ${...}."
+        ),
+    ] = None
+    cwd: Annotated[
+        str | None,
+        Spec(
+            description="The directory a run or shell step runs in, and a plan step's sub-plan "
+            "runs in (relative to the working directory; may hold ${...}). The step's sources "
+            "and outputs are relative to it."
+        ),
+    ] = None
+
+    def to_dict(self, exclude_defaults: bool = False, *, exact: bool = False) -> dict[str, Any]:
+        out = super(Step, self).to_dict(exclude_defaults, exact=exact)
+        if self.run is not None:  # `tool: shell` is implied; written, it would be an error
+            out.pop("tool", None)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Step:
+        if "run" in data and data["run"] is not None and "tool" not in data:
+            data = {**data, "tool": RUN_TOOL}
+        return super(Step, cls).from_dict(data)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,9 +284,18 @@ class Plan(PlanNode):
         list[str],
         Spec(
             description="KEY=VALUE files added to the steps' environment; a name ending in ? "
-            "is optional."
+            "is optional. Names may hold ${...} (variables)."
         ),
     ] = field(default_factory=list)
+    # Plan-level `env` (SPEC 13): every run, shell and python step's environment, under the
+    # step's own `env` (planrun.stepcall). Its values may read variables and `env`.
+    env: Annotated[
+        dict[str, str],
+        Spec(
+            description="Environment variables for every run, shell and python step (over "
+            "dotenv files and the process environment). Values may hold ${...}."
+        ),
+    ] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
     # Step by id, built on first use (replace() makes a new Plan, so a new index).
     _index: dict[str, Step] | None = field(default=None, init=False, repr=False, compare=False)

@@ -15,7 +15,7 @@ from typing import Any
 
 from planrun.checked import CheckedPlan
 from planrun.context import RunContext, root_context
-from planrun.dotenv import load_dotenv
+from planrun.dotenv import load_dotenv, rendered_names
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 from planrun.graph import PlanGraph
 from planrun.inputfiles import NotARegularFile, read_regular_file
@@ -116,7 +116,9 @@ def prepare(ctx: RunContext) -> Prepared:
     variables = start_variables(plan.variables, extra, os.environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
-        dotenv = load_dotenv(checked.doc, plan.dotenv, req.cwd)
+        names = rendered_names(checked.doc, plan.dotenv, variables, os.environ)
+        plan = replace(plan, dotenv=names)  # `${...}` in file names rendered
+        dotenv = load_dotenv(checked.doc, names, req.cwd)
     graph = PlanGraph.build(plan.steps)
     selected = list(graph.order)
     if req.only:

@@ -81,6 +81,8 @@ def schema_errors(
         msg = str(err["msg"]).removeprefix("Value error, ")
         if kind == "extra_forbidden":
             _unknown_key(err, path, len(loc) == 1, data, out, fields, steps)
+        elif kind == "missing" and loc == ["tool"] and base[:1] == ("steps",):
+            out.add(path[:-1], f"{_label(path[:-1], steps)} needs 'tool' or 'run'")
         elif kind == "missing":
             out.add(
                 path[:-1],

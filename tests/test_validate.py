@@ -197,7 +197,7 @@ def test_missing_required_keys(check):
     """)
     assert out == [
         "plan.yaml:2:5: error: step #1: missing required key 'id'",
-        "plan.yaml:4:5: error: step 'b': missing required key 'tool'",
+        "plan.yaml:4:5: error: step 'b' needs 'tool' or 'run'",
     ]
 
 

@@ -175,8 +175,9 @@ def _preview_step(
     results: dict[str, Any],
     seen: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    from planrun.expressions import ExpressionError, resolve_args
+    from planrun.expressions import ExpressionError
     from planrun.scope import with_patterns
+    from planrun.stepcall import call_args
 
     forced = session.options.forced(sid)
     first = session.recent_key(sid) is None and not forced  # never stored: say so, not "changed"
@@ -184,7 +185,7 @@ def _preview_step(
     if keyless and not forced:
         return _after(keyless[0], seen, first)
     try:
-        args = resolve_args(step.tool, step.args, scope)
+        args = call_args(step, scope)
         step = with_patterns(step, scope)
     except ExpressionError:
         if forced:

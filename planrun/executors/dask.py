@@ -311,12 +311,25 @@ class _OutputRoute:
                 self.on_output(stream, line)
 
 
+def _one_shell(commands: list[tuple[list[str], str]]) -> tuple[list[str], str]:
+    """A `run:` list as one command for a worker: each item by its own `/bin/sh -c`, in
+    order, ending at the first that fails (with its exit code)."""
+    loop = 'for c do /bin/sh -c "$c" || exit; done'
+    return ["/bin/sh", "-c", loop, "sh", *(argv[-1] for argv, _ in commands)], "; ".join(
+        shown for _, shown in commands
+    )
+
+
 def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dict[str, Any]:
     """Check a shell step's args as the local tool does; the request for the worker."""
-    from planrun.tools.shell import _argv, _env, parse_shell_args
+    from planrun.tools.shell import _argv, _env, parse_shell_args, run_commands
 
     parsed = parse_shell_args(args, base_cwd)
-    argv, command = _argv(parsed.cmd)
+    if parsed.run is None:
+        argv, command = _argv(parsed.cmd)
+    else:  # a `run:` step: its commands in one shell on the worker, stopping at a failure
+        commands = run_commands(parsed.run)
+        argv, command = commands[0] if len(commands) == 1 else _one_shell(commands)
     cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
     # The plan's dotenv values (where planrun's own environment does not win), then the
     # step's own `env` as text: both merged over the worker's environment there.

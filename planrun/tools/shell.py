@@ -32,11 +32,12 @@ def kill_live_groups() -> None:
         _signal_group(pgid, signal.SIGKILL)
 
 
-def command_failed(command: str, result: dict[str, Any]) -> ToolFailed:
-    """The failure of a command that exited non-zero (shared with remote executors)."""
+def command_failed(command: str, result: dict[str, Any], what: str = "command") -> ToolFailed:
+    """The failure of a command that exited non-zero (shared with remote executors); `what`
+    names it (`run[1]` for a `run:` list's second command)."""
     tail = result.get("stderr", "").splitlines()[-_TAIL_LINES:]
     return ToolFailed(
-        f"command exited with code {result['exit_code']}",
+        f"{what} exited with code {result['exit_code']}",
         detail="\n".join([f"$ {command}", *tail]),
         result=result,
     )
@@ -50,11 +51,15 @@ class ShellArgs(NamedTuple):
     env: Any  # as written: merged over the environment where the command runs
     stdin: str | None
     check: bool
+    run: Any = None  # a `run:` step's script, or list of commands (then `cmd` is None)
 
 
 def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
     """Check `args` as the shell tool does; one clear ToolFailed line for each mistake."""
-    check_args("shell", args, ("cmd",), _OPTIONAL)
+    if isinstance(args, dict) and "run" in args:  # a `run:` step (planrun.stepcall)
+        check_args("shell", args, ("run",), ("cwd", "env"))
+    else:
+        check_args("shell", args, ("cmd",), _OPTIONAL)
     cwd = args.get("cwd")
     if cwd is None:
         cwd = base_cwd
@@ -71,19 +76,48 @@ def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
     check = args.get("check", True)
     if not isinstance(check, bool):
         raise ToolFailed(f"shell: 'check' must be true or false, got {type_name(check)}")
-    return ShellArgs(args["cmd"], cwd, args.get("env"), stdin, check)
+    return ShellArgs(args.get("cmd"), cwd, args.get("env"), stdin, check, args.get("run"))
 
 
 async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Run `cmd`; result `{stdout, stderr, exit_code}`. Cancelling kills the whole group."""
     parsed = parse_shell_args(args, ctx.cwd)
     env = _env(parsed.env, ctx.env, _marks(ctx))
-    argv, command = _argv(parsed.cmd)
+    commands = run_commands(parsed.run) if parsed.run is not None else [_argv(parsed.cmd)]
     cwd, stdin, check = parsed.cwd, parsed.stdin, parsed.check
-    result = await _run(argv, cwd, env, stdin, ctx)
-    if check and result["exit_code"] != 0:
-        raise command_failed(command, result)
-    return result
+    results = []
+    for n, (argv, command) in enumerate(commands):
+        result = await _run(argv, cwd, env, stdin, ctx)
+        results.append(result)
+        if check and result["exit_code"] != 0:
+            what = f"run[{n}]" if isinstance(parsed.run, list) else "command"
+            raise command_failed(command, joined(results), what)
+    return joined(results)
+
+
+def run_commands(run: Any) -> list[tuple[list[str], str]]:
+    """The commands of a `run:` step, each as (argv, as shown): a string is one script run by
+    `/bin/sh -e -c` (it stops at its first failing command, as GitHub Actions runs `run:`);
+    a list runs each string by `/bin/sh -c`, one after another."""
+    if isinstance(run, str):
+        _argv(run)  # the same checks as a string cmd
+        return [(["/bin/sh", "-e", "-c", run], run)]
+    if isinstance(run, list) and run and all(isinstance(r, str) for r in run):
+        return [_argv(r) for r in run]
+    raise ToolFailed(
+        f"shell: 'run' must be a string or a non-empty list of strings, got {type_name(run)}"
+    )
+
+
+def joined(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result of commands run one after another: their output in order, the last exit code."""
+    if len(results) == 1:
+        return results[0]
+    return {
+        "stdout": "".join(r["stdout"] for r in results),
+        "stderr": "".join(r["stderr"] for r in results),
+        "exit_code": results[-1]["exit_code"],
+    }
 
 
 async def _run(
