@@ -180,6 +180,18 @@ def _plan_after_force(
     return ["*", *force[1:]], (force[0],)
 
 
+def _grace(text: str | None) -> float | None:
+    """`--grace DURATION`, read as the plan's durations are; a bad one is a usage error."""
+    if text is None:
+        return None
+    from planrun.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"--grace: {exc}") from None
+
+
 def do_run(force_resume: bool, **kw: Any) -> None:
     """`planrun run` (`force_resume`: `planrun resume`) with click's keyword arguments."""
     from planrun.runner import RunRequest, run_sync
@@ -223,6 +235,7 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         remote_cache=kw["remote_cache"],
         remote_cache_read_only=kw["remote_cache_read_only"],
         remote_cache_timeout=kw["remote_cache_timeout"],
+        grace=_grace(kw.get("grace")),
         cwd=os.getcwd(),
         interactive=sys.stdin.isatty() and sys.stderr.isatty(),
         subscribers=[reporter.handle] if reporter else [],

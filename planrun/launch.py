@@ -26,6 +26,7 @@ from planrun.parent import (
     forward_steps,
 )
 from planrun.plan import Plan
+from planrun.procgroups import ProcessGroups
 from planrun.record import Record
 from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import (
@@ -168,6 +169,19 @@ def _context(
     )
 
 
+def _process_groups(req: RunRequest, plan: Plan, call: SubPlanCall | None) -> ProcessGroups:
+    """The run's registry of its commands' process groups (a sub-plan's is its parent's), with
+    the grace an interrupt gives them: --grace, else the plan's `grace`, else the default."""
+    if call is not None and call.parent.groups is not None:
+        return call.parent.groups
+    groups = req.groups if req.groups is not None else ProcessGroups()
+    if req.grace is not None:
+        groups.grace = req.grace
+    elif plan.grace is not None:
+        groups.grace = plan.grace
+    return groups
+
+
 def _unforced(previous: dict[str, Any], force: list[str]) -> dict[str, Any]:
     """What sub-plans may keep on resume: nothing under a forced `plan` step (all of it runs)."""
     if "*" in force:
@@ -235,10 +249,11 @@ async def launch(
             from planrun.unstarted import stopped_while_starting
 
             return stopped_while_starting(prep, attached.bus, opened.previous is not None)
-        here = _context(req, plan, attached, executor, call)
+        groups = _process_groups(req, plan, call)
+        here = _context(req, plan, attached, executor, call)._replace(groups=groups)
         if call is None and opened.previous is not None:
             here = here._replace(previous=_unforced(opened.previous, req.force))
-        services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv)
+        services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv, groups=groups)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
 

@@ -248,6 +248,11 @@ class PlanHeader(_Frozen):
         default_factory=list,
         description="KEY=VALUE files added to the steps' environment; a name ending in ? is optional.",
     )
+    grace: Duration | None = Field(
+        default=None,
+        description="How long an interrupt waits for running steps to end before killing them "
+        "(default 10s; --grace overrides).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -293,6 +298,7 @@ def runtime_plan(
         secrets=h.secrets,
         executor=None if h.executor is None else runtime.ExecutorConfig(**h.executor.__dict__),
         dotenv=h.dotenv,
+        grace=h.grace,
         steps=steps,
     )
 

@@ -350,6 +350,7 @@ class Plan(PlanNode):
         "secrets",
         "executor",
         "dotenv",
+        "grace",
         "steps",
         "_index",
     )
@@ -366,6 +367,7 @@ class Plan(PlanNode):
     secrets: list[str]
     executor: ExecutorConfig | None
     dotenv: list[str]
+    grace: float | None  # seconds an interrupt waits for running commands (None: the default)
     steps: list[Step]
     # Step by id, built on first use (replace() makes a new Plan, so a new index).
     _index: dict[str, Step] | None
@@ -386,6 +388,7 @@ class Plan(PlanNode):
         secrets: list[str] | None = None,
         executor: ExecutorConfig | None = None,
         dotenv: list[str] | None = None,
+        grace: float | None = None,
         steps: list[Step] | None = None,
     ) -> None:
         _set(self, "version", version)
@@ -401,6 +404,7 @@ class Plan(PlanNode):
         _set(self, "secrets", [] if secrets is None else secrets)
         _set(self, "executor", executor)
         _set(self, "dotenv", [] if dotenv is None else dotenv)
+        _set(self, "grace", grace)
         _set(self, "steps", [] if steps is None else steps)
         _set(self, "_index", None)
 

@@ -14,6 +14,7 @@ from planrun.events import Event
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
+from planrun.procgroups import ProcessGroups
 from planrun.record import Record
 from planrun.status import Status
 
@@ -56,6 +57,8 @@ class RunRequest(Record):
         "console",
         "subscribers",
         "start_hint",
+        "grace",
+        "groups",
     )
     plan: str  # a path, or a label for inline text
     text: str | None  # inline plan text (MCP)
@@ -91,6 +94,8 @@ class RunRequest(Record):
     console: bool  # human progress on stderr
     subscribers: list[Callable[[Event], None]]
     start_hint: str | None  # how a hint says "start a run" (None: the CLI command)
+    grace: float | None  # --grace, seconds (None: the plan's `grace`, else the default)
+    groups: ProcessGroups | None  # the run's commands' process groups (None: the run's own)
 
     def __init__(
         self,
@@ -128,6 +133,8 @@ class RunRequest(Record):
         console: bool = True,
         subscribers: list[Callable[[Event], None]] | None = None,
         start_hint: str | None = None,
+        grace: float | None = None,
+        groups: ProcessGroups | None = None,
     ) -> None:
         self.plan = plan
         self.text = text
@@ -163,6 +170,8 @@ class RunRequest(Record):
         self.console = console
         self.subscribers = [] if subscribers is None else subscribers
         self.start_hint = start_hint
+        self.grace = grace
+        self.groups = groups
 
     def how_to_start(self) -> str:
         """How the caller starts a fresh run of this plan, as error hints name it: the CLI

@@ -114,6 +114,14 @@ RUN_OPTIONS: tuple[Opt, ...] = (
         "Seconds a remote cache request may take (default 5).",
         metavar="SECONDS",
     ),
+    Opt(
+        ("--grace",),
+        "grace",
+        TEXT,
+        "On Ctrl-C, how long running steps get to end before they are killed (default: the "
+        "plan's grace, else 10s).",
+        metavar="DURATION",
+    ),
 )
 
 _BY_WORD = {d: opt for opt in RUN_OPTIONS for d in opt.decls if d.startswith("-")}

@@ -180,5 +180,8 @@ def new_run_id() -> str:
 
 def plan_digest(plan: Plan) -> str:
     # to_dict is model_dump(mode="json") of the validated plan: digests of older state files match.
-    blob = json.dumps(plan.to_dict(), sort_keys=True, default=str)
+    data = plan.to_dict()
+    if data.get("grace") is None:  # a key added later: a plan without it digests as before
+        data.pop("grace", None)
+    blob = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
