@@ -3,6 +3,7 @@
 # Lazy imports (inside functions), for start-up time: the quick --help/--version answer first, then
 # the click-free run path, then click: each command loads only what it needs.
 import _signal  # the C module: `signal` itself takes long enough to import to be hit
+import gc
 import os
 import sys
 
@@ -33,17 +34,27 @@ def main() -> None:
     text = None if completing else stored_output(sys.argv[1:])
     if text is not None:  # `--help` or `--version`, as click prints it, without click
         _print_and_exit(text)
-    from planrun.interrupts import install_quiet_exit
+    from planrun.errors import ExitNow
+    from planrun.interrupts import exit_now, install_quiet_exit
 
     install_quiet_exit()  # the same, and also ending the commands of a run, if any
+    # Loading and validating a large plan allocates many small objects that live for the
+    # whole command; the default thresholds make the collector rescan them over and over.
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        _command(completing)
+    except ExitNow as end:  # a run is recorded: leave without waiting for its worker threads
+        exit_now(end.code if isinstance(end.code, int) else 1)
+
+
+def _command(completing: bool) -> None:
     if sys.argv[1:2] in (["run"], ["resume"]) and not completing:
         from planrun.runargs import read_run_args
 
         kw = read_run_args(sys.argv[2:])
         if kw is not None:  # plain arguments, read as click would: no need to import click
-            from planrun.cli_run import before_a_command, do_run, guard
+            from planrun.cli_run import do_run, guard
 
-            before_a_command()
             guard(do_run)(sys.argv[1] == "resume", **kw)
             return
     from planrun.cli import main as cli

@@ -12,7 +12,6 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: the runner, the dry run, the report and the
 # GitHub reporter only for the command that uses them.
 import functools
-import gc
 import json
 import os
 import re
@@ -20,10 +19,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
-from planrun import interrupts  # exit_now looked up at each call: tests run the CLI in-process
 from planrun.defaultplan import split_run_args
 from planrun.errors import (
     ExitCode,
+    ExitNow,
     PlanInvalid,
     PlanrunError,
     UsageError,
@@ -31,7 +30,7 @@ from planrun.errors import (
     one_line,
 )
 
-__all__ = ["before_a_command", "do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
+__all__ = ["do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ANSI = r"\033\[[;?0-9]*[a-zA-Z]"  # what click.echo strips off a non-terminal (compiled on use)
@@ -53,14 +52,6 @@ def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
     stream.flush()
 
 
-def before_a_command() -> None:
-    """What every command starts with, whether click reads its arguments or not."""
-
-    # Loading and validating a large plan allocates many small objects that live for the
-    # whole command; the default thresholds make the collector rescan them over and over.
-    gc.set_threshold(100_000, 50, 100)
-
-
 def _from_click(exc: BaseException) -> bool:
     """A click exception (its exit, a usage error): click itself must handle it."""
     click = sys.modules.get("click")
@@ -70,9 +61,7 @@ def _from_click(exc: BaseException) -> bool:
 def fail(message: str, code: ExitCode) -> NoReturn:
     echo(one_line(f"planrun: error: {message}"), err=True)  # input it quotes stays one line
     if code == ExitCode.INTERRUPTED:
-        interrupts.exit_now(
-            int(code)
-        )  # no waiting for a worker thread that an interrupted run left
+        raise ExitNow(code)  # no waiting for a worker thread that an interrupted run left
     sys.exit(int(code))
 
 
@@ -94,7 +83,7 @@ def guard(fn: F) -> F:
             _error_document(kwargs, str(exc), exc.exit_code)
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            interrupts.exit_now(int(ExitCode.INTERRUPTED))
+            raise ExitNow(ExitCode.INTERRUPTED) from None
         except SystemExit:
             raise
         except BrokenPipeError:
@@ -159,12 +148,9 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _report_write_failures(code: ExitCode) -> ExitCode:
+def _report_write_failures(failures: list[str], code: ExitCode) -> ExitCode:
     """`--events` / `--junit` files that could not be written: one line each; a run that
     succeeded exits 1, since what CI asked for is missing."""
-    from planrun.reporters.failures import take_failures
-
-    failures = take_failures()
     for failure in failures:
         echo(f"planrun: error: {failure}", err=True)
     return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
@@ -245,7 +231,7 @@ def do_run(force_resume: bool, **kw: Any) -> None:
     finally:
         if reporter is not None:
             reporter.write()  # after a failure or Ctrl-C too
-    code = _report_write_failures(code)
+    code = _report_write_failures(req.report_failures.take(), code)
     if kw["output"] == "json":
         text = json.dumps(doc, indent=2, ensure_ascii=False, default=str)
         if not text.isascii():
@@ -262,6 +248,7 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         # On stderr with --output json too: what to do about it is for the person reading.
         echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
 
-    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
-    # call or a prompt blocked in a read), so none of its effects lands after the record.
-    interrupts.exit_now(int(code))
+    # The run is recorded: the process ends now (planrun.__main__), whatever worker thread a
+    # stopped step left (a `python` call or a prompt blocked in a read), so none of its effects
+    # lands after the record.
+    raise ExitNow(code)

@@ -79,10 +79,13 @@ def run_interruptibly(coro: Coroutine[Any, Any, T], groups: ProcessGroups | None
     interruption, waits for its commands and saves its state); a second kills the groups.
 
     Unlike `asyncio.run`, closing the loop does not wait for the default executor's threads.
+    The signal handlers found at the start are put back at the end: the process's own
+    (planrun.__main__ exits at once on a signal) or its caller's.
     """
     import asyncio
 
     watchdog: list[threading.Timer] = []
+    previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
 
     async def main() -> T:
         loop = asyncio.get_running_loop()
@@ -131,6 +134,9 @@ def run_interruptibly(coro: Coroutine[Any, Any, T], groups: ProcessGroups | None
             loop.close()  # shuts the default executor down without waiting for its threads
             for timer in watchdog:
                 timer.cancel()
+            for sig, handler in previous.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:

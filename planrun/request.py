@@ -16,6 +16,7 @@ from planrun.masking import Masker
 from planrun.plan import Plan
 from planrun.procgroups import ProcessGroups
 from planrun.record import Record
+from planrun.reporters.failures import WriteFailures
 from planrun.status import Status
 
 
@@ -59,6 +60,7 @@ class RunRequest(Record):
         "start_hint",
         "grace",
         "groups",
+        "report_failures",
     )
     plan: str  # a path, or a label for inline text
     text: str | None  # inline plan text (MCP)
@@ -96,6 +98,7 @@ class RunRequest(Record):
     start_hint: str | None  # how a hint says "start a run" (None: the CLI command)
     grace: float | None  # --grace, seconds (None: the plan's `grace`, else the default)
     groups: ProcessGroups | None  # the run's commands' process groups (None: the run's own)
+    report_failures: WriteFailures  # --events/--junit files this run could not write
 
     def __init__(
         self,
@@ -135,6 +138,7 @@ class RunRequest(Record):
         start_hint: str | None = None,
         grace: float | None = None,
         groups: ProcessGroups | None = None,
+        report_failures: WriteFailures | None = None,
     ) -> None:
         self.plan = plan
         self.text = text
@@ -172,6 +176,7 @@ class RunRequest(Record):
         self.start_hint = start_hint
         self.grace = grace
         self.groups = groups
+        self.report_failures = WriteFailures() if report_failures is None else report_failures
 
     def how_to_start(self) -> str:
         """How the caller starts a fresh run of this plan, as error hints name it: the CLI

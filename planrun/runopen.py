@@ -106,13 +106,13 @@ def attach_reporters(
         if req.events:
             from planrun.reporters.jsonl import JsonLinesReporter
 
-            jl = JsonLinesReporter(abs_path(req.events, req.cwd))
+            jl = JsonLinesReporter(abs_path(req.events, req.cwd), req.report_failures)
             bus.subscribe(jl.handle)
             closers.append(jl.close)
         if req.junit:
             from planrun.reporters.junit import JUnitReporter
 
-            ju = JUnitReporter(abs_path(req.junit, req.cwd))
+            ju = JUnitReporter(abs_path(req.junit, req.cwd), req.report_failures)
             bus.subscribe(ju.handle)
             closers.append(ju.close)
     except OSError as exc:

@@ -32,7 +32,7 @@ from pathlib import Path
 from planrun.events import Event
 from planrun.instances import group_instances
 from planrun.record import Record
-from planrun.reporters.failures import report_failed
+from planrun.reporters.failures import WriteFailures
 from planrun.text import format_duration
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
@@ -127,8 +127,10 @@ class _Suite(Record):
 class JUnitReporter:
     """EventBus subscriber collecting step results; `close()` writes the XML file."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], failures: WriteFailures | None = None) -> None:
         self.path = Path(path)
+        # Where a write that fails is remembered: the run's record, told by the command.
+        self.failures = WriteFailures() if failures is None else failures
         self._suites: dict[str, _Suite] = {}
         self._closed = False
         # Fail now (OSError), not after the run, when the report cannot be written there.
@@ -230,7 +232,7 @@ class JUnitReporter:
         except OSError as exc:  # a full disk: no temp file left behind, one clear error
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            report_failed(self.path, exc)
+            self.failures.add(self.path, exc)
 
     def to_xml(self) -> ET.Element:
         """The `<testsuites>` element: one `<testsuite>` per plan seen (normally one)."""
