@@ -13,7 +13,6 @@ import click
 
 from planrun.cli_cache import make_cache_group
 from planrun.cli_options import run_options
-from planrun.cli_run import before_a_command as _before_a_command
 from planrun.cli_run import do_run as _do_run
 from planrun.cli_run import fail as _fail
 from planrun.cli_run import guard as _guard
@@ -61,7 +60,6 @@ if COMPLETE_VAR in os.environ:  # answering the shell: planrun's own bash and fi
 @click.version_option(package_name="planrun", prog_name="planrun")
 def main(directories: tuple[str, ...]) -> None:
     """Run declarative plan files (YAML/JSON) as parallel, resumable tool-call graphs."""
-    _before_a_command()
     for directory in directories:
         try:
             os.chdir(directory)

@@ -66,6 +66,12 @@ RUN_OPTIONS = [
     ),
     click.option("--explain", is_flag=True, help="Say for every step why it runs or not."),
     click.option(
+        "--grace",
+        metavar="DURATION",
+        help="On Ctrl-C, how long running steps get to end before they are killed (default: "
+        "the plan's grace, else 10s).",
+    ),
+    click.option(
         "--watch",
         is_flag=True,
         help="After the run, run again when a source, the plan or a dotenv file changes.",

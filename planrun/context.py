@@ -30,6 +30,7 @@ from planrun.parent import (
     forward_steps,
 )
 from planrun.plan import Plan, Policy
+from planrun.procgroups import ProcessGroups
 from planrun.record import FrozenRecord, Record
 from planrun.reporters.termsafe import terminal_safe
 from planrun.request import Finished, Prepared, RunRequest, plan_stack
@@ -149,6 +150,10 @@ class RunContext(FrozenRecord):
     def step_ask(self, here: ParentContext) -> AskFn | None:
         """The question asked at a gate of this run's steps, None when no one can be asked."""
         raise NotImplementedError
+
+    def inherited_groups(self) -> ProcessGroups | None:
+        """The registry of process groups this run shares with its parent (a sub-plan's)."""
+        return None
 
     def run_id(self, here: ParentContext) -> str | None:
         """The id the run's run.started event carries (None: a new one of its own)."""
@@ -331,6 +336,9 @@ class ChildContext(RunContext):
             run_id=parent.run_id,
             previous=parent.previous,
         )
+
+    def inherited_groups(self) -> ProcessGroups | None:
+        return self.parent.groups
 
     def step_ask(self, here: ParentContext) -> AskFn | None:
         """The parent's TTY question for this sub-plan's steps, which it names PREFIX + id."""

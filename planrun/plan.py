@@ -287,6 +287,13 @@ class Plan(PlanNode):
             "is optional. Names may hold ${...} (variables)."
         ),
     ] = field(default_factory=list)
+    grace: Annotated[
+        Duration | None,
+        Spec(
+            description="How long an interrupt waits for running steps to end before killing "
+            "them (default 10s; --grace overrides)."
+        ),
+    ] = None
     # Plan-level `env` (SPEC 13): every run, shell and python step's environment, under the
     # step's own `env` (planrun.stepcall). Its values may read variables and `env`.
     env: Annotated[

@@ -224,9 +224,16 @@ def gate(ctx: RunContext, prep: Prepared) -> Finished | None:
 
 
 def run_sync(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
-    """`execute` in a fresh event loop, with SIGINT/SIGTERM turned into a clean interruption
-    (planrun.interrupts: a second signal exits at once)."""
-    return run_interruptibly(_interruptible(execute(req)))
+    """`execute` in a fresh event loop, with SIGINT/SIGTERM turned into a graceful interruption
+    of the run's commands (planrun.interrupts), through the run's own registry of them."""
+    import copy
+
+    from planrun.procgroups import ProcessGroups
+
+    req = copy.copy(req)
+    if req.groups is None:
+        req.groups = ProcessGroups()
+    return run_interruptibly(_interruptible(execute(req)), req.groups)
 
 
 async def _interruptible(coro: Any) -> tuple[dict[str, Any], ExitCode]:

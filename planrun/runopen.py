@@ -112,13 +112,13 @@ def attach_reporters(
         if req.events:
             from planrun.reporters.jsonl import JsonLinesReporter
 
-            jl = JsonLinesReporter(abs_path(req.events, req.cwd))
+            jl = JsonLinesReporter(abs_path(req.events, req.cwd), req.report_failures)
             bus.subscribe(jl.handle)
             closers.append(jl.close)
         if req.junit:
             from planrun.reporters.junit import JUnitReporter
 
-            ju = JUnitReporter(abs_path(req.junit, req.cwd))
+            ju = JUnitReporter(abs_path(req.junit, req.cwd), req.report_failures)
             bus.subscribe(ju.handle)
             closers.append(ju.close)
     except OSError as exc:
@@ -189,5 +189,8 @@ def new_run_id() -> str:
 
 def plan_digest(plan: Plan) -> str:
     # to_dict is model_dump(mode="json") of the validated plan: digests of older state files match.
-    blob = json.dumps(plan.to_dict(), sort_keys=True, default=str)
+    data = plan.to_dict()
+    if data.get("grace") is None:  # a key added later: a plan without it digests as before
+        data.pop("grace", None)
+    blob = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -32,7 +32,7 @@ from pathlib import Path
 from planrun.events import Event
 from planrun.instances import group_instances
 from planrun.record import Record
-from planrun.reporters.failures import report_failed
+from planrun.reporters.failures import WriteFailures
 from planrun.stepcounts import count_steps, counts_text
 from planrun.text import format_duration
 
@@ -134,8 +134,10 @@ class _Suite(Record):
 class JUnitReporter:
     """EventBus subscriber collecting step results; `close()` writes the XML file."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], failures: WriteFailures | None = None) -> None:
         self.path = Path(path)
+        # Where a write that fails is remembered: the run's record, told by the command.
+        self.failures = WriteFailures() if failures is None else failures
         self._suites: dict[str, _Suite] = {}
         self._closed = False
         # Fail now (OSError), not after the run, when the report cannot be written there.
@@ -239,7 +241,7 @@ class JUnitReporter:
         except OSError as exc:  # a full disk: no temp file left behind, one clear error
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            report_failed(self.path, exc)
+            self.failures.add(self.path, exc)
 
     def to_xml(self) -> ET.Element:
         """The `<testsuites>` element: one `<testsuite>` per plan seen (normally one)."""
