@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from planrun.cli_cache import make_cache_group
-from planrun.cli_options import run_options
+from planrun.cli_options import RunCommand, run_options
 from planrun.cli_run import before_a_command as _before_a_command
 from planrun.cli_run import do_run as _do_run
 from planrun.cli_run import fail as _fail
@@ -69,7 +69,7 @@ def main(directories: tuple[str, ...]) -> None:
             _fail(f"cannot change to directory {directory}: {exc.strerror}", ExitCode.USAGE)
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(cls=RunCommand, epilog=EXIT_CODES_HELP)
 @run_options
 @_guard
 def run(**kw: Any) -> None:
@@ -77,7 +77,7 @@ def run(**kw: Any) -> None:
     _do_run(False, **kw)
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(cls=RunCommand, epilog=EXIT_CODES_HELP)
 @run_options
 @_guard
 def resume(**kw: Any) -> None:

@@ -150,22 +150,11 @@ def _report_write_failures(code: ExitCode) -> ExitCode:
     return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
 
 
-def _plan_after_force(
-    force: tuple[str, ...], args: tuple[str, ...]
-) -> tuple[list[str], tuple[str, ...]]:
-    """`run --force plan.yaml`: a plan file right after --force is the plan (and the --force is
-    bare), when no plan was given otherwise; any other word after --force is a step id."""
-    if args or not force or not force[0].endswith((".yaml", ".yml", ".json")):
-        return list(force), args
-    return ["*", *force[1:]], (force[0],)
-
-
 def do_run(force_resume: bool, **kw: Any) -> None:
     """`planrun run` (`force_resume`: `planrun resume`) with click's keyword arguments."""
     from planrun.runner import RunRequest, run_sync
 
-    force, args = _plan_after_force(kw["force"], kw["args"])
-    plan, targets = split_run_args(args, os.getcwd())
+    plan, targets = split_run_args(kw["args"], os.getcwd())
     reporter = None
     if kw["report"] and not kw["dry_run"]:
         from planrun.report import ReportOnExit, check_report_path
@@ -196,7 +185,7 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         address=kw["address"],
         planner=kw["planner"],
         mcp_config=kw["mcp_config"],
-        force=force,
+        force=list(kw["force"]),
         no_cache=kw["no_cache"],
         cache_dir=kw["cache_dir"],
         explain=kw["explain"],

@@ -200,7 +200,7 @@ async def launch(
 
     # Sub-plans' steps are not cached; an unknown --force ID stops the run before any state.
     cache_options = None
-    if call is None and (req.force or req.explain or any(map(step_cached, prep.plan.steps))):
+    if call is None and (prep.forced or req.explain or any(map(step_cached, prep.plan.steps))):
         from planrun.cache.wiring import run_cache_options  # ~10 ms: only when it can matter
 
         cache_options = run_cache_options(req, prep)
@@ -237,7 +237,7 @@ async def launch(
             return stopped_while_starting(prep, attached.bus, opened.previous is not None)
         here = _context(req, plan, attached, executor, call)
         if call is None and opened.previous is not None:
-            here = here._replace(previous=_unforced(opened.previous, req.force))
+            here = here._replace(previous=_unforced(opened.previous, prep.forced))
         services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
@@ -301,7 +301,7 @@ async def _schedule(
         from planrun.replan import make_replanner
 
         replanner = make_replanner(plan, req, services, here.masks)
-    forced = req.force if call is None else ()
+    forced = prep.forced if call is None else ()
     resume = decide_resume(prep, opened.previous, mask, forced, results_read=call is not None)
     sched = Scheduler(
         plan, prep.selected, prep.variables, here.executor, bus, settings, resume, replanner

@@ -167,6 +167,7 @@ def started_event(
         "jobs": jobs,
         "variables": variables,
         "steps": steps,
+        "targets": prep.targets,
     }
     if resumed and kept is not None:
         data["kept"] = kept
