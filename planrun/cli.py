@@ -260,8 +260,11 @@ def status(plan: str | None, state: str | None, output: str) -> None:
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
 @click.option("--vars-file", type=click.Path(dir_okay=False))
+@click.option("--all", "every", is_flag=True, help="Internal steps too.")
 @_guard
-def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str | None) -> None:
+def list_(
+    target: str | None, output: str, var: tuple[str, ...], vars_file: str | None, every: bool
+) -> None:
     """List the plans in a directory (default ./plans) with their last run status, or the
     steps of a plan file (default: ./planrun.yaml when there is no ./plans)."""
     from planrun.catalog import list_plans, render_list
@@ -273,7 +276,7 @@ def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str 
 
         # A plan that reads --var names checks only with them, as for `graph` and `run`.
         extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
-        doc = step_rows(directory.plan, extra)
+        doc = step_rows(directory.plan, extra, every)
         if output == "json":
             click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         else:

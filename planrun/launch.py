@@ -100,12 +100,14 @@ def _attach(
         bus = EventBus()
         bus.subscribe(forward_steps(call.parent, call.prefix))
         return Attached(bus, call.parent.masks, call.parent.notice)
+    from planrun.resumehint import resume_hint
     from planrun.substeps import SubStepRows
 
     masks = MaskChain()
     bus = EventBus(mask=masks)
     try:
-        console, closers = attach_reporters(req, bus, store, prep.plan.dotenv)
+        hint = resume_hint(req, prep.targets, prep.plan.secrets)  # `resume with: ...`
+        console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, hint)
     except BaseException:
         if store is not None:
             store.release()

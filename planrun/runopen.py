@@ -78,7 +78,11 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
 
 
 def attach_reporters(
-    req: RunRequest, bus: EventBus, store: StateStore | None, dotenv: list[str]
+    req: RunRequest,
+    bus: EventBus,
+    store: StateStore | None,
+    dotenv: list[str],
+    resume_hint: str | None = None,
 ) -> tuple[Any, list[Callable[[], None]]]:
     """Subscribe the console, the state store, --events, --junit and library subscribers.
 
@@ -96,7 +100,7 @@ def attach_reporters(
             sys.stderr,
             quiet=req.quiet,
             stream_output=req.stream,
-            resume_hint=req.plan if store is not None else None,
+            resume_hint=(resume_hint or req.plan) if store is not None else None,
         )
         bus.subscribe(console.handle)
         closers.append(console.close)

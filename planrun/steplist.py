@@ -41,11 +41,15 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
     )
 
 
-def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """{plan, file, title, steps: [{id, title, tool, depends_on}]} of a valid plan (PlanInvalid if not).
+def step_rows(
+    plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
+) -> dict[str, Any]:
+    """{plan, file, title, steps: [{id, title, tool, depends_on, aliases}]} of a valid plan
+    (PlanInvalid if not).
 
-    `depends_on` holds the effective dependencies: explicit and data-flow. `variables`: those
-    given on the command line, which the plan's expressions may read.
+    `depends_on` holds the effective dependencies: explicit and data-flow (an internal step
+    among them too). `variables`: those given on the command line, which the plan's
+    expressions may read. `every`: internal steps too (`list --all`).
     """
     from planrun.graph import PlanGraph
     from planrun.validate import default_name, load_plan
@@ -62,8 +66,10 @@ def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dic
                 "title": graph.titles[sid],
                 "tool": graph.tools[sid],
                 "depends_on": list(graph.deps[sid]),
+                "aliases": list(plan.step(sid).aliases),
             }
             for sid in graph.order
+            if every or not plan.step(sid).internal
         ],
     }
 
@@ -81,5 +87,7 @@ def render_steps(doc: dict[str, Any]) -> str:
         line = f"  {s['id']:<{id_w}}  {title:<{title_w}}  [{s['tool']}]"
         if s["depends_on"]:
             line += f"  after: {', '.join(s['depends_on'])}"
+        if s.get("aliases"):
+            line += f"  aliases: {', '.join(s['aliases'])}"
         lines.append(line.rstrip())
     return "\n".join(lines) + "\n"

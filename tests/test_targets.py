@@ -199,6 +199,7 @@ GATED = """
         args: {cmd: "echo ${flavour} >> test.log"}
       - id: wheel
         tool: shell
+        depends_on: [test]
         args: {cmd: "test -e fixed"}
       - id: publish
         tool: shell
@@ -221,7 +222,7 @@ def test_the_resume_hint_repeats_the_selection_and_resumes_it(run, write, tmp_pa
     (tmp_path / "fixed").touch()
     again = run(*words[1:], "--var", "token=s3", "--output", "json")
     assert again.code == 0, again  # not blocked by publish: the same selection
-    assert statuses(again) == {"test": "succeeded", "wheel": "succeeded"}
+    assert statuses(again) == {"test": "succeeded", "wheel": "succeeded"}, again
     assert (tmp_path / "test.log").read_text() == "it's\n"  # test kept, not run again
 
 
