@@ -44,7 +44,7 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
 def step_rows(
     plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
 ) -> dict[str, Any]:
-    """{plan, file, title, steps: [{id, title, tool, depends_on, aliases}]} of a valid plan
+    """{plan, file, title, steps: [{id, title, tool, depends_on, aliases?}]} of a valid plan
     (PlanInvalid if not).
 
     `depends_on` holds the effective dependencies: explicit and data-flow (an internal step
@@ -66,7 +66,7 @@ def step_rows(
                 "title": graph.titles[sid],
                 "tool": graph.tools[sid],
                 "depends_on": list(graph.deps[sid]),
-                "aliases": list(plan.step(sid).aliases),
+                **({"aliases": list(aliases)} if (aliases := plan.step(sid).aliases) else {}),
             }
             for sid in graph.order
             if every or not plan.step(sid).internal

