@@ -119,8 +119,14 @@ def revised_prep(
     only = [t for t in prep.targets or () if t in names]  # a step the planner removed is gone
     chosen = select(plan, graph, only, [*prep.forced], req.plan)
     return Prepared(
-        prep.checked, plan, prep.variables, chosen.selected, graph, prep.dotenv,
-        prep.targets, chosen.forced,
+        prep.checked,
+        plan,
+        prep.variables,
+        chosen.selected,
+        graph,
+        prep.dotenv,
+        prep.targets,
+        chosen.forced,
     )
 
 

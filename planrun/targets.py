@@ -41,7 +41,9 @@ def check_targets(header: Any, steps: Sequence[Step], step_paths: Sequence[int],
             if alias in ids:
                 out.add(where, f"alias '{alias}' of step '{s.id}' is the id of a step")
             elif alias in owner and owner[alias] != s.id:
-                message = f"alias '{alias}' of step '{s.id}' is also an alias of step '{owner[alias]}'"
+                message = (
+                    f"alias '{alias}' of step '{s.id}' is also an alias of step '{owner[alias]}'"
+                )
                 out.add(where, message)
             owner.setdefault(alias, s.id)
     if header is None or header.default is None:
