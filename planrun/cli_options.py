@@ -68,6 +68,11 @@ RUN_OPTIONS = [
     ),
     click.option("--explain", is_flag=True, help="Say for every step why it runs or not."),
     click.option(
+        "--watch",
+        is_flag=True,
+        help="After the run, run again when a source, the plan or a dotenv file changes.",
+    ),
+    click.option(
         "--remote-cache", metavar="URL", help="Remote cache URL (default $PLANRUN_REMOTE_CACHE)."
     ),
     click.option(

@@ -17,7 +17,6 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from planrun import interrupts  # exit_now looked up at each call: tests run the CLI in-process
-from planrun.defaultplan import split_run_args
 from planrun.errors import (
     ExitCode,
     PlanInvalid,
@@ -150,11 +149,48 @@ def _report_write_failures(code: ExitCode) -> ExitCode:
     return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
 
 
+_GIVEN_PATHS = ("vars_file", "state", "events", "junit", "report", "mcp_config", "cache_dir")
+
+
 def do_run(force_resume: bool, **kw: Any) -> None:
     """`planrun run` (`force_resume`: `planrun resume`) with click's keyword arguments."""
+    from planrun.discovery import split_run_args
+
+    force = list(kw["force"])  # `*`: a bare --force (cli_options.RunCommand)
+    found, targets = split_run_args(kw["args"])  # the default plan's directory becomes the cwd
+    kw = {**kw, **{name: found.given_path(kw[name]) for name in _GIVEN_PATHS}}
+    code = _run_once(force_resume, found, targets, force, kw)
+    if kw.get("watch"):
+        from planrun.watch import watch_and_rerun, watch_scope
+
+        scope = watch_scope(found, [*kw["only"], *targets], parse_vars(kw["var"]), kw["vars_file"])
+        code = watch_and_rerun(code, scope, lambda: _rerun(found, targets, force, kw))
+    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
+    # call or a prompt blocked in a read), so none of its effects lands after the record.
+    interrupts.exit_now(int(code))
+
+
+def _rerun(found: Any, targets: list[str], force: list[str], kw: dict[str, Any]) -> ExitCode:
+    """A run of `--watch` after the first: an error (the plan was saved half-edited) is told as
+    `guard` tells it, and is that run's exit code; the watch goes on."""
+    try:
+        return _run_once(False, found, targets, force, kw)
+    except PlanInvalid as exc:
+        print_diagnostics(exc.diagnostics, "json" if kw["output"] == "json" else "text")
+        return exc.exit_code
+    except PlanrunError as exc:
+        _error_document(kw, str(exc), exc.exit_code)
+        click.echo(one_line(f"planrun: error: {exc}"), err=True)
+        return exc.exit_code
+
+
+def _run_once(
+    force_resume: bool, found: Any, targets: list[str], force: list[str], kw: dict[str, Any]
+) -> ExitCode:
+    """One run through the run path, its result printed: the exit code."""
+    from planrun.discovery import with_builtins
     from planrun.runner import RunRequest, run_sync
 
-    plan, targets = split_run_args(kw["args"], os.getcwd())
     reporter = None
     if kw["report"] and not kw["dry_run"]:
         from planrun.report import ReportOnExit, check_report_path
@@ -164,8 +200,8 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         check_report_path(kw["report"])
         reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
     req = RunRequest(
-        plan=plan,
-        variables=parse_vars(kw["var"]),
+        plan=found.plan,
+        variables=with_builtins(found, parse_vars(kw["var"])),
         vars_file=kw["vars_file"],
         jobs=kw["jobs"],
         state=kw["state"],
@@ -185,7 +221,7 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         address=kw["address"],
         planner=kw["planner"],
         mcp_config=kw["mcp_config"],
-        force=list(kw["force"]),
+        force=force,
         no_cache=kw["no_cache"],
         cache_dir=kw["cache_dir"],
         explain=kw["explain"],
@@ -217,7 +253,4 @@ def do_run(force_resume: bool, **kw: Any) -> None:
     if code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         # On stderr with --output json too: what to do about it is for the person reading.
         click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
-
-    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
-    # call or a prompt blocked in a read), so none of its effects lands after the record.
-    interrupts.exit_now(int(code))
+    return code

@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from planrun.discovery import INVOCATION_DIR
 from planrun.request import RunRequest
 
 __all__ = ["resume_hint"]
@@ -32,6 +33,8 @@ def resume_hint(req: RunRequest, targets: Iterable[str] | None, secrets: Iterabl
     hidden = set(secrets)
     left_out = []
     for name, value in req.variables.items():
+        if name == INVOCATION_DIR:
+            continue  # planrun's own: set again by the resume
         if name in hidden:
             left_out.append(name)
         else:

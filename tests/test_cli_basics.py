@@ -504,3 +504,14 @@ def test_mcp_cli_plan_runs_unchanged(run, write):
         ("1", "hello world"),
         ("2", "HELLO WORLD"),
     ]
+
+
+def test_help_describes_every_command_in_a_whole_sentence(tmp_path):
+    """`planrun --help` (at 80 columns, or into a pipe) never cuts a description short."""
+    r = planrun("--help", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert r.code == 0, r
+    commands = r.out.split("Commands:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(commands) >= 10, r.out
+    for line in commands:
+        name, _, text = line.strip().partition(" ")
+        assert text.strip().endswith(".") and not text.endswith("..."), line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import textwrap
 
 import pytest
 
@@ -241,3 +242,11 @@ def test_a_hint_names_the_state_file_it_resumes(run, write):
     write("planrun.yaml", GATED)
     r = run("run", "wheel", "--state", "s.json")
     assert "resume with: planrun resume planrun.yaml wheel --state s.json" in r.err, r
+
+
+def test_completion_offers_aliases_and_no_internal_step(tmp_path):
+    from tests.test_completion import complete
+
+    (tmp_path / "planrun.yaml").write_text(textwrap.dedent(PLAN))
+    assert complete(tmp_path, "run --force ") == ["build", "test", "t", "check", "docs"]
+    assert complete(tmp_path, "run --only c") == ["check"]
