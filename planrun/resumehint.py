@@ -6,7 +6,7 @@ never shown, and `***` would resume with the wrong value)."""
 from __future__ import annotations
 
 import json
-import shlex
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,11 +45,21 @@ def resume_hint(req: RunRequest, targets: Iterable[str] | None, secrets: Iterabl
             words += [option, str(value)]
     if req.keep_going:
         words.append("--keep-going")
-    command = shlex.join(words)
+    command = " ".join(map(_quote, words))
     if left_out:
         names = " ".join(f"--var {name}=..." for name in left_out)
         command += f"  # and {names}: secrets are not repeated"
     return command
+
+
+_SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+
+
+def _quote(word: str) -> str:
+    """`word` as one shell word (shlex.quote's rule; shlex itself is not imported at start)."""
+    if _SAFE.fullmatch(word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
 def _as_typed(value: Any) -> str:
