@@ -135,16 +135,6 @@ def _report_write_failures(failures: list[str], code: ExitCode) -> ExitCode:
     return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
 
 
-def _plan_after_force(
-    force: tuple[str, ...], args: tuple[str, ...]
-) -> tuple[list[str], tuple[str, ...]]:
-    """`run --force plan.yaml`: a plan file right after --force is the plan (and the --force is
-    bare), when no plan was given otherwise; any other word after --force is a step id."""
-    if args or not force or not force[0].endswith((".yaml", ".yml", ".json")):
-        return list(force), args
-    return ["*", *force[1:]], (force[0],)
-
-
 _GIVEN_PATHS = ("vars_file", "state", "events", "junit", "report", "mcp_config", "cache_dir")
 
 
@@ -164,8 +154,8 @@ def do_run(force_resume: bool, **kw: Any) -> None:
     """`planrun run` (`force_resume`: `planrun resume`) with click's keyword arguments."""
     from planrun.discovery import split_run_args
 
-    force, args = _plan_after_force(kw["force"], kw["args"])
-    found, targets = split_run_args(args)  # the default plan's directory becomes the cwd
+    force = list(kw["force"])  # `*`: a bare --force (cli_options.RunCommand)
+    found, targets = split_run_args(kw["args"])  # the default plan's directory becomes the cwd
     kw = {**kw, **{name: found.given_path(kw[name]) for name in _GIVEN_PATHS}}
     code = _run_once(force_resume, found, targets, force, kw)
     if kw.get("watch"):

@@ -183,7 +183,7 @@ class RootContext(RunContext):
 
     def cache_options(self, prep: Prepared) -> CacheOptions | None:
         req = self.request
-        if req.force or req.explain or any(map(step_cached, prep.plan.steps)):
+        if self.forced or req.explain or any(map(step_cached, prep.plan.steps)):
             from planrun.cache.wiring import run_cache_options  # ~10 ms: only when it can matter
 
             return run_cache_options(req.cache_request, prep)  # an unknown --force ID stops here
@@ -195,6 +195,7 @@ class RootContext(RunContext):
     def attach(self, prep: Prepared, store: StateStore | None, explains: bool) -> Attached:
         """Its own bus, masked by the whole tree's secrets, with the console, state and
         reports subscribed."""
+        from planrun.resumehint import resume_hint
         from planrun.substeps import SubStepRows
 
         req = self.request
@@ -203,7 +204,8 @@ class RootContext(RunContext):
         try:
             # --explain (and --no-cache: each step says `cache off`) when the cache can matter
             explain = explains and (req.explain or req.no_cache)
-            console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, explain)
+            hint = resume_hint(req, prep.targets, prep.plan.secrets)  # `resume with: ...`
+            console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, explain, hint)
         except BaseException:
             if store is not None:
                 store.release()
@@ -227,7 +229,9 @@ class RootContext(RunContext):
         req = self.request
         name = plan.name or "plan"
         jobs = req.jobs or (plan.limits.max_concurrency or os.cpu_count() or 1)
-        previous = None if opened.previous is None else _unforced(opened.previous, req.force)
+        previous = (
+            None if opened.previous is None else _unforced(opened.previous, list(self.forced))
+        )
         return ParentContext(
             prefix="",
             plan=name,

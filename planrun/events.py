@@ -6,7 +6,8 @@ when it cannot be rendered yet):
 
 - `run.started`    run_id, digest, resumed (bool), jobs (-j), variables (dict, secrets masked),
                    steps: [{id, title, tool, depends_on}] in file order (titles as known
-                   when the run starts)
+                   when the run starts), targets (the ids the run targeted; null without
+                   targets)
 - `step.started`   attempt (1-based), fingerprint, status="running", tool, title (rendered); reason
                    on the first attempt: why it runs (with again=true on resume, for a step that
                    ran before: why it runs again; else the cache's reason, "cache off" for a step

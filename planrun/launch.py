@@ -16,6 +16,7 @@ from planrun.masking import mask_keeping_names
 from planrun.parent import Notice, ParentContext
 from planrun.plan import Plan
 from planrun.procgroups import ProcessGroups
+from planrun.record import replace
 from planrun.request import EXIT_FOR_STATUS, ExecutorRequest, Finished, Prepared
 from planrun.runopen import OpenedState, started_event
 from planrun.runstate import decide_resume
@@ -54,6 +55,8 @@ async def launch(ctx: RunContext, prep: Prepared, plan_tool: ToolFn) -> Finished
     from planrun.executors.local import LocalExecutor
 
     req = ctx.request
+    if tuple(prep.forced) != ctx.forced:  # a top-level --force, as selected (planrun.targets)
+        ctx = replace(ctx, forced=tuple(prep.forced))
     cache_options = ctx.cache_options(prep)  # an unknown --force ID stops the run here
     prep, opened = ctx.open_state(prep)
     plan, store = prep.plan, opened.store

@@ -155,6 +155,21 @@ class Step(PlanNode):
             json_schema_extra=none_of(SCOPE_NAMES | {INDEX_NAME}),
         ),
     ] = None
+    # ---- selecting steps (planrun.targets) ----
+    aliases: Annotated[
+        list[StepId],
+        Spec(
+            description="Other names of the step as a target: `planrun run ALIAS`, --only, "
+            "--force=ALIAS. None may be another step's id or alias."
+        ),
+    ] = field(default_factory=list)
+    internal: Annotated[
+        bool,
+        Spec(
+            description="A helper step: not shown by `list` (`list --all` shows it), refused "
+            "as a target; runs as a dependency of the steps that need it."
+        ),
+    ] = False
 
     # `run`, step `env` and `cwd` (SPEC 13). A step with `run` is a `shell` step: its `tool` is
     # "shell" once loaded, and it is written without `tool` (to_dict), as the user wrote it.
@@ -303,6 +318,14 @@ class Plan(PlanNode):
             "dotenv files and the process environment). Values may hold ${...}."
         ),
     ] = field(default_factory=dict)
+    # ---- selecting steps (planrun.targets) ----
+    default: Annotated[
+        list[StepId] | None,
+        Spec(
+            description="Step ids (or aliases) `planrun run` runs, with what they depend on, "
+            "when no target is given; without it, every step."
+        ),
+    ] = None
     steps: list[Step] = field(default_factory=list)
     # Step by id, built on first use (replace() makes a new Plan, so a new index).
     _index: dict[str, Step] | None = field(default=None, init=False, repr=False, compare=False)

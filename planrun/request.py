@@ -295,13 +295,15 @@ class RunRequest(Record):
 class Prepared(Record):
     """A plan ready to run: checked, its variables evaluated, its steps selected and ordered."""
 
-    __slots__ = ("checked", "plan", "variables", "selected", "graph", "dotenv")
+    __slots__ = ("checked", "plan", "variables", "selected", "graph", "dotenv", "targets", "forced")
     checked: CheckedPlan
     plan: Plan  # for a sub-plan, with the enclosing plans' policy merged into its own
     variables: dict[str, Any]
     selected: list[str]
     graph: PlanGraph
     dotenv: dict[str, str]  # from the plan's `dotenv:` files
+    targets: list[str] | None  # the ids the run targets (None: none given; planrun.targets)
+    forced: list[str]  # the ids --force forces (a bare --force resolved to the targets)
 
     def __init__(
         self,
@@ -311,6 +313,8 @@ class Prepared(Record):
         selected: list[str],
         graph: PlanGraph,
         dotenv: dict[str, str] | None = None,
+        targets: list[str] | None = None,
+        forced: list[str] | None = None,
     ) -> None:
         self.checked = checked
         self.plan = plan
@@ -318,6 +322,8 @@ class Prepared(Record):
         self.selected = selected
         self.graph = graph
         self.dotenv = {} if dotenv is None else dotenv
+        self.targets = targets
+        self.forced = [] if forced is None else forced
 
     def environment(self) -> dict[str, str]:
         """The steps' environment: the dotenv values under the process environment."""

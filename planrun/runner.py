@@ -26,10 +26,10 @@ from planrun.parent import STEP_SEPARATOR, denied_by, merge_policy
 from planrun.plan import Plan, replace
 from planrun.plan_variables import start_variables
 from planrun.request import Finished, Prepared, RunRequest, abs_path
-from planrun.runstate import kept_on_resume, resume_decision
+from planrun.runstate import kept_on_resume, recorded_targets, resume_decision
 from planrun.scope import StepRecord
 from planrun.status import Reason, Status
-from planrun.suggest import did_you_mean
+from planrun.targets import select
 
 __all__ = ["Finished", "Prepared", "RunRequest", "execute", "prepare", "run_request", "run_sync"]
 
@@ -120,17 +120,12 @@ def prepare(ctx: RunContext) -> Prepared:
         plan = replace(plan, dotenv=names)  # `${...}` in file names rendered
         dotenv = load_dotenv(checked.doc, names, req.cwd)
     graph = PlanGraph.build(plan.steps)
-    selected = list(graph.order)
-    if req.only:
-        unknown = [o for o in req.only if o not in graph.deps]
-        if unknown:
-            hint = did_you_mean(unknown[0], set(graph.order))
-            raise UsageError(
-                f"no step '{unknown[0]}' in {req.plan}" + (f" ({hint})" if hint else "")
-            )
-        keep = graph.upstream(req.only)
-        selected = [sid for sid in graph.order if sid in keep]
-    return Prepared(checked, plan, variables, selected, graph, dotenv)
+    top = outer is None  # a sub-plan has no targets and no --force of its own
+    only = req.only or (recorded_targets(req, plan) if req.resume and top else [])
+    chosen = select(plan, graph, only, ctx.forced, req.plan)
+    return Prepared(
+        checked, plan, variables, chosen.selected, graph, dotenv, chosen.targets, chosen.forced
+    )
 
 
 # ---- the run -----------------------------------------------------------------------------

@@ -83,6 +83,7 @@ def attach_reporters(
     store: StateStore | None,
     dotenv: list[str],
     explain: bool = False,
+    resume_hint: str | None = None,
 ) -> tuple[Any, list[Callable[[], None]]]:
     """Subscribe the console, the state store, --events, --junit and library subscribers.
     `explain`: the console says why each step runs, `cache off` included.
@@ -101,7 +102,7 @@ def attach_reporters(
             sys.stderr,
             quiet=req.quiet,
             stream_output=req.stream,
-            resume_hint=req.plan if store is not None else None,
+            resume_hint=(resume_hint or req.plan) if store is not None else None,
             explain=explain,
         )
         bus.subscribe(console.handle)
@@ -176,6 +177,7 @@ def started_event(
         "jobs": jobs,
         "variables": variables,
         "steps": steps,
+        "targets": prep.targets,
     }
     if resumed and kept is not None:
         data["kept"] = kept

@@ -25,6 +25,7 @@ from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
 from planrun.stepcall import fold_plan_env
 from planrun.suggest import did_you_mean
+from planrun.targets import check_targets
 from planrun.tools import builtin_registry
 from planrun.validate_places import check_plan_templates, check_run, run_or_tool
 
@@ -115,6 +116,7 @@ def check_document(
 
     plan: Plan | None = None
     _check_graph(steps, step_paths, seen_ids, out)
+    check_targets(header, steps, step_paths, out)  # aliases, default
     # Built even when something else is wrong (`ok` says whether it may run): `validate
     # --check-tools` still checks the tools of the servers that do exist.
     if header is not None and len(steps) == len(raw_steps):

@@ -86,27 +86,27 @@ EXTRA_SERVERS = {"extra": {"command": "e", "args": ["1"]}}
 # a state file written then must still match the plan it was written for. (Changed with the
 # step's `run`, `env` and `cwd` and the plan's `env`: a new field is in every plan's dump.)
 DIGESTS = {
-    "examples/conditional.yaml": "ce7e81cc8ae10a07",
-    "examples/dataflow.yaml": "820f55e95e4cf808",
-    "examples/default-plan/planrun.yaml": "8fe05712d66cf0dd",
-    "examples/diamond.yaml": "439fc3437d0530b3",
-    "examples/failure-policies.yaml": "b0a6481900cfdf60",
-    "examples/foreach.yaml": "8d1851a668a275d1",
-    "examples/hello.yaml": "fcc595353782040e",
-    "examples/http.yaml": "f731cfdd03beacbb",
-    "examples/mcp-git.yaml": "03aefc85b71135c6",
-    "examples/mcp-time.yaml": "12b9062f5dba5b81",
-    "examples/parallel.yaml": "55e8e77f88f41d00",
-    "examples/python-step.yaml": "1b29215c5df36b92",
-    "examples/replan/plan.yaml": "521be85c38cf1e55",
-    "examples/retries.yaml": "8cf17ba5a23e37fa",
-    "examples/sub/greet.yaml": "9b63f92191b551a9",
-    "examples/subplan.yaml": "c9182ae687c06fe9",
+    "examples/conditional.yaml": "9cc0eda454f009ee",
+    "examples/dataflow.yaml": "5ab5b781b2dbfd95",
+    "examples/default-plan/planrun.yaml": "ca517261cd0855e5",
+    "examples/diamond.yaml": "be254f46b7307c75",
+    "examples/failure-policies.yaml": "56871ba9acb44e98",
+    "examples/foreach.yaml": "fead50f72056541a",
+    "examples/hello.yaml": "ff64111508ff0f57",
+    "examples/http.yaml": "f73a1d3a50d5c178",
+    "examples/mcp-git.yaml": "a86b185d2b3eb134",
+    "examples/mcp-time.yaml": "54590a3ad883ed43",
+    "examples/parallel.yaml": "e558b2e37b4543d2",
+    "examples/python-step.yaml": "ccedf34df7e62c2e",
+    "examples/replan/plan.yaml": "ec5176dee9b63310",
+    "examples/retries.yaml": "6ba501fa094b2c96",
+    "examples/sub/greet.yaml": "2397f7a8bb9400fe",
+    "examples/subplan.yaml": "7422064dbf184b86",
 }
 TEXT_DIGESTS = {
-    "rich.yaml": (RICH, "d9dd83a90f3aa94b"),
-    "dask.yaml": (DASK, "089e49c9dbcf6915"),
-    "plain.yaml": ("steps: []\n", "c307a1ee209daec0"),
+    "rich.yaml": (RICH, "8adbe66efa05de8d"),
+    "dask.yaml": (DASK, "17097452e8241188"),
+    "plain.yaml": ("steps: []\n", "a3cb7c0ac9912472"),
 }
 
 

@@ -293,7 +293,7 @@ def run_cache_options(req: CacheRequest, prep: Prepared) -> CacheOptions:
     """The options of a top-level run (its --force IDs checked against the plan)."""
     fans = [s.id for s in prep.plan.steps if s.foreach is not None]
     return cache_options(
-        req.force,
+        prep.forced,
         req.no_cache,
         req.cache_dir,
         req.explain,

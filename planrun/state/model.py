@@ -144,6 +144,7 @@ class RunState(Record):
         "revisions",
         "pid",
         "jobs",
+        "targets",
     )
     plan: str
     version: int
@@ -160,6 +161,7 @@ class RunState(Record):
     revisions: list[dict[str, Any]]
     pid: int | None
     jobs: int | None  # -j of the run (for the run report)
+    targets: list[str] | None  # the step ids the run targeted (None: none; `resume` repeats them)
 
     def __init__(
         self,
@@ -178,6 +180,7 @@ class RunState(Record):
         revisions: list[dict[str, Any]] | None = None,
         pid: int | None = None,
         jobs: int | None = None,
+        targets: list[str] | None = None,
     ) -> None:
         self.plan = plan
         self.version = version
@@ -194,6 +197,7 @@ class RunState(Record):
         self.revisions = [] if revisions is None else revisions
         self.pid = pid
         self.jobs = jobs
+        self.targets = targets
 
 
 # The run's scalar fields in the snapshot's key order: version and plan first.

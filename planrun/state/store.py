@@ -242,6 +242,7 @@ class StateStore:
             revisions=revisions,
             pid=os.getpid(),
             jobs=d.get("jobs") if isinstance(d.get("jobs"), int) else None,
+            targets=d.get("targets") if isinstance(d.get("targets"), list) else None,
         )
         self._compact(final=False)  # the snapshot exists and is readable from the first moment
 
