@@ -3,6 +3,7 @@
 # Lazy imports (inside functions): the signal handlers are set before anything else is imported,
 # so Ctrl-C during the imports of click and the CLI exits 130 quietly.
 import _signal  # the C module: `signal` itself takes long enough to import to be hit
+import gc
 import os
 import sys
 
@@ -26,13 +27,20 @@ def main() -> None:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
 
-    from planrun.interrupts import install_quiet_exit
+    from planrun.errors import ExitNow
+    from planrun.interrupts import exit_now, install_quiet_exit
 
     install_quiet_exit()  # the same, and also ending the commands of a run, if any
+    # Loading and validating a large plan allocates many small objects that live for the
+    # whole command; the default thresholds make the collector rescan them over and over.
+    gc.set_threshold(100_000, 50, 100)
     from planrun.cli import main as cli
 
-    # One program name however it is started: usage lines and shell completion.
-    cli(prog_name="planrun")
+    try:
+        # One program name however it is started: usage lines and shell completion.
+        cli(prog_name="planrun")
+    except ExitNow as end:  # a run is recorded: leave without waiting for its worker threads
+        exit_now(end.code if isinstance(end.code, int) else 1)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from planrun.cli_cache import make_cache_group
-from planrun.cli_options import run_options
-from planrun.cli_run import before_a_command as _before_a_command
+from planrun.cli_options import RunCommand, run_options
 from planrun.cli_run import do_run as _do_run
 from planrun.cli_run import fail as _fail
 from planrun.cli_run import guard as _guard
@@ -61,7 +60,6 @@ if COMPLETE_VAR in os.environ:  # answering the shell: planrun's own bash and fi
 @click.version_option(package_name="planrun", prog_name="planrun")
 def main(directories: tuple[str, ...]) -> None:
     """Run declarative plan files (YAML/JSON) as parallel, resumable tool-call graphs."""
-    _before_a_command()
     for directory in directories:
         try:
             os.chdir(directory)
@@ -69,7 +67,7 @@ def main(directories: tuple[str, ...]) -> None:
             _fail(f"cannot change to directory {directory}: {exc.strerror}", ExitCode.USAGE)
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(cls=RunCommand, epilog=EXIT_CODES_HELP)
 @run_options
 @_guard
 def run(**kw: Any) -> None:
@@ -77,7 +75,11 @@ def run(**kw: Any) -> None:
     _do_run(False, **kw)
 
 
-@main.command(epilog=EXIT_CODES_HELP, short_help="Continue the last run of PLAN where it stopped.")
+@main.command(
+    cls=RunCommand,
+    epilog=EXIT_CODES_HELP,
+    short_help="Continue the last run of PLAN where it stopped.",
+)
 @run_options
 @_guard
 def resume(**kw: Any) -> None:
@@ -146,7 +148,7 @@ def validate(
             if checked.ok:
                 from planrun.dotenv import dotenv_problems
 
-                found.extend(dotenv_problems(checked, os.getcwd()))
+                found.extend(dotenv_problems(checked, os.getcwd(), extra))
             if check_tools and checked.plan is not None:
                 # Servers that exist are checked even when another one is unknown.
                 from planrun.checktools import check_plan_tools
@@ -265,8 +267,11 @@ def status(plan: str | None, state: str | None, output: str) -> None:
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
 @click.option("--vars-file", type=click.Path(dir_okay=False))
+@click.option("--all", "every", is_flag=True, help="Internal steps too.")
 @_guard
-def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str | None) -> None:
+def list_(
+    target: str | None, output: str, var: tuple[str, ...], vars_file: str | None, every: bool
+) -> None:
     """List the plans in a directory (default ./plans) with their last run status, or the
     steps of a plan file (default: ./planrun.yaml when there is no ./plans)."""
     from planrun.catalog import list_plans, render_list
@@ -278,7 +283,8 @@ def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str 
 
         # A plan that reads --var names checks only with them, as for `graph` and `run`.
         extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
-        doc = step_rows(directory.plan, with_builtins(Found(directory.plan, started_in()), extra))
+        variables = with_builtins(Found(directory.plan, started_in()), extra)
+        doc = step_rows(directory.plan, variables, every)
         if output == "json":
             click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         else:

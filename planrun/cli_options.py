@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from planrun.completion import complete_run_args, complete_step_ids
+from planrun.targets import ALL_FORCED
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,10 +54,11 @@ RUN_OPTIONS = [
         "--force",
         multiple=True,
         is_flag=False,
-        flag_value="*",  # `--force` alone means every step: its value is optional
-        metavar="[ID]",
+        flag_value=ALL_FORCED,  # never taken: RunCommand makes a bare --force `--force=*`
+        metavar="[=ID]",
         shell_complete=complete_step_ids,
-        help="Run steps even when the cache has them: all, or the step ID (repeatable).",
+        help="Run the selected steps even when the cache has them; --force=ID: that step, "
+        "when selected (repeatable).",
     ),
     click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
     click.option(
@@ -65,6 +67,12 @@ RUN_OPTIONS = [
         help="Cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache).",
     ),
     click.option("--explain", is_flag=True, help="Say for every step why it runs or not."),
+    click.option(
+        "--grace",
+        metavar="DURATION",
+        help="On Ctrl-C, how long running steps get to end before they are killed (default: "
+        "the plan's grace, else 10s).",
+    ),
     click.option(
         "--watch",
         is_flag=True,
@@ -89,3 +97,41 @@ def run_options(fn: F) -> F:
     for option in reversed(RUN_OPTIONS):
         fn = option(fn)
     return fn
+
+
+class RunCommand(click.Command):
+    """`run` and `resume`: `--force` is a flag, and only `--force=ID` takes a value, so that
+    `run --force test` forces the target `test` (the word after a bare --force is never its
+    value). A bare --force is given to click as `--force=*` (ALL_FORCED)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, bare_force_marked(args, self._value_options(ctx)))
+
+    def _value_options(self, ctx: click.Context) -> set[str]:
+        """The option names whose value is the next word (`--var K=V`, `--state PATH`)."""
+        names: set[str] = set()
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option) and not param.is_flag and param.nargs == 1:
+                names.update(param.opts)
+        return names
+
+
+def bare_force_marked(args: list[str], value_options: set[str]) -> list[str]:
+    """`args` with each bare `--force` written `--force=*` (not a value of another option,
+    nor a word after `--`)."""
+    out: list[str] = []
+    words = iter(args)
+    for word in words:
+        if word == "--":
+            out.append(word)
+            out.extend(words)
+            break
+        if word == "--force":
+            out.append(f"--force={ALL_FORCED}")
+            continue
+        out.append(word)
+        if word in value_options:
+            value = next(words, None)  # its value, as it is (`--var --force` sets a variable)
+            if value is not None:
+                out.append(value)
+    return out

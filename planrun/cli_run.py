@@ -7,7 +7,6 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: the runner, the dry run, the report and the
 # GitHub reporter only for the command that uses them.
 import functools
-import gc
 import json
 import os
 import sys
@@ -16,9 +15,9 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from planrun import interrupts  # exit_now looked up at each call: tests run the CLI in-process
 from planrun.errors import (
     ExitCode,
+    ExitNow,
     PlanInvalid,
     PlanrunError,
     UsageError,
@@ -26,17 +25,9 @@ from planrun.errors import (
     one_line,
 )
 
-__all__ = ["before_a_command", "do_run", "fail", "guard", "parse_vars", "print_diagnostics"]
+__all__ = ["do_run", "fail", "guard", "parse_vars", "print_diagnostics"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def before_a_command() -> None:
-    """What every command starts with (the group's callback calls it)."""
-
-    # Loading and validating a large plan allocates many small objects that live for the
-    # whole command; the default thresholds make the collector rescan them over and over.
-    gc.set_threshold(100_000, 50, 100)
 
 
 def _from_click(exc: BaseException) -> bool:
@@ -47,9 +38,7 @@ def _from_click(exc: BaseException) -> bool:
 def fail(message: str, code: ExitCode) -> NoReturn:
     click.echo(one_line(f"planrun: error: {message}"), err=True)  # input it quotes stays one line
     if code == ExitCode.INTERRUPTED:
-        interrupts.exit_now(
-            int(code)
-        )  # no waiting for a worker thread that an interrupted run left
+        raise ExitNow(code)  # no waiting for a worker thread that an interrupted run left
     sys.exit(int(code))
 
 
@@ -71,7 +60,7 @@ def guard(fn: F) -> F:
             _error_document(kwargs, str(exc), exc.exit_code)
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            interrupts.exit_now(int(ExitCode.INTERRUPTED))
+            raise ExitNow(ExitCode.INTERRUPTED) from None
         except SystemExit:
             raise
         except BrokenPipeError:
@@ -138,36 +127,35 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _report_write_failures(code: ExitCode) -> ExitCode:
+def _report_write_failures(failures: list[str], code: ExitCode) -> ExitCode:
     """`--events` / `--junit` files that could not be written: one line each; a run that
     succeeded exits 1, since what CI asked for is missing."""
-    from planrun.reporters.failures import take_failures
-
-    failures = take_failures()
     for failure in failures:
         click.echo(f"planrun: error: {failure}", err=True)
     return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
 
 
-def _plan_after_force(
-    force: tuple[str, ...], args: tuple[str, ...]
-) -> tuple[list[str], tuple[str, ...]]:
-    """`run --force plan.yaml`: a plan file right after --force is the plan (and the --force is
-    bare), when no plan was given otherwise; any other word after --force is a step id."""
-    if args or not force or not force[0].endswith((".yaml", ".yml", ".json")):
-        return list(force), args
-    return ["*", *force[1:]], (force[0],)
-
-
 _GIVEN_PATHS = ("vars_file", "state", "events", "junit", "report", "mcp_config", "cache_dir")
+
+
+def _grace(text: str | None) -> float | None:
+    """`--grace DURATION`, read as the plan's durations are; a bad one is a usage error."""
+    if text is None:
+        return None
+    from planrun.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise UsageError(f"--grace: {exc}") from None
 
 
 def do_run(force_resume: bool, **kw: Any) -> None:
     """`planrun run` (`force_resume`: `planrun resume`) with click's keyword arguments."""
     from planrun.discovery import split_run_args
 
-    force, args = _plan_after_force(kw["force"], kw["args"])
-    found, targets = split_run_args(args)  # the default plan's directory becomes the cwd
+    force = list(kw["force"])  # `*`: a bare --force (cli_options.RunCommand)
+    found, targets = split_run_args(kw["args"])  # the default plan's directory becomes the cwd
     kw = {**kw, **{name: found.given_path(kw[name]) for name in _GIVEN_PATHS}}
     code = _run_once(force_resume, found, targets, force, kw)
     if kw.get("watch"):
@@ -175,9 +163,10 @@ def do_run(force_resume: bool, **kw: Any) -> None:
 
         scope = watch_scope(found, [*kw["only"], *targets], parse_vars(kw["var"]), kw["vars_file"])
         code = watch_and_rerun(code, scope, lambda: _rerun(found, targets, force, kw))
-    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
-    # call or a prompt blocked in a read), so none of its effects lands after the record.
-    interrupts.exit_now(int(code))
+    # The run is recorded: the process ends now (planrun.__main__), whatever worker thread a
+    # stopped step left (a `python` call or a prompt blocked in a read), so none of its effects
+    # lands after the record.
+    raise ExitNow(code)
 
 
 def _rerun(found: Any, targets: list[str], force: list[str], kw: dict[str, Any]) -> ExitCode:
@@ -238,6 +227,7 @@ def _run_once(
         remote_cache=kw["remote_cache"],
         remote_cache_read_only=kw["remote_cache_read_only"],
         remote_cache_timeout=kw["remote_cache_timeout"],
+        grace=_grace(kw.get("grace")),
         cwd=os.getcwd(),
         interactive=sys.stdin.isatty() and sys.stderr.isatty(),
         subscribers=[reporter.handle] if reporter else [],
@@ -247,7 +237,7 @@ def _run_once(
     finally:
         if reporter is not None:
             reporter.write()  # after a failure or Ctrl-C too
-    code = _report_write_failures(code)
+    code = _report_write_failures(req.report_failures.take(), code)
     if kw["output"] == "json":
         text = json.dumps(doc, indent=2, ensure_ascii=False, default=str)
         if not text.isascii():

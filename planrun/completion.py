@@ -62,7 +62,8 @@ def _plan_on_line(ctx: Any, base: str) -> str | None:
 
 
 def step_ids(path: str) -> list[str]:
-    """The step ids of the plan file at `path` as written; [] when it cannot be read."""
+    """The step ids and aliases of the plan file at `path` as written, internal steps left
+    out (they are no target); [] when it cannot be read."""
     from planrun.loader import load_document
 
     try:
@@ -74,13 +75,16 @@ def step_ids(path: str) -> list[str]:
     steps = data.get("steps") if isinstance(data, dict) else None
     ids = []
     for step in steps if isinstance(steps, list) else []:
-        if isinstance(step, dict):
-            sid = step.get("id", step.get("index"))
-            # only well-formed ids: the shell's script reads one value a line, and a hostile
-            # plan's `$(...)` or newline is no step id anyway
-            well_typed = isinstance(sid, str | int) and not isinstance(sid, bool)
-            if well_typed and _ID.fullmatch(str(sid)):
-                ids.append(str(sid))
+        if isinstance(step, dict) and step.get("internal") is not True:  # never a target
+            aliases = step.get("aliases")
+            names = [step.get("id", step.get("index"))]
+            names += aliases if isinstance(aliases, list) else []
+            for sid in names:
+                # only well-formed ids: the shell's script reads one value a line, and a hostile
+                # plan's `$(...)` or newline is no step id anyway
+                well_typed = isinstance(sid, str | int) and not isinstance(sid, bool)
+                if well_typed and _ID.fullmatch(str(sid)):
+                    ids.append(str(sid))
     return ids
 
 

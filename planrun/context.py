@@ -30,7 +30,9 @@ from planrun.parent import (
     forward_steps,
 )
 from planrun.plan import Plan, Policy
+from planrun.procgroups import ProcessGroups
 from planrun.record import FrozenRecord, Record
+from planrun.reporters.termsafe import terminal_safe
 from planrun.request import Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import OpenedState, attach_reporters, new_run_id, open_state
 from planrun.tools.base import ToolCaller
@@ -149,6 +151,10 @@ class RunContext(FrozenRecord):
         """The question asked at a gate of this run's steps, None when no one can be asked."""
         raise NotImplementedError
 
+    def inherited_groups(self) -> ProcessGroups | None:
+        """The registry of process groups this run shares with its parent (a sub-plan's)."""
+        return None
+
     def run_id(self, here: ParentContext) -> str | None:
         """The id the run's run.started event carries (None: a new one of its own)."""
         raise NotImplementedError
@@ -177,7 +183,7 @@ class RootContext(RunContext):
 
     def cache_options(self, prep: Prepared) -> CacheOptions | None:
         req = self.request
-        if req.force or req.explain or any(map(step_cached, prep.plan.steps)):
+        if self.forced or req.explain or any(map(step_cached, prep.plan.steps)):
             from planrun.cache.wiring import run_cache_options  # ~10 ms: only when it can matter
 
             return run_cache_options(req.cache_request, prep)  # an unknown --force ID stops here
@@ -189,6 +195,7 @@ class RootContext(RunContext):
     def attach(self, prep: Prepared, store: StateStore | None, explains: bool) -> Attached:
         """Its own bus, masked by the whole tree's secrets, with the console, state and
         reports subscribed."""
+        from planrun.resumehint import resume_hint
         from planrun.substeps import SubStepRows
 
         req = self.request
@@ -197,7 +204,8 @@ class RootContext(RunContext):
         try:
             # --explain (and --no-cache: each step says `cache off`) when the cache can matter
             explain = explains and (req.explain or req.no_cache)
-            console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, explain)
+            hint = resume_hint(req, prep.targets, prep.plan.secrets)  # `resume with: ...`
+            console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, explain, hint)
         except BaseException:
             if store is not None:
                 store.release()
@@ -221,7 +229,9 @@ class RootContext(RunContext):
         req = self.request
         name = plan.name or "plan"
         jobs = req.jobs or (plan.limits.max_concurrency or os.cpu_count() or 1)
-        previous = None if opened.previous is None else _unforced(opened.previous, req.force)
+        previous = (
+            None if opened.previous is None else _unforced(opened.previous, list(self.forced))
+        )
         return ParentContext(
             prefix="",
             plan=name,
@@ -331,14 +341,17 @@ class ChildContext(RunContext):
             previous=parent.previous,
         )
 
+    def inherited_groups(self) -> ProcessGroups | None:
+        return self.parent.groups
+
     def step_ask(self, here: ParentContext) -> AskFn | None:
         """The parent's TTY question for this sub-plan's steps, which it names PREFIX + id."""
         ask, prefix = self.parent.ask, self.prefix
         if ask is None:
             return None
 
-        async def ask_here(step_id: str) -> bool:
-            return await ask(prefix + step_id)
+        async def ask_here(step_id: str, question: str) -> bool:
+            return await ask(prefix + step_id, question)
 
         return ask_here
 
@@ -372,11 +385,11 @@ def _unforced(previous: dict[str, Any], force: list[str]) -> dict[str, Any]:
 def _tty_ask(console: Any) -> AskFn:
     lock = asyncio.Lock()
 
-    async def ask(step_id: str) -> bool:
+    async def ask(step_id: str, question: str) -> bool:
         async with lock:
 
             def prompt() -> bool:
-                sys.stderr.write(f"step '{step_id}' needs approval. Run it? [y/N] ")
+                sys.stderr.write(f"{terminal_safe(question)} [y/N] ")
                 sys.stderr.flush()
                 answer = sys.stdin.readline().strip().lower()
                 return answer in ("y", "yes")

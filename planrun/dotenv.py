@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Mapping
 from typing import Any
 
 from planrun.errors import Diagnostic, PlanInvalid
@@ -165,6 +166,26 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
     return parse_dotenv(text, entry.path)
 
 
+def rendered_names(
+    doc: Any, items: list[str], variables: Mapping[str, Any], env: Mapping[str, str]
+) -> list[str]:
+    """The `dotenv:` file names with their `${...}` rendered (variables and `env`, as known
+    before any step runs); PlanInvalid at the name that cannot be rendered."""
+    if not any("${" in item for item in items):
+        return items
+    from planrun.expressions import ExpressionError, resolve, to_text
+
+    scope = {**variables, "env": dict(env)}
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(to_text(resolve(item, scope, path=("dotenv", i))))
+        except ExpressionError as exc:
+            line, col = doc.pos(("dotenv", i))
+            raise PlanInvalid([Diagnostic(doc.file, line, col, "error", exc.message)]) from None
+    return out
+
+
 def load_dotenv(doc: Any, items: list[str], cwd: str) -> dict[str, str]:
     """All of the plan's dotenv files merged, later files winning (the process env is not applied)."""
     merged: dict[str, str] = {}
@@ -175,13 +196,17 @@ def load_dotenv(doc: Any, items: list[str], cwd: str) -> dict[str, str]:
     return merged
 
 
-def dotenv_problems(checked: Any, cwd: str) -> list[Diagnostic]:
+def dotenv_problems(
+    checked: Any, cwd: str, variables: Mapping[str, Any] | None = None
+) -> list[Diagnostic]:
     """For `validate`: what reading a checked plan's dotenv files would fail on, if anything."""
     plan = checked.plan
     if plan is None or not plan.dotenv:
         return []
     try:
-        load_dotenv(checked.doc, plan.dotenv, cwd)
+        given = {**plan.variables, **(variables or {})}
+        names = rendered_names(checked.doc, plan.dotenv, given, os.environ)
+        load_dotenv(checked.doc, names, cwd)
     except PlanInvalid as exc:
         return list(exc.diagnostics)
     return []

@@ -7,11 +7,20 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from planrun.expressions import Expr, ExpressionError, parse_template, shell_args, to_text
+from planrun.expressions import (
+    Expr,
+    ExpressionError,
+    Template,
+    parse_template,
+    run_args,
+    shell_args,
+    to_text,
+)
 from planrun.fanout import FanOutError, bindings, elements, instance_id, loop_names
 from planrun.graph import PlanGraph
 from planrun.plan import Plan, Step
 from planrun.scope import known_scope, rendered_text, rendered_title
+from planrun.stepcall import placed
 
 
 def dry_run_document(
@@ -178,8 +187,17 @@ def _one(expr: Expr, scope: dict[str, Any], producers: dict[str, str]) -> tuple[
 
 
 def _preview_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) -> Any:
-    """The args as they will run: a shell string cmd exactly as the shell gets it, with the
-    values it reads from the environment (placeholders for values not known yet)."""
+    """The args as they will run: a shell string cmd (or a `run` step's scripts) exactly as the
+    shell gets them, with the values they read from the environment (placeholders for values
+    not known yet), and the step's `env` and `cwd` where its tool gets them."""
+    env = _preview(step.env, scope, producers) if step.env else None
+    cwd = _preview(step.cwd, scope, producers) if step.cwd is not None else None
+    return placed(step.tool, _tool_args(step, scope, producers), env, cwd)
+
+
+def _tool_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) -> Any:
+    if step.run is not None:
+        return _run_args(step.run, scope, producers)
     tool, args = step.tool, step.args
     cmd = args.get("cmd") if tool == "shell" else None
     try:
@@ -200,6 +218,28 @@ def _preview_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) 
         return shell_args(tpl, texts, rest, frozenset(unknown))
     except ExpressionError as exc:
         return {**rest, "cmd": f"<error: {exc.message}>"}
+
+
+def _run_args(run: str | list[str], scope: dict[str, Any], producers: dict[str, str]) -> Any:
+    """A `run` step's scripts as the shell gets them (as _tool_args does for a string cmd)."""
+    scripts = [run] if isinstance(run, str) else run
+    templates: list[Template | None] = []
+    offsets: list[int] = []
+    texts: list[str] = []
+    unknown: set[int] = set()
+    try:
+        for script in scripts:
+            tpl = parse_template(script)
+            templates.append(tpl)
+            offsets.append(len(texts))
+            for expr in tpl.exprs if tpl is not None else ():
+                value, known = _one(expr, scope, producers)
+                if not known:
+                    unknown.add(len(texts))
+                texts.append(to_text(value))
+        return run_args(run, templates, offsets, texts, {}, frozenset(unknown))
+    except ExpressionError as exc:
+        return {"run": f"<error: {exc.message}>"}
 
 
 def mark_resume(doc: dict[str, Any], kept: Mapping[str, Any], reasons: Mapping[str, str]) -> None:
@@ -255,6 +295,8 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
             cache = s.get("cache") or {}
             if cache.get("status") == "hit":
                 lines.append("      cache: hit")
+            elif cache.get("status") == "unknown":
+                lines.append(f"      cache: unknown ({cache['reason'].removeprefix('unknown: ')})")
             elif cache.get("status") == "miss" or (cache and explain):
                 # off: said (`cache off`) only under --explain or --no-cache
                 lines.append(f"      cache: miss ({cache['reason']})")

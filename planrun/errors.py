@@ -21,6 +21,16 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
+class ExitNow(SystemExit):
+    """The command is over and its process should end with `code` without waiting for worker
+    threads (a `python` step or an approval prompt an interrupted run left blocked), so no side
+    effect of theirs lands after the run was recorded. planrun.__main__, the process entry, does
+    that; any other caller (a test, a library) sees a plain SystemExit and keeps its process."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(int(code))
+
+
 class Diagnostic(FrozenRecord):
     """One problem found in a plan, with its 1-based source position."""
 

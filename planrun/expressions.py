@@ -392,32 +392,90 @@ def format_path(path: tuple[str | int, ...]) -> str:
 
 
 def resolve_args(tool: str, args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
-    """A step's resolved arguments; values interpolated into a `shell` string cmd go in as data
-    (planrun/shellquote.py: inert text in place, anything else by environment variable)."""
+    """A step's resolved arguments; values interpolated into a `shell` string cmd, or into the
+    script(s) of a `run` step, go in as data (planrun/shellquote.py: inert text in place,
+    anything else by environment variable)."""
+    if tool == "shell" and "run" in args:
+        return _resolve_run(args, scope)
     cmd = args.get("cmd") if tool == "shell" else None
     tpl = parse_template(cmd) if isinstance(cmd, str) else None
     if tpl is None or tpl.whole is not None:
         result: dict[str, Any] = resolve(args, scope, path=("args",))
         return result
     rest = resolve({k: v for k, v in args.items() if k != "cmd"}, scope, path=("args",))
+    return shell_args(tpl, _texts(tpl, scope, "args.cmd"), rest)
+
+
+def _texts(tpl: Template, scope: Mapping[str, Any], where: str) -> list[str]:
     texts: list[str] = []
     for part in tpl.exprs:
         try:
             texts.append(to_text(part.evaluate(scope)))
         except ExpressionError as exc:
-            raise ExpressionError(f"args.cmd: {exc.message}", name=exc.name) from None
-    return shell_args(tpl, texts, rest)
+            raise ExpressionError(f"{where}: {exc.message}", name=exc.name) from None
+    return texts
+
+
+def _resolve_run(args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
+    """A `run` step's args: each script with its values quoted by context (a list's values
+    numbered across the list, so that no two scripts' environment values share a name)."""
+    run = args["run"]
+    scripts = [run] if isinstance(run, str) else list(run)
+    rest = resolve({k: v for k, v in args.items() if k != "run"}, scope, path=("args",))
+    templates = [parse_template(s) for s in scripts]
+    texts: list[str] = []
+    offsets: list[int] = []
+    for n, tpl in enumerate(templates):
+        offsets.append(len(texts))
+        if tpl is not None:
+            where = "run" if isinstance(run, str) else f"run[{n}]"
+            texts.extend(_texts(tpl, scope, where))
+    return run_args(run, templates, offsets, texts, rest)
+
+
+def run_args(
+    run: str | list[str],
+    templates: list[Template | None],
+    offsets: list[int],
+    texts: list[str],
+    rest: dict[str, Any],
+    unknown: frozenset[int] = frozenset(),
+) -> dict[str, Any]:
+    """`{run, **rest}` with the values `texts` put into each script safely (as shell_args)."""
+    scripts: list[str] = []
+    env: dict[str, str] = {}
+    for n, tpl in enumerate(templates):
+        script = run if isinstance(run, str) else run[n]
+        if tpl is None:
+            scripts.append(script.replace("$${", "${"))
+            continue
+        where = "run" if isinstance(run, str) else f"run[{n}]"
+        quoted = shell_args(tpl, texts, {}, unknown, offset=offsets[n], where=where)
+        scripts.append(quoted["cmd"])
+        env.update(quoted.get("env") or {})
+    out: dict[str, Any] = {"run": scripts[0] if isinstance(run, str) else scripts, **rest}
+    if env:
+        own = rest.get("env")
+        out["env"] = {**own, **env} if isinstance(own, dict) else env if own is None else own
+    return out
 
 
 def shell_args(
-    tpl: Template, texts: list[str], rest: dict[str, Any], unknown: frozenset[int] = frozenset()
+    tpl: Template,
+    texts: list[str],
+    rest: dict[str, Any],
+    unknown: frozenset[int] = frozenset(),
+    *,
+    offset: int = 0,
+    where: str = "args.cmd",
 ) -> dict[str, Any]:
     """`{cmd, **rest}` with the values `texts` put into the command template safely; the
-    values passed by environment variable are merged into `env` (over the step's own)."""
+    values passed by environment variable are merged into `env` (over the step's own). The
+    template's values are `texts[offset:]`."""
     from planrun.shellquote import QuotingError, quote_command, template_items
 
     parts: list[str | int] = []
-    n = 0
+    n = offset
     for part in tpl.parts:
         if isinstance(part, str):
             parts.append(part)
@@ -427,7 +485,7 @@ def shell_args(
     try:
         cmd, env = quote_command(template_items(parts), texts, unknown)
     except QuotingError as exc:
-        raise ExpressionError(f"args.cmd: {exc}") from None
+        raise ExpressionError(f"{where}: {exc}") from None
     out = {"cmd": cmd, **rest}
     if env:
         own = rest.get("env")

@@ -15,6 +15,8 @@ from planrun.events import Event
 from planrun.masking import mask_keeping_names
 from planrun.parent import Notice, ParentContext
 from planrun.plan import Plan
+from planrun.procgroups import ProcessGroups
+from planrun.record import replace
 from planrun.request import EXIT_FOR_STATUS, ExecutorRequest, Finished, Prepared
 from planrun.runopen import OpenedState, started_event
 from planrun.runstate import decide_resume
@@ -53,6 +55,8 @@ async def launch(ctx: RunContext, prep: Prepared, plan_tool: ToolFn) -> Finished
     from planrun.executors.local import LocalExecutor
 
     req = ctx.request
+    if tuple(prep.forced) != ctx.forced:  # a top-level --force, as selected (planrun.targets)
+        ctx = replace(ctx, forced=tuple(prep.forced))
     cache_options = ctx.cache_options(prep)  # an unknown --force ID stops the run here
     prep, opened = ctx.open_state(prep)
     plan, store = prep.plan, opened.store
@@ -75,8 +79,9 @@ async def launch(ctx: RunContext, prep: Prepared, plan_tool: ToolFn) -> Finished
                 await own.start()
         except asyncio.CancelledError:
             return ctx.stopped_while_starting(prep, attached.bus, opened.previous is not None)
-        here = ctx.tree(plan, attached, executor, opened)
-        services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv)
+        groups = _process_groups(ctx, plan)
+        here = ctx.tree(plan, attached, executor, opened)._replace(groups=groups)
+        services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv, groups=groups)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
 
@@ -191,3 +196,18 @@ def _make_executor(req: ExecutorRequest, cwd: str, plan: Plan, local: LocalExecu
 
         return DaskExecutor(address, local=local, cwd=cwd)
     raise UsageError(f"unknown executor '{kind}': use 'local' or 'dask'")
+
+
+def _process_groups(ctx: RunContext, plan: Plan) -> ProcessGroups:
+    """The run's registry of its commands' process groups (a sub-plan's is its parent's), with
+    the grace an interrupt gives them: --grace, else the plan's `grace`, else the default."""
+    inherited = ctx.inherited_groups()
+    if inherited is not None:
+        return inherited
+    req = ctx.request
+    groups = req.groups if req.groups is not None else ProcessGroups()
+    if req.grace is not None:
+        groups.grace = req.grace
+    elif plan.grace is not None:
+        groups.grace = plan.grace
+    return groups

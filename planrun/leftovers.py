@@ -26,8 +26,9 @@ from collections.abc import Callable, Collection, Iterator
 from typing import NamedTuple
 
 from planrun.errors import one_line
+from planrun.procgroups import STOP_GRACE_S
 from planrun.state.lock import here, proc_stat
-from planrun.tools.shell import _GRACE_S, RUN_ENV, STEP_ENV
+from planrun.tools.shell import RUN_ENV, STEP_ENV
 
 _GONE_WAIT_S = 2.0  # after SIGKILL: only a process stuck in the kernel (D state) takes longer
 _ENVIRON_MAX = 1 << 20  # bytes of a process's environment read, at most
@@ -216,7 +217,7 @@ def stop_groups(groups: list[Leftover]) -> list[Leftover]:
     (bounded); returns the groups still there."""
     for group in groups:
         _signal(group, signal.SIGTERM)
-    left = _wait_gone(groups, _GRACE_S)
+    left = _wait_gone(groups, STOP_GRACE_S)
     for group in left:
         _signal(group, signal.SIGKILL)
     return _wait_gone(left, _GONE_WAIT_S)

@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
+    StringConstraints,
     WithJsonSchema,
     create_model,
     model_validator,
@@ -149,7 +150,11 @@ class _StepRules(_Node):
     @model_validator(mode="before")
     @classmethod
     def _index_alias(cls, data: Any) -> Any:
-        return _alias(data, "index", "id")
+        data = _alias(data, "index", "id")
+        # `run:` is `tool: shell` (validate.py refuses a step that writes both).
+        if isinstance(data, dict) and data.get("run") is not None and "tool" not in data:
+            data = {**data, "tool": runtime.RUN_TOOL}
+        return data
 
 
 class _ServerRules(_Node):
@@ -195,6 +200,7 @@ KINDS: dict[str, Any] = {
     "output_glob": OutputGlob,
     "foreach_expression": ForeachExpression,
     "version": Annotated[Literal[1], BeforeValidator(_not_bool)],
+    "approval_text": Annotated[str, StringConstraints(pattern=r"\S\s+\S")],
 }
 
 _MODELS: dict[type, type[BaseModel]] = {}
@@ -334,7 +340,7 @@ def plan_json_schema() -> dict[str, Any]:
     It rejects what validation rejects for the plan's structure too: `steps` is required (an
     empty list is valid), a step has exactly one of `id`/`index`, a server exactly one of
     `command`/`url`, a planner exactly one of `command`/`tool`, a plan at most one of
-    `name`/`id`, and `as` only with `foreach`.
+    `name`/`id`, a step exactly one of `tool`/`run`, and `as` only with `foreach`.
     """
     schema = Plan.model_json_schema()
     defs = schema["$defs"]
@@ -346,8 +352,12 @@ def plan_json_schema() -> dict[str, Any]:
         **step["properties"]["id"],
         "description": "Alias of id (mcp-cli plans).",
     }
-    step["required"] = ["tool"]
-    step["oneOf"] = [{"required": ["id"]}, {"required": ["index"]}]
+    # exactly one of `id`/`index`, and exactly one of `tool`/`run` (`run` is tool: shell)
+    step.pop("required", None)
+    step["allOf"] = [
+        {"oneOf": [{"required": ["id"]}, {"required": ["index"]}]},
+        {"oneOf": [{"required": ["tool"]}, {"required": ["run"]}]},
+    ]
     # `as` (a name, not null) names the element of a `foreach` (one that is not null)
     step["if"] = {"required": ["as"], "properties": {"as": {"type": "string"}}}
     step["then"] = {"required": ["foreach"], "properties": {"foreach": {"not": {"type": "null"}}}}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 # Lazy import (inside a method), for start-up time: fnmatch only for a plan with a policy.
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -26,6 +27,7 @@ from planrun.plandata import Kind, PlanNode, Spec
 
 __all__ = [
     "INDEX_NAME",
+    "RUN_TOOL",
     "NAME_PATTERN",
     "SCOPE_NAMES",
     "STEP_ID_PATTERN",
@@ -54,6 +56,8 @@ SCOPE_NAMES = frozenset({"env", "steps"})
 """Names every expression can read: no variable, result variable or `as` may take them."""
 INDEX_NAME = "index"
 """The name a `foreach` instance's position is bound to."""
+RUN_TOOL = "shell"
+"""The tool of a step written with `run:`."""
 
 
 def none_of(names: frozenset[str]) -> dict[str, Any]:
@@ -70,6 +74,9 @@ SourceGlob = Annotated[str, Kind("source_glob")]  # a glob relative to the worki
 OutputGlob = Annotated[str, Kind("output_glob")]  # the same, for files a step writes
 ForeachExpression = Annotated[str, Kind("foreach_expression")]  # one ${expression}
 Version = Annotated[Literal[1], Kind("version")]  # 1, and not `true`
+# A question of at least two words (`Deploy ${version} to ${target}?`): a lone word such as
+# `yes`, `no` or `on` is a YAML 1.1 boolean written as a string, not a question.
+ApprovalText = Annotated[str, Kind("approval_text")]
 
 
 class OnFailure(StrEnum):
@@ -88,7 +95,8 @@ class Step(PlanNode):
     tool: Annotated[
         str,
         Spec(
-            description="Built-in tool name, or SERVER.TOOL for an MCP server.",
+            description="Built-in tool name, or SERVER.TOOL for an MCP server. A step has "
+            "'tool' or 'run', not both ('run' is tool: shell).",
             json_schema_extra={"minLength": 1},  # validate.py: unknown tool ''
         ),
     ]
@@ -103,7 +111,13 @@ class Step(PlanNode):
     retry_delay: Duration | None = None
     on_failure: OnFailure | None = None
     expected_outcome: str | None = None
-    approval: bool = False
+    approval: Annotated[
+        bool | ApprovalText,
+        Spec(
+            description="true: asked with the step's title (and command); a text: the question "
+            "asked."
+        ),
+    ] = False
     description: str | None = None
     resources: Annotated[
         dict[str, float] | None,
@@ -141,6 +155,60 @@ class Step(PlanNode):
             json_schema_extra=none_of(SCOPE_NAMES | {INDEX_NAME}),
         ),
     ] = None
+    # ---- selecting steps (planrun.targets) ----
+    aliases: Annotated[
+        list[StepId],
+        Spec(
+            description="Other names of the step as a target: `planrun run ALIAS`, --only, "
+            "--force=ALIAS. None may be another step's id or alias."
+        ),
+    ] = field(default_factory=list)
+    internal: Annotated[
+        bool,
+        Spec(
+            description="A helper step: not shown by `list` (`list --all` shows it), refused "
+            "as a target; runs as a dependency of the steps that need it."
+        ),
+    ] = False
+
+    # `run`, step `env` and `cwd` (SPEC 13). A step with `run` is a `shell` step: its `tool` is
+    # "shell" once loaded, and it is written without `tool` (to_dict), as the user wrote it.
+    run: Annotated[
+        str | list[str] | None,
+        Spec(
+            description="A shell step (tool: shell) in short: a string is one script run by "
+            "/bin/sh -e -c (it stops at its first failing command); a list runs each string "
+            "by /bin/sh -c in order and stops at the first that fails. ${...} values are "
+            "quoted for the shell."
+        ),
+    ] = None
+    env: Annotated[
+        dict[str, str] | None,
+        Spec(
+            description="Environment variables for a run, shell or python step (over the "
+            "plan's env; a shell step's args.env wins). Values may hold ${...}."
+        ),
+    ] = None
+    cwd: Annotated[
+        str | None,
+        Spec(
+            description="The directory a run or shell step runs in, and a plan step's sub-plan "
+            "runs in (relative to the working directory; may hold ${...}). The step's sources "
+            "and outputs are relative to it."
+        ),
+    ] = None
+
+    def to_dict(self, exclude_defaults: bool = False, *, exact: bool = False) -> dict[str, Any]:
+        out = super(Step, self).to_dict(exclude_defaults, exact=exact)
+        if self.run is not None:  # `tool: shell` is implied; written, it would be an error
+            out.pop("tool", None)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Step:
+        if "run" in data and data["run"] is not None and "tool" not in data:
+            data = {**data, "tool": RUN_TOOL}
+        return super(Step, cls).from_dict(data)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,9 +299,33 @@ class Plan(PlanNode):
         list[str],
         Spec(
             description="KEY=VALUE files added to the steps' environment; a name ending in ? "
-            "is optional."
+            "is optional. Names may hold ${...} (variables)."
         ),
     ] = field(default_factory=list)
+    grace: Annotated[
+        Duration | None,
+        Spec(
+            description="How long an interrupt waits for running steps to end before killing "
+            "them (default 10s; --grace overrides)."
+        ),
+    ] = None
+    # Plan-level `env` (SPEC 13): every run, shell and python step's environment, under the
+    # step's own `env` (planrun.stepcall). Its values may read variables and `env`.
+    env: Annotated[
+        dict[str, str],
+        Spec(
+            description="Environment variables for every run, shell and python step (over "
+            "dotenv files and the process environment). Values may hold ${...}."
+        ),
+    ] = field(default_factory=dict)
+    # ---- selecting steps (planrun.targets) ----
+    default: Annotated[
+        list[StepId] | None,
+        Spec(
+            description="Step ids (or aliases) `planrun run` runs, with what they depend on, "
+            "when no target is given; without it, every step."
+        ),
+    ] = None
     steps: list[Step] = field(default_factory=list)
     # Step by id, built on first use (replace() makes a new Plan, so a new index).
     _index: dict[str, Step] | None = field(default=None, init=False, repr=False, compare=False)
@@ -247,9 +339,9 @@ class Plan(PlanNode):
         return index[step_id]
 
     def needs_approval(self, step: Step) -> bool:
-        """`approval: true`, or a tool matched by `policy.require_approval`."""
+        """`approval: true` or a question, or a tool matched by `policy.require_approval`."""
         if step.approval or not self.policy.require_approval:
-            return step.approval
+            return bool(step.approval)  # true, or the question's text
         import fnmatch
 
         return any(fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval)

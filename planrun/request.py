@@ -14,7 +14,9 @@ from planrun.events import Event
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
+from planrun.procgroups import ProcessGroups
 from planrun.record import FrozenRecord, Record
+from planrun.reporters.failures import WriteFailures
 from planrun.status import Status
 
 _set = object.__setattr__  # a frozen record's fields are set once, in __init__
@@ -134,6 +136,9 @@ class RunRequest(Record):
         "console",
         "subscribers",
         "start_hint",
+        "grace",
+        "groups",
+        "report_failures",
     )
     plan: str  # a path, or a label for inline text
     text: str | None  # inline plan text (MCP)
@@ -169,6 +174,9 @@ class RunRequest(Record):
     console: bool  # human progress on stderr
     subscribers: list[Callable[[Event], None]]
     start_hint: str | None  # how a hint says "start a run" (None: the CLI command)
+    grace: float | None  # --grace, seconds (None: the plan's `grace`, else the default)
+    groups: ProcessGroups | None  # the run's commands' process groups (None: the run's own)
+    report_failures: WriteFailures  # --events/--junit files this run could not write
 
     def __init__(
         self,
@@ -206,6 +214,9 @@ class RunRequest(Record):
         console: bool = True,
         subscribers: list[Callable[[Event], None]] | None = None,
         start_hint: str | None = None,
+        grace: float | None = None,
+        groups: ProcessGroups | None = None,
+        report_failures: WriteFailures | None = None,
     ) -> None:
         self.plan = plan
         self.text = text
@@ -241,6 +252,9 @@ class RunRequest(Record):
         self.console = console
         self.subscribers = [] if subscribers is None else subscribers
         self.start_hint = start_hint
+        self.grace = grace
+        self.groups = groups
+        self.report_failures = WriteFailures() if report_failures is None else report_failures
 
     @property
     def cache_request(self) -> CacheRequest:
@@ -281,13 +295,15 @@ class RunRequest(Record):
 class Prepared(Record):
     """A plan ready to run: checked, its variables evaluated, its steps selected and ordered."""
 
-    __slots__ = ("checked", "plan", "variables", "selected", "graph", "dotenv")
+    __slots__ = ("checked", "plan", "variables", "selected", "graph", "dotenv", "targets", "forced")
     checked: CheckedPlan
     plan: Plan  # for a sub-plan, with the enclosing plans' policy merged into its own
     variables: dict[str, Any]
     selected: list[str]
     graph: PlanGraph
     dotenv: dict[str, str]  # from the plan's `dotenv:` files
+    targets: list[str] | None  # the ids the run targets (None: none given; planrun.targets)
+    forced: list[str]  # the ids --force forces (a bare --force resolved to the targets)
 
     def __init__(
         self,
@@ -297,6 +313,8 @@ class Prepared(Record):
         selected: list[str],
         graph: PlanGraph,
         dotenv: dict[str, str] | None = None,
+        targets: list[str] | None = None,
+        forced: list[str] | None = None,
     ) -> None:
         self.checked = checked
         self.plan = plan
@@ -304,6 +322,8 @@ class Prepared(Record):
         self.selected = selected
         self.graph = graph
         self.dotenv = {} if dotenv is None else dotenv
+        self.targets = targets
+        self.forced = [] if forced is None else forced
 
     def environment(self) -> dict[str, str]:
         """The steps' environment: the dotenv values under the process environment."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from planrun.checked import CheckedPlan
 from planrun.context import RunContext, root_context
-from planrun.dotenv import load_dotenv
+from planrun.dotenv import load_dotenv, rendered_names
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 from planrun.graph import PlanGraph
 from planrun.inputfiles import NotARegularFile, read_regular_file
@@ -26,10 +26,10 @@ from planrun.parent import STEP_SEPARATOR, denied_by, merge_policy
 from planrun.plan import Plan, replace
 from planrun.plan_variables import start_variables
 from planrun.request import Finished, Prepared, RunRequest, abs_path
-from planrun.runstate import kept_on_resume, resume_decision
+from planrun.runstate import kept_on_resume, recorded_targets, resume_decision
 from planrun.scope import StepRecord
 from planrun.status import Reason, Status
-from planrun.suggest import did_you_mean
+from planrun.targets import select
 
 __all__ = ["Finished", "Prepared", "RunRequest", "execute", "prepare", "run_request", "run_sync"]
 
@@ -116,19 +116,16 @@ def prepare(ctx: RunContext) -> Prepared:
     variables = start_variables(plan.variables, extra, os.environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
-        dotenv = load_dotenv(checked.doc, plan.dotenv, req.cwd)
+        names = rendered_names(checked.doc, plan.dotenv, variables, os.environ)
+        plan = replace(plan, dotenv=names)  # `${...}` in file names rendered
+        dotenv = load_dotenv(checked.doc, names, req.cwd)
     graph = PlanGraph.build(plan.steps)
-    selected = list(graph.order)
-    if req.only:
-        unknown = [o for o in req.only if o not in graph.deps]
-        if unknown:
-            hint = did_you_mean(unknown[0], set(graph.order))
-            raise UsageError(
-                f"no step '{unknown[0]}' in {req.plan}" + (f" ({hint})" if hint else "")
-            )
-        keep = graph.upstream(req.only)
-        selected = [sid for sid in graph.order if sid in keep]
-    return Prepared(checked, plan, variables, selected, graph, dotenv)
+    top = outer is None  # a sub-plan has no targets and no --force of its own
+    only = req.only or (recorded_targets(req, plan) if req.resume and top else [])
+    chosen = select(plan, graph, only, ctx.forced, req.plan)
+    return Prepared(
+        checked, plan, variables, chosen.selected, graph, dotenv, chosen.targets, chosen.forced
+    )
 
 
 # ---- the run -----------------------------------------------------------------------------
@@ -222,9 +219,16 @@ def gate(ctx: RunContext, prep: Prepared) -> Finished | None:
 
 
 def run_sync(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
-    """`execute` in a fresh event loop, with SIGINT/SIGTERM turned into a clean interruption
-    (planrun.interrupts: a second signal exits at once)."""
-    return run_interruptibly(_interruptible(execute(req)))
+    """`execute` in a fresh event loop, with SIGINT/SIGTERM turned into a graceful interruption
+    of the run's commands (planrun.interrupts), through the run's own registry of them."""
+    import copy
+
+    from planrun.procgroups import ProcessGroups
+
+    req = copy.copy(req)
+    if req.groups is None:
+        req.groups = ProcessGroups()
+    return run_interruptibly(_interruptible(execute(req)), req.groups)
 
 
 async def _interruptible(coro: Any) -> tuple[dict[str, Any], ExitCode]:

@@ -83,6 +83,7 @@ def attach_reporters(
     store: StateStore | None,
     dotenv: list[str],
     explain: bool = False,
+    resume_hint: str | None = None,
 ) -> tuple[Any, list[Callable[[], None]]]:
     """Subscribe the console, the state store, --events, --junit and library subscribers.
     `explain`: the console says why each step runs, `cache off` included.
@@ -101,7 +102,7 @@ def attach_reporters(
             sys.stderr,
             quiet=req.quiet,
             stream_output=req.stream,
-            resume_hint=req.plan if store is not None else None,
+            resume_hint=(resume_hint or req.plan) if store is not None else None,
             explain=explain,
         )
         bus.subscribe(console.handle)
@@ -112,13 +113,13 @@ def attach_reporters(
         if req.events:
             from planrun.reporters.jsonl import JsonLinesReporter
 
-            jl = JsonLinesReporter(abs_path(req.events, req.cwd))
+            jl = JsonLinesReporter(abs_path(req.events, req.cwd), req.report_failures)
             bus.subscribe(jl.handle)
             closers.append(jl.close)
         if req.junit:
             from planrun.reporters.junit import JUnitReporter
 
-            ju = JUnitReporter(abs_path(req.junit, req.cwd))
+            ju = JUnitReporter(abs_path(req.junit, req.cwd), req.report_failures)
             bus.subscribe(ju.handle)
             closers.append(ju.close)
     except OSError as exc:
@@ -176,6 +177,7 @@ def started_event(
         "jobs": jobs,
         "variables": variables,
         "steps": steps,
+        "targets": prep.targets,
     }
     if resumed and kept is not None:
         data["kept"] = kept
@@ -189,5 +191,8 @@ def new_run_id() -> str:
 
 def plan_digest(plan: Plan) -> str:
     # to_dict is model_dump(mode="json") of the validated plan: digests of older state files match.
-    blob = json.dumps(plan.to_dict(), sort_keys=True, default=str)
+    data = plan.to_dict()
+    if data.get("grace") is None:  # a key added later: a plan without it digests as before
+        data.pop("grace", None)
+    blob = json.dumps(data, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -14,8 +14,10 @@ from planrun.graph import PlanGraph
 from planrun.request import Prepared, abs_path
 from planrun.resume import PreviousStep, ResumePlan, plan_resume
 from planrun.scope import StepRecord
+from planrun.targets import select, target_names
 
 if TYPE_CHECKING:
+    from planrun.plan import Plan
     from planrun.request import Prepared, RunRequest
     from planrun.state import RunState
 
@@ -96,7 +98,7 @@ def resume_decision(req: RunRequest, prep: Prepared) -> tuple[Prepared, ResumePl
     if old.revisions:
         prep = revised_prep(prep, old.revisions, req, path)
     mask = prep.masker(prep.variables) if prep.plan.secrets else None
-    return prep, decide_resume(prep, previous_steps(old), mask, req.force)
+    return prep, decide_resume(prep, previous_steps(old), mask, prep.forced)
 
 
 def revised_prep(
@@ -112,8 +114,34 @@ def revised_prep(
         planner=bool(req.planner),
         variables=prep.variables,
     )
-    only = req.only
     graph = PlanGraph.build(plan.steps)
-    keep = graph.upstream([o for o in only if o in graph.deps]) if only else set(graph.order)
-    selected = [sid for sid in graph.order if sid in keep]
-    return Prepared(prep.checked, plan, prep.variables, selected, graph, prep.dotenv)
+    names = target_names(plan.steps)
+    only = [t for t in prep.targets or () if t in names]  # a step the planner removed is gone
+    chosen = select(plan, graph, only, [*prep.forced], req.plan)
+    return Prepared(
+        prep.checked,
+        plan,
+        prep.variables,
+        chosen.selected,
+        graph,
+        prep.dotenv,
+        prep.targets,
+        chosen.forced,
+    )
+
+
+def recorded_targets(req: RunRequest, plan: Plan) -> list[str]:
+    """The targets the last run recorded in its state (what `resume` without targets resumes);
+    none when there is no state or it cannot be read (the resume itself says so)."""
+    from planrun.state import default_state_path, read_state
+
+    name = plan.name or "plan"
+    path = abs_path(req.state, req.cwd) if req.state else str(default_state_path(req.cwd, name))
+    try:
+        old = read_state(path, name)
+    except StateError:
+        return []
+    if old is None or not old.targets:
+        return []
+    names = target_names(plan.steps)
+    return [t for t in old.targets if t in names]  # a step since removed is not asked for

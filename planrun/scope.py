@@ -13,11 +13,12 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
+from planrun.expressions import ExpressionError, resolve, to_text
 from planrun.graph import when_source
 from planrun.plan import Plan, Step, replace
 from planrun.record import Record
 from planrun.status import Status
+from planrun.stepcall import call_args, step_place, under
 
 
 class StepRecord(Record):
@@ -183,7 +184,7 @@ def step_args(
 ) -> tuple[dict[str, Any], str]:
     """The step's resolved arguments and their fingerprint; ExpressionError if they cannot be
     resolved now."""
-    args = resolve_args(step.tool, step.args, scope)
+    args = call_args(step, scope)
     if mask is None:
         return args, fingerprint(step.tool, args)
     shown = mask(args)
@@ -194,23 +195,30 @@ def step_args(
         # is written in), so masking the resolved arguments alone would not match.
         # (An expression the masked value does not suit, `| int`: as resolved.)
         with contextlib.suppress(ExpressionError):
-            shown = mask(resolve_args(step.tool, step.args, _MaskedScope(scope, mask)))
+            shown = mask(call_args(step, _MaskedScope(scope, mask)))
     return args, fingerprint(step.tool, shown)
 
 
 def with_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
-    """The step with the `${...}` of its `sources` and `outputs` rendered (itself when they hold
-    none); ExpressionError when one cannot be rendered now."""
+    """The step with the `${...}` of its `sources` and `outputs` rendered, and the patterns
+    made relative to the working directory when the step runs in another (its `cwd`, or a
+    shell step's `args.cwd`); itself when nothing changes. ExpressionError when one cannot be
+    rendered now."""
+    if not step.sources and not step.outputs:
+        return step
+    place = step_place(step, scope)
     found: dict[str, list[str]] = {}
     for field in ("sources", "outputs"):
         patterns = getattr(step, field)
-        if not patterns or not any("$" in p for p in patterns):
+        if not patterns or (place is None and not any("$" in p for p in patterns)):
             continue
         from planrun.cache.globs import pattern_problem  # only for a templated pattern
 
         found[field] = []
         for n, p in enumerate(patterns):
             text = to_text(resolve(p, scope, path=(field, n)))
+            if place is not None:
+                text = under(place, text)
             problem = pattern_problem(text, output=field == "outputs")
             if problem:
                 raise ExpressionError(f"{field}[{n}] renders as {text!r}: {problem}")

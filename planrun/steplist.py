@@ -42,14 +42,17 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
     )
 
 
-def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """{plan, file, title, steps: [{id, title, description, tool, depends_on}]} of a valid plan
-    (PlanInvalid if not).
+def step_rows(
+    plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
+) -> dict[str, Any]:
+    """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?}]} of a
+    valid plan (PlanInvalid if not).
 
-    `depends_on` holds the effective dependencies: explicit and data-flow. `variables`: those
-    given on the command line, which the plan's expressions (and titles) may read. Titles and
-    descriptions are rendered with what is known before a run; the others stay as written.
-    Secrets are masked.
+    `depends_on` holds the effective dependencies: explicit and data-flow (an internal step
+    among them too). `variables`: those given on the command line, which the plan's
+    expressions (and titles) may read. Titles and descriptions are rendered with what is known
+    before a run; the others stay as written. Secrets are masked. `every`: internal steps too
+    (`list --all`).
     """
     from planrun.graph import PlanGraph
     from planrun.masking import Masker
@@ -72,8 +75,10 @@ def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dic
                 "description": mask(rendered_text(plan.step(sid).description, known)),
                 "tool": graph.tools[sid],
                 "depends_on": list(graph.deps[sid]),
+                **({"aliases": list(aliases)} if (aliases := plan.step(sid).aliases) else {}),
             }
             for sid in graph.order
+            if every or not plan.step(sid).internal
         ],
     }
 
@@ -91,6 +96,8 @@ def render_steps(doc: dict[str, Any]) -> str:
         line = f"  {s['id']:<{id_w}}  {title:<{title_w}}  [{s['tool']}]"
         if s["depends_on"]:
             line += f"  after: {', '.join(s['depends_on'])}"
+        if s.get("aliases"):
+            line += f"  aliases: {', '.join(s['aliases'])}"
         lines.append(line.rstrip())
         if s.get("description"):
             lines.extend(f"  {' ' * id_w}  {part}" for part in s["description"].splitlines())

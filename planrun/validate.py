@@ -23,8 +23,11 @@ from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, ru
 from planrun.plan import SCOPE_NAMES, Plan, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
+from planrun.stepcall import fold_plan_env
 from planrun.suggest import did_you_mean
+from planrun.targets import check_targets
 from planrun.tools import builtin_registry
+from planrun.validate_places import check_plan_templates, check_run, run_or_tool
 
 BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
 
@@ -105,12 +108,15 @@ def check_document(
         _check_id_and_deps(s, i, seen_ids, id_set, out)
         _check_step_rules(s, i, servers, header, out)
         _check_foreach(s, i, out)
+        check_run(s, i, out)
         _check_expressions(s, i, known_names, id_set, out)
     _check_server_templates(header, set(plan_vars) | set(variables or {}), bound, out)
+    check_plan_templates(header, set(plan_vars) | set(variables or {}), out)
     _check_planner_tool(header, out)
 
     plan: Plan | None = None
     _check_graph(steps, step_paths, seen_ids, out)
+    check_targets(header, steps, step_paths, out)  # aliases, default
     # Built even when something else is wrong (`ok` says whether it may run): `validate
     # --check-tools` still checks the tools of the servers that do exist.
     if header is not None and len(steps) == len(raw_steps):
@@ -120,6 +126,7 @@ def check_document(
             **{n: model.runtime_server(e) for n, e in header.servers.items()},
         }
         # pydantic checked; what runs is planrun.plan (no pydantic on the run path).
+        steps = fold_plan_env(steps, header.env)  # plan `env` under each step's own
         plan = runtime_plan(header, name=name, steps=steps, servers=merged)
     return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
 
@@ -181,6 +188,7 @@ def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list
         if not isinstance(raw, dict):
             out.add(("steps", i), f"step #{i + 1} must be a mapping with at least 'id' and 'tool'")
             continue
+        raw = run_or_tool(raw, i, out)
         try:
             steps.append(runtime_step(model.Step.model_validate(raw)))
             step_paths.append(i)
@@ -188,7 +196,8 @@ def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list
             schema_errors(exc, ("steps", i), raw, out, STEP_FIELDS, raw_steps)
             # Keep checking the rest of the step (ids, references, tools) without the bad keys.
             bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
-            lenient = {k: v for k, v in raw.items() if k not in bad or k in ("id", "index", "tool")}
+            keep = ("id", "index", "tool", "run")
+            lenient = {k: v for k, v in raw.items() if k not in bad or k in keep}
             try:
                 steps.append(runtime_step(model.Step.model_validate(lenient)))
                 step_paths.append(i)
@@ -209,7 +218,7 @@ def _check_step_rules(
     if isinstance(s.when, str) and (problem := when_problem(s.when)):
         out.add(("steps", i, "when"), f"step '{s.id}': when: {problem[0]}", hint=problem[1])
     _check_tool(s, i, servers, header, out)
-    for arg_problem in check_builtin_args(s.tool, s.args):
+    for arg_problem in () if s.run is not None else check_builtin_args(s.tool, s.args):
         out.add(
             ("steps", i, *arg_problem.path),
             f"step '{s.id}': {s.tool}: {arg_problem.message}",

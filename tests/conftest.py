@@ -12,7 +12,6 @@ through real processes.
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import json
 import os
@@ -130,21 +129,6 @@ _KEPT_PREFIXES = tuple(
 )
 
 
-class _Exited(BaseException):
-    """planrun's exit_now inside the test process: unwinds to the harness, not os._exit."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
-
-
-def _exit_in_process(code: int) -> Any:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    raise _Exited(code)
-
-
 class _RunStream:
     """The sys.stdout or sys.stderr of every in-process run: one per test process, never closed.
 
@@ -199,12 +183,11 @@ def _run_streams() -> tuple[_RunStream, _RunStream]:
 @contextlib.contextmanager
 def _process_state_restored(cwd: Path | str, env: dict[str, str]) -> Any:
     """Everything a command changes in its process, put back afterwards: the working
-    directory, os.environ, signal handlers, gc thresholds, sys.path and the modules a
-    `python` step imported from the test's directory (another test's `mod.py` is another)."""
+    directory, os.environ, signal handlers, sys.path and the modules a `python` step
+    imported from the test's directory (another test's `mod.py` is another)."""
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
     saved_handlers = {sig: signal.getsignal(sig) for sig in _HANDLED_SIGNALS}
-    saved_gc = gc.get_threshold()
     saved_path = list(sys.path)
     saved_modules = set(sys.modules)
     saved_streams = (sys.stdin, sys.stdout, sys.stderr)
@@ -221,7 +204,6 @@ def _process_state_restored(cwd: Path | str, env: dict[str, str]) -> Any:
         for sig, handler in saved_handlers.items():
             if handler is not None:
                 signal.signal(sig, handler)
-        gc.set_threshold(*saved_gc)
         sys.path[:] = saved_path
         for name in set(sys.modules) - saved_modules:
             file = getattr(sys.modules[name], "__file__", None)
@@ -245,23 +227,22 @@ def planrun_inprocess(
     """
     import faulthandler
 
-    from planrun import interrupts
     from planrun.cli import main as cli
 
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     run_out, run_err = _run_streams()
-    with run_out.capturing() as (out, out_text), run_err.capturing() as (err, err_text):
-        saved_exit_now = interrupts.exit_now
-        with _process_state_restored(cwd, full_env):
-            sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
-            sys.stdout, sys.stderr = out, err
-            interrupts.exit_now = _exit_in_process  # type: ignore[assignment]
-            faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
-            try:
-                code = _main(cli, args)
-            finally:
-                faulthandler.cancel_dump_traceback_later()
-                interrupts.exit_now = saved_exit_now  # type: ignore[assignment]
+    with (
+        run_out.capturing() as (out, out_text),
+        run_err.capturing() as (err, err_text),
+        _process_state_restored(cwd, full_env),
+    ):
+        sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
+        sys.stdout, sys.stderr = out, err
+        faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
+        try:
+            code = _main(cli, args)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     return Result(code, out_text[0], err_text[0])
 
 
@@ -269,9 +250,7 @@ def _main(cli: Any, args: tuple[str, ...]) -> int:
     """The command's exit code, from however it ended."""
     try:
         cli.main(args=list(args), prog_name="planrun")
-    except _Exited as exc:
-        return exc.code
-    except SystemExit as exc:
+    except SystemExit as exc:  # a run's end too (planrun.errors.ExitNow: only __main__ exits)
         if isinstance(exc.code, int) or exc.code is None:
             return exc.code or 0
         print(exc.code, file=sys.stderr)
@@ -297,6 +276,13 @@ def _layer(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     _SUBPROCESS_LAYER[0] = everywhere or request.node.get_closest_marker("e2e") is not None
     yield
     _SUBPROCESS_LAYER[0] = everywhere
+
+
+@pytest.fixture(autouse=True)
+def _not_on_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's own CI may be a GitHub Actions job: its console output would be grouped
+    there (`::group::`). A test that wants that passes GITHUB_ACTIONS=true itself."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
 
 
 @pytest.fixture
@@ -447,7 +433,7 @@ def serve_http(handler: Callable[..., Any]) -> Iterator[str]:
 
 
 def wait_until(
-    condition: Callable[[], T], timeout: float = 15, interval: float = 0.02, what: str = ""
+    condition: Callable[[], T], timeout: float = 120, interval: float = 0.02, what: str = ""
 ) -> T:
     """Poll `condition` until it returns something truthy, and return that; fail on timeout.
 
@@ -479,7 +465,7 @@ def hang_guard(seconds: float = 60) -> Any:
         faulthandler.cancel_dump_traceback_later()
 
 
-def wait_for_file(path: Path, timeout: float = 15, interval: float = 0.02) -> None:
+def wait_for_file(path: Path, timeout: float = 120, interval: float = 0.02) -> None:
     """Wait until `path` exists (a step's side effect shows the run got that far)."""
     wait_until(path.exists, timeout, interval, f"{path} to exist")
 

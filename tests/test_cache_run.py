@@ -119,7 +119,7 @@ def test_each_miss_says_why(tmp_path: Path) -> None:
     assert started_reasons(tmp_path / "b.jsonl")["build"] == "args changed"
     go(tmp_path, "--var", "flavour=spicy", "--force", "--events", "c.jsonl")
     assert set(started_reasons(tmp_path / "c.jsonl").values()) == {"forced", "cache off"}
-    r = go(tmp_path, "--var", "flavour=spicy", "--force", "pack", "--explain", "--output", "json")
+    r = go(tmp_path, "--var", "flavour=spicy", "--force=pack", "--explain", "--output", "json")
     assert statuses(r) == {"build": "cached", "pack": "succeeded", "show": "succeeded"}
     assert "pack started [shell]: forced" in r.err and "build cached" in r.err
     assert "show started [echo]: cache off" in r.err  # --explain: every step
@@ -130,9 +130,9 @@ def test_each_miss_says_why(tmp_path: Path) -> None:
 def test_force_takes_step_ids_and_rejects_unknown_ones(tmp_path: Path) -> None:
     project(tmp_path)
     go(tmp_path)
-    r = go(tmp_path, "--force", "build", "--force", "pack", "--output", "json")
+    r = go(tmp_path, "--force=build", "--force=pack", "--output", "json")
     assert statuses(r) == {"build": "succeeded", "pack": "succeeded", "show": "succeeded"}
-    r = go(tmp_path, "--force", "biuld")
+    r = go(tmp_path, "--force=biuld")
     assert r.code == 2 and "biuld" in r.err and "did you mean 'build'" in r.err
 
 
@@ -372,13 +372,13 @@ def test_dotenv_contents_and_env_read_by_args_are_in_the_key(tmp_path: Path) -> 
     assert started_reasons(tmp_path / "f.jsonl")["greet"] == "args changed"
 
 
-def test_force_with_the_default_plan_takes_the_step_id(tmp_path: Path) -> None:
+def test_force_with_the_default_plan_forces_the_target_after_it(tmp_path: Path) -> None:
     project(tmp_path)
     (tmp_path / "plan.yaml").rename(tmp_path / "planrun.yaml")
     assert planrun("run", cwd=tmp_path).code == 0
     r = planrun("run", "--force", "pack", "--output", "json", cwd=tmp_path)
     assert r.code == 0, r
-    assert statuses(r) == {"build": "cached", "pack": "succeeded", "show": "succeeded"}
+    assert statuses(r) == {"build": "cached", "pack": "succeeded"}  # a flag: `pack` a target
 
 
 def test_fifos_where_cache_files_belong_neither_hang_nor_break_the_run(tmp_path: Path) -> None:
@@ -485,3 +485,48 @@ def test_a_run_after_a_resume_hits_the_steps_the_resume_ran(tmp_path: Path) -> N
     (tmp_path / "ok").write_text("")
     assert planrun("resume", "plan.yaml", cwd=tmp_path).code == 0
     assert statuses(go(tmp_path, "--output", "json"))["b"] == "cached"
+
+
+AFTER_SETUP = """
+steps:
+  - id: setup
+    tool: shell
+    args: {cmd: "mkdir -p build/tmp"}
+  - id: test
+    tool: shell
+    args: {cmd: "cat src/*.py > build/tmp/all.txt"}
+    depends_on: [setup]
+    sources: ["src/*.py"]
+    outputs: ["build/tmp/all.txt"]
+  - id: wheel
+    tool: shell
+    args: {cmd: "cp build/tmp/all.txt build/wheel.txt"}
+    depends_on: [test]
+    sources: ["build/tmp/all.txt"]
+    outputs: ["build/wheel.txt"]
+"""
+
+
+def test_the_dry_run_says_unknown_after_an_uncached_step_and_predicts_no_miss(
+    tmp_path: Path,
+) -> None:
+    """A cached step after an uncached one (a `mkdir` setup) hits when that step's result is
+    the same as last time, which only the run knows: the dry-run says `unknown`, not `miss`."""
+    project(tmp_path, AFTER_SETUP)
+    dry = go(tmp_path, "--dry-run", "--output", "json")
+    caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
+    assert caches["test"] == {"status": "miss", "reason": "no cache entry"}  # never stored
+    go(tmp_path)
+    dry = go(tmp_path, "--dry-run", "--output", "json")
+    caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
+    assert caches["setup"]["status"] == "off"
+    assert caches["test"] == {"status": "unknown", "reason": "unknown: runs after setup"}
+    assert caches["wheel"] == {"status": "unknown", "reason": "unknown: runs after setup"}
+    text = go(tmp_path, "--dry-run")
+    assert "cache: unknown (runs after setup)" in text.out and "cache: miss" not in text.out
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r) == {"setup": "succeeded", "test": "cached", "wheel": "cached"}
+    (tmp_path / "src/m1.py").write_text("changed\n")  # a certain miss is still said
+    dry = go(tmp_path, "--dry-run", "--output", "json")
+    caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
+    assert caches["test"]["status"] == "unknown"  # its sources changed, but after setup

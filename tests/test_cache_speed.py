@@ -30,6 +30,7 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 def step(**kw: Any) -> Any:
     base = {"tool": "shell", "args": {"cmd": "x"}, "sources": ["src"], "outputs": None}
+    base |= {"run": None, "env": None, "cwd": None}  # a step without run, env or cwd
     return SimpleNamespace(**{**base, "cache": None, **kw})
 
 

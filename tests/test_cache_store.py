@@ -100,6 +100,7 @@ def test_env_names_read_by_args() -> None:
 
 def step(**kw: Any) -> Any:
     base = {"tool": "shell", "args": {"cmd": "x"}, "sources": None, "outputs": None, "cache": None}
+    base |= {"run": None, "env": None, "cwd": None}  # a step without run, env or cwd
     return SimpleNamespace(**{**base, **kw})
 
 

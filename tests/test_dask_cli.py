@@ -166,3 +166,50 @@ def test_the_cluster_runs_only_cache_misses(run, write, tmp_path, cluster):
     assert second.json["steps"][0]["status"] == "cached", second
     assert (tmp_path / "count.txt").read_text() == "ran\n"  # the cluster did not run it again
     assert (tmp_path / "out" / "in.txt").read_text() == "one\n"
+
+
+def test_ctrl_c_gives_a_step_on_the_cluster_its_grace_period(write, tmp_path, cluster):
+    sleeper = unique_sleep(60)
+    cleanup = unique_sleep(1)
+    cmd = (
+        f"trap '{cleanup}; echo cleanup done > done.txt; exit 0' INT TERM; touch started; {sleeper}"
+    )
+    write("p.yaml", f"steps:\n  - {{id: deploy, tool: shell, args: {{cmd: {json.dumps(cmd)}}}}}\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "run", "p.yaml", "-q", "--address", cluster.address],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until((tmp_path / "started").exists, timeout=30, what="the step on a worker")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert (tmp_path / "done.txt").read_text() == "cleanup done\n"
+    assert_no_process_left(sleeper)
+    assert_no_process_left(cleanup)
+
+
+def test_a_second_ctrl_c_ends_the_grace_period_on_the_cluster(write, tmp_path, cluster):
+    sleeper = unique_sleep(60)
+    cleanup = unique_sleep(600)
+    cmd = f"trap 'touch cleaning; {cleanup}; echo cleanup done > done.txt' INT TERM; touch started; {sleeper}"
+    write(
+        "p.yaml",
+        f"grace: 1h\nsteps:\n  - {{id: deploy, tool: shell, args: {{cmd: {json.dumps(cmd)}}}}}\n",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "run", "p.yaml", "-q", "--address", cluster.address],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until((tmp_path / "started").exists, timeout=30, what="the step on a worker")
+    proc.send_signal(signal.SIGINT)
+    wait_until((tmp_path / "cleaning").exists, timeout=30, what="the cleanup to start")
+    proc.send_signal(signal.SIGINT)  # the grace is an hour: only this ends the run in time
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert_no_process_left(sleeper)
+    assert_no_process_left(cleanup)
+    assert not (tmp_path / "done.txt").exists()

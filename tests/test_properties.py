@@ -14,6 +14,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from planrun import plan as runtime_plan
 from planrun.errors import PlanInvalid
 from planrun.graph import MERMAID_KEYWORDS, PlanGraph, render_json, render_mermaid
 from planrun.loader import load_text
@@ -173,39 +174,17 @@ def test_one_long_ring_is_printed_whole(n):
 
 # ---- fuzz: nothing crashes ---------------------------------------------------------------
 
-PLAN_KEYS = [
-    "version",
-    "name",
-    "id",
-    "title",
-    "description",
-    "variables",
-    "servers",
-    "defaults",
-    "limits",
-    "policy",
-    "replan",
-    "secrets",
-    "steps",
-    "executor",
-]
-STEP_KEYS = [
-    "id",
-    "index",
-    "title",
-    "tool",
-    "args",
-    "depends_on",
-    "result_variable",
-    "when",
-    "timeout",
-    "retries",
-    "retry_delay",
-    "on_failure",
-    "expected_outcome",
-    "approval",
-    "resources",
-]
+
+def _keys(cls: type) -> list[str]:
+    """The keys a plan file may hold for `cls`, from the one definition of the format (so a key
+    added there is fuzzed from then on), plus the aliases mcp-cli's plans use."""
+    from planrun.plandata import rows
+
+    return [row[1] for row in rows(cls)]
+
+
+PLAN_KEYS = [*_keys(runtime_plan.Plan), "id"]
+STEP_KEYS = [*_keys(runtime_plan.Step), "index"]
 TEXTS = st.one_of(
     st.text(max_size=12),
     st.sampled_from(

@@ -319,7 +319,7 @@ def test_dry_run_json_gives_every_step_a_cache_status_and_reason(tmp_path: Path)
     }
     r = go(tmp_path, "--dry-run", "--output", "json", "--no-cache")
     assert {s["cache"]["status"] for s in r.json["steps"]} == {"off"}
-    r = go(tmp_path, "--dry-run", "--output", "json", "--force", "build")
+    r = go(tmp_path, "--dry-run", "--output", "json", "--force=build")
     assert {s["id"]: s["cache"] for s in r.json["steps"]}["build"] == {
         "status": "miss",
         "reason": "forced",
@@ -344,12 +344,14 @@ def test_a_bare_force_runs_every_step(tmp_path: Path, args: tuple[str, ...]) -> 
     assert statuses(r) == {"build": "succeeded", "pack": "succeeded", "show": "succeeded"}
 
 
-def test_force_takes_the_id_and_a_following_target_stays_a_target(tmp_path: Path) -> None:
+def test_force_equals_takes_the_id_and_a_following_target_stays_a_target(tmp_path: Path) -> None:
     project(tmp_path)
     go(tmp_path)
-    r = planrun("run", "plan.yaml", "--force", "build", "pack", "--output", "json", cwd=tmp_path)
+    r = planrun("run", "plan.yaml", "--force=build", "pack", "--output", "json", cwd=tmp_path)
     assert r.code == 0, r
     assert statuses(r) == {"build": "succeeded", "pack": "cached"}  # `pack` is the target
+    r = planrun("run", "plan.yaml", "--force", "build", "pack", "--output", "json", cwd=tmp_path)
+    assert statuses(r) == {"build": "succeeded", "pack": "succeeded"}  # two forced targets
 
 
 def test_no_cache_writes_no_stat_records_and_no_recent_entries(tmp_path: Path) -> None:
@@ -589,7 +591,7 @@ FANNED = """
 def test_force_on_a_foreach_step_runs_each_of_its_instances(tmp_path: Path) -> None:
     plan(tmp_path, FANNED)
     go(tmp_path)
-    r = go(tmp_path, "--force", "lint", "--output", "json", "--events", "e.jsonl")
+    r = go(tmp_path, "--force=lint", "--output", "json", "--events", "e.jsonl")
     assert r.code == 0, r
     assert statuses(r) == {
         "lint": "succeeded",
@@ -599,10 +601,10 @@ def test_force_on_a_foreach_step_runs_each_of_its_instances(tmp_path: Path) -> N
     }
     reasons = started_reasons(tmp_path / "e.jsonl")
     assert reasons["lint[0]"] == reasons["lint[1]"] == "forced"
-    r = go(tmp_path, "--force", "lint[1]", "--output", "json")
+    r = go(tmp_path, "--force=lint[1]", "--output", "json")
     assert r.code == 0, r
     assert statuses(r)["lint[0]"] == "cached" and statuses(r)["lint[1]"] == "succeeded"
-    r = go(tmp_path, "--force", "other[0]")
+    r = go(tmp_path, "--force=other[0]")
     assert r.code == 2 and "other[0]" in one_line_error(r)
 
 
@@ -904,11 +906,11 @@ GATED = """
 """
 
 
-@pytest.mark.parametrize("force", [("--force",), ("--force", "build")])
+@pytest.mark.parametrize("force", [("--force",), ("--force=build",)])
 def test_resume_with_force_runs_the_forced_steps_again(
     tmp_path: Path, force: tuple[str, ...]
 ) -> None:
-    """`--force` runs every step and `--force ID` that step, on resume too: a forced step is
+    """`--force` runs every selected step and `--force=ID` that step, on resume too: a forced step is
     not kept from the previous run, and what depends on it runs again."""
     plan(tmp_path, GATED)
     assert go(tmp_path).code == 1
@@ -926,7 +928,7 @@ def test_resume_without_force_still_keeps_what_succeeded(tmp_path: Path) -> None
     plan(tmp_path, GATED)
     assert go(tmp_path).code == 1
     (tmp_path / "ok").write_text("")
-    r = planrun("resume", "plan.yaml", "--force", "after", "--output", "json", cwd=tmp_path)
+    r = planrun("resume", "plan.yaml", "--force=after", "--output", "json", cwd=tmp_path)
     assert r.code == 0, r
     assert statuses(r) == {"build": "succeeded", "gate": "succeeded", "after": "succeeded"}
     assert "build kept from the previous run" in r.err
@@ -944,7 +946,7 @@ def test_resume_with_force_on_a_foreach_step_runs_its_instances(tmp_path: Path) 
     )
     assert go(tmp_path).code == 1
     (tmp_path / "ok").write_text("")
-    r = planrun("resume", "plan.yaml", "--force", "lint[1]", "--output", "json", cwd=tmp_path)
+    r = planrun("resume", "plan.yaml", "--force=lint[1]", "--output", "json", cwd=tmp_path)
     assert r.code == 0, r
     assert statuses(r) == {
         "lint": "succeeded",

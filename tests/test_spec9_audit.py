@@ -700,7 +700,7 @@ def test_a_sub_plan_started_again_on_resume_keeps_its_steps_that_succeeded(run, 
     assert 'name="sub/c1"' in (tmp_path / "junit.xml").read_text()
 
     # --force on the `plan` step runs the whole sub-plan again, as on its own
-    r = run("resume", "p.yaml", "--force", "sub")
+    r = run("resume", "p.yaml", "--force=sub")
     assert r.code == 0, r
     assert (tmp_path / "log").read_text().split()[4:] == ["c1", "c2", "after"]
 

@@ -47,6 +47,7 @@ from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry
 from planrun.errors import one_line
 from planrun.instances import parent_of
+from planrun.stepcall import call_template
 from planrun.untrusted_json import loads
 
 if TYPE_CHECKING:
@@ -137,6 +138,12 @@ def _step_texts(value: Any) -> Iterable[str]:
             yield from _step_texts(v)
 
 
+def _written(step: Step) -> list[Any]:
+    """What the step's tool call is made of, as written: its args (a `run` step's scripts),
+    `env` and `cwd`."""
+    return [call_template(step), step.env, step.cwd]
+
+
 class CacheSession:
     """The cache for one run (or dry-run) of one plan in one working directory."""
 
@@ -187,7 +194,7 @@ class CacheSession:
         )
         part, files = self.records.walk_digest(self.cwd, found)
         outputs = tuple(step.outputs or ())
-        read = env_read(self.env, env_names(_step_texts(step.args)))
+        read = env_read(self.env, env_names(_step_texts(_written(step))))
         given = provided_env(self.provided, self.env, args)  # dotenv names, as overridden
         results = [u.result for u in upstream if u.key is None and u.id not in self.keys]
         seal = self._seal(step, [args, patterns, outputs, read, given, results, list(found)])
@@ -220,7 +227,7 @@ class CacheSession:
             return sha256_hex
         from planrun.cache.sealing import holds_secret, keyed_seal, material_key, names_secret
 
-        texts = _step_texts([step.args, list(step.sources or ()), list(step.outputs or ())])
+        texts = _step_texts([_written(step), list(step.sources or ()), list(step.outputs or ())])
         if not names_secret(texts, self.secret_names) and not holds_secret(canonical(probe), forms):
             return sha256_hex
         if self._keyed is None:

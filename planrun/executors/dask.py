@@ -7,15 +7,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.errors import UsageError
 from planrun.executors import worker as _worker
 from planrun.executors.base import Executor
 from planrun.tools.base import ToolContext, ToolFailed
+
+if TYPE_CHECKING:
+    from planrun.procgroups import ProcessGroups
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +30,7 @@ _STDERR_TAIL = 20
 _WORKERS_TTL_S = 2.0  # how long the list of workers' resources is trusted
 _RESOURCE_WAIT_S = 5.0  # how long a step waits for a worker offering its resources to join
 _RESOURCE_POLL_S = 0.2
+_HURRY_POLL_S = 0.05  # how often an interrupted run's stop looks for a second signal
 
 ReexecutionCallback = Callable[[str, list[str]], None]
 """Called with (step id, worker addresses in start order) when a step's task started more than
@@ -145,7 +150,9 @@ class DaskExecutor:
         if request.get("stream") and ctx.on_output is not None:
             self._outputs[key] = _OutputRoute(ctx.on_output)
         try:
-            reply = await self._submit_and_wait(fn, key, request, ctx.step_id, resources)
+            reply = await self._submit_and_wait(
+                fn, key, request, ctx.step_id, resources, ctx.services.groups
+            )
         finally:
             self._report_reexecution(ctx.step_id, key)
             self._attempts.pop(key, None)
@@ -165,6 +172,7 @@ class DaskExecutor:
         request: dict[str, Any],
         step_id: str,
         resources: dict[str, float] | None,
+        groups: ProcessGroups | None = None,
     ) -> dict[str, Any]:
         from distributed.client import FutureCancelledError
         from distributed.scheduler import KilledWorker
@@ -177,7 +185,7 @@ class DaskExecutor:
             return await future  # type: ignore[no-any-return]
         except asyncio.CancelledError:
             # Abort, Ctrl-C or the step timeout: stop the remote process before we return.
-            await asyncio.shield(self._stop_remote(future, key))
+            await asyncio.shield(self._stop_remote(future, key, groups))
             raise
         except KilledWorker as exc:
             # The dead worker's process group lives on in its own session: have the
@@ -195,16 +203,31 @@ class DaskExecutor:
                 f"dask executor error in step {step_id}: {type(exc).__name__}: {exc}"
             ) from None
 
-    async def _stop_remote(self, future: Any, key: str) -> None:
-        """Cancel the future and kill the step's process group on whichever worker has it."""
+    async def _stop_remote(self, future: Any, key: str, groups: ProcessGroups | None) -> None:
+        """Cancel the future and stop the step's process group on whichever worker has it: the
+        run's interrupt signal and grace period when the run is interrupted (cut short by a
+        second signal), else SIGTERM and a short grace."""
         client = self.client
         try:
             await asyncio.wait_for(client.cancel(future), _CLEANUP_TIMEOUT_S)
         except Exception as exc:  # cleanup is best effort: the scheduler may be gone
             log.warning("cancelling %s failed: %s", key, exc)
+        sig: int = signal.SIGTERM
+        grace = _worker.KILL_GRACE_S
+        if groups is not None and groups.stop_signal is not None:
+            sig, grace = groups.stop_signal, groups.grace
+        killing = asyncio.ensure_future(self._kill_task(key, sig, grace))
+        while groups is not None and not groups.hurried and not killing.done():
+            await asyncio.wait([killing], timeout=_HURRY_POLL_S)
+        if not killing.done():  # a second signal: the wait ends now
+            await self._kill_task(key, signal.SIGKILL, 0.0)
+        await killing
+
+    async def _kill_task(self, key: str, sig: int, grace: float) -> None:
         try:
             await asyncio.wait_for(
-                client.run(_worker.kill_task, key, on_error="ignore"), _CLEANUP_TIMEOUT_S
+                self.client.run(_worker.kill_task, key, sig, grace, on_error="ignore"),
+                _CLEANUP_TIMEOUT_S + grace,
             )
         except Exception as exc:
             log.warning("killing %s on the workers failed: %s", key, exc)
@@ -311,12 +334,25 @@ class _OutputRoute:
                 self.on_output(stream, line)
 
 
+def _one_shell(commands: list[tuple[list[str], str]]) -> tuple[list[str], str]:
+    """A `run:` list as one command for a worker: each item by its own `/bin/sh -c`, in
+    order, ending at the first that fails (with its exit code)."""
+    loop = 'for c do /bin/sh -c "$c" || exit; done'
+    return ["/bin/sh", "-c", loop, "sh", *(argv[-1] for argv, _ in commands)], "; ".join(
+        shown for _, shown in commands
+    )
+
+
 def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dict[str, Any]:
     """Check a shell step's args as the local tool does; the request for the worker."""
-    from planrun.tools.shell import _argv, _env, parse_shell_args
+    from planrun.tools.shell import _argv, _env, parse_shell_args, run_commands
 
     parsed = parse_shell_args(args, base_cwd)
-    argv, command = _argv(parsed.cmd)
+    if parsed.run is None:
+        argv, command = _argv(parsed.cmd)
+    else:  # a `run:` step: its commands in one shell on the worker, stopping at a failure
+        commands = run_commands(parsed.run)
+        argv, command = commands[0] if len(commands) == 1 else _one_shell(commands)
     cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
     # The plan's dotenv values (where planrun's own environment does not win), then the
     # step's own `env` as text: both merged over the worker's environment there.

@@ -145,13 +145,14 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-async def kill_task(key: str) -> bool:
+async def kill_task(key: str, sig: int = signal.SIGTERM, grace: float = KILL_GRACE_S) -> bool:
     """Stop the step of task `key` on this worker (run on every worker by `client.run`).
 
     Marks the key cancelled, so that a task that has not started its process yet never does;
-    SIGTERMs the step's process group, SIGKILLs it after KILL_GRACE_S, and returns once the
-    process is reaped. Returns whether there was a process. A coroutine: the waiting runs on the
-    worker's event loop without blocking it.
+    sends `sig` to the step's process group (SIGTERM, or the signal that interrupted the run),
+    SIGKILLs it after `grace` seconds (KILL_GRACE_S, or the run's grace period), and returns
+    once the process is reaped. Returns whether there was a process. A coroutine: the waiting
+    runs on the worker's event loop without blocking it.
     """
     import asyncio
 
@@ -168,9 +169,9 @@ async def kill_task(key: str) -> bool:
         with _lock:
             return _running.get(key) is not proc  # the task's thread is done with it
 
-    _kill_group(proc.pid, signal.SIGTERM)
-    for grace in (KILL_GRACE_S, 2.0):
-        deadline = time.monotonic() + grace
+    _kill_group(proc.pid, sig)
+    for wait in (grace, 2.0):
+        deadline = time.monotonic() + wait
         while not reaped() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         if reaped():

@@ -12,7 +12,7 @@ from typing import Any
 from planrun.events import Event
 from planrun.plan import PlanNode
 from planrun.record import Record
-from planrun.reporters.failures import report_failed
+from planrun.reporters.failures import WriteFailures
 
 
 def _fallback(value: Any) -> Any:
@@ -65,8 +65,10 @@ class JsonLinesReporter:
     line, so `tail -f` sees it at once and concurrent appenders never split a line.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], failures: WriteFailures | None = None) -> None:
         self.path = Path(path)
+        # Where a write that fails is remembered: the run's record, told by the command.
+        self.failures = WriteFailures() if failures is None else failures
         # Like pytest's --junitxml, create the directory so `--events out/run.jsonl` just works.
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: Any = os.fdopen(_open_append(self.path), "ab", buffering=0)
@@ -82,7 +84,7 @@ class JsonLinesReporter:
         try:
             self._file.write(line)
         except OSError as exc:  # a full disk: the run goes on, the command says so at the end
-            report_failed(self.path, exc)
+            self.failures.add(self.path, exc)
             self._close_quietly()
 
     def _close_quietly(self) -> None:
@@ -97,5 +99,5 @@ class JsonLinesReporter:
             try:
                 self._file.close()
             except OSError as exc:
-                report_failed(self.path, exc)
+                self.failures.add(self.path, exc)
             self._file = None

@@ -32,7 +32,8 @@ from pathlib import Path
 from planrun.events import Event
 from planrun.instances import group_instances
 from planrun.record import Record
-from planrun.reporters.failures import report_failed
+from planrun.reporters.failures import WriteFailures
+from planrun.stepcounts import count_steps, counts_text
 from planrun.text import format_duration
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
@@ -44,6 +45,9 @@ def xml_text(text: str) -> str:
     """`text` without ANSI escapes, other illegal XML characters shown as `\\xNN`."""
     text = _ANSI.sub("", text)
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_KEPT_NOTE = "kept from a previous run (unchanged)"
 
 
 class _Case(Record):
@@ -130,8 +134,10 @@ class _Suite(Record):
 class JUnitReporter:
     """EventBus subscriber collecting step results; `close()` writes the XML file."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], failures: WriteFailures | None = None) -> None:
         self.path = Path(path)
+        # Where a write that fails is remembered: the run's record, told by the command.
+        self.failures = WriteFailures() if failures is None else failures
         self._suites: dict[str, _Suite] = {}
         self._closed = False
         # Fail now (OSError), not after the run, when the report cannot be written there.
@@ -212,7 +218,7 @@ class JUnitReporter:
             case.attempts = data.get("attempts") or 0
             case.error = data.get("error")
             case.reason = data.get("reason")
-            case.notes.append("kept from a previous run (unchanged)")
+            case.notes.append(_KEPT_NOTE)
         elif name == "step.cached":
             case.status = "cached"
             case.output = data.get("output")
@@ -235,7 +241,7 @@ class JUnitReporter:
         except OSError as exc:  # a full disk: no temp file left behind, one clear error
             with contextlib.suppress(OSError):
                 tmp.unlink()
-            report_failed(self.path, exc)
+            self.failures.add(self.path, exc)
 
     def to_xml(self) -> ET.Element:
         """The `<testsuites>` element: one `<testsuite>` per plan seen (normally one)."""
@@ -316,6 +322,12 @@ def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, i
         "status": suite.status,
         "reason": suite.reason,
         "resumed": str(suite.resumed).lower(),
+        "counts": counts_text(  # as the console, `status` and the report count the run
+            count_steps(
+                {sid: c.status for sid, c in suite.cases.items()},
+                [sid for sid, c in suite.cases.items() if _KEPT_NOTE in c.notes],
+            )
+        ),
     }
     if properties:
         listed = ET.SubElement(element, "properties")

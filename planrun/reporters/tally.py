@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from planrun.events import Event
-from planrun.reporters.lines import _TERMINAL, status_counts
+from planrun.reporters.lines import _TERMINAL
 from planrun.status import Status
+from planrun.stepcounts import StepCounts, count_steps, step_parts
 from planrun.text import first_line
 
 
@@ -59,9 +60,18 @@ class RunTally:
 
     # -- what it says ------------------------------------------------------------------------
 
+    def step_counts(self) -> StepCounts:
+        """The run's steps and foreach instances by status, counted as every view counts
+        them (planrun.stepcounts); a step listed at the start and not started is pending."""
+        statuses = {sid: self.status.get(sid, Status.PENDING) for sid in self.tools}
+        statuses.update(self.status)  # and steps never listed (added by the planner)
+        statuses.update(self.instances)
+        return count_steps(statuses, self.kept)
+
     def counts(self) -> tuple[int, list[str]]:
         """How many steps the run has, and "N succeeded", "M failed"... in summary order."""
-        return status_counts(self.tools, self.status, self.kept)
+        counts = self.step_counts()
+        return counts.total, step_parts(counts)
 
     def instance_counts(self) -> tuple[int, int]:
         """Foreach instances of the steps that started, and how many of them failed."""

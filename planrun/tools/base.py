@@ -13,6 +13,7 @@ from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Sl
 if TYPE_CHECKING:
     from planrun.events import Event
     from planrun.plan import Policy
+    from planrun.procgroups import ProcessGroups
 
 
 MAX_RESULT_BYTES = 64 << 20
@@ -55,20 +56,23 @@ _set = object.__setattr__  # a frozen record's fields are set once, in __init__
 class Services(FrozenRecord):
     """What a run lends the tools of all its steps, besides each step's own context."""
 
-    __slots__ = ("mcp", "notice", "dotenv")
+    __slots__ = ("mcp", "notice", "dotenv", "groups")
     mcp: ToolPool | None  # the plan's MCP servers; None when it names none
     notice: Notice | None  # the console's notice line
     dotenv: Mapping[str, str]  # sent with steps run elsewhere (Dask)
+    groups: ProcessGroups | None  # the run's commands' process groups, for its interrupt
 
     def __init__(
         self,
         mcp: ToolPool | None = None,
         notice: Notice | None = None,
         dotenv: Mapping[str, str] | None = None,
+        groups: ProcessGroups | None = None,
     ) -> None:
         _set(self, "mcp", mcp)
         _set(self, "notice", notice)
         _set(self, "dotenv", {} if dotenv is None else dotenv)
+        _set(self, "groups", groups)
 
 
 class ToolContext(Record):
@@ -149,6 +153,7 @@ class ParentContext(NamedTuple):
     notice: Notice | None = None
     mcp_config: str | None = None
     run_id: str = ""  # the top run's id: its shell commands carry it (planrun/leftovers.py)
+    groups: ProcessGroups | None = None  # the top run's commands' process groups
     # On resume: what the top run's previous run recorded, by full step id (`deploy/push`), so
     # a sub-plan started again keeps its steps that succeeded, as a plan resumed on its own.
     previous: Mapping[str, Any] | None = None

@@ -10,33 +10,26 @@ import os
 import signal
 from typing import Any, NamedTuple
 
+from planrun.procgroups import ProcessGroups, signal_group
 from planrun.tools import check_args, type_name
 from planrun.tools.base import OutputCallback, ToolContext, ToolFailed
 from planrun.tools.cmdoutput import CappedOutput, collect_output, output_sinks
 from planrun.tools.spawned import SpawnedChild, pidfd_supported, spawn_child
 
 _OPTIONAL = ("cwd", "env", "stdin", "check")
-_GRACE_S = 0.5  # between SIGTERM and SIGKILL when a step is cancelled
+_GROUP_POLL_S = 0.02  # how often an interrupted run looks whether a group's last process ended
 _TAIL_LINES = 20
 # In every command's environment: the run and the state row it runs for (planrun/leftovers.py)
 RUN_ENV = "PLANRUN_RUN_ID"
 STEP_ENV = "PLANRUN_STEP_ID"
 
-LIVE_GROUPS: set[int] = set()
-"""Process groups of running commands: what a second Ctrl-C kills before planrun exits."""
 
-
-def kill_live_groups() -> None:
-    """SIGKILL every running command's process group (no grace: planrun is exiting now)."""
-    for pgid in list(LIVE_GROUPS):
-        _signal_group(pgid, signal.SIGKILL)
-
-
-def command_failed(command: str, result: dict[str, Any]) -> ToolFailed:
-    """The failure of a command that exited non-zero (shared with remote executors)."""
+def command_failed(command: str, result: dict[str, Any], what: str = "command") -> ToolFailed:
+    """The failure of a command that exited non-zero (shared with remote executors); `what`
+    names it (`run[1]` for a `run:` list's second command)."""
     tail = result.get("stderr", "").splitlines()[-_TAIL_LINES:]
     return ToolFailed(
-        f"command exited with code {result['exit_code']}",
+        f"{what} exited with code {result['exit_code']}",
         detail="\n".join([f"$ {command}", *tail]),
         result=result,
     )
@@ -50,11 +43,15 @@ class ShellArgs(NamedTuple):
     env: Any  # as written: merged over the environment where the command runs
     stdin: str | None
     check: bool
+    run: Any = None  # a `run:` step's script, or list of commands (then `cmd` is None)
 
 
 def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
     """Check `args` as the shell tool does; one clear ToolFailed line for each mistake."""
-    check_args("shell", args, ("cmd",), _OPTIONAL)
+    if isinstance(args, dict) and "run" in args:  # a `run:` step (planrun.stepcall)
+        check_args("shell", args, ("run",), ("cwd", "env"))
+    else:
+        check_args("shell", args, ("cmd",), _OPTIONAL)
     cwd = args.get("cwd")
     if cwd is None:
         cwd = base_cwd
@@ -71,19 +68,48 @@ def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
     check = args.get("check", True)
     if not isinstance(check, bool):
         raise ToolFailed(f"shell: 'check' must be true or false, got {type_name(check)}")
-    return ShellArgs(args["cmd"], cwd, args.get("env"), stdin, check)
+    return ShellArgs(args.get("cmd"), cwd, args.get("env"), stdin, check, args.get("run"))
 
 
 async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Run `cmd`; result `{stdout, stderr, exit_code}`. Cancelling kills the whole group."""
     parsed = parse_shell_args(args, ctx.cwd)
     env = _env(parsed.env, ctx.env, _marks(ctx))
-    argv, command = _argv(parsed.cmd)
+    commands = run_commands(parsed.run) if parsed.run is not None else [_argv(parsed.cmd)]
     cwd, stdin, check = parsed.cwd, parsed.stdin, parsed.check
-    result = await _run(argv, cwd, env, stdin, ctx)
-    if check and result["exit_code"] != 0:
-        raise command_failed(command, result)
-    return result
+    results = []
+    for n, (argv, command) in enumerate(commands):
+        result = await _run(argv, cwd, env, stdin, ctx)
+        results.append(result)
+        if check and result["exit_code"] != 0:
+            what = f"run[{n}]" if isinstance(parsed.run, list) else "command"
+            raise command_failed(command, joined(results), what)
+    return joined(results)
+
+
+def run_commands(run: Any) -> list[tuple[list[str], str]]:
+    """The commands of a `run:` step, each as (argv, as shown): a string is one script run by
+    `/bin/sh -e -c` (it stops at its first failing command, as GitHub Actions runs `run:`);
+    a list runs each string by `/bin/sh -c`, one after another."""
+    if isinstance(run, str):
+        _argv(run)  # the same checks as a string cmd
+        return [(["/bin/sh", "-e", "-c", run], run)]
+    if isinstance(run, list) and run and all(isinstance(r, str) for r in run):
+        return [_argv(r) for r in run]
+    raise ToolFailed(
+        f"shell: 'run' must be a string or a non-empty list of strings, got {type_name(run)}"
+    )
+
+
+def joined(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result of commands run one after another: their output in order, the last exit code."""
+    if len(results) == 1:
+        return results[0]
+    return {
+        "stdout": "".join(r["stdout"] for r in results),
+        "stderr": "".join(r["stderr"] for r in results),
+        "exit_code": results[-1]["exit_code"],
+    }
 
 
 async def _run(
@@ -94,8 +120,13 @@ async def _run(
     plan = ctx.parent.plan if ctx.parent is not None else "plan"
     secrets = ctx.parent.masks.values if ctx.parent is not None else None  # for a cut's log
     sinks = output_sinks(ctx.cwd, plan, ctx.step_id, ctx.env, secrets)  # bounded memory
+    # The run's registry of process groups: what an interrupt signals (a tool called outside
+    # a run gets one of its own, so a cancel still stops its command).
+    groups = ctx.services.groups
+    if groups is None:
+        groups = ProcessGroups()
     proc = await _spawn(argv, cwd, env, data is not None, sinks, ctx.on_output)
-    LIVE_GROUPS.add(proc.pid)
+    groups.add(proc.pid)
     try:
         if isinstance(proc, asyncio.subprocess.Process):
             out, err = await collect_output(proc, data, ctx.on_output, sinks)
@@ -104,10 +135,10 @@ async def _run(
             proc.close()
     except BaseException:
         # Cancellation is how timeouts, abort and Ctrl-C reach a step: nothing may outlive it.
-        await _kill_group(proc)
+        await _kill_group(proc, groups)
         raise
     finally:
-        LIVE_GROUPS.discard(proc.pid)
+        groups.discard(proc.pid)
     code = proc.returncode
     assert code is not None
     return {
@@ -248,21 +279,24 @@ async def _spawn(
         raise ToolFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone
-        os.killpg(pgid, sig)
-
-
-async def _kill_group(proc: Any) -> None:
-    """SIGTERM the process group, SIGKILL what is left after a short grace, reap the child."""
+async def _kill_group(proc: Any, groups: ProcessGroups) -> None:
+    """Stop the command's process group: a signal (the run's interrupt signal, else SIGTERM),
+    a grace period for the group to end (the run's `grace` after an interrupt), then SIGKILL
+    for what is left; reap the child."""
     # The group id is the child's pid (start_new_session); the group lives on in any
-    # grandchild even after the child itself has exited.
-    _signal_group(proc.pid, signal.SIGTERM)
-    if proc.returncode is None:
-        # A second cancel during cleanup only shortens the grace.
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(proc.wait(), _GRACE_S)
-    _signal_group(proc.pid, signal.SIGKILL)
+    # grandchild even after the child itself has exited (`sh -c` of a command that cleans up).
+    grace = groups.stopping(proc.pid)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    # A second cancel during cleanup only shortens the grace; a second signal (groups.hurried)
+    # has killed the group already.
+    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+        if proc.returncode is None and grace > 0:
+            await asyncio.wait_for(proc.wait(), grace)
+        if groups.stop_signal is not None:  # interrupted: the rest of the group may clean up
+            while _group_alive(proc.pid) and not groups.hurried and loop.time() < deadline:
+                await asyncio.sleep(_GROUP_POLL_S)
+    signal_group(proc.pid, signal.SIGKILL)
     while proc.returncode is None:
         try:
             await proc.wait()
@@ -273,3 +307,14 @@ async def _kill_group(proc: Any) -> None:
     transport = getattr(proc, "_transport", None)
     if transport is not None:
         transport.close()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group is still there (the leader is reaped by then)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

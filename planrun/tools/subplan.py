@@ -43,7 +43,9 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn
     variables = args.get("variables") or {}
     if not isinstance(variables, dict):
         raise ToolFailed("plan: 'variables' must be a mapping")
-    unknown = sorted(set(args) - {"path", "variables"})
+    # `cwd` is the step's own `cwd:` (planrun.stepcall): where the sub-plan runs; its `path`
+    # stays relative to the working directory.
+    unknown = sorted(set(args) - {"path", "variables", "cwd"})
     if unknown:
         raise ToolFailed(
             f"plan: unknown argument {', '.join(map(repr, unknown))} (allowed: path, variables)"
@@ -57,10 +59,13 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn
         raise ToolFailed(f"plan: sub-plan includes itself: {chain}")
     if len(parent.plan_stack) >= MAX_NESTING:
         raise ToolFailed(f"plan: sub-plans nested more than {MAX_NESTING} deep: {path}")
+    where = args.get("cwd")
+    if where is not None and not isinstance(where, str):
+        raise ToolFailed(f"plan: 'cwd' must be a string, got {where!r}")
     req = RunRequest(
-        plan=path,
+        plan=path if where is None else resolve_path(path, ctx),
         variables=dict(variables),
-        cwd=ctx.cwd,
+        cwd=ctx.cwd if where is None else os.path.join(ctx.cwd, where),
         console=False,
         no_state=True,  # its steps are recorded in the parent's state, as PARENT/CHILD
         mcp_config=parent.mcp_config,

@@ -1,0 +1,76 @@
+"""Runs share no process-wide state: what one run records (report files it could not write, the
+process groups of its commands) belongs to that run, and a command run through the library or
+in-process leaves its caller's process as it was (no exit, no garbage-collector settings)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from planrun.procgroups import ProcessGroups
+from planrun.runner import RunRequest, execute
+from tests.conftest import planrun, python_ok, unique_sleep, wait_until
+
+PLAN = "name: p\nsteps:\n  - {id: a, tool: echo, args: {value: 1}}\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_another_run_could_not_write_is_not_this_runs_failure(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(PLAN)
+    # A library run whose --events file cannot be written: its own failure, told to its caller.
+    req = RunRequest("p.yaml", cwd=str(tmp_path), events="/dev/full", console=False)
+    doc, _ = asyncio.run(execute(req))
+    assert doc["status"] == "succeeded"
+    # The next command in the same process wrote all its reports: it succeeds.
+    result = planrun("run", "p.yaml", "-q", "--events", "e.jsonl", cwd=tmp_path)
+    assert result.code == 0, result
+    assert "/dev/full" not in result.err
+    assert [f.split(":")[0] for f in req.report_failures.take()] == ["cannot write /dev/full"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_that_cannot_be_written_still_fails_the_command(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(PLAN)
+    result = planrun("run", "p.yaml", "-q", "--events", "/dev/full", cwd=tmp_path)
+    assert result.code == 1, result
+    assert "planrun: error: cannot write /dev/full" in result.err
+
+
+def test_a_run_called_in_process_leaves_the_process_to_its_caller(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(PLAN)
+    code = (
+        "import gc, json, sys\n"
+        "from planrun.cli import main\n"
+        "before = gc.get_threshold()\n"
+        "try:\n"
+        "    main(['run', 'p.yaml', '-q', '--no-state'], prog_name='planrun')\n"
+        "except SystemExit as exc:\n"
+        "    print(json.dumps({'code': exc.code, 'gc_kept': gc.get_threshold() == before}))\n"
+    )
+    proc = python_ok("-c", code, cwd=tmp_path)
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"code": 0, "gc_kept": True}
+
+
+def test_an_interrupt_signals_the_groups_of_its_own_run_only() -> None:
+    sleeps = [unique_sleep(60), unique_sleep(60)]
+    procs = [subprocess.Popen(["/bin/sh", "-c", cmd], start_new_session=True) for cmd in sleeps]
+    try:
+        mine, other = ProcessGroups(), ProcessGroups()
+        mine.add(procs[0].pid)
+        other.add(procs[1].pid)
+        mine.interrupt(signal.SIGTERM)
+        assert procs[0].wait(timeout=15) == -signal.SIGTERM
+        assert procs[1].poll() is None and other.stop_signal is None
+        other.kill_all()
+        wait_until(lambda: procs[1].poll() is not None, what="the other run's command to end")
+        assert procs[1].returncode == -signal.SIGKILL
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()

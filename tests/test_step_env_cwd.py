@@ -1,0 +1,162 @@
+"""Plan and step `env`, step `cwd`, and `${…}` in paths (cwd, dotenv names, a plan step's path)."""
+
+from __future__ import annotations
+
+import os
+
+from tests.conftest import assert_no_traceback
+
+
+def _steps(r):  # type: ignore[no-untyped-def]
+    return {s["id"]: s for s in r.json["steps"]}
+
+
+def test_env_precedence_dotenv_process_plan_step_args(run, write, monkeypatch):
+    write(".env", "A=dotenv\nB=dotenv\nC=dotenv\nD=dotenv\nE=dotenv\n")
+    write(
+        "p.yaml",
+        """
+        dotenv: [.env]
+        variables: {who: plan-var}
+        env: {C: plan, D: plan, E: plan}
+        steps:
+          - id: r
+            run: echo $A $B $C $D $E
+            env: {D: "step-${who}", E: step}
+          - id: s
+            tool: shell
+            args: {cmd: echo $A $B $C $D $E, env: {E: args}}
+            env: {D: step}
+        """,
+    )
+    env = {k: v for k, v in os.environ.items() if k not in "ABCDE"}
+    r = run("run", "p.yaml", "--output", "json", env={**env, "B": "process", "C": "process"})
+    assert r.code == 0, r
+    steps = _steps(r)
+    assert steps["r"]["result"]["stdout"] == "dotenv process plan step-plan-var step\n"
+    assert steps["s"]["result"]["stdout"] == "dotenv process plan step args\n"
+
+
+def test_cwd_runs_the_step_there_and_sources_outputs_are_relative_to_it(run, write, tmp_path):
+    write("pkg/src/a.py", "print(1)\n")
+    write(
+        "p.yaml",
+        """
+        variables: {sub: pkg}
+        steps:
+          - id: build
+            run: ["mkdir -p dist", "pwd > dist/where.txt", "cat src/a.py >> dist/where.txt"]
+            cwd: ${sub}
+            sources: ["src/**/*.py"]
+            outputs: ["dist/*.txt"]
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    out = tmp_path / "pkg" / "dist" / "where.txt"
+    assert out.read_text() == f"{os.path.realpath(tmp_path / 'pkg')}\nprint(1)\n"
+    assert run("run", "p.yaml", "--output", "json").json["steps"][0]["status"] == "cached"
+    out.unlink()  # restored by the cache, in the step's directory
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.json["steps"][0]["status"] == "cached", r
+    assert out.exists()
+    write("pkg/src/a.py", "print(2)\n")  # a source in the step's directory changed
+    r = run("run", "p.yaml", "--output", "json", "--explain")
+    assert r.json["steps"][0]["status"] == "succeeded", r
+
+
+def test_a_shell_steps_args_cwd_is_its_directory_for_sources(run, write, tmp_path):
+    write("pkg/in.txt", "x")
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: s
+            tool: shell
+            args: {cmd: "cp in.txt out.txt", cwd: pkg}
+            sources: [in.txt]
+            outputs: [out.txt]
+        """,
+    )
+    assert run("run", "p.yaml").code == 0
+    assert (tmp_path / "pkg" / "out.txt").read_text() == "x"
+    write("pkg/in.txt", "y")
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.json["steps"][0]["status"] == "succeeded", r
+    assert (tmp_path / "pkg" / "out.txt").read_text() == "y"
+
+
+def test_the_cache_key_covers_env_and_cwd(run, write, tmp_path):
+    write("a/x", "")
+    write("b/x", "")
+    plan = """
+        env: {MODE: MODE_VALUE}
+        steps:
+          - id: s
+            run: echo $MODE >> ../log.txt
+            cwd: DIR_VALUE
+            cache: true
+        """
+    write("p.yaml", plan.replace("MODE_VALUE", "one").replace("DIR_VALUE", "a"))
+    assert run("run", "p.yaml").code == 0
+    assert run("run", "p.yaml", "--output", "json").json["steps"][0]["status"] == "cached"
+    write("p.yaml", plan.replace("MODE_VALUE", "two").replace("DIR_VALUE", "a"))
+    assert run("run", "p.yaml", "--output", "json").json["steps"][0]["status"] == "succeeded"
+    write("p.yaml", plan.replace("MODE_VALUE", "two").replace("DIR_VALUE", "b"))
+    assert run("run", "p.yaml", "--output", "json").json["steps"][0]["status"] == "succeeded"
+    assert (tmp_path / "log.txt").read_text() == "one\ntwo\ntwo\n"
+
+
+def test_dotenv_names_and_plan_step_cwd_and_path_render_variables(run, write, tmp_path):
+    write("conf/prod.env", "WHO=prod\n")
+    write("sub/child.yaml", "steps:\n  - {id: c, run: pwd > where.txt}\n")
+    write("work/.keep", "")
+    write(
+        "p.yaml",
+        """
+        variables: {stage: prod, child: child}
+        dotenv: ["conf/${stage}.env"]
+        steps:
+          - id: who
+            run: echo $WHO
+          - id: sub
+            tool: plan
+            args: {path: "sub/${child}.yaml"}
+            cwd: work
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert _steps(r)["who"]["result"]["stdout"] == "prod\n"
+    assert (tmp_path / "work" / "where.txt").read_text().strip() == os.path.realpath(
+        tmp_path / "work"
+    )
+    assert not (tmp_path / "sub" / "where.txt").exists()
+    r = run("run", "p.yaml", "--dry-run")
+    assert "sub/child.yaml" in r.out, r
+
+
+def test_undefined_names_in_paths_and_env_are_validation_errors(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {stage: prod}
+        dotenv: ["${stag}.env"]
+        env: {A: "${nope}"}
+        steps:
+          - id: s
+            run: echo
+            cwd: ${stgae}
+            env: {B: "${stage}", C: 3}
+            cdw: x
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert_no_traceback(r)
+    assert "p.yaml:2:10: error: dotenv[0]: undefined name 'stag'" in r.out, r.out
+    assert "p.yaml:3:10: error: env.A: undefined name 'nope'" in r.out, r.out
+    assert "p.yaml:7:10: error: step 's': cwd: undefined name 'stgae'" in r.out, r.out
+    assert "p.yaml:8:29: error: step 's': env.C: expected a string, got 3" in r.out, r.out
+    assert "did you mean 'cwd'?" in r.out, r.out
+    assert "did you mean 'stage'?" in r.out, r.out

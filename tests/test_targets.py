@@ -1,0 +1,252 @@
+"""What a run selects: `default`, `aliases`, `internal`, `--force` as a flag, and resume hints
+and resumes that repeat the selection."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import textwrap
+
+import pytest
+
+from tests.conftest import assert_no_traceback
+
+PLAN = """
+    default: [test]
+    steps:
+      - id: setup
+        internal: true
+        tool: shell
+        args: {cmd: "echo x >> setup.log"}
+      - id: build
+        tool: shell
+        depends_on: [setup]
+        cache: true
+        args: {cmd: "echo x >> build.log"}
+      - id: test
+        aliases: [t, check]
+        tool: shell
+        depends_on: [build]
+        cache: true
+        args: {cmd: "echo x >> test.log"}
+      - id: docs
+        tool: shell
+        cache: true
+        args: {cmd: "echo x >> docs.log"}
+"""
+
+
+def statuses(result) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {s["id"]: s["status"] for s in result.json["steps"]}
+
+
+# ---- default ---------------------------------------------------------------------------------
+
+
+def test_default_runs_its_steps_and_what_they_depend_on(run, write, tmp_path):
+    write("planrun.yaml", PLAN)
+    r = run("run", "--output", "json")
+    assert r.code == 0, r
+    assert statuses(r) == {"setup": "succeeded", "build": "succeeded", "test": "succeeded"}
+    assert not (tmp_path / "docs.log").exists()
+
+
+def test_without_default_every_step_runs_internal_ones_included(run, write):
+    write("planrun.yaml", PLAN.replace("default: [test]\n", ""))
+    r = run("run", "--output", "json")
+    assert r.code == 0, r
+    assert set(statuses(r)) == {"setup", "build", "test", "docs"}
+
+
+def test_an_unknown_id_in_default_is_invalid_at_its_position(run, write):
+    write("planrun.yaml", PLAN.replace("default: [test]", "default: [docs, tset]"))
+    r = run("validate")
+    assert r.code == 3, r
+    assert "planrun.yaml:1:17: error: default: no step 'tset'" in r.out, r
+    assert "did you mean 'test'?" in r.out
+
+
+def test_default_may_name_an_alias_but_not_an_internal_step(run, write):
+    write("planrun.yaml", PLAN.replace("default: [test]", "default: [t]"))
+    assert run("validate").code == 0
+    write("planrun.yaml", PLAN.replace("default: [test]", "default: [setup]"))
+    r = run("validate")
+    assert r.code == 3 and "default: step 'setup' is internal" in r.out, r
+
+
+def test_the_schema_describes_the_new_keys(run):
+    schema = run("schema").json
+    step = schema["$defs"]["Step"]["properties"]
+    assert "target" in schema["properties"]["default"]["description"]
+    assert "alias" in step["aliases"]["description"].lower()
+    assert "list" in step["internal"]["description"]
+
+
+# ---- aliases ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", [("t",), ("--only", "check")])
+def test_an_alias_is_a_target(run, write, how):
+    write("planrun.yaml", PLAN)
+    r = run("run", *how, "--output", "json")
+    assert r.code == 0, r
+    assert list(statuses(r)) == ["setup", "build", "test"]
+
+
+@pytest.mark.parametrize(
+    ("aliases", "message"),
+    [
+        ("[docs]", "alias 'docs' of step 'test' is the id of a step"),
+        ("[t, d]", "alias 'd' of step 'docs' is also an alias of step 'test'"),
+    ],
+)
+def test_an_alias_that_clashes_is_invalid(run, write, aliases, message):
+    plan = PLAN.replace("aliases: [t, check]", f"aliases: {aliases}")
+    plan = plan.replace("- id: docs\n", "- id: docs\n        aliases: [d]\n")
+    write("planrun.yaml", plan)
+    r = run("validate")
+    assert r.code == 3, r
+    assert message in r.out and "planrun.yaml:" in r.out, r
+
+
+def test_an_unknown_key_near_aliases_gets_a_hint(run, write):
+    write("planrun.yaml", PLAN.replace("aliases:", "alias:"))
+    r = run("validate")
+    assert r.code == 3 and "did you mean 'aliases'?" in r.out, r
+
+
+# ---- internal --------------------------------------------------------------------------------
+
+
+def test_list_hides_internal_steps_and_list_all_shows_them(run, write):
+    write("planrun.yaml", PLAN)
+    shown = run("list", "planrun.yaml", "--output", "json")
+    assert shown.code == 0, shown
+    rows = {s["id"]: s for s in shown.json["steps"]}
+    assert set(rows) == {"build", "test", "docs"}
+    assert rows["build"]["depends_on"] == ["setup"]  # still named as a dependency
+    assert rows["test"]["aliases"] == ["t", "check"]
+    text = run("list", "planrun.yaml")
+    assert "setup  " not in text.out and "after: setup" in text.out, text
+    every = run("list", "planrun.yaml", "--all", "--output", "json")
+    assert {s["id"] for s in every.json["steps"]} == {"setup", "build", "test", "docs"}
+
+
+@pytest.mark.parametrize("how", [("setup",), ("--only", "setup")])
+def test_an_internal_step_is_refused_as_a_target(run, write, tmp_path, how):
+    write("planrun.yaml", PLAN)
+    r = run("run", *how)
+    assert r.code == 2, r
+    assert "step 'setup' is internal" in r.err
+    assert not (tmp_path / "setup.log").exists()
+    assert_no_traceback(r)
+
+
+# ---- --force is a flag -----------------------------------------------------------------------
+
+
+def test_force_before_a_target_forces_only_the_target(run, write, tmp_path):
+    write("planrun.yaml", PLAN)
+    assert run("run", "test", "--no-state").code == 0
+    for args in (("--force", "test"), ("test", "--force")):
+        r = run("run", *args, "--no-state", "--output", "json")
+        assert r.code == 0, r
+        assert statuses(r) == {"setup": "succeeded", "build": "cached", "test": "succeeded"}
+    assert (tmp_path / "test.log").read_text().count("x") == 3
+    assert not (tmp_path / "docs.log").exists()  # --force took no step as its value
+
+
+def test_bare_force_forces_the_default_steps(run, write):
+    write("planrun.yaml", PLAN)
+    assert run("run", "--no-state").code == 0
+    r = run("run", "--force", "--no-state", "--output", "json")
+    assert statuses(r) == {"setup": "succeeded", "build": "cached", "test": "succeeded"}, r
+
+
+def test_bare_force_without_default_forces_every_step(run, write):
+    write("planrun.yaml", PLAN.replace("default: [test]\n", ""))
+    assert run("run", "--no-state").code == 0
+    r = run("run", "--force", "--no-state", "--output", "json")
+    assert set(statuses(r).values()) == {"succeeded"}, r
+
+
+def test_force_equals_id_forces_a_selected_step_and_selects_nothing(run, write, tmp_path):
+    write("planrun.yaml", PLAN)
+    assert run("run", "test", "--no-state").code == 0
+    r = run("run", "t", "--force=build", "--force=docs", "--no-state", "--output", "json")
+    assert r.code == 0, r
+    assert statuses(r) == {"setup": "succeeded", "build": "succeeded", "test": "cached"}
+    assert not (tmp_path / "docs.log").exists()
+    r = run("run", "test", "--force=t", "--no-state", "--output", "json")  # an alias
+    assert statuses(r) == {"setup": "succeeded", "build": "cached", "test": "succeeded"}, r
+    r = run("run", "test", "--force=biuld", "--no-state")
+    assert r.code == 2 and "did you mean 'build'?" in r.err, r
+
+
+def test_force_before_the_plan_file_is_a_flag(run, write):
+    write("ci.yaml", PLAN)
+    r = run("run", "--force", "ci.yaml", "--no-state", "--output", "json")
+    assert r.code == 0 and "test" in statuses(r), r
+
+
+# ---- resume hints and resumes repeat the selection ---------------------------------------------
+
+GATED = """
+    secrets: [token]
+    variables: {token: none, flavour: plain}
+    steps:
+      - id: test
+        tool: shell
+        args: {cmd: "echo ${flavour} >> test.log"}
+      - id: wheel
+        tool: shell
+        depends_on: [test]
+        args: {cmd: "test -e fixed"}
+      - id: publish
+        tool: shell
+        approval: true
+        depends_on: [test, wheel]
+        args: {cmd: "echo published"}
+"""
+
+
+def test_the_resume_hint_repeats_the_selection_and_resumes_it(run, write, tmp_path):
+    write("my plan.yaml", GATED)
+    r = run("run", "my plan.yaml", "test", "wheel", "--var", "flavour=it's", "--var", "token=s3")
+    assert r.code == 1, r
+    hint = next(line for line in r.err.splitlines() if line.startswith("resume with: "))
+    command = hint.removeprefix("resume with: ")
+    assert command.startswith("planrun resume 'my plan.yaml' test wheel --var "), hint
+    assert "s3" not in r.err and "# and --var token=...: secrets are not repeated" in command
+    words = shlex.split(command, comments=True)
+    assert words[words.index("--var") + 1] == "flavour=it's"
+    (tmp_path / "fixed").touch()
+    again = run(*words[1:], "--var", "token=s3", "--output", "json")
+    assert again.code == 0, again  # not blocked by publish: the same selection
+    assert statuses(again) == {"test": "succeeded", "wheel": "succeeded"}, again
+    assert (tmp_path / "test.log").read_text() == "it's\n"  # test kept, not run again
+
+
+def test_resume_without_targets_resumes_the_targeted_selection(run, write, tmp_path):
+    write("planrun.yaml", GATED)
+    assert run("run", "test", "wheel").code == 1
+    (tmp_path / "fixed").touch()
+    r = run("resume", "--output", "json")
+    assert r.code == 0, r
+    assert statuses(r) == {"test": "succeeded", "wheel": "succeeded"}
+    state = json.loads((tmp_path / ".planrun/state/planrun.json").read_text())
+    assert state["targets"] == ["test", "wheel"]
+
+
+def test_a_hint_names_the_state_file_it_resumes(run, write):
+    write("planrun.yaml", GATED)
+    r = run("run", "wheel", "--state", "s.json")
+    assert "resume with: planrun resume planrun.yaml wheel --state s.json" in r.err, r
+
+
+def test_completion_offers_aliases_and_no_internal_step(tmp_path):
+    from tests.test_completion import complete
+
+    (tmp_path / "planrun.yaml").write_text(textwrap.dedent(PLAN))
+    assert complete(tmp_path, "run --force ") == ["build", "test", "t", "check", "docs"]
+    assert complete(tmp_path, "run --only c") == ["check"]
