@@ -184,6 +184,11 @@ def graph(
     # A plan that reads --var names checks only with them, as for `validate` and `run`.
     extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
     p = load_plan(plan_or_default(plan, os.getcwd()), extra)
+    if p.params:
+        from planrun.params import read_given
+
+        defaults = {n: q.default for n, q in p.params.items()}
+        extra = {**defaults, **read_given(p.params, extra)}
     p = _revised_plan(p, state)
     pg = g.PlanGraph.build(p.steps)
     if any(s.foreach is not None for s in p.steps):

@@ -146,7 +146,9 @@ def print_diagnostics(diags: list[Any], fmt: str) -> None:
 
 
 def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
-    from planrun.expressions import parse_cli_value
+    """`--var K=V` pairs: each V as typed (planrun.params reads it once the plan is known: a
+    param's type, else YAML)."""
+    from planrun.params import GivenText
 
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -155,7 +157,7 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
             # Not echoed: `--var "$TOKEN"` (the name forgotten) would print a secret to a log.
             what = "no '='" if not sep else "no name before '='"
             raise UsageError(f"--var expects KEY=VALUE: an argument has {what}")
-        out[key.strip()] = parse_cli_value(value)
+        out[key.strip()] = GivenText(value)
     return out
 
 

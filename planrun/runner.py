@@ -21,6 +21,7 @@ from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.interrupts import run_interruptibly
 from planrun.launch import launch
 from planrun.masking import mask_keeping_names
+from planrun.params import bind_params
 from planrun.parent import STEP_SEPARATOR, SubPlanCall, denied_by, merge_policy
 from planrun.plan import Plan, replace
 from planrun.plan_variables import start_variables
@@ -110,7 +111,8 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
             raise PlanInvalid(denied)
         plan = replace(plan, policy=merge_policy(call.parent.policy, plan.policy))
 
-    variables = start_variables(plan.variables, extra, os.environ, checked.doc, plan.secrets)
+    given = bind_params(plan.params, extra)  # exit 2: a bad value, a required one missing
+    variables = start_variables(plan.variables, given, os.environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
         dotenv = load_dotenv(checked.doc, plan.dotenv, req.cwd)

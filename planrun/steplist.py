@@ -48,6 +48,7 @@ def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dic
     given on the command line, which the plan's expressions may read.
     """
     from planrun.graph import PlanGraph
+    from planrun.params import param_rows
     from planrun.validate import default_name, load_plan
 
     plan = load_plan(plan_path, variables)
@@ -56,6 +57,7 @@ def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dic
         "plan": plan.name or default_name(plan_path),
         "file": plan_path,
         "title": plan.title,
+        "params": param_rows(plan.params),
         "steps": [
             {
                 "id": sid,
@@ -82,4 +84,7 @@ def render_steps(doc: dict[str, Any]) -> str:
         if s["depends_on"]:
             line += f"  after: {', '.join(s['depends_on'])}"
         lines.append(line.rstrip())
+    from planrun.params import render_params
+
+    lines.extend(render_params(doc.get("params") or {}))
     return "\n".join(lines) + "\n"

