@@ -191,7 +191,7 @@ def graph(
         extra = {**defaults, **read_given(p.params, extra)}
     p = _revised_plan(p, state)
     pg = g.PlanGraph.build(p.steps)
-    if any(s.foreach is not None for s in p.steps):
+    if any(s.foreach is not None or s.matrix is not None for s in p.steps):
         from planrun.dryrun import instances_preview
 
         pg.instances = instances_preview(p, {**p.variables, **extra})

@@ -8,7 +8,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from planrun.expressions import Expr, ExpressionError, parse_template, shell_args, to_text
-from planrun.fanout import FanOutError, bindings, elements, instance_id, loop_names
+from planrun.fanout import (
+    FanOutError,
+    bindings,
+    combinations,
+    elements,
+    fan_source,
+    fans_out,
+    instance_id,
+    loop_names,
+)
 from planrun.graph import PlanGraph
 from planrun.plan import Plan, Step
 
@@ -69,7 +78,7 @@ def _entries(
 ) -> list[dict[str, Any]]:
     """The dry-run entries of a step: itself, or one per foreach instance (`ID[*]` when the
     list is not known before the run)."""
-    if step.foreach is None:
+    if not fans_out(step):
         title = _preview(entry["title"], scope, producers)
         return [{**entry, "title": title, "args": _preview_args(step, scope, producers)}]
     names = loop_names(step)
@@ -107,11 +116,12 @@ def foreach_preview(
 ) -> list[Any] | str:
     """A foreach step's elements as far as known before the run, else a placeholder such as
     `<foreach over <files result>>` (or `<error: ...>`)."""
-    value = _preview(step.foreach, scope, producers)
+    key, source = fan_source(step)
+    value = _preview(source, scope, producers)
     if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
-        return value if value.startswith("<error") else f"<foreach over {value}>"
+        return value if value.startswith("<error") else f"<{key} over {value}>"
     try:
-        return elements(value)
+        return combinations(value) if key == "matrix" else elements(value)
     except FanOutError as exc:
         return f"<error: {exc}>"
 
@@ -122,7 +132,7 @@ def instances_preview(plan: Plan, variables: dict[str, Any]) -> dict[str, list[s
     producers = placeholders(plan)
     out: dict[str, list[str] | str] = {}
     for step in plan.steps:
-        if step.foreach is not None:
+        if fans_out(step):
             items = foreach_preview(step, scope, producers)
             out[step.id] = (
                 items

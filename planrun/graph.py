@@ -31,6 +31,8 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
     outputs."""
     if step.foreach is not None:
         yield from template_strings(step.foreach, ("foreach",))
+    if step.matrix is not None:
+        yield from template_strings(step.matrix, ("matrix",))
     yield from template_strings(step.args, ("args",))
     if isinstance(step.when, str):
         yield from template_strings(when_source(step.when), ("when",))
@@ -210,7 +212,11 @@ def data_sources(
     """
     # A foreach step's element and index names hide variables of the same name in its args,
     # when and title (not in `foreach` itself, which is read before there is an element).
-    hidden = frozenset((step.as_ or "item", "index")) if step.foreach is not None else frozenset()
+    hidden = (
+        frozenset(("matrix" if step.matrix is not None else step.as_ or "item", "index"))
+        if step.foreach is not None or step.matrix is not None
+        else frozenset()
+    )
     for path, text in step_strings(step):
         try:
             tpl = parse_template(text)
@@ -218,7 +224,7 @@ def data_sources(
             continue
         for expr in tpl.exprs if tpl is not None else ():
             for name in expr.names:
-                if path[0] != "foreach" and name in hidden:
+                if path[0] not in ("foreach", "matrix") and name in hidden:
                     continue
                 for producer in binders.get(name, ()):
                     yield name, producer

@@ -166,6 +166,7 @@ class Scheduler:
         sorter = graphlib.TopologicalSorter(deps)
         sorter.prepare()
         heap: list[tuple[int, int, str]] = []  # (file position, instance index or -1, id)
+        held: list[tuple[int, int, str]] = []  # instances waiting for their step's max_parallel
         running = 0
         jobs = max(1, self.settings.jobs)
         try:
@@ -182,8 +183,11 @@ class Scheduler:
                         and not settled
                         and not self._stopping()
                     ):
-                        _, _, sid = heapq.heappop(heap)
-                        if self.foreach.waiting(sid):  # a foreach step: its instances go next
+                        entry = heapq.heappop(heap)
+                        sid = entry[2]
+                        if self.foreach.held(sid):
+                            held.append(entry)
+                        elif self.foreach.waiting(sid):  # a foreach step: its instances go next
                             ids = self.foreach.expand(sid)
                             for n, iid in enumerate(ids or ()):
                                 heapq.heappush(heap, (self.position[sid], n, iid))
@@ -195,6 +199,7 @@ class Scheduler:
                             sid, tg
                         ):
                             running += 1
+                            self.foreach.started(sid)
                         else:
                             settled = self._settled(sorter, sid) or settled
                     # A step settled without running (skipped, cached, kept) may have made
@@ -205,6 +210,10 @@ class Scheduler:
                         break
                     sid = await self._done.get()
                     running -= 1
+                    if self.foreach.ended(sid):  # a place under its step's max_parallel
+                        for entry in held:
+                            heapq.heappush(heap, entry)
+                        held.clear()
                     self._settled(sorter, sid)
         finally:
             self.foreach.close()  # a stop leaves a foreach step with open instances

@@ -17,7 +17,7 @@ from planrun.checked import CheckedPlan
 from planrun.conditions import when_problem
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
-from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
+from planrun.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
 from planrun.graph import PlanGraph, step_strings
 from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, runtime_step
 from planrun.params import param_problems
@@ -353,6 +353,9 @@ def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 def _check_foreach(s: Step, i: int, out: Collector) -> None:
     """`foreach` gives a list or mapping; `as` needs a foreach and a name of its own."""
+    if s.matrix is not None or s.max_parallel is not None:
+        for at, message in matrix_problems(s):
+            out.add(("steps", i, *at), f"step '{s.id}': {message}", key=True)
     if s.foreach is None:
         if s.as_ is not None:
             out.add(
