@@ -1,7 +1,7 @@
 """`python -m planrun` and the `planrun` command."""
 
-# Lazy imports (inside functions), for start-up time: the quick --help/--version answer first, then
-# the click-free run path, then click: each command loads only what it needs.
+# Lazy imports (inside functions): the signal handlers are set before anything else is imported,
+# so Ctrl-C during the imports of click and the CLI exits 130 quietly.
 import _signal  # the C module: `signal` itself takes long enough to import to be hit
 import os
 import sys
@@ -26,39 +26,13 @@ def main() -> None:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
 
-    from planrun.quickhelp import stored_output
-
-    # Shell completion (click's `_PLANRUN_COMPLETE` protocol) is click's alone.
-    completing = "_PLANRUN_COMPLETE" in os.environ
-    text = None if completing else stored_output(sys.argv[1:])
-    if text is not None:  # `--help` or `--version`, as click prints it, without click
-        _print_and_exit(text)
     from planrun.interrupts import install_quiet_exit
 
     install_quiet_exit()  # the same, and also ending the commands of a run, if any
-    if sys.argv[1:2] in (["run"], ["resume"]) and not completing:
-        from planrun.runargs import read_run_args
-
-        kw = read_run_args(sys.argv[2:])
-        if kw is not None:  # plain arguments, read as click would: no need to import click
-            from planrun.cli_run import before_a_command, do_run, guard
-
-            before_a_command()
-            guard(do_run)(sys.argv[1] == "resume", **kw)
-            return
     from planrun.cli import main as cli
 
     # One program name however it is started: usage lines and shell completion.
     cli(prog_name="planrun")
-
-
-def _print_and_exit(text: str) -> None:
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `planrun --help | head -1`: as click, exit 1 and say nothing
-        os._exit(1)
-    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from planrun.cli_run import guard as _guard
 from planrun.cli_run import parse_vars as _parse_vars
 from planrun.cli_run import print_diagnostics as _print_diagnostics
 from planrun.completion import COMPLETE_VAR, complete_plan_files
-from planrun.defaultplan import plan_or_default
+from planrun.discovery import Found, enter_default_plan, plan_or_found, started_in, with_builtins
 from planrun.errors import (
     ExitCode,
     PlanInvalid,
@@ -77,7 +77,7 @@ def run(**kw: Any) -> None:
     _do_run(False, **kw)
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(epilog=EXIT_CODES_HELP, short_help="Continue the last run of PLAN where it stopped.")
 @run_options
 @_guard
 def resume(**kw: Any) -> None:
@@ -93,7 +93,7 @@ def _vars_file(path: str) -> dict[str, Any]:
     return load_vars_file(path, os.getcwd())
 
 
-@main.command()
+@main.command(short_help="Check plan files without running anything.")
 @click.argument("plans", nargs=-1, shell_complete=complete_plan_files)
 @click.option(
     "--format",
@@ -124,8 +124,11 @@ def validate(
     """Check plan files: schema, references, expressions, tools, policy, cycles."""
     from planrun.plancache import check_plan_file
 
-    plans = plans or (plan_or_default(None, os.getcwd()),)
     extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
+    # without PLANS, the default plan, found here or above: its directory becomes the cwd
+    here = Found(plans[0], started_in()) if plans else enter_default_plan()
+    plans, extra = plans or (here.plan,), with_builtins(here, extra)
+    mcp_config = here.given_path(mcp_config)
     servers: dict[str, Any] = {}
     if mcp_config:
         from planrun.mcp_client import parse_mcp_config
@@ -159,7 +162,7 @@ def validate(
         click.echo(f"ok: {len(plans)} plan{'s' if len(plans) != 1 else ''} valid", err=True)
 
 
-@main.command()
+@main.command(short_help="Show the step graph and its parallel waves.")
 @click.argument("plan", required=False, shell_complete=complete_plan_files)
 @click.option(
     "--format",
@@ -183,13 +186,14 @@ def graph(
 
     # A plan that reads --var names checks only with them, as for `validate` and `run`.
     extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
-    p = load_plan(plan_or_default(plan, os.getcwd()), extra)
+    found = plan_or_found(plan)  # the default plan's directory becomes the cwd
+    p = load_plan(found.plan, with_builtins(found, extra))
     if p.params:
         from planrun.params import read_given
 
         defaults = {n: q.default for n, q in p.params.items()}
         extra = {**defaults, **read_given(p.params, extra)}
-    p = _revised_plan(p, state)
+    p = _revised_plan(p, found.given_path(state))
     pg = g.PlanGraph.build(p.steps)
     if any(s.foreach is not None or s.matrix is not None for s in p.steps):
         from planrun.dryrun import instances_preview
@@ -202,7 +206,7 @@ def graph(
     elif fmt == "dot":
         click.echo(g.render_dot(p.name or "", pg), nl=False)
     else:
-        statuses = _last_statuses(p.name or "", state)
+        statuses = _last_statuses(p.name or "", found.given_path(state))
         click.echo(g.render_ascii(pg, statuses), nl=False)
 
 
@@ -247,7 +251,8 @@ def status(plan: str | None, state: str | None, output: str) -> None:
     from planrun.state import render_status_text, status_document
     from planrun.validate import state_name
 
-    plan = plan_or_default(plan, os.getcwd())
+    found = plan_or_found(plan)  # the default plan's directory becomes the cwd
+    plan, state = found.plan, found.given_path(state)
     name = state_name(plan)
     st = _read_state(name, state)
     if st is None:
@@ -260,7 +265,7 @@ def status(plan: str | None, state: str | None, output: str) -> None:
         click.echo(render_status_text(st), nl=False)
 
 
-@main.command(name="list")
+@main.command(name="list", short_help="List the plans in a directory, or the steps of a plan.")
 @click.argument("target", required=False, shell_complete=complete_plan_files)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
@@ -278,7 +283,7 @@ def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str 
 
         # A plan that reads --var names checks only with them, as for `graph` and `run`.
         extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
-        doc = step_rows(directory.plan, extra)
+        doc = step_rows(directory.plan, with_builtins(Found(directory.plan, started_in()), extra))
         if output == "json":
             click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         else:
@@ -310,7 +315,7 @@ def schema() -> None:
     click.echo(json.dumps(plan_json_schema(), indent=2))
 
 
-@main.command()
+@main.command(short_help="List built-in tools and the tools of PLAN's MCP servers.")
 @click.argument("plan", required=False)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--mcp-config", type=click.Path(dir_okay=False))

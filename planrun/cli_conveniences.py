@@ -11,21 +11,22 @@ from typing import Any
 import click
 
 from planrun.completion import complete_plan_files, completion_script
-from planrun.defaultplan import find_default_plan, plan_or_default
+from planrun.defaultplan import find_default_plan
+from planrun.discovery import plan_or_found
 from planrun.errors import UsageError
 
 
 def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
     """Add the commands to `group`; `guard` turns errors into one line and an exit code."""
 
-    @group.command()
+    @group.command(short_help="Print the shell completion script for SHELL.")
     @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
     @guard
     def completion(shell: str) -> None:
         """Print the shell completion script for SHELL (see the README for where to put it)."""
         click.echo(completion_script(group, shell), nl=False)
 
-    @group.command()
+    @group.command(short_help="Write a commented starter plan; never overwrites a file.")
     @click.argument("file", required=False)
     @guard
     def init(file: str | None) -> None:
@@ -47,7 +48,7 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
         named = "" if file == "planrun.yaml" else f" {file}"
         click.echo(f"wrote {wrote}; next: planrun list{named}, planrun run{named}", err=True)
 
-    @group.command()
+    @group.command(short_help="Write an HTML report of the last run of PLAN.")
     @click.argument("plan", required=False, shell_complete=complete_plan_files)
     @click.option(
         "-o",
@@ -64,7 +65,8 @@ def add_commands(group: click.Group, guard: Callable[[Any], Any]) -> None:
         """Write an HTML report of the last run of PLAN: timeline, steps, errors and output."""
         from planrun.report import check_report_path, report_for_plan, write_report
 
-        plan = plan_or_default(plan, os.getcwd())
+        found = plan_or_found(plan)  # the default plan's directory becomes the cwd
+        plan, state, out = found.plan, found.given_path(state), found.given_path(out) or out
         if out == "-":  # stdout, as `-` means to every command-line tool
             click.echo(report_for_plan(plan, state, os.getcwd()), nl=False)
             return

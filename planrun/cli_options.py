@@ -1,4 +1,4 @@
-"""The options of `planrun run` and `planrun resume` (click), built from planrun.runargs's table."""
+"""The options of `planrun run` and `planrun resume`: click options, in help order."""
 
 from __future__ import annotations
 
@@ -8,40 +8,84 @@ from typing import Any, TypeVar
 import click
 
 from planrun.completion import complete_run_args, complete_step_ids
-from planrun.runargs import CHOICE, DIR, FILE, FLAG, JOBS, OPTIONAL, RUN_OPTIONS, Opt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+_FILE = click.Path(dir_okay=False)
 
-def _click_option(opt: Opt) -> Callable[[F], F]:
-    kw: dict[str, Any] = {"help": opt.help, "multiple": opt.multiple, "metavar": opt.metavar}
-    if opt.kind == FLAG:
-        kw["is_flag"] = True
-    elif opt.kind == OPTIONAL:
-        kw.update(is_flag=False, flag_value="*")
-    elif opt.kind == JOBS:
-        kw["type"] = click.IntRange(min=1)
-    elif opt.kind == FILE:
-        kw["type"] = click.Path(dir_okay=False)
-    elif opt.kind == DIR:
-        kw["type"] = click.Path(file_okay=False)
-    elif opt.kind == CHOICE:
-        kw["type"] = click.Choice(list(opt.choices))
-    if opt.default is not None:
-        kw.update(default=opt.default, show_default=True)
-    if opt.complete_steps:
-        kw["shell_complete"] = complete_step_ids
-    return click.option(*opt.decls, **kw)
-
-
-RUN_OPTIONS_CLICK = [
+RUN_OPTIONS = [
     click.argument("args", nargs=-1, metavar="[PLAN] [ID]...", shell_complete=complete_run_args),
-    *(_click_option(opt) for opt in RUN_OPTIONS),
+    click.option("--dry-run", is_flag=True, help="Validate and show what would run; run nothing."),
+    click.option(
+        "--var", "var", multiple=True, metavar="K=V", help="Set a variable (value parsed as YAML)."
+    ),
+    click.option("--vars-file", type=_FILE, help="YAML/JSON mapping of variables."),
+    click.option("-j", "--jobs", type=click.IntRange(min=1), help="Steps at once (default: CPUs)."),
+    click.option("--state", type=_FILE, help="State file (default .planrun/state/NAME.json)."),
+    click.option("--no-state", is_flag=True, help="Keep no state (throw-away run)."),
+    click.option(
+        "--resume", is_flag=True, help="Continue the last run (same as `planrun resume`)."
+    ),
+    click.option("--keep-going", is_flag=True, help="Treat on_failure: abort as continue."),
+    click.option("--yes", "-y", is_flag=True, help="Approve every step that needs approval."),
+    click.option(
+        "--only",
+        multiple=True,
+        metavar="ID",
+        shell_complete=complete_step_ids,
+        help="Only these steps and what they depend on.",
+    ),
+    click.option(
+        "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
+    ),
+    click.option("--events", type=_FILE, help="Append JSON Lines events to FILE."),
+    click.option("--junit", type=_FILE, help="Write a JUnit XML report to FILE."),
+    click.option(
+        "--report", type=_FILE, help="Write an HTML run report to FILE when the run ends."
+    ),
+    click.option("--quiet", "-q", is_flag=True, help="Only failures and the summary."),
+    click.option("--stream", is_flag=True, help="Print output lines live, prefixed [step-id]."),
+    click.option("--executor", type=click.Choice(["local", "dask"]), help="Where steps run."),
+    click.option("--address", help="Dask scheduler address (tcp://HOST:8786)."),
+    click.option("--planner", help="Replanning command (overrides the plan's replan:)."),
+    click.option("--mcp-config", type=_FILE, help="Load MCP servers from an mcpServers JSON file."),
+    click.option(
+        "--force",
+        multiple=True,
+        is_flag=False,
+        flag_value="*",  # `--force` alone means every step: its value is optional
+        metavar="[ID]",
+        shell_complete=complete_step_ids,
+        help="Run steps even when the cache has them: all, or the step ID (repeatable).",
+    ),
+    click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+    click.option(
+        "--cache-dir",
+        type=click.Path(file_okay=False),
+        help="Cache directory (default $PLANRUN_CACHE_DIR, else .planrun/cache).",
+    ),
+    click.option("--explain", is_flag=True, help="Say for every step why it runs or not."),
+    click.option(
+        "--watch",
+        is_flag=True,
+        help="After the run, run again when a source, the plan or a dotenv file changes.",
+    ),
+    click.option(
+        "--remote-cache", metavar="URL", help="Remote cache URL (default $PLANRUN_REMOTE_CACHE)."
+    ),
+    click.option(
+        "--remote-cache-read-only", is_flag=True, help="Read the remote cache; never upload to it."
+    ),
+    click.option(
+        "--remote-cache-timeout",
+        metavar="SECONDS",
+        help="Seconds a remote cache request may take (default 5).",
+    ),
 ]
 
 
 def run_options(fn: F) -> F:
     """`fn` with every option of a run, in help order."""
-    for option in reversed(RUN_OPTIONS_CLICK):
+    for option in reversed(RUN_OPTIONS):
         fn = option(fn)
     return fn

@@ -1,10 +1,5 @@
-"""What the `planrun` command does around a command, without click: one line and its exit
-code for every error (`guard`), and `run`/`resume` themselves (`do_run`).
-
-Click is not needed here, so a plain `planrun run` (its arguments read by planrun.runargs)
-never imports it; the click commands in planrun.cli use the same functions. `echo` writes
-as click.echo does (a newline, a flush, ANSI escape sequences stripped when the stream is not
-a terminal), so the output is the same either way.
+"""What the `planrun` command does around a command: one line and its exit code for every
+error (`guard`), and `run`/`resume` themselves (`do_run`), for the click commands of planrun.cli.
 """
 
 from __future__ import annotations
@@ -15,13 +10,13 @@ import functools
 import gc
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
+import click
+
 from planrun import interrupts  # exit_now looked up at each call: tests run the CLI in-process
-from planrun.defaultplan import split_run_args
 from planrun.errors import (
     ExitCode,
     PlanInvalid,
@@ -31,30 +26,13 @@ from planrun.errors import (
     one_line,
 )
 
-__all__ = ["before_a_command", "do_run", "echo", "fail", "guard", "parse_vars", "print_diagnostics"]
+__all__ = ["before_a_command", "do_run", "fail", "guard", "parse_vars", "print_diagnostics"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-_ANSI = r"\033\[[;?0-9]*[a-zA-Z]"  # what click.echo strips off a non-terminal (compiled on use)
-
-
-def echo(message: str, *, err: bool = False, nl: bool = True) -> None:
-    """Write `message` as click.echo does."""
-    stream = sys.stderr if err else sys.stdout
-    if stream is None:
-        return
-    text = message + "\n" if nl else message
-    try:
-        tty = stream.isatty()
-    except Exception:
-        tty = False
-    if not tty:
-        text = re.sub(_ANSI, "", text)
-    stream.write(text)
-    stream.flush()
 
 
 def before_a_command() -> None:
-    """What every command starts with, whether click reads its arguments or not."""
+    """What every command starts with (the group's callback calls it)."""
 
     # Loading and validating a large plan allocates many small objects that live for the
     # whole command; the default thresholds make the collector rescan them over and over.
@@ -63,12 +41,11 @@ def before_a_command() -> None:
 
 def _from_click(exc: BaseException) -> bool:
     """A click exception (its exit, a usage error): click itself must handle it."""
-    click = sys.modules.get("click")
-    return click is not None and isinstance(exc, click.exceptions.Exit | click.ClickException)
+    return isinstance(exc, click.exceptions.Exit | click.ClickException)
 
 
 def fail(message: str, code: ExitCode) -> NoReturn:
-    echo(one_line(f"planrun: error: {message}"), err=True)  # input it quotes stays one line
+    click.echo(one_line(f"planrun: error: {message}"), err=True)  # input it quotes stays one line
     if code == ExitCode.INTERRUPTED:
         interrupts.exit_now(
             int(code)
@@ -128,21 +105,23 @@ def _error_document(options: dict[str, Any], message: str, code: ExitCode) -> No
     JSON document on stdout too, `{"error", "exit_code"}`, as exit 3 gives its diagnostics:
     a consumer parsing stdout always gets one document."""
     if (options.get("output") or options.get("fmt")) == "json":
-        echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
+        click.echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
 
 
 def print_diagnostics(diags: list[Any], fmt: str) -> None:
     if fmt == "json":
         valid = not any(d.severity == "error" for d in diags)
-        echo(json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2))
+        click.echo(
+            json.dumps({"valid": valid, "diagnostics": [d.to_json() for d in diags]}, indent=2)
+        )
     elif fmt == "github":
         from planrun.reporters.github import annotation
 
         for d in diags:
-            echo(annotation(d))
+            click.echo(annotation(d))
     else:
         for d in diags:
-            echo(d.render())
+            click.echo(d.render())
 
 
 def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -168,7 +147,7 @@ def _report_write_failures(code: ExitCode) -> ExitCode:
 
     failures = take_failures()
     for failure in failures:
-        echo(f"planrun: error: {failure}", err=True)
+        click.echo(f"planrun: error: {failure}", err=True)
     return ExitCode.RUN_FAILED if failures and code == ExitCode.OK else code
 
 
@@ -182,12 +161,48 @@ def _plan_after_force(
     return ["*", *force[1:]], (force[0],)
 
 
+_GIVEN_PATHS = ("vars_file", "state", "events", "junit", "report", "mcp_config", "cache_dir")
+
+
 def do_run(force_resume: bool, **kw: Any) -> None:
     """`planrun run` (`force_resume`: `planrun resume`) with click's keyword arguments."""
-    from planrun.runner import RunRequest, run_sync
+    from planrun.discovery import split_run_args
 
     force, args = _plan_after_force(kw["force"], kw["args"])
-    plan, targets = split_run_args(args, os.getcwd())
+    found, targets = split_run_args(args)  # the default plan's directory becomes the cwd
+    kw = {**kw, **{name: found.given_path(kw[name]) for name in _GIVEN_PATHS}}
+    code = _run_once(force_resume, found, targets, force, kw)
+    if kw.get("watch"):
+        from planrun.watch import watch_and_rerun, watch_scope
+
+        scope = watch_scope(found, [*kw["only"], *targets], parse_vars(kw["var"]), kw["vars_file"])
+        code = watch_and_rerun(code, scope, lambda: _rerun(found, targets, force, kw))
+    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
+    # call or a prompt blocked in a read), so none of its effects lands after the record.
+    interrupts.exit_now(int(code))
+
+
+def _rerun(found: Any, targets: list[str], force: list[str], kw: dict[str, Any]) -> ExitCode:
+    """A run of `--watch` after the first: an error (the plan was saved half-edited) is told as
+    `guard` tells it, and is that run's exit code; the watch goes on."""
+    try:
+        return _run_once(False, found, targets, force, kw)
+    except PlanInvalid as exc:
+        print_diagnostics(exc.diagnostics, "json" if kw["output"] == "json" else "text")
+        return exc.exit_code
+    except PlanrunError as exc:
+        _error_document(kw, str(exc), exc.exit_code)
+        click.echo(one_line(f"planrun: error: {exc}"), err=True)
+        return exc.exit_code
+
+
+def _run_once(
+    force_resume: bool, found: Any, targets: list[str], force: list[str], kw: dict[str, Any]
+) -> ExitCode:
+    """One run through the run path, its result printed: the exit code."""
+    from planrun.discovery import with_builtins
+    from planrun.runner import RunRequest, run_sync
+
     reporter = None
     if kw["report"] and not kw["dry_run"]:
         from planrun.report import ReportOnExit, check_report_path
@@ -197,8 +212,8 @@ def do_run(force_resume: bool, **kw: Any) -> None:
         check_report_path(kw["report"])
         reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
     req = RunRequest(
-        plan=plan,
-        variables=parse_vars(kw["var"]),
+        plan=found.plan,
+        variables=with_builtins(found, parse_vars(kw["var"])),
         vars_file=kw["vars_file"],
         jobs=kw["jobs"],
         state=kw["state"],
@@ -242,15 +257,12 @@ def do_run(force_resume: bool, **kw: Any) -> None:
                 text.encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate in a value: JSON escapes it
                 text = json.dumps(doc, indent=2, default=str)
-        echo(text)
+        click.echo(text)
     elif kw["dry_run"]:
         from planrun.dryrun import render_dry_run  # the dry run's own module, only for it
 
-        echo(render_dry_run(doc, kw["explain"] or kw["no_cache"]), nl=False)
+        click.echo(render_dry_run(doc, kw["explain"] or kw["no_cache"]), nl=False)
     if code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         # On stderr with --output json too: what to do about it is for the person reading.
-        echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
-
-    # The run is recorded: end now, whatever worker thread a stopped step left (a `python`
-    # call or a prompt blocked in a read), so none of its effects lands after the record.
-    interrupts.exit_now(int(code))
+        click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)
+    return code

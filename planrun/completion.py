@@ -12,7 +12,8 @@ import os
 import re
 from typing import Any
 
-from planrun.defaultplan import PLAN_EXTENSIONS, find_default_plan, looks_like_plan
+from planrun.defaultplan import PLAN_EXTENSIONS, looks_like_plan
+from planrun.discovery import find_plan_upwards
 from planrun.errors import PlanrunError
 
 SHELLS = ("bash", "zsh", "fish")
@@ -56,7 +57,8 @@ def _plan_on_line(ctx: Any, base: str) -> str | None:
     words = [w for w in ctx.args if not w.startswith("-")]
     if words and looks_like_plan(words[0], base):
         return str(words[0])
-    return find_default_plan(base)
+    found = find_plan_upwards(base)  # the default plan, here or in a parent, as a run finds it
+    return os.path.join(*found) if found is not None else None
 
 
 def step_ids(path: str) -> list[str]:
@@ -130,10 +132,19 @@ def complete_plan_files(ctx: Any, param: Any, incomplete: str) -> list[Any]:
     return _items(plan_files(_base_dir(ctx), incomplete))
 
 
+def looks_like_a_path(word: str) -> bool:
+    """A word being typed as a path (`./`, `../x`, `plans/`, `~/`), not as a step id."""
+    return "/" in word or word.startswith((".", "~"))
+
+
 def complete_run_args(ctx: Any, param: Any, incomplete: str) -> list[Any]:
-    """`run [PLAN] [ID ...]`: first plan files and the default plan's steps, then step ids."""
-    base = _base_dir(ctx)
+    """`run [PLAN] [ID ...]`: the step ids of the plan (the default plan's first); plan files
+    only for a first word that looks like a path, or that starts no step id."""
     before = ctx.params.get("args") or ()
     if before:
         return _items(_ids(ctx, incomplete))
-    return _items(plan_files(base, incomplete) + _ids(ctx, incomplete))
+    if looks_like_a_path(incomplete):
+        return _items(plan_files(_base_dir(ctx), incomplete))
+    ids = _ids(ctx, incomplete)
+    files = [(v, kind) for v, kind in plan_files(_base_dir(ctx), incomplete) if kind != "dir"]
+    return _items(ids or files)

@@ -134,16 +134,21 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
 
 
 def blocked_document(
-    plan: Plan, selected: list[str], steps: list[str], kept: dict[str, Any] | None = None
+    plan: Plan,
+    selected: list[str],
+    steps: list[str],
+    kept: dict[str, Any] | None = None,
+    variables: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The document of a run blocked before its first step (on resume, the kept steps are
-    shown as what they are, the others pending)."""
+    shown as what they are, the others pending), with the run's `variables` as its state has
+    them."""
     from planrun.outcome import Outcome, result_document
 
     records = {sid: (kept or {}).get(sid) or StepRecord() for sid in selected}
     error = f"approval required for: {', '.join(steps)}"
     outcome = Outcome(Status.BLOCKED, Reason.APPROVAL_REQUIRED, error, 0.0)
-    return result_document(plan.name or "", selected, records, outcome, {})
+    return result_document(plan.name or "", selected, records, outcome, dict(variables or {}))
 
 
 async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
@@ -211,7 +216,7 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
         gated = [g for g in gated if g.split(STEP_SEPARATOR, 1)[0] not in kept]
     if not gated:
         return None
-    doc = blocked_document(prep.plan, prep.selected, gated, kept)
+    doc = blocked_document(prep.plan, prep.selected, gated, kept, prep.variables)
     masker = call.parent.masks if call else prep.masker(prep.variables)
     doc = mask_keeping_names(masker, doc)
     if call is None:  # a top-level run: its state, events and JUnit report say it was blocked

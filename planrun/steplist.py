@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from planrun.defaultplan import find_default_plan
+from planrun.discovery import find_plan_upwards
 from planrun.errors import UsageError
 
 
@@ -32,12 +32,13 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
         raise UsageError(f"no such plan file or directory: {target}")
     if os.path.isdir(os.path.join(cwd, "plans")):
         return ListTarget(directory="plans")
-    default = find_default_plan(cwd)
-    if default is not None:
-        return ListTarget(plan=default)
+    found = find_plan_upwards(cwd)  # the default plan, here or in a parent directory
+    if found is not None:
+        directory, name = found
+        return ListTarget(plan=name if directory == cwd else os.path.join(directory, name))
     raise UsageError(
         "nothing to list: no ./plans directory and no planrun.yaml, planrun.yml or planrun.json "
-        "here (give a directory of plans or a plan file)"
+        "here or in a parent directory (give a directory of plans or a plan file)"
     )
 
 

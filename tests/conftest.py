@@ -266,14 +266,7 @@ def planrun_inprocess(
 
 
 def _main(cli: Any, args: tuple[str, ...]) -> int:
-    """The command's exit code, from however it ended; `--help` and `--version` as
-    planrun.__main__ answers them (the stored text, without click)."""
-    from planrun.quickhelp import stored_output
-
-    text = stored_output(list(args))
-    if text is not None:
-        sys.stdout.write(text)
-        return 0
+    """The command's exit code, from however it ended."""
     try:
         cli.main(args=list(args), prog_name="planrun")
     except _Exited as exc:

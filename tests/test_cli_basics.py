@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -77,7 +78,7 @@ def test_help_imports_no_heavy_library(tmp_path):
         for line in proc.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert "planrun" in imported  # the measurement works (click itself is not needed: quickhelp)
+    assert "planrun" in imported  # the measurement works
     heavy = {
         "pydantic",
         "pydantic_core",
@@ -112,6 +113,58 @@ def test_help_imports_checked_through_sys_modules(tmp_path):
 def test_version(run):
     r = run("--version")
     assert r.code == 0 and r.out.startswith("planrun, version "), r
+
+
+@pytest.mark.e2e  # a real `python -m planrun` process
+def test_help_among_other_arguments_and_of_an_unknown_command(run):
+    r = run("run", "plan.yaml", "--help")
+    assert r.code == 0 and r.out.startswith("Usage: planrun run [OPTIONS] [PLAN] [ID]..."), r
+    r = run("frobnicate", "--help")
+    assert r.code == 2 and r.err.strip() and not r.out, r
+    assert_no_traceback(r)
+
+
+@pytest.mark.e2e  # a real `python -m planrun` process
+def test_help_into_a_closed_pipe_exits_1_quietly(tmp_path):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `planrun --help | head -0`: no reader at all
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "planrun", "--help"],
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+
+
+@pytest.mark.e2e  # a real `python -m planrun` process
+def test_run_options_in_every_spelling(run, tmp_path):
+    (tmp_path / "plan.yaml").write_text(
+        "name: p\nvariables: {x: 0}\nsteps:\n  - id: a\n    tool: echo\n    args: {value: '${x}'}\n"
+    )
+    for spelling in (
+        ["--var", "x=5", "-j", "2", "-q", "-y"],
+        ["--var=x=5", "--jobs=2", "-qy"],
+        ["-qyj", "2", "--var", "x=5"],
+    ):
+        r = run("run", "plan.yaml", "--output", "json", "--no-state", *spelling)
+        assert r.code == 0 and r.json["steps"][0]["result"] == 5, (spelling, r)
+    for bad in (["-j", "0"], ["--jobs"], ["--output", "xml"], ["--state", "."], ["--quiet=yes"]):
+        r = run("run", "plan.yaml", *bad)
+        assert r.code == 2 and r.err.strip() and not r.out, (bad, r)
+        assert_no_traceback(r)
+
+
+@pytest.mark.e2e  # a real `python -m planrun` process
+def test_shell_completion_answers_whatever_the_other_arguments(run):
+    for args in (["--help"], ["run", "plan.yaml"], ["--version"]):
+        r = run(*args, env={"_PLANRUN_COMPLETE": "bash_source"})
+        assert r.code == 0 and "_PLANRUN_COMPLETE" in r.out and "Usage:" not in r.out, r
 
 
 @pytest.mark.slow  # a real process per command
@@ -451,3 +504,14 @@ def test_mcp_cli_plan_runs_unchanged(run, write):
         ("1", "hello world"),
         ("2", "HELLO WORLD"),
     ]
+
+
+def test_help_describes_every_command_in_a_whole_sentence(tmp_path):
+    """`planrun --help` (at 80 columns, or into a pipe) never cuts a description short."""
+    r = planrun("--help", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert r.code == 0, r
+    commands = r.out.split("Commands:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(commands) >= 10, r.out
+    for line in commands:
+        name, _, text = line.strip().partition(" ")
+        assert text.strip().endswith(".") and not text.endswith("..."), line

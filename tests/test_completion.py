@@ -44,6 +44,30 @@ def test_step_ids_of_the_default_plan_as_targets_and_after_only(tmp_path):
     assert complete(tmp_path, "run build t") == ["test"]
 
 
+def test_run_offers_step_ids_not_directories_until_the_word_looks_like_a_path(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    (tmp_path / "ci.yaml").write_text("steps: []\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "build-logs").mkdir()
+    assert complete(tmp_path, "run ") == ["build", "bench", "test"]
+    assert complete(tmp_path, "run b") == ["build", "bench"]
+    assert complete(tmp_path, "run ./") == [
+        "./build-logs/",
+        "./ci.yaml",
+        "./planrun.yaml",
+        "./src/",
+    ]
+    assert complete(tmp_path, "run src/") == []
+    assert complete(tmp_path, "run ci") == ["ci.yaml"]  # no step id starts so: plan files
+
+
+def test_run_in_a_subdirectory_offers_the_step_ids_of_the_plan_above(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert complete(tmp_path / "a" / "b", "run ") == ["build", "bench", "test"]
+    assert complete(tmp_path / "a" / "b", "run --only t") == ["test"]
+
+
 def test_step_ids_of_the_plan_on_the_command_line(tmp_path):
     (tmp_path / "ci.yaml").write_text("steps: [{id: deploy, tool: echo, args: {value: 1}}]\n")
     (tmp_path / "planrun.yaml").write_text(PLAN)
@@ -100,3 +124,31 @@ def test_bash_script_loads_and_completes_in_bash(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["build", "bench"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_run_targets_without_directories(tmp_path):
+    """In a real bash, `planrun run <TAB>` in a subdirectory: the step ids of the plan above."""
+    import os
+    import sys
+
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    here = tmp_path / "pkg"
+    (here / "src").mkdir(parents=True)
+    (here / "planrun-completion.bash").write_text(planrun("completion", "bash", cwd=here).out)
+    shim = tmp_path / "bin" / "planrun"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m planrun "$@"\n')
+    shim.chmod(0o755)
+    test = (
+        "source ./planrun-completion.bash\n"
+        "COMP_WORDS=(planrun run ''); COMP_CWORD=2\n"
+        "_planrun_completion planrun\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", "-c", test], cwd=here, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["build", "bench", "test"]

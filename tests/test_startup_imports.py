@@ -55,9 +55,9 @@ def test_run_of_a_plain_plan_imports_no_heavy_library(tmp_path: Path) -> None:
     hits = 0
     for extra in (["--no-state"], [], ["-j", "2", "--var", "x=1"]):
         names = imported_by("run", "plan.yaml", "--quiet", *extra, cwd=tmp_path)
-        # Plain arguments are read without click (planrun.runargs); a run is no dry run.
+        # A run is no dry run, and a plan without `replan:` needs no planner.
         unwanted = NOT_FOR_A_PLAIN_RUN | {"planrun.cache.wiring", "planrun.cache.session"}
-        unwanted |= {"click", "planrun.cli", "planrun.dryrun", "planrun.planner"}
+        unwanted |= {"planrun.dryrun", "planrun.planner"}
         unwanted |= {"planrun.reporters.live"}  # a terminal's live view: not with --quiet
         if "pydantic" not in names:  # a plan cache hit (pydantic, checking a plan, uses it)
             # pathlib (with urllib.parse) costs ~5 ms a start: the state modules use text paths.
@@ -104,3 +104,31 @@ def test_importing_the_package_imports_nothing_else() -> None:
             break  # a module imported before planrun (site)
         nested.append(name.strip())
     assert not nested, nested
+
+
+# Block style, single quotes: the fast YAML reader's subset (double quotes go to libyaml).
+BLOCK_PLAN = """\
+name: block
+steps:
+  - id: a
+    tool: shell
+    args:
+      cmd: 'true'
+  - id: b
+    tool: echo
+    args:
+      value: 1
+    depends_on: [a]
+"""
+
+
+def test_a_plan_the_fast_reader_reads_imports_no_pyyaml(tmp_path: Path) -> None:
+    """A fresh checkout has no plan cache: its plan is read and checked, but a plan in the
+    fast YAML reader's subset needs no PyYAML (its import costs a fresh run ~10%)."""
+    (tmp_path / "plan.yaml").write_text(BLOCK_PLAN)
+    for args in (["validate", "plan.yaml"], ["run", "plan.yaml", "--quiet", "--no-state"]):
+        for stale in (tmp_path / ".planrun").glob("plans/*"):
+            stale.unlink()  # no plan cache: the plan is read from its YAML every time
+        names = imported_by(*args, cwd=tmp_path)
+        assert "pydantic" in names  # the plan was checked, not taken from the cache
+        assert "yaml" not in names, args

@@ -35,9 +35,9 @@ from planrun.loader._base import (
 )
 from planrun.loader._json import _load_json
 
-# The YAML readers (loader/_fastyaml.py, _compose.py, _positions.py) import PyYAML: they are
-# imported on first use, so that a plan from the plan cache (planrun/plancache.py), whose
-# document is parsed only if a position is asked for, costs no `import yaml`.
+# PyYAML (loader/_compose.py) is imported on first use: when the fast reader (_fastyaml.py)
+# gives up, or a position is asked for (_positions.py). A plan from the plan cache
+# (planrun/plancache.py) or in the fast reader's subset costs no `import yaml`.
 
 __all__ = ["Document", "LazyDocument", "load_bytes", "load_document", "load_text", "read_plan"]
 
@@ -145,6 +145,14 @@ def _parse_yaml(text: str, file: str) -> Any:
     it is freed here, before the GC is resumed: otherwise the first collection afterwards
     would walk all of it.
     """
+    from planrun.loader._fastyaml import _Bail, _fast_yaml
+
+    if os.environ.get("PLANRUN_NO_FAST_YAML") != "1":
+        try:
+            return _fast_yaml(text)
+        except _Bail:
+            pass
+    # PyYAML only now: a plan in the fast reader's subset never imports it.
     from yaml.nodes import ScalarNode
 
     from planrun.loader._compose import (
@@ -154,13 +162,7 @@ def _parse_yaml(text: str, file: str) -> Any:
         _node_diagnostic,
         _node_error,
     )
-    from planrun.loader._fastyaml import _Bail, _fast_yaml
 
-    if os.environ.get("PLANRUN_NO_FAST_YAML") != "1":
-        try:
-            return _fast_yaml(text)
-        except _Bail:
-            pass
     root = _compose_or_raise(text, file)
     if root is None or (
         root.__class__ is ScalarNode

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,18 @@ from yaml.reader import ReaderError
 
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.loader._base import _TOO_DEEP, _TOO_MANY, MAX_DEPTH, MAX_NODES, _invalid, _line_col
+from planrun.loader._scalars import (
+    _BOOL,
+    _FLOAT,
+    _INT,
+    _MAP,
+    _MAYBE_NOT_STR,
+    _NULL,
+    _SEQ,
+    _STR,
+    _TAG,
+    _plain,
+)
 
 try:
     from yaml._yaml import CParser as _ParserBase
@@ -143,58 +154,6 @@ def _yaml_error(exc: MarkedYAMLError, file: str) -> PlanInvalid:
 
 
 # --------------------------------------------------------------------------- YAML: values
-
-_TAG = "tag:yaml.org,2002:"
-_STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + name for name in ("str", "int", "float", "bool", "null"))
-_MAP, _SEQ = _TAG + "map", _TAG + "seq"
-
-# First characters with which a plain scalar can be anything but a string.
-_MAYBE_NOT_STR = frozenset("-+.0123456789~nNtTfF")
-_WORDS: dict[str, Any] = {
-    "~": None,
-    "null": None,
-    "Null": None,
-    "NULL": None,
-    "true": True,
-    "True": True,
-    "TRUE": True,
-    "false": False,
-    "False": False,
-    "FALSE": False,
-    ".inf": float("inf"),
-    ".Inf": float("inf"),
-    ".INF": float("inf"),
-    "+.inf": float("inf"),
-    "+.Inf": float("inf"),
-    "+.INF": float("inf"),
-    "-.inf": float("-inf"),
-    "-.Inf": float("-inf"),
-    "-.INF": float("-inf"),
-    ".nan": float("nan"),
-    ".NaN": float("nan"),
-    ".NAN": float("nan"),
-}
-# Numbers a la JSON, restricted to what YAML 1.1 (PyYAML's dumper) also reads as numbers,
-# so text PyYAML writes always reads back unchanged: no 0x/0o/underscores/60:30, and
-# floats need a dot (1.5, 1.0e+3).  Anything else is a string.
-_INT_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\Z")
-_FLOAT_RE = re.compile(r"(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?\Z")
-
-
-def _plain(value: str) -> Any:
-    """The value of an untagged plain scalar that may not be a string."""
-    if not value:
-        return None
-    if value in _WORDS:
-        return _WORDS[value]
-    if _INT_RE.match(value):
-        try:
-            return int(value)
-        except ValueError:  # more digits than Python converts: keep the text
-            return value
-    if _FLOAT_RE.match(value):
-        return float(value)
-    return value
 
 
 class _BuildError(Exception):
@@ -372,3 +331,43 @@ def _node_diagnostic(file: str, node: Node, message: str) -> Diagnostic:
 
 def _node_error(file: str, node: Node, message: str) -> PlanInvalid:
     return PlanInvalid([_node_diagnostic(file, node, message)])
+
+
+# --------------------------------------------------------------------------- YAML: positions
+
+# A position packed in one int (line << 32 | col): ints are not tracked by the garbage
+# collector, so a big position tree costs later collections almost nothing.
+_Packed = int
+# A compact position tree: a scalar is its packed position; a mapping is
+# (position, {key: (key position, child)}); a sequence is (position, [child, ...]).
+_PosTree = Any
+
+
+def _pack(node: Node) -> _Packed:
+    mark = node.start_mark
+    return (mark.line + 1) << 32 | (mark.column + 1)
+
+
+def _position_tree(node: Node, memo: dict[int, _PosTree]) -> _PosTree:
+    """The positions of a node tree, without the nodes (which are far bigger); read by
+    loader._positions, which unpacks them."""
+    cls = node.__class__
+    if cls is ScalarNode:
+        return _pack(node)
+    done = memo.get(id(node))  # an aliased node: same positions as where it is written
+    if done is not None:
+        return done
+    tree: _PosTree
+    if cls is SequenceNode:
+        tree = (_pack(node), [_position_tree(item, memo) for item in node.value])
+    else:
+        entries = _mapping_entries(node)
+        tree = (
+            _pack(node),
+            {
+                name: (_pack(key_node), _position_tree(value_node, memo))
+                for name, (key_node, value_node) in entries.items()
+            },
+        )
+    memo[id(node)] = tree
+    return tree

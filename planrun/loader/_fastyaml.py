@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from planrun.loader._base import MAX_DEPTH, MAX_NODES
-from planrun.loader._compose import _MAYBE_NOT_STR, _plain
+from planrun.loader._scalars import _MAYBE_NOT_STR, _plain
 
 # The fast reader leaves anything that might come near MAX_DEPTH to libyaml's path, which
 # counts exactly: flow values with more brackets than this, block nesting deeper than the rest.

@@ -5,50 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from yaml.nodes import Node, ScalarNode, SequenceNode
-
 from planrun.loader._base import PathPart, Position, _gc_paused, _line_col
-from planrun.loader._compose import _compose, _mapping_entries
-
-# A position packed in one int (line << 32 | col): ints are not tracked by the garbage
-# collector, so a big position tree costs later collections almost nothing.
-_Packed = int
-# A compact position tree: a scalar is its packed position; a mapping is
-# (position, {key: (key position, child)}); a sequence is (position, [child, ...]).
-_PosTree = Any
 
 
-def _pack(node: Node) -> _Packed:
-    mark = node.start_mark
-    return (mark.line + 1) << 32 | (mark.column + 1)
-
-
-def _unpack(packed: _Packed) -> Position:
+def _unpack(packed: int) -> Position:
+    """A position packed by loader._compose (line << 32 | col)."""
     return packed >> 32, packed & 0xFFFFFFFF
-
-
-def _position_tree(node: Node, memo: dict[int, _PosTree]) -> _PosTree:
-    """The positions of a node tree, without the nodes (which are far bigger)."""
-    cls = node.__class__
-    if cls is ScalarNode:
-        return _pack(node)
-    done = memo.get(id(node))  # an aliased node: same positions as where it is written
-    if done is not None:
-        return done
-    tree: _PosTree
-    if cls is SequenceNode:
-        tree = (_pack(node), [_position_tree(item, memo) for item in node.value])
-    else:
-        entries = _mapping_entries(node)
-        tree = (
-            _pack(node),
-            {
-                name: (_pack(key_node), _position_tree(value_node, memo))
-                for name, (key_node, value_node) in entries.items()
-            },
-        )
-    memo[id(node)] = tree
-    return tree
 
 
 class _YamlLocator:
@@ -56,9 +18,12 @@ class _YamlLocator:
 
     def __init__(self, text: str) -> None:
         self._text = text
-        self._tree: _PosTree = None  # None: not built yet; False: not available
+        self._tree: Any = None  # None: not built yet; False: not available
 
-    def _build(self) -> _PosTree:
+    def _build(self) -> Any:
+        # PyYAML only now: a plan that reports nothing never composes its text again.
+        from planrun.loader._compose import _compose, _position_tree
+
         root = _compose(self._text)
         if root is None:
             return False

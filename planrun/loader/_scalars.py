@@ -1,0 +1,58 @@
+"""Planrun's rules for YAML scalars (JSON types only), shared by both YAML readers; no PyYAML."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + name for name in ("str", "int", "float", "bool", "null"))
+_MAP, _SEQ = _TAG + "map", _TAG + "seq"
+
+# First characters with which a plain scalar can be anything but a string.
+_MAYBE_NOT_STR = frozenset("-+.0123456789~nNtTfF")
+_WORDS: dict[str, Any] = {
+    "~": None,
+    "null": None,
+    "Null": None,
+    "NULL": None,
+    "true": True,
+    "True": True,
+    "TRUE": True,
+    "false": False,
+    "False": False,
+    "FALSE": False,
+    ".inf": float("inf"),
+    ".Inf": float("inf"),
+    ".INF": float("inf"),
+    "+.inf": float("inf"),
+    "+.Inf": float("inf"),
+    "+.INF": float("inf"),
+    "-.inf": float("-inf"),
+    "-.Inf": float("-inf"),
+    "-.INF": float("-inf"),
+    ".nan": float("nan"),
+    ".NaN": float("nan"),
+    ".NAN": float("nan"),
+}
+# Numbers a la JSON, restricted to what YAML 1.1 (PyYAML's dumper) also reads as numbers,
+# so text PyYAML writes always reads back unchanged: no 0x/0o/underscores/60:30, and
+# floats need a dot (1.5, 1.0e+3).  Anything else is a string.
+_INT_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\Z")
+_FLOAT_RE = re.compile(r"(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?\Z")
+
+
+def _plain(value: str) -> Any:
+    """The value of an untagged plain scalar that may not be a string."""
+    if not value:
+        return None
+    if value in _WORDS:
+        return _WORDS[value]
+    if _INT_RE.match(value):
+        try:
+            return int(value)
+        except ValueError:  # more digits than Python converts: keep the text
+            return value
+    if _FLOAT_RE.match(value):
+        return float(value)
+    return value

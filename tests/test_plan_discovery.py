@@ -1,0 +1,181 @@
+"""Finding the default plan: in the working directory, then in each parent directory.
+
+Where it is found becomes the working directory (state, cache and the plan's relative paths are
+there), and `${invocation_dir}` is the directory planrun was started in.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import planrun
+
+PLAN = """\
+name: demo
+steps:
+  - id: where
+    tool: shell
+    args: {cmd: "printf '%s' ${invocation_dir} > where.txt; pwd > pwd.txt"}
+    sources: ["src/a.txt"]
+  - id: other
+    tool: echo
+    args: {value: 1}
+"""
+
+
+def project(tmp_path: Path) -> Path:
+    """A project with planrun.yaml at its root and a nested subdirectory a/b/c."""
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("1\n")
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    return deep
+
+
+def plan_above(directory: Path) -> bool:
+    """Whether some parent of `directory` holds a default plan (tests of 'none found' skip)."""
+    for parent in directory.resolve().parents:
+        for name in ("planrun.yaml", "planrun.yml", "planrun.json"):
+            if (parent / name).exists():
+                return True
+    return False
+
+
+def test_run_in_a_subdirectory_runs_the_plan_above_in_its_directory(tmp_path):
+    deep = project(tmp_path)
+    r = planrun("run", cwd=deep)
+    assert r.code == 0, r
+    # the plan's relative paths and the step's working directory: the plan's directory
+    assert (tmp_path / "pwd.txt").read_text().strip() == str(tmp_path.resolve())
+    assert (tmp_path / "where.txt").read_text() == str(deep.resolve())
+    assert not (deep / "where.txt").exists()
+    # state and stat records land beside the plan, not where planrun was started
+    assert (tmp_path / ".planrun" / "state").is_dir()
+    assert not (deep / ".planrun").exists()
+    again = planrun("run", "where", cwd=deep)
+    assert again.code == 0 and "where cached" in again.err, again
+    # started elsewhere, the step reads another invocation_dir: it runs again
+    elsewhere = planrun("run", "where", cwd=deep.parent)
+    assert elsewhere.code == 0 and "where succeeded" in elsewhere.err, elsewhere
+
+
+def test_targets_and_every_default_plan_command_work_from_a_subdirectory(tmp_path):
+    deep = project(tmp_path)
+    assert planrun("run", "other", cwd=deep).code == 0
+    assert planrun("validate", cwd=deep).code == 0
+    graph = planrun("graph", "--format", "json", cwd=deep)
+    assert graph.code == 0 and "where" in graph.out, graph
+    status = planrun("status", "--output", "json", cwd=deep)
+    assert status.code == 0 and status.json["plan"] == "demo", status
+    assert planrun("resume", cwd=deep).code == 0
+    report = planrun("report", "-o", "-", cwd=deep)
+    assert report.code == 0 and "<html" in report.out.lower(), report
+
+
+def test_the_first_plan_up_the_tree_wins(tmp_path):
+    deep = project(tmp_path)
+    (tmp_path / "a" / "planrun.yml").write_text(
+        "name: inner\nsteps: [{id: inner, tool: shell, args: {cmd: 'pwd > here.txt'}}]\n"
+    )
+    r = planrun("run", cwd=deep)
+    assert r.code == 0, r
+    assert (tmp_path / "a" / "here.txt").read_text().strip() == str((tmp_path / "a").resolve())
+    assert not (tmp_path / "where.txt").exists()
+
+
+def test_a_plan_named_on_the_command_line_is_not_looked_up(tmp_path):
+    deep = project(tmp_path)
+    r = planrun("run", "planrun.yaml", cwd=deep)
+    assert r.code == 2 and "planrun.yaml" in r.err, r
+
+
+def test_invocation_dir_without_discovery_is_the_working_directory(tmp_path):
+    project(tmp_path)
+    assert planrun("run", cwd=tmp_path).code == 0
+    assert (tmp_path / "where.txt").read_text() == str(tmp_path.resolve())
+
+
+def test_with_dash_C_the_search_starts_in_that_directory(tmp_path):
+    deep = project(tmp_path)
+    r = planrun("-C", "a/b/c", "run", cwd=tmp_path)
+    assert r.code == 0, r
+    assert (tmp_path / "where.txt").read_text() == str(deep.resolve())
+
+
+def test_invocation_dir_is_a_known_name_for_validation_and_plan_variables(tmp_path):
+    deep = project(tmp_path)
+    (tmp_path / "planrun.yaml").write_text(
+        "variables: {out: '${invocation_dir}/x'}\n"
+        "steps: [{id: s, tool: shell, args: {cmd: 'printf %s ${out} > out.txt'}}]\n"
+    )
+    assert planrun("validate", cwd=deep).code == 0
+    assert planrun("run", cwd=deep).code == 0
+    assert (tmp_path / "out.txt").read_text() == f"{deep.resolve()}/x"
+
+
+def test_paths_given_on_the_command_line_stay_relative_to_where_planrun_started(tmp_path):
+    deep = project(tmp_path)
+    (deep / "vars.yaml").write_text("who: here\n")
+    (tmp_path / "planrun.yaml").write_text(
+        "steps: [{id: s, tool: shell, args: {cmd: 'printf %s ${who} > who.txt'}}]\n"
+    )
+    r = planrun("run", "--vars-file", "vars.yaml", "--junit", "j.xml", cwd=deep)
+    assert r.code == 0, r
+    assert (tmp_path / "who.txt").read_text() == "here"
+    assert (deep / "j.xml").exists() and not (tmp_path / "j.xml").exists()
+
+
+def test_list_without_argument_lists_plans_of_the_working_directory(tmp_path):
+    deep = project(tmp_path)
+    (deep / "plans").mkdir()
+    (deep / "plans" / "nightly.yaml").write_text("steps: [{id: n, tool: echo, args: {value: 1}}]\n")
+    r = planrun("list", "--output", "json", cwd=deep)
+    assert r.code == 0, r
+    assert [row["name"] for row in r.json] == ["nightly"]
+    # without ./plans, the steps of the plan found above
+    r = planrun("list", "--output", "json", cwd=deep.parent)
+    assert r.code == 0 and [s["id"] for s in r.json["steps"]] == ["where", "other"], r
+
+
+def test_hostile_directory_names_on_the_way(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    name = "a b\n$(touch pwned)'\"; x"
+    deep = tmp_path / name / "-dash" / "*"
+    deep.mkdir(parents=True)
+    r = planrun("run", "where", cwd=deep)
+    assert r.code == 0, r
+    assert (tmp_path / "where.txt").read_text() == str(deep.resolve())
+    assert not list(tmp_path.rglob("pwned"))
+
+
+def test_an_undecodable_directory_name(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    deep = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    os.mkdir(deep)
+    r = planrun("run", "where", cwd=os.fsdecode(deep))
+    assert r.code == 0, r
+    assert (tmp_path / "where.txt").read_bytes() == os.path.realpath(deep)
+
+
+def test_no_plan_anywhere_up_the_tree_is_a_usage_error(tmp_path):
+    if plan_above(tmp_path):
+        pytest.skip("a parent of the test directory holds a default plan")
+    r = planrun("run", cwd=tmp_path)
+    assert r.code == 2 and "planrun init" in r.err, r
+    assert "parent" in r.err, r
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every directory")
+def test_the_search_does_not_cross_a_directory_it_cannot_read(tmp_path):
+    deep = project(tmp_path)
+    locked = tmp_path / "a"
+    locked.chmod(0o311)  # may be passed through (x), not read
+    try:
+        r = planrun("run", cwd=deep)
+    finally:
+        locked.chmod(0o755)
+    assert r.code == 2, r

@@ -1,0 +1,195 @@
+"""`planrun run --watch`: a real `python -m planrun` with a real file watcher, driven by touching
+files and read from its output (each step waits for a line, never for a time)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import spawn_planrun, wait_until
+
+PLAN = """\
+name: demo
+dotenv: [".env?"]
+steps:
+  - id: a
+    tool: shell
+    args: {cmd: "cat src/a.txt > out-a.txt"}
+    sources: ["src/a.txt"]
+    outputs: ["out-a.txt"]
+  - id: b
+    tool: shell
+    args: {cmd: "if grep -q fail src/b.txt; then exit 3; fi; cat src/b.txt > out/b.txt"}
+    sources: ["src/b.txt"]
+    outputs: ["out/b.txt"]
+  - id: c
+    tool: shell
+    args: {cmd: "cat docs/*.md > /dev/null"}
+    sources: ["docs/*.md"]
+"""
+
+
+class Watched:
+    """A `planrun run --watch` process and every line it has printed so far."""
+
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.lines: list[str] = []
+        self.proc = spawn_planrun(
+            "run",
+            "--watch",
+            *args,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def count(self, text: str) -> int:
+        return sum(text in line for line in list(self.lines))
+
+    def wait_for(self, text: str, times: int = 1) -> None:
+        wait_until(
+            lambda: self.count(text) >= times or self.proc.poll() is not None,
+            timeout=60,
+            what=f"{times} line(s) with {text!r}",
+        )
+        assert self.count(text) >= times, "\n".join(self.lines)
+
+    def runs(self) -> list[list[str]]:
+        """The lines of each run so far."""
+        out: list[list[str]] = []
+        for line in list(self.lines):
+            if "run demo started" in line:
+                out.append([])
+            if out:
+                out[-1].append(line)
+        return out
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(timeout=60)
+        self.reader.join(timeout=10)
+        return code
+
+
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "planrun.yaml").write_text(PLAN)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("a1\n")
+    (tmp_path / "src" / "b.txt").write_text("b1\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "x.md").write_text("# x\n")
+    (tmp_path / "out").mkdir()
+    return tmp_path
+
+
+def test_a_changed_source_runs_its_step_again_and_nothing_else(tmp_path):
+    project(tmp_path)
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        assert w.count("run succeeded") == 1, w.lines
+        (tmp_path / "notes.txt").write_text("unrelated\n")  # matches no step's sources
+        (tmp_path / "out-a.txt").write_text("an output\n")  # an output: never a change
+        (tmp_path / "src" / "a.txt").write_text("a2\n")
+        w.wait_for("watching", 2)
+        runs = w.runs()
+        assert len(runs) == 2, w.lines  # the unrelated files started no run of their own
+        second = "\n".join(runs[1])
+        assert "a started" in second and "a succeeded" in second, second
+        assert "b cached" in second and "c cached" in second, second
+        assert (tmp_path / "out-a.txt").read_text() == "a2\n"
+    finally:
+        code = w.stop()
+    assert code == 0, w.lines
+
+
+def test_selected_targets_watch_only_their_sources(tmp_path):
+    project(tmp_path)
+    w = Watched(tmp_path, "a")
+    try:
+        w.wait_for("watching")
+        (tmp_path / "src" / "b.txt").write_text("b2\n")  # b is not selected
+        (tmp_path / "docs" / "y.md").write_text("# y\n")  # nor is c
+        (tmp_path / "src" / "a.txt").write_text("a2\n")
+        w.wait_for("watching", 2)
+        assert len(w.runs()) == 2, w.lines
+    finally:
+        assert w.stop() == 0, w.lines
+
+
+def test_the_plan_file_and_a_dotenv_file_are_watched(tmp_path):
+    project(tmp_path)
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        (tmp_path / ".env").write_text("X=1\n")
+        w.wait_for("watching", 2)
+        (tmp_path / "planrun.yaml").write_text(PLAN + "  - {id: d, tool: echo, args: {value: 1}}\n")
+        w.wait_for("watching", 3)
+        runs = w.runs()
+        assert len(runs) == 3, w.lines
+        assert any("d succeeded" in line for line in runs[2]), runs[2]
+    finally:
+        assert w.stop() == 0, w.lines
+
+
+def test_a_burst_of_changes_is_one_run(tmp_path):
+    project(tmp_path)
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        for i in range(5):  # written as fast as Python can: well within 200 ms
+            (tmp_path / "docs" / f"n{i}.md").write_text(f"{i}\n")
+        w.wait_for("watching", 2)
+        (tmp_path / "src" / "a.txt").write_text("a2\n")
+        w.wait_for("watching", 3)
+        assert len(w.runs()) == 3, w.lines  # the burst was one run, the edit the next
+    finally:
+        assert w.stop() == 0, w.lines
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_with_the_last_runs_exit_code(tmp_path):
+    project(tmp_path)
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        (tmp_path / "src" / "b.txt").write_text("fail\n")
+        w.wait_for("run failed")
+        w.wait_for("watching", 2)
+    finally:
+        code = w.stop()
+    assert code == 1, w.lines
+    assert not any("Traceback" in line for line in w.lines), w.lines
+
+
+def test_a_plan_broken_while_watching_is_reported_and_watched_until_fixed(tmp_path):
+    project(tmp_path)
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        (tmp_path / "planrun.yaml").write_text("steps: [{id: a\n")
+        w.wait_for("watching", 2)  # the run said what is wrong (exit 3) and planrun waits on
+        (tmp_path / "planrun.yaml").write_text(PLAN)
+        w.wait_for("watching", 3)
+        (tmp_path / "src" / "a.txt").write_text("a2\n")
+        w.wait_for("watching", 4)
+        assert w.count("run succeeded") == 3, w.lines
+    finally:
+        assert w.stop() == 0, w.lines
