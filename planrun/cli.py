@@ -195,19 +195,20 @@ def graph(
         extra = {**defaults, **read_given(p.params, extra)}
     p = _revised_plan(p, found.given_path(state))
     pg = g.PlanGraph.build(p.steps)
+    always = frozenset(s.id for s in p.steps if s.always)
     if any(s.foreach is not None or s.matrix is not None for s in p.steps):
         from planrun.dryrun import instances_preview
 
         pg.instances = instances_preview(p, {**p.variables, **extra})
     if fmt == "json":
-        click.echo(json.dumps(g.render_json(p.name or "", pg), indent=2))
+        click.echo(json.dumps(g.render_json(p.name or "", pg, always), indent=2))
     elif fmt == "mermaid":
         click.echo(g.render_mermaid(pg), nl=False)
     elif fmt == "dot":
         click.echo(g.render_dot(p.name or "", pg), nl=False)
     else:
         statuses = _last_statuses(p.name or "", found.given_path(state))
-        click.echo(g.render_ascii(pg, statuses), nl=False)
+        click.echo(g.render_ascii(pg, statuses, always), nl=False)
 
 
 def _state_path(name: str, state: str | None) -> str:

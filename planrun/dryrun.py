@@ -57,6 +57,7 @@ def dry_run_document(
                 "depends_on": sub.deps[sid],
                 "when": step.when,
                 "approval": plan.needs_approval(step),
+                **({"always": True} if step.always else {}),
             }
             for one in _entries(step, entry, scope, producers):
                 out_waves[-1].append(one["id"])
@@ -236,6 +237,8 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
             if s["title"] != sid:
                 head += f"  {s['title']}"
             head += f"  [{s['tool']}]"
+            if s.get("always"):
+                head += "  (always: runs whatever its dependencies come to)"
             if s["approval"]:
                 head += "  ⚠ needs approval"
             lines.append(head)

@@ -236,10 +236,14 @@ def data_sources(
 # ---- renderings -------------------------------------------------------------------------
 
 
-def render_json(plan_name: str, graph: PlanGraph) -> dict[str, Any]:
+def render_json(
+    plan_name: str, graph: PlanGraph, always: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     return {
         "plan": plan_name,
-        "nodes": [_node(graph, s) for s in graph.order],
+        "nodes": [
+            {**_node(graph, s), **({"always": True} if s in always else {})} for s in graph.order
+        ],
         "edges": graph.edges(),
         "waves": graph.waves(),
     }
@@ -402,8 +406,13 @@ GLYPHS: dict[str | None, str] = {
 }
 
 
-def render_ascii(graph: PlanGraph, statuses: dict[str, str] | None = None) -> str:
-    """mcp-cli style: status glyph, id, title, [tool], `← after: a, b`, `∥` for parallel steps."""
+def render_ascii(
+    graph: PlanGraph,
+    statuses: dict[str, str] | None = None,
+    always: frozenset[str] = frozenset(),
+) -> str:
+    """mcp-cli style: status glyph, id, title, [tool], `← after: a, b`, `∥` for parallel steps;
+    `(always)` after the id of a step in `always`."""
     statuses = statuses or {}
     lines = []
     for n, wave in enumerate(graph.waves(), 1):
@@ -413,6 +422,7 @@ def render_ascii(graph: PlanGraph, statuses: dict[str, str] | None = None) -> st
             glyph = GLYPHS.get(statuses.get(sid), "○")
             title = graph.titles[sid]
             text = f"  {'∥ ' if parallel else '  '}{glyph} {sid}"
+            text += " (always)" if sid in always else ""
             if title != sid:
                 text += f"  {title}"
             text += f"  [{graph.tools[sid]}]"

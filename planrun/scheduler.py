@@ -125,6 +125,8 @@ class Scheduler:
                     break
                 requests, self._replan_requests = self._replan_requests, []
                 await self._replan(requests)
+            if self.stop_reason == Reason.STEP_FAILED:  # an abort: not an interrupt, not a "no"
+                await self._run_always()
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
@@ -146,6 +148,17 @@ class Scheduler:
         for sid, rec in kept.items():
             self.foreach.keep(sid, self.resume)  # a kept foreach step: its instances too
             self._emit("step.resumed", sid, kept_event(rec, self.steps[sid]))
+
+    async def _run_always(self) -> None:
+        """After an abort: the `always` steps that did not run, one by one in run order (each
+        one's `when` still decides). The run stays failed."""
+        for sid in self.order:
+            step = self.steps[sid]
+            if not step.always or self.records[sid].status != Status.PENDING:
+                continue
+            async with asyncio.TaskGroup() as tg:
+                if await self._start(sid, tg):
+                    await self._done.get()
 
     def _stopping(self) -> bool:
         return self.stop_reason is not None or bool(self._replan_requests)
@@ -299,6 +312,8 @@ class Scheduler:
     def _skipped_upstream(self, sid: str, step: Step) -> bool:
         """Skip the step when a dependency failed, but for the ones its `when` decides about
         (a notify-on-failure step); True when it was skipped. (A foreach step too.)"""
+        if step.always:  # it runs whatever its dependencies came to
+            return False
         watched, records = reacts_to(step), self.records
         deps = self.graph.deps[sid]
         failed = (d for d in deps if d in records and records[d].blocks_dependents)
