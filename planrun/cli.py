@@ -29,6 +29,7 @@ from planrun.errors import (
     UsageError,
     one_line,
 )
+from planrun.passthrough import PassThroughCommand, given_cli_args
 
 if TYPE_CHECKING:
     from planrun.plan import Plan
@@ -69,20 +70,27 @@ def main(directories: tuple[str, ...]) -> None:
             _fail(f"cannot change to directory {directory}: {exc.strerror}", ExitCode.USAGE)
 
 
-@main.command(epilog=EXIT_CODES_HELP)
+@main.command(epilog=EXIT_CODES_HELP, cls=PassThroughCommand)
 @run_options
 @_guard
 def run(**kw: Any) -> None:
-    """Run PLAN as a DAG of steps."""
-    _do_run(False, **kw)
+    """Run PLAN as a DAG of steps.
+
+    Words after `--` are the list `cli_args` the plan's steps may read.
+    """
+    _do_run(False, cli_args=given_cli_args(), **kw)
 
 
-@main.command(epilog=EXIT_CODES_HELP, short_help="Continue the last run of PLAN where it stopped.")
+@main.command(
+    epilog=EXIT_CODES_HELP,
+    short_help="Continue the last run of PLAN where it stopped.",
+    cls=PassThroughCommand,
+)
 @run_options
 @_guard
 def resume(**kw: Any) -> None:
     """Continue the last run of PLAN: succeeded, unchanged steps are not run again."""
-    _do_run(True, **kw)
+    _do_run(True, cli_args=given_cli_args(), **kw)
 
 
 def _vars_file(path: str) -> dict[str, Any]:

@@ -196,6 +196,15 @@ def _rerun(found: Any, targets: list[str], force: list[str], kw: dict[str, Any])
         return exc.exit_code
 
 
+def _pass_through(kw: dict[str, Any]) -> dict[str, Any]:
+    """`cli_args` when words were given after `--` (else the run's default, [])."""
+    from planrun.expressions import Words
+    from planrun.params import CLI_ARGS
+
+    words = kw.get(CLI_ARGS) or []
+    return {CLI_ARGS: Words(words)} if words else {}
+
+
 def _run_once(
     force_resume: bool, found: Any, targets: list[str], force: list[str], kw: dict[str, Any]
 ) -> ExitCode:
@@ -213,7 +222,7 @@ def _run_once(
         reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
     req = RunRequest(
         plan=found.plan,
-        variables=with_builtins(found, parse_vars(kw["var"])),
+        variables={**with_builtins(found, parse_vars(kw["var"])), **_pass_through(kw)},
         vars_file=kw["vars_file"],
         jobs=kw["jobs"],
         state=kw["state"],

@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from planrun.expressions import Expr, ExpressionError, parse_template, shell_args, to_text
+from planrun.expressions import Expr, ExpressionError, Words, parse_template, shell_args, to_text
 from planrun.fanout import (
     FanOutError,
     bindings,
@@ -191,11 +191,11 @@ def _preview_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) 
     if tpl is None or tpl.whole is not None:
         return _preview(args, scope, producers)
     rest = _preview({k: v for k, v in args.items() if k != "cmd"}, scope, producers)
-    texts: list[str] = []
+    texts: list[str | list[str]] = []
     unknown: set[int] = set()
     for n, expr in enumerate(tpl.exprs):
         value, known = _one(expr, scope, producers)
-        texts.append(to_text(value))
+        texts.append(list(value) if isinstance(value, Words) else to_text(value))
         if not known:
             unknown.add(n)
     try:

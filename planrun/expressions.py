@@ -400,32 +400,52 @@ def resolve_args(tool: str, args: dict[str, Any], scope: Mapping[str, Any]) -> d
         result: dict[str, Any] = resolve(args, scope, path=("args",))
         return result
     rest = resolve({k: v for k, v in args.items() if k != "cmd"}, scope, path=("args",))
-    texts: list[str] = []
+    texts: list[str | list[str]] = []
     for part in tpl.exprs:
         try:
-            texts.append(to_text(part.evaluate(scope)))
+            value = part.evaluate(scope)
+            texts.append(list(value) if isinstance(value, Words) else to_text(value))
         except ExpressionError as exc:
             raise ExpressionError(f"args.cmd: {exc.message}", name=exc.name) from None
     return shell_args(tpl, texts, rest)
 
 
+class Words(list[str]):
+    """A list of words (`cli_args`): in a shell string `cmd`, each word is a value of its own,
+    quoted by its context, with a space between them (`pytest ${cli_args}`: separate
+    arguments; inside "…": one, as "$*"); none at all for an empty list."""
+
+
 def shell_args(
-    tpl: Template, texts: list[str], rest: dict[str, Any], unknown: frozenset[int] = frozenset()
+    tpl: Template,
+    texts: list[str | list[str]],
+    rest: dict[str, Any],
+    unknown: frozenset[int] = frozenset(),
 ) -> dict[str, Any]:
-    """`{cmd, **rest}` with the values `texts` put into the command template safely; the
-    values passed by environment variable are merged into `env` (over the step's own)."""
+    """`{cmd, **rest}` with the values `texts` put into the command template safely (a list:
+    Words); the values passed by environment variable are merged into `env` (over the step's
+    own)."""
     from planrun.shellquote import QuotingError, quote_command, template_items
 
     parts: list[str | int] = []
+    flat: list[str] = []
+    unknown_flat: set[int] = set()
     n = 0
     for part in tpl.parts:
         if isinstance(part, str):
             parts.append(part)
-        else:
-            parts.append(n)
-            n += 1
+            continue
+        text = texts[n]
+        for j, word in enumerate(text if isinstance(text, list) else [text]):
+            if j:
+                parts.append(" ")
+            if n in unknown:
+                unknown_flat.add(len(flat))
+            parts.append(len(flat))
+            flat.append(word)
+        n += 1
     try:
-        cmd, env = quote_command(template_items(parts), texts, unknown)
+        cmd, env = quote_command(template_items(parts), flat, frozenset(unknown_flat))
     except QuotingError as exc:
         raise ExpressionError(f"args.cmd: {exc}") from None
     out = {"cmd": cmd, **rest}

@@ -27,6 +27,8 @@ _ARTICLE = {
     "list": "a list",
     "mapping": "a mapping",
 }
+CLI_ARGS = "cli_args"
+"""The words after `--` of `planrun run` ([] without them): every run has it."""
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
 _INTEGER = re.compile(r"[+-]?[0-9]+")

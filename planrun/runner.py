@@ -16,12 +16,13 @@ from typing import Any
 from planrun.checked import CheckedPlan
 from planrun.dotenv import load_dotenv
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
+from planrun.expressions import Words
 from planrun.graph import PlanGraph
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.interrupts import run_interruptibly
 from planrun.launch import launch
 from planrun.masking import mask_keeping_names
-from planrun.params import bind_params
+from planrun.params import CLI_ARGS, bind_params
 from planrun.parent import STEP_SEPARATOR, SubPlanCall, denied_by, merge_policy
 from planrun.plan import Plan, replace
 from planrun.plan_variables import start_variables
@@ -111,7 +112,10 @@ def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
             raise PlanInvalid(denied)
         plan = replace(plan, policy=merge_policy(call.parent.policy, plan.policy))
 
-    given = bind_params(plan.params, extra)  # exit 2: a bad value, a required one missing
+    given = {
+        CLI_ARGS: Words(),
+        **bind_params(plan.params, extra),
+    }  # exit 2: a bad value, a required one missing
     variables = start_variables(plan.variables, given, os.environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:

@@ -20,7 +20,7 @@ from planrun.expressions import ExpressionError, format_path, parse_template, te
 from planrun.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
 from planrun.graph import PlanGraph, step_strings
 from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, runtime_step
-from planrun.params import param_problems
+from planrun.params import CLI_ARGS, param_problems
 from planrun.plan import SCOPE_NAMES, Plan, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
@@ -93,7 +93,7 @@ def check_document(
     params = dict(header.params) if header else _raw_mapping(data, "params")
     for at, message in param_problems(params, plan_vars):
         out.add(at, message)
-    variables = {**params, **(variables or {})}  # a param has a value in every run
+    variables = {CLI_ARGS: [], **params, **(variables or {})}  # known in every run
     # A header error elsewhere (say a typo in `defaults`) must not make every variable
     # "undefined" and every server "unknown": fall back to the names as written.
     extra_servers = dict(servers or {})  # from --mcp-config; the plan's own entries win
