@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from planrun.cache import FORCED, OFF, step_cached
-from planrun.events import Event, EventBus
 from planrun.expressions import ExpressionError
 from planrun.fanout import (
     FanOutError,
@@ -25,7 +24,7 @@ from planrun.fanout import (
 )
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
-from planrun.plan import Plan, Step
+from planrun.plan import Step
 from planrun.record import replace
 from planrun.resume import ResumePlan, Seen, kept_record, why_run_again
 from planrun.scope import StepRecord
@@ -39,24 +38,22 @@ PER_INSTANCE = "each instance asks the cache"
 class Host(Protocol):
     """The scheduler, as far as foreach needs it."""
 
-    plan: Plan
     steps: dict[str, Step]
     records: dict[str, StepRecord]
     graph: PlanGraph
-    bus: EventBus
     variables: dict[str, Any]
     reasons: dict[str, str]
     settings: RunSettings
     resume: ResumePlan | None
-    failed_any: bool
 
     @property
     def mask(self) -> Callable[[Any], Any] | None: ...
     def scope(self, sid: str | None = None) -> Mapping[str, Any]: ...
     def title(self, step: Step) -> str: ...
-    def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None: ...
-    def _skipped_upstream(self, sid: str, step: Step) -> bool: ...
-    def _fail_now(self, sid: str, error: str) -> None: ...
+    def emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None: ...
+    def skip_if_upstream_failed(self, sid: str, step: Step) -> bool: ...
+    def fail_before_start(self, sid: str, error: str) -> None: ...
+    def note_failed(self) -> None: ...
 
 
 class ForeachSteps:
@@ -101,14 +98,14 @@ class ForeachSteps:
         the step is settled at once instead (upstream failed, bad list, empty list)."""
         host = self.host
         step = host.steps[sid]
-        if host._skipped_upstream(sid, step):  # its instances' `when` decides about the rest
+        if host.skip_if_upstream_failed(sid, step):  # its instances' `when` decides about the rest
             return None
         scope = host.scope()
         try:
             items = resolve_elements(step, scope)
         except (ExpressionError, FanOutError) as exc:
             message = exc.message if isinstance(exc, ExpressionError) else str(exc)
-            host._fail_now(sid, f"step '{sid}': {message}")
+            host.fail_before_start(sid, f"step '{sid}': {message}")
             return None
         views = instance_views(step, items, scope, host.mask)
         ids = []
@@ -128,7 +125,7 @@ class ForeachSteps:
             "fingerprint": rec.fingerprint,
             **self._why(sid, step),
         }
-        host.bus.emit(Event("step.started", host.plan.name or "", sid, data))
+        host.emit("step.started", sid, data)
         if host.resume is not None:
             self._keep_instances(sid, ids, views)
         if not ids:
@@ -179,7 +176,7 @@ class ForeachSteps:
             "result_variable": None,
             "result_masked": rec.result_masked,
         }
-        self.host.bus.emit(Event("step.resumed", self.host.plan.name or "", iid, data))
+        self.host.emit("step.resumed", iid, data)
 
     def keep(self, sid: str, resume: ResumePlan) -> None:
         """A foreach step kept whole from the previous run: its instances are kept with it."""
@@ -225,23 +222,20 @@ class ForeachSteps:
         }
         if rec.result_masked:  # its list is not the value: resume makes it again when read
             data["result_masked"] = True
-        name = host.plan.name or ""
         if verdict.status == Status.SUCCEEDED:
             if step.result_variable:
                 host.variables[step.result_variable] = verdict.result
             event = "step.resumed" if kept else "step.succeeded"
-            host.bus.emit(Event(event, name, sid, data))
+            host.emit(event, sid, data)
         elif verdict.status == Status.FAILED:
-            host.failed_any = True
-            host.bus.emit(Event("step.failed", name, sid, {**data, "error": verdict.error}))
+            host.note_failed()
+            host.emit("step.failed", sid, {**data, "error": verdict.error})
         elif verdict.status == Status.SKIPPED:
             reason = "condition false for every instance"
             rec.reason = reason
-            host.bus.emit(
-                Event("step.skipped", name, sid, {"status": rec.status, "reason": reason})
-            )
+            host.emit("step.skipped", sid, {"status": rec.status, "reason": reason})
         else:
-            host.bus.emit(Event("step.interrupted", name, sid, data))
+            host.emit("step.interrupted", sid, data)
 
     def close(self) -> None:
         """After a stop: a foreach step with unfinished instances is recorded as it stands."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import graphlib
 import heapq
-import operator
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -85,31 +84,7 @@ class PlanGraph(Record):
     def build(cls, steps: list[Step]) -> PlanGraph:
         """Graph of `steps`; unknown ids in depends_on and bad expressions are left to validation.
 
-        A run builds the graph of the same steps three times (validation, the run's
-        preparation, the scheduler): the last one is remembered by the steps' identity (they
-        are frozen) and handed out as a copy, since callers may add to it (foreach instances).
-        """
-        key = tuple(steps)
-        last = _last_built
-        if last and len(last[0]) == len(key) and all(map(operator.is_, last[0], key)):
-            return last[1].copy()
-        graph = cls._build(steps)
-        _last_built[:] = [key, graph.copy()]
-        return graph
-
-    def copy(self) -> PlanGraph:
-        """A copy whose lists and dicts can be changed without touching this one."""
-        return PlanGraph(
-            order=list(self.order),
-            deps={sid: list(d) for sid, d in self.deps.items()},
-            kinds=dict(self.kinds),
-            titles=dict(self.titles),
-            tools=dict(self.tools),
-            instances={k: list(v) if isinstance(v, list) else v for k, v in self.instances.items()},
-        )
-
-    @classmethod
-    def _build(cls, steps: list[Step]) -> PlanGraph:
+        A run builds it once, when it prepares the plan, and hands it to the scheduler."""
         order = [s.id for s in steps]
         known = set(order)
         binders: dict[str, list[str]] = {}
@@ -137,6 +112,17 @@ class PlanGraph(Record):
             kinds=kinds,
             titles={s.id: s.title or s.id for s in steps},
             tools={s.id: s.tool for s in steps},
+        )
+
+    def copy(self) -> PlanGraph:
+        """A copy whose lists and dicts can be changed without touching this one."""
+        return PlanGraph(
+            order=list(self.order),
+            deps={sid: list(d) for sid, d in self.deps.items()},
+            kinds=dict(self.kinds),
+            titles=dict(self.titles),
+            tools=dict(self.tools),
+            instances={k: list(v) if isinstance(v, list) else v for k, v in self.instances.items()},
         )
 
     def find_cycle(self) -> list[str] | None:
@@ -187,9 +173,6 @@ class PlanGraph(Record):
             for sid in self.order
             for d in self.deps[sid]
         ]
-
-
-_last_built: list[Any] = []  # [steps as a tuple, their PlanGraph]: see PlanGraph.build
 
 
 def _reachable(starts: Iterable[str], neighbours: dict[str, list[str]]) -> set[str]:

@@ -7,42 +7,24 @@ from __future__ import annotations
 # scheduler's helpers only for the runs that use them.
 import asyncio
 import os
-import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from planrun.cache import step_cached
+from planrun.context import Attached, RunContext
 from planrun.errors import PlanInvalid, UsageError
-from planrun.events import Event, EventBus
+from planrun.events import Event
 from planrun.masking import mask_keeping_names
-from planrun.parent import (
-    STEP_SEPARATOR,
-    Budget,
-    MaskChain,
-    Notice,
-    ParentContext,
-    Slots,
-    SubPlanCall,
-    forward_steps,
-)
+from planrun.parent import Notice, ParentContext
 from planrun.plan import Plan
-from planrun.record import Record
-from planrun.request import EXIT_FOR_STATUS, Finished, Prepared, RunRequest, plan_stack
-from planrun.runopen import (
-    OpenedState,
-    attach_reporters,
-    new_run_id,
-    open_state,
-    started_event,
-)
+from planrun.request import EXIT_FOR_STATUS, ExecutorRequest, Finished, Prepared
+from planrun.runopen import OpenedState, started_event
 from planrun.runstate import decide_resume
 from planrun.tools.base import Services, ToolCaller, ToolFn
 
 if TYPE_CHECKING:
+    from planrun.cache.session import CacheSession
     from planrun.executors.base import Executor
     from planrun.executors.local import LocalExecutor
     from planrun.mcp_client import ServerPool
-    from planrun.state import StateStore
 
 
 async def _check_mcp_tools(
@@ -63,162 +45,23 @@ async def _check_mcp_tools(
         raise PlanInvalid(errors)
 
 
-class Attached(Record):
-    """Where a run's events go and what to close after it."""
-
-    __slots__ = ("bus", "masks", "notice", "console", "closers", "substeps")
-    bus: EventBus
-    masks: MaskChain  # the secrets of every run in the tree
-    notice: Notice | None
-    console: Any  # the ConsoleReporter of a top-level run
-    closers: list[Callable[[], None]]
-    substeps: Any  # planrun.substeps.SubStepRows of a top-level run
-
-    def __init__(
-        self,
-        bus: EventBus,
-        masks: MaskChain,
-        notice: Notice | None = None,
-        console: Any = None,
-        closers: list[Callable[[], None]] | None = None,
-        substeps: Any = None,
-    ) -> None:
-        self.bus = bus
-        self.masks = masks
-        self.notice = notice
-        self.console = console
-        self.closers = [] if closers is None else closers
-        self.substeps = substeps
-
-
-def _attach(
-    req: RunRequest, prep: Prepared, store: StateStore | None, call: SubPlanCall | None
-) -> Attached:
-    """A top-level run: its own bus, masked by the whole tree's secrets, with the console,
-    state and reports subscribed. A sub-plan: a bus whose step events go to the top run's."""
-    if call is not None:
-        bus = EventBus()
-        bus.subscribe(forward_steps(call.parent, call.prefix))
-        return Attached(bus, call.parent.masks, call.parent.notice)
-    from planrun.substeps import SubStepRows
-
-    masks = MaskChain()
-    bus = EventBus(mask=masks)
-    try:
-        console, closers = attach_reporters(req, bus, store, prep.plan.dotenv)
-    except BaseException:
-        if store is not None:
-            store.release()
-        raise
-    substeps = SubStepRows()
-    bus.subscribe(substeps)
-    notice = console.notice if console is not None else None
-    return Attached(bus, masks, notice, console, closers, substeps)
-
-
-def _context(
-    req: RunRequest, plan: Plan, attached: Attached, executor: ToolCaller, call: SubPlanCall | None
-) -> ParentContext:
-    """This run as the parent of the sub-plans its steps start (and the bounds it runs under)."""
-    name = plan.name or "plan"
-    if call is None:
-        jobs = req.jobs or (plan.limits.max_concurrency or os.cpu_count() or 1)
-        return ParentContext(
-            prefix="",
-            plan=name,
-            plan_stack=plan_stack(req),
-            cwd=req.cwd,
-            yes=req.yes,
-            ask=_tty_ask(attached.console) if req.interactive and not req.yes else None,
-            policy=plan.policy,
-            jobs=jobs,
-            slots=Slots(jobs),
-            budget=Budget(plan.limits, name),
-            masks=attached.masks,
-            emit=attached.bus.emit,
-            executor=executor,
-            keep_going=req.keep_going,
-            stream=req.stream,
-            notice=attached.notice,
-            mcp_config=req.mcp_config,
-            run_id=new_run_id(),
-        )
-    parent = call.parent
-    own = plan.limits.max_concurrency
-    return ParentContext(
-        prefix=call.prefix,
-        plan=parent.plan,
-        plan_stack=call.stack,
-        cwd=req.cwd,
-        yes=parent.yes,
-        ask=parent.ask,
-        policy=plan.policy,  # merged in prepare()
-        jobs=min(parent.jobs, own) if own else parent.jobs,
-        slots=parent.slots,
-        budget=Budget(plan.limits, name, parent.budget),
-        masks=parent.masks,
-        emit=parent.emit,
-        executor=parent.executor,
-        keep_going=parent.keep_going,
-        stream=parent.stream,
-        notice=parent.notice,
-        mcp_config=parent.mcp_config,
-        run_id=parent.run_id,
-        previous=parent.previous,
-    )
-
-
-def _unforced(previous: dict[str, Any], force: list[str]) -> dict[str, Any]:
-    """What sub-plans may keep on resume: nothing under a forced `plan` step (all of it runs)."""
-    if "*" in force:
-        return {}
-    inside = tuple(f"{sid}{STEP_SEPARATOR}" for sid in force)
-    return (
-        {sid: p for sid, p in previous.items() if not sid.startswith(inside)}
-        if inside
-        else previous
-    )
-
-
-def _sub_plan_previous(call: SubPlanCall) -> dict[str, Any] | None:
-    """On resume, what the previous run recorded of this sub-plan's steps, by their own ids."""
-    previous = call.parent.previous
-    if previous is None:
-        return None
-    prefix = call.prefix
-    return {sid[len(prefix) :]: p for sid, p in previous.items() if sid.startswith(prefix)}
-
-
-async def launch(
-    req: RunRequest, prep: Prepared, call: SubPlanCall | None, plan_tool: ToolFn | None = None
-) -> Finished:
+async def launch(ctx: RunContext, prep: Prepared, plan_tool: ToolFn) -> Finished:
     """Open state → reporters → servers and executor → schedule → the result document.
 
-    `plan_tool` runs the `plan` steps of a top-level run (sub-plans share their parent's executor).
-    """
+    `plan_tool` runs the `plan` steps of a run that starts its own executor (a sub-plan
+    shares its parent's)."""
     from planrun.executors.local import LocalExecutor
 
-    # Sub-plans' steps are not cached; an unknown --force ID stops the run before any state.
-    cache_options = None
-    if call is None and (req.force or req.explain or any(map(step_cached, prep.plan.steps))):
-        from planrun.cache.wiring import run_cache_options  # ~10 ms: only when it can matter
-
-        cache_options = run_cache_options(req, prep)
-    if call is None:
-        prep, opened = open_state(req, prep)
-    else:
-        opened = OpenedState(None, _sub_plan_previous(call))
+    req = ctx.request
+    cache_options = ctx.cache_options(prep)  # an unknown --force ID stops the run here
+    prep, opened = ctx.open_state(prep)
     plan, store = prep.plan, opened.store
-    attached = _attach(req, prep, store, call)
+    attached = ctx.attach(prep, store, cache_options is not None)
     pool: ServerPool | None = None
     cache = None
-    # A sub-plan uses its parent's executor; a top-level run starts (and closes) its own.
-    own: Executor | None = None
-    local: LocalExecutor | None = None
-    if call is not None:
-        executor: ToolCaller = call.parent.executor
-    else:
-        executor = local = LocalExecutor(plan_tool)
+    own: Executor | None = None  # started (and closed) by this run
+    shared = ctx.inherited_executor()
+    executor: ToolCaller = shared if shared is not None else LocalExecutor(plan_tool)
     try:
         try:
             if plan.servers:
@@ -226,24 +69,20 @@ async def launch(
 
                 pool = make_pool(plan, prep.variables, req.cwd)
                 await _check_mcp_tools(plan, prep, pool, attached.notice)
-            if local is not None:
-                executor = own = _make_executor(req, plan, local)
+            if shared is None:
+                assert isinstance(executor, LocalExecutor)
+                executor = own = _make_executor(req.executor_request, req.cwd, plan, executor)
                 await own.start()
         except asyncio.CancelledError:
-            if call is not None:
-                raise
-            from planrun.unstarted import stopped_while_starting
-
-            return stopped_while_starting(prep, attached.bus, opened.previous is not None)
-        here = _context(req, plan, attached, executor, call)
-        if call is None and opened.previous is not None:
-            here = here._replace(previous=_unforced(opened.previous, req.force))
+            return ctx.stopped_while_starting(prep, attached.bus, opened.previous is not None)
+        here = ctx.tree(plan, attached, executor, opened)
         services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
 
-            cache = open_run_cache(req, prep, cache_options, attached.console)
-        return await _schedule(req, prep, opened, attached, here, services, call, cache)
+            # A result holding a secret of the tree (the remote's token too) is not stored.
+            cache = open_run_cache(req.cwd, prep, cache_options, attached.notice, here.masks.values)
+        return await _schedule(ctx, prep, opened, attached, here, services, cache)
     finally:
         if cache is not None:
             await cache.aclose()
@@ -260,19 +99,19 @@ async def launch(
 
 
 async def _schedule(
-    req: RunRequest,
+    ctx: RunContext,
     prep: Prepared,
     opened: OpenedState,
     attached: Attached,
     here: ParentContext,
     services: Services,
-    call: SubPlanCall | None,
-    cache: Any = None,
+    cache: CacheSession | None = None,
 ) -> Finished:
     from planrun.scheduler import RunSettings, Scheduler, result_document
 
     plan, bus = prep.plan, attached.bus
-    masker = prep.masker(prep.variables)  # made live below: result variables count once bound
+    variables = dict(prep.variables)  # the scheduler binds result variables into it
+    masker = prep.masker(variables)  # live: result variables count once bound
     if plan.secrets:
         here.masks.add(masker)
     if cache is not None and cache.remote is not None:
@@ -285,9 +124,9 @@ async def _schedule(
         keep_going=here.keep_going,
         yes=here.yes,
         stream=here.stream,
-        cwd=req.cwd,
+        cwd=ctx.request.cwd,
         env=prep.environment(),
-        ask=call.ask() if call else here.ask,
+        ask=ctx.step_ask(here),
         services=services,
         slots=here.slots,
         budget=here.budget,
@@ -297,21 +136,25 @@ async def _schedule(
         cache=cache,
     )
     replanner = None
-    if plan.replan is not None or req.planner:
+    if plan.replan is not None or ctx.request.planner:
         from planrun.replan import make_replanner
 
-        replanner = make_replanner(plan, req, services, here.masks)
-    forced = req.force if call is None else ()
-    resume = decide_resume(prep, opened.previous, mask, forced, results_read=call is not None)
+        replanner = make_replanner(plan, ctx.request, services, here.masks)
+    resume = decide_resume(prep, opened.previous, mask, ctx.forced, results_read=ctx.results_read)
     sched = Scheduler(
-        plan, prep.selected, prep.variables, here.executor, bus, settings, resume, replanner
+        plan,
+        prep.selected,
+        variables,
+        here.executor,
+        bus,
+        settings,
+        resume,
+        replanner,
+        graph=prep.graph,
+        revisions=opened.revisions,  # numbering goes on; the budget is this run's
     )
-    masker.variables = sched.variables  # live: result variables count once bound
-    if cache is not None:
-        cache.secret_values = here.masks.values  # a result holding one is not stored
-    sched.revisions = opened.revisions  # numbering goes on; the budget is this run's
     name = plan.name or "plan"
-    run_id = here.run_id if call is None else None  # a sub-plan's own events get their own
+    run_id = ctx.run_id(here)
     resumed = opened.previous is not None
     kept = list(resume.kept) if resume is not None else None
     bus.emit(started_event(prep, dict(prep.variables), resumed, here.jobs, run_id, kept))
@@ -332,8 +175,8 @@ async def _schedule(
     return Finished(doc, EXIT_FOR_STATUS[outcome.status], sched.variables)
 
 
-def _make_executor(req: RunRequest, plan: Plan, local: LocalExecutor) -> Executor:
-    kind = req.executor or (plan.executor.type if plan.executor else None)
+def _make_executor(req: ExecutorRequest, cwd: str, plan: Plan, local: LocalExecutor) -> Executor:
+    kind = req.kind or (plan.executor.type if plan.executor else None)
     address = (
         req.address
         or (plan.executor.address if plan.executor else None)
@@ -346,25 +189,5 @@ def _make_executor(req: RunRequest, plan: Plan, local: LocalExecutor) -> Executo
     if kind == "dask":
         from planrun.executors.dask import DaskExecutor
 
-        return DaskExecutor(address, local=local, cwd=req.cwd)
+        return DaskExecutor(address, local=local, cwd=cwd)
     raise UsageError(f"unknown executor '{kind}': use 'local' or 'dask'")
-
-
-def _tty_ask(console: Any) -> Callable[[str], Any]:
-    lock = asyncio.Lock()
-
-    async def ask(step_id: str) -> bool:
-        async with lock:
-
-            def prompt() -> bool:
-                sys.stderr.write(f"step '{step_id}' needs approval. Run it? [y/N] ")
-                sys.stderr.flush()
-                answer = sys.stdin.readline().strip().lower()
-                return answer in ("y", "yes")
-
-            if console is None:
-                return await asyncio.to_thread(prompt)
-            with console.suspend():  # the live view must not hide the question
-                return await asyncio.to_thread(prompt)
-
-    return ask

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from planrun.errors import Diagnostic
 from planrun.events import Event
 from planrun.plan import Policy
-from planrun.record import FrozenRecord
 from planrun.runtree import (
     STEP_SEPARATOR,
     SUB_PLAN_TOOL,
@@ -44,7 +43,6 @@ __all__ = [
     "ParentContext",
     "RunStopped",
     "Slots",
-    "SubPlanCall",
     "denied_by",
     "forward_steps",
     "merge_policy",
@@ -108,36 +106,3 @@ def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]
         parent.emit(Event(event.event, parent.plan, prefix + event.step, data, event.ts))
 
     return forward
-
-
-class SubPlanCall(FrozenRecord):
-    """One `plan` step starting its sub-plan: the parent run, the step, the sub-plan's file."""
-
-    __slots__ = ("parent", "step_id", "path")
-    parent: ParentContext
-    step_id: str
-    path: str  # real path of the sub-plan file
-
-    def __init__(self, parent: ParentContext, step_id: str, path: str) -> None:
-        _set(self, "parent", parent)
-        _set(self, "step_id", step_id)
-        _set(self, "path", path)
-
-    @property
-    def prefix(self) -> str:
-        return self.parent.child_prefix(self.step_id)
-
-    @property
-    def stack(self) -> tuple[str, ...]:
-        return (*self.parent.plan_stack, self.path)
-
-    def ask(self) -> AskFn | None:
-        """The parent's TTY question for this sub-plan's steps, which it names PREFIX + id."""
-        ask, prefix = self.parent.ask, self.prefix
-        if ask is None:
-            return None
-
-        async def ask_here(step_id: str) -> bool:
-            return await ask(prefix + step_id)
-
-        return ask_here

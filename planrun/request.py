@@ -14,8 +14,86 @@ from planrun.events import Event
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
-from planrun.record import Record
+from planrun.record import FrozenRecord, Record
 from planrun.status import Status
+
+_set = object.__setattr__  # a frozen record's fields are set once, in __init__
+
+
+class CacheRequest(FrozenRecord):
+    """What a run is told about its step cache: --force, --no-cache, --cache-dir, --explain and
+    the remote cache (read by planrun.cache.wiring)."""
+
+    __slots__ = ("force", "no_cache", "cache_dir", "explain", "remote", "read_only", "timeout")
+    force: tuple[str, ...]  # step ids, or "*" for all
+    no_cache: bool
+    cache_dir: str | None
+    explain: bool
+    remote: str | None  # --remote-cache URL (else $PLANRUN_REMOTE_CACHE)
+    read_only: bool
+    timeout: str | None  # --remote-cache-timeout, in seconds as given
+
+    def __init__(
+        self,
+        force: tuple[str, ...] = (),
+        no_cache: bool = False,
+        cache_dir: str | None = None,
+        explain: bool = False,
+        remote: str | None = None,
+        read_only: bool = False,
+        timeout: str | None = None,
+    ) -> None:
+        _set(self, "force", force)
+        _set(self, "no_cache", no_cache)
+        _set(self, "cache_dir", cache_dir)
+        _set(self, "explain", explain)
+        _set(self, "remote", remote)
+        _set(self, "read_only", read_only)
+        _set(self, "timeout", timeout)
+
+
+class OutputRequest(FrozenRecord):
+    """Where a top-level run's events go besides its state: the console, --events, --junit,
+    --report (written by the CLI) and library subscribers (read by planrun.runopen)."""
+
+    __slots__ = ("console", "quiet", "stream", "events", "junit", "report", "subscribers")
+    console: bool  # human progress on stderr
+    quiet: bool
+    stream: bool
+    events: str | None
+    junit: str | None
+    report: str | None
+    subscribers: tuple[Callable[[Event], None], ...]
+
+    def __init__(
+        self,
+        console: bool = False,
+        quiet: bool = False,
+        stream: bool = False,
+        events: str | None = None,
+        junit: str | None = None,
+        report: str | None = None,
+        subscribers: tuple[Callable[[Event], None], ...] = (),
+    ) -> None:
+        _set(self, "console", console)
+        _set(self, "quiet", quiet)
+        _set(self, "stream", stream)
+        _set(self, "events", events)
+        _set(self, "junit", junit)
+        _set(self, "report", report)
+        _set(self, "subscribers", subscribers)
+
+
+class ExecutorRequest(FrozenRecord):
+    """--executor and --address, as given (the plan's `executor:` fills in what is not)."""
+
+    __slots__ = ("kind", "address")
+    kind: str | None
+    address: str | None
+
+    def __init__(self, kind: str | None = None, address: str | None = None) -> None:
+        _set(self, "kind", kind)
+        _set(self, "address", address)
 
 
 class RunRequest(Record):
@@ -163,6 +241,36 @@ class RunRequest(Record):
         self.console = console
         self.subscribers = [] if subscribers is None else subscribers
         self.start_hint = start_hint
+
+    @property
+    def cache_request(self) -> CacheRequest:
+        """The cache options, as one value for the modules that read them."""
+        return CacheRequest(
+            tuple(self.force),
+            self.no_cache,
+            self.cache_dir,
+            self.explain,
+            self.remote_cache,
+            self.remote_cache_read_only,
+            self.remote_cache_timeout,
+        )
+
+    @property
+    def output_request(self) -> OutputRequest:
+        """Where the run's events go, as one value for the reporters' wiring."""
+        return OutputRequest(
+            self.console,
+            self.quiet,
+            self.stream,
+            self.events,
+            self.junit,
+            self.report,
+            tuple(self.subscribers),
+        )
+
+    @property
+    def executor_request(self) -> ExecutorRequest:
+        return ExecutorRequest(self.executor, self.address)
 
     def how_to_start(self) -> str:
         """How the caller starts a fresh run of this plan, as error hints name it: the CLI

@@ -2,7 +2,7 @@
 
 Each stage is a small function; `run_request` strings them together. It is the one run path: a
 top-level run (CLI, library, `planrun mcp`) and a sub-plan started by a `plan` step both go
-through it, the sub-plan with its parent's context (planrun.parent). Nothing here imports click.
+through it, each with the context its factory made (planrun.context). Nothing here imports click.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from planrun.checked import CheckedPlan
+from planrun.context import RunContext, root_context
 from planrun.dotenv import load_dotenv
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
 from planrun.expressions import Words
@@ -23,10 +24,10 @@ from planrun.interrupts import run_interruptibly
 from planrun.launch import launch
 from planrun.masking import mask_keeping_names
 from planrun.params import CLI_ARGS, bind_params
-from planrun.parent import STEP_SEPARATOR, SubPlanCall, denied_by, merge_policy
+from planrun.parent import STEP_SEPARATOR, denied_by, merge_policy
 from planrun.plan import Plan, replace
 from planrun.plan_variables import start_variables
-from planrun.request import Finished, Prepared, RunRequest, abs_path, plan_stack
+from planrun.request import Finished, Prepared, RunRequest, abs_path
 from planrun.runstate import kept_on_resume, resume_decision
 from planrun.scope import StepRecord
 from planrun.status import Reason, Status
@@ -96,21 +97,23 @@ def load_checked(req: RunRequest, extra_vars: dict[str, Any]) -> CheckedPlan:
     return checked
 
 
-def prepare(req: RunRequest, call: SubPlanCall | None = None) -> Prepared:
+def prepare(ctx: RunContext) -> Prepared:
     """Load, validate, merge variables and select the steps to run.
 
     A sub-plan also gets its parent's policy on top of its own: a tool denied there is an
     error here (PlanInvalid, nothing of it runs).
     """
+    req = ctx.request
     extra = {**(load_vars_file(req.vars_file, req.cwd) if req.vars_file else {}), **req.variables}
     checked = load_checked(req, extra)
     plan = checked.plan
     assert plan is not None
-    if call is not None:
-        denied = denied_by(checked, plan, call.parent.policy)
+    outer = ctx.outer_policy
+    if outer is not None:
+        denied = denied_by(checked, plan, outer)
         if denied:
             raise PlanInvalid(denied)
-        plan = replace(plan, policy=merge_policy(call.parent.policy, plan.policy))
+        plan = replace(plan, policy=merge_policy(outer, plan.policy))
 
     given = {
         CLI_ARGS: Words(),
@@ -160,50 +163,48 @@ async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
 
     Raises PlanrunError (PlanInvalid, UsageError, StateError) for problems found before any step.
     """
-    finished = await run_request(req)
+    finished = await run_request(root_context(req))
     return finished.document, finished.code
 
 
-async def run_request(req: RunRequest, call: SubPlanCall | None = None) -> Finished:
-    """The one run path: prepare → (dry-run) → gate → schedule → report.
-
-    `call` is set when a `plan` step runs this plan as its sub-plan.
-    """
-    prep = prepare(req, call)
-    plan = prep.plan
-    if req.dry_run:
-        from planrun.dryrun import dry_run_document, mark_resume
-
-        decided = None
-        if req.resume and call is None:  # what would run again, and why
-            prep, decided = resume_decision(req, prep)
-            plan = prep.plan
-        doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables, prep.environment())
-        if decided is not None:
-            mark_resume(doc, decided.kept, decided.reasons)
-        if call is None:
-            from planrun.cache.wiring import preview_dry_run
-
-            preview_dry_run(req, prep, doc)
-        return Finished(mask_keeping_names(prep.masker(prep.variables), doc), ExitCode.OK)
-    blocked = gate(req, prep, call)
+async def run_request(ctx: RunContext) -> Finished:
+    """The one run path: prepare → (dry-run) → gate → schedule → report, for a top-level run
+    and a sub-plan alike (`ctx`, from planrun.context's factories, says which it is)."""
+    prep = prepare(ctx)
+    if ctx.request.dry_run:
+        return dry_run(ctx.request, prep)
+    blocked = gate(ctx, prep)
     if blocked is not None:
         return blocked
-    if call is not None:
-        return await launch(req, prep, call)
     from planrun.tools.subplan import make_plan_tool
 
-    return await launch(req, prep, call, make_plan_tool(run_request))
+    return await launch(ctx, prep, make_plan_tool(run_request))
 
 
-def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished | None:
+def dry_run(req: RunRequest, prep: Prepared) -> Finished:
+    """What would run (on resume: again, and why), with what the cache has (a sub-plan is
+    never dry-run on its own: its `plan` step is a row of its parent's dry run)."""
+    from planrun.cache.wiring import preview_dry_run
+    from planrun.dryrun import dry_run_document, mark_resume
+
+    decided = None
+    if req.resume:  # what would run again, and why
+        prep, decided = resume_decision(req, prep)
+    plan = prep.plan
+    doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables, prep.environment())
+    if decided is not None:
+        mark_resume(doc, decided.kept, decided.reasons)
+    preview_dry_run(req.cache_request, req.cwd, prep, doc)
+    return Finished(mask_keeping_names(prep.masker(prep.variables), doc), ExitCode.OK)
+
+
+def gate(ctx: RunContext, prep: Prepared) -> Finished | None:
     """Without --yes and without a TTY to ask at, a step that needs approval (in this plan or
     a sub-plan named literally) blocks the run before anything starts."""
     from planrun.gate import gated_steps
 
-    yes = call.parent.yes if call else req.yes
-    can_ask = call.parent.ask is not None if call else req.interactive
-    if yes or can_ask:
+    req = ctx.request
+    if ctx.yes or ctx.can_ask:
         return None
     gated = gated_steps(
         prep.plan,
@@ -211,22 +212,18 @@ def gate(req: RunRequest, prep: Prepared, call: SubPlanCall | None) -> Finished 
         prep.variables,
         prep.environment(),
         cwd=req.cwd,
-        prefix=call.prefix if call else "",
-        stack=call.stack if call else plan_stack(req),
+        prefix=ctx.prefix,
+        stack=ctx.stack,
     )
     kept: dict[str, Any] = {}
-    if gated and req.resume and call is None:  # a step kept from the last run is not asked again
+    if gated and req.resume:  # a step kept from the last run is not asked again
         kept = kept_on_resume(req, prep)
         gated = [g for g in gated if g.split(STEP_SEPARATOR, 1)[0] not in kept]
     if not gated:
         return None
     doc = blocked_document(prep.plan, prep.selected, gated, kept, prep.variables)
-    masker = call.parent.masks if call else prep.masker(prep.variables)
-    doc = mask_keeping_names(masker, doc)
-    if call is None:  # a top-level run: its state, events and JUnit report say it was blocked
-        from planrun.unstarted import record_blocked
-
-        record_blocked(req, prep, doc)
+    doc = mask_keeping_names(ctx.blocked_masker(prep), doc)
+    ctx.record_blocked(prep, doc)  # a top-level run's state, events and JUnit say it
     return Finished(doc, ExitCode.BLOCKED)
 
 

@@ -78,9 +78,14 @@ def open_state(req: RunRequest, prep: Prepared) -> tuple[Prepared, OpenedState]:
 
 
 def attach_reporters(
-    req: RunRequest, bus: EventBus, store: StateStore | None, dotenv: list[str]
+    req: RunRequest,
+    bus: EventBus,
+    store: StateStore | None,
+    dotenv: list[str],
+    explain: bool = False,
 ) -> tuple[Any, list[Callable[[], None]]]:
     """Subscribe the console, the state store, --events, --junit and library subscribers.
+    `explain`: the console says why each step runs, `cache off` included.
 
     Returns (console, closers). Sub-plans' steps reach them all, as PARENT_STEP/CHILD_STEP.
     UsageError, before any file is touched, when a report file names a file the run reads
@@ -97,6 +102,7 @@ def attach_reporters(
             quiet=req.quiet,
             stream_output=req.stream,
             resume_hint=req.plan if store is not None else None,
+            explain=explain,
         )
         bus.subscribe(console.handle)
         closers.append(console.close)

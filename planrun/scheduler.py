@@ -63,23 +63,29 @@ class Scheduler:
         settings: RunSettings,
         resume: ResumePlan | None = None,
         replanner: Replanner | None = None,
+        *,
+        graph: PlanGraph | None = None,
+        revisions: list[dict[str, Any]] | None = None,
     ) -> None:
+        """`variables` is the run's own dict: result variables are bound into it (a masker
+        made before may watch it). `graph`: the plan's graph as the run path built it (else
+        built here); `revisions`: the planner's revisions so far (resume numbers on)."""
         self.plan = plan
         self.executor = executor
         self.bus = bus
         self.settings = settings
         self.resume = resume
         self.replanner = replanner
-        self.variables = dict(variables)  # input variables + result variables bound so far
+        self.variables = variables  # input variables + result variables bound so far
         self.records: dict[str, StepRecord] = {}
         self.reasons: dict[str, str] = dict(resume.reasons) if resume else {}  # why run again
         self.cache_reasons: dict[str, str] = {}  # why the cache did not have it
         self.foreach = ForeachSteps(self)
-        self._set_steps(plan.steps, selected)
+        self._set_steps(plan.steps, selected, graph)
         # Budgets are per invocation: a resume starts from zero (steps, tool caps, replans).
         self.budget = settings.budget or Budget(plan.limits, plan.name or "plan")
         self.slots = settings.slots or Slots(settings.jobs)
-        self.revisions: list[dict[str, Any]] = []
+        self.revisions: list[dict[str, Any]] = [] if revisions is None else revisions
         self.stop_reason: Reason | None = None
         self.stop_error: str | None = None
         self.failed_any = False
@@ -88,9 +94,12 @@ class Scheduler:
         self._asking: set[str] = set()  # steps waiting for the remote cache's answer
         self._replan_requests: list[tuple[str, str]] = []  # (step, error): the planner's input
 
-    def _set_steps(self, steps: list[Step], selected: list[str]) -> None:
+    def _set_steps(
+        self, steps: list[Step], selected: list[str], graph: PlanGraph | None = None
+    ) -> None:
         self.steps = {s.id: s for s in steps}
-        self.graph = PlanGraph.build(steps)
+        # A copy: foreach instances are added to it as they are made.
+        self.graph = graph.copy() if graph is not None else PlanGraph.build(steps)
         keep = set(selected)
         self.order = [sid for sid in self.graph.order if sid in keep]
         self.position = {sid: i for i, sid in enumerate(self.order)}
@@ -110,7 +119,8 @@ class Scheduler:
         """Step ids in run order, each foreach step followed by its instances."""
         return self.foreach.grouped(self.order)
 
-    def _emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
+    def emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
+        """Announce a change to the run's state on its bus."""
         self.bus.emit(Event(name, self.plan.name or "", sid, data))
 
     # ---- the loop ------------------------------------------------------------------------
@@ -147,7 +157,7 @@ class Scheduler:
         bind_kept(self.variables, self.steps, kept)
         for sid, rec in kept.items():
             self.foreach.keep(sid, self.resume)  # a kept foreach step: its instances too
-            self._emit("step.resumed", sid, kept_event(rec, self.steps[sid]))
+            self.emit("step.resumed", sid, kept_event(rec, self.steps[sid]))
 
     async def _run_always(self) -> None:
         """After an abort: the `always` steps that did not run, one by one in run order (each
@@ -307,9 +317,9 @@ class Scheduler:
         shown, rec.result_masked = shown_result(self.mask, rec.result, self._binds_secret(sid))
         if rec.result_masked:  # an entry made before the secret was one: not restored
             data["result"], data["result_masked"] = shown, True
-        self._emit("step.cached", sid, data)
+        self.emit("step.cached", sid, data)
 
-    def _skipped_upstream(self, sid: str, step: Step) -> bool:
+    def skip_if_upstream_failed(self, sid: str, step: Step) -> bool:
         """Skip the step when a dependency failed, but for the ones its `when` decides about
         (a notify-on-failure step); True when it was skipped. (A foreach step too.)"""
         if step.always:  # it runs whatever its dependencies came to
@@ -325,7 +335,7 @@ class Scheduler:
     def _prepare(self, sid: str, step: Step) -> tuple[dict[str, Any], str, Step] | None:
         """The step's resolved args and fingerprint, and the step with its `sources` and
         `outputs` rendered; None when it is settled instead."""
-        if self._skipped_upstream(sid, step):
+        if self.skip_if_upstream_failed(sid, step):
             return None
         scope = self.scope(sid)
         try:
@@ -334,7 +344,7 @@ class Scheduler:
                 return None
             return (*step_args(step, scope, self.settings.mask), with_patterns(step, scope))
         except ExpressionError as exc:
-            self._fail_now(sid, f"step '{sid}': {exc.message}")
+            self.fail_before_start(sid, f"step '{sid}': {exc.message}")
             return None
 
     async def _approved(self, sid: str, step: Step) -> bool:
@@ -353,9 +363,7 @@ class Scheduler:
             return self.stop_reason is None  # the run may have stopped while we asked
         rec = self.records[sid]
         rec.status = Status.INTERRUPTED
-        self._emit(
-            "step.interrupted", sid, {"status": rec.status, "attempts": 0, "duration_s": 0.0}
-        )
+        self.emit("step.interrupted", sid, {"status": rec.status, "attempts": 0, "duration_s": 0.0})
         self._stop(Reason.DENIED, f"approval denied for step '{self.settings.prefix}{sid}'")
         return False
 
@@ -370,11 +378,15 @@ class Scheduler:
         data: dict[str, Any] = {"status": rec.status, "reason": reason}
         if upstream_failed:
             data["error"] = rec.error
-        self._emit("step.skipped", sid, data)
+        self.emit("step.skipped", sid, data)
 
-    def _fail_now(self, sid: str, error: str) -> None:
+    def fail_before_start(self, sid: str, error: str) -> None:
         """A step that fails before any attempt (an expression it cannot evaluate now)."""
         self._finish_failure(sid, self.steps[sid], AttemptFailed(error), 0.0)
+
+    def note_failed(self) -> None:
+        """A step (a foreach step, from its instances) failed: the run will say so."""
+        self.failed_any = True
 
     # ---- one step ------------------------------------------------------------------------
 
@@ -402,7 +414,7 @@ class Scheduler:
             rec.status = Status.INTERRUPTED
             rec.duration_s = round(time.monotonic() - started, 3)
             data = {"status": rec.status, "attempts": rec.attempts, "duration_s": rec.duration_s}
-            self._emit("step.interrupted", sid, data)
+            self.emit("step.interrupted", sid, data)
             raise
         finally:
             self.slots.release(step.tool)
@@ -416,7 +428,7 @@ class Scheduler:
         rec = self.records[sid]
         rec.status, rec.duration_s = Status.INTERRUPTED, round(duration, 3)
         data = {"status": rec.status, "attempts": rec.attempts, "duration_s": rec.duration_s}
-        self._emit("step.interrupted", sid, data)
+        self.emit("step.interrupted", sid, data)
         self._stop(reason, exc.message)
 
     async def _attempts(
@@ -444,12 +456,12 @@ class Scheduler:
                 data["reason"], data["again"] = self.reasons[sid], True
             elif rec.attempts == 1:
                 data["reason"] = self.cache_reasons.get(sid, "cache off")
-            self._emit("step.started", sid, data)
+            self.emit("step.started", sid, data)
             result, failure = await attempt(self.executor, step, args, ctx, ctx.timeout)
             if failure is None or rec.attempts > retries:
                 return result, failure, False
             data = {"attempt": rec.attempts, "error": failure.error, "delay_s": delay}
-            self._emit("step.retrying", sid, data)
+            self.emit("step.retrying", sid, data)
             await asyncio.sleep(delay)
             delay *= 2
 
@@ -458,7 +470,7 @@ class Scheduler:
 
     def _output_cb(self, sid: str) -> Callable[[str, str], None]:
         def emit(stream: str, line: str) -> None:
-            self._emit("step.output", sid, {"stream": stream, "line": line})
+            self.emit("step.output", sid, {"stream": stream, "line": line})
 
         return emit
 
@@ -487,7 +499,7 @@ class Scheduler:
             data["result_masked"] = True
         if self.settings.cache is not None:  # the key its dependents, and a resume, take
             data["key"] = rec.cache_key = self.settings.cache.keys.get(sid)
-        self._emit("step.succeeded", sid, data)
+        self.emit("step.succeeded", sid, data)
 
     def _finish_failure(
         self, sid: str, step: Step, failure: AttemptFailed, duration: float, *, budget: bool = False
@@ -513,7 +525,7 @@ class Scheduler:
             "result_variable": step.result_variable,
             "output": output_of(failure.partial),
         }
-        self._emit("step.failed", sid, data)
+        self.emit("step.failed", sid, data)
         if budget:
             self._stop(Reason.STEP_BUDGET, f"step '{self.settings.prefix}{sid}': {failure.error}")
         elif policy == OnFailure.replan and self.replanner is not None:
@@ -541,7 +553,7 @@ class Scheduler:
         self.revisions.append(record)
         diff = record["diff"]
         shown = {key: record[key] for key in ("revision", "error", "steps")}
-        self._emit("plan.diff", None, {**diff, **shown})
+        self.emit("plan.diff", None, {**diff, **shown})
         completed = {sid for sid in self.order if self.records[sid].status in COMPLETED}
         for sid in list(self.records):
             if sid not in completed and parent_of(sid) not in completed:  # instances stay too

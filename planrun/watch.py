@@ -92,6 +92,7 @@ def relevant_files(scope: WatchScope, cwd: str, previous: Relevant | None) -> Re
     """What counts as a change for the run of `scope`, from the plan as it is now. A plan that no
     longer loads keeps the previous sources (its run has said what is wrong with it)."""
     from planrun.cache.globs import PatternError, compile_patterns
+    from planrun.context import root_context
     from planrun.runner import RunRequest, prepare
 
     plan_file = os.path.normpath(os.path.join(cwd, scope.plan))
@@ -99,7 +100,7 @@ def relevant_files(scope: WatchScope, cwd: str, previous: Relevant | None) -> Re
         req = RunRequest(
             scope.plan, None, scope.variables, scope.vars_file, only=scope.only, cwd=cwd
         )
-        prep = prepare(req)
+        prep = prepare(root_context(req))
     except PlanrunError:
         if previous is not None:
             return previous

@@ -25,6 +25,8 @@ from planrun.instances import parent_of
 if TYPE_CHECKING:
     from planrun.cache.remote import RemoteOptions
     from planrun.plan import Plan, Step
+    from planrun.request import CacheRequest, Prepared
+    from planrun.runtree import Notice
 
 ALL = ALL_FORCED
 
@@ -132,7 +134,7 @@ def preview(
     options: CacheOptions,
     cwd: str,
     warn: Callable[[str], None],
-    prep: Any = None,
+    prep: Prepared | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Dry-run: {step id: {status: hit|miss|off, reason}} in start order. Hashes, writes nothing
     (but the stat records, which only save re-reading). `prep`: the prepared run (its dotenv
@@ -279,7 +281,7 @@ def _warn_stderr(message: str) -> None:
     print(f"planrun: warning: {message}", file=sys.stderr)
 
 
-def run_cache_options(req: Any, prep: Any) -> CacheOptions:
+def run_cache_options(req: CacheRequest, prep: Prepared) -> CacheOptions:
     """The options of a top-level run (its --force IDs checked against the plan)."""
     fans = [s.id for s in prep.plan.steps if _fans_out(s)]
     return cache_options(
@@ -293,16 +295,11 @@ def run_cache_options(req: Any, prep: Any) -> CacheOptions:
     )
 
 
-def run_remote_options(req: Any) -> RemoteOptions | None:
+def run_remote_options(req: CacheRequest) -> RemoteOptions | None:
     """The run's remote cache (--remote-cache and its flags, else the environment)."""
     from planrun.cache.remote import remote_options
 
-    return remote_options(
-        req.remote_cache,
-        req.remote_cache_read_only,
-        seconds(req.remote_cache_timeout),
-        os.environ,
-    )
+    return remote_options(req.remote, req.read_only, seconds(req.timeout), os.environ)
 
 
 def seconds(text: str | None) -> float | None:
@@ -318,18 +315,24 @@ def seconds(text: str | None) -> float | None:
     return value
 
 
-def open_run_cache(req: Any, prep: Any, options: CacheOptions, console: Any) -> Any:
+def open_run_cache(
+    cwd: str,
+    prep: Prepared,
+    options: CacheOptions,
+    notice: Notice | None,
+    secret_values: Callable[[], list[str]],
+) -> CacheSession | None:
     """The run's session (None when no step is cached or with --no-cache); warnings go to
-    the console (or stderr without one)."""
-    if console is not None:
-        console.explain = req.explain or req.no_cache  # --no-cache: each step says `cache off`
-    warn = (lambda m: console.notice(m, warning=True)) if console is not None else _warn_stderr
-    masks = prep.masker(prep.variables).values  # until the run's own chain replaces it
+    the console's notice line (or stderr without one). `secret_values`: every secret of the
+    run's tree."""
+    warn = (lambda m: notice(m, warning=True)) if notice is not None else _warn_stderr
     env = prep.environment()
-    return open_session(options, prep.plan, req.cwd, env, warn, masks, provided=list(prep.dotenv))
+    return open_session(
+        options, prep.plan, cwd, env, warn, secret_values, provided=list(prep.dotenv)
+    )
 
 
-def preview_dry_run(req: Any, prep: Any, doc: dict[str, Any]) -> None:
+def preview_dry_run(req: CacheRequest, cwd: str, prep: Prepared, doc: dict[str, Any]) -> None:
     """Dry-run: add each step's `cache: {status, reason}` (hashes sources, stores nothing)."""
     deps = {s["id"]: s["depends_on"] for s in doc["steps"]}
     order = [s["id"] for s in doc["steps"]]
@@ -340,7 +343,7 @@ def preview_dry_run(req: Any, prep: Any, doc: dict[str, Any]) -> None:
         prep.variables,
         prep.environment(),
         run_cache_options(req, prep),
-        req.cwd,
+        cwd,
         _warn_stderr,
         prep,
     )

@@ -57,6 +57,7 @@ class ConsoleReporter:
         color: bool | None = None,
         live: bool | None = None,
         resume_hint: str | None = None,
+        explain: bool = False,
     ) -> None:
         self._stream: TextIO = stream if stream is not None else sys.stderr
         tty = _isatty(self._stream)
@@ -71,7 +72,7 @@ class ConsoleReporter:
         self._live_wanted = live if live is not None else (tty and not dumb and not quiet)
         self._live_forced = live is True and not tty
         self.resume_hint = resume_hint
-        self.explain = False  # --explain: say why for every step, "cache off" included
+        self.explain = explain  # --explain: say why for every step, "cache off" included
 
         self._bar, self._sym = symbols(getattr(self._stream, "encoding", None), color)
 

@@ -11,8 +11,9 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from planrun.context import RunContext, child_context
 from planrun.errors import PlanInvalid, PlanrunError
-from planrun.parent import RunStopped, SubPlanCall
+from planrun.parent import RunStopped
 from planrun.request import Finished, RunRequest
 from planrun.status import Status
 from planrun.tools.base import ToolContext, ToolFailed, ToolFn, resolve_path
@@ -21,7 +22,7 @@ MAX_NESTING = 32
 """Sub-plans deeper than this fail their step: a plan that writes a new copy of itself and
 runs it is never "the same file", and would otherwise nest until memory runs out."""
 
-RunFn = Callable[[RunRequest, SubPlanCall], Awaitable[Finished]]
+RunFn = Callable[[RunContext], Awaitable[Finished]]
 """The one run path (planrun.runner.run_request), handed in so this module does not import it."""
 
 
@@ -65,7 +66,7 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn
         mcp_config=parent.mcp_config,
     )
     try:
-        finished = await run_request(req, SubPlanCall(parent, ctx.step_id, full))
+        finished = await run_request(child_context(parent, ctx.step_id, full, req))
     except PlanInvalid as exc:
         raise ToolFailed(f"plan: sub-plan {path} is invalid: {exc}") from None
     except PlanrunError as exc:
