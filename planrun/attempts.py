@@ -59,6 +59,20 @@ def output_of(result: Any) -> str | None:
     return None
 
 
+STDERR_TAIL_LINES = 5  # what a failed attempt keeps of its stderr: the lines that say why
+STDERR_TAIL_CHARS = 2000
+
+
+def stderr_tail(result: Any) -> str:
+    """The last lines of what a failed attempt wrote to stderr ("" when it wrote nothing or
+    its result has no stderr): what `command exited with code 1` leaves out."""
+    text = result.get("stderr") if isinstance(result, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        return ""
+    lines = [line.rstrip() for line in text.rstrip().splitlines()]
+    return "\n".join(lines[-STDERR_TAIL_LINES:])[-STDERR_TAIL_CHARS:]
+
+
 def tool_context(
     sid: str,
     step: Step,

@@ -308,6 +308,29 @@ def list_(target: str | None, output: str, var: tuple[str, ...], vars_file: str 
         click.echo(render_list(rows), nl=False)
 
 
+@main.command()
+@click.argument("words", nargs=-1, metavar="[PLAN] ID", shell_complete=complete_plan_files)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
+@click.option("--vars-file", type=click.Path(dir_okay=False))
+@_guard
+def show(words: tuple[str, ...], output: str, var: tuple[str, ...], vars_file: str | None) -> None:
+    """Show one step in full, as the dry run would run it.
+
+    Its title and description, tool, resolved args, dependencies, sources, outputs, cache
+    status with its reason, approval and condition."""
+    from planrun.show import render_show, show_document, show_target
+
+    plan, step_id = show_target(words, os.getcwd())
+    if not os.path.exists(plan):
+        raise UsageError(f"plan file not found: {plan}")
+    doc = show_document(plan, step_id, _parse_vars(var), vars_file, os.getcwd())
+    if output == "json":
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(render_show(doc), nl=False)
+
+
 def _cache_group() -> None:
     main.add_command(make_cache_group(_guard), name="cache")
 

@@ -31,6 +31,7 @@ from planrun.parent import (
 )
 from planrun.plan import Plan, Policy
 from planrun.record import FrozenRecord, Record
+from planrun.reporters.termsafe import terminal_safe
 from planrun.request import Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import OpenedState, attach_reporters, new_run_id, open_state
 from planrun.tools.base import ToolCaller
@@ -337,8 +338,8 @@ class ChildContext(RunContext):
         if ask is None:
             return None
 
-        async def ask_here(step_id: str) -> bool:
-            return await ask(prefix + step_id)
+        async def ask_here(step_id: str, question: str) -> bool:
+            return await ask(prefix + step_id, question)
 
         return ask_here
 
@@ -372,11 +373,11 @@ def _unforced(previous: dict[str, Any], force: list[str]) -> dict[str, Any]:
 def _tty_ask(console: Any) -> AskFn:
     lock = asyncio.Lock()
 
-    async def ask(step_id: str) -> bool:
+    async def ask(step_id: str, question: str) -> bool:
         async with lock:
 
             def prompt() -> bool:
-                sys.stderr.write(f"step '{step_id}' needs approval. Run it? [y/N] ")
+                sys.stderr.write(f"{terminal_safe(question)} [y/N] ")
                 sys.stderr.flush()
                 answer = sys.stdin.readline().strip().lower()
                 return answer in ("y", "yes")

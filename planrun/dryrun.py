@@ -20,6 +20,7 @@ from planrun.fanout import (
 )
 from planrun.graph import PlanGraph
 from planrun.plan import Plan, Step
+from planrun.scope import known_scope, rendered_text, rendered_title
 
 
 def dry_run_document(
@@ -42,7 +43,7 @@ def dry_run_document(
     )
     waves = sub.waves()
     producers = placeholders(plan)
-    scope = {**variables, "env": dict(os.environ) if env is None else env, "steps": {}}
+    scope = known_scope(variables, dict(os.environ) if env is None else env)
     steps_out: list[dict[str, Any]] = []
     out_waves: list[list[str]] = []
     for wave in waves:
@@ -52,6 +53,7 @@ def dry_run_document(
             entry = {
                 "id": sid,
                 "title": step.title or sid,
+                "description": step.description,
                 "tool": step.tool,
                 "args": step.args,
                 "depends_on": sub.deps[sid],
@@ -80,21 +82,20 @@ def _entries(
     """The dry-run entries of a step: itself, or one per foreach instance (`ID[*]` when the
     list is not known before the run)."""
     if not fans_out(step):
-        title = _preview(entry["title"], scope, producers)
-        return [{**entry, "title": title, "args": _preview_args(step, scope, producers)}]
+        args = _preview_args(step, scope, producers)
+        return [{**entry, **_texts(step, scope, producers), "args": args}]
     names = loop_names(step)
     mine = {k: v for k, v in producers.items() if k not in names}
     items = foreach_preview(step, scope, producers)
     if isinstance(items, str):  # the element reads as the placeholder of the whole list
         unknown = {**mine, **dict.fromkeys(names, items)}
         star = instance_id(step.id, "*")
-        title = _preview(step.title or star, scope, unknown)
         args = _preview_args(step, scope, unknown)
         return [
             {
                 **entry,
                 "id": star,
-                "title": title,
+                **_texts(step, scope, unknown),
                 "args": args,
                 "instance_of": step.id,
                 "foreach": items,
@@ -106,10 +107,18 @@ def _entries(
     for n, item in enumerate(items):
         inner = {**scope, **bindings(step, item, n)}
         iid = instance_id(step.id, n)
-        title = _preview(step.title or iid, inner, mine)
         args = _preview_args(step, inner, mine)
-        out.append({**entry, "id": iid, "title": title, "args": args, "instance_of": step.id})
+        texts = _texts(step, inner, mine)
+        out.append({**entry, "id": iid, **texts, "args": args, "instance_of": step.id})
     return out
+
+
+def _texts(step: Step, scope: dict[str, Any], producers: dict[str, str]) -> dict[str, Any]:
+    """The step's title and description as the run will render them: a part that reads a
+    result (or an element) not known yet leaves the text as written."""
+    known = {k: v for k, v in scope.items() if k not in producers}
+    title = rendered_title(step, lambda: known)
+    return {"title": title, "description": rendered_text(step.description, lambda: known)}
 
 
 def foreach_preview(
@@ -242,6 +251,8 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
             if s["approval"]:
                 head += "  ⚠ needs approval"
             lines.append(head)
+            if s.get("description"):
+                lines.append(f"      {s['description']}")
             if s["args"]:
                 lines.append(f"      args: {json.dumps(s['args'], ensure_ascii=False)}")
             if s["depends_on"]:
@@ -257,6 +268,8 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
             cache = s.get("cache") or {}
             if cache.get("status") == "hit":
                 lines.append("      cache: hit")
+            elif cache.get("status") == "unknown":
+                lines.append(f"      cache: unknown ({cache['reason'].removeprefix('unknown: ')})")
             elif cache.get("status") == "miss" or (cache and explain):
                 # off: said (`cache off`) only under --explain or --no-cache
                 lines.append(f"      cache: miss ({cache['reason']})")

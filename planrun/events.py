@@ -1,9 +1,12 @@
 """The one event stream of a run: every reporter and the state store subscribe to it.
 
-Event names and their data (besides `ts`, `event`, `plan`, and `step` for step events):
+Event names and their data (besides `ts`, `event`, `plan`, and `step` for step events; every
+event about a step but `step.output` also carries `title`, rendered for that step, as written
+when it cannot be rendered yet):
 
 - `run.started`    run_id, digest, resumed (bool), jobs (-j), variables (dict, secrets masked),
-                   steps: [{id, title, tool, depends_on}] in file order
+                   steps: [{id, title, tool, depends_on}] in file order (titles as known
+                   when the run starts)
 - `step.started`   attempt (1-based), fingerprint, status="running", tool, title (rendered); reason
                    on the first attempt: why it runs (with again=true on resume, for a step that
                    ran before: why it runs again; else the cache's reason, "cache off" for a step
@@ -14,14 +17,15 @@ Event names and their data (besides `ts`, `event`, `plan`, and `step` for step e
                    closes with step.succeeded | step.failed | step.skipped | step.interrupted
                    (or step.resumed) carrying the instances and the result list.
 - `step.output`    stream ("stdout"|"stderr"), line  (only with --stream; not written to JSON Lines)
-- `step.retrying`  attempt (the one that failed), error, delay_s
+- `step.retrying`  attempt (the one that failed), error, delay_s, stderr_tail (its last stderr
+                   lines, "" when none)
 - `step.succeeded` status="succeeded", attempts, duration_s, result, fingerprint, output (captured
                    text or null), result_variable (name or null), result_masked (true when a
                    secret was masked in the result), key (its cache key, or null; only in a
                    run that has a cache)
 - `step.failed`    status="failed" | "ignored", attempts, duration_s, error (one line), detail (text or
                    null: e.g. stderr tail and command), result (null, or partial), fingerprint,
-                   result_variable
+                   result_variable, stderr_tail (of the last attempt; null when none ran)
 - `step.skipped`   status="skipped", reason ("condition false" | "upstream failed: <id>"), error
                    (upstream failed only)
 - `step.interrupted` status="interrupted", attempts, duration_s

@@ -163,9 +163,16 @@ class ForeachSteps:
             elif why is not None:
                 host.reasons[iid] = why
 
+    def _title(self, sid: str) -> str:
+        """A step's or instance's rendered title (an instance of a step kept whole has no
+        element bound: its step's title, rendered as far as it can be)."""
+        step = self.host.steps.get(sid) or self.host.steps[parent_of(sid) or sid]
+        return self.host.title(step)
+
     def _restore(self, iid: str, rec: StepRecord) -> None:
         self.host.records[iid] = rec
         data = {
+            "title": self._title(iid),
             "status": rec.status,
             "attempts": rec.attempts,
             "duration_s": rec.duration_s,
@@ -219,6 +226,7 @@ class ForeachSteps:
             "result_variable": step.result_variable,
             "instances": ids,
             "fingerprint": rec.fingerprint,
+            "title": host.title(step),
         }
         if rec.result_masked:  # its list is not the value: resume makes it again when read
             data["result_masked"] = True
@@ -233,7 +241,8 @@ class ForeachSteps:
         elif verdict.status == Status.SKIPPED:
             reason = "condition false for every instance"
             rec.reason = reason
-            host.emit("step.skipped", sid, {"status": rec.status, "reason": reason})
+            data = {"status": rec.status, "reason": reason, "title": data["title"]}
+            host.emit("step.skipped", sid, data)
         else:
             host.emit("step.interrupted", sid, data)
 

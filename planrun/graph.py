@@ -26,8 +26,8 @@ def when_source(when: str) -> str:
 
 
 def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
-    """(path, text) for every `${...}` string a step holds: foreach, args, when, title, sources,
-    outputs."""
+    """(path, text) for every `${...}` string a step holds: foreach, args, when, title,
+    approval, sources, outputs."""
     if step.foreach is not None:
         yield from template_strings(step.foreach, ("foreach",))
     if step.matrix is not None:
@@ -37,6 +37,8 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
         yield from template_strings(when_source(step.when), ("when",))
     if step.title:
         yield from template_strings(step.title, ("title",))
+    if isinstance(step.approval, str):  # the question asked
+        yield from template_strings(step.approval, ("approval",))
     if step.sources:
         yield from template_strings(step.sources, ("sources",))
     if step.outputs:

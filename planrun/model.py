@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
+    StringConstraints,
     WithJsonSchema,
     create_model,
     model_validator,
@@ -195,6 +196,7 @@ KINDS: dict[str, Any] = {
     "output_glob": OutputGlob,
     "foreach_expression": ForeachExpression,
     "version": Annotated[Literal[1], BeforeValidator(_not_bool)],
+    "approval_text": Annotated[str, StringConstraints(pattern=r"\S\s+\S")],
 }
 
 _MODELS: dict[type, type[BaseModel]] = {}

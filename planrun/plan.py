@@ -71,6 +71,9 @@ SourceGlob = Annotated[str, Kind("source_glob")]  # a glob relative to the worki
 OutputGlob = Annotated[str, Kind("output_glob")]  # the same, for files a step writes
 ForeachExpression = Annotated[str, Kind("foreach_expression")]  # one ${expression}
 Version = Annotated[Literal[1], Kind("version")]  # 1, and not `true`
+# A question of at least two words (`Deploy ${version} to ${target}?`): a lone word such as
+# `yes`, `no` or `on` is a YAML 1.1 boolean written as a string, not a question.
+ApprovalText = Annotated[str, Kind("approval_text")]
 
 
 class OnFailure(StrEnum):
@@ -104,7 +107,13 @@ class Step(PlanNode):
     retry_delay: Duration | None = None
     on_failure: OnFailure | None = None
     expected_outcome: str | None = None
-    approval: bool = False
+    approval: Annotated[
+        bool | ApprovalText,
+        Spec(
+            description="true: asked with the step's title (and command); a text: the question "
+            "asked."
+        ),
+    ] = False
     description: str | None = None
     resources: Annotated[
         dict[str, float] | None,
@@ -295,9 +304,9 @@ class Plan(PlanNode):
         return index[step_id]
 
     def needs_approval(self, step: Step) -> bool:
-        """`approval: true`, or a tool matched by `policy.require_approval`."""
+        """`approval: true` or a question, or a tool matched by `policy.require_approval`."""
         if step.approval or not self.policy.require_approval:
-            return step.approval
+            return bool(step.approval)  # true, or the question's text
         import fnmatch
 
         return any(fnmatch.fnmatchcase(step.tool, p) for p in self.policy.require_approval)

@@ -158,10 +158,13 @@ def started_event(
 ) -> Event:
     """`run.started`. On resume, `kept` names the steps kept from the previous run: the others
     start this run as `pending`, whatever the previous one recorded for them."""
+    from planrun.scope import titles_before_run
+
     plan = prep.plan
     selected = set(prep.selected)
+    titles = titles_before_run(plan.steps, prep.variables, prep.environment())
     steps = [
-        {"id": s.id, "title": s.title or s.id, "tool": s.tool, "depends_on": prep.graph.deps[s.id]}
+        {"id": s.id, "title": titles[s.id], "tool": s.tool, "depends_on": prep.graph.deps[s.id]}
         for s in plan.steps
         if s.id in selected
     ]

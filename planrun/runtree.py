@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 SUB_PLAN_TOOL = "plan"
 STEP_SEPARATOR = "/"  # never in a step id (ids are [A-Za-z0-9_.-]+), so PARENT/CHILD is unambiguous
 
-AskFn = Callable[[str], Awaitable[bool]]
+AskFn = Callable[[str, str], Awaitable[bool]]  # (step id, question) -> the answer was yes
 
 
 class Notice(Protocol):

@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
-from planrun.attempts import AttemptFailed, attempt, output_of, tool_context
+from planrun.approval import approval_question
+from planrun.attempts import AttemptFailed, attempt, output_of, stderr_tail, tool_context
 from planrun.conditions import reacts_to
 from planrun.events import Event, EventBus
 from planrun.expressions import ExpressionError
@@ -120,7 +121,11 @@ class Scheduler:
         return self.foreach.grouped(self.order)
 
     def emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
-        """Announce a change to the run's state on its bus."""
+        """Announce a change to the run's state on its bus; events about a step carry its
+        rendered title."""
+        step = self.steps.get(sid) if sid is not None and name != "step.output" else None
+        if step is not None and "title" not in data:
+            data["title"] = self.title(step)
         self.bus.emit(Event(name, self.plan.name or "", sid, data))
 
     # ---- the loop ------------------------------------------------------------------------
@@ -257,7 +262,7 @@ class Scheduler:
     async def _start(self, sid: str, tg: asyncio.TaskGroup) -> bool:
         """Start `sid`, or settle it at once (skipped, failed, refused). True if a task started."""
         prepared = self._prepare(sid, self.steps[sid])
-        if prepared is None or not await self._approved(sid, prepared[2]):
+        if prepared is None or not await self._approved(sid, prepared[2], prepared[0]):
             return False
         args, fp, step = prepared  # the step with its `sources` and `outputs` rendered
         cache = self.settings.cache
@@ -347,11 +352,9 @@ class Scheduler:
             self.fail_before_start(sid, f"step '{sid}': {exc.message}")
             return None
 
-    async def _approved(self, sid: str, step: Step) -> bool:
+    async def _approved(self, sid: str, step: Step, args: dict[str, Any]) -> bool:
         """Whether a step may start: approval given (`--yes`, a "y" at the prompt) or not needed.
-
-        A "no" stops the run like abort, the steps still running included.
-        """
+        A "no" stops the run like abort, the steps still running included."""
         if self.settings.yes or not self.plan.needs_approval(step):
             return True
         ask = self.settings.ask
@@ -359,7 +362,7 @@ class Scheduler:
             text = f"approval required for step '{self.settings.prefix}{sid}'"
             self._stop(Reason.APPROVAL_REQUIRED, text)
             return False
-        if await ask(sid):
+        if await ask(sid, approval_question(sid, step, args, lambda: self.scope(sid), self.mask)):
             return self.stop_reason is None  # the run may have stopped while we asked
         rec = self.records[sid]
         rec.status = Status.INTERRUPTED
@@ -461,6 +464,7 @@ class Scheduler:
             if failure is None or rec.attempts > retries:
                 return result, failure, False
             data = {"attempt": rec.attempts, "error": failure.error, "delay_s": delay}
+            data["stderr_tail"] = stderr_tail(failure.partial)
             self.emit("step.retrying", sid, data)
             await asyncio.sleep(delay)
             delay *= 2
@@ -524,6 +528,7 @@ class Scheduler:
             "fingerprint": rec.fingerprint,
             "result_variable": step.result_variable,
             "output": output_of(failure.partial),
+            "stderr_tail": None if budget else stderr_tail(failure.partial),  # None: no attempt
         }
         self.emit("step.failed", sid, data)
         if budget:

@@ -97,6 +97,9 @@ def schema_errors(
                 path,
                 f"{_label(path[:-1], steps)}: bad {what} {node!r}: use a name like 'my_var'",
             )
+        elif loc and loc[-1] == "approval" and len(loc) <= 3:  # bool | str: one line, not two
+            got = json.dumps(node, ensure_ascii=False, default=str)[:80]
+            out.add(path, f"{_label(path, steps)}: expected {_APPROVAL}, got {got}")
         elif kind in _EXPECTED or kind in ("enum", "literal_error", "greater_than_equal"):
             where = _label(path, steps) or "plan"
             got = json.dumps(node, ensure_ascii=False, default=str)[:80]
@@ -161,6 +164,8 @@ def _unknown_key(
     hint = did_you_mean(key, [c for c in choices if c != key])
     out.add(path, f"unknown key '{key}' in {parent}", hint=hint, key=True)
 
+
+_APPROVAL = "true, false or a question of two words or more"
 
 # Type errors (strict: nothing is converted) in the words of the plan's JSON types.
 _EXPECTED = {

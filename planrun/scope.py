@@ -15,7 +15,7 @@ from typing import Any
 
 from planrun.expressions import ExpressionError, resolve, resolve_args, to_text
 from planrun.graph import when_source
-from planrun.plan import Step, replace
+from planrun.plan import Plan, Step, replace
 from planrun.record import Record
 from planrun.status import Status
 
@@ -218,12 +218,49 @@ def with_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
     return replace(step, **found) if found else step
 
 
-def rendered_title(step: Step, scope: Callable[[], Mapping[str, Any]]) -> str:
-    """The step's title with `${...}` rendered (as written when it cannot be rendered; the
-    scope is asked for only when the title has an expression)."""
-    if not step.title or "${" not in step.title:
-        return step.title or step.id
+def rendered_text(text: str | None, scope: Callable[[], Mapping[str, Any]]) -> str | None:
+    """`text` (a title, a description) with `${...}` rendered; as written when it cannot be
+    rendered now (a result or an element not known yet). The scope is asked for only when the
+    text has an expression."""
+    if not text or "${" not in text:
+        return text
     try:
-        return to_text(resolve(step.title, scope(), path=("title",)))
+        return to_text(resolve(text, scope(), path=("title",)))
     except ExpressionError:
-        return step.title
+        return text
+
+
+def rendered_title(step: Step, scope: Callable[[], Mapping[str, Any]]) -> str:
+    """The step's title with `${...}` rendered (as written when it cannot be rendered; no
+    title: its id). Every view renders titles with this function."""
+    return rendered_text(step.title, scope) or step.id
+
+
+def known_scope(
+    variables: Mapping[str, Any], env: Mapping[str, str], extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What an expression reads before the run (`list`, `show`, the dry run): the variables
+    (`extra` on top: a foreach element), `env`, and no step yet."""
+    return {**variables, **(extra or {}), "env": env, "steps": {}}
+
+
+def plan_scope(plan: Plan, given: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """`known_scope` of a plan outside a run: its variables evaluated with the given ones over
+    them (a variable that cannot be evaluated yet leaves its expression unread)."""
+    from planrun.plan_variables import evaluate_variables
+
+    try:
+        variables = evaluate_variables(plan.variables, given, env, plan.secrets)
+    except ExpressionError:
+        variables = {**plan.variables, **given}
+    return known_scope(variables, env)
+
+
+def titles_before_run(
+    steps: list[Step], variables: Mapping[str, Any], env: Mapping[str, str]
+) -> dict[str, str]:
+    """Each step's title as known when the run starts: a title that reads a result variable
+    (bound later, whatever value the name has now) or a foreach element stays as written."""
+    bound = {s.result_variable for s in steps if s.result_variable}
+    known = known_scope({k: v for k, v in variables.items() if k not in bound}, env)
+    return {s.id: rendered_title(s, lambda: known) for s in steps}

@@ -40,7 +40,7 @@ class RunSettings(Record):
     stream: bool
     cwd: str
     env: dict[str, str]
-    ask: Callable[[str], Awaitable[bool]] | None  # approval prompt at a TTY
+    ask: Callable[[str, str], Awaitable[bool]] | None  # (step id, question) at a TTY
     services: Services  # the MCP pool, notices, dotenv
     mask: Callable[[Any], Any] | None  # secrets -> *** (for fingerprints and results)
     slots: Slots | None  # shared with sub-plans: at most `-j` steps of the tree at once
@@ -57,7 +57,7 @@ class RunSettings(Record):
         stream: bool = False,
         cwd: str = ".",
         env: dict[str, str] | None = None,
-        ask: Callable[[str], Awaitable[bool]] | None = None,
+        ask: Callable[[str, str], Awaitable[bool]] | None = None,
         services: Services | None = None,
         mask: Callable[[Any], Any] | None = None,
         slots: Slots | None = None,

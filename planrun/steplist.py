@@ -43,17 +43,25 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
 
 
 def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """{plan, file, title, steps: [{id, title, tool, depends_on}]} of a valid plan (PlanInvalid if not).
+    """{plan, file, title, steps: [{id, title, description, tool, depends_on}]} of a valid plan
+    (PlanInvalid if not).
 
     `depends_on` holds the effective dependencies: explicit and data-flow. `variables`: those
-    given on the command line, which the plan's expressions may read.
+    given on the command line, which the plan's expressions (and titles) may read. Titles and
+    descriptions are rendered with what is known before a run; the others stay as written.
+    Secrets are masked.
     """
     from planrun.graph import PlanGraph
+    from planrun.masking import Masker
     from planrun.params import param_rows
+    from planrun.scope import plan_scope, rendered_text, rendered_title
     from planrun.validate import default_name, load_plan
 
     plan = load_plan(plan_path, variables)
     graph = PlanGraph.build(plan.steps)
+    scope = plan_scope(plan, variables or {}, dict(os.environ))
+    known = lambda: scope  # noqa: E731 - the scope the renderers ask for
+    mask = Masker(plan.secrets, scope)
     return {
         "plan": plan.name or default_name(plan_path),
         "file": plan_path,
@@ -62,7 +70,8 @@ def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dic
         "steps": [
             {
                 "id": sid,
-                "title": graph.titles[sid],
+                "title": mask(rendered_title(plan.step(sid), known)),
+                "description": mask(rendered_text(plan.step(sid).description, known)),
                 "tool": graph.tools[sid],
                 "depends_on": list(graph.deps[sid]),
             }
@@ -72,7 +81,7 @@ def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dic
 
 
 def render_steps(doc: dict[str, Any]) -> str:
-    """One aligned line per step: id, title, [tool], `after: deps`."""
+    """One aligned line per step: id, title, [tool], `after: deps`; its description under it."""
     steps = doc["steps"]
     count = len(steps)
     head = f"{doc['plan']}" + (f" — {doc['title']}" if doc.get("title") else "")
@@ -85,6 +94,8 @@ def render_steps(doc: dict[str, Any]) -> str:
         if s["depends_on"]:
             line += f"  after: {', '.join(s['depends_on'])}"
         lines.append(line.rstrip())
+        if s.get("description"):
+            lines.extend(f"  {' ' * id_w}  {part}" for part in s["description"].splitlines())
     from planrun.params import render_params
 
     lines.extend(render_params(doc.get("params") or {}))

@@ -299,6 +299,13 @@ def _layer(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     _SUBPROCESS_LAYER[0] = everywhere
 
 
+@pytest.fixture(autouse=True)
+def _not_on_github_actions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's own CI may be a GitHub Actions job: its console output would be grouped
+    there (`::group::`). A test that wants that passes GITHUB_ACTIONS=true itself."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+
+
 @pytest.fixture
 def write(tmp_path: Path):  # type: ignore[no-untyped-def]
     """write("plan.yaml", yaml_text) -> path; dedents the text."""

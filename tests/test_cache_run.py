@@ -485,3 +485,48 @@ def test_a_run_after_a_resume_hits_the_steps_the_resume_ran(tmp_path: Path) -> N
     (tmp_path / "ok").write_text("")
     assert planrun("resume", "plan.yaml", cwd=tmp_path).code == 0
     assert statuses(go(tmp_path, "--output", "json"))["b"] == "cached"
+
+
+AFTER_SETUP = """
+steps:
+  - id: setup
+    tool: shell
+    args: {cmd: "mkdir -p build/tmp"}
+  - id: test
+    tool: shell
+    args: {cmd: "cat src/*.py > build/tmp/all.txt"}
+    depends_on: [setup]
+    sources: ["src/*.py"]
+    outputs: ["build/tmp/all.txt"]
+  - id: wheel
+    tool: shell
+    args: {cmd: "cp build/tmp/all.txt build/wheel.txt"}
+    depends_on: [test]
+    sources: ["build/tmp/all.txt"]
+    outputs: ["build/wheel.txt"]
+"""
+
+
+def test_the_dry_run_says_unknown_after_an_uncached_step_and_predicts_no_miss(
+    tmp_path: Path,
+) -> None:
+    """A cached step after an uncached one (a `mkdir` setup) hits when that step's result is
+    the same as last time, which only the run knows: the dry-run says `unknown`, not `miss`."""
+    project(tmp_path, AFTER_SETUP)
+    dry = go(tmp_path, "--dry-run", "--output", "json")
+    caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
+    assert caches["test"] == {"status": "miss", "reason": "no cache entry"}  # never stored
+    go(tmp_path)
+    dry = go(tmp_path, "--dry-run", "--output", "json")
+    caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
+    assert caches["setup"]["status"] == "off"
+    assert caches["test"] == {"status": "unknown", "reason": "unknown: runs after setup"}
+    assert caches["wheel"] == {"status": "unknown", "reason": "unknown: runs after setup"}
+    text = go(tmp_path, "--dry-run")
+    assert "cache: unknown (runs after setup)" in text.out and "cache: miss" not in text.out
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r) == {"setup": "succeeded", "test": "cached", "wheel": "cached"}
+    (tmp_path / "src/m1.py").write_text("changed\n")  # a certain miss is still said
+    dry = go(tmp_path, "--dry-run", "--output", "json")
+    caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
+    assert caches["test"]["status"] == "unknown"  # its sources changed, but after setup

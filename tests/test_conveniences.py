@@ -136,9 +136,21 @@ def test_list_plan_file_shows_steps(run, write):
     assert lines[3].split() == ["last", "[shell]", "after:", "use"]
     j = run("list", "ci.yaml", "--output", "json")
     assert j.json["steps"] == [
-        {"id": "read", "title": "read", "tool": "echo", "depends_on": []},
-        {"id": "use", "title": "Use it", "tool": "echo", "depends_on": ["read"]},
-        {"id": "last", "title": "last", "tool": "shell", "depends_on": ["use"]},
+        {"id": "read", "title": "read", "description": None, "tool": "echo", "depends_on": []},
+        {
+            "id": "use",
+            "title": "Use it",
+            "description": None,
+            "tool": "echo",
+            "depends_on": ["read"],
+        },
+        {
+            "id": "last",
+            "title": "last",
+            "description": None,
+            "tool": "shell",
+            "depends_on": ["use"],
+        },
     ]
 
 

@@ -13,8 +13,10 @@ import pytest
 from tests.conftest import Result, assert_no_traceback, planrun_process
 
 
-def bounded_planrun(cwd: Path, *args: str, timeout: float = 30) -> Result:
-    """`python -m planrun ARGS` in a real process with its address space capped."""
+def bounded_planrun(cwd: Path, *args: str, timeout: float = 180) -> Result:
+    """`python -m planrun ARGS` in a real process with its address space capped. `timeout`
+    bounds a hang (the bugs these tests guard against held planrun for hours), not a speed: a
+    loaded CI machine takes tens of seconds for what takes one here."""
     return planrun_process(*args, cwd=cwd, timeout=timeout, capped=True)
 
 

@@ -544,7 +544,7 @@ def test_events_junit_and_console_name_the_instances(run, write, tmp_path):
     # The console shows the instances under their step.
     assert "fan started [shell]: foreach, 2 instances" in r.err
     assert "  fan[1] failed" in r.err
-    assert "2 foreach instances (1 failed)" in r.err
+    assert "2 foreach instances (1 succeeded, 1 failed)" in r.err
 
 
 def test_a_sub_plans_instances_report_under_the_parent_step(run, write, tmp_path):

@@ -238,7 +238,7 @@ def test_a_no_at_the_prompt_interrupts_the_running_steps() -> None:
     release = asyncio.Event()
     cancelled: list[str] = []
 
-    async def ask(step_id: str) -> bool:
+    async def ask(step_id: str, question: str = "") -> bool:
         return False
 
     async def main() -> tuple[Any, Scheduler]:

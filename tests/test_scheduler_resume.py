@@ -267,7 +267,7 @@ def test_a_kept_approval_step_is_not_asked_about_again_a_changed_one_is() -> Non
     run(first)
     asked: list[str] = []
 
-    async def ask(sid: str) -> bool:
+    async def ask(sid: str, question: str = "") -> bool:
         asked.append(sid)
         return True
 

@@ -217,7 +217,7 @@ def test_a_yaml_yes_is_not_a_boolean(run, write):
     r = run("validate", "plan.yaml")
     assert r.code == 3, r
     assert r.out.splitlines() == [
-        "plan.yaml:2:53: error: step 'a': approval: expected true or false, got \"yes\"",
+        "plan.yaml:2:53: error: step 'a': approval: expected true, false or a question of two words or more, got \"yes\"",
         "plan.yaml:3:52: error: step 'b': retries: expected a whole number, got \"3\"",
         'plan.yaml:4:21: error: limits.max_steps: expected a whole number, got "10"',
         'plan.yaml:4:44: error: limits.max_concurrency: expected a whole number, got "2"',

@@ -172,7 +172,7 @@ def test_wrong_types(check):
         "plan.yaml:5:17: error: step 'a': depends_on: expected a list, got \"b\"",
         "plan.yaml:6:11: error: step 'a': args: expected a mapping, got [1]",
         "plan.yaml:7:34: error: step 'b': retries: expected 0 or more, got -1",
-        "plan.yaml:7:48: error: step 'b': approval: expected true or false, got \"maybe\"",
+        "plan.yaml:7:48: error: step 'b': approval: expected true, false or a question of two words or more, got \"maybe\"",
         "plan.yaml:8:34: error: step 'c': retries: expected a whole number, got \"two\"",
     ]
 

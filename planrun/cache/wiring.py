@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from planrun.runtree import Notice
 
 ALL = ALL_FORCED
+UNKNOWN = "unknown"  # a dry-run's status for a step only the run can decide
+UNKNOWN_AFTER = "unknown: runs after "
 
 
 def cache_options(
@@ -136,9 +138,9 @@ def preview(
     warn: Callable[[str], None],
     prep: Prepared | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Dry-run: {step id: {status: hit|miss|off, reason}} in start order. Hashes, writes nothing
-    (but the stat records, which only save re-reading). `prep`: the prepared run (its dotenv
-    names and secrets), when there is one."""
+    """Dry-run: {step id: {status: hit|miss|off|unknown, reason}} in start order. Hashes,
+    writes nothing (but the stat records, which only save re-reading). `prep`: the prepared
+    run (its dotenv names and secrets), when there is one."""
     secrets = prep.masker(variables).values if prep is not None else list
     provided = list(prep.dotenv) if prep is not None else ()
     session = open_session(options, plan, cwd, env, warn, secrets, dry_run=True, provided=provided)
@@ -178,13 +180,9 @@ def _preview_step(
 
     forced = session.options.forced(sid)
     first = session.recent_key(sid) is None and not forced  # never stored: say so, not "changed"
-    unknown = [d for d in deps if d not in session.keys]
-    if unknown and not forced:
-        d = unknown[0]
-        why = (
-            "upstream changed" if seen.get(d, {}).get("status") != "off" else "upstream not cached"
-        )
-        return {"status": "miss", "reason": f"{why}: {d}"}
+    keyless = [d for d in deps if d not in session.keys]
+    if keyless and not forced:
+        return _after(keyless[0], seen, first)
     try:
         args = resolve_args(step.tool, step.args, scope)
         step = with_patterns(step, scope)
@@ -192,12 +190,9 @@ def _preview_step(
         if forced:
             return {"status": "miss", "reason": FORCED}
         missed = next((d for d in deps if seen.get(d, {}).get("status") != "hit"), None)
-        if first:
-            return {"status": "miss", "reason": NO_ENTRY}
-        return {
-            "status": "miss",
-            "reason": f"upstream changed: {missed}" if missed else "args changed",
-        }
+        if missed is not None:
+            return _after(missed, seen, first)
+        return {"status": "miss", "reason": NO_ENTRY if first else "args changed"}
     upstream = [Upstream(d, "succeeded", results.get(d)) for d in deps]
     decision = session.decide(sid, step, args, upstream)
     if decision.key is not None:
@@ -205,6 +200,20 @@ def _preview_step(
     if decision.status == "hit" and decision.entry is not None and parent_of(sid) is None:
         results[sid] = decision.entry.result
     return {"status": decision.status, "reason": decision.reason}
+
+
+def _after(dep: str, seen: dict[str, dict[str, Any]], first: bool) -> dict[str, Any]:
+    """A step whose key needs what `dep` gives when it runs. After a step that misses (a new
+    key), a miss is certain; after an uncached step, or one whose status is itself unknown,
+    only the run knows: its result may be the same as last time, and then this step hits."""
+    before = seen.get(dep, {})
+    if before.get("status") == "miss":
+        return {"status": "miss", "reason": f"upstream changed: {dep}"}
+    if first:
+        return {"status": "miss", "reason": NO_ENTRY}
+    root = str(before.get("reason", "")).removeprefix(UNKNOWN_AFTER)
+    after = root if before.get("status") == UNKNOWN else dep
+    return {"status": UNKNOWN, "reason": UNKNOWN_AFTER + after}
 
 
 def _preview_fan(
@@ -228,9 +237,7 @@ def _preview_fan(
         missed = next((d for d in deps if seen.get(d, {}).get("status") != "hit"), None)
         stored = session.recent_key(f"{parent}[0]") is not None  # its instances ran before
         if missed and stored and not session.options.forced(sid):
-            off = seen.get(missed, {}).get("status") == "off"
-            why = "upstream not cached" if off else "upstream changed"
-            return {"status": "miss", "reason": f"{why}: {missed}"}
+            return _after(missed, seen, first=False)
         return _preview_step(session, sid, step, deps, scope, results, seen)
     for n, item in enumerate(items):
         one = InstanceScope(scope, bindings(step, item, n))

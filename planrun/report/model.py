@@ -12,12 +12,13 @@ from typing import Any
 
 from planrun.expressions import ExpressionError, resolve, to_text
 from planrun.state import RunState, StepState
+from planrun.stepcounts import KEPT_REASON, counts_text, state_counts
+from planrun.text import format_duration
 
 OUTPUT_TAIL_LINES = 30
 OUTPUT_TAIL_CHARS = 4000
 ERROR_CHARS = 2000
 _INSTANCE = re.compile(r"^(.*)\[(\d+)\]$")  # `lint[3]`: an instance of a foreach step
-KEPT_REASON = "unchanged since last run"
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class StepRow:
     output: str  # the tail of its output (or of its result), possibly empty
     cached: bool = False
     remote: bool = False  # taken from the remote cache
+    retries: str = ""  # after a retry: each failed attempt, its error and stderr tail
     kept: bool = False  # succeeded in an earlier run, not run again
     critical: bool = False
     group: bool = False  # a foreach step: its bar spans its instances
@@ -57,7 +59,7 @@ class RunReport:
     span_s: float  # the timeline's length: the run, or its last step's end if later
     jobs: int | None
     steps: list[StepRow]
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: str = ""  # `7 steps (5 succeeded, 2 cached); 3 foreach instances (3 cached)`
     critical_s: float = 0.0  # how long the critical path took
 
 
@@ -113,6 +115,22 @@ def output_tail(step: StepState) -> str:
         except (TypeError, ValueError):
             text = str(result)
     return _tail(text) if text.strip() else ""
+
+
+def retries_text(step: StepState) -> str:
+    """Each failed attempt of a step that was retried: `attempt 1 (0.02s): ERROR` and the
+    tail of its stderr, indented; "" for a step that had no retry."""
+    log = [e for e in step.attempts_log if isinstance(e, dict)]
+    if not log or (len(log) == 1 and step.status == "failed"):
+        return ""  # its one failed attempt is the error and output shown already
+    lines = []
+    for entry in log:
+        took = entry.get("duration_s")
+        took_text = f" ({format_duration(took)})" if isinstance(took, int | float) else ""
+        lines.append(f"attempt {entry.get('attempt')}{took_text}: {entry.get('error') or ''}")
+        tail = entry.get("stderr_tail")
+        lines += [f"  {line}" for line in str(tail or "").splitlines()]
+    return _clip("\n".join(lines), ERROR_CHARS * 4)
 
 
 def base_id(step_id: str) -> str:
@@ -190,15 +208,13 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
                 output=output_tail(st),
                 cached=_is_cached(st),
                 remote=st.reason == REMOTE_REASON,
+                retries=retries_text(st),
                 kept=st.reason == KEPT_REASON,
                 critical=sid in critical,
                 group=bool(instances.get(sid)),
                 instance=base_id(sid) != sid,
             )
         )
-    counts: dict[str, int] = {}
-    for row in rows:
-        counts[row.status] = counts.get(row.status, 0) + 1
     return RunReport(
         plan=state.plan,
         title=plan.title,
@@ -210,7 +226,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
         span_s=span,
         jobs=jobs if isinstance(jobs := getattr(state, "jobs", None), int) else None,
         steps=rows,
-        counts=counts,
+        counts=counts_text(state_counts(state.steps)),
         critical_s=_busy(times[s] for s in path),
     )
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from planrun.events import Event
+from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
 from planrun.reporters.lines import (
     SHOWN_EVENTS,
     _failure_body,
@@ -30,6 +31,7 @@ from planrun.reporters.lines import (
 from planrun.reporters.tally import RunTally
 from planrun.reporters.termsafe import terminal_safe
 from planrun.status import Status
+from planrun.stepcounts import instances_text, steps_text
 from planrun.text import first_line, format_duration
 
 
@@ -73,6 +75,8 @@ class ConsoleReporter:
         self._live_forced = live is True and not tty
         self.resume_hint = resume_hint
         self.explain = explain  # --explain: say why for every step, "cache off" included
+        # On GitHub Actions: step output in collapsible groups, failures as annotations.
+        self.github = on_github_actions(os.environ)
 
         self._bar, self._sym = symbols(getattr(self._stream, "encoding", None), color)
 
@@ -84,8 +88,7 @@ class ConsoleReporter:
         self._scheduled = False
         self._broken = False
         self._closed = False
-        self._live: Any = None  # rich.live.Live while the live view is shown
-        self._rich: Any = None  # its rich Console
+        self._live: Any = None  # planrun.reporters.live.LiveScreen while the view is shown
         self._raw: Any = None  # planrun.reporters.live.Raw, once the live view is shown
 
         # "step.started" -> self._step_started, and so on for each event the console shows
@@ -169,6 +172,15 @@ class ConsoleReporter:
         text = self._safe(text)
         return "".join(f"{prefix}{line}\n" for line in text.rstrip("\n").split("\n"))
 
+    def _output(self, event: Event, text: str) -> str:
+        """A step's output block; on GitHub Actions in a group named after the step."""
+        if not self.github:
+            return self._block(text)
+        step = (event.step or "").rpartition("/")[2]
+        title = self.tally.title(event.plan, event.step or "") or step
+        head = group_start(self._id(event).strip(), self._safe(title))
+        return f"{head}\n{self._block(text)}{group_end()}\n"
+
     def _safe(self, text: str) -> str:
         """Step text as shown: at a terminal without its escape sequences (termsafe)."""
         return terminal_safe(text) if self._tty else text
@@ -204,7 +216,7 @@ class ConsoleReporter:
         if self._live is not None:
             # Printed through rich so the live view moves down, but as raw text: rich's own
             # line rendering costs ~30 µs a line, and our lines are already formatted.
-            self._rich.print(self._raw(text), crop=False, soft_wrap=True)
+            self._live.print(self._raw(text))
             return
         try:
             self._stream.write(text)
@@ -277,7 +289,11 @@ class ConsoleReporter:
         delay = data.get("delay_s")
         wait = f" in {format_duration(delay)}" if isinstance(delay, int | float) else ""
         why = f"attempt {data.get('attempt', '?')} failed: {first_line(data.get('error'))}"
-        self._write(self._line(event.ts, "retry", f"{self._name(event)} retrying{wait} ({why})"))
+        text = self._line(event.ts, "retry", f"{self._name(event)} retrying{wait} ({why})")
+        tail = data.get("stderr_tail")
+        if tail and not self._was_streamed(event):  # why it failed (--stream showed it already)
+            text += self._block(str(tail))
+        self._write(text)
 
     def _step_succeeded(self, event: Event) -> None:
         data = event.data
@@ -290,7 +306,7 @@ class ConsoleReporter:
         )
         output = data.get("output")
         if output and not self._was_streamed(event):
-            text += self._block(str(output))
+            text += self._output(event, str(output))
         self._write(text)
 
     def _step_failed(self, event: Event) -> None:
@@ -314,7 +330,9 @@ class ConsoleReporter:
             str(data["detail"]) if data.get("detail") else None,
         )
         if body:
-            text += self._block(body)
+            text += self._output(event, body)
+        if self.github and not ignored:
+            text += error_line(self._id(event).strip(), str(data.get("error") or "failed")) + "\n"
         self._write(text)
         if not ignored:
             self.flush()  # a failure should be visible in the log now, not after the next burst
@@ -347,7 +365,7 @@ class ConsoleReporter:
             sid = self._id(event).lstrip()
             text += "".join(f"[{sid}] {self._safe(line)}\n" for line in lines)
         elif output:
-            text += self._block(f"(replayed from the cache)\n{output}")
+            text += self._output(event, f"(replayed from the cache)\n{output}")
         self._write(text)
 
     def _step_resumed(self, event: Event) -> None:
@@ -382,21 +400,17 @@ class ConsoleReporter:
         """The closing text: counts per status, failed steps with their error, resume hint."""
         status = str(data.get("status") or "finished")
         reason = data.get("reason")
-        total, parts = self.tally.counts()
+        counts = self.tally.step_counts()  # as status, the report and JUnit count them
         head = f"run {status}"
         if reason and reason not in (status, "completed"):
             head += f" ({reason})"
         kind = {"succeeded": "ok", "interrupted": "stop"}.get(status, "fail")
-        text = f"{head}: {total} step{'s' if total != 1 else ''}"
-        if parts:
-            text += f" ({', '.join(parts)})"
+        text = f"{head}: {steps_text(counts)}"
         took = data.get("duration_s")
         if isinstance(took, int | float):  # unknown: no "in -"
             text += f" in {format_duration(took)}"
-        n, failed = self.tally.instance_counts()
-        if n:  # foreach instances, counted apart from the steps they belong to
-            text += f"; {n} foreach instance{'s' if n != 1 else ''}"
-            text += f" ({failed} failed)" if failed else ""
+        if counts.total_instances:  # foreach instances, counted apart from their steps
+            text += f"; {instances_text(counts)}"
         out = self._line(ts if ts is not None else time.time(), kind, text)
         error = first_line(data.get("error"))
         # "step 'b' failed: <error>" only repeats the failed-steps list below
@@ -412,23 +426,20 @@ class ConsoleReporter:
 
     def _start_live(self) -> None:
         from rich.console import Console
-        from rich.live import Live
 
-        from planrun.reporters.live import LiveView, Raw
+        from planrun.reporters.live import LiveScreen, LiveView, Raw
 
         self._raw = Raw
-        self._rich = Console(
+        rich = Console(
             file=self._stream,
             force_terminal=True if self._live_forced else None,
             no_color=not self.color,
             highlight=False,
         )
-        self._live = Live(
+        self._live = LiveScreen(
+            rich,
             LiveView(self._render),
-            console=self._rich,
-            refresh_per_second=8,
-            transient=True,
-            redirect_stdout=False,  # stdout may carry `--output json`; never reroute it
+            per_second=8,
             redirect_stderr=self._stream is sys.stderr,
         )
         self._live.start()

@@ -1,4 +1,6 @@
-"""`validate --format github`: diagnostics as GitHub Actions workflow commands.
+"""GitHub Actions workflow commands: `validate --format github`'s diagnostics, and a run's
+log on GitHub Actions (`GITHUB_ACTIONS=true`): each step's output in a collapsible group,
+a failed step's error as an annotation.
 
 Escaped exactly as GitHub's own toolkit (`@actions/core` `issueCommand`) escapes them:
 in the message `%`, CR and LF; in the properties (file, line, col) also `:` and `,`,
@@ -7,9 +9,26 @@ which would otherwise end a property or the property list.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from planrun.errors import Diagnostic
 
-__all__ = ["annotation", "escape_data", "escape_property"]
+__all__ = [
+    "annotation",
+    "error_line",
+    "escape_data",
+    "escape_property",
+    "group_end",
+    "group_start",
+    "on_github_actions",
+]
+
+GROUP_END = "::endgroup::"
+
+
+def on_github_actions(environ: Mapping[str, str]) -> bool:
+    """Whether the run is a GitHub Actions job (the runner sets GITHUB_ACTIONS=true)."""
+    return environ.get("GITHUB_ACTIONS") == "true"
 
 
 def escape_data(text: str) -> str:
@@ -29,3 +48,20 @@ def annotation(diag: Diagnostic) -> str:
         for name, value in (("file", diag.file), ("line", diag.line), ("col", diag.col))
     )
     return f"::{kind} {props}::{escape_data(message)}"
+
+
+def group_start(step_id: str, title: str) -> str:
+    """`::group::ID — title` (just the id when the title is the id)."""
+    name = (
+        step_id if not title or title.casefold() == step_id.casefold() else f"{step_id} — {title}"
+    )
+    return f"::group::{escape_data(name)}"
+
+
+def group_end() -> str:
+    return GROUP_END
+
+
+def error_line(step_id: str, error: str) -> str:
+    """`::error title=ID::ERROR`: an annotation on the run's summary page for a failed step."""
+    return f"::error title={escape_property(step_id)}::{escape_data(error)}"

@@ -33,6 +33,7 @@ from planrun.events import Event
 from planrun.instances import group_instances
 from planrun.record import Record
 from planrun.reporters.failures import report_failed
+from planrun.stepcounts import count_steps, counts_text
 from planrun.text import format_duration
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
@@ -44,6 +45,9 @@ def xml_text(text: str) -> str:
     """`text` without ANSI escapes, other illegal XML characters shown as `\\xNN`."""
     text = _ANSI.sub("", text)
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_KEPT_NOTE = "kept from a previous run (unchanged)"
 
 
 class _Case(Record):
@@ -59,6 +63,7 @@ class _Case(Record):
         "reason",
         "output",
         "notes",
+        "title",
     )
     id: str
     status: str
@@ -69,9 +74,11 @@ class _Case(Record):
     reason: str | None
     output: str | None
     notes: list[str]
+    title: str | None  # rendered, as the last event about the step carried it
 
     def __init__(self, id: str) -> None:
         self.id = id
+        self.title = None
         self.status = "pending"
         self.duration_s = 0.0
         self.attempts = 0
@@ -156,7 +163,7 @@ class JUnitReporter:
             suite.run_id = data.get("run_id")
             suite.resumed = bool(data.get("resumed"))
             for step in data.get("steps") or ():
-                suite.case(step["id"])
+                suite.case(step["id"]).title = step.get("title")
             return
         if name == "run.finished":
             suite.status = data.get("status")
@@ -180,6 +187,8 @@ class JUnitReporter:
         if event.step is None:
             return
         case = suite.case(event.step)
+        if isinstance(data.get("title"), str):
+            case.title = data["title"]
         if name == "step.started":
             case.status = "running"
             case.attempts = data.get("attempt", case.attempts + 1)
@@ -207,7 +216,7 @@ class JUnitReporter:
             case.attempts = data.get("attempts") or 0
             case.error = data.get("error")
             case.reason = data.get("reason")
-            case.notes.append("kept from a previous run (unchanged)")
+            case.notes.append(_KEPT_NOTE)
         elif name == "step.cached":
             case.status = "cached"
             case.output = data.get("output")
@@ -258,6 +267,8 @@ def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, i
     """Mark test case `tc` failed, skipped or in error as its step ended (counting it), and
     return the lines for its system-out."""
     out: list[str] = list(case.notes)
+    if case.title and case.title != case.id:  # the step as people read it, first
+        out.insert(0, case.title)
     status = case.status
     if status == "failed":
         counts["failures"] += 1
@@ -309,6 +320,12 @@ def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, i
         "status": suite.status,
         "reason": suite.reason,
         "resumed": str(suite.resumed).lower(),
+        "counts": counts_text(  # as the console, `status` and the report count the run
+            count_steps(
+                {sid: c.status for sid, c in suite.cases.items()},
+                [sid for sid, c in suite.cases.items() if _KEPT_NOTE in c.notes],
+            )
+        ),
     }
     if properties:
         listed = ET.SubElement(element, "properties")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 # Lazy import (inside a function), for start-up time: shlex only for a failed run's hint.
 import os
-from collections.abc import Iterable
 from typing import Any
 
 from planrun.status import Status
@@ -19,19 +18,6 @@ _TERMINAL = frozenset(
         Status.INTERRUPTED,
     )
 )
-# Summary order, with the word used for each status.
-_SUMMARY = (
-    ("succeeded", "succeeded"),
-    ("cached", "cached"),
-    ("ignored", "ignored"),
-    ("failed", "failed"),
-    ("interrupted", "interrupted"),
-    ("running", "unfinished"),
-    ("skipped", "skipped"),
-    ("pending", "pending"),
-    ("replaced", "replaced by the planner"),
-)
-
 # kind -> (unicode symbol, ascii fallback, ANSI colour)
 _SYMBOLS = {
     "start": ("▶", ">", "36"),
@@ -113,28 +99,6 @@ def symbols(encoding: str | None, color: bool) -> tuple[str, dict[str, str]]:
         symbol = uni if unicode_ok else ascii_
         sym[kind] = f"\x1b[{ansi}m{symbol}\x1b[0m" if color else symbol
     return (_BAR if unicode_ok else "|"), sym
-
-
-def status_counts(
-    announced: Iterable[str], statuses: dict[str, str], kept: set[str]
-) -> tuple[int, list[str]]:
-    """How many steps there are, and "N succeeded", "M failed"... in summary order."""
-    announced = list(announced)
-    counts: dict[str, int] = {}
-    for step_id in announced:
-        key = statuses.get(step_id, "pending")
-        if key == "retrying":
-            key = "running"
-        counts[key] = counts.get(key, 0) + 1
-    known = set(announced)
-    for step_id, key in statuses.items():  # steps that were never announced
-        if step_id not in known:
-            counts[key] = counts.get(key, 0) + 1
-    parts = [f"{counts[key]} {word}" for key, word in _SUMMARY if counts.get(key)]
-    n_kept = sum(1 for sid in kept if statuses.get(sid) in _TERMINAL)
-    if n_kept and parts:  # kept steps are counted as what they are; say how many were kept
-        parts[-1] += f"; {n_kept} kept from the previous run"
-    return sum(counts.values()), parts
 
 
 def failed_and_stopped(errors: dict[str, str], statuses: dict[str, str], mark: str) -> str:

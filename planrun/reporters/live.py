@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: rich only when the live view is drawn.
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -98,3 +99,60 @@ class LiveView:
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         yield self._render(options.height or console.size.height)
+
+
+class LiveScreen:
+    """rich's Live view, drawn and printed above through one lock.
+
+    rich redraws from a thread of its own while lines are printed above the view from the
+    run's thread, and a print takes rich's lock only to compute how far up to erase, not to
+    render and write: under load a frame was written between the two, so the next line was
+    written after it without erasing it (`… 0.06s12:36:02.766 ▶ run greet started`), and a
+    frame could outlive the view's end. Here rich never draws on its own (auto_refresh off):
+    a thread of ours redraws, and each redraw, print, start and stop holds `lock`, so frames
+    and lines reach the terminal whole and in order. The first frame is drawn by `start`,
+    before any line is printed.
+    """
+
+    def __init__(self, console: Any, view: Any, *, per_second: float, redirect_stderr: bool):
+        from rich.live import Live
+
+        self.lock = threading.RLock()
+        self._interval = 1 / per_second
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._live = Live(
+            view,
+            console=console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,  # stdout may carry `--output json`; never reroute it
+            redirect_stderr=redirect_stderr,
+        )
+
+    def start(self) -> None:
+        with self.lock:
+            self._live.start(refresh=True)
+        self._thread = threading.Thread(target=self._redraw, name="planrun-live", daemon=True)
+        self._thread.start()
+
+    def _redraw(self) -> None:
+        while not self._done.wait(self._interval):
+            with self.lock:
+                if self._done.is_set():
+                    return
+                self._live.refresh()
+
+    def print(self, renderable: Any) -> None:
+        """Print above the view (which moves down)."""
+        with self.lock:
+            self._live.console.print(renderable, crop=False, soft_wrap=True)
+
+    def stop(self) -> None:
+        """Take the view down (the last frame erased); idempotent."""
+        self._done.set()
+        with self.lock:
+            self._live.stop()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from planrun.events import Event
-from planrun.reporters.lines import _TERMINAL, status_counts
+from planrun.reporters.lines import _TERMINAL
 from planrun.status import Status
+from planrun.stepcounts import StepCounts, count_steps, step_parts
 from planrun.text import first_line
 
 
@@ -50,14 +51,27 @@ class RunTally:
     def apply(self, event: Event) -> None:
         """Take one event into account (events the tally does not count are ignored)."""
         handler = self._apply.get(event.event)
+        title = event.data.get("title") if event.step is not None else None
+        if handler is not None and isinstance(title, str) and title:
+            # every event about a step carries its rendered title (a cached or kept one too)
+            self.titles[(event.plan, event.step or "")] = first_line(title)
         if handler is not None:
             handler(event)
 
     # -- what it says ------------------------------------------------------------------------
 
+    def step_counts(self) -> StepCounts:
+        """The run's steps and foreach instances by status, counted as every view counts
+        them (planrun.stepcounts); a step listed at the start and not started is pending."""
+        statuses = {sid: self.status.get(sid, Status.PENDING) for sid in self.tools}
+        statuses.update(self.status)  # and steps never listed (added by the planner)
+        statuses.update(self.instances)
+        return count_steps(statuses, self.kept)
+
     def counts(self) -> tuple[int, list[str]]:
         """How many steps the run has, and "N succeeded", "M failed"... in summary order."""
-        return status_counts(self.tools, self.status, self.kept)
+        counts = self.step_counts()
+        return counts.total, step_parts(counts)
 
     def instance_counts(self) -> tuple[int, int]:
         """Foreach instances of the steps that started, and how many of them failed."""
@@ -96,7 +110,7 @@ class RunTally:
 
     def _run_started(self, event: Event) -> None:
         steps: list[Any] = event.data.get("steps") or []
-        for step in steps:  # a title with ${...} waits for step.started to render it
+        for step in steps:  # a title not renderable yet waits for its step's events
             title = step.get("title") if isinstance(step, dict) else None
             if isinstance(title, str) and "${" not in title:
                 self.titles[(event.plan, str(step.get("id")))] = first_line(title)
@@ -114,8 +128,6 @@ class RunTally:
             # abort under -j 1) are still the step's, pending, in the closing count.
             for sid in instances:
                 self.instances.setdefault(str(sid), Status.PENDING)
-        if event.data.get("title"):  # rendered now that its ${...} can be
-            self.titles[(event.plan, step)] = first_line(event.data["title"])
         if self._set_status(event, Status.RUNNING):
             self.running[step] = (event.ts, event.data.get("attempt") or 1)
             self.kept.discard(step)

@@ -43,6 +43,7 @@ class StepState(Record):
         "title",
         "result_masked",
         "cache_key",
+        "attempts_log",
     )
     status: str
     attempts: int
@@ -58,6 +59,8 @@ class StepState(Record):
     title: str | None  # the title as rendered when it last started (for reports)
     result_masked: bool  # a secret was masked in `result`: it is not the value
     cache_key: str | None  # the key the cache gave it (its dependents' keys name it)
+    # each failed attempt of its last run: {attempt, error, stderr_tail, duration_s}
+    attempts_log: list[dict[str, Any]]
 
     def __init__(
         self,
@@ -75,6 +78,7 @@ class StepState(Record):
         title: str | None = None,
         result_masked: bool = False,
         cache_key: str | None = None,
+        attempts_log: list[dict[str, Any]] | None = None,
     ) -> None:
         self.status = status
         self.attempts = attempts
@@ -90,6 +94,7 @@ class StepState(Record):
         self.title = title
         self.result_masked = result_masked
         self.cache_key = cache_key
+        self.attempts_log = [] if attempts_log is None else attempts_log
 
     def to_json(self) -> dict[str, Any]:
         # Shallow on purpose: a deep copy of the result (dataclasses.asdict's) is slow for big ones.
@@ -108,6 +113,7 @@ class StepState(Record):
             "title": self.title,
             "result_masked": self.result_masked,
             "cache_key": self.cache_key,
+            "attempts_log": self.attempts_log,
         }
 
     @classmethod

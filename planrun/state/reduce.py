@@ -89,3 +89,26 @@ def finish_step(step: StepState, d: dict[str, Any], ts: str) -> None:
         step.fingerprint = d["fingerprint"]
     if d.get("result_variable") is not None:
         step.result_variable = d["result_variable"]
+
+
+def log_attempt(step: StepState, d: dict[str, Any], now: float) -> None:
+    """A failed attempt on the step's `attempts_log`: its number, error, stderr tail and
+    duration (from when it started: `started_at` is the last attempt's start)."""
+    began = _epoch(step.started_at)
+    step.attempts_log.append(
+        {
+            "attempt": int(d.get("attempt") or d.get("attempts") or step.attempts),
+            "error": d.get("error"),
+            "stderr_tail": d.get("stderr_tail") or "",
+            "duration_s": round(max(0.0, now - began), 3) if began is not None else None,
+        }
+    )
+
+
+def _epoch(text: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -32,7 +32,14 @@ from planrun.state.model import (
     _encode,
     _iso_ts,
 )
-from planrun.state.reduce import _apply_revision, _apply_run, _apply_step, finish_step, keep_step
+from planrun.state.reduce import (
+    _apply_revision,
+    _apply_run,
+    _apply_step,
+    finish_step,
+    keep_step,
+    log_attempt,
+)
 from planrun.statefiles import (
     check_not_special,
     check_state_dirs,
@@ -259,6 +266,8 @@ class StateStore:
                 fingerprint=d.get("fingerprint"),
                 result_variable=old.result_variable if old else None,
                 title=d.get("title") if isinstance(d.get("title"), str) else None,
+                # a retry's attempts go on one log; a new run's first attempt starts a new one
+                attempts_log=old.attempts_log if old and int(d.get("attempt") or 1) > 1 else None,
             )
         elif old is None or (sid not in self._started and name != "step.resumed"):
             # Skipped, or failed/interrupted before starting in this run: nothing of an earlier
@@ -267,10 +276,13 @@ class StateStore:
         else:
             # Updated in place: the in-memory state is ours, and the line below records it whole.
             new = old
+        if isinstance(d.get("title"), str):  # as rendered for this event (a cached step's too)
+            new.title = d["title"]
         if name != "step.started":
             if name == "step.retrying":
                 new.attempts = int(d.get("attempt") or new.attempts)
                 new.error = d.get("error")
+                log_attempt(new, d, event.ts)
             elif name == "step.succeeded":
                 new.status = d.get("status") or Status.SUCCEEDED
                 new.result = d.get("result")
@@ -285,6 +297,8 @@ class StateStore:
                 new.error = d.get("error")
                 new.detail = d.get("detail")
                 new.result_masked, new.cache_key = False, None
+                if d.get("stderr_tail") is not None:  # an attempt that ran (not a budget's)
+                    log_attempt(new, d, event.ts)
                 finish_step(new, d, ts)
             elif name == "step.skipped":
                 new.status = Status.SKIPPED

@@ -8,6 +8,7 @@ from typing import Any
 
 from planrun.instances import group_instances
 from planrun.state.model import RunState, StepState
+from planrun.stepcounts import counts_text, state_counts
 from planrun.text import first_line, format_duration
 
 # --------------------------------------------------------------------- reports
@@ -59,11 +60,8 @@ def render_status_text(state: RunState) -> str:
     lines = [head]
     if state.error:
         lines.append(f"error: {first_line(state.error, 200)}")
-    counts: dict[str, int] = {}
-    for st in state.steps.values():
-        counts[st.status] = counts.get(st.status, 0) + 1
-    if counts:
-        lines.append(", ".join(f"{n} {s}" for s, n in counts.items()))
+    if state.steps:  # counted as the console, the report and JUnit count them
+        lines.append(counts_text(state_counts(state.steps)))
     rows = [("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR")]
     for sid, st in _in_tree_order(state.steps):
         note = first_line(st.error, 80) or (st.reason or "")

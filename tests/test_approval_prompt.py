@@ -1,0 +1,81 @@
+"""The approval question at a real terminal: the step's title and command, or the plan's own
+words (`approval: "TEXT"`, rendered with the variables), and `y` runs the step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import answer_at_tty, planrun
+
+pytestmark = pytest.mark.e2e  # a real process at a pseudo-terminal
+
+
+def test_approval_true_asks_with_the_title_and_the_command(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        """
+variables: {version: "1.4.2", token: "tok-SECRET-9"}
+secrets: [token]
+steps:
+  - id: publish
+    title: Publish ${version}
+    tool: shell
+    args: {cmd: "echo uploading ${version} with ${token} > published.txt"}
+    approval: true
+""".lstrip()
+    )
+    code, _, seen = answer_at_tty(tmp_path, ["run", "plan.yaml"], ["y"])
+    assert code == 0, seen
+    question = seen[: seen.index("[y/N]")]
+    assert "publish" in question and "Publish 1.4.2" in question
+    assert "echo uploading 1.4.2 with *** > published.txt" in question
+    assert "tok-SECRET-9" not in seen
+    assert (tmp_path / "published.txt").read_text().startswith("uploading 1.4.2")
+
+
+def test_approval_text_is_the_question_rendered_with_the_variables(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        """
+variables: {version: "1.4.2", target: staging}
+steps:
+  - id: deploy
+    tool: shell
+    args: {cmd: "echo deployed > deployed.txt"}
+    approval: "Deploy ${version} to ${target}?"
+""".lstrip()
+    )
+    code, _, seen = answer_at_tty(tmp_path, ["run", "plan.yaml", "--var", "target=prod"], ["y"])
+    assert code == 0, seen
+    assert "Deploy 1.4.2 to prod? [y/N]" in seen
+    assert (tmp_path / "deployed.txt").exists()
+    code, _, seen = answer_at_tty(tmp_path, ["run", "plan.yaml"], ["n"])
+    assert code != 0 and "Deploy 1.4.2 to staging? [y/N]" in seen
+
+
+def test_a_text_approval_without_a_terminal_blocks_the_run_and_the_dry_run_marks_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        'steps:\n  - {id: deploy, tool: echo, args: {value: 1}, approval: "Deploy it now?"}\n'
+    )
+    r = planrun("run", "plan.yaml", cwd=tmp_path)
+    assert r.code == 5, r
+    r = planrun("run", "plan.yaml", "--dry-run", "--output", "json", cwd=tmp_path)
+    assert r.json["steps"][0]["approval"] is True
+
+
+@pytest.mark.parametrize("value", ['""', '"  "', "yes", "No", '"Deploy?"', "1"])
+def test_an_approval_that_is_no_question_is_refused(tmp_path: Path, value: str) -> None:
+    (tmp_path / "plan.yaml").write_text(f"steps:\n  - {{id: a, tool: echo, approval: {value}}}\n")
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert r.code == 3, r
+    assert "step 'a': approval: expected true, false or a question" in r.out, r
+
+
+def test_the_question_is_checked_like_any_template(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        'variables: {v: 1}\nsteps:\n  - {id: a, tool: echo, approval: "Deploy ${nope} now?"}\n'
+    )
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert r.code == 3 and "step 'a': approval: undefined name 'nope'" in r.out, r
