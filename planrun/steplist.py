@@ -62,11 +62,10 @@ def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dic
     scope = plan_scope(plan, variables or {}, dict(os.environ))
     known = lambda: scope  # noqa: E731 - the scope the renderers ask for
     mask = Masker(plan.secrets, scope)
-    return {
+    doc: dict[str, Any] = {
         "plan": plan.name or default_name(plan_path),
         "file": plan_path,
         "title": plan.title,
-        "params": param_rows(plan.params),
         "steps": [
             {
                 "id": sid,
@@ -78,6 +77,9 @@ def step_rows(plan_path: str, variables: Mapping[str, Any] | None = None) -> dic
             for sid in graph.order
         ],
     }
+    if plan.params:  # a plan without params lists as it always did
+        doc["params"] = param_rows(plan.params)
+    return doc
 
 
 def render_steps(doc: dict[str, Any]) -> str:
