@@ -86,27 +86,27 @@ EXTRA_SERVERS = {"extra": {"command": "e", "args": ["1"]}}
 # a state file written then must still match the plan it was written for. (Changed with the
 # step's `run`, `env` and `cwd` and the plan's `env`: a new field is in every plan's dump.)
 DIGESTS = {
-    "examples/conditional.yaml": "9cc0eda454f009ee",
-    "examples/dataflow.yaml": "5ab5b781b2dbfd95",
-    "examples/default-plan/planrun.yaml": "ca517261cd0855e5",
-    "examples/diamond.yaml": "be254f46b7307c75",
-    "examples/failure-policies.yaml": "56871ba9acb44e98",
-    "examples/foreach.yaml": "fead50f72056541a",
-    "examples/hello.yaml": "ff64111508ff0f57",
-    "examples/http.yaml": "f73a1d3a50d5c178",
-    "examples/mcp-git.yaml": "a86b185d2b3eb134",
-    "examples/mcp-time.yaml": "54590a3ad883ed43",
-    "examples/parallel.yaml": "e558b2e37b4543d2",
-    "examples/python-step.yaml": "ccedf34df7e62c2e",
-    "examples/replan/plan.yaml": "ec5176dee9b63310",
-    "examples/retries.yaml": "6ba501fa094b2c96",
-    "examples/sub/greet.yaml": "2397f7a8bb9400fe",
-    "examples/subplan.yaml": "7422064dbf184b86",
+    "examples/conditional.yaml": "5c89d8c26acae5a0",
+    "examples/dataflow.yaml": "c27f311a88b30c95",
+    "examples/default-plan/planrun.yaml": "0e9ee5a3c7b0c9b9",
+    "examples/diamond.yaml": "ecd043883df10415",
+    "examples/failure-policies.yaml": "360a1b2848527813",
+    "examples/foreach.yaml": "888f1553b2d95f0f",
+    "examples/hello.yaml": "66f89ec6bce89d27",
+    "examples/http.yaml": "d9877279a964c292",
+    "examples/mcp-git.yaml": "5ab81d0dcae314ad",
+    "examples/mcp-time.yaml": "38e8616f199eb238",
+    "examples/parallel.yaml": "84d07ca071ebff7e",
+    "examples/python-step.yaml": "aee821bd824e5a04",
+    "examples/replan/plan.yaml": "7f0ceae0f6894f84",
+    "examples/retries.yaml": "7496192234941006",
+    "examples/sub/greet.yaml": "b1e06d0b3be375f8",
+    "examples/subplan.yaml": "b3fe303d72e0d93a",
 }
 TEXT_DIGESTS = {
-    "rich.yaml": (RICH, "8adbe66efa05de8d"),
-    "dask.yaml": (DASK, "17097452e8241188"),
-    "plain.yaml": ("steps: []\n", "a3cb7c0ac9912472"),
+    "rich.yaml": (RICH, "1bf22ad6ffc675f6"),
+    "dask.yaml": (DASK, "75014032612ce48b"),
+    "plain.yaml": ("steps: []\n", "091476ab1c5be99d"),
 }
 
 
