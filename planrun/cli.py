@@ -28,6 +28,7 @@ from planrun.errors import (
     UsageError,
     one_line,
 )
+from planrun.passthrough import given_cli_args
 
 if TYPE_CHECKING:
     from planrun.plan import Plan
@@ -71,8 +72,11 @@ def main(directories: tuple[str, ...]) -> None:
 @run_options
 @_guard
 def run(**kw: Any) -> None:
-    """Run PLAN as a DAG of steps."""
-    _do_run(False, **kw)
+    """Run PLAN as a DAG of steps.
+
+    Words after `--` are the list `cli_args` the plan's steps may read.
+    """
+    _do_run(False, cli_args=given_cli_args(), **kw)
 
 
 @main.command(
@@ -84,7 +88,7 @@ def run(**kw: Any) -> None:
 @_guard
 def resume(**kw: Any) -> None:
     """Continue the last run of PLAN: succeeded, unchanged steps are not run again."""
-    _do_run(True, **kw)
+    _do_run(True, cli_args=given_cli_args(), **kw)
 
 
 def _vars_file(path: str) -> dict[str, Any]:
@@ -190,21 +194,27 @@ def graph(
     extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
     found = plan_or_found(plan)  # the default plan's directory becomes the cwd
     p = load_plan(found.plan, with_builtins(found, extra))
+    if p.params:
+        from planrun.params import read_given
+
+        defaults = {n: q.default for n, q in p.params.items()}
+        extra = {**defaults, **read_given(p.params, extra)}
     p = _revised_plan(p, found.given_path(state))
     pg = g.PlanGraph.build(p.steps)
-    if any(s.foreach is not None for s in p.steps):
+    always = frozenset(s.id for s in p.steps if s.always)
+    if any(s.foreach is not None or s.matrix is not None for s in p.steps):
         from planrun.dryrun import instances_preview
 
         pg.instances = instances_preview(p, {**p.variables, **extra})
     if fmt == "json":
-        click.echo(json.dumps(g.render_json(p.name or "", pg), indent=2))
+        click.echo(json.dumps(g.render_json(p.name or "", pg, always), indent=2))
     elif fmt == "mermaid":
         click.echo(g.render_mermaid(pg), nl=False)
     elif fmt == "dot":
         click.echo(g.render_dot(p.name or "", pg), nl=False)
     else:
         statuses = _last_statuses(p.name or "", found.given_path(state))
-        click.echo(g.render_ascii(pg, statuses), nl=False)
+        click.echo(g.render_ascii(pg, statuses, always), nl=False)
 
 
 def _state_path(name: str, state: str | None) -> str:

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from planrun.completion import complete_run_args, complete_step_ids
+from planrun.passthrough import PassThroughCommand
 from planrun.targets import ALL_FORCED
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -99,10 +100,11 @@ def run_options(fn: F) -> F:
     return fn
 
 
-class RunCommand(click.Command):
+class RunCommand(PassThroughCommand):
     """`run` and `resume`: `--force` is a flag, and only `--force=ID` takes a value, so that
     `run --force test` forces the target `test` (the word after a bare --force is never its
-    value). A bare --force is given to click as `--force=*` (ALL_FORCED)."""
+    value). A bare --force is given to click as `--force=*` (ALL_FORCED). The words after
+    `--` are the plan's `cli_args` (planrun.passthrough)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, bare_force_marked(args, self._value_options(ctx)))

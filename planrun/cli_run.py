@@ -114,7 +114,9 @@ def print_diagnostics(diags: list[Any], fmt: str) -> None:
 
 
 def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
-    from planrun.expressions import parse_cli_value
+    """`--var K=V` pairs: each V as typed (planrun.params reads it once the plan is known: a
+    param's type, else YAML)."""
+    from planrun.params import GivenText
 
     out: dict[str, Any] = {}
     for pair in pairs:
@@ -123,7 +125,7 @@ def parse_vars(pairs: tuple[str, ...]) -> dict[str, Any]:
             # Not echoed: `--var "$TOKEN"` (the name forgotten) would print a secret to a log.
             what = "no '='" if not sep else "no name before '='"
             raise UsageError(f"--var expects KEY=VALUE: an argument has {what}")
-        out[key.strip()] = parse_cli_value(value)
+        out[key.strip()] = GivenText(value)
     return out
 
 
@@ -183,6 +185,15 @@ def _rerun(found: Any, targets: list[str], force: list[str], kw: dict[str, Any])
         return exc.exit_code
 
 
+def _pass_through(kw: dict[str, Any]) -> dict[str, Any]:
+    """`cli_args` when words were given after `--` (else the run's default, [])."""
+    from planrun.expressions import Words
+    from planrun.params import CLI_ARGS
+
+    words = kw.get(CLI_ARGS) or []
+    return {CLI_ARGS: Words(words)} if words else {}
+
+
 def _run_once(
     force_resume: bool, found: Any, targets: list[str], force: list[str], kw: dict[str, Any]
 ) -> ExitCode:
@@ -200,7 +211,7 @@ def _run_once(
         reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
     req = RunRequest(
         plan=found.plan,
-        variables=with_builtins(found, parse_vars(kw["var"])),
+        variables={**with_builtins(found, parse_vars(kw["var"])), **_pass_through(kw)},
         vars_file=kw["vars_file"],
         jobs=kw["jobs"],
         state=kw["state"],

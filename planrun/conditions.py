@@ -114,7 +114,7 @@ def false_at_start(step: Step, known: Mapping[str, Any], env: Mapping[str, str])
     """
     if step.when is False:
         return True
-    if step.foreach is not None:
+    if step.foreach is not None or step.matrix is not None:
         return _no_instance_at_start(step, known, env)
     return _false_in(step.when, known, env)
 

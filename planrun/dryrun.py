@@ -11,12 +11,22 @@ from planrun.expressions import (
     Expr,
     ExpressionError,
     Template,
+    Words,
     parse_template,
     run_args,
     shell_args,
     to_text,
 )
-from planrun.fanout import FanOutError, bindings, elements, instance_id, loop_names
+from planrun.fanout import (
+    FanOutError,
+    bindings,
+    combinations,
+    elements,
+    fan_source,
+    fans_out,
+    instance_id,
+    loop_names,
+)
 from planrun.graph import PlanGraph
 from planrun.plan import Plan, Step
 from planrun.scope import known_scope, rendered_text, rendered_title
@@ -59,6 +69,7 @@ def dry_run_document(
                 "depends_on": sub.deps[sid],
                 "when": step.when,
                 "approval": plan.needs_approval(step),
+                **({"always": True} if step.always else {}),
             }
             for one in _entries(step, entry, scope, producers):
                 out_waves[-1].append(one["id"])
@@ -80,7 +91,7 @@ def _entries(
 ) -> list[dict[str, Any]]:
     """The dry-run entries of a step: itself, or one per foreach instance (`ID[*]` when the
     list is not known before the run)."""
-    if step.foreach is None:
+    if not fans_out(step):
         args = _preview_args(step, scope, producers)
         return [{**entry, **_texts(step, scope, producers), "args": args}]
     names = loop_names(step)
@@ -125,11 +136,12 @@ def foreach_preview(
 ) -> list[Any] | str:
     """A foreach step's elements as far as known before the run, else a placeholder such as
     `<foreach over <files result>>` (or `<error: ...>`)."""
-    value = _preview(step.foreach, scope, producers)
+    key, source = fan_source(step)
+    value = _preview(source, scope, producers)
     if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
-        return value if value.startswith("<error") else f"<foreach over {value}>"
+        return value if value.startswith("<error") else f"<{key} over {value}>"
     try:
-        return elements(value)
+        return combinations(value) if key == "matrix" else elements(value)
     except FanOutError as exc:
         return f"<error: {exc}>"
 
@@ -140,7 +152,7 @@ def instances_preview(plan: Plan, variables: dict[str, Any]) -> dict[str, list[s
     producers = placeholders(plan)
     out: dict[str, list[str] | str] = {}
     for step in plan.steps:
-        if step.foreach is not None:
+        if fans_out(step):
             items = foreach_preview(step, scope, producers)
             out[step.id] = (
                 items
@@ -207,11 +219,11 @@ def _tool_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) -> 
     if tpl is None or tpl.whole is not None:
         return _preview(args, scope, producers)
     rest = _preview({k: v for k, v in args.items() if k != "cmd"}, scope, producers)
-    texts: list[str] = []
+    texts: list[str | list[str]] = []
     unknown: set[int] = set()
     for n, expr in enumerate(tpl.exprs):
         value, known = _one(expr, scope, producers)
-        texts.append(to_text(value))
+        texts.append(list(value) if isinstance(value, Words) else to_text(value))
         if not known:
             unknown.add(n)
     try:
@@ -225,7 +237,7 @@ def _run_args(run: str | list[str], scope: dict[str, Any], producers: dict[str, 
     scripts = [run] if isinstance(run, str) else run
     templates: list[Template | None] = []
     offsets: list[int] = []
-    texts: list[str] = []
+    texts: list[str | list[str]] = []
     unknown: set[int] = set()
     try:
         for script in scripts:
@@ -236,7 +248,7 @@ def _run_args(run: str | list[str], scope: dict[str, Any], producers: dict[str, 
                 value, known = _one(expr, scope, producers)
                 if not known:
                     unknown.add(len(texts))
-                texts.append(to_text(value))
+                texts.append(list(value) if isinstance(value, Words) else to_text(value))
         return run_args(run, templates, offsets, texts, {}, frozenset(unknown))
     except ExpressionError as exc:
         return {"run": f"<error: {exc.message}>"}
@@ -275,6 +287,8 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
             if s["title"] != sid:
                 head += f"  {s['title']}"
             head += f"  [{s['tool']}]"
+            if s.get("always"):
+                head += "  (always: runs whatever its dependencies come to)"
             if s["approval"]:
                 head += "  ⚠ needs approval"
             lines.append(head)

@@ -406,11 +406,12 @@ def resolve_args(tool: str, args: dict[str, Any], scope: Mapping[str, Any]) -> d
     return shell_args(tpl, _texts(tpl, scope, "args.cmd"), rest)
 
 
-def _texts(tpl: Template, scope: Mapping[str, Any], where: str) -> list[str]:
-    texts: list[str] = []
+def _texts(tpl: Template, scope: Mapping[str, Any], where: str) -> list[str | list[str]]:
+    texts: list[str | list[str]] = []
     for part in tpl.exprs:
         try:
-            texts.append(to_text(part.evaluate(scope)))
+            value = part.evaluate(scope)
+            texts.append(list(value) if isinstance(value, Words) else to_text(value))
         except ExpressionError as exc:
             raise ExpressionError(f"{where}: {exc.message}", name=exc.name) from None
     return texts
@@ -423,7 +424,7 @@ def _resolve_run(args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, An
     scripts = [run] if isinstance(run, str) else list(run)
     rest = resolve({k: v for k, v in args.items() if k != "run"}, scope, path=("args",))
     templates = [parse_template(s) for s in scripts]
-    texts: list[str] = []
+    texts: list[str | list[str]] = []
     offsets: list[int] = []
     for n, tpl in enumerate(templates):
         offsets.append(len(texts))
@@ -437,7 +438,7 @@ def run_args(
     run: str | list[str],
     templates: list[Template | None],
     offsets: list[int],
-    texts: list[str],
+    texts: list[str | list[str]],
     rest: dict[str, Any],
     unknown: frozenset[int] = frozenset(),
 ) -> dict[str, Any]:
@@ -460,30 +461,46 @@ def run_args(
     return out
 
 
+class Words(list[str]):
+    """A list of words (`cli_args`): in a shell string `cmd`, each word is a value of its own,
+    quoted by its context, with a space between them (`pytest ${cli_args}`: separate
+    arguments; inside "…": one, as "$*"); none at all for an empty list."""
+
+
 def shell_args(
     tpl: Template,
-    texts: list[str],
+    texts: list[str | list[str]],
     rest: dict[str, Any],
     unknown: frozenset[int] = frozenset(),
     *,
     offset: int = 0,
     where: str = "args.cmd",
 ) -> dict[str, Any]:
-    """`{cmd, **rest}` with the values `texts` put into the command template safely; the
-    values passed by environment variable are merged into `env` (over the step's own). The
-    template's values are `texts[offset:]`."""
+    """`{cmd, **rest}` with the values `texts` put into the command template safely (a list:
+    Words, one value a word); the values passed by environment variable are merged into `env`
+    (over the step's own). The template's values are `texts[offset:]`; the words of the ones
+    before keep their numbers (a `run` list's scripts never share a value's name)."""
     from planrun.shellquote import QuotingError, quote_command, template_items
 
     parts: list[str | int] = []
+    flat: list[str] = [word for t in texts[:offset] for word in (t if isinstance(t, list) else [t])]
+    unknown_flat: set[int] = set()
     n = offset
     for part in tpl.parts:
         if isinstance(part, str):
             parts.append(part)
-        else:
-            parts.append(n)
-            n += 1
+            continue
+        text = texts[n]
+        for j, word in enumerate(text if isinstance(text, list) else [text]):
+            if j:
+                parts.append(" ")
+            if n in unknown:
+                unknown_flat.add(len(flat))
+            parts.append(len(flat))
+            flat.append(word)
+        n += 1
     try:
-        cmd, env = quote_command(template_items(parts), texts, unknown)
+        cmd, env = quote_command(template_items(parts), flat, frozenset(unknown_flat))
     except QuotingError as exc:
         raise ExpressionError(f"{where}: {exc}") from None
     out = {"cmd": cmd, **rest}

@@ -22,17 +22,87 @@ from planrun.record import Record
 from planrun.text import kind_of
 
 DEFAULT_AS = "item"
+MATRIX_NAME = "matrix"
+"""The name a `matrix` instance's combination is bound to (`${matrix.py}`)."""
+EXCLUDE = "exclude"
+"""The key in a `matrix` mapping that lists combinations to drop (not a name)."""
 
 
 class FanOutError(Exception):
     """A `foreach` that cannot be expanded (its value is not a list or a mapping)."""
 
 
+def fans_out(step: Step) -> bool:
+    """Whether the step runs as instances `ID[N]`: it has `foreach` or `matrix`."""
+    return step.foreach is not None or step.matrix is not None
+
+
+def element_name(step: Step) -> str:
+    """What an instance's element is bound to: `matrix`, or the foreach's `as` (default item)."""
+    return MATRIX_NAME if step.matrix is not None else (step.as_ or DEFAULT_AS)
+
+
+def fan_source(step: Step) -> tuple[str, Any]:
+    """The key and value the instances come from: ("foreach", list) or ("matrix", mapping)."""
+    return ("matrix", step.matrix) if step.matrix is not None else ("foreach", step.foreach)
+
+
 def loop_names(step: Step) -> frozenset[str]:
-    """Names a foreach step's args, when and title may read besides the plan's: element, index."""
-    if step.foreach is None:
+    """Names a fan-out step's args, when and title may read besides the plan's: element, index."""
+    if not fans_out(step):
         return frozenset()
-    return frozenset((step.as_ or DEFAULT_AS, INDEX_NAME))
+    return frozenset((element_name(step), INDEX_NAME))
+
+
+def matrix_problems(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
+    """What is wrong with a step's `matrix` / `max_parallel` beyond the schema: (path, message)."""
+    if step.foreach is not None and step.matrix is not None:
+        return [(("matrix",), "a step has 'foreach' or 'matrix', not both")]
+    if step.max_parallel is not None and not fans_out(step):
+        return [
+            (("max_parallel",), "max_parallel limits the instances of a foreach or matrix step")
+        ]
+    if step.matrix is None:
+        return []
+    if not [n for n in step.matrix if n != EXCLUDE]:
+        return [(("matrix",), "matrix: no names to combine")]
+    exclude = step.matrix.get(EXCLUDE, [])
+    bad = [n for n, e in enumerate(exclude) if not isinstance(e, Mapping)]
+    if bad:
+        return [(("matrix", EXCLUDE, bad[0]), "matrix: an exclude entry is a mapping of names")]
+    return [
+        (("matrix", EXCLUDE, n, k), f"matrix: exclude names '{k}', which is not in the matrix")
+        for n, e in enumerate(exclude)
+        for k in e
+        if k not in step.matrix or k == EXCLUDE
+    ]
+
+
+def combinations(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A matrix's combinations, the first name varying slowest, without the excluded ones (an
+    `exclude` entry drops every combination that has all of its values)."""
+    import itertools
+
+    excluded = matrix.get(EXCLUDE) or []
+    names = [n for n in matrix if n != EXCLUDE]
+    for name in names:
+        if not isinstance(matrix[name], list | tuple):
+            raise FanOutError(f"matrix.{name} gave {kind_of(matrix[name])}, not a list")
+    if not isinstance(excluded, list) or not all(isinstance(e, Mapping) for e in excluded):
+        raise FanOutError("matrix.exclude must be a list of mappings")
+    size = 1
+    for name in names:
+        size *= len(matrix[name])
+    if size > MAX_INSTANCES:
+        raise FanOutError(
+            f"matrix gives {size:,} combinations; a step runs at most {MAX_INSTANCES:,} instances"
+        )
+    out = []
+    for values in itertools.product(*(matrix[n] for n in names)):
+        combo = dict(zip(names, values, strict=True))
+        if not any(all(combo.get(k) == v for k, v in e.items()) for e in excluded):
+            out.append(combo)
+    return out
 
 
 def foreach_problem(step: Step) -> str | None:
@@ -96,7 +166,7 @@ def instance_views(
 def expansion_fingerprint(step: Step, views: list[tuple[bool | None, str | None]]) -> str:
     """What a foreach step as a whole does: its tool and each instance's condition and args.
     Equal fingerprints: every instance would do the same again."""
-    blob = json.dumps([step.tool, "foreach", views], ensure_ascii=False)
+    blob = json.dumps([step.tool, fan_source(step)[0], views], ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -113,6 +183,8 @@ def foreach_fingerprint(
 
 def resolve_elements(step: Step, scope: Mapping[str, Any]) -> list[Any]:
     """The step's elements now (ExpressionError, FanOutError)."""
+    if step.matrix is not None:
+        return combinations(resolve(step.matrix, scope, path=("matrix",)))
     return elements(resolve(step.foreach, scope, path=("foreach",)))
 
 
@@ -140,14 +212,16 @@ class InstanceScope(Mapping[str, Any]):
 
 
 def bindings(step: Step, element: Any, n: int) -> dict[str, Any]:
-    """What one instance reads: `{as: element, index: n}`."""
-    return {step.as_ or DEFAULT_AS: element, INDEX_NAME: n}
+    """What one instance reads: `{as: element, index: n}` (`{matrix: combination, index: n}`)."""
+    return {element_name(step): element, INDEX_NAME: n}
 
 
 def instance_step(step: Step, n: int) -> Step:
     """Instance `n` of a foreach step: the same step under the id `ID[N]`, binding nothing
     itself (the step binds the list of all results)."""
-    return replace(step, id=instance_id(step.id, n), foreach=None, as_=None, result_variable=None)
+    return replace(
+        step, id=instance_id(step.id, n), foreach=None, matrix=None, as_=None, result_variable=None
+    )
 
 
 class Verdict(NamedTuple):
@@ -216,7 +290,7 @@ class FanOuts:
     def waiting(self, sid: str, steps: Mapping[str, Step], records: Mapping[str, Any]) -> bool:
         """Whether `sid` is a foreach step still to expand (it is ready when asked)."""
         step = steps.get(sid)
-        return step is not None and step.foreach is not None and records[sid].status == "pending"
+        return step is not None and fans_out(step) and records[sid].status == "pending"
 
     def expand(self, step: Step, items: list[Any]) -> list[Step]:
         """The instances of `step` over `items`, now open."""

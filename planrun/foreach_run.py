@@ -17,6 +17,7 @@ from planrun.fanout import (
     FanOutError,
     FanOuts,
     expansion_fingerprint,
+    fans_out,
     instance_id,
     instance_views,
     resolve_elements,
@@ -61,6 +62,27 @@ class ForeachSteps:
     def __init__(self, host: Host) -> None:
         self.host = host
         self.fanouts = FanOuts()
+        self._running: dict[str, int] = {}  # step id -> its instances running now
+
+    def held(self, sid: str) -> bool:
+        """Whether instance `sid` must wait: its step's `max_parallel` instances are running."""
+        parent = parent_of(sid)
+        step = self.host.steps.get(parent) if parent is not None else None
+        limit = step.max_parallel if step is not None else None
+        return limit is not None and self._running.get(parent or "", 0) >= limit
+
+    def started(self, sid: str) -> None:
+        parent = parent_of(sid)
+        if parent is not None:
+            self._running[parent] = self._running.get(parent, 0) + 1
+
+    def ended(self, sid: str) -> bool:
+        """Note that `sid` stopped running; True when it was an instance."""
+        parent = parent_of(sid)
+        if parent is None or not self._running.get(parent):
+            return False
+        self._running[parent] -= 1
+        return True
 
     def waiting(self, sid: str) -> bool:
         """Whether `sid` is a foreach step still to expand (it is ready when asked); a step
@@ -166,7 +188,7 @@ class ForeachSteps:
     def keep(self, sid: str, resume: ResumePlan) -> None:
         """A foreach step kept whole from the previous run: its instances are kept with it."""
         step, rec = self.host.steps.get(sid), self.host.records[sid]
-        if step is None or step.foreach is None or not isinstance(rec.result, list):
+        if step is None or not fans_out(step) or not isinstance(rec.result, list):
             return
         ids = [instance_id(sid, n) for n in range(len(rec.result))]
         for n, iid in enumerate(ids):

@@ -30,6 +30,8 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
     title, approval, sources, outputs."""
     if step.foreach is not None:
         yield from template_strings(step.foreach, ("foreach",))
+    if step.matrix is not None:
+        yield from template_strings(step.matrix, ("matrix",))
     yield from template_strings(step.args, ("args",))
     if step.run is not None:
         yield from template_strings(step.run, ("run",))
@@ -201,7 +203,11 @@ def data_sources(
     """
     # A foreach step's element and index names hide variables of the same name in its args,
     # when and title (not in `foreach` itself, which is read before there is an element).
-    hidden = frozenset((step.as_ or "item", "index")) if step.foreach is not None else frozenset()
+    hidden = (
+        frozenset(("matrix" if step.matrix is not None else step.as_ or "item", "index"))
+        if step.foreach is not None or step.matrix is not None
+        else frozenset()
+    )
     for path, text in step_strings(step):
         try:
             tpl = parse_template(text)
@@ -209,7 +215,7 @@ def data_sources(
             continue
         for expr in tpl.exprs if tpl is not None else ():
             for name in expr.names:
-                if path[0] != "foreach" and name in hidden:
+                if path[0] not in ("foreach", "matrix") and name in hidden:
                     continue
                 for producer in binders.get(name, ()):
                     yield name, producer
@@ -221,10 +227,14 @@ def data_sources(
 # ---- renderings -------------------------------------------------------------------------
 
 
-def render_json(plan_name: str, graph: PlanGraph) -> dict[str, Any]:
+def render_json(
+    plan_name: str, graph: PlanGraph, always: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     return {
         "plan": plan_name,
-        "nodes": [_node(graph, s) for s in graph.order],
+        "nodes": [
+            {**_node(graph, s), **({"always": True} if s in always else {})} for s in graph.order
+        ],
         "edges": graph.edges(),
         "waves": graph.waves(),
     }
@@ -387,8 +397,13 @@ GLYPHS: dict[str | None, str] = {
 }
 
 
-def render_ascii(graph: PlanGraph, statuses: dict[str, str] | None = None) -> str:
-    """mcp-cli style: status glyph, id, title, [tool], `← after: a, b`, `∥` for parallel steps."""
+def render_ascii(
+    graph: PlanGraph,
+    statuses: dict[str, str] | None = None,
+    always: frozenset[str] = frozenset(),
+) -> str:
+    """mcp-cli style: status glyph, id, title, [tool], `← after: a, b`, `∥` for parallel steps;
+    `(always)` after the id of a step in `always`."""
     statuses = statuses or {}
     lines = []
     for n, wave in enumerate(graph.waves(), 1):
@@ -398,6 +413,7 @@ def render_ascii(graph: PlanGraph, statuses: dict[str, str] | None = None) -> st
             glyph = GLYPHS.get(statuses.get(sid), "○")
             title = graph.titles[sid]
             text = f"  {'∥ ' if parallel else '  '}{glyph} {sid}"
+            text += " (always)" if sid in always else ""
             if title != sid:
                 text += f"  {title}"
             text += f"  [{graph.tools[sid]}]"

@@ -36,6 +36,7 @@ __all__ = [
     "Kind",
     "Limits",
     "OnFailure",
+    "Param",
     "Plan",
     "PlanNode",
     "Policy",
@@ -198,6 +199,27 @@ class Step(PlanNode):
         ),
     ] = None
 
+    # ---- §13: always, matrix, max_parallel (planrun.fanout, planrun.scheduler) ----
+    always: Annotated[
+        bool,
+        Spec(
+            description="Run once every dependency has finished, whatever its status (also "
+            "after an abort; not after an interrupt). Its failure fails the run."
+        ),
+    ] = False
+    matrix: Annotated[
+        dict[str, list[Any]] | None,
+        Spec(
+            description="Run the step once per combination of these lists (the first name "
+            "varies slowest), each bound to `matrix` (${matrix.NAME}); `exclude: [{...}]` drops "
+            "combinations. Instances are ID[0], ID[1], ..."
+        ),
+    ] = None
+    max_parallel: Annotated[
+        PositiveCount | None,
+        Spec(description="A foreach or matrix step: at most this many instances at once."),
+    ] = None
+
     def to_dict(self, exclude_defaults: bool = False, *, exact: bool = False) -> dict[str, Any]:
         out = super(Step, self).to_dict(exclude_defaults, exact=exact)
         if self.run is not None:  # `tool: shell` is implied; written, it would be an error
@@ -209,6 +231,24 @@ class Step(PlanNode):
         if "run" in data and data["run"] is not None and "tool" not in data:
             data = {**data, "tool": RUN_TOOL}
         return super(Step, cls).from_dict(data)
+
+
+ParamType = Literal["string", "integer", "number", "boolean", "list", "mapping"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Param(PlanNode):
+    """A variable set from the command line (planrun.params converts and checks it)."""
+
+    type: Annotated[
+        ParamType, Spec(description="What --var VALUE is converted to (default: string).")
+    ] = "string"
+    default: Annotated[Any, Spec(description="The value without --var / --vars-file.")] = None
+    required: Annotated[
+        bool, Spec(description="A run without a value for it is refused (exit 2).")
+    ] = False
+    choices: Annotated[list[Any] | None, Spec(description="The only values it may take.")] = None
+    description: Annotated[str | None, Spec(description="Shown by `planrun list`.")] = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -326,6 +366,15 @@ class Plan(PlanNode):
             "when no target is given; without it, every step."
         ),
     ] = None
+    # ---- §13: params (planrun.params) ----
+    params: Annotated[
+        dict[str, Param],
+        Spec(
+            description="Variables that are the plan's command-line interface (--var NAME=...): "
+            "typed, with a default, choices, required.",
+            json_schema_extra={"propertyNames": {"pattern": NAME_PATTERN, **none_of(SCOPE_NAMES)}},
+        ),
+    ] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
     # Step by id, built on first use (replace() makes a new Plan, so a new index).
     _index: dict[str, Step] | None = field(default=None, init=False, repr=False, compare=False)

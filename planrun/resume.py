@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from planrun.cache import ALL_FORCED, FORCED  # --force [ID]: run again, whatever was left
 from planrun.expressions import ExpressionError
-from planrun.fanout import foreach_fingerprint
+from planrun.fanout import fans_out, foreach_fingerprint
 from planrun.graph import PlanGraph, data_sources
 from planrun.instances import parent_of
 from planrun.plan import Step
@@ -166,7 +166,7 @@ def plan_resume(
 
 
 def _see(step: Step, prev: PreviousStep, scope: Scope, mask: Callable[[Any], Any] | None) -> Seen:
-    if step.foreach is not None:  # its instances' conditions and args, as one fingerprint
+    if fans_out(step):  # its instances' conditions and args, as one fingerprint
         return Seen(True, foreach_fingerprint(step, scope, mask))
     try:
         condition = step_condition(step, scope)

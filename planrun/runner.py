@@ -17,11 +17,13 @@ from planrun.checked import CheckedPlan
 from planrun.context import RunContext, root_context
 from planrun.dotenv import load_dotenv, rendered_names
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
+from planrun.expressions import Words
 from planrun.graph import PlanGraph
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.interrupts import run_interruptibly
 from planrun.launch import launch
 from planrun.masking import mask_keeping_names
+from planrun.params import CLI_ARGS, bind_params
 from planrun.parent import STEP_SEPARATOR, denied_by, merge_policy
 from planrun.plan import Plan, replace
 from planrun.plan_variables import start_variables
@@ -113,7 +115,11 @@ def prepare(ctx: RunContext) -> Prepared:
             raise PlanInvalid(denied)
         plan = replace(plan, policy=merge_policy(outer, plan.policy))
 
-    variables = start_variables(plan.variables, extra, os.environ, checked.doc, plan.secrets)
+    given = {
+        CLI_ARGS: Words(),
+        **bind_params(plan.params, extra),
+    }  # exit 2: a bad value, a required one missing
+    variables = start_variables(plan.variables, given, os.environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
         names = rendered_names(checked.doc, plan.dotenv, variables, os.environ)

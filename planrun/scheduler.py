@@ -140,6 +140,8 @@ class Scheduler:
                     break
                 requests, self._replan_requests = self._replan_requests, []
                 await self._replan(requests)
+            if self.stop_reason == Reason.STEP_FAILED:  # an abort: not an interrupt, not a "no"
+                await self._run_always()
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
@@ -162,6 +164,17 @@ class Scheduler:
             self.foreach.keep(sid, self.resume)  # a kept foreach step: its instances too
             self.emit("step.resumed", sid, kept_event(rec, self.steps[sid]))
 
+    async def _run_always(self) -> None:
+        """After an abort: the `always` steps that did not run, one by one in run order (each
+        one's `when` still decides). The run stays failed."""
+        for sid in self.order:
+            step = self.steps[sid]
+            if not step.always or self.records[sid].status != Status.PENDING:
+                continue
+            async with asyncio.TaskGroup() as tg:
+                if await self._start(sid, tg):
+                    await self._done.get()
+
     def _stopping(self) -> bool:
         return self.stop_reason is not None or bool(self._replan_requests)
 
@@ -181,6 +194,7 @@ class Scheduler:
         sorter = graphlib.TopologicalSorter(deps)
         sorter.prepare()
         heap: list[tuple[int, int, str]] = []  # (file position, instance index or -1, id)
+        held: list[tuple[int, int, str]] = []  # instances waiting for their step's max_parallel
         running = 0
         jobs = max(1, self.settings.jobs)
         try:
@@ -197,8 +211,11 @@ class Scheduler:
                         and not settled
                         and not self._stopping()
                     ):
-                        _, _, sid = heapq.heappop(heap)
-                        if self.foreach.waiting(sid):  # a foreach step: its instances go next
+                        entry = heapq.heappop(heap)
+                        sid = entry[2]
+                        if self.foreach.held(sid):
+                            held.append(entry)
+                        elif self.foreach.waiting(sid):  # a foreach step: its instances go next
                             ids = self.foreach.expand(sid)
                             for n, iid in enumerate(ids or ()):
                                 heapq.heappush(heap, (self.position[sid], n, iid))
@@ -210,6 +227,7 @@ class Scheduler:
                             sid, tg
                         ):
                             running += 1
+                            self.foreach.started(sid)
                         else:
                             settled = self._settled(sorter, sid) or settled
                     # A step settled without running (skipped, cached, kept) may have made
@@ -220,6 +238,10 @@ class Scheduler:
                         break
                     sid = await self._done.get()
                     running -= 1
+                    if self.foreach.ended(sid):  # a place under its step's max_parallel
+                        for entry in held:
+                            heapq.heappush(heap, entry)
+                        held.clear()
                     self._settled(sorter, sid)
         finally:
             self.foreach.close()  # a stop leaves a foreach step with open instances
@@ -305,6 +327,8 @@ class Scheduler:
     def skip_if_upstream_failed(self, sid: str, step: Step) -> bool:
         """Skip the step when a dependency failed, but for the ones its `when` decides about
         (a notify-on-failure step); True when it was skipped. (A foreach step too.)"""
+        if step.always:  # it runs whatever its dependencies came to
+            return False
         watched, records = reacts_to(step), self.records
         deps = self.graph.deps[sid]
         failed = (d for d in deps if d in records and records[d].blocks_dependents)

@@ -56,6 +56,7 @@ def step_rows(
     """
     from planrun.graph import PlanGraph
     from planrun.masking import Masker
+    from planrun.params import param_rows
     from planrun.scope import plan_scope, rendered_text, rendered_title
     from planrun.validate import default_name, load_plan
 
@@ -64,7 +65,7 @@ def step_rows(
     scope = plan_scope(plan, variables or {}, dict(os.environ))
     known = lambda: scope  # noqa: E731 - the scope the renderers ask for
     mask = Masker(plan.secrets, scope)
-    return {
+    doc: dict[str, Any] = {
         "plan": plan.name or default_name(plan_path),
         "file": plan_path,
         "title": plan.title,
@@ -81,6 +82,9 @@ def step_rows(
             if every or not plan.step(sid).internal
         ],
     }
+    if plan.params:  # a plan without params lists as it always did
+        doc["params"] = param_rows(plan.params)
+    return doc
 
 
 def render_steps(doc: dict[str, Any]) -> str:
@@ -101,4 +105,7 @@ def render_steps(doc: dict[str, Any]) -> str:
         lines.append(line.rstrip())
         if s.get("description"):
             lines.extend(f"  {' ' * id_w}  {part}" for part in s["description"].splitlines())
+    from planrun.params import render_params
+
+    lines.extend(render_params(doc.get("params") or {}))
     return "\n".join(lines) + "\n"

@@ -17,9 +17,10 @@ from planrun.checked import CheckedPlan
 from planrun.conditions import when_problem
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
-from planrun.fanout import INDEX_NAME, foreach_problem, loop_names
+from planrun.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
 from planrun.graph import PlanGraph, step_strings
 from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, runtime_step
+from planrun.params import CLI_ARGS, param_problems
 from planrun.plan import SCOPE_NAMES, Plan, ServerEntry, Step
 from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
@@ -92,6 +93,10 @@ def check_document(
         out.add(("steps",), "the plan has no steps", severity="warning")
 
     plan_vars = dict(header.variables) if header else _raw_mapping(data, "variables")
+    params = dict(header.params) if header else _raw_mapping(data, "params")
+    for at, message in param_problems(params, plan_vars):
+        out.add(at, message)
+    variables = {CLI_ARGS: [], **params, **(variables or {})}  # known in every run
     # A header error elsewhere (say a typo in `defaults`) must not make every variable
     # "undefined" and every server "unknown": fall back to the names as written.
     extra_servers = dict(servers or {})  # from --mcp-config; the plan's own entries win
@@ -357,6 +362,9 @@ def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 def _check_foreach(s: Step, i: int, out: Collector) -> None:
     """`foreach` gives a list or mapping; `as` needs a foreach and a name of its own."""
+    if s.matrix is not None or s.max_parallel is not None:
+        for at, message in matrix_problems(s):
+            out.add(("steps", i, *at), f"step '{s.id}': {message}", key=True)
     if s.foreach is None:
         if s.as_ is not None:
             out.add(

@@ -87,27 +87,27 @@ EXTRA_SERVERS = {"extra": {"command": "e", "args": ["1"]}}
 # step's `run`, `env` and `cwd` and the plan's `env`: a new field is in every plan's dump.
 # The examples whose shell steps are now written `run:` are other plans, with their own.)
 DIGESTS = {
-    "examples/conditional.yaml": "9cc0eda454f009ee",
-    "examples/dataflow.yaml": "5ab5b781b2dbfd95",
-    "examples/default-plan/planrun.yaml": "d142b305d0ab4c8c",
-    "examples/diamond.yaml": "be254f46b7307c75",
-    "examples/failure-policies.yaml": "7f85341d4cd0eb3a",
-    "examples/foreach.yaml": "f0c32ecc91f4e4eb",
-    "examples/hello.yaml": "0755c03ab01f3909",
-    "examples/http.yaml": "f73a1d3a50d5c178",
-    "examples/mcp-git.yaml": "a86b185d2b3eb134",
-    "examples/mcp-time.yaml": "54590a3ad883ed43",
-    "examples/parallel.yaml": "9e61ffe1aa5ef735",
-    "examples/python-step.yaml": "469dd90073e0753a",
-    "examples/replan/plan.yaml": "27a5137c1a8255bd",
-    "examples/retries.yaml": "ae9533b517893ac0",
-    "examples/sub/greet.yaml": "2397f7a8bb9400fe",
-    "examples/subplan.yaml": "7422064dbf184b86",
+    "examples/conditional.yaml": "5c89d8c26acae5a0",
+    "examples/dataflow.yaml": "c27f311a88b30c95",
+    "examples/default-plan/planrun.yaml": "c18598521fc5b31b",
+    "examples/diamond.yaml": "ecd043883df10415",
+    "examples/failure-policies.yaml": "5a73cb78ddfc6e04",
+    "examples/foreach.yaml": "83525b3057dffe44",
+    "examples/hello.yaml": "70d45023a7d552a3",
+    "examples/http.yaml": "d9877279a964c292",
+    "examples/mcp-git.yaml": "5ab81d0dcae314ad",
+    "examples/mcp-time.yaml": "38e8616f199eb238",
+    "examples/parallel.yaml": "514ae18b3a63853f",
+    "examples/python-step.yaml": "5d9a91de23870d92",
+    "examples/replan/plan.yaml": "36f2f4537d36597e",
+    "examples/retries.yaml": "b5ecbc423d2321c5",
+    "examples/sub/greet.yaml": "b1e06d0b3be375f8",
+    "examples/subplan.yaml": "b3fe303d72e0d93a",
 }
 TEXT_DIGESTS = {
-    "rich.yaml": (RICH, "8adbe66efa05de8d"),
-    "dask.yaml": (DASK, "17097452e8241188"),
-    "plain.yaml": ("steps: []\n", "a3cb7c0ac9912472"),
+    "rich.yaml": (RICH, "1bf22ad6ffc675f6"),
+    "dask.yaml": (DASK, "75014032612ce48b"),
+    "plain.yaml": ("steps: []\n", "091476ab1c5be99d"),
 }
 
 

@@ -71,7 +71,17 @@ finally:
 PLAN_CLASSES = [
     f"planrun.plan.{name}"
     for name in sorted(
-        ["Defaults", "ExecutorConfig", "Limits", "Plan", "Policy", "Replan", "ServerEntry", "Step"]
+        [
+            "Defaults",
+            "ExecutorConfig",
+            "Limits",
+            "Param",
+            "Plan",
+            "Policy",
+            "Replan",
+            "ServerEntry",
+            "Step",
+        ]
     )
 ]
 

@@ -89,7 +89,7 @@ def open_session(
         warn(f"{why}: the cache is not used (choose another with --cache-dir)")
         return None
     dotenv = list(plan.dotenv)
-    shared = frozenset(s.id for s in plan.steps if s.foreach is not None and _shares_outputs(s))
+    shared = frozenset(s.id for s in plan.steps if _fans_out(s) and _shares_outputs(s))
     session = CacheSession(
         options,
         plan.name or "plan",
@@ -291,7 +291,7 @@ def _warn_stderr(message: str) -> None:
 
 def run_cache_options(req: CacheRequest, prep: Prepared) -> CacheOptions:
     """The options of a top-level run (its --force IDs checked against the plan)."""
-    fans = [s.id for s in prep.plan.steps if s.foreach is not None]
+    fans = [s.id for s in prep.plan.steps if _fans_out(s)]
     return cache_options(
         prep.forced,
         req.no_cache,
@@ -357,3 +357,8 @@ def preview_dry_run(req: CacheRequest, cwd: str, prep: Prepared, doc: dict[str, 
     )
     for s in doc["steps"]:
         s["cache"] = found[s["id"]]
+
+
+def _fans_out(step: Any) -> bool:
+    """A foreach or matrix step (planrun.fanout.fans_out, without importing it here)."""
+    return step.foreach is not None or step.matrix is not None

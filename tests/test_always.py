@@ -1,0 +1,82 @@
+"""`always: true`: a step that runs once its dependencies have finished, whatever their status."""
+
+from __future__ import annotations
+
+
+def steps_of(r):
+    return {s["id"]: s for s in r.json["steps"]}
+
+
+def test_always_runs_after_an_abort_and_the_run_still_fails(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: build, tool: shell, args: {cmd: "exit 3"}}
+          - {id: deploy, tool: echo, args: {value: x}, depends_on: [build]}
+          - id: cleanup
+            tool: shell
+            args: {cmd: "echo ${steps.build.status} > cleaned"}
+            depends_on: [deploy]
+            always: true
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    steps = steps_of(r)
+    assert steps["build"]["status"] == "failed"
+    assert steps["deploy"]["status"] != "succeeded"
+    assert steps["cleanup"]["status"] == "succeeded", r
+    assert (tmp_path / "cleaned").read_text().strip() == "failed"
+
+
+def test_always_runs_after_a_continue_failure_and_its_when_applies(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, tool: shell, args: {cmd: "exit 1"}, on_failure: continue}
+          - {id: b, tool: echo, args: {value: 1}, depends_on: [a]}
+          - {id: notify, tool: echo, args: {value: 1}, depends_on: [b], always: true,
+             when: "${steps.a.status == 'failed'}"}
+          - {id: quiet, tool: echo, args: {value: 1}, depends_on: [b], always: true,
+             when: "${steps.a.status == 'succeeded'}"}
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    steps = steps_of(r)
+    assert steps["b"]["status"] == "skipped"
+    assert steps["notify"]["status"] == "succeeded"
+    assert steps["quiet"]["status"] == "skipped"
+
+
+def test_a_failing_always_step_fails_a_successful_run(run, write):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+          - {id: cleanup, tool: shell, args: {cmd: "exit 2"}, depends_on: [a], always: true}
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert steps_of(r)["cleanup"]["status"] == "failed"
+
+
+def test_always_in_dry_run_and_graph(run, write):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+          - {id: cleanup, tool: echo, args: {value: 1}, depends_on: [a], always: true}
+        """,
+    )
+    r = run("run", "plan.yaml", "--dry-run")
+    assert r.code == 0, r
+    line = next(line for line in r.out.splitlines() if "cleanup" in line)
+    assert "always" in line, r
+    g = run("graph", "plan.yaml")
+    assert "cleanup (always)" in g.out, g

@@ -1,0 +1,145 @@
+"""`matrix` (one instance per combination) and `max_parallel` (at most N instances at once)."""
+
+from __future__ import annotations
+
+import sys
+
+from planrun.fanout import combinations
+from tests.conftest import assert_no_traceback
+
+PY = sys.executable
+
+MATRIX = """
+steps:
+  - id: smoke
+    matrix:
+      os: [linux, macos]
+      py: ["3.11", "3.12"]
+      exclude: [{os: macos, py: "3.11"}]
+    tool: echo
+    args: {value: "${matrix.os}-${matrix.py | replace('.', '')}-${index}"}
+    result_variable: combos
+  - {id: after, tool: echo, args: {value: "${combos}"}}
+"""
+
+
+def test_combinations_first_name_slowest_and_exclude():
+    m = {"a": [1, 2], "b": ["x", "y"], "exclude": [{"a": 2, "b": "x"}]}
+    assert combinations(m) == [{"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 2, "b": "y"}]
+    assert combinations({"a": []}) == []
+
+
+def test_matrix_runs_one_instance_per_combination(run, write):
+    write("plan.yaml", MATRIX)
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 0, r
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert [i for i in steps if i.startswith("smoke[")] == ["smoke[0]", "smoke[1]", "smoke[2]"]
+    assert steps["after"]["result"] == ["linux-311-0", "linux-312-1", "macos-312-2"]
+
+
+def test_matrix_in_dry_run_and_graph(run, write):
+    write("plan.yaml", MATRIX)
+    r = run("run", "plan.yaml", "--dry-run")
+    assert r.code == 0, r
+    assert "smoke[2]" in r.out and "macos-312-2" in r.out
+    g = run("graph", "plan.yaml", "--format", "json")
+    assert g.code == 0, g
+    assert "smoke[2]" in g.out
+
+
+def test_matrix_validation(run, write):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - id: a
+            foreach: [1]
+            matrix: {x: [1]}
+            tool: echo
+          - id: b
+            matrix: {x: 1}
+            tool: echo
+          - id: c
+            matrix: {x: [1]}
+            tool: echo
+            args: {value: "${matrix.x} ${item}"}
+          - id: d
+            max_paralel: 2
+            tool: echo
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    out = r.out
+    assert "plan.yaml:4:5: error: step 'a': a step has 'foreach' or 'matrix', not both" in out, r
+    assert "plan.yaml:7:" in out and "matrix.x" in out
+    assert "plan.yaml:12:" in out and "undefined name 'item'" in out
+    assert "plan.yaml:14:5:" in out and "did you mean 'max_parallel'" in out
+    assert_no_traceback(r)
+
+
+def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
+    # Each instance appends its number, and fails when another is inside at the same time.
+    script = tmp_path / "one.py"
+    script.write_text(
+        "import os, sys\n"
+        "lock = 'inside'\n"
+        "try:\n"
+        "    fd = os.open(lock, os.O_CREAT | os.O_EXCL)\n"
+        "except FileExistsError:\n"
+        "    sys.exit('two at once')\n"
+        "open('order', 'a').write(sys.argv[1] + '\\n')\n"
+        "os.close(fd); os.remove(lock)\n"
+    )
+    write(
+        "plan.yaml",
+        f"""
+        steps:
+          - id: each
+            foreach: [0, 1, 2, 3, 4, 5]
+            max_parallel: 1
+            tool: shell
+            args: {{cmd: ["{PY}", "one.py", "${{item}}"]}}
+        """,
+    )
+    r = run("run", "plan.yaml", "-j", "4")
+    assert r.code == 0, r
+    assert (tmp_path / "order").read_text().split() == ["0", "1", "2", "3", "4", "5"]
+
+
+def test_max_parallel_two_lets_two_run_at_once(run, write, tmp_path):
+    # Instance 0 waits until instance 1 has started: that only ends if two run at once;
+    # instance 2 must not start before one of them ended.
+    script = tmp_path / "two.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "n = sys.argv[1]\n"
+        "open('started-' + n, 'w').close()\n"
+        "if n == '0':\n"
+        "    deadline = time.monotonic() + 20\n"
+        "    while not os.path.exists('started-1'):\n"
+        "        if time.monotonic() > deadline: sys.exit('1 never started')\n"
+        "        time.sleep(0.01)\n"
+        "if n == '2' and not os.path.exists('done-0') and not os.path.exists('done-1'):\n"
+        "    sys.exit('three at once')\n"
+        "if n == '1':\n"
+        "    deadline = time.monotonic() + 20\n"
+        "    while not os.path.exists('started-0'):\n"
+        "        if time.monotonic() > deadline: sys.exit('0 never started')\n"
+        "        time.sleep(0.01)\n"
+        "open('done-' + n, 'w').close()\n"
+    )
+    write(
+        "plan.yaml",
+        f"""
+        steps:
+          - id: each
+            matrix: {{n: [0, 1, 2]}}
+            max_parallel: 2
+            tool: shell
+            args: {{cmd: ["{PY}", "two.py", "${{matrix.n}}"]}}
+        """,
+    )
+    r = run("run", "plan.yaml", "-j", "4")
+    assert r.code == 0, r

@@ -1,0 +1,134 @@
+"""`params`: the plan's command-line interface, typed, with choices, defaults and required ones."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import assert_no_traceback
+
+PLAN = """
+params:
+  version: {type: string, required: true, description: The release}
+  target: {default: dev, choices: [dev, staging, prod], description: Where to deploy}
+  n: {type: integer, default: 2}
+  ratio: {type: number, default: 0.5}
+  fast: {type: boolean, default: false}
+  pkgs: {type: list, default: [a]}
+  opts: {type: mapping, default: {}}
+steps:
+  - id: show
+    tool: echo
+    args: {value: ["${version}", "${target}", "${n}", "${ratio}", "${fast}", "${pkgs}", "${opts}"]}
+"""
+
+
+def _values(r):
+    assert r.code == 0, r
+    return r.json["steps"][0]["result"]
+
+
+def test_a_var_for_a_param_is_converted_to_its_type(run, write):
+    write("plan.yaml", PLAN)
+    r = run("run", "plan.yaml", "--output", "json", "--var", "version=1.10")
+    assert _values(r) == ["1.10", "dev", 2, 0.5, False, ["a"], {}]
+    r = run(
+        "run", "plan.yaml", "--output", "json", "--var", "version=007", "--var", "n=12",
+        "--var", "ratio=3", "--var", "fast=true", "--var", "pkgs=[x, y]",
+        "--var", "opts={k: 1}", "--var", "target=prod",
+    )  # fmt: skip
+    assert _values(r) == ["007", "prod", 12, 3, True, ["x", "y"], {"k": 1}]
+
+
+def test_an_undeclared_var_keeps_the_yaml_reading(run, write):
+    write("plan.yaml", "steps:\n  - {id: a, tool: echo, args: {value: '${v}'}}\n")
+    r = run("run", "plan.yaml", "--output", "json", "--var", "v=1.10")
+    assert r.json["steps"][0]["result"] == 1.1
+
+
+def test_a_value_of_the_wrong_type_is_a_usage_error(run, write):
+    write("plan.yaml", PLAN)
+    r = run("run", "plan.yaml", "--var", "version=1", "--var", "n=x")
+    assert r.code == 2, r
+    assert "--var n: expected an integer, got 'x'" in r.err
+    assert_no_traceback(r)
+    r = run("run", "plan.yaml", "--var", "version=1", "--var", "fast=maybe")
+    assert r.code == 2 and "--var fast: expected a boolean, got 'maybe'" in r.err, r
+    r = run("run", "plan.yaml", "--var", "version=1", "--var", "pkgs=x")
+    assert r.code == 2 and "--var pkgs: expected a list, got 'x'" in r.err, r
+
+
+def test_a_value_outside_choices_and_a_missing_required_param_exit_2(run, write):
+    write("plan.yaml", PLAN)
+    r = run("run", "plan.yaml", "--var", "version=1", "--var", "target=qa")
+    assert r.code == 2, r
+    assert "--var target: 'qa' is not one of dev, staging, prod" in r.err
+    r = run("run", "plan.yaml")
+    assert r.code == 2, r
+    assert "missing required param: version" in r.err
+    r = run("run", "plan.yaml", "--dry-run")
+    assert r.code == 2 and "version" in r.err, r
+
+
+def test_a_vars_file_value_is_checked_against_the_param(run, write):
+    write("plan.yaml", PLAN)
+    write("vars.yaml", "version: '2'\nn: two\n")
+    r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
+    assert r.code == 2, r
+    assert "n: expected an integer, got 'two'" in r.err
+
+
+def test_params_are_checked_by_validate(run, write):
+    write(
+        "plan.yaml",
+        """
+        variables: {target: x}
+        params:
+          target: {default: dev}
+          n: {type: integr, default: 1}
+          m: {type: integer, default: one}
+          c: {choices: [a, b], default: z}
+          d: {descripton: typo}
+        steps:
+          - {id: a, tool: echo, args: {value: "${target}"}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    lines = r.out.splitlines()
+    assert any(
+        line.startswith("plan.yaml:3:") and "'target' is in both params and variables" in line
+        for line in lines
+    ), r
+    assert any(line.startswith("plan.yaml:4:") and "integr" in line for line in lines), r
+    assert any(
+        line.startswith("plan.yaml:5:") and "default" in line and "integer" in line
+        for line in lines
+    ), r
+    assert any(line.startswith("plan.yaml:6:") and "'z'" in line for line in lines), r
+    assert any(line.startswith("plan.yaml:7:") and "description" in line for line in lines), r
+
+
+def test_list_shows_the_params(run, write):
+    write("plan.yaml", PLAN)
+    r = run("list", "plan.yaml")
+    assert r.code == 0, r
+    assert "version" in r.out and "The release" in r.out and "required" in r.out
+    assert "dev, staging, prod" in r.out
+    r = run("list", "plan.yaml", "--output", "json")
+    params = json.loads(r.out)["params"]
+    assert params["target"] == {
+        "type": "string",
+        "default": "dev",
+        "required": False,
+        "choices": ["dev", "staging", "prod"],
+        "description": "Where to deploy",
+    }
+    assert params["version"]["required"] is True
+
+
+def test_the_schema_describes_params(run):
+    r = run("schema")
+    schema = json.loads(r.out)
+    text = json.dumps(schema)
+    assert "params" in schema["properties"]
+    assert "Where" not in text and "command line" in text
