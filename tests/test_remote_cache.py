@@ -276,6 +276,38 @@ def test_a_remote_that_never_answers_costs_one_timeout(tmp_path: Path) -> None:
             conn.close()
 
 
+def test_requests_queued_behind_a_black_hole_give_up_with_the_first(tmp_path: Path) -> None:
+    """40 independent steps ask at once; the pool holds 16 connections. When the first
+    requests time out, the remote is down and the queued ones give up then, instead of taking
+    the freed connections and waiting a timeout of their own (a run would grow by two)."""
+    with socket.socket() as hole:
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(128)
+        accepted: list[socket.socket] = []
+
+        def take() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    accepted.append(hole.accept()[0])
+
+        threading.Thread(target=take, daemon=True).start()
+        a = tmp_path / "a"
+        a.mkdir()
+        steps = "".join(
+            f'  - {{id: s{n}, tool: shell, args: {{cmd: "echo {n}"}}, cache: true}}\n'
+            for n in range(40)
+        )
+        (a / "plan.yaml").write_text("steps:\n" + steps)
+        url = f"http://127.0.0.1:{hole.getsockname()[1]}"
+        r = run(a, "--remote-cache", url, "--remote-cache-timeout", "1", "-j", "2")
+        assert r.code == 0, r
+        assert set(statuses(r).values()) == {"succeeded"}
+        assert r.err.count("remote cache") == 1, r.err
+        assert len(accepted) <= 16, len(accepted)
+        for conn in accepted:
+            conn.close()
+
+
 def test_cache_info_shows_and_checks_the_remote(tmp_path: Path) -> None:
     with nginx(tmp_path / "nginx") as (url, _data):
         r = planrun("cache", "info", "--remote-cache", url, "--check", cwd=tmp_path)

@@ -305,6 +305,9 @@ def run_cache_options(req: CacheRequest, prep: Prepared) -> CacheOptions:
 
 def run_remote_options(req: CacheRequest) -> RemoteOptions | None:
     """The run's remote cache (--remote-cache and its flags, else the environment)."""
+    if not (req.remote or os.environ.get("PLANRUN_REMOTE_CACHE")):
+        seconds(req.timeout)  # checked all the same
+        return None  # (planrun.cache.remote not imported: most runs have no remote)
     from planrun.cache.remote import remote_options
 
     return remote_options(req.remote, req.read_only, seconds(req.timeout), os.environ)
