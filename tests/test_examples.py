@@ -142,12 +142,13 @@ def test_words_after_a_double_dash_reach_the_tests(project):
     assert "Ran 1 test" in r.json["steps"][-1]["result"]["stderr"], r
 
 
-def test_publish_asks_its_own_question_and_never_runs_unasked(project):
+def test_publish_asks_its_own_question_and_never_runs_unasked(project, monkeypatch):
     # No terminal to ask at: blocked (exit 5), nothing published.
     r = run(project, "publish")
     assert r.code == 5 and r.json["status"] == "blocked", r
     assert not (project / "build/index").exists()
     # At a terminal, the question is the step's text, rendered; "y" publishes.
+    monkeypatch.setenv("PATH", STEP_ENV["PATH"])  # answer_at_tty's process has os.environ
     code, _, seen = answer_at_tty(project, ["run", "publish"], ["y"])
     assert code == 0, seen
     assert "Publish greet 0.3.1 to build/index?" in seen
