@@ -16,18 +16,27 @@ SCHEMA_REF = "./plan.schema.json"
 
 STARTER_YAML = f"""\
 # yaml-language-server: $schema={SCHEMA_REF}
-# A planrun plan: each step is one tool call; steps run in parallel as soon as the steps
-# they depend on are done. Editors with the YAML language server check and complete this
-# file with the schema above, written beside it by `planrun init` (after an upgrade:
-# `planrun schema > plan.schema.json`).
+# A planrun plan: each step runs a command (`run:`) or calls a tool (`tool:` and `args:`);
+# steps run in parallel as soon as the steps they depend on are done. Editors with the YAML
+# language server check and complete this file with the schema above, written beside it by
+# `planrun init` (after an upgrade: `planrun schema > plan.schema.json`).
 #
-#   planrun list             the steps of this plan
-#   planrun run              run it (planrun.yaml is the default plan)
-#   planrun run test         only `test` and what it depends on
-#   planrun run --dry-run    what would run, in parallel waves
-#   planrun report           an HTML timeline of the last run
+#   planrun list                      the steps of this plan
+#   planrun run                       the `default` steps and what they depend on
+#   planrun run test                  only `test` and what it depends on
+#   planrun run test -- -k fast       the words after -- are ${{cli_args}}
+#   planrun run --var version=1.2.0   a param from the command line
+#   planrun run --dry-run             what would run, in parallel waves
+#   planrun report                    an HTML timeline of the last run
 version: 1
 title: Starter plan
+
+# What `planrun run` runs when no step is named (without it: every step).
+default: [package]
+
+# The plan's command line: planrun run --var version=1.2.0
+params:
+  version: {{default: 0.1.0, description: The version to package}}
 
 # Values steps read as ${{name}}; override them with --var name=value.
 variables:
@@ -36,6 +45,10 @@ variables:
 # KEY=VALUE files added to the steps' environment and to ${{env.KEY}};
 # a name ending in ? is optional. The environment planrun runs in wins.
 dotenv: [".env?"]
+
+# Every step's environment; a step's own `env:` wins over it.
+env:
+  PYTHONDONTWRITEBYTECODE: "1"
 
 # What every step gets unless it says otherwise.
 defaults:
@@ -46,35 +59,33 @@ defaults:
 steps:
   - id: hello
     title: Say ${{greeting}}
-    tool: shell
-    args:
-      cmd: echo "${{greeting}} from planrun"
+    run: echo "${{greeting}} from planrun"
 
   - id: lint
-    title: Lint the code
-    tool: shell
-    args: {{cmd: echo "lint - replace me with your linter"}}
+    description: Lint the code
+    run: echo "lint - replace me with your linter"
 
   - id: test
-    title: Run the tests
-    tool: shell
+    description: Run the tests
     depends_on: [lint]       # after lint; hello runs alongside
     retries: 1               # one more attempt if it fails
-    args: {{cmd: echo "test - replace me with your test command"}}
-
-  - id: version
-    title: Decide the version
-    tool: echo
-    args: {{value: "0.1.0"}}
-    result_variable: version # later steps read ${{version}} (and so run after this one)
+    run: echo "test - replace me with your test command" ${{cli_args}}
 
   - id: package
     title: Package ${{version}}
-    tool: shell
-    depends_on: [test]
-    when: "${{version != ''}}"  # skipped when false
-    args:
-      cmd: echo "packaging version ${{version}}"
+    depends_on: [hello, test]
+    run:                     # a list: one command after another, the first failure stops it
+      - mkdir -p dist
+      - echo "packaging version ${{version}}" > dist/package-${{version}}.txt
+    # The step is cached: an unchanged run takes it, and its outputs, from the cache.
+    # sources: ["src/**"]    # the files it reads: a change to one runs it again
+    outputs: ["dist/package-${{version}}.txt"]
+
+  - id: publish
+    description: Not a default step; it asks first (--yes answers for you)
+    depends_on: [package]
+    approval: Publish version ${{version}}?
+    run: echo "publish dist/package-${{version}}.txt - replace me"
 """
 
 

@@ -194,6 +194,31 @@ def test_init_writes_a_commented_plan_that_validates_and_runs(run, tmp_path):
     assert r.code == 0 and r.json["status"] == "succeeded", r
 
 
+def test_init_starter_is_written_the_short_way_and_does_what_its_comments_say(run, tmp_path):
+    assert run("init").code == 0
+    text = (tmp_path / "planrun.yaml").read_text()
+    assert "tool: shell" not in text and "cmd:" not in text  # `run:`, not the long form
+    # `planrun run` runs the `default` target and what it depends on; publish asks, so it
+    # is not among them.
+    r = run("run", "--output", "json")
+    assert r.code == 0, r
+    steps = {s["id"]: s["status"] for s in r.json["steps"]}
+    assert steps == {s: "succeeded" for s in ("hello", "lint", "test", "package")}, r
+    assert (tmp_path / "dist/package-0.1.0.txt").read_text() == "packaging version 0.1.0\n"
+    # Nothing changed: the package comes from the cache.
+    r = run("run", "--output", "json")
+    assert {s["id"]: s["status"] for s in r.json["steps"]}["package"] == "cached", r
+    # A param from the command line names the output; words after -- reach the tests.
+    assert run("run", "--var", "version=1.10").code == 0
+    assert (tmp_path / "dist/package-1.10.txt").is_file()
+    r = run("run", "test", "--output", "json", "--", "-k", "fast")
+    assert r.code == 0 and "-k fast" in r.json["steps"][-1]["result"]["stdout"], r
+    # publish asks its question: with no terminal to ask at, the run is blocked.
+    r = run("run", "publish", "--output", "json")
+    assert r.code == 5 and r.json["status"] == "blocked", r
+    assert run("run", "publish", "--yes").code == 0
+
+
 def test_init_writes_the_schema_its_first_line_names(run, tmp_path):
     """The editor's schema is a file beside the plan, not a URL: it works offline."""
     (tmp_path / "sub").mkdir()
