@@ -42,6 +42,10 @@ class ProcessGroups:
     def add(self, pgid: int) -> None:
         self._live.add(pgid)
 
+    def told(self, pgid: int) -> bool:
+        """Whether the run's interrupt was passed on to this group (its end is the interrupt's)."""
+        return pgid in self._told
+
     def discard(self, pgid: int) -> None:
         self._live.discard(pgid)
         self._told.discard(pgid)

@@ -138,7 +138,10 @@ async def _run(
         await _kill_group(proc, groups)
         raise
     finally:
+        told = groups.told(proc.pid)
         groups.discard(proc.pid)
+    if told:  # it ended on the run's interrupt, passed on to it: interrupted, not failed
+        raise asyncio.CancelledError
     code = proc.returncode
     assert code is not None
     return {
