@@ -250,36 +250,10 @@ def test_a_refused_connection_is_one_warning(tmp_path: Path) -> None:
     assert set(statuses(again).values()) == {"cached"}  # the local cache works on
 
 
-def test_a_remote_that_never_answers_costs_one_timeout(tmp_path: Path) -> None:
-    """A black hole: connections are taken but never answered. The steps form a chain, so a
-    remote asked once per step would be asked three times; after the first timeout it is not
-    asked again."""
-    with socket.socket() as hole:
-        hole.bind(("127.0.0.1", 0))
-        hole.listen(16)
-        accepted: list[socket.socket] = []
-
-        def take() -> None:
-            with contextlib.suppress(OSError):
-                while True:
-                    accepted.append(hole.accept()[0])
-
-        threading.Thread(target=take, daemon=True).start()
-        url = f"http://127.0.0.1:{hole.getsockname()[1]}"
-        a = checkout(tmp_path / "a")
-        r = run(a, "--remote-cache", url, "--remote-cache-timeout", "0.5")
-        assert r.code == 0, r
-        assert set(statuses(r).values()) == {"succeeded"}
-        assert "no answer within 0.5 s" in r.err and r.err.count("remote cache") == 1
-        assert len(accepted) == 1
-        for conn in accepted:
-            conn.close()
-
-
-def test_requests_queued_behind_a_black_hole_give_up_with_the_first(tmp_path: Path) -> None:
-    """40 independent steps ask at once; the pool holds 16 connections. When the first
-    requests time out, the remote is down and the queued ones give up then, instead of taking
-    the freed connections and waiting a timeout of their own (a run would grow by two)."""
+@contextlib.contextmanager
+def black_hole() -> Iterator[tuple[str, list[socket.socket]]]:
+    """A port on 127.0.0.1 that takes connections and never answers; yields its URL and the
+    connections it took."""
     with socket.socket() as hole:
         hole.bind(("127.0.0.1", 0))
         hole.listen(128)
@@ -291,6 +265,29 @@ def test_requests_queued_behind_a_black_hole_give_up_with_the_first(tmp_path: Pa
                     accepted.append(hole.accept()[0])
 
         threading.Thread(target=take, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{hole.getsockname()[1]}", accepted
+        finally:
+            for conn in accepted:
+                conn.close()
+
+
+def test_a_remote_that_never_answers_costs_one_timeout(tmp_path: Path) -> None:
+    """The steps form a chain, so a remote asked once per step would be asked three times;
+    after the first timeout it is not asked again."""
+    with black_hole() as (url, accepted):
+        a = checkout(tmp_path / "a")
+        r = run(a, "--remote-cache", url, "--remote-cache-timeout", "0.5")
+        assert r.code == 0, r
+        assert set(statuses(r).values()) == {"succeeded"}
+        assert "no answer within 0.5 s" in r.err and r.err.count("remote cache") == 1
+        assert len(accepted) == 1
+
+
+def test_requests_queued_behind_a_black_hole_give_up_with_the_first(tmp_path: Path) -> None:
+    """40 independent steps ask at once; the pool holds 16 connections: the queued requests
+    give up with the first ones, they do not take the freed connections and wait again."""
+    with black_hole() as (url, accepted):
         a = tmp_path / "a"
         a.mkdir()
         steps = "".join(
@@ -298,14 +295,11 @@ def test_requests_queued_behind_a_black_hole_give_up_with_the_first(tmp_path: Pa
             for n in range(40)
         )
         (a / "plan.yaml").write_text("steps:\n" + steps)
-        url = f"http://127.0.0.1:{hole.getsockname()[1]}"
         r = run(a, "--remote-cache", url, "--remote-cache-timeout", "1", "-j", "2")
         assert r.code == 0, r
         assert set(statuses(r).values()) == {"succeeded"}
         assert r.err.count("remote cache") == 1, r.err
         assert len(accepted) <= 16, len(accepted)
-        for conn in accepted:
-            conn.close()
 
 
 def test_cache_info_shows_and_checks_the_remote(tmp_path: Path) -> None:
