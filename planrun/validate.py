@@ -28,7 +28,12 @@ from planrun.stepcall import fold_plan_env
 from planrun.suggest import did_you_mean
 from planrun.targets import check_targets
 from planrun.tools import builtin_registry
-from planrun.validate_places import check_plan_templates, check_run, run_or_tool
+from planrun.validate_places import (
+    check_before_any_step,
+    check_plan_templates,
+    check_run,
+    run_or_tool,
+)
 
 BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
 
@@ -319,26 +324,16 @@ def _check_server_templates(
     header: Header | None, variables: set[str], bound: set[str], out: Collector
 ) -> None:
     """`${...}` in server entries: they start before any step, so only variables and `env`."""
-    server_names = variables | {"env"}
     for name, entry in (header.servers if header else {}).items():
-        for path, text in template_strings(entry.model_dump(exclude_none=True), ("servers", name)):
-            try:
-                tpl = parse_template(text)
-            except ExpressionError as exc:
-                out.add(path, f"server '{name}': {format_path(path[2:])}: {exc.message}")
-                continue
-            for expr in tpl.exprs if tpl else ():
-                for var in sorted(expr.names - server_names):
-                    out.add(
-                        path,
-                        f"server '{name}': {format_path(path[2:])}: undefined name '{var}'"
-                        + (
-                            " (a server starts before any step: use variables or env)"
-                            if var in bound or var == "steps"
-                            else ""
-                        ),
-                        hint=did_you_mean(var, server_names - {"env"}),
-                    )
+        found = template_strings(entry.model_dump(exclude_none=True), ("servers", name))
+        check_before_any_step(
+            found,
+            variables,
+            out,
+            lambda path, name=name: f"server '{name}': {format_path(path[2:])}",  # type: ignore[misc]
+            "a server starts before any step",
+            bound,
+        )
 
 
 def _data_edge_path(s: Step, producer: str, steps: list[Step]) -> Path:

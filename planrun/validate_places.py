@@ -3,11 +3,12 @@ its position, as validate.py reports the rest."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.plan import Step
-from planrun.schema_errors import Collector
+from planrun.schema_errors import Collector, Path
 from planrun.suggest import did_you_mean
 
 
@@ -39,21 +40,35 @@ def check_plan_templates(header: Any, names: set[str], out: Collector) -> None:
         return
     found = template_strings(dict(header.env), ("env",))
     found += template_strings(list(header.dotenv), ("dotenv",))
-    known = names | {"env"}
+    check_before_any_step(found, names, out, format_path, "read before any step")
+
+
+def check_before_any_step(
+    found: list[tuple[Path, str]],
+    names: set[str],
+    out: Collector,
+    where: Callable[[Path], str],
+    why: str,
+    bound: Iterable[str] = (),
+) -> None:
+    """Templates evaluated before any step runs (plan `env`, `dotenv` names, server entries):
+    each may read the variables `names` and `env`, nothing else. `where`: how a diagnostic
+    names the place; `bound`: names that are results (said to be read too early)."""
+    known, early = names | {"env"}, {"steps", *bound}
     for path, text in found:
         try:
             tpl = parse_template(text)
         except ExpressionError as exc:
-            out.add(path, f"{format_path(path)}: {exc.message}")
+            out.add(path, f"{where(path)}: {exc.message}")
             continue
         for expr in tpl.exprs if tpl else ():
             for name in sorted(expr.names - known):
+                note = f" ({why}: use variables or env)" if name in early else ""
                 out.add(
                     path,
-                    f"{format_path(path)}: undefined name '{name}'"
-                    + (" (read before any step: use variables or env)" if name == "steps" else ""),
+                    f"{where(path)}: undefined name '{name}'{note}",
                     hint=did_you_mean(name, names),
                 )
 
 
-__all__ = ["check_plan_templates", "check_run", "run_or_tool"]
+__all__ = ["check_before_any_step", "check_plan_templates", "check_run", "run_or_tool"]
