@@ -7,6 +7,7 @@ from __future__ import annotations
 # scheduler's helpers only for the runs that use them.
 import asyncio
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from planrun.context import Attached, RunContext
@@ -16,7 +17,6 @@ from planrun.masking import mask_keeping_names
 from planrun.parent import Notice, ParentContext
 from planrun.plan import Plan
 from planrun.procgroups import ProcessGroups
-from planrun.record import replace
 from planrun.request import EXIT_FOR_STATUS, ExecutorRequest, Finished, Prepared
 from planrun.runopen import OpenedState, started_event
 from planrun.runstate import decide_resume

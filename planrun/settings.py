@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from planrun.record import Record
 from planrun.runtree import Budget, Slots
 from planrun.tools.base import ParentContext, Services
 
@@ -14,7 +13,7 @@ if TYPE_CHECKING:  # the cache package is imported only by runs that use it
     from planrun.plan import Step
 
 
-class RunSettings(Record):
+class RunSettings:
     """What the scheduler is told besides the plan: -j, the answers and bounds of the run tree,
     the services lent to tools, the step cache."""
 
