@@ -125,20 +125,7 @@ async def _schedule(
     # adds its secrets to it, and they are masked in this run's record of its `plan` step.
     mask = here.masks
     settings = RunSettings(
-        jobs=here.jobs,
-        keep_going=here.keep_going,
-        yes=here.yes,
-        stream=here.stream,
-        cwd=ctx.request.cwd,
-        env=prep.environment(),
-        ask=ctx.step_ask(here),
-        services=services,
-        slots=here.slots,
-        budget=here.budget,
-        prefix=here.prefix,
-        parent=here,
-        mask=mask,
-        cache=cache,
+        here, env=prep.environment(), ask=ctx.step_ask(here), services=services, cache=cache
     )
     replanner = None
     if plan.replan is not None or ctx.request.planner:
