@@ -9,6 +9,7 @@ from the previous run), and records what the step comes to when the last of them
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from planrun.cache import FORCED, OFF, step_cached
@@ -25,7 +26,6 @@ from planrun.fanout import (
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
 from planrun.plan import Step
-from planrun.record import replace
 from planrun.resume import ResumePlan, Seen, kept_record, why_run_again
 from planrun.scope import StepRecord
 from planrun.settings import RunSettings

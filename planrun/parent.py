@@ -27,8 +27,6 @@ from planrun.runtree import (
 )
 from planrun.tools.base import ParentContext
 
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
-
 if TYPE_CHECKING:
     from planrun.checked import CheckedPlan
     from planrun.plan import Plan, Policy

@@ -17,7 +17,6 @@ from planrun.fanout import fans_out, foreach_fingerprint
 from planrun.graph import PlanGraph, data_sources
 from planrun.instances import parent_of
 from planrun.plan import Step
-from planrun.record import Record
 from planrun.scope import Scope, StepRecord, step_args, step_condition
 from planrun.status import Status
 
@@ -85,7 +84,7 @@ def why_run_again(
     return None
 
 
-class ResumePlan(Record):
+class ResumePlan:
     """The decision for every selected step: kept (with its record) or run again (why)."""
 
     __slots__ = ("kept", "reasons", "previous", "forced")

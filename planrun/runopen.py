@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from planrun.errors import UsageError
 from planrun.events import Event, EventBus
 from planrun.plan import Plan
-from planrun.record import Record
 from planrun.request import Prepared, RunRequest, abs_path
 from planrun.resume import PreviousStep
 from planrun.runstate import no_saved_state, previous_steps, revised_prep
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from planrun.state import StateStore
 
 
-class OpenedState(Record):
+class OpenedState:
     """The locked state store of a run (None with --no-state) and what resume needs from it."""
 
     __slots__ = ("store", "previous", "revisions")

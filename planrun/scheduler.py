@@ -15,6 +15,7 @@ import graphlib
 import heapq
 import time
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from planrun.approval import approval_question
@@ -28,7 +29,6 @@ from planrun.instances import parent_of
 from planrun.masking import masked_by, shown_result
 from planrun.outcome import Outcome, first_failure, result_document, verdict
 from planrun.plan import OnFailure, Plan, Step
-from planrun.record import replace
 from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
 from planrun.runtree import Budget, RunStopped, Slots
 from planrun.scope import (

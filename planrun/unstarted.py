@@ -8,11 +8,11 @@ steps recorded before keep their state.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from planrun.errors import ExitCode
 from planrun.events import Event, EventBus
-from planrun.record import replace
 from planrun.request import Finished, Prepared, RunRequest
 from planrun.runopen import attach_reporters, open_state, started_event
 from planrun.substeps import pending_row

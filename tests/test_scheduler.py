@@ -12,6 +12,7 @@ from typing import Any
 
 from planrun import model
 from planrun.events import Event, EventBus
+from planrun.parent import Budget, MaskChain, ParentContext, Slots
 from planrun.plan import Plan
 from planrun.planner import ReplanRequest, ReplanStop, Revision
 from planrun.resume import (
@@ -86,13 +87,27 @@ def schedule(
     events: list[Event] = []
     bus = EventBus()
     bus.subscribe(events.append)
-    settings = RunSettings(
-        jobs=jobs,
+    masks = MaskChain()
+    mask = kw.pop("mask", None)
+    if mask is not None:
+        masks.add(mask)
+    here = ParentContext(
+        prefix="",
+        plan=plan.name or "plan",
+        plan_stack=(),
+        cwd=".",
         yes=kw.pop("yes", True),
-        ask=kw.pop("ask", None),
-        mask=kw.pop("mask", None),
+        ask=None,
+        policy=plan.policy,
+        jobs=jobs,
+        slots=Slots(jobs),
+        budget=Budget(plan.limits, plan.name or "plan"),
+        masks=masks,
+        emit=bus.emit,
+        executor=executor,
         keep_going=kw.pop("keep_going", False),
     )
+    settings = RunSettings(here, ask=kw.pop("ask", None))
     sched = Scheduler(
         plan, [s.id for s in plan.steps], variables or {}, executor, bus, settings, **kw
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
@@ -11,7 +12,6 @@ from typing import Any
 
 from planrun.events import Event
 from planrun.plan import PlanNode
-from planrun.record import Record
 from planrun.reporters.failures import WriteFailures
 
 
@@ -25,13 +25,7 @@ def _fallback(value: Any) -> Any:
         return os.fspath(value)
     if isinstance(value, PlanNode):  # part of a plan: `as`, not asdict's `as_`
         return value.to_dict()
-    if isinstance(value, Record):  # written as dataclasses.asdict writes a dataclass
-        return dict(zip(value._FIELDS, value._values(), strict=True))
-    # A dataclass instance (dataclasses.is_dataclass's own test): `dataclasses` is imported
-    # only then; a run's own values are records, and a plain run never imports it.
-    if hasattr(type(value), "__dataclass_fields__"):
-        import dataclasses
-
+    if hasattr(type(value), "__dataclass_fields__"):  # dataclasses.is_dataclass's own test
         return dataclasses.asdict(value)
     dump = getattr(value, "model_dump", None)  # pydantic models
     if callable(dump):

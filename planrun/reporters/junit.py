@@ -31,7 +31,6 @@ from pathlib import Path
 
 from planrun.events import Event
 from planrun.instances import group_instances
-from planrun.record import Record
 from planrun.reporters.failures import WriteFailures
 from planrun.stepcounts import count_steps, counts_text
 from planrun.text import format_duration
@@ -50,7 +49,7 @@ def xml_text(text: str) -> str:
 _KEPT_NOTE = "kept from a previous run (unchanged)"
 
 
-class _Case(Record):
+class _Case:
     """One step as its testcase will show it, kept up to date from the step's events."""
 
     __slots__ = (
@@ -89,7 +88,7 @@ class _Case(Record):
         self.notes = []
 
 
-class _Suite(Record):
+class _Suite:
     """One plan's run (the top-level plan or a sub-plan) as its testsuite will show it."""
 
     __slots__ = (

@@ -268,7 +268,7 @@ class StateStore:
                 result_variable=old.result_variable if old else None,
                 title=d.get("title") if isinstance(d.get("title"), str) else None,
                 # a retry's attempts go on one log; a new run's first attempt starts a new one
-                attempts_log=old.attempts_log if old and int(d.get("attempt") or 1) > 1 else None,
+                attempts_log=old.attempts_log if old and int(d.get("attempt") or 1) > 1 else [],
             )
         elif old is None or (sid not in self._started and name != "step.resumed"):
             # Skipped, or failed/interrupted before starting in this run: nothing of an earlier
