@@ -139,6 +139,7 @@ class RunRequest(Record):
         "grace",
         "groups",
         "report_failures",
+        "params_required",
     )
     plan: str  # a path, or a label for inline text
     text: str | None  # inline plan text (MCP)
@@ -177,6 +178,7 @@ class RunRequest(Record):
     grace: float | None  # --grace, seconds (None: the plan's `grace`, else the default)
     groups: ProcessGroups | None  # the run's commands' process groups (None: the run's own)
     report_failures: WriteFailures  # --events/--junit files this run could not write
+    params_required: bool  # False for `show`: a required param may be missing there
 
     def __init__(
         self,
@@ -217,6 +219,7 @@ class RunRequest(Record):
         grace: float | None = None,
         groups: ProcessGroups | None = None,
         report_failures: WriteFailures | None = None,
+        params_required: bool = True,
     ) -> None:
         self.plan = plan
         self.text = text
@@ -255,6 +258,7 @@ class RunRequest(Record):
         self.grace = grace
         self.groups = groups
         self.report_failures = WriteFailures() if report_failures is None else report_failures
+        self.params_required = params_required
 
     @property
     def cache_request(self) -> CacheRequest:
