@@ -140,6 +140,7 @@ class RunRequest(Record):
         "groups",
         "report_failures",
         "params_required",
+        "plan_found",
     )
     plan: str  # a path, or a label for inline text
     text: str | None  # inline plan text (MCP)
@@ -179,6 +180,7 @@ class RunRequest(Record):
     groups: ProcessGroups | None  # the run's commands' process groups (None: the run's own)
     report_failures: WriteFailures  # --events/--junit files this run could not write
     params_required: bool  # False for `show`: a required param may be missing there
+    plan_found: bool  # the default plan, found in a parent directory: hints do not name it
 
     def __init__(
         self,
@@ -220,6 +222,7 @@ class RunRequest(Record):
         groups: ProcessGroups | None = None,
         report_failures: WriteFailures | None = None,
         params_required: bool = True,
+        plan_found: bool = False,
     ) -> None:
         self.plan = plan
         self.text = text
@@ -258,7 +261,7 @@ class RunRequest(Record):
         self.grace = grace
         self.groups = groups
         self.report_failures = WriteFailures() if report_failures is None else report_failures
-        self.params_required = params_required
+        self.params_required, self.plan_found = params_required, plan_found
 
     @property
     def cache_request(self) -> CacheRequest:
