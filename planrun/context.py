@@ -186,7 +186,7 @@ class RootContext(RunContext):
         try:
             # --explain (and --no-cache: each step says `cache off`) when the cache can matter
             explain = explains and (req.explain or req.no_cache)
-            hint = resume_hint(req, prep.targets, prep.plan.secrets)  # `resume with: ...`
+            hint = resume_hint(req, prep.targets, prep.plan.secrets, prep.plan.params)
             console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, explain, hint)
         except BaseException:
             if store is not None:

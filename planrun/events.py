@@ -35,7 +35,8 @@ when it cannot be rendered yet):
 - `step.resumed`   a step kept from the previous run, as recorded there: status ("succeeded" |
                    "ignored" | "skipped"), attempts, duration_s, result, error, reason,
                    fingerprint, result_variable, result_masked, key (its cache key or null)
-- `plan.diff`      removed, added, revised (lists of step ids), revision (int), error
+- `plan.diff`      removed, added, revised (lists of step ids), revision (int), error; with
+                   `step` set, a sub-plan's revision under its `plan` step (ids renamed)
 - `run.finished`   status, reason, duration_s, error (one line or null)
 """
 

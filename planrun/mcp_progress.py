@@ -50,7 +50,7 @@ class ProgressReporter:
         if event.event == "run.started":
             self.total = len(event.data.get("steps") or [])
             self.queue.put_nowait((0, self.total, f"run {event.plan} started"))
-        elif event.event == "plan.diff":
+        elif event.event == "plan.diff" and event.step is None:  # the top plan's own
             added = len(event.data.get("added") or [])
             removed = len(event.data.get("removed") or [])
             self.total = max(len(self.done), self.total + added - removed)

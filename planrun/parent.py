@@ -86,13 +86,20 @@ def denied_by(checked: CheckedPlan, plan: Plan, outer: Policy) -> list[Diagnosti
 def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]:
     """A sub-plan's bus subscriber: its step events, renamed PREFIX + id, to the top run's bus.
 
-    Run-level events (run.started, run.finished, plan.diff) stay inside the sub-plan: the top
-    run's state and reports describe the top run. A child's result variable is its own, never
-    the parent's, so it is not passed on. A foreach step's `instances` are step ids too: they
-    are renamed with it (bare, they were rows of the top run's state that never ran).
+    Run-level events (run.started, run.finished) stay inside the sub-plan: the top run's state
+    and reports describe the top run. A child's result variable is its own, never the
+    parent's, so it is not passed on. A foreach step's `instances` are step ids too: they
+    are renamed with it (bare, they were rows of the top run's state that never ran). The
+    sub-plan's `plan.diff` goes up as the `plan.diff` of the `plan` step (its `step`), its ids
+    renamed, without the revised plan's steps: the steps it routed around are reported as the
+    top plan's are (JUnit, the run document, the state), and no revision of the top plan is
+    recorded.
     """
 
     def forward(event: Event) -> None:
+        if event.event == "plan.diff":
+            parent.emit(_sub_plan_diff(event, parent.plan, prefix))
+            return
         if event.step is None or not event.event.startswith("step."):
             return
         data = event.data
@@ -104,3 +111,15 @@ def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]
         parent.emit(Event(event.event, parent.plan, prefix + event.step, data, event.ts))
 
     return forward
+
+
+def _sub_plan_diff(event: Event, plan: str, prefix: str) -> Event:
+    """A sub-plan's plan.diff as its parent reports it: under the `plan` step's id (a nested
+    one's under its own, renamed), the step ids renamed PREFIX + id."""
+    data = {k: v for k, v in event.data.items() if k != "steps"}
+    for key in ("removed", "added", "revised"):
+        ids = data.get(key)
+        if isinstance(ids, list):
+            data[key] = [prefix + str(sid) for sid in ids]
+    step = prefix + event.step if event.step is not None else prefix.removesuffix("/")
+    return Event("plan.diff", plan, step, data, event.ts)

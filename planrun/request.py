@@ -98,6 +98,8 @@ class RunRequest:
     report_failures: WriteFailures = field(
         default_factory=WriteFailures
     )  # --events/--junit files this run could not write
+    params_required: bool = True  # False for `show`: a required param may be missing there
+    plan_found: bool = False  # the default plan, found in a parent directory: hints do not name it
 
     @property
     def cache_request(self) -> CacheRequest:

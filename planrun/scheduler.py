@@ -166,14 +166,38 @@ class Scheduler:
 
     async def _run_always(self) -> None:
         """After an abort: the `always` steps that did not run, one by one in run order (each
-        one's `when` still decides). The run stays failed."""
+        one's `when` still decides; a foreach or matrix step's instances run as in a pass).
+        The run stays failed."""
         for sid in self.order:
             step = self.steps[sid]
             if not step.always or self.records[sid].status != Status.PENDING:
                 continue
+            if self.foreach.waiting(sid):
+                await self._run_instances(self.foreach.expand(sid) or [], step.max_parallel)
+                continue
             async with asyncio.TaskGroup() as tg:
                 if await self._start(sid, tg):
                     await self._done.get()
+
+    async def _run_instances(self, ids: list[str], max_parallel: int | None) -> None:
+        """Run a foreach step's instances, at most `-j` (and `max_parallel`) at once, in order."""
+        limit, running, queue = max(1, min(self.settings.jobs, max_parallel or 1 << 30)), 0, ids
+        try:
+            async with asyncio.TaskGroup() as tg:
+                while queue or running:
+                    while queue and running < limit:
+                        iid, queue = queue[0], queue[1:]
+                        if self.records[iid].status == Status.PENDING and await self._start(
+                            iid, tg
+                        ):
+                            running += 1
+                        else:
+                            self.foreach.settled(iid)
+                    if running:
+                        self.foreach.settled(await self._done.get())
+                        running -= 1
+        finally:
+            self.foreach.close()
 
     def _stopping(self) -> bool:
         return self.stop_reason is not None or bool(self._replan_requests)

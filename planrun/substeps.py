@@ -53,6 +53,10 @@ class SubStepRows:
 
     def __call__(self, event: Event) -> None:
         sid = event.step
+        if event.event == "plan.diff" and sid is not None:  # a sub-plan's (planrun.parent)
+            for removed in event.data.get("removed") or ():
+                self.rows.pop(str(removed), None)  # routed around, as the top plan's steps
+            return
         if sid is None or SEPARATOR not in sid or not event.event.startswith("step."):
             return
         kind = event.event.removeprefix("step.")

@@ -227,3 +227,36 @@ def test_junit_keeps_the_failure_of_a_replanned_run_that_failed(run, tmp_path, s
     assert suite.find("testcase[@name='alt']/failure") is not None
     assert suite.find("testcase[@name='fetch']/failure") is None
     assert suite.find("testcase[@name='fetch']/skipped") is not None
+
+
+def test_a_sub_plans_routed_around_step_is_skipped_in_junit_as_in_the_run_document(
+    run, write, tmp_path, setup
+):
+    """The sub-plan's planner routed around `sub/fetch`: JUnit, the run document, `status`
+    and the events say so as they do for the top plan's own steps."""
+    setup("route")
+    write(
+        "parent.yaml",
+        """
+        name: parent
+        steps:
+          - {id: sub, tool: plan, args: {path: p.yaml}}
+        """,
+    )
+    r = run("run", "parent.yaml", "--output", "json", "--junit", "j.xml", "--events", "ev.jsonl")
+    assert r.code == 0 and r.json["status"] == "succeeded", r
+    ids = [s["id"] for s in r.json["steps"]]
+    assert ids == ["sub", "sub/first", "sub/alt", "sub/finish"], r
+    assert "revisions" not in r.json  # the top plan was not revised
+    status = run("status", "parent.yaml", "--output", "json")
+    assert [s["id"] for s in status.json["steps"]] == ids, status
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and (suite.get("failures"), suite.get("errors")) == ("0", "0")
+    skipped = suite.find("testcase[@name='sub/fetch']/skipped")
+    assert skipped is not None
+    assert "replaced by the planner in revision 1" in (skipped.get("message") or "")
+    events = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    diffs = [e for e in events if e["event"] == "plan.diff"]
+    assert len(diffs) == 1 and diffs[0]["step"] == "sub" and diffs[0]["plan"] == "parent"
+    assert (diffs[0]["removed"], diffs[0]["added"]) == (["sub/fetch"], ["sub/alt"])
+    assert diffs[0]["revised"] == ["sub/finish"]

@@ -250,3 +250,50 @@ def test_completion_offers_aliases_and_no_internal_step(tmp_path):
     (tmp_path / "planrun.yaml").write_text(textwrap.dedent(PLAN))
     assert complete(tmp_path, "run --force ") == ["build", "test", "t", "check", "docs"]
     assert complete(tmp_path, "run --only c") == ["check"]
+
+
+def _hint_words(r):  # type: ignore[no-untyped-def]
+    hint = next(line for line in r.err.splitlines() if line.startswith("resume with: "))
+    return shlex.split(hint.removeprefix("resume with: "), comments=True)
+
+
+def test_the_resume_hint_of_a_plan_found_in_a_parent_directory_works_where_it_was_run(
+    run, write, tmp_path
+):
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: a, run: "test -f fixed"}
+        """,
+    )
+    (tmp_path / "sub" / "deeper").mkdir(parents=True)
+    here = tmp_path / "sub" / "deeper"
+    r = run("run", "a", cwd=here)
+    assert r.code == 1, r
+    words = _hint_words(r)
+    (tmp_path / "fixed").touch()
+    again = run(*words[1:], "--output", "json", cwd=here)
+    assert again.code == 0 and statuses(again) == {"a": "succeeded"}, (words, again)
+
+
+def test_the_resume_hint_gives_a_param_back_its_value(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        params:
+          version: {required: true}
+          n: {type: integer, default: 1}
+          flags: {type: list, default: []}
+        steps:
+          - {id: a, tool: echo, args: {value: ["${version}", "${n}", "${flags}"]}}
+          - {id: b, run: "test -f fixed", depends_on: [a]}
+        """,
+    )
+    r = run("run", "p.yaml", "--var", "version=1", "--var", "n=2", "--var", "flags=[x, '3']")
+    assert r.code == 1, r
+    words = _hint_words(r)
+    (tmp_path / "fixed").touch()
+    again = run(*words[1:], "--force=a", "--output", "json")
+    assert again.code == 0, (words, again)
+    assert again.json["steps"][0]["result"] == ["1", 2, ["x", "3"]], words

@@ -380,6 +380,8 @@ class ConsoleReporter:
         if self.quiet:
             return
         head, changes = diff_words(data, self.color)
+        if event.step is not None:  # a sub-plan's revision (planrun.parent)
+            head = f"{event.step}: {head}"
         text = self._line(event.ts, "diff", f"{head}: {changes}")
         if data.get("error"):
             text += self._block(f"after: {data['error']}")

@@ -351,6 +351,12 @@ class StateStore:
 
     def _on_plan_diff(self, event: Event) -> None:
         d = event.data
+        if event.step is not None:  # a sub-plan's (planrun.parent): no revision of this plan
+            for sid in [str(s) for s in d.get("removed") or [] if str(s) in self.state.steps]:
+                del self.state.steps[sid]
+                self._encoded.pop(sid, None)
+                self._append({"op": "drop", "id": sid})
+            return
         revision = {
             "revision": d.get("revision", len(self.state.revisions) + 1),
             "diff": {
