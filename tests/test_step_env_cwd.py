@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from tests.conftest import assert_no_traceback
+from tests.helpers import steps_by_id
 
 
 def _steps(r):  # type: ignore[no-untyped-def]
@@ -160,3 +161,29 @@ def test_undefined_names_in_paths_and_env_are_validation_errors(run, write):
     assert "p.yaml:8:29: error: step 's': env.C: expected a string, got 3" in r.out, r.out
     assert "did you mean 'cwd'?" in r.out, r.out
     assert "did you mean 'stage'?" in r.out, r.out
+
+
+# ---- shell ---------------------------------------------------------------------------------------
+
+
+def test_shell_env_is_merged_over_planruns_environment_and_output_is_verbatim(run, write, tmp_path):
+    write(
+        "p.yaml",
+        r"""
+        steps:
+          - id: s
+            tool: shell
+            args:
+              cmd: 'printf "%s|%s|%s|" "$FROM_PARENT" "$MINE" "$(pwd)"; command -v sh >/dev/null && printf "  path ok\n\n"; printf " err \n" >&2'
+              env: {MINE: set-by-step, OVERRIDDEN: step}
+          - {id: dollar, tool: shell, args: {cmd: 'echo "$${OVERRIDDEN:-unset}" $(echo sub)'}}
+        """,
+    )
+    r = run(
+        "run", "p.yaml", "--output", "json", env={"FROM_PARENT": "parent", "OVERRIDDEN": "parent"}
+    )
+    assert r.code == 0, r
+    s = steps_by_id(r.json)
+    assert s["s"]["result"]["stdout"] == f"parent|set-by-step|{tmp_path.resolve()}|  path ok\n\n"
+    assert s["s"]["result"]["stderr"] == " err \n"
+    assert s["dollar"]["result"]["stdout"] == "parent sub\n"
