@@ -92,9 +92,16 @@ def schedule(
         ask=kw.pop("ask", None),
         mask=kw.pop("mask", None),
         keep_going=kw.pop("keep_going", False),
+        cache=kw.pop("cache", None),
     )
     sched = Scheduler(
-        plan, [s.id for s in plan.steps], variables or {}, executor, bus, settings, **kw
+        plan,
+        [s.id for s in plan.steps],
+        {} if variables is None else variables,
+        executor,
+        bus,
+        settings,
+        **kw,
     )
     return sched, events
 
