@@ -14,8 +14,8 @@ import pytest
 
 from planrun.tools.cmdoutput import CappedOutput, LineSplitter, log_path, output_limit
 from tests.conftest import assert_no_traceback, spawn_planrun
-from tests.helpers import write_indented_plan
 from tests.test_cache_run import statuses
+from tests.testkit import write_indented_plan
 
 
 def test_small_output_is_kept_whole(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import planrun
-from tests.helpers import cache_entry_files, one_line_error, run_plan, write_indented_plan
 from tests.test_cache_run import project, statuses
+from tests.testkit import cache_entry_files, one_line_error, run_plan, write_indented_plan
 
 # ---- planrun cache ---------------------------------------------------------------------------
 

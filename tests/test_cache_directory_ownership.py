@@ -14,7 +14,7 @@ import pytest
 
 from planrun.cache.store import CacheStore, CorruptCache, Entry
 from tests.conftest import assert_no_traceback
-from tests.helpers import CACHED_OUTPUT_PLAN, cached_run
+from tests.testkit import CACHED_OUTPUT_PLAN, cached_run
 
 PLAN = """
 name: p

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assert_no_traceback, planrun
-from tests.helpers import run_plan, write_indented_plan
 from tests.test_cache_run import started_reasons, statuses
+from tests.testkit import run_plan, write_indented_plan
 
 PLAN = """\
 name: names

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_no_traceback, kill_9, planrun, spawn_planrun, wait_until
-from tests.helpers import CACHED_OUTPUT_PLAN, DEEP_JSON, cached_run, only_cache_entry
+from tests.testkit import CACHED_OUTPUT_PLAN, DEEP_JSON, cached_run, only_cache_entry
 
 BUILD = """
 steps:

@@ -15,7 +15,7 @@ from xml.etree import ElementTree
 import pytest
 
 from tests.conftest import assert_no_traceback, planrun
-from tests.helpers import cache_entry_files, one_line_error, run_plan, write_indented_plan
+from tests.testkit import cache_entry_files, one_line_error, run_plan, write_indented_plan
 
 BUILD = """
 steps:

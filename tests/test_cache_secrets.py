@@ -12,7 +12,7 @@ import pytest
 
 from planrun.cache.keys import canonical
 from tests.conftest import assert_no_traceback, planrun
-from tests.helpers import (
+from tests.testkit import (
     ALL_REPORTS,
     RESULT_TOKEN,
     run_plan,

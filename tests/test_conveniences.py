@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, assert_no_traceback, planrun
-from tests.helpers import YML_PLAN
+from tests.testkit import YML_PLAN
 
 TWO_STEPS = """
     steps:

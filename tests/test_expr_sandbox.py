@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_no_traceback
-from tests.helpers import bounded_planrun, one_step_error, write_p_yaml
+from tests.testkit import bounded_planrun, one_step_error, write_p_yaml
 
 BOMBS = [
     "n ** (n ** 9)",

@@ -19,7 +19,7 @@ from tests.conftest import (
     assert_no_traceback,
     planrun,
 )
-from tests.helpers import bounded_planrun, one_step_error, write_p_yaml
+from tests.testkit import bounded_planrun, one_step_error, write_p_yaml
 
 
 def steps_of(doc: dict) -> dict[str, dict]:

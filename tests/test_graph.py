@@ -10,7 +10,7 @@ from planrun.graph import PlanGraph, render_dot, render_mermaid
 from planrun.loader import load_text
 from planrun.validate import check_document
 from tests.conftest import assert_no_traceback
-from tests.helpers import steps_by_id
+from tests.testkit import steps_by_id
 
 PLAN = """\
 name: build

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import planrun
-from tests.helpers import YML_PLAN
+from tests.testkit import YML_PLAN
 
 PLAN = """\
 name: demo

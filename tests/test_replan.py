@@ -19,7 +19,7 @@ from tests.conftest import (
     processes_marked,
     wait_until,
 )
-from tests.helpers import read_jsonl, steps_by_id
+from tests.testkit import read_jsonl, steps_by_id
 
 PLANNER = r"""
 import json, sys, os

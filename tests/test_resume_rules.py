@@ -26,8 +26,8 @@ from tests.conftest import (
     wait_for_file,
     wait_until,
 )
-from tests.helpers import run_plan, write_indented_plan
 from tests.test_cache_run import started_reasons, statuses
+from tests.testkit import run_plan, write_indented_plan
 
 
 def _log(tmp_path: Path) -> list[str]:

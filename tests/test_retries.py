@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.helpers import read_jsonl
+from tests.testkit import read_jsonl
 
 # ---- retries -------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from tests.conftest import assert_no_traceback
-from tests.helpers import bounded_planrun, write_p_yaml
+from tests.testkit import bounded_planrun, write_p_yaml
 
 OK_PLAN = "steps:\n  - {id: a, tool: echo, args: {value: 1}}\n"
 

@@ -17,7 +17,7 @@ from tests.conftest import (
     assert_no_traceback,
     serve_http,
 )
-from tests.helpers import read_jsonl, steps_by_id
+from tests.testkit import read_jsonl, steps_by_id
 
 
 @pytest.mark.e2e  # a real `python -m planrun` process

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assert_no_traceback, spawn_planrun, wait_for_file
-from tests.helpers import ALL_REPORTS, RESULT_TOKEN, run_then_resume, shown_and_stored
+from tests.testkit import ALL_REPORTS, RESULT_TOKEN, run_then_resume, shown_and_stored
 
 
 def everything_shown(run, tmp_path: Path, r) -> str:  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assert_no_traceback, planrun_process
-from tests.helpers import DEEP_JSON, cached_run
+from tests.testkit import DEEP_JSON, cached_run
 
 FAILING = """
 name: p

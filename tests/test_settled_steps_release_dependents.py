@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import read_jsonl
+from tests.testkit import read_jsonl
 
 # `waiter` runs until `after` has run; if `after` waited for `waiter` to finish, the run would
 # only end by the timeout.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from tests.conftest import assert_no_traceback
-from tests.helpers import steps_by_id
+from tests.testkit import steps_by_id
 
 
 def _steps(r):  # type: ignore[no-untyped-def]

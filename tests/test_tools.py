@@ -21,7 +21,7 @@ import pytest
 from planrun.tools import builtin_registry
 from planrun.tools.base import ToolContext, ToolFailed
 from tests.conftest import hang_guard, serve_http
-from tests.helpers import steps_by_id
+from tests.testkit import steps_by_id
 
 
 def call(tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:

@@ -13,7 +13,7 @@ from tests.conftest import (
     assert_no_traceback,
     planrun,
 )
-from tests.helpers import write_indented_plan
+from tests.testkit import write_indented_plan
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.helpers import steps_by_id
+from tests.testkit import steps_by_id
 
 # ---- paths ---------------------------------------------------------------------------------------
 

@@ -1,4 +1,7 @@
-"""Small helpers the tests of several concerns share (plans, documents, refused commands)."""
+"""Small helpers the tests of several concerns share (plans, documents, refused commands).
+
+Not `helpers.py`: pytest puts tests/ on sys.path, so a plan's `python` step importing its own
+`helpers` module (examples/helpers.py, a test's) would find this one instead."""
 
 from __future__ import annotations
 
