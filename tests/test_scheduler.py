@@ -106,10 +106,17 @@ def schedule(
         emit=bus.emit,
         executor=executor,
         keep_going=kw.pop("keep_going", False),
+        cache=kw.pop("cache", None),
     )
     settings = RunSettings(here, ask=kw.pop("ask", None))
     sched = Scheduler(
-        plan, [s.id for s in plan.steps], variables or {}, executor, bus, settings, **kw
+        plan,
+        [s.id for s in plan.steps],
+        {} if variables is None else variables,
+        executor,
+        bus,
+        settings,
+        **kw,
     )
     return sched, events
 
@@ -476,27 +483,16 @@ def test_statuses_are_one_str_enum_written_as_plain_words() -> None:
     assert Status("interrupted") is Status.INTERRUPTED and f"{Status.SKIPPED}" == "skipped"
 
 
-def test_the_scheduler_runs_on_the_graph_and_revisions_it_is_built_with(monkeypatch) -> None:
-    """Built complete: the run's graph, its revisions so far and its variables are handed in,
-    not rebuilt or set on it afterwards."""
-    from planrun.graph import PlanGraph
-
+def test_result_variables_are_bound_into_the_callers_variables() -> None:
+    """The run's variables dict is the caller's: a masker made before the run watches it."""
     plan = make_plan(
         [
             {"id": "a", "tool": "echo", "args": {"value": 1}, "result_variable": "x"},
             {"id": "b", "tool": "echo", "args": {"value": "${x}"}},
         ]
     )
-    graph = PlanGraph.build(plan.steps)
-
-    def rebuilt(steps: Any) -> PlanGraph:
-        raise AssertionError("the graph was built again")
-
-    monkeypatch.setattr(PlanGraph, "build", rebuilt)
-    earlier = [{"revision": 1}]
     variables: dict[str, Any] = {"y": 0}
-    sched, _ = schedule(plan, FakeExecutor({}), graph=graph, revisions=earlier, variables=variables)
+    sched, _ = schedule(plan, FakeExecutor({}), variables=variables)
     outcome = asyncio.run(sched.run())
-    assert outcome.status == Status.SUCCEEDED
-    assert sched.graph.deps["b"] == ["a"] and sched.revisions is earlier
-    assert variables == {"y": 0, "x": 1}  # the dict a masker watches is the one bound into
+    assert outcome.status == Status.SUCCEEDED and sched.records["b"].result == 1
+    assert variables == {"y": 0, "x": 1}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from tests.conftest import assert_no_traceback
+from tests.testkit import steps_by_id
 
 
 def _steps(r):  # type: ignore[no-untyped-def]
@@ -262,3 +263,29 @@ def test_python_steps_with_different_environments_take_turns(monkeypatch):
         return seen
 
     assert asyncio.run(scenario()) == ["a", "b", "unset"]
+
+
+# ---- shell ---------------------------------------------------------------------------------------
+
+
+def test_shell_env_is_merged_over_planruns_environment_and_output_is_verbatim(run, write, tmp_path):
+    write(
+        "p.yaml",
+        r"""
+        steps:
+          - id: s
+            tool: shell
+            args:
+              cmd: 'printf "%s|%s|%s|" "$FROM_PARENT" "$MINE" "$(pwd)"; command -v sh >/dev/null && printf "  path ok\n\n"; printf " err \n" >&2'
+              env: {MINE: set-by-step, OVERRIDDEN: step}
+          - {id: dollar, tool: shell, args: {cmd: 'echo "$${OVERRIDDEN:-unset}" $(echo sub)'}}
+        """,
+    )
+    r = run(
+        "run", "p.yaml", "--output", "json", env={"FROM_PARENT": "parent", "OVERRIDDEN": "parent"}
+    )
+    assert r.code == 0, r
+    s = steps_by_id(r.json)
+    assert s["s"]["result"]["stdout"] == f"parent|set-by-step|{tmp_path.resolve()}|  path ok\n\n"
+    assert s["s"]["result"]["stderr"] == " err \n"
+    assert s["dollar"]["result"]["stdout"] == "parent sub\n"
