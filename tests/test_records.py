@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from planrun.events import Event
-from planrun.record import replace
 from planrun.request import RunRequest
 from planrun.scope import StepRecord
 from planrun.state.model import RunState, StepState

@@ -106,9 +106,8 @@ def schedule(
         emit=bus.emit,
         executor=executor,
         keep_going=kw.pop("keep_going", False),
-        cache=kw.pop("cache", None),
     )
-    settings = RunSettings(here, ask=kw.pop("ask", None))
+    settings = RunSettings(here, ask=kw.pop("ask", None), cache=kw.pop("cache", None))
     sched = Scheduler(
         plan,
         [s.id for s in plan.steps],
