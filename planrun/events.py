@@ -68,6 +68,11 @@ class Absent(Enum):
 ABSENT = Absent.ABSENT
 
 
+def present(value: Any) -> Any:
+    """`value`, None for ABSENT: what a reader of an optional field sees."""
+    return None if value is ABSENT else value
+
+
 class RunStarted(NamedTuple):
     plan: str
     run_id: str = ""

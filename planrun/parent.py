@@ -10,10 +10,10 @@ from __future__ import annotations
 
 # Lazy import (inside a function), for start-up time: fnmatch only under a `deny` policy.
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
-from planrun.events import Event
+from planrun.events import PlanDiff, RunEvent, RunFinished, RunStarted, present
 from planrun.plan import Policy
 from planrun.runtree import (
     STEP_SEPARATOR,
@@ -85,7 +85,7 @@ def denied_by(checked: CheckedPlan, plan: Plan, outer: Policy) -> list[Diagnosti
     return out
 
 
-def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]:
+def forward_steps(parent: ParentContext, prefix: str) -> Callable[[RunEvent], None]:
     """A sub-plan's bus subscriber: its step events, renamed PREFIX + id, to the top run's bus.
 
     Run-level events (run.started, run.finished, plan.diff) stay inside the sub-plan: the top
@@ -94,15 +94,15 @@ def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]
     are renamed with it (bare, they were rows of the top run's state that never ran).
     """
 
-    def forward(event: Event) -> None:
-        if event.step is None or not event.event.startswith("step."):
+    def forward(event: RunEvent) -> None:
+        if isinstance(event, RunStarted | RunFinished | PlanDiff):
             return
-        data = event.data
-        if data.get("result_variable") is not None:
-            data = {**data, "result_variable": None}
-        instances = data.get("instances")
+        changes: dict[str, Any] = {"plan": parent.plan, "step": prefix + event.step}
+        if present(getattr(event, "result_variable", None)) is not None:
+            changes["result_variable"] = None
+        instances = getattr(event, "instances", None)
         if isinstance(instances, list):
-            data = {**data, "instances": [prefix + str(sid) for sid in instances]}
-        parent.emit(Event(event.event, parent.plan, prefix + event.step, data, event.ts))
+            changes["instances"] = [prefix + str(sid) for sid in instances]
+        parent.emit(event._replace(**changes))
 
     return forward

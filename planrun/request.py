@@ -10,7 +10,7 @@ from typing import Any
 from planrun.checked import CheckedPlan
 from planrun.dotenv import step_environment
 from planrun.errors import ExitCode
-from planrun.events import Event
+from planrun.events import RunEvent
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
@@ -65,7 +65,7 @@ class OutputRequest(FrozenRecord):
     events: str | None
     junit: str | None
     report: str | None
-    subscribers: tuple[Callable[[Event], None], ...]
+    subscribers: tuple[Callable[[RunEvent], None], ...]
 
     def __init__(
         self,
@@ -75,7 +75,7 @@ class OutputRequest(FrozenRecord):
         events: str | None = None,
         junit: str | None = None,
         report: str | None = None,
-        subscribers: tuple[Callable[[Event], None], ...] = (),
+        subscribers: tuple[Callable[[RunEvent], None], ...] = (),
     ) -> None:
         _set(self, "console", console)
         _set(self, "quiet", quiet)
@@ -172,7 +172,7 @@ class RunRequest(Record):
     cwd: str  # the process's working directory by default
     interactive: bool  # a TTY to ask approval questions at
     console: bool  # human progress on stderr
-    subscribers: list[Callable[[Event], None]]
+    subscribers: list[Callable[[RunEvent], None]]
     start_hint: str | None  # how a hint says "start a run" (None: the CLI command)
     grace: float | None  # --grace, seconds (None: the plan's `grace`, else the default)
     groups: ProcessGroups | None  # the run's commands' process groups (None: the run's own)
@@ -212,7 +212,7 @@ class RunRequest(Record):
         cwd: str | None = None,
         interactive: bool = False,
         console: bool = True,
-        subscribers: list[Callable[[Event], None]] | None = None,
+        subscribers: list[Callable[[RunEvent], None]] | None = None,
         start_hint: str | None = None,
         grace: float | None = None,
         groups: ProcessGroups | None = None,
