@@ -90,6 +90,10 @@ class RunStarted(NamedTuple):
     def event(self) -> str:
         return "run.started"
 
+    @property
+    def step(self) -> None:  # a run's event is about no step
+        return None
+
 
 class StepStarted(NamedTuple):
     plan: str
@@ -272,6 +276,10 @@ class PlanDiff(NamedTuple):
     def event(self) -> str:
         return "plan.diff"
 
+    @property
+    def step(self) -> None:  # a run's event is about no step
+        return None
+
 
 class RunFinished(NamedTuple):
     plan: str
@@ -284,6 +292,10 @@ class RunFinished(NamedTuple):
     @property
     def event(self) -> str:
         return "run.finished"
+
+    @property
+    def step(self) -> None:  # a run's event is about no step
+        return None
 
 
 RunEvent = (
@@ -419,9 +431,8 @@ def _keys(event: RunEvent) -> tuple[str, ...]:
 def event_json(event: RunEvent) -> dict[str, Any]:
     """The event's documented JSON document: ts, event, plan, step (step events), its data."""
     doc: dict[str, Any] = {"ts": iso_ts(event.ts), "event": event.event, "plan": event.plan}
-    step = getattr(event, "step", None)
-    if step is not None:
-        doc["step"] = step
+    if event.step is not None:
+        doc["step"] = event.step
     doc.update(event_data(event))
     return doc
 
@@ -480,7 +491,7 @@ class EventBus:
             event = event._replace(ts=time.time())
         if self._mask is not None:
             data = {k: v for k, v in event._asdict().items() if k not in ENVELOPE}
-            masked = mask_keeping_names(self._mask, data, getattr(event, "step", None))
+            masked = mask_keeping_names(self._mask, data, event.step)
             if masked is not data:
                 event = event._replace(**masked)
         for fn in self._subscribers:

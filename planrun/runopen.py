@@ -156,7 +156,7 @@ def started_event(
     jobs: int | None = None,
     run_id: str | None = None,
     kept: list[str] | None = None,
-) -> Event:
+) -> RunStarted:
     """`run.started`. On resume, `kept` names the steps kept from the previous run: the others
     start this run as `pending`, whatever the previous one recorded for them."""
     from planrun.scope import titles_before_run

@@ -26,6 +26,8 @@ from planrun.events import (
     EventBus,
     PlanDiff,
     RunEvent,
+    RunFinished,
+    RunStarted,
     StepFailed,
     StepInterrupted,
     StepOutput,
@@ -136,8 +138,9 @@ class Scheduler:
     def emit(self, event: RunEvent) -> None:
         """Announce a change to the run's state on its bus; events about a step carry its
         rendered title."""
-        if getattr(event, "title", False) is None:  # a step event without its title yet
-            step = self.steps.get(event.step)  # type: ignore[union-attr]
+        unstepped = StepOutput | RunStarted | PlanDiff | RunFinished
+        if not isinstance(event, unstepped) and event.title is None:  # its title not yet set
+            step = self.steps.get(event.step)
             if step is not None:
                 event = event._replace(title=self.title(step))
         self.bus.emit(event)
