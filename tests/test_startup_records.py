@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from planrun.events import Event
+from planrun.events import Event, RunStarted
 from planrun.record import replace
 from planrun.request import RunRequest
 from planrun.scope import StepRecord
@@ -143,7 +143,10 @@ def test_records_keep_the_dataclass_behaviour() -> None:
     with pytest.raises(TypeError):
         hash(StepState())  # mutable, so unhashable, as a plain @dataclass
     event = Event("run.started", "p")
-    assert event.data == {} and event.ts > 0 and Event("x", "p", ts=1.0).ts == 1.0
+    assert isinstance(event, RunStarted) and event.ts > 0
+    assert Event("run.finished", "p", ts=1.0).ts == 1.0
+    with pytest.raises(AttributeError):
+        event.plan = "q"  # type: ignore[misc]  # an event is immutable
 
 
 def test_frozen_records_refuse_assignment_and_hash_by_value() -> None:
@@ -178,9 +181,10 @@ def test_events_write_a_record_or_a_dataclass_as_asdict_wrote_it(tmp_path: Path)
     path = tmp_path / "events.jsonl"
     reporter = JsonLinesReporter(path)
     diagnostic = Diagnostic("p.yaml", 1, 2, "error", "bad")
-    reporter.handle(Event("step.succeeded", "p", "a", {"d": diagnostic, "p": Point(1, ("t",))}, 0))
+    result = {"d": diagnostic, "p": Point(1, ("t",))}
+    reporter.handle(Event("step.succeeded", "p", "a", {"result": result}, 0))
     reporter.close()
-    doc = json.loads(path.read_text())
+    doc = json.loads(path.read_text())["result"]
     fields = {"file": "p.yaml", "line": 1, "col": 2, "severity": "error", "message": "bad"}
     assert doc["d"] == {**fields, "hint": None}
     assert doc["p"] == {"x": 1, "tags": ["t"]}
