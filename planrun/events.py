@@ -430,26 +430,20 @@ def _keys(event: RunEvent) -> tuple[str, ...]:
 
 
 def event_json(event: RunEvent) -> dict[str, Any]:
-    """The event's documented JSON document: ts, event, plan, step (step events), its data."""
+    """The event's documented JSON document: ts, event, plan, step (step events), its data,
+    each kind's keys in their documented order, an optional one left out when not set."""
     doc: dict[str, Any] = {"ts": iso_ts(event.ts), "event": event.event, "plan": event.plan}
     if event.step is not None:
         doc["step"] = event.step
-    doc.update(event_data(event))
-    return doc
-
-
-def event_data(event: RunEvent) -> dict[str, Any]:
-    """The event's data as its JSON has it (no envelope: ts, event, plan, step)."""
     omit = _OMIT_NONE.get(type(event), frozenset())
-    data = {}
     for key in _keys(event):
         if key in ENVELOPE:
             continue
         value = getattr(event, key)
         if value is ABSENT or (value is None and key in omit):
             continue
-        data[key] = value
-    return data
+        doc[key] = value
+    return doc
 
 
 def Event(  # noqa: N802 - builds one of the classes above

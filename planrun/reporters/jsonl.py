@@ -59,7 +59,7 @@ def _open_append(path: Path) -> int:
 
 
 class JsonLinesReporter:
-    """EventBus subscriber writing `Event.to_json()` lines; `step.output` is not written.
+    """EventBus subscriber writing `events.event_json()` lines; `step.output` is not written.
 
     The file is opened for appending, unbuffered: each event is one `write()` of one whole
     line, so `tail -f` sees it at once and concurrent appenders never split a line.
