@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from planrun.context import Attached, RunContext
 from planrun.errors import PlanInvalid, UsageError
-from planrun.events import Event
+from planrun.events import RunFinished
 from planrun.masking import mask_keeping_names
 from planrun.parent import Notice, ParentContext
 from planrun.plan import Plan
@@ -151,13 +151,7 @@ async def _schedule(
     kept = list(resume.kept) if resume is not None else None
     bus.emit(started_event(prep, dict(prep.variables), resumed, here.jobs, run_id, kept))
     outcome = await sched.run()
-    finished = {
-        "status": outcome.status,
-        "reason": outcome.reason,
-        "duration_s": outcome.duration_s,
-        "error": outcome.error,
-    }
-    bus.emit(Event("run.finished", name, None, finished))
+    bus.emit(RunFinished(name, outcome.status, outcome.reason, outcome.duration_s, outcome.error))
     doc = result_document(name, sched.report_order(), sched.records, outcome, sched.variables)
     if sched.revisions:
         doc["revisions"] = sched.revisions

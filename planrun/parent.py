@@ -10,10 +10,10 @@ from __future__ import annotations
 
 # Lazy import (inside a function), for start-up time: fnmatch only under a `deny` policy.
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
-from planrun.events import Event
+from planrun.events import PlanDiff, RunEvent, RunFinished, RunStarted, present
 from planrun.plan import Policy
 from planrun.runtree import (
     STEP_SEPARATOR,
@@ -83,7 +83,7 @@ def denied_by(checked: CheckedPlan, plan: Plan, outer: Policy) -> list[Diagnosti
     return out
 
 
-def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]:
+def forward_steps(parent: ParentContext, prefix: str) -> Callable[[RunEvent], None]:
     """A sub-plan's bus subscriber: its step events, renamed PREFIX + id, to the top run's bus.
 
     Run-level events (run.started, run.finished) stay inside the sub-plan: the top run's state
@@ -96,30 +96,36 @@ def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]
     recorded.
     """
 
-    def forward(event: Event) -> None:
-        if event.event == "plan.diff":
+    def forward(event: RunEvent) -> None:
+        if isinstance(event, PlanDiff):
             parent.emit(_sub_plan_diff(event, parent.plan, prefix))
             return
-        if event.step is None or not event.event.startswith("step."):
+        if isinstance(event, RunStarted | RunFinished):
             return
-        data = event.data
-        if data.get("result_variable") is not None:
-            data = {**data, "result_variable": None}
-        instances = data.get("instances")
+        changes: dict[str, Any] = {"plan": parent.plan, "step": prefix + event.step}
+        if present(getattr(event, "result_variable", None)) is not None:
+            changes["result_variable"] = None
+        instances = getattr(event, "instances", None)
         if isinstance(instances, list):
-            data = {**data, "instances": [prefix + str(sid) for sid in instances]}
-        parent.emit(Event(event.event, parent.plan, prefix + event.step, data, event.ts))
+            changes["instances"] = [prefix + str(sid) for sid in instances]
+        parent.emit(event._replace(**changes))
 
     return forward
 
 
-def _sub_plan_diff(event: Event, plan: str, prefix: str) -> Event:
+def _sub_plan_diff(event: PlanDiff, plan: str, prefix: str) -> PlanDiff:
     """A sub-plan's plan.diff as its parent reports it: under the `plan` step's id (a nested
-    one's under its own, renamed), the step ids renamed PREFIX + id."""
-    data = {k: v for k, v in event.data.items() if k != "steps"}
-    for key in ("removed", "added", "revised"):
-        ids = data.get(key)
-        if isinstance(ids, list):
-            data[key] = [prefix + str(sid) for sid in ids]
+    one's under its own, renamed), the step ids renamed PREFIX + id, without its steps."""
+
+    def renamed(ids: list[str] | None) -> list[str] | None:
+        return [prefix + str(sid) for sid in ids] if isinstance(ids, list) else ids
+
     step = prefix + event.step if event.step is not None else prefix.removesuffix("/")
-    return Event("plan.diff", plan, step, data, event.ts)
+    return event._replace(
+        plan=plan,
+        step=step,
+        steps=None,
+        removed=renamed(event.removed),
+        added=renamed(event.added),
+        revised=renamed(event.revised),
+    )

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from planrun.checked import CheckedPlan
 from planrun.dotenv import step_environment
 from planrun.errors import ExitCode
-from planrun.events import Event
+from planrun.events import RunEvent
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
@@ -43,7 +43,7 @@ class OutputRequest(NamedTuple):
     events: str | None = None
     junit: str | None = None
     report: str | None = None
-    subscribers: tuple[Callable[[Event], None], ...] = ()
+    subscribers: tuple[Callable[[RunEvent], None], ...] = ()
 
 
 class ExecutorRequest(NamedTuple):
@@ -91,7 +91,7 @@ class RunRequest:
     cwd: str = field(default_factory=os.getcwd)  # the process's working directory by default
     interactive: bool = False  # a TTY to ask approval questions at
     console: bool = True  # human progress on stderr
-    subscribers: list[Callable[[Event], None]] = field(default_factory=list)
+    subscribers: list[Callable[[RunEvent], None]] = field(default_factory=list)
     start_hint: str | None = None  # how a hint says "start a run" (None: the CLI command)
     grace: float | None = None  # --grace, seconds (None: the plan's `grace`, else the default)
     groups: ProcessGroups | None = None  # the run's commands' process groups (None: the run's own)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from planrun import model
-from planrun.events import Event, EventBus
+from planrun.events import EventBus, PlanDiff, RunEvent, StepResumed, StepStarted
 from planrun.parent import Budget, MaskChain, ParentContext, Slots
 from planrun.plan import Plan
 from planrun.planner import ReplanRequest, ReplanStop, Revision
@@ -83,8 +83,8 @@ def schedule(
     jobs: int = 4,
     variables: dict[str, Any] | None = None,
     **kw: Any,
-) -> tuple[Scheduler, list[Event]]:
-    events: list[Event] = []
+) -> tuple[Scheduler, list[RunEvent]]:
+    events: list[RunEvent] = []
     bus = EventBus()
     bus.subscribe(events.append)
     masks = MaskChain()
@@ -186,10 +186,10 @@ def test_resume_keeps_steps_below_a_condition_skip_and_an_ignored_failure() -> N
         "after": "succeeded",
         "last": "succeeded",
     }
-    resumed = [e.step for e in events if e.event == "step.resumed"]
+    resumed = [e.step for e in events if isinstance(e, StepResumed)]
     assert resumed == ["gate", "below", "flaky", "after"]  # settled before anything ran
-    started = [e for e in events if e.event == "step.started"]
-    assert started[0].data["reason"] == "failed last time" and started[0].data["again"]
+    started = [e for e in events if isinstance(e, StepStarted)]
+    assert started[0].reason == "failed last time" and started[0].again
 
 
 def test_a_masked_result_read_by_a_step_to_run_runs_its_producer_again() -> None:
@@ -457,7 +457,7 @@ def test_two_replan_failures_in_one_pass_reach_the_planner_together() -> None:
     assert outcome.status == Status.SUCCEEDED
     (request,) = asked
     assert sorted(f.step_id for f in request.failures) == ["x", "y"]
-    assert [e.data["added"] for e in events if e.event == "plan.diff"] == [["fix"]]
+    assert [e.added for e in events if isinstance(e, PlanDiff)] == [["fix"]]
     assert sched.budget.replans == 1 and statuses(sched) == {"fix": "succeeded"}
 
 

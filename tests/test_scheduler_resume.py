@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from planrun.events import PlanDiff, StepResumed, StepStarted
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
@@ -80,11 +81,11 @@ def run(sched: Scheduler) -> Any:
 
 def started(events: list[Any]) -> dict[str, str]:
     """Step id -> the reason its `step.started` event gives (empty: a first run)."""
-    return {e.step: e.data.get("reason") or "" for e in events if e.event == "step.started"}
+    return {e.step: e.reason or "" for e in events if isinstance(e, StepStarted)}
 
 
 def resumed(events: list[Any]) -> list[str]:
-    return [e.step for e in events if e.event == "step.resumed"]
+    return [e.step for e in events if isinstance(e, StepResumed)]
 
 
 # ---- what runs again -----------------------------------------------------------------------
@@ -356,8 +357,8 @@ def test_a_revision_removes_adds_and_changes_steps_and_the_run_goes_on() -> None
     assert ctx["completed"] == {"first": 1} and ctx["variables"]["one"] == 1
     assert ctx["history"] == []
     diff = {"removed": ["fetch"], "added": ["alt"], "revised": ["finish"]}
-    (event,) = [e for e in events if e.event == "plan.diff"]
-    assert {k: event.data[k] for k in diff} == diff
+    (event,) = [e for e in events if isinstance(e, PlanDiff)]
+    assert {k: getattr(event, k) for k in diff} == diff
     (record,) = sched.revisions
     assert record["diff"] == diff and record["revision"] == 1 and record["failed_step"] == "fetch"
 

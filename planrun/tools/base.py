@@ -11,7 +11,7 @@ from planrun.errors import one_line
 from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
 
 if TYPE_CHECKING:
-    from planrun.events import Event
+    from planrun.events import RunEvent
     from planrun.plan import Policy
     from planrun.procgroups import ProcessGroups
 
@@ -131,7 +131,7 @@ class ParentContext(NamedTuple):
     slots: Slots
     budget: Budget
     masks: MaskChain
-    emit: Callable[[Event], None]  # the top run's event bus
+    emit: Callable[[RunEvent], None]  # the top run's event bus
     executor: ToolCaller  # the run's executor (planrun.executors.base.Executor)
     keep_going: bool = False
     stream: bool = False
