@@ -64,7 +64,7 @@ def test_a_changed_argument_is_a_miss_that_says_why(tmp_path: Path) -> None:
     _, _, ex, events = cached_run(tmp_path, make_plan(changed))
     assert ex.calls == ["build", "use"]
     (started,) = [e for e in events if e.event == "step.started" and e.step == "build"]
-    assert "args" in started.data["reason"]
+    assert "args" in started.reason
 
 
 def test_a_step_without_cache_always_runs_and_says_cache_off(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_a_step_without_cache_always_runs_and_says_cache_off(tmp_path: Path) -> 
     cached_run(tmp_path, plan)
     _, _, ex, events = cached_run(tmp_path, plan)
     (started,) = [e for e in events if e.event == "step.started"]
-    assert started.step == "use" and started.data["reason"] == "cache off"
+    assert started.step == "use" and started.reason == "cache off"
 
 
 def test_a_failed_step_is_not_stored(tmp_path: Path) -> None:

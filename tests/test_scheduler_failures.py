@@ -65,7 +65,7 @@ def test_continue_skips_dependents_as_upstream_failed_and_fails_the_run() -> Non
     outcome = run(sched)
     assert outcome.status == Status.FAILED
     (skipped,) = [e for e in events if e.event == "step.skipped"]
-    assert skipped.step == "child" and "upstream failed" in str(skipped.data.get("reason"))
+    assert skipped.step == "child" and "upstream failed" in str(skipped.reason)
 
 
 def test_the_plan_default_on_failure_applies_to_steps_that_set_none() -> None:
@@ -128,7 +128,7 @@ def test_a_step_is_attempted_once_plus_its_retries() -> None:
     sched, events = schedule(plan, ex)
     assert run(sched).status == Status.FAILED
     assert ex.calls == ["s", "s", "s"] and sched.records["s"].attempts == 3
-    assert [e.data["attempt"] for e in events if e.event == "step.retrying"] == [1, 2]
+    assert [e.attempt for e in events if e.event == "step.retrying"] == [1, 2]
 
 
 def test_a_retry_that_succeeds_makes_the_step_succeed() -> None:
@@ -142,7 +142,7 @@ def test_each_retry_waits_twice_the_wait_before() -> None:
     plan = make_plan([{"id": "s", "tool": "echo", "retries": 3, "retry_delay": 0.001}])
     sched, events = schedule(plan, FakeExecutor({"s": fails("no")}))
     run(sched)
-    delays = [e.data["delay_s"] for e in events if e.event == "step.retrying"]
+    delays = [e.delay_s for e in events if e.event == "step.retrying"]
     assert delays == [0.001, 0.002, 0.004]
 
 
@@ -161,7 +161,7 @@ def test_a_retried_failure_says_its_error_each_time() -> None:
     plan = make_plan([{"id": "s", "tool": "echo", "retries": 2, "retry_delay": 0.001}])
     sched, events = schedule(plan, FakeExecutor({"s": fails_then_returns(2)}))
     run(sched)
-    errors = [e.data["error"] for e in events if e.event == "step.retrying"]
+    errors = [e.error for e in events if e.event == "step.retrying"]
     assert errors == ["attempt 1 failed", "attempt 2 failed"]
 
 
@@ -175,7 +175,7 @@ def test_a_timeout_is_a_failure_retried_like_any_other() -> None:
     sched, events = schedule(plan, FakeExecutor({"s": hangs_then_returns(1)}))
     assert run(sched).status == Status.SUCCEEDED
     (retry,) = [e for e in events if e.event == "step.retrying"]
-    assert retry.data["error"] == "timed out after 0.05s"
+    assert retry.error == "timed out after 0.05s"
     assert sched.records["s"].result == "answered"
 
 
