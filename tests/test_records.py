@@ -1,4 +1,4 @@
-"""Run-path records (planrun.record): value equality, defaults made afresh, a readable repr,
+"""Run-path values (dataclasses and NamedTuples): value equality, defaults made afresh, a readable repr,
 `replace`, frozen ones refusing assignment; and how `--events` writes one."""
 
 from __future__ import annotations
