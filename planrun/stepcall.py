@@ -17,8 +17,9 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from planrun.expressions import resolve, resolve_args, to_text
+from planrun.expressions import Evaluate, evaluator, render_value, resolve, to_text
 from planrun.plan import Step, replace
+from planrun.tools import renderer
 
 ENV_TOOLS = frozenset({"shell"})
 """The tools that get a step's `env` (in `args.env`)."""
@@ -33,11 +34,17 @@ def call_template(step: Step) -> dict[str, Any]:
 
 
 def call_args(step: Step, scope: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments the step's tool gets: its args resolved (values in shell scripts quoted
-    by context), with its `env` and `cwd`. ExpressionError when they cannot be resolved now."""
-    args = resolve_args(step.tool, call_template(step), scope)
-    env = resolve(step.env, scope, path=("env",)) if step.env else None
-    cwd = to_text(resolve(step.cwd, scope, path=("cwd",))) if step.cwd is not None else None
+    """The arguments the step's tool gets: its args rendered by the tool (values in shell
+    scripts quoted by context), with its `env` and `cwd`. ExpressionError when they cannot be
+    resolved now."""
+    return rendered_call(step, evaluator(scope))
+
+
+def rendered_call(step: Step, evaluate: Evaluate) -> dict[str, Any]:
+    """`call_args`, each expression's value given by `evaluate`."""
+    args = renderer(step.tool)(call_template(step), evaluate)
+    env = render_value(step.env, evaluate, ("env",)) if step.env else None
+    cwd = to_text(render_value(step.cwd, evaluate, ("cwd",))) if step.cwd is not None else None
     return placed(step.tool, args, env, cwd)
 
 
@@ -93,6 +100,7 @@ __all__ = [
     "call_template",
     "fold_plan_env",
     "placed",
+    "rendered_call",
     "step_place",
     "under",
 ]

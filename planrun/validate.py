@@ -35,7 +35,7 @@ from planrun.validate_places import (
     run_or_tool,
 )
 
-BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
+BUILTIN_TOOLS = tuple(builtin_registry().names())
 
 Path = tuple[str | int, ...]
 Header = Any  # a validated planrun.model.PlanHeader (a model made at import)

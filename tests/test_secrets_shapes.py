@@ -257,6 +257,9 @@ def test_a_step_reading_a_secret_has_its_arguments_resolved_once():
             reads.append(name)
             return self.inner[name]
 
+        def __contains__(self, name: object) -> bool:
+            return name in self.inner
+
         def __iter__(self):  # type: ignore[no-untyped-def]
             return iter(self.inner)
 

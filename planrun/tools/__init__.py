@@ -7,9 +7,9 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
-from planrun.tools.base import ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
+from planrun.tools.base import RenderFn, ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
 
-__all__ = ["builtin_registry", "check_args"]
+__all__ = ["builtin_registry", "check_args", "renderer"]
 
 
 def check_args(
@@ -73,6 +73,13 @@ _read_file = _lazy("files", "run_read_file")
 _write_file = _lazy("files", "run_write_file")
 _http = _lazy("http", "run_http")
 _python = _lazy("python", "run_python")
+_plan = _lazy("subplan", "run_plan_step")
+
+
+def _render_shell(args: dict[str, Any], evaluate: Any) -> dict[str, Any]:
+    from planrun.tools.shellargs import render_shell_args
+
+    return render_shell_args(args, evaluate)
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -86,7 +93,7 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 
-_BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
+_BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
     (
         "shell",
         _shell,
@@ -125,18 +132,21 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["cmd"],
         ),
+        _render_shell,  # values quoted by their context in the command
     ),
     (
         "echo",
         _echo,
         "Return `value` unchanged (null without one).",
         _schema({"value": {"description": "Any JSON value (default null)."}}, []),
+        None,
     ),
     (
         "sleep",
         _sleep,
         "Wait `seconds`; result null.",
         _schema({"seconds": {"type": "number", "minimum": 0}}, ["seconds"]),
+        None,
     ),
     (
         "read_file",
@@ -151,6 +161,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["path"],
         ),
+        None,
     ),
     (
         "write_file",
@@ -168,6 +179,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["path", "content"],
         ),
+        None,
     ),
     (
         "http",
@@ -195,6 +207,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["url"],
         ),
+        None,
     ),
     (
         "python",
@@ -212,6 +225,14 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["function"],
         ),
+        None,
+    ),
+    (
+        "plan",
+        _plan,
+        "Run another plan file as one step; returns its final variables.",
+        _schema({"path": {"type": "string"}, "variables": {"type": "object"}}, ["path"]),
+        None,
     ),
 ]
 
@@ -220,6 +241,17 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
 def builtin_registry() -> ToolRegistry:
     """The registry of built-in tools (shared: treat it as read-only)."""
     registry = ToolRegistry()
-    for name, fn, description, schema in _BUILTINS:
-        registry.register(ToolSpec(name, fn, description, schema))
+    for name, fn, description, schema, render in _BUILTINS:
+        registry.register(ToolSpec(name, fn, description, schema, render))
     return registry
+
+
+def renderer(tool: str) -> RenderFn:
+    """How the arguments of `tool` are rendered: its own way, else plainly (an MCP tool, a
+    tool without one)."""
+    spec = builtin_registry().get(tool)
+    if spec is not None and spec.render is not None:
+        return spec.render
+    from planrun.expressions import render_args
+
+    return render_args
