@@ -19,12 +19,7 @@ from typing import Any
 
 from planrun.expressions import Evaluate, evaluator, render_value, resolve, to_text
 from planrun.plan import Step, replace
-from planrun.tools import renderer
-
-ENV_TOOLS = frozenset({"shell"})
-"""The tools that get a step's `env` (in `args.env`)."""
-CWD_TOOLS = frozenset({"shell", "plan"})
-"""The tools that get a step's `cwd` (in `args.cwd`)."""
+from planrun.tools import renderer, tool_spec
 
 
 def call_template(step: Step) -> dict[str, Any]:
@@ -50,12 +45,15 @@ def rendered_call(step: Step, evaluate: Evaluate) -> dict[str, Any]:
 
 def placed(tool: str, args: dict[str, Any], env: Any, cwd: Any) -> dict[str, Any]:
     """`args` with the step's (resolved) `env` under its own `env` and its `cwd` unless it
-    has one, for the tools that read them."""
-    if env and tool in ENV_TOOLS:
+    has one, for the tools that take them (planrun.tools.base.ToolSpec)."""
+    if env is None and cwd is None:
+        return args
+    spec = tool_spec(tool)
+    if env and spec is not None and spec.step_env:
         own = args.get("env")
         if own is None or isinstance(own, dict):
             args = {**args, "env": {**env, **(own or {})}}
-    if cwd is not None and tool in CWD_TOOLS and args.get("cwd") is None:
+    if cwd is not None and spec is not None and spec.step_cwd and args.get("cwd") is None:
         args = {**args, "cwd": cwd}
     return args
 
@@ -64,7 +62,10 @@ def step_place(step: Step, scope: Mapping[str, Any]) -> str | None:
     """The directory the step's `sources` and `outputs` are relative to (rendered): a shell
     step's `args.cwd`, else its `cwd`; None for the working directory."""
     place: Any = step.cwd
-    if step.tool == "shell" and isinstance(step.args, dict) and step.args.get("cwd") is not None:
+    spec = tool_spec(step.tool)
+    takes_cwd = spec is not None and spec.step_cwd and isinstance(step.args, dict)
+    own = step.args.get("cwd") if takes_cwd else None
+    if own is not None:
         place = step.args["cwd"]
         where: tuple[str | int, ...] = ("args", "cwd")
     else:
@@ -94,8 +95,6 @@ def fold_plan_env(steps: list[Step], env: Mapping[str, str]) -> list[Step]:
 
 
 __all__ = [
-    "CWD_TOOLS",
-    "ENV_TOOLS",
     "call_args",
     "call_template",
     "fold_plan_env",

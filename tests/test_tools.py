@@ -613,3 +613,18 @@ def test_the_plan_tool_is_an_ordinary_registered_tool() -> None:
     ctx = ToolContext(step_id="s", cwd=".", env={})
     with pytest.raises(ToolFailed, match="only as a step of a plan run"):
         asyncio.run(LocalExecutor().call("plan", {"path": "x.yaml"}, ctx))
+
+
+def test_a_tool_says_whether_it_takes_its_step_env_and_cwd(shout_tool: str) -> None:
+    from planrun.plan import Step
+    from planrun.stepcall import call_args
+    from planrun.tools.base import ToolSpec
+
+    step = Step(id="s", tool=shout_tool, args={"x": "1"}, env={"A": "${a}"}, cwd="sub")
+    assert call_args(step, {"a": "v"}) == {"x": "1"}  # takes neither
+    registry = builtin_registry()
+    spec = registry.get(shout_tool)
+    assert spec is not None
+    registry.register(spec._replace(step_env=True, step_cwd=True))
+    assert call_args(step, {"a": "v"}) == {"x": "1", "env": {"A": "v"}, "cwd": "sub"}
+    assert isinstance(spec, ToolSpec)

@@ -9,7 +9,7 @@ from typing import Any
 
 from planrun.tools.base import RenderFn, ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
 
-__all__ = ["builtin_registry", "check_args", "renderer"]
+__all__ = ["builtin_registry", "check_args", "renderer", "tool_spec"]
 
 
 def check_args(
@@ -237,13 +237,26 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
 ]
 
 
+# What a tool takes of its step besides its args (ToolSpec): the shell tool its `env` and `cwd`
+# (and shows its `cmd` when asking for approval); the plan tool its `cwd` (where the sub-plan runs).
+_TAKES: dict[str, dict[str, Any]] = {
+    "shell": {"step_env": True, "step_cwd": True, "command": "cmd"},
+    "plan": {"step_cwd": True},
+}
+
+
 @functools.cache
 def builtin_registry() -> ToolRegistry:
     """The registry of built-in tools (shared: treat it as read-only)."""
     registry = ToolRegistry()
     for name, fn, description, schema, render in _BUILTINS:
-        registry.register(ToolSpec(name, fn, description, schema, render))
+        registry.register(ToolSpec(name, fn, description, schema, render, **_TAKES.get(name, {})))
     return registry
+
+
+def tool_spec(tool: str) -> ToolSpec | None:
+    """The registered tool `tool` (None: an MCP tool, an unknown one)."""
+    return builtin_registry().get(tool)
 
 
 def renderer(tool: str) -> RenderFn:

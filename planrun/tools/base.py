@@ -177,13 +177,17 @@ cannot be rendered."""
 
 class ToolSpec(NamedTuple):
     """A registered tool: its callable, a one-line description, a JSON Schema for its args,
-    and its own rendering of its arguments (None: plain, planrun.expressions.render_args)."""
+    its own rendering of its arguments (None: plain, planrun.expressions.render_args), and
+    what it takes of its step (planrun.stepcall)."""
 
     name: str
     fn: ToolFn
     description: str
     input_schema: dict[str, Any]
     render: RenderFn | None = None
+    step_env: bool = False  # gets the step's `env` (under its own `args.env`, which wins)
+    step_cwd: bool = False  # gets the step's `cwd` (as `args.cwd`, unless it has one)
+    command: str | None = None  # the argument an approval question shows as the command
 
 
 class ToolRegistry:
