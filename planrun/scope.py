@@ -187,13 +187,13 @@ def step_args(
     if mask is None:
         args = call_args(step, scope)
         return args, fingerprint(step.tool, args)
-    values: dict[int, tuple[Expr, Any]] = {}  # by expression: each is evaluated once
+    values: dict[str, Any] = {}  # by expression source: each is evaluated once
 
     def once(expr: Expr) -> Any:
-        found = values.get(id(expr))
-        if found is None:
-            found = values[id(expr)] = (expr, expr.evaluate(scope))
-        return found[1]
+        if expr.source in values:
+            return values[expr.source]
+        value = values[expr.source] = expr.evaluate(scope)
+        return value
 
     args = rendered_call(step, once)
     shown = mask(args)

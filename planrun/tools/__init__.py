@@ -7,6 +7,7 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
+from planrun.expressions import render_args
 from planrun.tools.base import RenderFn, ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
 
 __all__ = ["builtin_registry", "check_args", "renderer", "tool_spec"]
@@ -263,8 +264,4 @@ def renderer(tool: str) -> RenderFn:
     """How the arguments of `tool` are rendered: its own way, else plainly (an MCP tool, a
     tool without one)."""
     spec = builtin_registry().get(tool)
-    if spec is not None and spec.render is not None:
-        return spec.render
-    from planrun.expressions import render_args
-
-    return render_args
+    return render_args if spec is None or spec.render is None else spec.render
