@@ -239,9 +239,12 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
 
 
 # What a tool takes of its step besides its args (ToolSpec): the shell tool its `env` and `cwd`
-# (and shows its `cmd` when asking for approval); the plan tool its `cwd` (where the sub-plan runs).
+# (and shows its `cmd` when asking for approval); the python tool its `env` (set in os.environ
+# while its function runs, planrun.tools.environ); the plan tool its `cwd` (where the
+# sub-plan runs).
 _TAKES: dict[str, dict[str, Any]] = {
     "shell": {"step_env": True, "step_cwd": True, "command": "cmd"},
+    "python": {"step_env": True},
     "plan": {"step_cwd": True},
 }
 
