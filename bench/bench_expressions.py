@@ -28,7 +28,7 @@ from planrun import expressions  # noqa: E402
 
 # Run in place of `python3 -m planrun` to send every expression through Jinja2.
 NO_PLAIN_PATH = (
-    "import runpy, sys, planrun.expressions as e; e.PLAIN_REFERENCES = False; "
+    "import runpy, sys, planrun.plan.expressions as e; e.PLAIN_REFERENCES = False; "
     "sys.argv[0] = 'planrun'; runpy.run_module('planrun', run_name='__main__')"
 )
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planrun.expressions import ExpressionError, jinja_expr, parse_expr
+from planrun.plan.expressions import ExpressionError, jinja_expr, parse_expr
 
 # Names no Jinja2 global, constant or method of a dict, list or str takes: reading one of
 # those as `.name` is where the paths differ by design (Jinja2 reads `d.items` as the method,

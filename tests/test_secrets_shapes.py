@@ -214,7 +214,7 @@ def test_mcp_answers_mask_secrets(tmp_path):
 
 
 def test_fingerprints_in_the_state_are_not_hashes_of_secrets(run, write, tmp_path):
-    from planrun.scheduler import fingerprint
+    from planrun.run.scheduler import fingerprint
 
     write(
         "p.yaml",
@@ -246,8 +246,8 @@ def test_a_step_reading_a_secret_has_its_arguments_resolved_once():
     from collections.abc import Mapping
 
     from planrun.masking import Masker
-    from planrun.plan import Step
-    from planrun.scope import fingerprint, step_args
+    from planrun.plan.definition import Step
+    from planrun.run.scope import fingerprint, step_args
 
     reads: list[str] = []
 

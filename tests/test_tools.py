@@ -557,7 +557,7 @@ def test_python_import_errors_are_one_line(ctx: ToolContext, pymod: str, tmp_pat
 def shout_tool() -> Iterator[str]:
     """A small tool registered in this process that renders its own arguments: every value
     an expression gives is upper-cased (the literal text around it is not)."""
-    from planrun.expressions import render_value
+    from planrun.plan.expressions import render_value
     from planrun.tools.base import ToolSpec
 
     def render(args: dict[str, Any], evaluate: Any) -> dict[str, Any]:
@@ -579,8 +579,8 @@ def shout_tool() -> Iterator[str]:
 
 
 def test_a_tool_renders_its_own_arguments(shout_tool: str) -> None:
-    from planrun.plan import Step
-    from planrun.stepcall import call_args
+    from planrun.plan.definition import Step
+    from planrun.run.stepcall import call_args
 
     step = Step(id="s", tool=shout_tool, args={"say": "hi ${who}!", "n": "${n}"})
     assert call_args(step, {"who": "ann", "n": 3}) == {"say": "hi ANN!", "n": "3"}
@@ -590,8 +590,8 @@ def test_a_tool_renders_its_own_arguments(shout_tool: str) -> None:
 
 
 def test_a_cmd_argument_of_another_tool_is_not_shell_quoted() -> None:
-    from planrun.plan import Step
-    from planrun.stepcall import call_args
+    from planrun.plan.definition import Step
+    from planrun.run.stepcall import call_args
 
     step = Step(id="s", tool="echo", args={"cmd": "echo ${who}"})
     assert call_args(step, {"who": "a b; c"}) == {"cmd": "echo a b; c"}
@@ -603,8 +603,8 @@ def test_a_cmd_argument_of_another_tool_is_not_shell_quoted() -> None:
 
 
 def test_the_plan_tool_is_an_ordinary_registered_tool() -> None:
-    from planrun.builtin_args import builtin_schema
     from planrun.executors.local import LocalExecutor
+    from planrun.plan.builtin_args import builtin_schema
 
     spec = builtin_registry().get("plan")
     assert spec is not None
@@ -617,8 +617,8 @@ def test_the_plan_tool_is_an_ordinary_registered_tool() -> None:
 
 
 def test_a_tool_says_whether_it_takes_its_step_env_and_cwd(shout_tool: str) -> None:
-    from planrun.plan import Step
-    from planrun.stepcall import call_args
+    from planrun.plan.definition import Step
+    from planrun.run.stepcall import call_args
     from planrun.tools.base import ToolSpec
 
     step = Step(id="s", tool=shout_tool, args={"x": "1"}, env={"A": "${a}"}, cwd="sub")

@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
-from planrun.expressions import render_args
+from planrun.plan.expressions import render_args
 from planrun.tools.base import RenderFn, ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
 
 __all__ = ["builtin_registry", "check_args", "renderer", "tool_spec"]

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from planrun.errors import one_line
-from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
+from planrun.run.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
 
 if TYPE_CHECKING:
-    from planrun.events import RunEvent
-    from planrun.expressions import Evaluate
-    from planrun.plan import Policy
-    from planrun.procgroups import ProcessGroups
+    from planrun.plan.definition import Policy
+    from planrun.plan.expressions import Evaluate
+    from planrun.run.events import RunEvent
+    from planrun.run.procgroups import ProcessGroups
 
 
 MAX_RESULT_BYTES = 64 << 20
@@ -44,7 +44,7 @@ OutputCallback = Callable[[str, str], None]
 
 
 class ToolPool(Protocol):
-    """The plan's MCP servers, as a step calls their tools (planrun.mcp_client.ServerPool)."""
+    """The plan's MCP servers, as a step calls their tools (planrun.mcp.client.ServerPool)."""
 
     async def call(
         self, server: str, tool: str, args: dict[str, Any], *, timeout: float | None = None
@@ -138,7 +138,7 @@ class ParentContext(NamedTuple):
     stream: bool = False
     notice: Notice | None = None
     mcp_config: str | None = None
-    run_id: str = ""  # the top run's id: its shell commands carry it (planrun/leftovers.py)
+    run_id: str = ""  # the top run's id: its shell commands carry it (planrun/run/leftovers.py)
     groups: ProcessGroups | None = None  # the top run's commands' process groups
     # On resume: what the top run's previous run recorded, by full step id (`deploy/push`), so
     # a sub-plan started again keeps its steps that succeeded, as a plan resumed on its own.
@@ -150,9 +150,9 @@ class ParentContext(NamedTuple):
 
 
 RunPlanFn = Callable[[Any], Awaitable[Any]]
-"""The one run path (planrun.runner.run_request: a planrun.context.RunContext -> a
-planrun.request.Finished), handed to tools in their context so that this package imports
-neither (planrun.context imports this module)."""
+"""The one run path (planrun.run.runner.run_request: a planrun.run.context.RunContext -> a
+planrun.run.request.Finished), handed to tools in their context so that this package imports
+neither (planrun.run.context imports this module)."""
 
 RenderFn = Callable[[dict[str, Any], "Evaluate"], dict[str, Any]]
 """How a tool's arguments are rendered: the arguments as written (their `${...}` strings) and
@@ -162,8 +162,8 @@ cannot be rendered."""
 
 class ToolSpec(NamedTuple):
     """A registered tool: its callable, a one-line description, a JSON Schema for its args,
-    its own rendering of its arguments (None: plain, planrun.expressions.render_args), and
-    what it takes of its step (planrun.stepcall)."""
+    its own rendering of its arguments (None: plain, planrun.plan.expressions.render_args), and
+    what it takes of its step (planrun.run.stepcall)."""
 
     name: str
     fn: ToolFn

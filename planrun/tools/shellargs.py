@@ -1,5 +1,5 @@
 """How the shell tool renders its arguments: a value interpolated into a string `cmd`, or into
-the script(s) of a `run` step, goes in as data (planrun/shellquote.py: inert text in place,
+the script(s) of a `run` step, goes in as data (planrun/tools/shellquote.py: inert text in place,
 anything else by environment variable), quoted by its context in the command."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 # that interpolates a value.
 from typing import Any
 
-from planrun.expressions import (
+from planrun.plan.expressions import (
     Evaluate,
     ExpressionError,
     Template,
@@ -119,7 +119,7 @@ def shell_args(
     Words, one value a word); the values passed by environment variable are merged into `env`
     (over the step's own). The template's values are `texts[offset:]`; the words of the ones
     before keep their numbers (a `run` list's scripts never share a value's name)."""
-    from planrun.shellquote import QuotingError, quote_command, template_items
+    from planrun.tools.shellquote import QuotingError, quote_command, template_items
 
     parts: list[str | int] = []
     flat: list[str] = [word for t in texts[:offset] for word in (t if isinstance(t, list) else [t])]

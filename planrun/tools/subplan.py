@@ -1,7 +1,7 @@
 """The `plan` tool: run another plan file as one step and return its final variables.
 
 The sub-plan goes through the same run path as a top-level run (validate, gate, schedule),
-inside its parent: see planrun.parent for what it inherits.
+inside its parent: see planrun.run.parent for what it inherits.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import asyncio
 import os
 from typing import Any
 
-from planrun.context import child_context
 from planrun.errors import PlanInvalid, PlanrunError
-from planrun.parent import RunStopped
-from planrun.request import Finished, RunRequest
+from planrun.run.context import child_context
+from planrun.run.parent import RunStopped
+from planrun.run.request import Finished, RunRequest
 from planrun.status import Status
 from planrun.tools.base import ToolContext, ToolFailed, resolve_path
 
@@ -31,7 +31,7 @@ async def run_plan_step(args: dict[str, Any], ctx: ToolContext) -> Any:
     variables = args.get("variables") or {}
     if not isinstance(variables, dict):
         raise ToolFailed("plan: 'variables' must be a mapping")
-    # `cwd` is the step's own `cwd:` (planrun.stepcall): where the sub-plan runs; its `path`
+    # `cwd` is the step's own `cwd:` (planrun.run.stepcall): where the sub-plan runs; its `path`
     # stays relative to the working directory.
     unknown = sorted(set(args) - {"path", "variables", "cwd"})
     if unknown:
