@@ -239,6 +239,50 @@ def test_fingerprints_in_the_state_are_not_hashes_of_secrets(run, write, tmp_pat
     assert run("resume", "p.yaml").code == 0
 
 
+def test_a_step_reading_a_secret_has_its_arguments_resolved_once():
+    """The fingerprint of a step whose arguments hold a secret is that of its arguments with
+    the secret masked, quoted as a masked value would be (`***` goes by environment variable,
+    a plain word is written in); its plain references are evaluated once."""
+    from collections.abc import Mapping
+
+    from planrun.masking import Masker
+    from planrun.plan.definition import Step
+    from planrun.run.scope import fingerprint, step_args
+
+    reads: list[str] = []
+
+    class Counting(Mapping):  # type: ignore[type-arg]
+        def __init__(self, inner: dict) -> None:  # type: ignore[type-arg]
+            self.inner = inner
+
+        def __getitem__(self, name: str) -> object:
+            reads.append(name)
+            return self.inner[name]
+
+        def __contains__(self, name: object) -> bool:
+            return name in self.inner
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter(self.inner)
+
+        def __len__(self) -> int:
+            return len(self.inner)
+
+    variables = {"tok": "s3cr3tword", "who": "ann"}
+    step = Step(id="a", tool="shell", args={"cmd": "curl -H ${tok} ${who}"})
+    args, fp = step_args(step, Counting(variables), Masker(["tok"], variables))
+    assert args["cmd"] == "curl -H s3cr3tword ann"
+    assert sorted(reads) == ["tok", "who"]  # each expression once
+    masked = step_args(step, {"tok": "***", "who": "ann"})[0]
+    assert masked["cmd"] == 'curl -H "${PLANRUN_V_0}" ann'
+    assert fp == fingerprint("shell", masked)
+    # An expression that transforms the secret reads it masked: its fingerprint is no hash
+    # of a text a guess could find.
+    step = Step(id="a", tool="shell", args={"cmd": "echo ${tok | upper} ${tok}"})
+    fp = step_args(step, variables, Masker(["tok"], variables))[1]
+    assert fp == fingerprint("shell", step_args(step, {"tok": "***"})[0])
+
+
 def test_a_step_result_bound_as_a_secret_is_masked_and_real_after_resume(run, write, tmp_path):
     write(
         "p.yaml",

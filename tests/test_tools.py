@@ -61,6 +61,7 @@ def test_registry_lists_every_builtin_with_a_strict_schema() -> None:
         "write_file",
         "http",
         "python",
+        "plan",
     }
     for spec in registry.specs():
         assert spec.description
@@ -547,6 +548,87 @@ def test_python_import_errors_are_one_line(ctx: ToolContext, pymod: str, tmp_pat
     error = fails("python", {"function": f"{pymod}_raises:f"}, ctx)
     assert error.message == f"python: cannot import {pymod}_raises: RuntimeError: at import"
     assert error.detail is not None and "at import" in error.detail
+
+
+# --- each tool renders its own arguments --------------------------------------------------
+
+
+@pytest.fixture
+def shout_tool() -> Iterator[str]:
+    """A small tool registered in this process that renders its own arguments: every value
+    an expression gives is upper-cased (the literal text around it is not)."""
+    from planrun.plan.expressions import render_value
+    from planrun.tools.base import ToolSpec
+
+    def render(args: dict[str, Any], evaluate: Any) -> dict[str, Any]:
+        rendered: dict[str, Any] = render_value(
+            args, lambda expr: str(evaluate(expr)).upper(), ("args",)
+        )
+        return rendered
+
+    async def shout(args: dict[str, Any], ctx: ToolContext) -> Any:
+        return args
+
+    registry = builtin_registry()
+    spec = ToolSpec("shout", shout, "Upper-case the values.", {"type": "object"}, render)
+    registry.register(spec)
+    try:
+        yield spec.name
+    finally:
+        registry.unregister(spec.name)
+
+
+def test_a_tool_renders_its_own_arguments(shout_tool: str) -> None:
+    from planrun.plan.definition import Step
+    from planrun.run.stepcall import call_args
+
+    step = Step(id="s", tool=shout_tool, args={"say": "hi ${who}!", "n": "${n}"})
+    assert call_args(step, {"who": "ann", "n": 3}) == {"say": "hi ANN!", "n": "3"}
+    # The same template for a tool without its own rendering: plain (values as they are).
+    plain = Step(id="p", tool="echo", args={"value": {"say": "hi ${who}!", "n": "${n}"}})
+    assert call_args(plain, {"who": "ann", "n": 3}) == {"value": {"say": "hi ann!", "n": 3}}
+
+
+def test_a_cmd_argument_of_another_tool_is_not_shell_quoted() -> None:
+    from planrun.plan.definition import Step
+    from planrun.run.stepcall import call_args
+
+    step = Step(id="s", tool="echo", args={"cmd": "echo ${who}"})
+    assert call_args(step, {"who": "a b; c"}) == {"cmd": "echo a b; c"}
+    shell = Step(id="t", tool="shell", args={"cmd": "echo ${who}"})
+    assert call_args(shell, {"who": "a b; c"}) == {
+        "cmd": 'echo "${PLANRUN_V_0}"',
+        "env": {"PLANRUN_V_0": "a b; c"},
+    }
+
+
+def test_the_plan_tool_is_an_ordinary_registered_tool() -> None:
+    from planrun.executors.local import LocalExecutor
+    from planrun.plan.builtin_args import builtin_schema
+
+    spec = builtin_registry().get("plan")
+    assert spec is not None
+    assert builtin_schema("plan") == spec.input_schema
+    # No sub-plan hook: the executor reaches `plan` the way it reaches every tool, and the
+    # tool finds the run path in its context.
+    ctx = ToolContext(step_id="s", cwd=".", env={})
+    with pytest.raises(ToolFailed, match="only as a step of a plan run"):
+        asyncio.run(LocalExecutor().call("plan", {"path": "x.yaml"}, ctx))
+
+
+def test_a_tool_says_whether_it_takes_its_step_env_and_cwd(shout_tool: str) -> None:
+    from planrun.plan.definition import Step
+    from planrun.run.stepcall import call_args
+    from planrun.tools.base import ToolSpec
+
+    step = Step(id="s", tool=shout_tool, args={"x": "1"}, env={"A": "${a}"}, cwd="sub")
+    assert call_args(step, {"a": "v"}) == {"x": "1"}  # takes neither
+    registry = builtin_registry()
+    spec = registry.get(shout_tool)
+    assert spec is not None
+    registry.register(spec._replace(step_env=True, step_cwd=True))
+    assert call_args(step, {"a": "v"}) == {"x": "1", "env": {"A": "v"}, "cwd": "sub"}
+    assert isinstance(spec, ToolSpec)
 
 
 # ---- http ----------------------------------------------------------------------------------------

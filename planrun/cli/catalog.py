@@ -105,19 +105,6 @@ def list_tools(
         }
         for s in builtin_registry().specs()
     ]
-    rows.append(
-        {
-            "name": "plan",
-            "source": "builtin",
-            "description": "Run another plan file as one step; returns its final variables.",
-            "input_schema": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["path"],
-                "properties": {"path": {"type": "string"}, "variables": {"type": "object"}},
-            },
-        }
-    )
     rows.sort(key=lambda r: r["name"])
     if plan_path is None and mcp_config is None:
         return rows

@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from planrun.tools import builtin_registry
-from planrun.tools.base import ToolContext, ToolFailed, ToolFn
+from planrun.tools.base import ToolContext, ToolFailed
 
 
 class LocalExecutor:
     """Looks a tool up by name and awaits it; cancellation reaches the tool itself."""
 
-    def __init__(self, plan_tool: ToolFn | None = None) -> None:
+    def __init__(self) -> None:
         self.registry = builtin_registry()
-        self.plan_tool = plan_tool  # the `plan` tool, which runs sub-plans through the run path
 
     async def start(self) -> None:
         return None
@@ -22,8 +21,6 @@ class LocalExecutor:
         spec = self.registry.get(tool)
         if spec is not None:
             return await spec.fn(args, ctx)
-        if tool == "plan" and self.plan_tool is not None:
-            return await self.plan_tool(args, ctx)
         if "." in tool:
             pool = ctx.services.mcp
             server, name = tool.split(".", 1)

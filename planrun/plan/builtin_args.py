@@ -22,15 +22,6 @@ from planrun.tools import builtin_registry
 
 Path = tuple[str | int, ...]
 
-# `plan` runs in the executor itself (it is not in the tool registry), but its arguments have
-# a schema all the same.
-PLAN_TOOL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"path": {"type": "string"}, "variables": {"type": "object"}},
-    "required": ["path"],
-    "additionalProperties": False,
-}
-
 _WORDS = {
     "string": "a string",
     "number": "a number",
@@ -56,9 +47,6 @@ class ArgProblem:
 @cache
 def builtin_schema(tool: str) -> dict[str, Any] | None:
     """The input schema of built-in tool `tool`, or None if it is not built in."""
-    if tool == "plan":
-        return PLAN_TOOL_SCHEMA
-
     spec = builtin_registry().get(tool)
     return spec.input_schema if spec is not None else None
 

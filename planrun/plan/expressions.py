@@ -7,11 +7,11 @@ Jinja2; anything else is compiled once by planrun's bounded, immutable Jinja2 sa
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: jinja2, the sandbox, the loader and shell
-# quoting only for the expressions that need them.
+# Lazy imports (inside functions), for start-up time: jinja2, the sandbox and the loader only
+# for the expressions that need them.
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -28,10 +28,11 @@ _OPEN = {"{": "}", "[": "]", "(": ")"}
 class ExpressionError(Exception):
     """An expression that does not parse, or that cannot be evaluated in the current scope."""
 
-    def __init__(self, message: str, *, name: str | None = None) -> None:
+    def __init__(self, message: str, *, name: str | None = None, at: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.name = name
+        self.at = at  # the top-level argument it is about, when a tool's rendering says so
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +82,34 @@ class Template:
     def exprs(self) -> Iterator[Expr]:
         return (p for p in self.parts if isinstance(p, Expr))
 
-    def render(self, scope: Mapping[str, Any]) -> Any:
+    def render(self, evaluate: Evaluate) -> Any:
+        """The template's value, each expression's value given by `evaluate`: the value itself
+        for a whole expression, else text."""
         whole = self.whole
         if whole is not None:
-            return detached(whole.evaluate(scope))
+            return detached(evaluate(whole))
         out = []
         for part in self.parts:
             if isinstance(part, str):
                 out.append(part)
             else:
-                out.append(to_text(part.evaluate(scope)))
+                out.append(to_text(evaluate(part)))
         return "".join(out)
+
+
+Evaluate = Callable[[Expr], Any]
+"""How a rendering gets each expression's value: from a scope (`evaluator`), from values
+already evaluated (with secrets masked), or as placeholders (the dry run: `Unknown`)."""
+
+
+def evaluator(scope: Mapping[str, Any]) -> Evaluate:
+    """Each expression evaluated in `scope`."""
+    return lambda expr: expr.evaluate(scope)
+
+
+class Unknown(str):
+    """A placeholder for a value not known yet (the dry run's `<build result>`): a rendering
+    that treats values by what they hold (shell quoting) treats it as any value."""
 
 
 def detached(value: Any) -> Any:
@@ -170,12 +188,17 @@ def parse_template(text: str) -> Template | None:
     return Template(tuple(parts))
 
 
+PLAIN_REFERENCES = True
+"""Whether plain references are parsed and evaluated here (False: through Jinja2, as every
+other expression; for bench/bench_expressions.py). See docs/architecture.md for its figure."""
+
+
 @lru_cache(maxsize=65536)
 def parse_expr(source: str) -> Expr:
     """Parse one expression; plain references need no Jinja2."""
     if not source.strip():
         raise ExpressionError("empty expression '${}'")
-    m = re.match(_REF_RE, source)
+    m = re.match(_REF_RE, source) if PLAIN_REFERENCES else None
     if m and m.group(1) not in _CONSTANTS:
         root = m.group(1)
         accessors: list[str | int] = []
@@ -189,6 +212,12 @@ def parse_expr(source: str) -> Expr:
             step_refs = frozenset([accessors[0]])
         dynamic = root == "steps" and not step_refs
         return Expr(source, frozenset([root]), step_refs, (root, tuple(accessors)), dynamic)
+    return jinja_expr(source)
+
+
+def jinja_expr(source: str) -> Expr:
+    """`source` parsed by Jinja2 and evaluated in its sandbox, plain reference or not: the
+    reference the plain path agrees with (tests/test_expr_paths.py)."""
     names, step_refs, dynamic = _jinja_names(source)
     return Expr(source, names, step_refs, None, dynamic)
 
@@ -347,22 +376,40 @@ def resolve(
     path: tuple[str | int, ...] = (),
 ) -> Any:
     """`value` with every template evaluated. ExpressionError messages gain the value's path."""
+    return render_value(value, evaluator(scope), path)
+
+
+def render_value(value: Any, evaluate: Evaluate, path: tuple[str | int, ...] = ()) -> Any:
+    """`value` with every template rendered, each expression's value given by `evaluate`.
+    ExpressionError messages gain the value's path."""
     if isinstance(value, str):
         tpl = parse_template(value)
         if tpl is None:
             return value.replace("$${", "${") if "$${" in value else value
         try:
-            return tpl.render(scope)
+            return tpl.render(evaluate)
         except ExpressionError as exc:
             where = format_path(path)
             raise ExpressionError(
                 f"{where}: {exc.message}" if where else exc.message, name=exc.name
             ) from None
     if isinstance(value, dict):
-        return {k: resolve(v, scope, path=(*path, k)) for k, v in value.items()}
+        return {k: render_value(v, evaluate, (*path, k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [resolve(v, scope, path=(*path, i)) for i, v in enumerate(value)]
+        return [render_value(v, evaluate, (*path, i)) for i, v in enumerate(value)]
     return value
+
+
+def render_args(args: dict[str, Any], evaluate: Evaluate) -> dict[str, Any]:
+    """A tool's arguments rendered plainly: how a tool without its own rendering gets them
+    (planrun.tools.base.ToolSpec.render)."""
+    rendered: dict[str, Any] = render_value(args, evaluate, ("args",))
+    return rendered
+
+
+class Words(list[str]):
+    """A list of words (`cli_args`): a tool that renders values into a command line (the
+    shell tool) makes each word a value of its own; rendered plainly, a list."""
 
 
 def format_path(path: tuple[str | int, ...]) -> str:
@@ -370,125 +417,6 @@ def format_path(path: tuple[str | int, ...]) -> str:
     out = ""
     for p in path:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-def resolve_args(tool: str, args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
-    """A step's resolved arguments; values interpolated into a `shell` string cmd, or into the
-    script(s) of a `run` step, go in as data (planrun/tools/shellquote.py: inert text in place,
-    anything else by environment variable)."""
-    if tool == "shell" and "run" in args:
-        return _resolve_run(args, scope)
-    cmd = args.get("cmd") if tool == "shell" else None
-    tpl = parse_template(cmd) if isinstance(cmd, str) else None
-    if tpl is None or tpl.whole is not None:
-        result: dict[str, Any] = resolve(args, scope, path=("args",))
-        return result
-    rest = resolve({k: v for k, v in args.items() if k != "cmd"}, scope, path=("args",))
-    return shell_args(tpl, _texts(tpl, scope, "args.cmd"), rest)
-
-
-def _texts(tpl: Template, scope: Mapping[str, Any], where: str) -> list[str | list[str]]:
-    texts: list[str | list[str]] = []
-    for part in tpl.exprs:
-        try:
-            value = part.evaluate(scope)
-            texts.append(list(value) if isinstance(value, Words) else to_text(value))
-        except ExpressionError as exc:
-            raise ExpressionError(f"{where}: {exc.message}", name=exc.name) from None
-    return texts
-
-
-def _resolve_run(args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
-    """A `run` step's args: each script with its values quoted by context (a list's values
-    numbered across the list, so that no two scripts' environment values share a name)."""
-    run = args["run"]
-    scripts = [run] if isinstance(run, str) else list(run)
-    rest = resolve({k: v for k, v in args.items() if k != "run"}, scope, path=("args",))
-    templates = [parse_template(s) for s in scripts]
-    texts: list[str | list[str]] = []
-    offsets: list[int] = []
-    for n, tpl in enumerate(templates):
-        offsets.append(len(texts))
-        if tpl is not None:
-            where = "run" if isinstance(run, str) else f"run[{n}]"
-            texts.extend(_texts(tpl, scope, where))
-    return run_args(run, templates, offsets, texts, rest)
-
-
-def run_args(
-    run: str | list[str],
-    templates: list[Template | None],
-    offsets: list[int],
-    texts: list[str | list[str]],
-    rest: dict[str, Any],
-    unknown: frozenset[int] = frozenset(),
-) -> dict[str, Any]:
-    """`{run, **rest}` with the values `texts` put into each script safely (as shell_args)."""
-    scripts: list[str] = []
-    env: dict[str, str] = {}
-    for n, tpl in enumerate(templates):
-        script = run if isinstance(run, str) else run[n]
-        if tpl is None:
-            scripts.append(script.replace("$${", "${"))
-            continue
-        where = "run" if isinstance(run, str) else f"run[{n}]"
-        quoted = shell_args(tpl, texts, {}, unknown, offset=offsets[n], where=where)
-        scripts.append(quoted["cmd"])
-        env.update(quoted.get("env") or {})
-    out: dict[str, Any] = {"run": scripts[0] if isinstance(run, str) else scripts, **rest}
-    if env:
-        own = rest.get("env")
-        out["env"] = {**own, **env} if isinstance(own, dict) else env if own is None else own
-    return out
-
-
-class Words(list[str]):
-    """A list of words (`cli_args`): in a shell string `cmd`, each word is a value of its own,
-    quoted by its context, with a space between them (`pytest ${cli_args}`: separate
-    arguments; inside "…": one, as "$*"); none at all for an empty list."""
-
-
-def shell_args(
-    tpl: Template,
-    texts: list[str | list[str]],
-    rest: dict[str, Any],
-    unknown: frozenset[int] = frozenset(),
-    *,
-    offset: int = 0,
-    where: str = "args.cmd",
-) -> dict[str, Any]:
-    """`{cmd, **rest}` with the values `texts` put into the command template safely (a list:
-    Words, one value a word); the values passed by environment variable are merged into `env`
-    (over the step's own). The template's values are `texts[offset:]`; the words of the ones
-    before keep their numbers (a `run` list's scripts never share a value's name)."""
-    from planrun.tools.shellquote import QuotingError, quote_command, template_items
-
-    parts: list[str | int] = []
-    flat: list[str] = [word for t in texts[:offset] for word in (t if isinstance(t, list) else [t])]
-    unknown_flat: set[int] = set()
-    n = offset
-    for part in tpl.parts:
-        if isinstance(part, str):
-            parts.append(part)
-            continue
-        text = texts[n]
-        for j, word in enumerate(text if isinstance(text, list) else [text]):
-            if j:
-                parts.append(" ")
-            if n in unknown:
-                unknown_flat.add(len(flat))
-            parts.append(len(flat))
-            flat.append(word)
-        n += 1
-    try:
-        cmd, env = quote_command(template_items(parts), flat, frozenset(unknown_flat))
-    except QuotingError as exc:
-        raise ExpressionError(f"{where}: {exc}") from None
-    out = {"cmd": cmd, **rest}
-    if env:
-        own = rest.get("env")
-        out["env"] = {**own, **env} if isinstance(own, dict) else env if own is None else own
     return out
 
 

@@ -32,7 +32,7 @@ from planrun.run.stepcall import fold_plan_env
 from planrun.suggest import did_you_mean
 from planrun.tools import builtin_registry
 
-BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
+BUILTIN_TOOLS = tuple(builtin_registry().names())
 
 Path = tuple[str | int, ...]
 Header = Plan  # the plan's keys but its steps, checked (its `steps` empty)

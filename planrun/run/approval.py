@@ -8,8 +8,7 @@ from typing import Any
 from planrun.plan.definition import Step
 from planrun.plan.expressions import ExpressionError, resolve, to_text
 from planrun.run.scope import rendered_title
-
-SHELL_TOOLS = ("shell",)
+from planrun.tools import tool_spec
 
 
 def approval_question(
@@ -32,7 +31,8 @@ def approval_question(
     title = rendered_title(step, scope)
     head = f"step '{sid}'" + (f" ({shown(title)})" if title != step.id else "")
     lines = [f"{head} needs approval"]
-    command = args.get("cmd") if step.tool in SHELL_TOOLS else None
+    spec = tool_spec(step.tool)
+    command = args.get(spec.command) if spec is not None and spec.command else None
     if isinstance(command, str):
         lines += [f"  $ {line}" for line in str(shown(command)).splitlines()]
     return "\n".join([*lines, "Run it?"])

@@ -8,16 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from planrun.plan.definition import Plan, Step
-from planrun.plan.expressions import (
-    Expr,
-    ExpressionError,
-    Template,
-    Words,
-    parse_template,
-    run_args,
-    shell_args,
-    to_text,
-)
+from planrun.plan.expressions import Expr, ExpressionError, Unknown, parse_template, to_text
 from planrun.plan.fanout import (
     FanOutError,
     bindings,
@@ -30,7 +21,8 @@ from planrun.plan.fanout import (
 )
 from planrun.plan.graph import PlanGraph
 from planrun.run.scope import known_scope, rendered_text, rendered_title
-from planrun.run.stepcall import placed
+from planrun.run.stepcall import call_template, placed
+from planrun.tools import renderer
 
 
 def dry_run_document(
@@ -208,50 +200,21 @@ def _preview_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) 
 
 
 def _tool_args(step: Step, scope: dict[str, Any], producers: dict[str, str]) -> Any:
-    if step.run is not None:
-        return _run_args(step.run, scope, producers)
-    tool, args = step.tool, step.args
-    cmd = args.get("cmd") if tool == "shell" else None
-    try:
-        tpl = parse_template(cmd) if isinstance(cmd, str) else None
-    except ExpressionError:
-        tpl = None
-    if tpl is None or tpl.whole is not None:
-        return _preview(args, scope, producers)
-    rest = _preview({k: v for k, v in args.items() if k != "cmd"}, scope, producers)
-    texts: list[str | list[str]] = []
-    unknown: set[int] = set()
-    for n, expr in enumerate(tpl.exprs):
-        value, known = _one(expr, scope, producers)
-        texts.append(list(value) if isinstance(value, Words) else to_text(value))
-        if not known:
-            unknown.add(n)
-    try:
-        return shell_args(tpl, texts, rest, frozenset(unknown))
-    except ExpressionError as exc:
-        return {**rest, "cmd": f"<error: {exc.message}>"}
+    """The tool's own rendering of its arguments, with placeholders for values not known yet;
+    an argument that cannot be rendered shows its error."""
 
+    def value(expr: Expr) -> Any:
+        found, known = _one(expr, scope, producers)
+        return found if known else Unknown(found)
 
-def _run_args(run: str | list[str], scope: dict[str, Any], producers: dict[str, str]) -> Any:
-    """A `run` step's scripts as the shell gets them (as _tool_args does for a string cmd)."""
-    scripts = [run] if isinstance(run, str) else run
-    templates: list[Template | None] = []
-    offsets: list[int] = []
-    texts: list[str | list[str]] = []
-    unknown: set[int] = set()
+    template = call_template(step)
     try:
-        for script in scripts:
-            tpl = parse_template(script)
-            templates.append(tpl)
-            offsets.append(len(texts))
-            for expr in tpl.exprs if tpl is not None else ():
-                value, known = _one(expr, scope, producers)
-                if not known:
-                    unknown.add(len(texts))
-                texts.append(list(value) if isinstance(value, Words) else to_text(value))
-        return run_args(run, templates, offsets, texts, {}, frozenset(unknown))
+        return renderer(step.tool)(template, value)
     except ExpressionError as exc:
-        return {"run": f"<error: {exc.message}>"}
+        shown = _preview(template, scope, producers)
+        if exc.at is not None:
+            shown = {**shown, exc.at: f"<error: {exc.message}>"}
+        return shown
 
 
 def mark_resume(doc: dict[str, Any], kept: Mapping[str, Any], reasons: Mapping[str, str]) -> None:

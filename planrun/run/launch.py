@@ -20,7 +20,7 @@ from planrun.run.procgroups import ProcessGroups
 from planrun.run.request import EXIT_FOR_STATUS, ExecutorRequest, Finished, Prepared
 from planrun.run.runopen import OpenedState, started_event
 from planrun.run.runstate import decide_resume
-from planrun.tools.base import Services, ToolCaller, ToolFn
+from planrun.tools.base import RunPlanFn, Services, ToolCaller
 
 if TYPE_CHECKING:
     from planrun.cache.session import CacheSession
@@ -47,11 +47,11 @@ async def _check_mcp_tools(
         raise PlanInvalid(errors)
 
 
-async def launch(ctx: RunContext, prep: Prepared, plan_tool: ToolFn) -> Finished:
+async def launch(ctx: RunContext, prep: Prepared, run_plan: RunPlanFn) -> Finished:
     """Open state → reporters → servers and executor → schedule → the result document.
 
-    `plan_tool` runs the `plan` steps of a run that starts its own executor (a sub-plan
-    shares its parent's)."""
+    `run_plan` is the one run path: the `plan` tool finds it in its context (ParentContext)
+    to run a sub-plan."""
     from planrun.executors.local import LocalExecutor
 
     req = ctx.request
@@ -65,7 +65,7 @@ async def launch(ctx: RunContext, prep: Prepared, plan_tool: ToolFn) -> Finished
     cache = None
     own: Executor | None = None  # started (and closed) by this run
     shared = ctx.inherited_executor()
-    executor: ToolCaller = shared if shared is not None else LocalExecutor(plan_tool)
+    executor: ToolCaller = shared if shared is not None else LocalExecutor()
     try:
         try:
             if plan.servers:
@@ -80,7 +80,7 @@ async def launch(ctx: RunContext, prep: Prepared, plan_tool: ToolFn) -> Finished
         except asyncio.CancelledError:
             return ctx.stopped_while_starting(prep, attached.bus, opened.previous is not None)
         groups = _process_groups(ctx, plan)
-        here = ctx.tree(plan, attached, executor, opened)._replace(groups=groups)
+        here = ctx.tree(plan, attached, executor, opened)._replace(groups=groups, run_plan=run_plan)
         services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv, groups=groups)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache

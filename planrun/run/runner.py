@@ -173,9 +173,7 @@ async def run_request(ctx: RunContext) -> Finished:
     blocked = gate(ctx, prep)
     if blocked is not None:
         return blocked
-    from planrun.tools.subplan import make_plan_tool
-
-    return await launch(ctx, prep, make_plan_tool(run_request))
+    return await launch(ctx, prep, run_request)
 
 
 def dry_run(req: RunRequest, prep: Prepared) -> Finished:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from planrun.plan.definition import Plan, Step, replace
-from planrun.plan.expressions import ExpressionError, resolve, to_text
+from planrun.plan.expressions import Expr, ExpressionError, resolve, to_text
 from planrun.plan.graph import when_source
-from planrun.run.stepcall import call_args, step_place, under
+from planrun.run.stepcall import call_args, rendered_call, step_place, under
 from planrun.status import Status
 
 
@@ -143,18 +143,34 @@ def step_args(
 ) -> tuple[dict[str, Any], str]:
     """The step's resolved arguments and their fingerprint; ExpressionError if they cannot be
     resolved now."""
-    args = call_args(step, scope)
     if mask is None:
+        args = call_args(step, scope)
         return args, fingerprint(step.tool, args)
+    values: dict[str, Any] = {}  # by expression source: each is evaluated once
+
+    def once(expr: Expr) -> Any:
+        if expr.source in values:
+            return values[expr.source]
+        value = values[expr.source] = expr.evaluate(scope)
+        return value
+
+    args = rendered_call(step, once)
     shown = mask(args)
     if shown is not args and shown != args:
-        # A secret is in the arguments. Fingerprint what they resolve to with the secrets
-        # masked in the scope, as resume sees a result recorded masked: how a value reaches a
+        # A secret is in the arguments. Fingerprint them rendered from the values with the
+        # secrets masked, as resume sees a result recorded masked: how a value reaches a
         # command depends on its characters (`***` goes through the environment, a plain word
-        # is written in), so masking the resolved arguments alone would not match.
+        # is written in), so masking the rendered arguments alone would not match. A plain
+        # reference's value is masked; any other expression (`${tok | upper}`) reads the
+        # scope masked, so that no text derived from a secret is hashed.
         # (An expression the masked value does not suit, `| int`: as resolved.)
+        masked_scope = _MaskedScope(scope, mask)
+
+        def masked(expr: Expr) -> Any:
+            return mask(once(expr)) if expr.ref is not None else expr.evaluate(masked_scope)
+
         with contextlib.suppress(ExpressionError):
-            shown = mask(call_args(step, _MaskedScope(scope, mask)))
+            shown = mask(rendered_call(step, masked))
     return args, fingerprint(step.tool, shown)
 
 

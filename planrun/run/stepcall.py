@@ -18,13 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from planrun.plan.definition import Step, replace
-from planrun.plan.expressions import resolve, resolve_args, to_text
-
-ENV_TOOLS = frozenset({"shell", "python"})
-"""The tools that get a step's `env` (in `args.env`; a python step's is set in `os.environ`
-while its function runs, planrun.tools.environ)."""
-CWD_TOOLS = frozenset({"shell", "plan"})
-"""The tools that get a step's `cwd` (in `args.cwd`)."""
+from planrun.plan.expressions import Evaluate, evaluator, render_value, resolve, to_text
+from planrun.tools import renderer, tool_spec
 
 
 def call_template(step: Step) -> dict[str, Any]:
@@ -34,22 +29,31 @@ def call_template(step: Step) -> dict[str, Any]:
 
 
 def call_args(step: Step, scope: Mapping[str, Any]) -> dict[str, Any]:
-    """The arguments the step's tool gets: its args resolved (values in shell scripts quoted
-    by context), with its `env` and `cwd`. ExpressionError when they cannot be resolved now."""
-    args = resolve_args(step.tool, call_template(step), scope)
-    env = resolve(step.env, scope, path=("env",)) if step.env else None
-    cwd = to_text(resolve(step.cwd, scope, path=("cwd",))) if step.cwd is not None else None
+    """The arguments the step's tool gets: its args rendered by the tool (values in shell
+    scripts quoted by context), with its `env` and `cwd`. ExpressionError when they cannot be
+    resolved now."""
+    return rendered_call(step, evaluator(scope))
+
+
+def rendered_call(step: Step, evaluate: Evaluate) -> dict[str, Any]:
+    """`call_args`, each expression's value given by `evaluate`."""
+    args = renderer(step.tool)(call_template(step), evaluate)
+    env = render_value(step.env, evaluate, ("env",)) if step.env else None
+    cwd = to_text(render_value(step.cwd, evaluate, ("cwd",))) if step.cwd is not None else None
     return placed(step.tool, args, env, cwd)
 
 
 def placed(tool: str, args: dict[str, Any], env: Any, cwd: Any) -> dict[str, Any]:
     """`args` with the step's (resolved) `env` under its own `env` and its `cwd` unless it
-    has one, for the tools that read them."""
-    if env and tool in ENV_TOOLS:
+    has one, for the tools that take them (planrun.tools.base.ToolSpec)."""
+    if env is None and cwd is None:
+        return args
+    spec = tool_spec(tool)
+    if env and spec is not None and spec.step_env:
         own = args.get("env")
         if own is None or isinstance(own, dict):
             args = {**args, "env": {**env, **(own or {})}}
-    if cwd is not None and tool in CWD_TOOLS and args.get("cwd") is None:
+    if cwd is not None and spec is not None and spec.step_cwd and args.get("cwd") is None:
         args = {**args, "cwd": cwd}
     return args
 
@@ -58,7 +62,10 @@ def step_place(step: Step, scope: Mapping[str, Any]) -> str | None:
     """The directory the step's `sources` and `outputs` are relative to (rendered): a shell
     step's `args.cwd`, else its `cwd`; None for the working directory."""
     place: Any = step.cwd
-    if step.tool == "shell" and isinstance(step.args, dict) and step.args.get("cwd") is not None:
+    spec = tool_spec(step.tool)
+    takes_cwd = spec is not None and spec.step_cwd and isinstance(step.args, dict)
+    own = step.args.get("cwd") if takes_cwd else None
+    if own is not None:
         place = step.args["cwd"]
         where: tuple[str | int, ...] = ("args", "cwd")
     else:
@@ -88,12 +95,11 @@ def fold_plan_env(steps: list[Step], env: Mapping[str, str]) -> list[Step]:
 
 
 __all__ = [
-    "CWD_TOOLS",
-    "ENV_TOOLS",
     "call_args",
     "call_template",
     "fold_plan_env",
     "placed",
+    "rendered_call",
     "step_place",
     "under",
 ]

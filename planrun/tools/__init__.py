@@ -7,9 +7,10 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
-from planrun.tools.base import ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
+from planrun.plan.expressions import render_args
+from planrun.tools.base import RenderFn, ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
 
-__all__ = ["builtin_registry", "check_args"]
+__all__ = ["builtin_registry", "check_args", "renderer", "tool_spec"]
 
 
 def check_args(
@@ -73,6 +74,13 @@ _read_file = _lazy("files", "run_read_file")
 _write_file = _lazy("files", "run_write_file")
 _http = _lazy("http", "run_http")
 _python = _lazy("python", "run_python")
+_plan = _lazy("subplan", "run_plan_step")
+
+
+def _render_shell(args: dict[str, Any], evaluate: Any) -> dict[str, Any]:
+    from planrun.tools.shellargs import render_shell_args
+
+    return render_shell_args(args, evaluate)
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -86,7 +94,7 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 
-_BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
+_BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
     (
         "shell",
         _shell,
@@ -125,18 +133,21 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["cmd"],
         ),
+        _render_shell,  # values quoted by their context in the command
     ),
     (
         "echo",
         _echo,
         "Return `value` unchanged (null without one).",
         _schema({"value": {"description": "Any JSON value (default null)."}}, []),
+        None,
     ),
     (
         "sleep",
         _sleep,
         "Wait `seconds`; result null.",
         _schema({"seconds": {"type": "number", "minimum": 0}}, ["seconds"]),
+        None,
     ),
     (
         "read_file",
@@ -151,6 +162,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["path"],
         ),
+        None,
     ),
     (
         "write_file",
@@ -168,6 +180,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["path", "content"],
         ),
+        None,
     ),
     (
         "http",
@@ -195,6 +208,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["url"],
         ),
+        None,
     ),
     (
         "python",
@@ -212,14 +226,45 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any]]] = [
             },
             ["function"],
         ),
+        None,
+    ),
+    (
+        "plan",
+        _plan,
+        "Run another plan file as one step; returns its final variables.",
+        _schema({"path": {"type": "string"}, "variables": {"type": "object"}}, ["path"]),
+        None,
     ),
 ]
+
+
+# What a tool takes of its step besides its args (ToolSpec): the shell tool its `env` and `cwd`
+# (and shows its `cmd` when asking for approval); the python tool its `env` (set in os.environ
+# while its function runs, planrun.tools.environ); the plan tool its `cwd` (where the
+# sub-plan runs).
+_TAKES: dict[str, dict[str, Any]] = {
+    "shell": {"step_env": True, "step_cwd": True, "command": "cmd"},
+    "python": {"step_env": True},
+    "plan": {"step_cwd": True},
+}
 
 
 @functools.cache
 def builtin_registry() -> ToolRegistry:
     """The registry of built-in tools (shared: treat it as read-only)."""
     registry = ToolRegistry()
-    for name, fn, description, schema in _BUILTINS:
-        registry.register(ToolSpec(name, fn, description, schema))
+    for name, fn, description, schema, render in _BUILTINS:
+        registry.register(ToolSpec(name, fn, description, schema, render, **_TAKES.get(name, {})))
     return registry
+
+
+def tool_spec(tool: str) -> ToolSpec | None:
+    """The registered tool `tool` (None: an MCP tool, an unknown one)."""
+    return builtin_registry().get(tool)
+
+
+def renderer(tool: str) -> RenderFn:
+    """How the arguments of `tool` are rendered: its own way, else plainly (an MCP tool, a
+    tool without one)."""
+    spec = builtin_registry().get(tool)
+    return render_args if spec is None or spec.render is None else spec.render

@@ -12,6 +12,7 @@ from planrun.run.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice
 
 if TYPE_CHECKING:
     from planrun.plan.definition import Policy
+    from planrun.plan.expressions import Evaluate
     from planrun.run.events import RunEvent
     from planrun.run.procgroups import ProcessGroups
 
@@ -142,18 +143,36 @@ class ParentContext(NamedTuple):
     # On resume: what the top run's previous run recorded, by full step id (`deploy/push`), so
     # a sub-plan started again keeps its steps that succeeded, as a plan resumed on its own.
     previous: Mapping[str, Any] | None = None
+    run_plan: RunPlanFn | None = None  # the one run path, for the `plan` tool's sub-plans
 
     def child_prefix(self, step_id: str) -> str:
         return f"{self.prefix}{step_id}{STEP_SEPARATOR}"
 
 
+RunPlanFn = Callable[[Any], Awaitable[Any]]
+"""The one run path (planrun.run.runner.run_request: a planrun.run.context.RunContext -> a
+planrun.run.request.Finished), handed to tools in their context so that this package imports
+neither (planrun.run.context imports this module)."""
+
+RenderFn = Callable[[dict[str, Any], "Evaluate"], dict[str, Any]]
+"""How a tool's arguments are rendered: the arguments as written (their `${...}` strings) and
+how to get each expression's value -> the arguments the tool gets. ExpressionError when they
+cannot be rendered."""
+
+
 class ToolSpec(NamedTuple):
-    """A registered tool: its callable, a one-line description and a JSON Schema for its args."""
+    """A registered tool: its callable, a one-line description, a JSON Schema for its args,
+    its own rendering of its arguments (None: plain, planrun.plan.expressions.render_args), and
+    what it takes of its step (planrun.run.stepcall)."""
 
     name: str
     fn: ToolFn
     description: str
     input_schema: dict[str, Any]
+    render: RenderFn | None = None
+    step_env: bool = False  # gets the step's `env` (under its own `args.env`, which wins)
+    step_cwd: bool = False  # gets the step's `cwd` (as `args.cwd`, unless it has one)
+    command: str | None = None  # the argument an approval question shows as the command
 
 
 class ToolRegistry:
@@ -164,6 +183,9 @@ class ToolRegistry:
 
     def register(self, spec: ToolSpec) -> None:
         self._tools[spec.name] = spec
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
 
     def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)

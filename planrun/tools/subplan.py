@@ -8,35 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from planrun.errors import PlanInvalid, PlanrunError
-from planrun.run.context import RunContext, child_context
+from planrun.run.context import child_context
 from planrun.run.parent import RunStopped
 from planrun.run.request import Finished, RunRequest
 from planrun.status import Status
-from planrun.tools.base import ToolContext, ToolFailed, ToolFn, resolve_path
+from planrun.tools.base import ToolContext, ToolFailed, resolve_path
 
 MAX_NESTING = 32
 """Sub-plans deeper than this fail their step: a plan that writes a new copy of itself and
 runs it is never "the same file", and would otherwise nest until memory runs out."""
 
-RunFn = Callable[[RunContext], Awaitable[Finished]]
-"""The one run path (planrun.run.runner.run_request), handed in so this module does not import it."""
 
-
-def make_plan_tool(run: RunFn) -> ToolFn:
-    """The `plan` tool, running sub-plans through `run`."""
-
-    async def plan_tool(args: dict[str, Any], ctx: ToolContext) -> Any:
-        return await run_subplan(args, ctx, run)
-
-    return plan_tool
-
-
-async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn) -> Any:
-    """Run the sub-plan at `path` with `variables`; a plan that includes itself is an error."""
+async def run_plan_step(args: dict[str, Any], ctx: ToolContext) -> Any:
+    """Run the sub-plan at `path` with `variables` through the run path of the run this step
+    is part of (`ctx.parent.run_plan`); a plan that includes itself is an error."""
     path = args.get("path")
     if not isinstance(path, str):
         raise ToolFailed("plan: missing argument 'path' (the sub-plan file)")
@@ -51,7 +39,7 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn
             f"plan: unknown argument {', '.join(map(repr, unknown))} (allowed: path, variables)"
         )
     parent = ctx.parent
-    if parent is None:
+    if parent is None or parent.run_plan is None:
         raise ToolFailed("plan: a sub-plan runs only as a step of a plan run")
     full = os.path.realpath(resolve_path(path, ctx))
     if full in parent.plan_stack:
@@ -71,7 +59,7 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn
         mcp_config=parent.mcp_config,
     )
     try:
-        finished = await run_request(child_context(parent, ctx.step_id, full, req))
+        finished: Finished = await parent.run_plan(child_context(parent, ctx.step_id, full, req))
     except PlanInvalid as exc:
         raise ToolFailed(f"plan: sub-plan {path} is invalid: {exc}") from None
     except PlanrunError as exc:
