@@ -99,6 +99,8 @@ class Scheduler:
         self, steps: list[Step], selected: list[str], graph: PlanGraph | None = None
     ) -> None:
         self.steps = {s.id: s for s in steps}
+        # A title without `${...}` reads the same in every event: worked out once per plan.
+        self._titles = {s.id: s.title or s.id for s in steps if not s.title or "${" not in s.title}
         # A copy: foreach instances are added to it as they are made.
         self.graph = graph.copy() if graph is not None else PlanGraph.build(steps)
         keep = set(selected)
@@ -123,9 +125,12 @@ class Scheduler:
     def emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
         """Announce a change to the run's state on its bus; events about a step carry its
         rendered title."""
-        step = self.steps.get(sid) if sid is not None and name != "step.output" else None
-        if step is not None and "title" not in data:
-            data["title"] = self.title(step)
+        if sid is not None and name != "step.output" and "title" not in data:
+            title = self._titles.get(sid)
+            if title is None and sid in self.steps:
+                title = self.title(self.steps[sid])
+            if title is not None:
+                data["title"] = title
         self.bus.emit(Event(name, self.plan.name or "", sid, data))
 
     # ---- the loop ------------------------------------------------------------------------
@@ -329,9 +334,11 @@ class Scheduler:
         (a notify-on-failure step); True when it was skipped. (A foreach step too.)"""
         if step.always:  # it runs whatever its dependencies came to
             return False
-        watched, records = reacts_to(step), self.records
-        deps = self.graph.deps[sid]
-        failed = (d for d in deps if d in records and records[d].blocks_dependents)
+        records = self.records
+        failed = [d for d in self.graph.deps[sid] if d in records and records[d].blocks_dependents]
+        if not failed:
+            return False
+        watched = reacts_to(step)  # read only when a dependency failed
         blocker = next((d for d in failed if d not in watched), None)
         if blocker:
             self._skip(sid, f"upstream failed: {blocker}", upstream_failed=True)
@@ -372,7 +379,8 @@ class Scheduler:
 
     def title(self, step: Step) -> str:
         """The step's title with `${...}` rendered (as written when it cannot be rendered)."""
-        return rendered_title(step, lambda: self.scope(step.id))
+        known = self._titles.get(step.id)
+        return known if known is not None else rendered_title(step, lambda: self.scope(step.id))
 
     def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None:
         rec = self.records[sid]
@@ -470,6 +478,8 @@ class Scheduler:
             delay *= 2
 
     def _binds_secret(self, sid: str) -> bool:
+        if not self.plan.secrets:
+            return False
         return self.steps[parent_of(sid) or sid].result_variable in self.plan.secrets
 
     def _output_cb(self, sid: str) -> Callable[[str, str], None]:
