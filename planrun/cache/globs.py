@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 _MAGIC = re.compile(r"[*?\[\]{}]")
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 ALWAYS_SKIPPED = frozenset({".planrun"})  # planrun's own state and stat records, at the root
 
 
@@ -80,7 +81,7 @@ def check_pattern(pattern: str, *, output: bool) -> str | None:
     body = pattern[1:] if pattern.startswith("!") else pattern
     if not body.strip():
         return "an empty pattern matches nothing"
-    if body.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", body):
+    if body.startswith("/") or _DRIVE.match(body):
         return f"pattern {pattern!r} must be relative to the working directory"
     if output and (
         body == ".." or body.startswith("../") or "/../" in body or body.endswith("/..")
@@ -124,16 +125,19 @@ def compile_patterns(patterns: tuple[str, ...]) -> Matcher:
     hidden = any(
         seg.startswith(".") and seg not in (".", "..")
         for p in includes + excludes
+        if p.startswith(".") or "/." in p  # (most patterns name no dot-part at all)
         for seg in p.split("/")
     )
+    wild_in = [p for p in includes if _MAGIC.search(p)]
+    wild_ex = [p for p in excludes if _MAGIC.search(p)]
     return Matcher(
         tuple(patterns),
-        _translate([p for p in includes if _MAGIC.search(p)]),
-        _translate([p for p in excludes if _MAGIC.search(p)]),
+        _translate(wild_in),
+        _translate(wild_ex),
         _roots(includes),
         hidden,
-        frozenset(p for p in includes if not _MAGIC.search(p)),
-        frozenset(p for p in excludes if not _MAGIC.search(p)),
+        frozenset(p for p in includes if p not in wild_in),
+        frozenset(p for p in excludes if p not in wild_ex),
         bool(excludes),
     )
 
@@ -160,13 +164,17 @@ def _roots(includes: Iterable[str]) -> tuple[str, ...]:
     """The literal leading directories of the patterns, with nested roots folded away."""
     out: set[str] = set()
     for p in includes:
-        parts = p.split("/")
+        if not _MAGIC.search(p):  # a plain path is its own root
+            out.add(p)
+            continue
         lit: list[str] = []
-        for seg in parts:
+        for seg in p.split("/"):
             if _MAGIC.search(seg):
                 break
             lit.append(seg)
         out.add("/".join(lit) if lit else ".")
+    if len(out) < 2:
+        return tuple(out)
     ordered = sorted(out, key=lambda r: (r.count("/"), r))
     kept: list[str] = []
     for r in ordered:

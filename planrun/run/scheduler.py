@@ -114,6 +114,8 @@ class Scheduler:
         self, steps: list[Step], selected: list[str], graph: PlanGraph | None = None
     ) -> None:
         self.steps = {s.id: s for s in steps}
+        # A title without `${...}` reads the same in every event: worked out once per plan.
+        self._titles = {s.id: s.title or s.id for s in steps if not s.title or "${" not in s.title}
         # A copy: foreach instances are added to it as they are made.
         self.graph = graph.copy() if graph is not None else PlanGraph.build(steps)
         keep = set(selected)
@@ -140,9 +142,11 @@ class Scheduler:
         rendered title."""
         unstepped = StepOutput | RunStarted | PlanDiff | RunFinished
         if not isinstance(event, unstepped) and event.title is None:  # its title not yet set
-            step = self.steps.get(event.step)
-            if step is not None:
-                event = event._replace(title=self.title(step))
+            title = self._titles.get(event.step)
+            if title is None and event.step in self.steps:
+                title = self.title(self.steps[event.step])
+            if title is not None:
+                event = event._replace(title=title)
         self.bus.emit(event)
 
     # ---- the loop ------------------------------------------------------------------------
@@ -370,9 +374,11 @@ class Scheduler:
         (a notify-on-failure step); True when it was skipped. (A foreach step too.)"""
         if step.always:  # it runs whatever its dependencies came to
             return False
-        watched, records = reacts_to(step), self.records
-        deps = self.graph.deps[sid]
-        failed = (d for d in deps if d in records and records[d].blocks_dependents)
+        records = self.records
+        failed = [d for d in self.graph.deps[sid] if d in records and records[d].blocks_dependents]
+        if not failed:
+            return False
+        watched = reacts_to(step)  # read only when a dependency failed
         blocker = next((d for d in failed if d not in watched), None)
         if blocker:
             self._skip(sid, f"upstream failed: {blocker}", upstream_failed=True)
@@ -413,7 +419,8 @@ class Scheduler:
 
     def title(self, step: Step) -> str:
         """The step's title with `${...}` rendered (as written when it cannot be rendered)."""
-        return rendered_title(step, lambda: self.scope(step.id))
+        known = self._titles.get(step.id)
+        return known if known is not None else rendered_title(step, lambda: self.scope(step.id))
 
     def _skip(self, sid: str, reason: str, *, upstream_failed: bool = False) -> None:
         rec = self.records[sid]
@@ -508,6 +515,8 @@ class Scheduler:
             delay *= 2
 
     def _binds_secret(self, sid: str) -> bool:
+        if not self.plan.secrets:
+            return False
         return self.steps[parent_of(sid) or sid].result_variable in self.plan.secrets
 
     def _output_cb(self, sid: str) -> Callable[[str, str], None]:
