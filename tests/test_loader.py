@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from planrun.errors import ExitCode, PlanInvalid, UsageError
 from planrun.plan import loader
 from planrun.plan.loader import Document, _fastyaml, load_document, load_text
-from planrun.plan.loader._compose import _Builder, _compose
+from planrun.plan.loader._compose import Builder, compose_document
 from tests.conftest import ROOT, planrun
 
 
@@ -628,8 +628,8 @@ def test_load_document_accepts_pathlike_and_str(tmp_path: Path) -> None:
 
 def libyaml_data(text: str) -> Any:
     """What the reference (libyaml) path makes of a text."""
-    root = _compose(text)
-    builder = _Builder(text)
+    root = compose_document(text)
+    builder = Builder(text)
     data = builder.build(root)
     assert not builder.errors
     return data
@@ -673,8 +673,8 @@ FAST_TAKEN = [
 @pytest.mark.parametrize("text", FAST_TAKEN)
 def test_fast_path_is_taken_and_agrees_with_libyaml(text: str) -> None:
     try:
-        fast = _fastyaml._fast_yaml(text)
-    except _fastyaml._Bail:
+        fast = _fastyaml.fast_yaml(text)
+    except _fastyaml.Bail:
         pytest.fail(f"the fast reader gave up on {text!r}")
     assert typed(fast) == typed(libyaml_data(text))
 
@@ -683,8 +683,8 @@ def test_fast_path_is_taken_and_agrees_with_libyaml(text: str) -> None:
 def test_fast_path_reads_the_example_plans(path: Path) -> None:
     text = path.read_text()
     try:
-        fast = _fastyaml._fast_yaml(text)
-    except _fastyaml._Bail:
+        fast = _fastyaml.fast_yaml(text)
+    except _fastyaml.Bail:
         return  # an example may show YAML outside the subset on purpose
     assert typed(fast) == typed(libyaml_data(text))
 
@@ -700,7 +700,7 @@ def test_fast_path_is_taken_for_the_big_benchmark_plan() -> None:
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     text = bench.to_yaml(bench.make_plan(300))
-    assert typed(_fastyaml._fast_yaml(text)) == typed(libyaml_data(text))
+    assert typed(_fastyaml.fast_yaml(text)) == typed(libyaml_data(text))
 
 
 def test_positions_survive_a_failed_recompose(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -710,7 +710,9 @@ def test_positions_survive_a_failed_recompose(monkeypatch: pytest.MonkeyPatch) -
     def refuse(text: str) -> Any:
         raise RecursionError
 
-    monkeypatch.setattr(loader, "_compose", refuse)
+    from planrun.plan.loader import _compose
+
+    monkeypatch.setattr(_compose, "compose_document", refuse)
     assert doc.pos(("steps", 0, "tool"), key=True) == (4, 5)
     assert doc.pos(("name",), key=True) == (1, 1)
     assert doc.pos(("steps",), key=True) == (2, 1)
@@ -799,8 +801,8 @@ FAST_CASES = [
 @pytest.mark.parametrize("text", FAST_CASES)
 def test_fast_path_agrees_with_libyaml_or_gives_up(text: str) -> None:
     try:
-        fast = _fastyaml._fast_yaml(text)
-    except _fastyaml._Bail:
+        fast = _fastyaml.fast_yaml(text)
+    except _fastyaml.Bail:
         return
     try:
         reference = libyaml_data(text)
@@ -968,8 +970,8 @@ def yaml_ish_documents(draw: st.DrawFn) -> str:
 @given(st.one_of(yaml_ish_documents(), yaml_ish_lines.map(lambda lines: "\n".join(lines) + "\n")))
 def test_fast_path_agrees_with_libyaml_on_generated_text(text: str) -> None:
     try:
-        fast = _fastyaml._fast_yaml(text)
-    except _fastyaml._Bail:
+        fast = _fastyaml.fast_yaml(text)
+    except _fastyaml.Bail:
         return
     assert typed(fast) == typed(libyaml_data(text)), text
 

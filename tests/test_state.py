@@ -25,7 +25,7 @@ from planrun.run.events import Event, EventBus, iso_ts
 from planrun.state import (
     STATE_VERSION,
     StateStore,
-    _iso_ts,
+    state_time,
     default_state_path,
     read_state,
     render_status_text,
@@ -795,7 +795,7 @@ def test_timestamps_match_the_event_stream() -> None:
     stamps = [rng.uniform(1.6e9, 1.9e9) for _ in range(20_000)] + [
         1.7e9 + i * 5e-4 for i in range(20_000)
     ]
-    assert [_iso_ts(t) for t in stamps] == [iso_ts(t) for t in stamps]
+    assert [state_time(t) for t in stamps] == [iso_ts(t) for t in stamps]
     # ... and both are what datetime formats (the fast path formats each second once)
     reference = [
         datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z" for t in stamps
@@ -992,7 +992,7 @@ def test_snapshots_reuse_step_json_and_match_a_fresh_encoding(tmp_path: Path) ->
     # A snapshot reuses each step's JSON from its journal line; after every kind of change
     # (a step's events, a revision that resets and adds steps, the run's end) the file must
     # be exactly what encoding the whole state afresh gives.
-    from planrun.state.journal import _snapshot_bytes
+    from planrun.state.journal import snapshot_bytes
 
     store = store_at(tmp_path)
     store.acquire()
@@ -1012,4 +1012,4 @@ def test_snapshots_reuse_step_json_and_match_a_fresh_encoding(tmp_path: Path) ->
     assert state is not None and list(state.steps) == ["a", "x", "b"]
     assert state.steps["b"].status == "succeeded" and state.steps["x"].status == "pending"
     assert state.steps["a"].status == "pending"  # reset by the revision, no event since
-    assert written == _snapshot_bytes(state, None)
+    assert written == snapshot_bytes(state, None)

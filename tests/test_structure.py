@@ -86,3 +86,17 @@ def test_every_module_is_in_the_architecture_map() -> None:
     present = {p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py")}
     assert sorted(present - listed) == [], "modules missing from the map"
     assert sorted(listed - present) == [], "the map lists modules that are gone"
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A `_name` is its module's own: another module that needs it needs a public name."""
+    found = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("planrun"):
+                found += [
+                    f"{name}: {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    assert found == []

@@ -346,12 +346,12 @@ def _dotenv_added(ctx: ToolContext) -> dict[str, str]:
 
 def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dict[str, Any]:
     """Check a shell step's args as the local tool does; the request for the worker."""
-    from planrun.tools.shell import _argv, _env, parse_shell_args, run_commands
+    from planrun.tools.shell import command_argv, command_env, parse_shell_args, run_commands
 
     parsed = parse_shell_args(args, base_cwd)
     run_list: list[str] | None = None
     if parsed.run is None:
-        argv, command = _argv(parsed.cmd)
+        argv, command = command_argv(parsed.cmd)
     else:
         commands = run_commands(parsed.run)
         argv, command = commands[0]
@@ -360,7 +360,7 @@ def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dic
     cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
     # The plan's dotenv values (where planrun's own environment does not win), then the
     # step's own `env` as text: both merged over the worker's environment there.
-    env_set = {**_dotenv_added(ctx), **_env(env, {})}
+    env_set = {**_dotenv_added(ctx), **command_env(env, {})}
     env_unset = [str(k) for k, v in env.items() if v is None] if isinstance(env, dict) else []
     return {
         "argv": argv,

@@ -20,9 +20,9 @@ from typing import IO, Any
 from planrun.errors import exception_leaves
 from planrun.mcp.config import (
     HTTP_TYPES,
-    _did_you_mean,
     load_env_file,
     parse_mcp_config,
+    suggest_name,
 )
 from planrun.plan.definition import ServerEntry
 from planrun.text import first_line
@@ -71,7 +71,7 @@ def check_tool_args(
         known = list(props)
         for key in args:
             if key not in props:
-                hint = _did_you_mean(key, known)
+                hint = suggest_name(key, known)
                 listing = f"; known: {', '.join(known)}" if known and not hint else ""
                 warnings.append(f"unknown argument '{key}' is ignored by the server{hint}{listing}")
     return errors, warnings

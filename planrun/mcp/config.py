@@ -94,7 +94,7 @@ def normalize_server_entry(entry: dict[str, Any], where: str) -> ServerEntry:
     unknown = sorted(set(entry) - allowed - _IGNORED_KEYS)
     if unknown:
         raise UsageError(
-            f"{where}: unknown key {unknown[0]!r} for a {kind} server{_did_you_mean(unknown[0], allowed)}"
+            f"{where}: unknown key {unknown[0]!r} for a {kind} server{suggest_name(unknown[0], allowed)}"
         )
     if kind == "stdio":
         command = entry.get("command")
@@ -168,7 +168,7 @@ def _expand_config_vars(value: Any, folder: str, where: str) -> Any:
     return _CONFIG_VAR.sub(repl, value)
 
 
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+def suggest_name(word: str, choices: Iterable[str]) -> str:
     hint = did_you_mean(word, choices)
     return f" ({hint})" if hint else ""
 

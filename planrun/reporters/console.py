@@ -18,10 +18,10 @@ from typing import Any, TextIO
 
 from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
 from planrun.reporters.lines import (
-    _failure_body,
-    _isatty,
     diff_words,
     failed_and_stopped,
+    failure_body,
+    is_terminal,
     resume_command,
     symbols,
     wants_color,
@@ -77,7 +77,7 @@ class ConsoleReporter:
         explain: bool = False,
     ) -> None:
         self._stream: TextIO = stream if stream is not None else sys.stderr
-        tty = _isatty(self._stream)
+        tty = is_terminal(self._stream)
         self._tty = tty
         dumb = os.environ.get("TERM") == "dumb"
         if color is None:
@@ -351,7 +351,7 @@ class ConsoleReporter:
             event.ts, "ignored" if ignored else "fail", f"{self._name(event)} failed{note}: {error}"
         )
         output, detail = present(event.output), present(event.detail)
-        body = _failure_body(
+        body = failure_body(
             None if self._was_streamed(event) or not output else str(output),
             str(detail) if detail else None,
         )

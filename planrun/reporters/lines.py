@@ -9,7 +9,7 @@ from typing import Any
 from planrun.run.events import PlanDiff
 from planrun.status import Status
 
-_TERMINAL = frozenset(
+TERMINAL = frozenset(
     (
         Status.SUCCEEDED,
         Status.CACHED,
@@ -36,7 +36,7 @@ _SYMBOLS = {
 _BAR = "│"
 
 
-def _failure_body(output: str | None, detail: str | None) -> str:
+def failure_body(output: str | None, detail: str | None) -> str:
     """A failed step's output and its detail, without printing the stderr tail twice.
 
     A shell failure's detail is `$ command` plus the last lines of stderr, and its output is
@@ -54,7 +54,7 @@ def _failure_body(output: str | None, detail: str | None) -> str:
     raise AssertionError("unreachable: an empty rest always matches")
 
 
-def _isatty(stream: Any) -> bool:
+def is_terminal(stream: Any) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):

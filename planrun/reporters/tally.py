@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planrun.reporters.lines import _TERMINAL
+from planrun.reporters.lines import TERMINAL
 from planrun.run.events import (
     PlanDiff,
     RunEvent,
@@ -118,7 +118,7 @@ class RunTally:
             return True
         old = self.status.get(step)
         self.status[step] = status
-        if status in _TERMINAL and old not in _TERMINAL:
+        if status in TERMINAL and old not in TERMINAL:
             self.done += 1
         if status != Status.RUNNING:
             self.running.pop(step, None)

@@ -19,7 +19,7 @@ the snapshot at run start, when it grows past the snapshot's size, and at `close
 """
 
 from planrun.state.journal import mark_abandoned, read_state
-from planrun.state.model import STATE_VERSION, RunState, StepState, _iso_ts, default_state_path
+from planrun.state.model import STATE_VERSION, RunState, StepState, default_state_path, state_time
 from planrun.state.store import StateStore
 from planrun.state.view import render_status_text, status_document
 
@@ -28,7 +28,7 @@ __all__ = [
     "RunState",
     "StateStore",
     "StepState",
-    "_iso_ts",
+    "state_time",
     "default_state_path",
     "mark_abandoned",
     "read_state",

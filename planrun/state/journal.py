@@ -15,20 +15,20 @@ from planrun.state.check import (
 from planrun.state.files import path_text, read_regular
 from planrun.state.lock import here, parse_holder, pid_alive
 from planrun.state.model import (
-    _JOURNAL_SUFFIX,
-    _LOCK_SUFFIX,
-    _RUN_SCALARS,
+    JOURNAL_SUFFIX,
+    LOCK_SUFFIX,
+    RUN_SCALARS,
     STATE_VERSION,
     RunState,
     StepState,
-    _encode,
+    encode_step,
 )
 from planrun.state.reduce import apply
 from planrun.status import RUN_STATUSES, Status
 from planrun.untrusted_json import loads
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     # os.write on a regular file writes everything except on a full disk or a signal; loop anyway.
     view = memoryview(data)
     while view:
@@ -36,7 +36,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -49,7 +49,7 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _make_dirs(directory: str) -> None:
+def make_dirs(directory: str) -> None:
     """Create the state directory (and missing parents) with mode 0700: state can hold results."""
     missing: list[str] = []
     d = directory
@@ -64,7 +64,7 @@ def _make_dirs(directory: str) -> None:
             os.mkdir(d, 0o700)
 
 
-def _snapshot_bytes(
+def snapshot_bytes(
     state: RunState, token: str | None, encoded: dict[str, str] | None = None
 ) -> bytes:
     """The snapshot as JSON with one step (and one revision) per line: readable, diffable, and
@@ -74,13 +74,13 @@ def _snapshot_bytes(
     the steps encoded here are added to it."""
     encoded = {} if encoded is None else encoded
     lines = ["{"]
-    for key in _RUN_SCALARS:
-        lines.append(f" {_encode(key)}: {_encode(getattr(state, key))},")
-    lines.append(f' "journal": {_encode(token)},')
-    lines.append(f' "variables": {_encode(state.variables)},')
+    for key in RUN_SCALARS:
+        lines.append(f" {encode_step(key)}: {encode_step(getattr(state, key))},")
+    lines.append(f' "journal": {encode_step(token)},')
+    lines.append(f' "variables": {encode_step(state.variables)},')
     if state.revisions:
         lines.append(' "revisions": [')
-        lines.append(",\n".join("  " + _encode(r) for r in state.revisions))
+        lines.append(",\n".join("  " + encode_step(r) for r in state.revisions))
         lines.append(" ],")
     else:
         lines.append(' "revisions": [],')
@@ -88,8 +88,8 @@ def _snapshot_bytes(
         lines.append(' "steps": {')
         for sid, st in state.steps.items():
             if sid not in encoded:
-                encoded[sid] = _encode(st.to_json())
-        lines.append(",\n".join(f"  {_encode(sid)}: {encoded[sid]}" for sid in state.steps))
+                encoded[sid] = encode_step(st.to_json())
+        lines.append(",\n".join(f"  {encode_step(sid)}: {encoded[sid]}" for sid in state.steps))
         lines.append(" }")
     else:
         lines.append(' "steps": {}')
@@ -128,7 +128,7 @@ def _state_from_json(doc: Any, path: str, plan_name: str) -> tuple[RunState, str
             revisions=revisions,
             steps={str(sid): StepState.from_json(s) for sid, s in steps_doc.items()},
         )
-        for key in _RUN_SCALARS[2:]:
+        for key in RUN_SCALARS[2:]:
             if key in doc:
                 setattr(state, key, doc[key])
         if state.status not in RUN_STATUSES:
@@ -173,7 +173,7 @@ def read_state(
     and needs no lock, so `status` can read while a run writes.
     """
     path = path_text(path)
-    journal = path + _JOURNAL_SUFFIX
+    journal = path + JOURNAL_SUFFIX
     # A compaction may replace both files while we read. Reading the snapshot first is safe in
     # every interleaving: a journal not matching the snapshot's token is ignored, and the
     # snapshot alone is then a complete (possibly slightly older) state.
@@ -194,7 +194,7 @@ def read_state(
 
 def _lock_holder(path: str) -> tuple[int | None, str | None]:
     try:
-        raw = read_regular(path + _LOCK_SUFFIX)
+        raw = read_regular(path + LOCK_SUFFIX)
     except StateError:
         return None, None  # a planted link or FIFO names no live run
     return parse_holder(raw or b"")

@@ -21,8 +21,8 @@ STATE_VERSION = 1
 COMPACT_MIN_BYTES = 4 << 20  # journal size before the first compaction during a run
 REFRESH_MIN_S = 0.05  # the snapshot is at most this much (or 20 snapshot-writes) behind
 
-_JOURNAL_SUFFIX = ".journal"
-_LOCK_SUFFIX = ".lock"
+JOURNAL_SUFFIX = ".journal"
+LOCK_SUFFIX = ".lock"
 
 
 @dataclass(slots=True)
@@ -99,7 +99,7 @@ class RunState:
 
 
 # The run's scalar fields in the snapshot's key order: version and plan first.
-_RUN_SCALARS = ("version", "plan") + tuple(
+RUN_SCALARS = ("version", "plan") + tuple(
     name
     for name in RunState.__slots__
     if name not in ("version", "plan", "variables", "steps", "revisions")
@@ -123,7 +123,7 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-_encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
+encode_step = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
 
 
-_iso_ts = iso_ts  # one fast formatter for events and state (see planrun.run.events)
+state_time = iso_ts  # one fast formatter for events and state (see planrun.run.events)

@@ -24,11 +24,11 @@ def apply(state: RunState, entry: dict[str, Any]) -> RunState:
     drop); ValueError for an operation it does not know. Touches no file."""
     op = entry["op"]
     if op == "step":
-        _apply_step(state, str(entry["id"]), StepState.from_json(entry["state"]))
+        apply_step(state, str(entry["id"]), StepState.from_json(entry["state"]))
     elif op == "run":
-        _apply_run(state, entry["changes"])
+        apply_run(state, entry["changes"])
     elif op == "revision":
-        _apply_revision(state, entry["revision"])
+        apply_revision(state, entry["revision"])
     elif op == "drop":
         state.steps.pop(str(entry["id"]), None)
     else:
@@ -45,12 +45,12 @@ def _bind_result(state: RunState, step: StepState) -> None:
             state.variables[step.result_variable] = None
 
 
-def _apply_step(state: RunState, step_id: str, step: StepState) -> None:
+def apply_step(state: RunState, step_id: str, step: StepState) -> None:
     state.steps[step_id] = step
     _bind_result(state, step)
 
 
-def _apply_revision(state: RunState, revision: dict[str, Any]) -> None:
+def apply_revision(state: RunState, revision: dict[str, Any]) -> None:
     """Apply a planner's revision: removed steps dropped, revised ones reset to pending, new ones
     added pending, in the order of the revised plan when `steps` lists all of it."""
     state.revisions.append(revision)
@@ -70,7 +70,7 @@ def _apply_revision(state: RunState, revision: dict[str, Any]) -> None:
     state.steps = {sid: state.steps.get(sid) or StepState() for sid in listed}
 
 
-def _apply_run(state: RunState, changes: dict[str, Any]) -> None:
+def apply_run(state: RunState, changes: dict[str, Any]) -> None:
     for key, value in changes.items():
         if key in ("status", "reason", "error", "ended_at", "duration_s"):
             setattr(state, key, value)

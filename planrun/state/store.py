@@ -31,27 +31,27 @@ from planrun.state.files import (
     path_text,
 )
 from planrun.state.journal import (
-    _fsync_dir,
-    _make_dirs,
-    _snapshot_bytes,
-    _write_all,
+    fsync_dir,
+    make_dirs,
     read_state,
+    snapshot_bytes,
+    write_all,
 )
 from planrun.state.lock import StateLock, here
 from planrun.state.model import (
-    _JOURNAL_SUFFIX,
-    _LOCK_SUFFIX,
     COMPACT_MIN_BYTES,
+    JOURNAL_SUFFIX,
+    LOCK_SUFFIX,
     REFRESH_MIN_S,
     RunState,
     StepState,
-    _encode,
-    _iso_ts,
+    encode_step,
+    state_time,
 )
 from planrun.state.reduce import (
-    _apply_revision,
-    _apply_run,
-    _apply_step,
+    apply_revision,
+    apply_run,
+    apply_step,
     apply_step_event,
 )
 from planrun.status import Status
@@ -70,8 +70,8 @@ class StateStore:
     ) -> None:
         self.path = path_text(path)
         self.plan_name = plan_name
-        self.journal_path = self.path + _JOURNAL_SUFFIX
-        self.lock_path = self.path + _LOCK_SUFFIX
+        self.journal_path = self.path + JOURNAL_SUFFIX
+        self.lock_path = self.path + LOCK_SUFFIX
         self._lock = StateLock(self.lock_path, self.path)
         # fsync per change makes each change survive a power loss too, at ~0.5 ms a change
         # on ext4 (measured): 10-100x the cost of the change itself. kill -9 safety needs none.
@@ -139,7 +139,7 @@ class StateStore:
         check_state_dirs(self.path)
         check_not_special(self.path)
         check_not_special(self.journal_path)
-        _make_dirs(parent_dir(self.path))
+        make_dirs(parent_dir(self.path))
         self._lock.acquire()
         self._check_existing()
         self._remove_temp_files()
@@ -242,7 +242,7 @@ class StateStore:
             digest=event.digest,
             run_id=event.run_id,
             status=Status.RUNNING,
-            started_at=_iso_ts(event.ts),
+            started_at=state_time(event.ts),
             variables=dict(event.variables or {}),
             steps=steps,
             revisions=revisions,
@@ -256,7 +256,7 @@ class StateStore:
         sid = event.step
         state = self.state
         old = self._held.pop(sid, None) or state.steps.get(sid)
-        ts = _iso_ts(event.ts)
+        ts = state_time(event.ts)
         if isinstance(event, StepStarted):
             new = self._started_step(event, old, ts)
         elif old is None or (sid not in self._started and not isinstance(event, StepResumed)):
@@ -271,10 +271,10 @@ class StateStore:
             new.title = title
         if not isinstance(event, StepStarted) and not apply_step_event(new, event, ts):
             return  # an event we do not record
-        _apply_step(state, sid, new)
-        encoded = self._encoded[sid] = _encode(new.to_json())
-        # what _encode({"op": "step", "id": sid, "state": ...}) writes, the state encoded once
-        self._append_line(f'{{"op":"step","id":{_encode(sid)},"state":{encoded}}}')
+        apply_step(state, sid, new)
+        encoded = self._encoded[sid] = encode_step(new.to_json())
+        # what encode_step({"op": "step", "id": sid, "state": ...}) writes, the state encoded once
+        self._append_line(f'{{"op":"step","id":{encode_step(sid)},"state":{encoded}}}')
 
     def _started_step(self, event: StepStarted, old: StepState | None, ts: str) -> StepState:
         sid = event.step
@@ -333,7 +333,7 @@ class StateStore:
             "error": event.error,
             "steps": list(event.steps or []),
         }
-        _apply_revision(self.state, revision)
+        apply_revision(self.state, revision)
         self._encoded.clear()
         self._append({"op": "revision", "revision": revision})
 
@@ -342,14 +342,14 @@ class StateStore:
             "status": event.status,
             "reason": event.reason,
             "error": event.error,
-            "ended_at": _iso_ts(event.ts),
+            "ended_at": state_time(event.ts),
             "duration_s": event.duration_s,
         }
-        _apply_run(self.state, changes)
+        apply_run(self.state, changes)
         self._append({"op": "run", "changes": changes})
 
     def _append(self, entry: dict[str, Any]) -> None:
-        self._append_line(_encode(entry))
+        self._append_line(encode_step(entry))
 
     def _append_line(self, text: str) -> None:
         if self._journal_fd is None:
@@ -358,7 +358,7 @@ class StateStore:
         line = text.encode() + b"\n"
         # One write call on an O_APPEND fd: the line is in the kernel when this returns.
         try:
-            _write_all(self._journal_fd, line)
+            write_all(self._journal_fd, line)
         except OSError:
             # Cut off a partial line (disk full), or later lines would follow a torn one.
             with contextlib.suppress(OSError):
@@ -401,13 +401,13 @@ class StateStore:
         started = time.monotonic()
         state = self.state
         token = None if final else os.urandom(8).hex()
-        data = _snapshot_bytes(state, token, self._encoded)
-        _make_dirs(parent_dir(self.path))
+        data = snapshot_bytes(state, token, self._encoded)
+        make_dirs(parent_dir(self.path))
         tmp = f"{self.path}.{os.getpid()}.tmp"
         fd = create_temp(tmp)
         try:
             os.fchmod(fd, 0o600)
-            _write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -426,14 +426,14 @@ class StateStore:
             jtmp = f"{self.journal_path}.{os.getpid()}.tmp"
             jfd = create_temp(jtmp, os.O_APPEND)
             os.fchmod(jfd, 0o600)
-            header = _encode({"journal": token, "plan": state.plan}).encode() + b"\n"
-            _write_all(jfd, header)
+            header = encode_step({"journal": token, "plan": state.plan}).encode() + b"\n"
+            write_all(jfd, header)
             os.replace(jtmp, self.journal_path)
             self._journal_fd = jfd
             self._journal_bytes = self._journal_header = len(header)
             # the journal may grow to twice the snapshot: compaction cost stays linear overall
             self._compact_at = max(self._compact_min_bytes, 2 * len(data))
-        _fsync_dir(parent_dir(self.path))
+        fsync_dir(parent_dir(self.path))
         self._compacted_at = time.monotonic()
         self._compact_cost = self._compacted_at - started
 

@@ -74,8 +74,8 @@ def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
 async def run_shell(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Run `cmd`; result `{stdout, stderr, exit_code}`. Cancelling kills the whole group."""
     parsed = parse_shell_args(args, ctx.cwd)
-    env = _env(parsed.env, ctx.env, _marks(ctx))
-    commands = run_commands(parsed.run) if parsed.run is not None else [_argv(parsed.cmd)]
+    env = command_env(parsed.env, ctx.env, _marks(ctx))
+    commands = run_commands(parsed.run) if parsed.run is not None else [command_argv(parsed.cmd)]
     cwd, stdin, check = parsed.cwd, parsed.stdin, parsed.check
     results = []
     for n, (argv, command) in enumerate(commands):
@@ -92,10 +92,10 @@ def run_commands(run: Any) -> list[tuple[list[str], str]]:
     `/bin/sh -e -c` (it stops at its first failing command, as GitHub Actions runs `run:`);
     a list runs each string by `/bin/sh -c`, one after another."""
     if isinstance(run, str):
-        _argv(run)  # the same checks as a string cmd
+        command_argv(run)  # the same checks as a string cmd
         return [(["/bin/sh", "-e", "-c", run], run)]
     if isinstance(run, list) and run and all(isinstance(r, str) for r in run):
-        return [_argv(r) for r in run]
+        return [command_argv(r) for r in run]
     raise ToolFailed(
         f"shell: 'run' must be a string or a non-empty list of strings, got {type_name(run)}"
     )
@@ -151,7 +151,7 @@ async def _run(
     }
 
 
-def _argv(cmd: Any) -> tuple[list[str], str]:
+def command_argv(cmd: Any) -> tuple[list[str], str]:
     """The argv to exec and the command as shown to the user.
 
     A string always runs as `/bin/sh -c CMD`, even a plain `echo -e a`: exec'ing it directly
@@ -197,7 +197,9 @@ def _marks(ctx: ToolContext) -> dict[str, str] | None:
     return {RUN_ENV: parent.run_id, STEP_ENV: parent.prefix + ctx.step_id}
 
 
-def _env(extra: Any, base: dict[str, str], marks: dict[str, str] | None = None) -> dict[str, str]:
+def command_env(
+    extra: Any, base: dict[str, str], marks: dict[str, str] | None = None
+) -> dict[str, str]:
     """`extra` merged over `base` and `marks`; None unsets a variable, other values become
     text. (One copy of `base`: the caller's dict is never changed.)"""
     if extra is None:

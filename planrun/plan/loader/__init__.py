@@ -26,14 +26,14 @@ from typing import Any
 from planrun.errors import PlanInvalid, UsageError
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.plan.loader._base import (
-    _TOO_DEEP,
+    TOO_DEEP,
     Document,
     LazyDocument,
-    _check_top_level,
-    _gc_paused,
-    _invalid,
+    check_top_level,
+    gc_paused,
+    invalid,
 )
-from planrun.plan.loader._json import _load_json
+from planrun.plan.loader._json import load_json
 
 # PyYAML (loader/_compose.py) is imported on first use: when the fast reader (_fastyaml.py)
 # gives up, or a position is asked for (_positions.py). A plan from the plan cache
@@ -67,9 +67,9 @@ def read_plan(path: str, file: str | None = None) -> bytes:
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"plan file not found: {file}") from None
     except NotARegularFile as exc:
-        raise _invalid(file, 1, 1, f"{file} is {exc.kind}, not a plan file") from None
+        raise invalid(file, 1, 1, f"{file} is {exc.kind}, not a plan file") from None
     except OSError as exc:
-        raise _invalid(file, 1, 1, f"cannot read plan file: {exc.strerror or exc}") from None
+        raise invalid(file, 1, 1, f"cannot read plan file: {exc.strerror or exc}") from None
 
 
 def load_bytes(raw: bytes, file: str) -> Document:
@@ -92,30 +92,28 @@ def load_text(text: str | bytes, file: str = "<inline>", fmt: str | None = None)
 
 def _load(text: str, file: str, fmt: str | None) -> Document:
     if not text.strip():
-        raise _invalid(file, 1, 1, "plan file is empty")
+        raise invalid(file, 1, 1, "plan file is empty")
     if fmt is None:
         fmt = "json" if text.lstrip()[:1] in ("{", "[") else "yaml"
         if fmt == "json":
             # A file that merely looks like JSON may be YAML flow style ({a: 1}): if JSON
             # refuses it, give YAML a chance, and report the JSON problem if both refuse.
             try:
-                return _load_json(text, file)
+                return load_json(text, file)
             except PlanInvalid as json_error:
                 try:
                     return _load_yaml(text, file)
                 except PlanInvalid:
                     raise json_error from None
     if fmt == "json":
-        return _load_json(text, file)
+        return load_json(text, file)
     return _load_yaml(text, file)
 
 
 def _decode(raw: bytes, file: str) -> str:
     """UTF-8 (a BOM is allowed); anything else is an error pointing at the first bad byte."""
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise _invalid(
-            file, 1, 1, "plan file is not UTF-8 (it looks like UTF-16); save it as UTF-8"
-        )
+        raise invalid(file, 1, 1, "plan file is not UTF-8 (it looks like UTF-16); save it as UTF-8")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -123,7 +121,7 @@ def _decode(raw: bytes, file: str) -> str:
         line_start = raw.rfind(b"\n", 0, offset) + 1
         line = raw.count(b"\n", 0, offset) + 1
         col = len(raw[line_start:offset].decode("utf-8", errors="replace")) + 1
-        raise _invalid(
+        raise invalid(
             file,
             line,
             col,
@@ -132,10 +130,10 @@ def _decode(raw: bytes, file: str) -> str:
 
 
 def _load_yaml(text: str, file: str) -> Document:
-    from planrun.plan.loader._positions import _YamlLocator
+    from planrun.plan.loader._positions import YamlLocator
 
-    data = _gc_paused(lambda: _parse_yaml(text, file))
-    return Document(file, data, _YamlLocator(text))
+    data = gc_paused(lambda: _parse_yaml(text, file))
+    return Document(file, data, YamlLocator(text))
 
 
 def _parse_yaml(text: str, file: str) -> Any:
@@ -145,43 +143,43 @@ def _parse_yaml(text: str, file: str) -> Any:
     it is freed here, before the GC is resumed: otherwise the first collection afterwards
     would walk all of it.
     """
-    from planrun.plan.loader._fastyaml import _Bail, _fast_yaml
+    from planrun.plan.loader._fastyaml import Bail, fast_yaml
 
     if os.environ.get("PLANRUN_NO_FAST_YAML") != "1":
         try:
-            return _fast_yaml(text)
-        except _Bail:
+            return fast_yaml(text)
+        except Bail:
             pass
     # PyYAML only now: a plan in the fast reader's subset never imports it.
     from yaml.nodes import ScalarNode
 
     from planrun.plan.loader._compose import (
-        _Builder,
-        _BuildError,
-        _compose_or_raise,
-        _node_diagnostic,
-        _node_error,
+        Builder,
+        BuildError,
+        compose_or_raise,
+        node_diagnostic,
+        node_error,
     )
 
-    root = _compose_or_raise(text, file)
+    root = compose_or_raise(text, file)
     if root is None or (
         root.__class__ is ScalarNode
         and root.tag.__class__ is slice
         and root.value == ""
         and root.style == ""
     ):
-        raise _invalid(file, 1, 1, "plan file is empty")
-    builder = _Builder(text)
+        raise invalid(file, 1, 1, "plan file is empty")
+    builder = Builder(text)
     try:
         data = builder.build(root)
-    except _BuildError as exc:
-        raise _node_error(file, exc.node, exc.message) from None
+    except BuildError as exc:
+        raise node_error(file, exc.node, exc.message) from None
     except RecursionError:
-        raise _invalid(file, 1, 1, _TOO_DEEP) from None
+        raise invalid(file, 1, 1, TOO_DEEP) from None
     if builder.errors:
-        diagnostics = [_node_diagnostic(file, node, message) for node, message in builder.errors]
+        diagnostics = [node_diagnostic(file, node, message) for node, message in builder.errors]
         raise PlanInvalid(sorted(diagnostics, key=lambda diag: (diag.line, diag.col)))
     root_pos = (root.start_mark.line + 1, root.start_mark.column + 1)
     del root, builder
-    _check_top_level(data, file, lambda: root_pos)
+    check_top_level(data, file, lambda: root_pos)
     return data

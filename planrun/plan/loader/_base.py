@@ -18,10 +18,10 @@ T = TypeVar("T")
 # a list (the top-level mapping is level 1); scalars do not count.  The same rule and the
 # same message hold on every path: JSON, the fast YAML reader, libyaml.
 MAX_DEPTH = 200
-_TOO_DEEP = f"plan is nested too deeply (more than {MAX_DEPTH} levels)"
+TOO_DEEP = f"plan is nested too deeply (more than {MAX_DEPTH} levels)"
 # libyaml's node tree costs about 500 bytes a value: a 14 MB flow list took 3.3 GB.
 MAX_NODES = 500_000
-_TOO_MANY = f"plan has too many values (more than {MAX_NODES:,})"
+TOO_MANY = f"plan has too many values (more than {MAX_NODES:,})"
 
 
 class _Locator(Protocol):
@@ -103,20 +103,20 @@ class LazyDocument(Document):
         return super().pos(path, key=key)
 
 
-def _invalid(file: str, line: int, col: int, message: str) -> PlanInvalid:
+def invalid(file: str, line: int, col: int, message: str) -> PlanInvalid:
     return PlanInvalid([Diagnostic(file, line, col, "error", message)])
 
 
-def _check_top_level(data: Any, file: str, where: Callable[[], Position]) -> None:
+def check_top_level(data: Any, file: str, where: Callable[[], Position]) -> None:
     if isinstance(data, dict):
         return
     line, col = where()
-    raise _invalid(
+    raise invalid(
         file, line, col, f"a plan must be a mapping at the top level, got {kind_of(data)}"
     )
 
 
-def _gc_paused(func: Callable[[], T]) -> T:
+def gc_paused(func: Callable[[], T]) -> T:
     """Run func with the cyclic GC paused.
 
     Building ~10^5 containers triggers many full collections that scan everything built
@@ -132,7 +132,7 @@ def _gc_paused(func: Callable[[], T]) -> T:
             gc.enable()
 
 
-def _line_col(text: str, index: int) -> Position:
+def line_col(text: str, index: int) -> Position:
     """1-based (line, col) of character `index`, counting "\\n" as the line break."""
     index = max(0, min(index, len(text)))
     line_start = text.rfind("\n", 0, index) + 1

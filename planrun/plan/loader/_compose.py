@@ -12,24 +12,24 @@ from yaml.reader import ReaderError
 
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.plan.loader._base import (
-    _TOO_DEEP,
-    _TOO_MANY,
     MAX_DEPTH,
     MAX_NODES,
-    _invalid,
-    _line_col,
+    TOO_DEEP,
+    TOO_MANY,
+    invalid,
+    line_col,
 )
 from planrun.plan.loader._scalars import (
-    _BOOL,
-    _FLOAT,
-    _INT,
-    _MAP,
-    _MAYBE_NOT_STR,
-    _NULL,
-    _SEQ,
-    _STR,
-    _TAG,
-    _plain,
+    BOOL,
+    FLOAT,
+    INT,
+    MAP,
+    MAYBE_NOT_STR,
+    NULL_SCALAR,
+    SEQ,
+    STR,
+    TAG,
+    plain_value,
 )
 
 try:
@@ -83,7 +83,7 @@ class _TooMany(_TooDeep):
     pass
 
 
-def _compose(text: str) -> Node | None:
+def compose_document(text: str) -> Node | None:
     composer = _Composer(text)
     try:
         node: Node | None = composer.get_single_node()
@@ -92,30 +92,30 @@ def _compose(text: str) -> Node | None:
         composer.dispose()
 
 
-def _compose_or_raise(text: str, file: str) -> Node | None:
+def compose_or_raise(text: str, file: str) -> Node | None:
     """Compose YAML text to nodes, turning every parser complaint into PlanInvalid."""
     try:
-        return _compose(text)
+        return compose_document(text)
     except MarkedYAMLError as exc:
         raise _too_deep_before(exc, text, file) or _yaml_error(exc, file) from None
     except ReaderError as exc:
         # libyaml reports a byte offset into the UTF-8 encoding.
         prefix = text.encode("utf-8", "surrogatepass")[: exc.position]
-        line, col = _line_col(text, len(prefix.decode("utf-8", "ignore")))
+        line, col = line_col(text, len(prefix.decode("utf-8", "ignore")))
         char = exc.character
         shown = f"#x{ord(char):04x}" if isinstance(char, str) else f"#x{char:02x}"
-        raise _invalid(file, line, col, f"invalid YAML: character {shown} is not allowed") from None
+        raise invalid(file, line, col, f"invalid YAML: character {shown} is not allowed") from None
     except UnicodeEncodeError as exc:
-        line, col = _line_col(text, exc.start)
+        line, col = line_col(text, exc.start)
         bad = text[exc.start]
-        raise _invalid(
+        raise invalid(
             file, line, col, f"text is not valid Unicode: lone surrogate U+{ord(bad):04X}"
         ) from None
     except _TooDeep as exc:
-        message = _TOO_MANY if isinstance(exc, _TooMany) else _TOO_DEEP
-        raise _node_error(file, exc.node, message) from None
+        message = TOO_MANY if isinstance(exc, _TooMany) else TOO_DEEP
+        raise node_error(file, exc.node, message) from None
     except yaml.YAMLError as exc:  # pragma: no cover - every libyaml error is one of the above
-        raise _invalid(file, 1, 1, f"invalid YAML: {exc}") from None
+        raise invalid(file, 1, 1, f"invalid YAML: {exc}") from None
 
 
 def _too_deep_before(exc: MarkedYAMLError, text: str, file: str) -> PlanInvalid | None:
@@ -135,9 +135,9 @@ def _too_deep_before(exc: MarkedYAMLError, text: str, file: str) -> PlanInvalid 
         if line_start == 0:
             return None
     try:
-        _compose(text[: line_start + mark.column])
+        compose_document(text[: line_start + mark.column])
     except _TooDeep as deep:
-        return _node_error(file, deep.node, _TOO_MANY if isinstance(deep, _TooMany) else _TOO_DEEP)
+        return node_error(file, deep.node, TOO_MANY if isinstance(deep, _TooMany) else TOO_DEEP)
     except (yaml.YAMLError, UnicodeEncodeError):
         pass
     return None
@@ -157,20 +157,20 @@ def _yaml_error(exc: MarkedYAMLError, file: str) -> PlanInvalid:
         message = f"invalid YAML: {problem}"
         if exc.problem and context and context_line is not None:
             message += f" ({context} at line {context_line})"
-    return _invalid(file, line, col, message)
+    return invalid(file, line, col, message)
 
 
 # --------------------------------------------------------------------------- YAML: values
 
 
-class _BuildError(Exception):
+class BuildError(Exception):
     def __init__(self, node: Node, message: str) -> None:
         super().__init__(message)
         self.node = node
         self.message = message
 
 
-class _Builder:
+class Builder:
     """Turns a composed node tree into plain data (one walk, GC paused by the caller)."""
 
     def __init__(self, text: str) -> None:
@@ -187,12 +187,12 @@ class _Builder:
             tag = node.tag
             if tag.__class__ is slice:
                 value = node.value
-                if tag.step[0] and (not value or value[0] in _MAYBE_NOT_STR):
-                    return _plain(value)
+                if tag.step[0] and (not value or value[0] in MAYBE_NOT_STR):
+                    return plain_value(value)
                 return value
             return self._tagged_scalar(node)
         if depth >= MAX_DEPTH:
-            raise _BuildError(node, _TOO_DEEP)
+            raise BuildError(node, TOO_DEEP)
         if self.careful:
             return self._careful_collection(node, depth)
         build = self.build
@@ -223,16 +223,16 @@ class _Builder:
     def _careful_collection(self, node: Node, depth: int) -> Any:
         cls = node.__class__
         tag = node.tag
-        expected = _SEQ if cls is SequenceNode else _MAP
+        expected = SEQ if cls is SequenceNode else MAP
         if tag.__class__ is not slice and tag != expected:
-            where = "here" if tag in (_MAP, _SEQ) else "in a plan"
-            raise _BuildError(node, f"YAML tag '{_short_tag(tag)}' is not allowed {where}")
+            where = "here" if tag in (MAP, SEQ) else "in a plan"
+            raise BuildError(node, f"YAML tag '{_short_tag(tag)}' is not allowed {where}")
         ident = id(node)
         if ident in self.active:
-            raise _BuildError(node, "recursive YAML alias: this anchored node contains itself")
+            raise BuildError(node, "recursive YAML alias: this anchored node contains itself")
         self.budget -= len(node.value)
         if self.budget < 0:
-            raise _BuildError(node, "YAML aliases expand to too much data")
+            raise BuildError(node, "YAML aliases expand to too much data")
         self.active.add(ident)
         try:
             if cls is SequenceNode:
@@ -265,21 +265,21 @@ class _Builder:
 
     def _tagged_scalar(self, node: Node) -> Any:
         tag, value = node.tag, node.value
-        if tag == _STR:
+        if tag == STR:
             return value
-        if tag in (_INT, _FLOAT, _BOOL, _NULL):
-            result = _plain(value.strip()) if value.strip() else None
-            if tag == _FLOAT and isinstance(result, int) and not isinstance(result, bool):
+        if tag in (INT, FLOAT, BOOL, NULL_SCALAR):
+            result = plain_value(value.strip()) if value.strip() else None
+            if tag == FLOAT and isinstance(result, int) and not isinstance(result, bool):
                 result = float(result)
-            wanted = {_INT: int, _FLOAT: float, _BOOL: bool, _NULL: type(None)}[tag]
+            wanted = {INT: int, FLOAT: float, BOOL: bool, NULL_SCALAR: type(None)}[tag]
             if type(result) is wanted:
                 return result
-            raise _BuildError(node, f"'{value}' is not a valid {_short_tag(tag)}")
-        raise _BuildError(node, f"YAML tag '{_short_tag(tag)}' is not allowed in a plan")
+            raise BuildError(node, f"'{value}' is not a valid {_short_tag(tag)}")
+        raise BuildError(node, f"YAML tag '{_short_tag(tag)}' is not allowed in a plan")
 
 
 def _short_tag(tag: str) -> str:
-    return "!!" + tag[len(_TAG) :] if tag.startswith(_TAG) else tag
+    return "!!" + tag[len(TAG) :] if tag.startswith(TAG) else tag
 
 
 def _is_merge_key(node: Node) -> bool:
@@ -295,7 +295,7 @@ def _key_text(node: Node) -> str:
     """Mapping keys are strings: a scalar key is taken as written (`1:` is the key "1")."""
     if node.__class__ is not ScalarNode:
         kind = "a list" if node.__class__ is SequenceNode else "a mapping"
-        raise _BuildError(node, f"a mapping key must be a string, not {kind}")
+        raise BuildError(node, f"a mapping key must be a string, not {kind}")
     value: str = node.value
     return value
 
@@ -310,7 +310,7 @@ def _merge_sources(merges: list[Node]) -> Iterator[Node]:
         ):
             yield from value.value
         else:
-            raise _BuildError(value, "a merge key '<<' needs a mapping or a list of mappings")
+            raise BuildError(value, "a merge key '<<' needs a mapping or a list of mappings")
 
 
 def _mapping_entries(node: Node) -> dict[str, tuple[Node, Node]]:
@@ -324,7 +324,7 @@ def _mapping_entries(node: Node) -> dict[str, tuple[Node, Node]]:
             entries.setdefault(key_node.value, (key_node, value_node))
     try:
         sources = list(_merge_sources(merges))
-    except _BuildError:
+    except BuildError:
         sources = []
     for source in sources:
         for name, pair in _mapping_entries(source).items():
@@ -332,12 +332,12 @@ def _mapping_entries(node: Node) -> dict[str, tuple[Node, Node]]:
     return entries
 
 
-def _node_diagnostic(file: str, node: Node, message: str) -> Diagnostic:
+def node_diagnostic(file: str, node: Node, message: str) -> Diagnostic:
     return Diagnostic(file, node.start_mark.line + 1, node.start_mark.column + 1, "error", message)
 
 
-def _node_error(file: str, node: Node, message: str) -> PlanInvalid:
-    return PlanInvalid([_node_diagnostic(file, node, message)])
+def node_error(file: str, node: Node, message: str) -> PlanInvalid:
+    return PlanInvalid([node_diagnostic(file, node, message)])
 
 
 # --------------------------------------------------------------------------- YAML: positions
@@ -355,7 +355,7 @@ def _pack(node: Node) -> _Packed:
     return (mark.line + 1) << 32 | (mark.column + 1)
 
 
-def _position_tree(node: Node, memo: dict[int, _PosTree]) -> _PosTree:
+def position_tree(node: Node, memo: dict[int, _PosTree]) -> _PosTree:
     """The positions of a node tree, without the nodes (which are far bigger); read by
     loader._positions, which unpacks them."""
     cls = node.__class__
@@ -366,13 +366,13 @@ def _position_tree(node: Node, memo: dict[int, _PosTree]) -> _PosTree:
         return done
     tree: _PosTree
     if cls is SequenceNode:
-        tree = (_pack(node), [_position_tree(item, memo) for item in node.value])
+        tree = (_pack(node), [position_tree(item, memo) for item in node.value])
     else:
         entries = _mapping_entries(node)
         tree = (
             _pack(node),
             {
-                name: (_pack(key_node), _position_tree(value_node, memo))
+                name: (_pack(key_node), position_tree(value_node, memo))
                 for name, (key_node, value_node) in entries.items()
             },
         )

@@ -1,4 +1,4 @@
-"""The fast reader for the common block-style YAML subset; it gives up (_Bail) on the rest."""
+"""The fast reader for the common block-style YAML subset; it gives up (Bail) on the rest."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from planrun.plan.loader._base import MAX_DEPTH, MAX_NODES
-from planrun.plan.loader._scalars import _MAYBE_NOT_STR, _plain
+from planrun.plan.loader._scalars import MAYBE_NOT_STR, plain_value
 
 # The fast reader leaves anything that might come near MAX_DEPTH to libyaml's path, which
 # counts exactly: flow values with more brackets than this, block nesting deeper than the rest.
@@ -20,13 +20,13 @@ _FAST_MAX_BLOCK = MAX_DEPTH - _FAST_MAX_FLOW
 
 # libyaml's composer allocates two marks and a node object per scalar, which makes up
 # most of the load time of a big plan.  Plans are mostly plain block YAML, so a small
-# reader handles that subset directly and gives up (_Bail) at the first thing outside
+# reader handles that subset directly and gives up (Bail) at the first thing outside
 # it: anchors, tags, block scalars, multi-line or escaped strings, nested flow
 # collections, duplicate keys, tabs, odd indentation...  Everything it gives up on goes
 # to libyaml, which is the reference: the test suite checks that both agree.
 
 
-class _Bail(Exception):
+class Bail(Exception):
     pass
 
 
@@ -44,8 +44,8 @@ _NESTED: Any = object()  # "the value is the block node on the following lines (
 _FastEntry = tuple[int, int, str | None, Any]  # (indent, _KEY | _ITEM, key, value)
 
 
-def _fast_yaml(text: str) -> dict[str, Any]:
-    """Plain data of block YAML in the common subset, or _Bail."""
+def fast_yaml(text: str) -> dict[str, Any]:
+    """Plain data of block YAML in the common subset, or Bail."""
     if (
         not text.replace("\n", "").isprintable()  # tabs, CR, controls, odd line breaks, BOMs
         or text.startswith(("---", "...", "%"))
@@ -56,7 +56,7 @@ def _fast_yaml(text: str) -> dict[str, Any]:
         # libyaml's path counts them exactly, and refuses too many.
         or text.count("\n") + text.count(",") > MAX_NODES
     ):
-        raise _Bail
+        raise Bail
     entries: list[_FastEntry] = []
     append = entries.append
     key_match = _FAST_KEY.match
@@ -76,7 +76,7 @@ def _fast_yaml(text: str) -> dict[str, Any]:
         # node that starts further right, at that node's column.
         while body[0] == "-" and (len(body) == 1 or body[1] == " "):
             if indent > 1000:
-                raise _Bail  # "- - - - ..." without end: leave it to libyaml's depth limit
+                raise Bail  # "- - - - ..." without end: leave it to libyaml's depth limit
             rest = body[1:].lstrip(" ")
             if not rest or rest[0] == "#":
                 append((indent, _ITEM, None, _NESTED))
@@ -96,7 +96,7 @@ def _fast_yaml(text: str) -> dict[str, Any]:
         else:
             found = key_match(body)
             if found is None:
-                raise _Bail
+                raise Bail
             key, rest = found.groups()
             if not rest or rest[0] == "#":
                 value = _NESTED
@@ -113,10 +113,10 @@ def _fast_yaml(text: str) -> dict[str, Any]:
                 value = _fast_inline(rest)
             append((indent, _KEY, key, value))
     if not entries or entries[0][0] != 0 or entries[0][1] != _KEY:
-        raise _Bail
+        raise Bail
     data, end = _fast_mapping(entries, 0, 0, 0)
     if end != len(entries):
-        raise _Bail
+        raise Bail
     return data
 
 
@@ -128,7 +128,7 @@ def _fast_mapping(
     entries: list[_FastEntry], i: int, indent: int, depth: int
 ) -> tuple[dict[str, Any], int]:
     if depth >= _FAST_MAX_BLOCK:
-        raise _Bail
+        raise Bail
     count = len(entries)
     result: dict[str, Any] = {}
     while i < count:
@@ -136,14 +136,14 @@ def _fast_mapping(
         if at != indent:
             if at < indent:
                 break
-            raise _Bail
+            raise Bail
         if kind != _KEY or key in result:
-            raise _Bail
+            raise Bail
         i += 1
         if value is _NESTED:
             value, i = _fast_nested(entries, i, indent, depth, True)
         elif i < count and entries[i][0] > indent:
-            raise _Bail  # a continuation line, or something libyaml must judge
+            raise Bail  # a continuation line, or something libyaml must judge
         result[key] = value  # type: ignore[index]
     return result, i
 
@@ -152,7 +152,7 @@ def _fast_sequence(
     entries: list[_FastEntry], i: int, indent: int, depth: int
 ) -> tuple[list[Any], int]:
     if depth >= _FAST_MAX_BLOCK:
-        raise _Bail
+        raise Bail
     count = len(entries)
     result: list[Any] = []
     while i < count:
@@ -160,12 +160,12 @@ def _fast_sequence(
         if at < indent or (at == indent and kind == _KEY):
             break  # the end, or back to the mapping this list is a value of
         if at > indent:
-            raise _Bail
+            raise Bail
         i += 1
         if value is _NESTED:
             value, i = _fast_nested(entries, i, indent, depth, False)
         elif i < count and entries[i][0] > indent:
-            raise _Bail
+            raise Bail
         result.append(value)
     return result, i
 
@@ -194,24 +194,24 @@ def _fast_literal(header: str, lines: list[str], i: int, owner: int) -> tuple[st
     chomp = header[:2] if header[:2] == "|-" else "|"
     after = header[len(chomp) :]
     if after and not after.startswith(" #") and after.strip(" "):
-        raise _Bail
+        raise Bail
     count = len(lines)
     start = i
     while i < count and not lines[i].strip(" "):
         i += 1  # leading empty lines belong to the text
     if i == count:
-        raise _Bail
+        raise Bail
     first = lines[i]
     block = len(first) - len(first.lstrip(" "))
     if block <= owner or any(len(lines[j]) > block for j in range(start, i)):
-        raise _Bail
+        raise Bail
     while i < count:
         line = lines[i]
         if line.strip(" "):
             if len(line) - len(line.lstrip(" ")) < block:
                 break
         elif len(line) > block:
-            raise _Bail  # a line of spaces only, longer than the indentation
+            raise Bail  # a line of spaces only, longer than the indentation
         i += 1
     end = i
     while end > start and not lines[end - 1].strip(" "):
@@ -224,18 +224,18 @@ def _fast_literal(header: str, lines: list[str], i: int, owner: int) -> tuple[st
 
 def _fast_json_float(text: str) -> float:
     if "e" in text or "E" in text:
-        raise _Bail  # YAML 1.1 reads 1e3 as a string
+        raise Bail  # YAML 1.1 reads 1e3 as a string
     return float(text)
 
 
 def _fast_json_bail(text: str) -> Any:
-    raise _Bail
+    raise Bail
 
 
 def _fast_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(pairs)
     if len(result) != len(pairs):
-        raise _Bail  # duplicate keys: libyaml's path reports them with positions
+        raise Bail  # duplicate keys: libyaml's path reports them with positions
     return result
 
 
@@ -245,18 +245,18 @@ def _fast_inline(rest: str) -> Any:
     if first == '"':
         close = rest.find('"', 1)
         if close < 0 or "\\" in rest[1:close]:
-            raise _Bail
+            raise Bail
         _fast_tail(rest, close + 1)
         return rest[1:close]
     if first == "'":
         quoted = _FAST_SQUOTED.match(rest)
         if quoted is None:
-            raise _Bail
+            raise Bail
         _fast_tail(rest, quoted.end())
         return quoted.group(1).replace("''", "'")
     if first == "[" or first == "{":
         if rest.count("[") + rest.count("{") > _FAST_MAX_FLOW:
-            raise _Bail  # possibly deep: libyaml's path counts the levels exactly
+            raise Bail  # possibly deep: libyaml's path counts the levels exactly
         if '"' in rest and "\\u" not in rest:
             # A flow collection written as JSON (`{"host": "a.b"}`): JSON reads it as YAML
             # does, but for exponents, NaN and duplicate keys, which go to libyaml.
@@ -269,7 +269,7 @@ def _fast_inline(rest: str) -> Any:
                 )
         close = rest.find("]" if first == "[" else "}")
         if close < 0:
-            raise _Bail
+            raise Bail
         _fast_tail(rest, close + 1)
         inside = rest[1:close]
         if not inside.strip():
@@ -280,7 +280,7 @@ def _fast_inline(rest: str) -> Any:
         for item in inside.split(","):
             name, sep, value = item.strip(" ").partition(": ")
             if not sep or not _FAST_KEY.match(name + ":") or name in result:
-                raise _Bail
+                raise Bail
             result[name] = _fast_flow_value(value.strip(" "))
         return result
     comment = rest.find(" #")
@@ -288,7 +288,7 @@ def _fast_inline(rest: str) -> Any:
         rest = rest[:comment]
     rest = rest.rstrip(" ")
     if ": " in rest or rest.endswith(":"):
-        raise _Bail
+        raise Bail
     return _fast_plain(rest)
 
 
@@ -299,20 +299,20 @@ def _fast_flow_value(text: str) -> Any:
     if quoted is not None:
         return quoted.group(1)
     if _FAST_FLOW_BAD.search(text):
-        raise _Bail
+        raise Bail
     return _fast_plain(text)
 
 
 def _fast_plain(text: str) -> Any:
     if not text:
-        raise _Bail
+        raise Bail
     first = text[0]
     if first in _FAST_BAD_FIRST or (
         first == "-" and (len(text) == 1 or text[1] not in "0123456789.")
     ):
-        raise _Bail
-    if first in _MAYBE_NOT_STR:
-        return _plain(text)
+        raise Bail
+    if first in MAYBE_NOT_STR:
+        return plain_value(text)
     return text
 
 
@@ -320,4 +320,4 @@ def _fast_tail(rest: str, end: int) -> None:
     """After a quoted or flow value only spaces and a comment may follow."""
     tail = rest[end:]
     if tail and (tail[0] != " " or tail.strip(" ")[:1] not in ("", "#")):
-        raise _Bail
+        raise Bail

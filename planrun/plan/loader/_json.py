@@ -9,19 +9,19 @@ from typing import Any
 
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.plan.loader._base import (
-    _TOO_DEEP,
     MAX_DEPTH,
+    TOO_DEEP,
     Document,
     PathPart,
     Position,
-    _check_top_level,
-    _gc_paused,
-    _invalid,
-    _line_col,
+    check_top_level,
+    gc_paused,
+    invalid,
+    line_col,
 )
 
 
-def _load_json(text: str, file: str) -> Document:
+def load_json(text: str, file: str) -> Document:
     duplicates: list[bool] = []
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -31,20 +31,20 @@ def _load_json(text: str, file: str) -> Document:
         return result
 
     try:
-        data = _gc_paused(lambda: json.loads(text, object_pairs_hook=pairs_hook))
+        data = gc_paused(lambda: json.loads(text, object_pairs_hook=pairs_hook))
     except json.JSONDecodeError as exc:
-        raise _invalid(file, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from None
+        raise invalid(file, exc.lineno, exc.colno, f"invalid JSON: {exc.msg}") from None
     except RecursionError:  # json's own limit, far beyond ours: find where ours is passed
         offset = _json_too_deep_offset(text)
-        raise _invalid(file, *_line_col(text, offset), _TOO_DEEP) from None
+        raise invalid(file, *line_col(text, offset), TOO_DEEP) from None
     except ValueError:  # the one other refusal: an integer of more than 4,300 digits
-        raise _invalid(file, 1, 1, "invalid JSON: a number has too many digits") from None
+        raise invalid(file, 1, 1, "invalid JSON: a number has too many digits") from None
     if "\\u" in text:
         _check_surrogates(text, file)
     locator = _JsonLocator(text)
     too_deep = _too_deep_path(data) if text.count("[") + text.count("{") > MAX_DEPTH else None
     if too_deep is not None:
-        raise _invalid(file, *locator.pos(too_deep, False), _TOO_DEEP)
+        raise invalid(file, *locator.pos(too_deep, False), TOO_DEEP)
     if duplicates:
         raise PlanInvalid(
             [
@@ -57,7 +57,7 @@ def _load_json(text: str, file: str) -> Document:
                 for name, first, second in locator.duplicates()
             ]
         )
-    _check_top_level(data, file, lambda: locator.pos((), False))
+    check_top_level(data, file, lambda: locator.pos((), False))
     return Document(file, data, locator)
 
 
@@ -73,9 +73,9 @@ def _check_surrogates(text: str, file: str) -> None:
     it): an error at the escape, so no plan value can break printing or storing later."""
     for m in _SURROGATE_ESCAPE.finditer(text):
         if m.group(1):
-            raise _invalid(
+            raise invalid(
                 file,
-                *_line_col(text, m.start()),
+                *line_col(text, m.start()),
                 f"invalid JSON: \\u{m.group(1)} is half of a surrogate pair, not a character",
             )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from planrun.plan.loader._base import PathPart, Position, _gc_paused, _line_col
+from planrun.plan.loader._base import PathPart, Position, gc_paused, line_col
 
 
 def _unpack(packed: int) -> Position:
@@ -13,7 +13,7 @@ def _unpack(packed: int) -> Position:
     return packed >> 32, packed & 0xFFFFFFFF
 
 
-class _YamlLocator:
+class YamlLocator:
     """Positions in YAML text: composed again on first use into a compact position tree."""
 
     def __init__(self, text: str) -> None:
@@ -22,20 +22,20 @@ class _YamlLocator:
 
     def _build(self) -> Any:
         # PyYAML only now: a plan that reports nothing never composes its text again.
-        from planrun.plan.loader._compose import _compose, _position_tree
+        from planrun.plan.loader._compose import compose_document, position_tree
 
-        root = _compose(self._text)
+        root = compose_document(self._text)
         if root is None:
             return False
         # The memo is keyed by id(): the node tree must stay alive until it is done.
-        tree = _position_tree(root, {})
+        tree = position_tree(root, {})
         del root  # freed while the GC is still paused (see _parse_yaml)
         return tree
 
     def pos(self, path: tuple[PathPart, ...], key: bool) -> Position:
         if self._tree is None:
             try:
-                self._tree = _gc_paused(self._build)
+                self._tree = gc_paused(self._build)
             except Exception:  # the text loaded, so this should not happen: search lines then
                 self._tree = False
         if self._tree is False:
@@ -80,4 +80,4 @@ def _search_keys(text: str, path: tuple[PathPart, ...]) -> Position:
         if match is None:
             break
         found = offset = match.start() + len(match.group()) - len(match.group().lstrip(" \t-"))
-    return _line_col(text, found)
+    return line_col(text, found)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_TAG = "tag:yaml.org,2002:"
-_STR, _INT, _FLOAT, _BOOL, _NULL = (_TAG + name for name in ("str", "int", "float", "bool", "null"))
-_MAP, _SEQ = _TAG + "map", _TAG + "seq"
+TAG = "tag:yaml.org,2002:"
+STR, INT, FLOAT, BOOL, NULL_SCALAR = (
+    TAG + name for name in ("str", "int", "float", "bool", "null")
+)
+MAP, SEQ = TAG + "map", TAG + "seq"
 
 # First characters with which a plain scalar can be anything but a string.
-_MAYBE_NOT_STR = frozenset("-+.0123456789~nNtTfF")
+MAYBE_NOT_STR = frozenset("-+.0123456789~nNtTfF")
 _WORDS: dict[str, Any] = {
     "~": None,
     "null": None,
@@ -42,7 +44,7 @@ _INT_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\Z")
 _FLOAT_RE = re.compile(r"(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?\Z")
 
 
-def _plain(value: str) -> Any:
+def plain_value(value: str) -> Any:
     """The value of an untagged plain scalar that may not be a string."""
     if not value:
         return None
