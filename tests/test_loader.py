@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from planrun.errors import ExitCode, PlanInvalid, UsageError
-from planrun.plan import loader
 from planrun.plan.loader import Document, _fastyaml, load_document, load_text
 from planrun.plan.loader._compose import Builder, compose_document
 from tests.conftest import ROOT, planrun

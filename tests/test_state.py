@@ -25,10 +25,10 @@ from planrun.run.events import Event, EventBus, iso_ts
 from planrun.state import (
     STATE_VERSION,
     StateStore,
-    state_time,
     default_state_path,
     read_state,
     render_status_text,
+    state_time,
     status_document,
 )
 from planrun.state.files import path_text
