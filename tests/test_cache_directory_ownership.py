@@ -16,14 +16,7 @@ from planrun.cache.store import CacheStore, CorruptCache, Entry
 from tests.conftest import assert_no_traceback
 from tests.testkit import CACHED_OUTPUT_PLAN, cached_run
 
-PLAN = """
-name: p
-steps:
-  - id: a
-    tool: shell
-    args: {cmd: "mkdir -p out && printf hi > out/f.txt"}
-    outputs: ["out/f.txt"]
-"""
+PLAN = CACHED_OUTPUT_PLAN  # one step whose output the cache stores
 
 # What every planrun so far wrote as its mark.
 LEGACY_TAG = (
