@@ -215,27 +215,27 @@ class RemoteCache:
 
     # ---- fetching ----------------------------------------------------------------------------
 
-    async def fetch(self, key: str) -> bool:
-        """Bring the entry `key` and its blobs into the local store; True when it is there now
-        (a miss, a fault or a rejected entry: False)."""
+    async def fetch(self, key: str) -> Entry | None:
+        """Bring the entry `key` and its blobs into the local store; the entry when it is there
+        now (a miss, a fault or a rejected entry: None)."""
         if self.down or not is_key(key):
-            return False
+            return None
         try:
             body = await self._get(f"ac/{key}", MAX_ENTRY_BYTES + 128)
             if body is None:
-                return False
+                return None
             raw = unsign(self.options.signing_key, key, body)
             entry = parse_entry(raw, key)
             await asyncio.gather(*(self._fetch_blob(o.hash, o.size) for o in _blobs(entry)))
             self.store.put_raw(key, raw)
-            return True
+            return entry
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except CorruptCache as exc:
             self._fault(f"entry {key[:12]} rejected ({exc}): treated as a miss", down=False)
         except OSError as exc:  # the local store could not take it
             self._fault(f"entry {key[:12]} not stored locally ({exc.strerror})", down=False)
-        return False
+        return None
 
     async def _fetch_blob(self, digest: str, size: int) -> None:
         if self.store.has_blob(digest):
