@@ -336,6 +336,27 @@ def test_a_black_hole_costs_one_timeout_in_all_not_one_per_lookup_in_flight(
     assert r.json["duration_s"] < 2 * timeout, r.json
 
 
+def test_small_blobs_are_sent_without_asking_first(tmp_path: Path) -> None:
+    """A blob under 64 KiB is PUT at once (one request, not a HEAD and a PUT); a larger one
+    only after a HEAD says the server lacks it."""
+    plan = PLAN + (
+        "  - id: large\n    tool: shell\n"
+        '    args: {cmd: "mkdir -p out && head -c 100000 /dev/zero > out/large.bin"}\n'
+        '    outputs: ["out/large.bin"]\n'
+    )
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        a = checkout(tmp_path / "a")
+        (a / "plan.yaml").write_text(plan.lstrip())
+        assert run(a, "--remote-cache", url).code == 0
+    large = "/cas/" + hashlib.sha256(bytes(100000)).hexdigest()
+    heads = [path for method, path in stub.requests if method == "HEAD"]
+    assert heads == [large], stub.requests
+    blobs = [path for method, path in stub.requests if method == "PUT" and "/cas/" in path]
+    assert len(blobs) == 3 and large in blobs, stub.requests  # app.bin, size.txt, large.bin
+    assert len([path for path in stub.files if path.startswith("/ac/")]) == 4
+
+
 def test_cache_info_shows_and_checks_the_remote(tmp_path: Path) -> None:
     with nginx(tmp_path / "nginx") as (url, _data):
         r = planrun("cache", "info", "--remote-cache", url, "--check", cwd=tmp_path)
