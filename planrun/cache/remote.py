@@ -13,8 +13,9 @@ not asked again in the same run, and every request still waiting on it gives up 
 so an unreachable remote costs one timeout in all, not one per step.
 
 Each request's clock starts when it is asked for, not when httpx2 gets to it: the wait for the
-HTTP client itself (imported in a thread from the run's start, off the run's path), for a free
-connection, for the connection and for the head of the answer all count. A body then streams
+HTTP client itself (imported in a thread at the first request, while the run goes on with the
+next steps' sources), for a free connection, for the connection and for the head of the answer
+all count. A body then streams
 with each read (or write) waiting at most the timeout (httpx2's own).
 """
 
@@ -55,8 +56,9 @@ ENV_SIGNING_KEY = "PLANRUN_CACHE_SIGNING_KEY"
 DEFAULT_TIMEOUT = 5.0
 PARALLEL = 16  # transfers at once over one connection pool
 ASK_FIRST = 64 << 10  # a blob this large is uploaded only after a HEAD says the server lacks it
-# What the first request needs, imported in a thread while the run hashes its first sources
-# (~0.4 s of CPU, over 1 s on a loaded machine): httpx2, its transport and its lazy imports.
+# What the first request needs, imported in a thread while the run hashes the next steps'
+# sources (~0.4 s of CPU, over 1 s on a loaded machine): httpx2, its transport, its lazy
+# imports. Not at the run's start: a run whose steps all hit locally never needs them.
 _PRELOAD = (
     "httpx2",
     "httpcore2",
@@ -154,7 +156,7 @@ class RemoteCache:
         self.down = False  # unreachable: not asked again in this run
         self._warned = False
         self._client: httpx2.AsyncClient | None = None
-        self._loaded = _preload()
+        self._loaded: concurrent.futures.Future[None] | None = None
         # requests waiting on the remote, with their clocks: all cut short when it goes down
         self._waits: dict[asyncio.Timeout, asyncio.TimerHandle] = {}
 
@@ -167,8 +169,10 @@ class RemoteCache:
 
     async def _http(self) -> httpx2.AsyncClient:
         """The run's one client (one pool of kept-alive HTTP/1.1 connections), made by the
-        first request once httpx2 is imported."""
+        first request once httpx2 is imported (in a thread: the event loop goes on meanwhile)."""
         if self._client is None:
+            if self._loaded is None:
+                self._loaded = _preload()
             await asyncio.wrap_future(self._loaded)
             if self._client is None:  # (the requests that waited with this one: made once)
                 self._client = self._new_client()
