@@ -4,8 +4,10 @@ Scenarios (each tool's own way of running a shell command per step: planrun and 
 `/bin/sh -c CMD`, make execs a plain command without a shell, go-task's built-in shell runs
 `true` in-process without starting anything):
 
-  s) start-up: a one-step `true` plan, start to finish; `planrun --help` and `planrun
-     validate` of a 5-step plan, now and with the code of a baseline revision
+  s) start-up: a one-step `true` plan, start to finish, with `.planrun/` present (its plan
+     cache warm) and in a fresh checkout (no `.planrun/`: deleted before each run, as in CI);
+     `planrun --help` and `planrun validate` of a 5-step plan, now and with the code of a
+     baseline revision
   a) 1,000 independent `true` steps at -j 2
   p) 1,000 independent `/bin/true` steps at -j 2: a real process per step (no goal)
   b) a chain of 200 `true` steps
@@ -188,6 +190,16 @@ def clear_state(d: Path) -> Callable[[], None]:
 
     def setup() -> None:
         shutil.rmtree(d / ".planrun" / "state", ignore_errors=True)
+
+    return setup
+
+
+def fresh_checkout(d: Path) -> Callable[[], None]:
+    """Before each repetition: no `.planrun/` at all, as in a fresh checkout (every CI run): no
+    plan cache, so the plan is read and checked; no state."""
+
+    def setup() -> None:
+        shutil.rmtree(d / ".planrun", ignore_errors=True)
 
     return setup
 
@@ -569,11 +581,21 @@ def scenario_s(
     g = independent(1, 1)
     d = write_all(g)
     ts = run_rows(g, d, opts.reps)
-    print_rows("s) start-up: a one-step `true` plan", ts)
+    planrun = planrun_cmd()
+    assert planrun is not None
+    argv = [*planrun, "run", "plan.yaml", "-j", "1", "--quiet"]
+    fresh = time_command(
+        "planrun fresh checkout", argv, cwd=d, reps=opts.reps, setup=fresh_checkout(d)
+    )
+    print_rows("s) start-up: a one-step `true` plan", [*ts, fresh])
     ratio_figure("s) one-step plan", ts)
     go_task, doit = find(ts, "go-task"), find(ts, "doit")
+    with_state = find(ts, "planrun (state)") or ts[0]
     goals = [
-        ratio_goal("s) one-step plan", "≤ 1.5× go-task", ts[0], go_task, 1.5),
+        ratio_goal("s) one-step plan, fresh checkout", "≤ 1.5× go-task", fresh, go_task, 1.5),
+        ratio_goal(
+            "s) one-step plan, .planrun/ present", "≤ 1.2× go-task", with_state, go_task, 1.2
+        ),
         ratio_goal("s) one-step plan vs doit", "< 1× doit", ts[0], doit, 0.999),
     ]
     baseline = baseline_tree(opts.baseline)

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from planrun.errors import Diagnostic
-from planrun.record import Record
 
 if TYPE_CHECKING:
     from planrun.loader import Document
     from planrun.plan import Plan
 
 
-class CheckedPlan(Record):
+class CheckedPlan:
     """A loaded plan (None when the schema check failed) and every diagnostic found."""
 
     __slots__ = ("plan", "diagnostics", "doc")

@@ -220,6 +220,7 @@ def _run_once(
         keep_going=kw["keep_going"],
         yes=kw["yes"],
         only=[*kw["only"], *targets],
+        plan_found=found.moved,  # `resume with: planrun resume ...` finds it again
         dry_run=kw["dry_run"],
         output=kw["output"],
         events=kw["events"],

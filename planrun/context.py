@@ -15,6 +15,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from planrun.cache import step_cached
@@ -31,7 +32,6 @@ from planrun.parent import (
 )
 from planrun.plan import Plan, Policy
 from planrun.procgroups import ProcessGroups
-from planrun.record import FrozenRecord, Record
 from planrun.reporters.termsafe import terminal_safe
 from planrun.request import Finished, Prepared, RunRequest, plan_stack
 from planrun.runopen import OpenedState, attach_reporters, new_run_id, open_state
@@ -43,10 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Attached", "ChildContext", "RootContext", "RunContext", "child_context", "root_context"]
 
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
-
-class Attached(Record):
+class Attached:
     """Where a run's events go and what to close after it."""
 
     __slots__ = ("bus", "masks", "notice", "console", "closers", "substeps")
@@ -74,32 +72,16 @@ class Attached(Record):
         self.substeps = substeps
 
 
-class RunContext(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class RunContext:
     """What the run path needs to know of a run's place in its tree (made by a factory)."""
 
-    __slots__ = ("request", "prefix", "stack", "yes", "can_ask", "forced")
     request: RunRequest
     prefix: str  # this run's id path: "" at the top, "deploy/" inside step deploy, "a/b/" ...
     stack: tuple[str, ...]  # real paths of the plan files running, outermost first
     yes: bool  # every approval gate is answered
     can_ask: bool  # someone can be asked at a gate (a TTY)
-    forced: tuple[str, ...]  # --force: steps the cache and resume must not keep
-
-    def __init__(
-        self,
-        request: RunRequest,
-        prefix: str,
-        stack: tuple[str, ...],
-        yes: bool,
-        can_ask: bool,
-        forced: tuple[str, ...] = (),
-    ) -> None:
-        _set(self, "request", request)
-        _set(self, "prefix", prefix)
-        _set(self, "stack", stack)
-        _set(self, "yes", yes)
-        _set(self, "can_ask", can_ask)
-        _set(self, "forced", forced)
+    forced: tuple[str, ...] = ()  # --force: steps the cache and resume must not keep
 
     # What a run does where a top-level run and a sub-plan differ (see the two below).
 
@@ -204,7 +186,7 @@ class RootContext(RunContext):
         try:
             # --explain (and --no-cache: each step says `cache off`) when the cache can matter
             explain = explains and (req.explain or req.no_cache)
-            hint = resume_hint(req, prep.targets, prep.plan.secrets)  # `resume with: ...`
+            hint = resume_hint(req, prep.targets, prep.plan.secrets, prep.plan.params)
             console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, explain, hint)
         except BaseException:
             if store is not None:
@@ -261,19 +243,12 @@ class RootContext(RunContext):
         return here.run_id
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChildContext(RunContext):
     """A sub-plan: inside its parent's state, events, executor, slots, budget and secrets."""
 
-    __slots__ = ("parent", "step_id")
     parent: ParentContext  # the run whose `plan` step started this one
     step_id: str
-
-    def __init__(self, request: RunRequest, parent: ParentContext, step_id: str, path: str) -> None:
-        prefix = parent.child_prefix(step_id)
-        stack = (*parent.plan_stack, path)
-        super().__init__(request, prefix, stack, parent.yes, parent.ask is not None)
-        _set(self, "parent", parent)
-        _set(self, "step_id", step_id)
 
     @property
     def outer_policy(self) -> Policy | None:
@@ -367,7 +342,11 @@ def root_context(req: RunRequest) -> RunContext:
 def child_context(parent: ParentContext, step_id: str, path: str, req: RunRequest) -> RunContext:
     """The context of the sub-plan at `path` (its real path) that step `step_id` of `parent`
     starts, with the request it runs by."""
-    return ChildContext(req, parent, step_id, path)
+    prefix = parent.child_prefix(step_id)
+    stack = (*parent.plan_stack, path)
+    return ChildContext(
+        req, prefix, stack, parent.yes, parent.ask is not None, parent=parent, step_id=step_id
+    )
 
 
 def _unforced(previous: dict[str, Any], force: list[str]) -> dict[str, Any]:

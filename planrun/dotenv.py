@@ -6,31 +6,22 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrun.errors import Diagnostic, PlanInvalid
-from planrun.record import FrozenRecord
 
 MAX_DOTENV_BYTES = 1 << 20  # a dotenv file is a handful of settings, never megabytes
 _KEY = r"[A-Za-z_][A-Za-z0-9_]*"  # compiled on first use (re's cache), not at import
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
-class DotenvEntry(FrozenRecord):
+class DotenvEntry(NamedTuple):
     """One `dotenv:` item: the path as written (without `?`), whether optional, its position."""
 
-    __slots__ = ("path", "optional", "line", "col")
     path: str
     optional: bool
     line: int
     col: int
-
-    def __init__(self, path: str, optional: bool, line: int, col: int) -> None:
-        _set(self, "path", path)
-        _set(self, "optional", optional)
-        _set(self, "line", line)
-        _set(self, "col", col)
 
 
 class _LineError(Exception):

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
-
-from planrun.record import FrozenRecord
-
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
 class ExitCode(IntEnum):
@@ -31,32 +28,16 @@ class ExitNow(SystemExit):
         super().__init__(int(code))
 
 
-class Diagnostic(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
     """One problem found in a plan, with its 1-based source position."""
 
-    __slots__ = ("file", "line", "col", "severity", "message", "hint")
     file: str
     line: int
     col: int
     severity: str  # "error" | "warning"
     message: str
-    hint: str | None
-
-    def __init__(
-        self,
-        file: str,
-        line: int,
-        col: int,
-        severity: str,
-        message: str,
-        hint: str | None = None,
-    ) -> None:
-        _set(self, "file", file)
-        _set(self, "line", line)
-        _set(self, "col", col)
-        _set(self, "severity", severity)
-        _set(self, "message", message)
-        _set(self, "hint", hint)
+    hint: str | None = None
 
     def render(self) -> str:
         """`file:line:col: severity: message (hint)`, on one line: plan text quoted in a

@@ -35,21 +35,312 @@ when it cannot be rendered yet):
 - `step.resumed`   a step kept from the previous run, as recorded there: status ("succeeded" |
                    "ignored" | "skipped"), attempts, duration_s, result, error, reason,
                    fingerprint, result_variable, result_masked, key (its cache key or null)
-- `plan.diff`      removed, added, revised (lists of step ids), revision (int), error
+- `plan.diff`      removed, added, revised (lists of step ids), revision (int), error; with
+                   `step` set, a sub-plan's revision under its `plan` step (ids renamed)
 - `run.finished`   status, reason, duration_s, error (one line or null)
 """
-
-from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrun.masking import mask_keeping_names
-from planrun.record import Record
 
-Subscriber = Callable[["Event"], None]
+# Each kind of event is a typed NamedTuple: immutable, matched by class (`case StepFailed():`),
+# read by attribute. Not @dataclass(frozen=True, slots=True): making twelve of those costs ~70 M
+# instructions at import (each one exec's its generated methods), 15% of a one-step run; the
+# twelve NamedTuples cost ~13 M (no `from __future__ import annotations` here: string
+# annotations would cost ~7 M more, each compiled by typing). `event` is the kind's documented
+# name, read only at the JSON edge below. `ts` 0.0: stamped by the bus as the event is emitted.
+
+
+class Absent:
+    """A key the event's JSON leaves out (`key` outside a cached run; null is a value there)."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = Absent()
+
+
+def present(value: Any) -> Any:
+    """`value`, None for ABSENT: what a reader of an optional field sees."""
+    return None if value is ABSENT else value
+
+
+class RunStarted(NamedTuple):
+    plan: str
+    run_id: str = ""
+    digest: str = ""
+    resumed: bool = False
+    title: str | None = None
+    jobs: int | None = None
+    variables: dict[str, Any] | None = None
+    steps: list[dict[str, Any]] | None = None
+    targets: list[str] | None = None
+    kept: list[str] | None = None  # on resume only
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "run.started"
+
+    @property
+    def step(self) -> None:  # a run's event is about no step
+        return None
+
+
+class StepStarted(NamedTuple):
+    plan: str
+    step: str
+    status: str = "running"
+    attempt: int = 1
+    fingerprint: str | None = None
+    tool: str | None = None
+    title: str | None = None
+    reason: str | None = None  # the first attempt's only
+    again: bool | None = None  # on resume only
+    instances: list[str] | None = None  # a foreach step's only
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.started"
+
+
+class StepOutput(NamedTuple):
+    plan: str
+    step: str
+    stream: str = "stdout"
+    line: str = ""
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.output"
+
+
+class StepRetrying(NamedTuple):
+    plan: str
+    step: str
+    attempt: int = 1
+    error: str | None = None
+    delay_s: float = 0.0
+    stderr_tail: str | None = None
+    title: str | None = None
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.retrying"
+
+
+class StepSucceeded(NamedTuple):
+    plan: str
+    step: str
+    status: str = "succeeded"
+    attempts: int = 1
+    duration_s: float | None = None
+    result: Any = None
+    fingerprint: str | None = None
+    output: str | None | Absent = ABSENT  # a foreach step has none
+    result_variable: str | None = None
+    result_masked: bool | None = None  # True, or left out
+    key: str | None | Absent = ABSENT
+    instances: list[str] | None = None
+    title: str | None = None
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.succeeded"
+
+
+class StepFailed(NamedTuple):
+    plan: str
+    step: str
+    status: str = "failed"
+    attempts: int = 1
+    duration_s: float | None = None
+    error: str | None = None
+    detail: str | None | Absent = ABSENT  # a foreach step has none (nor output, stderr_tail)
+    result: Any = None
+    fingerprint: str | None = None
+    result_variable: str | None = None
+    output: str | None | Absent = ABSENT
+    stderr_tail: str | None | Absent = ABSENT
+    instances: list[str] | None = None
+    result_masked: bool | None = None
+    title: str | None = None
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.failed"
+
+
+class StepSkipped(NamedTuple):
+    plan: str
+    step: str
+    status: str = "skipped"
+    reason: str | None = None
+    error: str | None = None  # upstream failed only
+    title: str | None = None
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.skipped"
+
+
+class StepInterrupted(NamedTuple):
+    plan: str
+    step: str
+    status: str = "interrupted"
+    attempts: int = 0
+    duration_s: float | None = None
+    result: Any | Absent = ABSENT  # a foreach step's: as far as its instances came
+    result_variable: str | None | Absent = ABSENT
+    instances: list[str] | None = None
+    fingerprint: str | None | Absent = ABSENT
+    result_masked: bool | None = None
+    title: str | None = None
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.interrupted"
+
+
+class StepCached(NamedTuple):
+    plan: str
+    step: str
+    status: str = "cached"
+    key: str | None = None
+    reason: str = "cached"
+    source: str = "local"
+    result: Any = None
+    result_variable: str | None = None
+    fingerprint: str | None = None
+    attempts: int = 0
+    duration_s: float = 0.0
+    output: str | None = None
+    replayed: bool = False
+    result_masked: bool | None = None
+    title: str | None = None
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.cached"
+
+
+class StepResumed(NamedTuple):
+    plan: str
+    step: str
+    status: str = "succeeded"
+    attempts: int = 0
+    duration_s: float | None = None
+    result: Any = None
+    error: str | None | Absent = ABSENT  # a kept foreach step has none (nor reason)
+    reason: str | None | Absent = ABSENT
+    fingerprint: str | None = None
+    result_variable: str | None = None
+    result_masked: bool | None = None
+    key: str | None | Absent = ABSENT  # a kept instance has none
+    instances: list[str] | None = None
+    title: str | None = None
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "step.resumed"
+
+
+class PlanDiff(NamedTuple):
+    plan: str
+    removed: list[str] | None = None
+    added: list[str] | None = None
+    revised: list[str] | None = None
+    revision: int | None = None
+    error: str | None = None
+    steps: list[dict[str, Any]] | None = None
+    step: str | None = None  # a sub-plan's diff, as its parent reports it: the `plan` step's id
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "plan.diff"
+
+
+class RunFinished(NamedTuple):
+    plan: str
+    status: str | None = None
+    reason: str | None = None
+    duration_s: float | None = None
+    error: str | None = None
+    ts: float = 0.0
+
+    @property
+    def event(self) -> str:
+        return "run.finished"
+
+    @property
+    def step(self) -> None:  # a run's event is about no step
+        return None
+
+
+RunEvent = (
+    RunStarted
+    | StepStarted
+    | StepOutput
+    | StepRetrying
+    | StepSucceeded
+    | StepFailed
+    | StepSkipped
+    | StepInterrupted
+    | StepCached
+    | StepResumed
+    | PlanDiff
+    | RunFinished
+)
+StepEvent = (
+    StepStarted
+    | StepOutput
+    | StepRetrying
+    | StepSucceeded
+    | StepFailed
+    | StepSkipped
+    | StepInterrupted
+    | StepCached
+    | StepResumed
+)
+Subscriber = Callable[[RunEvent], None]
+KINDS: dict[str, type[Any]] = {  # the kinds by name (each one's `event` property)
+    kind.event.fget(None): kind  # type: ignore[union-attr]
+    for kind in (
+        RunStarted,
+        StepStarted,
+        StepOutput,
+        StepRetrying,
+        StepSucceeded,
+        StepFailed,
+        StepSkipped,
+        StepInterrupted,
+        StepCached,
+        StepResumed,
+        PlanDiff,
+        RunFinished,
+    )
+}
+ENVELOPE = ("plan", "step", "ts")
 
 
 # (second, its formatted prefix), replaced as one tuple so a thread never sees a mixed pair
@@ -75,41 +366,107 @@ def iso_ts(ts: float) -> str:
     return f"{prefix}.{micros // 1000:03d}Z"
 
 
-class Event(Record):
-    """One thing that happened in a run: its name, the plan, the step (if any), the event's
-    data (see above) and when it happened (`ts`, seconds since the epoch; now by default)."""
+# -- the JSON edge: an event as its documented JSON document, and back ------------------------
 
-    __slots__ = ("event", "plan", "step", "data", "ts")
-    event: str
-    plan: str
-    step: str | None
-    data: dict[str, Any]
-    ts: float
+# Keys left out when None (each kind's others are written, null or not).
+_OMIT_NONE: dict[type[Any], frozenset[str]] = {
+    RunStarted: frozenset({"kept"}),
+    StepStarted: frozenset({"reason", "again", "instances", "title"}),
+    StepRetrying: frozenset({"title"}),
+    StepSucceeded: frozenset({"result_masked", "instances", "title"}),
+    StepFailed: frozenset({"result_masked", "instances", "title"}),
+    StepSkipped: frozenset({"error", "title"}),
+    StepInterrupted: frozenset({"result_masked", "instances", "title"}),
+    StepCached: frozenset({"result_masked", "title"}),
+    StepResumed: frozenset({"result_masked", "instances", "title"}),
+    PlanDiff: frozenset({"steps"}),  # a sub-plan's diff goes up without its steps
+}
+# A foreach step's own events (they carry `instances`) list their keys in this order.
+_FOREACH = (
+    "status",
+    "attempts",
+    "duration_s",
+    "result",
+    "result_variable",
+    "instances",
+    "fingerprint",
+    "title",
+    "result_masked",
+)
+_FOREACH_STARTED = (
+    "status",
+    "tool",
+    "title",
+    "instances",
+    "attempt",
+    "fingerprint",
+    "reason",
+    "again",
+)
+_KEPT_INSTANCE = (  # a foreach instance kept on resume (its step.resumed has no `key`)
+    "title",
+    "status",
+    "attempts",
+    "duration_s",
+    "result",
+    "error",
+    "reason",
+    "fingerprint",
+    "result_variable",
+    "result_masked",
+)
 
-    def __init__(
-        self,
-        event: str,
-        plan: str,
-        step: str | None = None,
-        data: dict[str, Any] | None = None,
-        ts: float | None = None,
-    ) -> None:
-        self.event = event
-        self.plan = plan
-        self.step = step
-        self.data = {} if data is None else data
-        self.ts = time.time() if ts is None else ts
 
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"ts": iso_ts(self.ts), "event": self.event, "plan": self.plan}
-        if self.step is not None:
-            doc["step"] = self.step
-        doc.update(self.data)
-        return doc
+def _keys(event: RunEvent) -> tuple[str, ...]:
+    """The event's data keys in the order its JSON lists them."""
+    if getattr(event, "instances", None) is not None:
+        if isinstance(event, StepStarted):
+            return _FOREACH_STARTED
+        return (*_FOREACH, "error") if isinstance(event, StepFailed) else _FOREACH
+    if isinstance(event, StepResumed) and event.key is ABSENT:
+        return _KEPT_INSTANCE
+    return event._fields
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    """The event's documented JSON document: ts, event, plan, step (step events), its data,
+    each kind's keys in their documented order, an optional one left out when not set."""
+    doc: dict[str, Any] = {"ts": iso_ts(event.ts), "event": event.event, "plan": event.plan}
+    if event.step is not None:
+        doc["step"] = event.step
+    omit = _OMIT_NONE.get(type(event), frozenset())
+    for key in _keys(event):
+        if key in ENVELOPE:
+            continue
+        value = getattr(event, key)
+        if value is ABSENT or (value is None and key in omit):
+            continue
+        doc[key] = value
+    return doc
+
+
+def Event(  # noqa: N802 - builds one of the classes above
+    event: str,
+    plan: str,
+    step: str | None = None,
+    data: dict[str, Any] | None = None,
+    ts: float | None = None,
+) -> RunEvent:
+    """The event of that documented name with that data (as read back from JSON; keys it does
+    not know are left out); `ts` now by default."""
+    kind = KINDS[event]
+    fields = {k: v for k, v in (data or {}).items() if k in kind._fields and k not in ENVELOPE}
+    if step is not None:
+        fields["step"] = step
+    elif "step" in kind._fields and "step" not in kind._field_defaults:
+        fields["step"] = ""
+    made: RunEvent = kind(plan=plan, ts=time.time() if ts is None else ts, **fields)
+    return made
 
 
 class EventBus:
-    """Fans each event out to every subscriber, in subscription order."""
+    """Fans each event out to every subscriber, in subscription order; stamps its time (`ts`,
+    seconds since the epoch) when it has none, and masks the run's secrets in its data."""
 
     def __init__(self, mask: Callable[[Any], Any] | None = None) -> None:
         self._subscribers: list[Subscriber] = []
@@ -123,8 +480,13 @@ class EventBus:
         the planner's context)."""
         return self._mask(value) if self._mask is not None else value
 
-    def emit(self, event: Event) -> None:
-        if self._mask is not None and event.data:
-            event.data = mask_keeping_names(self._mask, event.data, event.step)
+    def emit(self, event: RunEvent) -> None:
+        if not event.ts:
+            event = event._replace(ts=time.time())
+        if self._mask is not None:
+            data = {k: v for k, v in event._asdict().items() if k not in ENVELOPE}
+            masked = mask_keeping_names(self._mask, data, event.step)
+            if masked is not data:
+                event = event._replace(**masked)
         for fn in self._subscribers:
             fn(event)

@@ -12,18 +12,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from planrun.errors import PlanInvalid
-from planrun.record import FrozenRecord
 
 _CONSTANTS = {"true", "false", "none", "True", "False", "None"}
 # Patterns are compiled on first use (re's own cache), not at import: start-up time.
 _REF_RE = r"""^\s*([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[\d+\]|\['[^'\\\]]*'\]|\["[^"\\\]]*"\])*)\s*$"""
 _ACCESSOR_RE = r"""\.([A-Za-z_]\w*)|\[(\d+)\]|\['([^'\\\]]*)'\]|\["([^"\\\]]*)"\]"""
 _OPEN = {"{": "}", "[": "]", "(": ")"}
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
 class ExpressionError(Exception):
@@ -35,31 +34,17 @@ class ExpressionError(Exception):
         self.name = name
 
 
-class Expr(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class Expr:
     """One `${...}` expression: its source and the root names it reads."""
 
-    __slots__ = ("source", "names", "step_refs", "ref", "steps_dynamic")
     source: str
     names: frozenset[str]
     step_refs: frozenset[str]  # ids X read as steps.X / steps['X']
     ref: tuple[str, tuple[str | int, ...]] | None  # (root, accessors) for plain references
     # `steps` read other than as steps.ID / steps['ID'] (`steps[x]`, `steps | length`): such a
     # read names no step, so it can order nothing and would see steps still pending.
-    steps_dynamic: bool
-
-    def __init__(
-        self,
-        source: str,
-        names: frozenset[str],
-        step_refs: frozenset[str],
-        ref: tuple[str, tuple[str | int, ...]] | None,
-        steps_dynamic: bool = False,
-    ) -> None:
-        _set(self, "source", source)
-        _set(self, "names", names)
-        _set(self, "step_refs", step_refs)
-        _set(self, "ref", ref)
-        _set(self, "steps_dynamic", steps_dynamic)
+    steps_dynamic: bool = False
 
     def evaluate(self, scope: Mapping[str, Any]) -> Any:
         if self.ref is not None:
@@ -80,14 +65,11 @@ class Expr(FrozenRecord):
         return _evaluate_jinja(self.source, {n: scope[n] for n in self.names if n in scope})
 
 
-class Template(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class Template:
     """A string holding `${...}` parts. `whole` is set when the string is exactly one expression."""
 
-    __slots__ = ("parts",)
     parts: tuple[str | Expr, ...]
-
-    def __init__(self, parts: tuple[str | Expr, ...]) -> None:
-        _set(self, "parts", parts)
 
     @property
     def whole(self) -> Expr | None:

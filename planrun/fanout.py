@@ -18,7 +18,6 @@ from typing import Any, NamedTuple, Protocol
 from planrun.expressions import ExpressionError, parse_template, resolve
 from planrun.instances import grouped, instance_id, parent_of
 from planrun.plan import INDEX_NAME, Step, replace
-from planrun.record import Record
 from planrun.text import kind_of
 
 DEFAULT_AS = "item"
@@ -266,7 +265,7 @@ def summarize(ids: list[str], records: Mapping[str, InstanceRecord]) -> Verdict:
     return Verdict("succeeded", result, None)
 
 
-class _Expansion(Record):
+class _Expansion:
     """One expanded foreach step: its instance ids, when it expanded, the ids not yet done."""
 
     __slots__ = ("ids", "started", "open")

@@ -9,9 +9,19 @@ from the previous run), and records what the step comes to when the last of them
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from planrun.cache import FORCED, OFF, step_cached
+from planrun.events import (
+    RunEvent,
+    StepFailed,
+    StepInterrupted,
+    StepResumed,
+    StepSkipped,
+    StepStarted,
+    StepSucceeded,
+)
 from planrun.expressions import ExpressionError
 from planrun.fanout import (
     FanOutError,
@@ -24,8 +34,7 @@ from planrun.fanout import (
 )
 from planrun.graph import PlanGraph
 from planrun.instances import parent_of
-from planrun.plan import Step
-from planrun.record import replace
+from planrun.plan import Plan, Step
 from planrun.resume import ResumePlan, Seen, kept_record, why_run_again
 from planrun.scope import StepRecord
 from planrun.settings import RunSettings
@@ -38,6 +47,7 @@ PER_INSTANCE = "each instance asks the cache"
 class Host(Protocol):
     """The scheduler, as far as foreach needs it."""
 
+    plan: Plan
     steps: dict[str, Step]
     records: dict[str, StepRecord]
     graph: PlanGraph
@@ -50,7 +60,7 @@ class Host(Protocol):
     def mask(self) -> Callable[[Any], Any] | None: ...
     def scope(self, sid: str | None = None) -> Mapping[str, Any]: ...
     def title(self, step: Step) -> str: ...
-    def emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None: ...
+    def emit(self, event: RunEvent) -> None: ...
     def skip_if_upstream_failed(self, sid: str, step: Step) -> bool: ...
     def fail_before_start(self, sid: str, error: str) -> None: ...
     def note_failed(self) -> None: ...
@@ -116,16 +126,10 @@ class ForeachSteps:
         rec = host.records[sid]
         rec.status, rec.executed = Status.RUNNING, True
         rec.fingerprint = expansion_fingerprint(step, views)
-        data = {
-            "status": rec.status,
-            "tool": step.tool,
-            "title": host.title(step),
-            "instances": ids,
-            "attempt": 1,
-            "fingerprint": rec.fingerprint,
-            **self._why(sid, step),
-        }
-        host.emit("step.started", sid, data)
+        reason, again = self._why(sid, step)
+        title, fp = host.title(step), rec.fingerprint
+        name = host.plan.name or ""
+        host.emit(StepStarted(name, sid, rec.status, 1, fp, step.tool, title, reason, again, ids))
         if host.resume is not None:
             self._keep_instances(sid, ids, views)
         if not ids:
@@ -133,13 +137,13 @@ class ForeachSteps:
             return None
         return ids
 
-    def _why(self, sid: str, step: Step) -> dict[str, Any]:
+    def _why(self, sid: str, step: Step) -> tuple[str, bool | None]:
         """Why the step runs, as any step's step.started says: on resume, why it runs again;
         else whether the cache is asked (for each instance: each says what it found)."""
         if sid in self.host.reasons:
-            return {"reason": self.host.reasons[sid], "again": True}
+            return self.host.reasons[sid], True
         covered = self.host.settings.cache is not None and step_cached(step)
-        return {"reason": PER_INSTANCE if covered else OFF}
+        return (PER_INSTANCE if covered else OFF), None
 
     def _keep_instances(
         self, sid: str, ids: list[str], views: list[tuple[bool | None, str | None]]
@@ -171,19 +175,21 @@ class ForeachSteps:
 
     def _restore(self, iid: str, rec: StepRecord) -> None:
         self.host.records[iid] = rec
-        data = {
-            "title": self._title(iid),
-            "status": rec.status,
-            "attempts": rec.attempts,
-            "duration_s": rec.duration_s,
-            "result": rec.result,
-            "error": rec.error,
-            "reason": rec.reason,
-            "fingerprint": rec.fingerprint,
-            "result_variable": None,
-            "result_masked": rec.result_masked,
-        }
-        self.host.emit("step.resumed", iid, data)
+        event = StepResumed(
+            self.host.plan.name or "",
+            iid,
+            rec.status,
+            rec.attempts,
+            rec.duration_s,
+            rec.result,
+            rec.error,
+            rec.reason,
+            rec.fingerprint,
+            None,
+            rec.result_masked,
+            title=self._title(iid),
+        )
+        self.host.emit(event)
 
     def keep(self, sid: str, resume: ResumePlan) -> None:
         """A foreach step kept whole from the previous run: its instances are kept with it."""
@@ -218,6 +224,8 @@ class ForeachSteps:
         rec.attempts = 0 if kept else 1
         ids = self.fanouts.ids(sid)
         rec.result_masked = any(host.records[i].result_masked for i in ids if i in host.records)
+        name, title = host.plan.name or "", host.title(step)
+        # its list is not the value when masked: resume makes it again when read
         data: dict[str, Any] = {
             "status": rec.status,
             "attempts": rec.attempts,
@@ -226,25 +234,22 @@ class ForeachSteps:
             "result_variable": step.result_variable,
             "instances": ids,
             "fingerprint": rec.fingerprint,
-            "title": host.title(step),
+            "title": title,
+            "result_masked": True if rec.result_masked else None,
         }
-        if rec.result_masked:  # its list is not the value: resume makes it again when read
-            data["result_masked"] = True
         if verdict.status == Status.SUCCEEDED:
             if step.result_variable:
                 host.variables[step.result_variable] = verdict.result
-            event = "step.resumed" if kept else "step.succeeded"
-            host.emit(event, sid, data)
+            host.emit((StepResumed if kept else StepSucceeded)(name, sid, **data))
         elif verdict.status == Status.FAILED:
             host.note_failed()
-            host.emit("step.failed", sid, {**data, "error": verdict.error})
+            host.emit(StepFailed(name, sid, error=verdict.error, **data))
         elif verdict.status == Status.SKIPPED:
             reason = "condition false for every instance"
             rec.reason = reason
-            data = {"status": rec.status, "reason": reason, "title": data["title"]}
-            host.emit("step.skipped", sid, data)
+            host.emit(StepSkipped(name, sid, rec.status, reason, title=title))
         else:
-            host.emit("step.interrupted", sid, data)
+            host.emit(StepInterrupted(name, sid, **data))
 
     def close(self) -> None:
         """After a stop: a foreach step with unfinished instances is recorded as it stands."""

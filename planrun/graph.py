@@ -10,7 +10,6 @@ from typing import Any
 
 from planrun.expressions import ExpressionError, parse_template, template_strings
 from planrun.plan import Step
-from planrun.record import Record
 from planrun.status import Status
 
 
@@ -51,7 +50,7 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
         yield from template_strings(step.outputs, ("outputs",))
 
 
-class PlanGraph(Record):
+class PlanGraph:
     """Steps in file order with their effective dependencies (in file order)."""
 
     __slots__ = ("order", "deps", "kinds", "titles", "tools", "instances")

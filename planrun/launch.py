@@ -7,16 +7,16 @@ from __future__ import annotations
 # scheduler's helpers only for the runs that use them.
 import asyncio
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from planrun.context import Attached, RunContext
 from planrun.errors import PlanInvalid, UsageError
-from planrun.events import Event
+from planrun.events import RunFinished
 from planrun.masking import mask_keeping_names
 from planrun.parent import Notice, ParentContext
 from planrun.plan import Plan
 from planrun.procgroups import ProcessGroups
-from planrun.record import replace
 from planrun.request import EXIT_FOR_STATUS, ExecutorRequest, Finished, Prepared
 from planrun.runopen import OpenedState, started_event
 from planrun.runstate import decide_resume
@@ -125,20 +125,7 @@ async def _schedule(
     # adds its secrets to it, and they are masked in this run's record of its `plan` step.
     mask = here.masks
     settings = RunSettings(
-        jobs=here.jobs,
-        keep_going=here.keep_going,
-        yes=here.yes,
-        stream=here.stream,
-        cwd=ctx.request.cwd,
-        env=prep.environment(),
-        ask=ctx.step_ask(here),
-        services=services,
-        slots=here.slots,
-        budget=here.budget,
-        prefix=here.prefix,
-        parent=here,
-        mask=mask,
-        cache=cache,
+        here, env=prep.environment(), ask=ctx.step_ask(here), services=services, cache=cache
     )
     replanner = None
     if plan.replan is not None or ctx.request.planner:
@@ -164,13 +151,7 @@ async def _schedule(
     kept = list(resume.kept) if resume is not None else None
     bus.emit(started_event(prep, dict(prep.variables), resumed, here.jobs, run_id, kept))
     outcome = await sched.run()
-    finished = {
-        "status": outcome.status,
-        "reason": outcome.reason,
-        "duration_s": outcome.duration_s,
-        "error": outcome.error,
-    }
-    bus.emit(Event("run.finished", name, None, finished))
+    bus.emit(RunFinished(name, outcome.status, outcome.reason, outcome.duration_s, outcome.error))
     doc = result_document(name, sched.report_order(), sched.records, outcome, sched.variables)
     if sched.revisions:
         doc["revisions"] = sched.revisions

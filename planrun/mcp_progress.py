@@ -7,7 +7,17 @@ import logging
 
 from mcp.server.mcpserver import Context
 
-from planrun.events import Event
+from planrun.events import (
+    PlanDiff,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    StepFailed,
+    StepInterrupted,
+    StepResumed,
+    StepSkipped,
+    StepSucceeded,
+)
 
 
 class ProgressReporter:
@@ -17,10 +27,6 @@ class ProgressReporter:
     notification is async: events go through a queue that one task drains in order, so
     notifications never overtake each other and all are sent before the result.
     """
-
-    FINAL = frozenset(
-        {"step.succeeded", "step.failed", "step.skipped", "step.interrupted", "step.resumed"}
-    )
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -46,19 +52,18 @@ class ProgressReporter:
             except Exception:  # a client gone away must not fail the run itself
                 logging.getLogger(__name__).debug("progress notification failed", exc_info=True)
 
-    def __call__(self, event: Event) -> None:
-        if event.event == "run.started":
-            self.total = len(event.data.get("steps") or [])
-            self.queue.put_nowait((0, self.total, f"run {event.plan} started"))
-        elif event.event == "plan.diff":
-            added = len(event.data.get("added") or [])
-            removed = len(event.data.get("removed") or [])
-            self.total = max(len(self.done), self.total + added - removed)
-        elif event.event in self.FINAL and event.step is not None:
-            self.done.add(event.step)
-            self.total = max(self.total, len(self.done))
-            status = event.data.get("status") or event.event.removeprefix("step.")
-            self.queue.put_nowait((len(self.done), self.total, f"{event.step} {status}"))
-        elif event.event == "run.finished":
-            status = event.data.get("status")
-            self.queue.put_nowait((len(self.done), self.total, f"run {status}"))
+    def __call__(self, event: RunEvent) -> None:
+        match event:
+            case RunStarted(steps=steps):
+                self.total = len(steps or [])
+                self.queue.put_nowait((0, self.total, f"run {event.plan} started"))
+            case PlanDiff(added=added, removed=removed) if event.step is None:  # the top plan's own
+                change = len(added or []) - len(removed or [])
+                self.total = max(len(self.done), self.total + change)
+            case StepSucceeded() | StepFailed() | StepSkipped() | StepInterrupted() | StepResumed():
+                self.done.add(event.step)
+                self.total = max(self.total, len(self.done))
+                message = f"{event.step} {event.status}"
+                self.queue.put_nowait((len(self.done), self.total, message))
+            case RunFinished(status=status):
+                self.queue.put_nowait((len(self.done), self.total, f"run {status}"))

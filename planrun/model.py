@@ -4,10 +4,7 @@ object written here."""
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: the cache's glob checks (wcmatch) only for a
-# plan with cache globs.
 import dataclasses
-import re
 from enum import Enum
 from types import GenericAlias, UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -19,18 +16,16 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
-    StringConstraints,
     WithJsonSchema,
     create_model,
     model_validator,
 )
 
 from planrun import plan as runtime
-from planrun.durations import DURATION_PATTERN, LONGEST_DURATION, parse_duration
+from planrun.durations import DURATION_PATTERN, LONGEST_DURATION
+from planrun.kinds import KIND_RULES, KindRule
 from planrun.plan import NAME_PATTERN, SCOPE_NAMES, STEP_ID_PATTERN, OnFailure
 from planrun.plandata import ANY, ENUM, NODE, NODES, PLAIN, Kind, PlanNode, Spec, rows
-
-STEP_ID_RE = re.compile(STEP_ID_PATTERN)
 
 # Some rules below are checked by validate.py, not by pydantic: it words them itself and keeps
 # checking the rest of the step. The schema still has to say them (`json_schema_extra` in
@@ -43,83 +38,38 @@ STEP_ID_RE = re.compile(STEP_ID_PATTERN)
 # language server alike; `not: {exclusiveMaximum: 0}` ("not below 0") is valid for NaN, so
 # it is refused. (Validators that fail every comparison on NaN, as ajv does, refuse it at
 # `minimum`.) `maximum` refuses infinity, which is what `.inf` and `1e400` are read as.
-Duration = Annotated[
-    float,
-    BeforeValidator(parse_duration),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {
-                    "type": "number",
-                    "minimum": 0,
-                    "maximum": LONGEST_DURATION,
-                    "not": {"exclusiveMaximum": 0},
-                },
-                {"type": "string", "pattern": DURATION_PATTERN},
-            ]
-        }
-    ),
-]
-
-# A `foreach` string is one `${expression}` (validate.py parses it: fanout.foreach_problem).
-ForeachExpression = Annotated[
-    str, WithJsonSchema({"type": "string", "pattern": r"^\$\{[\s\S]*\}$"})
-]
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    "duration": {
+        "anyOf": [
+            {
+                "type": "number",
+                "minimum": 0,
+                "maximum": LONGEST_DURATION,
+                "not": {"exclusiveMaximum": 0},
+            },
+            {"type": "string", "pattern": DURATION_PATTERN},
+        ]
+    },
+    "foreach_expression": {"type": "string", "pattern": r"^\$\{[\s\S]*\}$"},
+    # mcp-cli plans number their steps (`index: 1`, `depends_on: [1]`): the schema allows ints.
+    "step_id": {"anyOf": [{"type": "string", "pattern": STEP_ID_PATTERN}, {"type": "integer"}]},
+}
 
 
-def _not_bool(value: Any) -> Any:
-    # pydantic takes `true` as 1 for an int field; `retries: true` is a mistake, not a count.
-    if isinstance(value, bool):
-        raise ValueError(f"expected a whole number, got {str(value).lower()}")
-    return _whole(value)
-
-
-def _whole(value: Any) -> Any:
-    # `2.0` is the number 2 to JSON (and to the schema's "integer"): taken as 2, not refused.
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-Count = Annotated[int, Field(ge=0), BeforeValidator(_not_bool)]
-PositiveCount = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
-
-
-def _step_id(value: Any) -> Any:
-    if isinstance(value, bool):
-        return value
-    value = _whole(value)
-    if isinstance(value, int):
-        return str(value)
-    return value
-
-
-# mcp-cli plans number their steps (`index: 1`, `depends_on: [1]`): the schema allows ints too.
-StepId = Annotated[
-    str,
-    BeforeValidator(_step_id),
-    Field(pattern=STEP_ID_RE.pattern),
-    WithJsonSchema(
-        {"anyOf": [{"type": "string", "pattern": STEP_ID_RE.pattern}, {"type": "integer"}]}
-    ),
-]
-
-
-def _glob(output: bool) -> Any:
-    def check(value: str) -> str:
-        from planrun.cache.globs import pattern_problem
-
-        problem = pattern_problem(value, output=output)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    return AfterValidator(check)
-
-
-# `sources` / `outputs` entries: globs relative to the working directory, `!` excludes.
-SourceGlob = Annotated[str, Field(min_length=1), _glob(False)]
-OutputGlob = Annotated[str, Field(min_length=1), _glob(True)]
+def _kind_type(name: str, rule: KindRule) -> Any:
+    """The pydantic type of a kind of value (planrun.kinds says its rules)."""
+    base: Any = Literal[rule.values] if rule.values else rule.type  # type: ignore[valid-type]
+    meta: list[Any] = []
+    limits: dict[str, Any] = {"ge": rule.ge, "min_length": rule.min_length, "pattern": rule.pattern}
+    if any(v is not None for v in limits.values()):
+        meta.append(Field(**{k: v for k, v in limits.items() if v is not None}))
+    if rule.after is not None:
+        meta.append(AfterValidator(rule.after))
+    if rule.before is not None:
+        meta.append(BeforeValidator(rule.before))
+    if name in _SCHEMAS:
+        meta.append(WithJsonSchema(_SCHEMAS[name]))
+    return Annotated[(base, *meta)] if meta else base
 
 
 def _alias(data: Any, alias: str, name: str) -> Any:
@@ -152,27 +102,24 @@ class _StepRules(_Node):
     def _index_alias(cls, data: Any) -> Any:
         data = _alias(data, "index", "id")
         # `run:` is `tool: shell` (validate.py refuses a step that writes both).
-        if isinstance(data, dict) and data.get("run") is not None and "tool" not in data:
-            data = {**data, "tool": runtime.RUN_TOOL}
-        return data
+        return runtime.with_run_tool(data) if isinstance(data, dict) else data
 
 
 class _ServerRules(_Node):
     @model_validator(mode="after")
     def _command_or_url(self) -> Any:
-        command, url = getattr(self, "command"), getattr(self, "url")  # noqa: B009
-        if command is None and url is None:
-            raise ValueError("a server needs 'command' (stdio) or 'url' (http)")
-        if command is not None and url is not None:
-            raise ValueError("a server has either 'command' (stdio) or 'url' (http), not both")
+        problem = runtime.server_problem(getattr(self, "command"), getattr(self, "url"))  # noqa: B009
+        if problem:
+            raise ValueError(problem)
         return self
 
 
 class _ReplanRules(_Node):
     @model_validator(mode="after")
     def _one_source(self) -> Any:
-        if (getattr(self, "command") is None) == (getattr(self, "tool") is None):  # noqa: B009
-            raise ValueError("replan needs exactly one of 'command' or 'tool'")
+        problem = runtime.replan_problem(getattr(self, "command"), getattr(self, "tool"))  # noqa: B009
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -190,18 +137,8 @@ _RULES: dict[type, type[_Node]] = {
     runtime.Plan: _HeaderRules,
 }
 
-# What each planrun.plan Kind accepts, and how the schema says it.
-KINDS: dict[str, Any] = {
-    "step_id": StepId,
-    "duration": Duration,
-    "count": Count,
-    "positive_count": PositiveCount,
-    "source_glob": SourceGlob,
-    "output_glob": OutputGlob,
-    "foreach_expression": ForeachExpression,
-    "version": Annotated[Literal[1], BeforeValidator(_not_bool)],
-    "approval_text": Annotated[str, StringConstraints(pattern=r"\S\s+\S")],
-}
+# What each planrun.plan Kind accepts (planrun.kinds), and how the schema says it.
+KINDS: dict[str, Any] = {name: _kind_type(name, rule) for name, rule in KIND_RULES.items()}
 
 _MODELS: dict[type, type[BaseModel]] = {}
 _RUNTIME: dict[type[BaseModel], type[PlanNode]] = {}

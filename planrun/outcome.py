@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from planrun.record import Record
 from planrun.scope import StepRecord
 from planrun.status import Reason, Status
 
 
-class Outcome(Record):
+class Outcome:
     """How a run ended: its status, why, the one-line error (if any) and how long it took."""
 
     __slots__ = ("status", "reason", "error", "duration_s")

@@ -108,10 +108,12 @@ def _read(params: Mapping[str, Param], name: str, value: Any) -> Any:
     return value if param is None else of_type(param.type, value)
 
 
-def bind_params(params: Mapping[str, Param], given: Mapping[str, Any]) -> dict[str, Any]:
+def bind_params(
+    params: Mapping[str, Param], given: Mapping[str, Any], required: bool = True
+) -> dict[str, Any]:
     """What a run starts with: the given values read for their params, then each param's
     default under them. UsageError (exit 2) for a value of the wrong type or outside the
-    choices, and for required params without a value (all of them named)."""
+    choices, and (when `required`) for required params without a value (all named)."""
     out: dict[str, Any] = {}
     for name, value in given.items():
         where = f"--var {name}" if isinstance(value, GivenText) else name
@@ -124,7 +126,7 @@ def bind_params(params: Mapping[str, Param], given: Mapping[str, Any]) -> dict[s
             shown = ", ".join(str(c) for c in choices)
             raise UsageError(f"{where}: {out[name]!r} is not one of {shown}")
     missing = [n for n, p in params.items() if p.required and n not in out]
-    if missing:
+    if missing and required:
         names = ", ".join(missing)
         hint = " ".join(f"--var {n}=..." for n in missing)
         raise UsageError(

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 # Lazy import (inside a function), for start-up time: fnmatch only under a `deny` policy.
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
-from planrun.events import Event
+from planrun.events import PlanDiff, RunEvent, RunFinished, RunStarted, present
 from planrun.plan import Policy
 from planrun.runtree import (
     STEP_SEPARATOR,
@@ -26,8 +26,6 @@ from planrun.runtree import (
     Slots,
 )
 from planrun.tools.base import ParentContext
-
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 if TYPE_CHECKING:
     from planrun.checked import CheckedPlan
@@ -85,24 +83,49 @@ def denied_by(checked: CheckedPlan, plan: Plan, outer: Policy) -> list[Diagnosti
     return out
 
 
-def forward_steps(parent: ParentContext, prefix: str) -> Callable[[Event], None]:
+def forward_steps(parent: ParentContext, prefix: str) -> Callable[[RunEvent], None]:
     """A sub-plan's bus subscriber: its step events, renamed PREFIX + id, to the top run's bus.
 
-    Run-level events (run.started, run.finished, plan.diff) stay inside the sub-plan: the top
-    run's state and reports describe the top run. A child's result variable is its own, never
-    the parent's, so it is not passed on. A foreach step's `instances` are step ids too: they
-    are renamed with it (bare, they were rows of the top run's state that never ran).
+    Run-level events (run.started, run.finished) stay inside the sub-plan: the top run's state
+    and reports describe the top run. A child's result variable is its own, never the
+    parent's, so it is not passed on. A foreach step's `instances` are step ids too: they
+    are renamed with it (bare, they were rows of the top run's state that never ran). The
+    sub-plan's `plan.diff` goes up as the `plan.diff` of the `plan` step (its `step`), its ids
+    renamed, without the revised plan's steps: the steps it routed around are reported as the
+    top plan's are (JUnit, the run document, the state), and no revision of the top plan is
+    recorded.
     """
 
-    def forward(event: Event) -> None:
-        if event.step is None or not event.event.startswith("step."):
+    def forward(event: RunEvent) -> None:
+        if isinstance(event, PlanDiff):
+            parent.emit(_sub_plan_diff(event, parent.plan, prefix))
             return
-        data = event.data
-        if data.get("result_variable") is not None:
-            data = {**data, "result_variable": None}
-        instances = data.get("instances")
+        if isinstance(event, RunStarted | RunFinished):
+            return
+        changes: dict[str, Any] = {"plan": parent.plan, "step": prefix + event.step}
+        if present(getattr(event, "result_variable", None)) is not None:
+            changes["result_variable"] = None
+        instances = getattr(event, "instances", None)
         if isinstance(instances, list):
-            data = {**data, "instances": [prefix + str(sid) for sid in instances]}
-        parent.emit(Event(event.event, parent.plan, prefix + event.step, data, event.ts))
+            changes["instances"] = [prefix + str(sid) for sid in instances]
+        parent.emit(event._replace(**changes))
 
     return forward
+
+
+def _sub_plan_diff(event: PlanDiff, plan: str, prefix: str) -> PlanDiff:
+    """A sub-plan's plan.diff as its parent reports it: under the `plan` step's id (a nested
+    one's under its own, renamed), the step ids renamed PREFIX + id, without its steps."""
+
+    def renamed(ids: list[str] | None) -> list[str] | None:
+        return [prefix + str(sid) for sid in ids] if isinstance(ids, list) else ids
+
+    step = prefix + event.step if event.step is not None else prefix.removesuffix("/")
+    return event._replace(
+        plan=plan,
+        step=step,
+        steps=None,
+        removed=renamed(event.removed),
+        added=renamed(event.added),
+        revised=renamed(event.revised),
+    )

@@ -45,7 +45,10 @@ __all__ = [
     "Spec",
     "Step",
     "replace",
+    "replan_problem",
+    "server_problem",
     "transport_kind",
+    "with_run_tool",
 ]
 
 replace = dataclasses.replace
@@ -228,9 +231,14 @@ class Step(PlanNode):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Step:
-        if "run" in data and data["run"] is not None and "tool" not in data:
-            data = {**data, "tool": RUN_TOOL}
-        return super(Step, cls).from_dict(data)
+        return super(Step, cls).from_dict(with_run_tool(data))
+
+
+def with_run_tool(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A step's data with `tool: shell` where it is written with `run:` and no `tool`."""
+    if "run" in data and data["run"] is not None and "tool" not in data:
+        return {**data, "tool": RUN_TOOL}
+    return data
 
 
 ParamType = Literal["string", "integer", "number", "boolean", "list", "mapping"]
@@ -272,6 +280,22 @@ class ServerEntry(PlanNode):
     def transport(self) -> str:
         """How planrun talks to it: stdio, http, sse or streamable-http (transport_kind)."""
         return transport_kind(self.type, self.url, self.command)
+
+
+def server_problem(command: object, url: object) -> str | None:
+    """What is wrong with a server entry's `command` and `url` as a pair (None: nothing)."""
+    if command is None and url is None:
+        return "a server needs 'command' (stdio) or 'url' (http)"
+    if command is not None and url is not None:
+        return "a server has either 'command' (stdio) or 'url' (http), not both"
+    return None
+
+
+def replan_problem(command: object, tool: object) -> str | None:
+    """What is wrong with a planner's `command` and `tool` as a pair (None: nothing)."""
+    if (command is None) == (tool is None):
+        return "replan needs exactly one of 'command' or 'tool'"
+    return None
 
 
 def transport_kind(type_: str | None, url: object, command: object) -> str:

@@ -10,7 +10,7 @@ yet, so reading them is a validation error.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import (
@@ -20,25 +20,17 @@ from planrun.expressions import (
     resolve,
     template_strings,
 )
-from planrun.record import FrozenRecord
 from planrun.suggest import did_you_mean
 
 Path = tuple[str | int, ...]
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
-class VariableProblem(FrozenRecord):
+class VariableProblem(NamedTuple):
     """What is wrong with one expression in the plan's `variables`."""
 
-    __slots__ = ("path", "message", "hint")
     path: Path  # from the plan's root: ("variables", name, ...)
     message: str
-    hint: str | None
-
-    def __init__(self, path: Path, message: str, hint: str | None = None) -> None:
-        _set(self, "path", path)
-        _set(self, "message", message)
-        _set(self, "hint", hint)
+    hint: str | None = None
 
 
 def check_plan_variables(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import typing
 from collections.abc import Mapping
 from enum import Enum
@@ -108,13 +109,59 @@ class PlanNode:
 
 
 def rows(cls: type) -> tuple[Row, ...]:
-    """The dump-and-load table of a plan class, derived from its fields (built once)."""
+    """The dump-and-load table of a plan class (built once): from planrun/plantables.py,
+    written ahead of time from the fields, for planrun.plan's classes; else derived now."""
     found = PlanNode._rows.get(cls)
     if found is None:
-        hints = typing.get_type_hints(cls, include_extras=True)
-        found = tuple(_row(f, hints[f.name]) for f in dataclasses.fields(cls) if f.init)
+        found = _written_rows(cls) or derive_rows(cls)
         PlanNode._rows[cls] = found
     return found
+
+
+def derive_rows(cls: type) -> tuple[Row, ...]:
+    """The table worked out from the fields and their evaluated annotations (~8 ms at first)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return tuple(_row(f, hints[f.name]) for f in dataclasses.fields(cls) if f.init)
+
+
+def _written_rows(cls: type) -> tuple[Row, ...] | None:
+    written = written_table(cls)
+    if written is None:
+        return None
+    module = sys.modules[cls.__module__]
+    defaults = {f.name: _default(f) for f in dataclasses.fields(cls) if f.init}
+    return tuple(
+        (name, key, kind, sub and getattr(module, sub), defaults[name])
+        for name, key, kind, sub, _ in written
+    )
+
+
+def written_table(cls: type) -> tuple[tuple[str, str, int, str | None, Any], ...] | None:
+    """The rows planrun/plantables.py holds for a class of planrun.plan (with how each field is
+    checked), if they were written from its fields as they are now; else None (a field
+    added or changed since: derived at first use then, and validated by pydantic)."""
+    if cls.__module__ != "planrun.plan":
+        return None
+    from planrun.plantables import FIELDS, TABLES
+
+    name = cls.__name__
+    if name not in _CURRENT:
+        _CURRENT[name] = FIELDS.get(name) == written_fields(cls)
+    return TABLES[name] if _CURRENT[name] else None
+
+
+_CURRENT: dict[str, bool] = {}
+
+
+def written_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    """A plan class's fields and their annotations as written (text)."""
+    return tuple((f.name, str(f.type)) for f in dataclasses.fields(cls) if f.init)
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default  # a required field's is MISSING, equal to no value
 
 
 def _row(f: dataclasses.Field[Any], hint: Any) -> Row:
@@ -122,11 +169,8 @@ def _row(f: dataclasses.Field[Any], hint: Any) -> Row:
     for meta in getattr(hint, "__metadata__", ()):
         if isinstance(meta, Spec):
             key = meta.kwargs.get("alias", key)
-    default: Any = f.default  # a required field's is MISSING, equal to no value
-    if f.default_factory is not dataclasses.MISSING:
-        default = f.default_factory()
     kind, sub = _kind(hint)
-    return f.name, key, kind, sub, default
+    return f.name, key, kind, sub, _default(f)
 
 
 def _kind(hint: Any) -> tuple[int, Any]:
@@ -180,4 +224,4 @@ def _json_key(key: Any) -> str:
     return str(key)
 
 
-__all__ = ["Kind", "PlanNode", "Spec", "rows"]
+__all__ = ["Kind", "PlanNode", "Spec", "derive_rows", "rows", "written_fields", "written_table"]

@@ -5,256 +5,101 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from planrun.checked import CheckedPlan
 from planrun.dotenv import step_environment
 from planrun.errors import ExitCode
-from planrun.events import Event
+from planrun.events import RunEvent
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
 from planrun.procgroups import ProcessGroups
-from planrun.record import FrozenRecord, Record
 from planrun.reporters.failures import WriteFailures
 from planrun.status import Status
 
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
-
-class CacheRequest(FrozenRecord):
+class CacheRequest(NamedTuple):
     """What a run is told about its step cache: --force, --no-cache, --cache-dir, --explain and
     the remote cache (read by planrun.cache.wiring)."""
 
-    __slots__ = ("force", "no_cache", "cache_dir", "explain", "remote", "read_only", "timeout")
-    force: tuple[str, ...]  # step ids, or "*" for all
-    no_cache: bool
-    cache_dir: str | None
-    explain: bool
-    remote: str | None  # --remote-cache URL (else $PLANRUN_REMOTE_CACHE)
-    read_only: bool
-    timeout: str | None  # --remote-cache-timeout, in seconds as given
-
-    def __init__(
-        self,
-        force: tuple[str, ...] = (),
-        no_cache: bool = False,
-        cache_dir: str | None = None,
-        explain: bool = False,
-        remote: str | None = None,
-        read_only: bool = False,
-        timeout: str | None = None,
-    ) -> None:
-        _set(self, "force", force)
-        _set(self, "no_cache", no_cache)
-        _set(self, "cache_dir", cache_dir)
-        _set(self, "explain", explain)
-        _set(self, "remote", remote)
-        _set(self, "read_only", read_only)
-        _set(self, "timeout", timeout)
+    force: tuple[str, ...] = ()  # step ids, or "*" for all
+    no_cache: bool = False
+    cache_dir: str | None = None
+    explain: bool = False
+    remote: str | None = None  # --remote-cache URL (else $PLANRUN_REMOTE_CACHE)
+    read_only: bool = False
+    timeout: str | None = None  # --remote-cache-timeout, in seconds as given
 
 
-class OutputRequest(FrozenRecord):
+class OutputRequest(NamedTuple):
     """Where a top-level run's events go besides its state: the console, --events, --junit,
     --report (written by the CLI) and library subscribers (read by planrun.runopen)."""
 
-    __slots__ = ("console", "quiet", "stream", "events", "junit", "report", "subscribers")
-    console: bool  # human progress on stderr
-    quiet: bool
-    stream: bool
-    events: str | None
-    junit: str | None
-    report: str | None
-    subscribers: tuple[Callable[[Event], None], ...]
-
-    def __init__(
-        self,
-        console: bool = False,
-        quiet: bool = False,
-        stream: bool = False,
-        events: str | None = None,
-        junit: str | None = None,
-        report: str | None = None,
-        subscribers: tuple[Callable[[Event], None], ...] = (),
-    ) -> None:
-        _set(self, "console", console)
-        _set(self, "quiet", quiet)
-        _set(self, "stream", stream)
-        _set(self, "events", events)
-        _set(self, "junit", junit)
-        _set(self, "report", report)
-        _set(self, "subscribers", subscribers)
+    console: bool = False  # human progress on stderr
+    quiet: bool = False
+    stream: bool = False
+    events: str | None = None
+    junit: str | None = None
+    report: str | None = None
+    subscribers: tuple[Callable[[RunEvent], None], ...] = ()
 
 
-class ExecutorRequest(FrozenRecord):
+class ExecutorRequest(NamedTuple):
     """--executor and --address, as given (the plan's `executor:` fills in what is not)."""
 
-    __slots__ = ("kind", "address")
-    kind: str | None
-    address: str | None
-
-    def __init__(self, kind: str | None = None, address: str | None = None) -> None:
-        _set(self, "kind", kind)
-        _set(self, "address", address)
+    kind: str | None = None
+    address: str | None = None
 
 
-class RunRequest(Record):
+@dataclass(slots=True)
+class RunRequest:
     """Everything `planrun run` can be told (CLI options, MCP tool arguments)."""
 
-    __slots__ = (
-        "plan",
-        "text",
-        "variables",
-        "vars_file",
-        "jobs",
-        "state",
-        "no_state",
-        "resume",
-        "keep_going",
-        "yes",
-        "only",
-        "dry_run",
-        "output",
-        "events",
-        "junit",
-        "report",
-        "quiet",
-        "stream",
-        "executor",
-        "address",
-        "planner",
-        "mcp_config",
-        "force",
-        "no_cache",
-        "cache_dir",
-        "explain",
-        "remote_cache",
-        "remote_cache_read_only",
-        "remote_cache_timeout",
-        "cwd",
-        "interactive",
-        "console",
-        "subscribers",
-        "start_hint",
-        "grace",
-        "groups",
-        "report_failures",
-    )
     plan: str  # a path, or a label for inline text
-    text: str | None  # inline plan text (MCP)
-    variables: dict[str, Any]  # --var
-    vars_file: str | None
-    jobs: int | None
-    state: str | None
-    no_state: bool
-    resume: bool
-    keep_going: bool
-    yes: bool
-    only: list[str]
-    dry_run: bool
-    output: str
-    events: str | None
-    junit: str | None
-    report: str | None  # --report: written by the CLI at the end; here so no file of the run is it
-    quiet: bool
-    stream: bool
-    executor: str | None
-    address: str | None
-    planner: str | None
-    mcp_config: str | None
-    force: list[str]  # step ids, or "*" for all
-    no_cache: bool
-    cache_dir: str | None
-    explain: bool
-    remote_cache: str | None  # --remote-cache URL (else $PLANRUN_REMOTE_CACHE)
-    remote_cache_read_only: bool
-    remote_cache_timeout: str | None  # seconds, as given
-    cwd: str  # the process's working directory by default
-    interactive: bool  # a TTY to ask approval questions at
-    console: bool  # human progress on stderr
-    subscribers: list[Callable[[Event], None]]
-    start_hint: str | None  # how a hint says "start a run" (None: the CLI command)
-    grace: float | None  # --grace, seconds (None: the plan's `grace`, else the default)
-    groups: ProcessGroups | None  # the run's commands' process groups (None: the run's own)
-    report_failures: WriteFailures  # --events/--junit files this run could not write
-
-    def __init__(
-        self,
-        plan: str,
-        text: str | None = None,
-        variables: dict[str, Any] | None = None,
-        vars_file: str | None = None,
-        jobs: int | None = None,
-        state: str | None = None,
-        no_state: bool = False,
-        resume: bool = False,
-        keep_going: bool = False,
-        yes: bool = False,
-        only: list[str] | None = None,
-        dry_run: bool = False,
-        output: str = "text",
-        events: str | None = None,
-        junit: str | None = None,
-        report: str | None = None,
-        quiet: bool = False,
-        stream: bool = False,
-        executor: str | None = None,
-        address: str | None = None,
-        planner: str | None = None,
-        mcp_config: str | None = None,
-        force: list[str] | None = None,
-        no_cache: bool = False,
-        cache_dir: str | None = None,
-        explain: bool = False,
-        remote_cache: str | None = None,
-        remote_cache_read_only: bool = False,
-        remote_cache_timeout: str | None = None,
-        cwd: str | None = None,
-        interactive: bool = False,
-        console: bool = True,
-        subscribers: list[Callable[[Event], None]] | None = None,
-        start_hint: str | None = None,
-        grace: float | None = None,
-        groups: ProcessGroups | None = None,
-        report_failures: WriteFailures | None = None,
-    ) -> None:
-        self.plan = plan
-        self.text = text
-        self.variables = {} if variables is None else variables
-        self.vars_file = vars_file
-        self.jobs = jobs
-        self.state = state
-        self.no_state = no_state
-        self.resume = resume
-        self.keep_going = keep_going
-        self.yes = yes
-        self.only = [] if only is None else only
-        self.dry_run = dry_run
-        self.output = output
-        self.events = events
-        self.junit = junit
-        self.report = report
-        self.quiet = quiet
-        self.stream = stream
-        self.executor = executor
-        self.address = address
-        self.planner = planner
-        self.mcp_config = mcp_config
-        self.force = [] if force is None else force
-        self.no_cache = no_cache
-        self.cache_dir = cache_dir
-        self.explain = explain
-        self.remote_cache = remote_cache
-        self.remote_cache_read_only = remote_cache_read_only
-        self.remote_cache_timeout = remote_cache_timeout
-        self.cwd = os.getcwd() if cwd is None else cwd
-        self.interactive = interactive
-        self.console = console
-        self.subscribers = [] if subscribers is None else subscribers
-        self.start_hint = start_hint
-        self.grace = grace
-        self.groups = groups
-        self.report_failures = WriteFailures() if report_failures is None else report_failures
+    text: str | None = None  # inline plan text (MCP)
+    variables: dict[str, Any] = field(default_factory=dict)  # --var
+    vars_file: str | None = None
+    jobs: int | None = None
+    state: str | None = None
+    no_state: bool = False
+    resume: bool = False
+    keep_going: bool = False
+    yes: bool = False
+    only: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    output: str = "text"
+    events: str | None = None
+    junit: str | None = None
+    report: str | None = (
+        None  # --report: written by the CLI at the end; here so no file of the run is it
+    )
+    quiet: bool = False
+    stream: bool = False
+    executor: str | None = None
+    address: str | None = None
+    planner: str | None = None
+    mcp_config: str | None = None
+    force: list[str] = field(default_factory=list)  # step ids, or "*" for all
+    no_cache: bool = False
+    cache_dir: str | None = None
+    explain: bool = False
+    remote_cache: str | None = None  # --remote-cache URL (else $PLANRUN_REMOTE_CACHE)
+    remote_cache_read_only: bool = False
+    remote_cache_timeout: str | None = None  # seconds, as given
+    cwd: str = field(default_factory=os.getcwd)  # the process's working directory by default
+    interactive: bool = False  # a TTY to ask approval questions at
+    console: bool = True  # human progress on stderr
+    subscribers: list[Callable[[RunEvent], None]] = field(default_factory=list)
+    start_hint: str | None = None  # how a hint says "start a run" (None: the CLI command)
+    grace: float | None = None  # --grace, seconds (None: the plan's `grace`, else the default)
+    groups: ProcessGroups | None = None  # the run's commands' process groups (None: the run's own)
+    report_failures: WriteFailures = field(
+        default_factory=WriteFailures
+    )  # --events/--junit files this run could not write
+    params_required: bool = True  # False for `show`: a required param may be missing there
+    plan_found: bool = False  # the default plan, found in a parent directory: hints do not name it
 
     @property
     def cache_request(self) -> CacheRequest:
@@ -292,7 +137,7 @@ class RunRequest(Record):
         return self.start_hint or f"'planrun run {self.plan}'"
 
 
-class Prepared(Record):
+class Prepared:
     """A plan ready to run: checked, its variables evaluated, its steps selected and ordered."""
 
     __slots__ = ("checked", "plan", "variables", "selected", "graph", "dotenv", "targets", "forced")
@@ -335,7 +180,7 @@ class Prepared(Record):
         return Masker(self.plan.secrets, variables, env)
 
 
-class Finished(Record):
+class Finished:
     """A run's end: the result document (secrets masked), its exit code, and the final
     variables as the steps saw them (what a `plan` step returns to its parent)."""
 

@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from planrun.cache import ALL_FORCED, FORCED  # --force [ID]: run again, whatever was left
+from planrun.events import StepResumed
 from planrun.expressions import ExpressionError
 from planrun.fanout import fans_out, foreach_fingerprint
 from planrun.graph import PlanGraph, data_sources
 from planrun.instances import parent_of
 from planrun.plan import Step
-from planrun.record import Record
 from planrun.scope import Scope, StepRecord, step_args, step_condition
 from planrun.status import Status
 
@@ -85,7 +85,7 @@ def why_run_again(
     return None
 
 
-class ResumePlan(Record):
+class ResumePlan:
     """The decision for every selected step: kept (with its record) or run again (why)."""
 
     __slots__ = ("kept", "reasons", "previous", "forced")
@@ -254,17 +254,19 @@ def bind_kept(
         _bind(variables, steps[sid], record)
 
 
-def kept_event(record: StepRecord, step: Step) -> dict[str, Any]:
+def kept_event(plan: str, sid: str, record: StepRecord, step: Step) -> StepResumed:
     """The `step.resumed` event of a kept step: everything its reports show, as recorded."""
-    return {
-        "status": record.status,
-        "attempts": record.attempts,
-        "duration_s": record.duration_s,
-        "result": record.result,
-        "error": record.error,
-        "reason": record.reason,
-        "fingerprint": record.fingerprint,
-        "result_variable": step.result_variable,
-        "result_masked": record.result_masked,
-        "key": record.cache_key,
-    }
+    return StepResumed(
+        plan,
+        sid,
+        record.status,
+        record.attempts,
+        record.duration_s,
+        record.result,
+        record.error,
+        record.reason,
+        record.fingerprint,
+        step.result_variable,
+        record.result_masked,
+        record.cache_key,
+    )

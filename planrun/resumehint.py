@@ -6,11 +6,14 @@ never shown, and `***` would resume with the wrong value)."""
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from planrun.defaultplan import looks_like_plan
 from planrun.discovery import INVOCATION_DIR
+from planrun.params import GivenText
 from planrun.request import RunRequest
 
 __all__ = ["resume_hint"]
@@ -25,11 +28,20 @@ _REPEATED = (
 )
 
 
-def resume_hint(req: RunRequest, targets: Iterable[str] | None, secrets: Iterable[str]) -> str:
+def resume_hint(
+    req: RunRequest,
+    targets: Iterable[str] | None,
+    secrets: Iterable[str],
+    params: Mapping[str, Any] | None = None,
+) -> str:
     """`planrun resume PLAN [TARGET...] [--var K=V...] [options]` for this run; `targets`: the
-    ids it selected (its targets as given, or those a resume read from the state)."""
-    words = ["planrun", "resume", req.plan]
-    words += [t if not t.startswith("-") else f"--only={t}" for t in req.only or targets or ()]
+    ids it selected (its targets as given, or those a resume read from the state); `params`:
+    the plan's (a param's `--var` is read by its type, not as YAML). A default plan found in a
+    parent directory is not named: the resume, started where the run was, finds it again."""
+    words = ["planrun", "resume"] if req.plan_found else ["planrun", "resume", req.plan]
+    for t in req.only or targets or ():
+        plan_like = req.plan_found and len(words) == 2 and looks_like_plan(t, os.getcwd())
+        words.append(f"--only={t}" if t.startswith("-") or plan_like else t)
     hidden = set(secrets)
     left_out = []
     for name, value in req.variables.items():
@@ -38,7 +50,7 @@ def resume_hint(req: RunRequest, targets: Iterable[str] | None, secrets: Iterabl
         if name in hidden:
             left_out.append(name)
         else:
-            words += ["--var", f"{name}={_as_typed(value)}"]
+            words += ["--var", f"{name}={_as_given(value, (params or {}).get(name))}"]
     for attribute, option in _REPEATED:
         value = getattr(req, attribute)
         if value:
@@ -60,6 +72,16 @@ def _quote(word: str) -> str:
     if _SAFE.fullmatch(word):
         return word
     return "'" + word.replace("'", "'\"'\"'") + "'"
+
+
+def _as_given(value: Any, param: Any) -> str:
+    """The text `--var` reads back as `value`: a `--var`'s own text as typed; a param's value
+    as its type reads it (a string as is); anything else as `_as_typed`."""
+    if isinstance(value, GivenText):
+        return str(value)
+    if param is not None:
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return _as_typed(value)
 
 
 def _as_typed(value: Any) -> str:

@@ -117,8 +117,8 @@ def prepare(ctx: RunContext) -> Prepared:
 
     given = {
         CLI_ARGS: Words(),
-        **bind_params(plan.params, extra),
-    }  # exit 2: a bad value, a required one missing
+        **bind_params(plan.params, extra, required=req.params_required),
+    }  # exit 2: a bad value, a required one missing (but for `show`)
     variables = start_variables(plan.variables, given, os.environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:

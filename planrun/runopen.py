@@ -13,9 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import UsageError
-from planrun.events import Event, EventBus
+from planrun.events import EventBus, RunStarted
 from planrun.plan import Plan
-from planrun.record import Record
 from planrun.request import Prepared, RunRequest, abs_path
 from planrun.resume import PreviousStep
 from planrun.runstate import no_saved_state, previous_steps, revised_prep
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from planrun.state import StateStore
 
 
-class OpenedState(Record):
+class OpenedState:
     """The locked state store of a run (None with --no-state) and what resume needs from it."""
 
     __slots__ = ("store", "previous", "revisions")
@@ -156,7 +155,7 @@ def started_event(
     jobs: int | None = None,
     run_id: str | None = None,
     kept: list[str] | None = None,
-) -> Event:
+) -> RunStarted:
     """`run.started`. On resume, `kept` names the steps kept from the previous run: the others
     start this run as `pending`, whatever the previous one recorded for them."""
     from planrun.scope import titles_before_run
@@ -169,19 +168,18 @@ def started_event(
         for s in plan.steps
         if s.id in selected
     ]
-    data = {
-        "run_id": run_id or new_run_id(),
-        "digest": plan_digest(plan),
-        "resumed": resumed,
-        "title": plan.title,
-        "jobs": jobs,
-        "variables": variables,
-        "steps": steps,
-        "targets": prep.targets,
-    }
-    if resumed and kept is not None:
-        data["kept"] = kept
-    return Event("run.started", plan.name or "plan", None, data)
+    return RunStarted(
+        plan.name or "plan",
+        run_id or new_run_id(),
+        plan_digest(plan),
+        resumed,
+        plan.title,
+        jobs,
+        variables,
+        steps,
+        prep.targets,
+        kept if resumed else None,
+    )
 
 
 def new_run_id() -> str:

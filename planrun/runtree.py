@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from planrun.record import Record
-
 if TYPE_CHECKING:
     from planrun.masking import Masker
     from planrun.plan import Limits
@@ -58,7 +56,7 @@ class Slots:
             self._sem.release()
 
 
-class Budget(Record):
+class Budget:
     """`limits.max_steps`, `limits.tool_caps` and `limits.max_replans` of one run, charged
     together with its parents'.
 

@@ -15,12 +15,28 @@ import graphlib
 import heapq
 import time
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from planrun.approval import approval_question
 from planrun.attempts import AttemptFailed, attempt, output_of, stderr_tail, tool_context
 from planrun.conditions import reacts_to
-from planrun.events import Event, EventBus
+from planrun.events import (
+    ABSENT,
+    Absent,
+    EventBus,
+    PlanDiff,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    StepFailed,
+    StepInterrupted,
+    StepOutput,
+    StepRetrying,
+    StepSkipped,
+    StepStarted,
+    StepSucceeded,
+)
 from planrun.expressions import ExpressionError
 from planrun.foreach_run import ForeachSteps
 from planrun.graph import PlanGraph
@@ -28,7 +44,6 @@ from planrun.instances import parent_of
 from planrun.masking import masked_by, shown_result
 from planrun.outcome import Outcome, first_failure, result_document, verdict
 from planrun.plan import OnFailure, Plan, Step
-from planrun.record import replace
 from planrun.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
 from planrun.runtree import Budget, RunStopped, Slots
 from planrun.scope import (
@@ -120,13 +135,15 @@ class Scheduler:
         """Step ids in run order, each foreach step followed by its instances."""
         return self.foreach.grouped(self.order)
 
-    def emit(self, name: str, sid: str | None, data: dict[str, Any]) -> None:
+    def emit(self, event: RunEvent) -> None:
         """Announce a change to the run's state on its bus; events about a step carry its
         rendered title."""
-        step = self.steps.get(sid) if sid is not None and name != "step.output" else None
-        if step is not None and "title" not in data:
-            data["title"] = self.title(step)
-        self.bus.emit(Event(name, self.plan.name or "", sid, data))
+        unstepped = StepOutput | RunStarted | PlanDiff | RunFinished
+        if not isinstance(event, unstepped) and event.title is None:  # its title not yet set
+            step = self.steps.get(event.step)
+            if step is not None:
+                event = event._replace(title=self.title(step))
+        self.bus.emit(event)
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -162,18 +179,42 @@ class Scheduler:
         bind_kept(self.variables, self.steps, kept)
         for sid, rec in kept.items():
             self.foreach.keep(sid, self.resume)  # a kept foreach step: its instances too
-            self.emit("step.resumed", sid, kept_event(rec, self.steps[sid]))
+            self.emit(kept_event(self.plan.name or "", sid, rec, self.steps[sid]))
 
     async def _run_always(self) -> None:
         """After an abort: the `always` steps that did not run, one by one in run order (each
-        one's `when` still decides). The run stays failed."""
+        one's `when` still decides; a foreach or matrix step's instances run as in a pass).
+        The run stays failed."""
         for sid in self.order:
             step = self.steps[sid]
             if not step.always or self.records[sid].status != Status.PENDING:
                 continue
+            if self.foreach.waiting(sid):
+                await self._run_instances(self.foreach.expand(sid) or [], step.max_parallel)
+                continue
             async with asyncio.TaskGroup() as tg:
                 if await self._start(sid, tg):
                     await self._done.get()
+
+    async def _run_instances(self, ids: list[str], max_parallel: int | None) -> None:
+        """Run a foreach step's instances, at most `-j` (and `max_parallel`) at once, in order."""
+        limit, running, queue = max(1, min(self.settings.jobs, max_parallel or 1 << 30)), 0, ids
+        try:
+            async with asyncio.TaskGroup() as tg:
+                while queue or running:
+                    while queue and running < limit:
+                        iid, queue = queue[0], queue[1:]
+                        if self.records[iid].status == Status.PENDING and await self._start(
+                            iid, tg
+                        ):
+                            running += 1
+                        else:
+                            self.foreach.settled(iid)
+                    if running:
+                        self.foreach.settled(await self._done.get())
+                        running -= 1
+        finally:
+            self.foreach.close()
 
     def _stopping(self) -> bool:
         return self.stop_reason is not None or bool(self._replan_requests)
@@ -312,17 +353,17 @@ class Scheduler:
         no budget is charged."""
         from planrun.cache.session import hit_event
 
-        data = hit_event(decision, step, fp)
+        event = hit_event(self.plan.name or "", sid, decision, step, fp)
         rec = self.records[sid]
-        rec.status, rec.result, rec.fingerprint = Status.CACHED, data["result"], fp
+        rec.status, rec.result, rec.fingerprint = Status.CACHED, event.result, fp
         rec.cache_key = decision.key
         rec.duration_s = 0.0
         if step.result_variable:
-            self.variables[step.result_variable] = data["result"]
+            self.variables[step.result_variable] = event.result
         shown, rec.result_masked = shown_result(self.mask, rec.result, self._binds_secret(sid))
         if rec.result_masked:  # an entry made before the secret was one: not restored
-            data["result"], data["result_masked"] = shown, True
-        self.emit("step.cached", sid, data)
+            event = event._replace(result=shown, result_masked=True)
+        self.emit(event)
 
     def skip_if_upstream_failed(self, sid: str, step: Step) -> bool:
         """Skip the step when a dependency failed, but for the ones its `when` decides about
@@ -366,7 +407,7 @@ class Scheduler:
             return self.stop_reason is None  # the run may have stopped while we asked
         rec = self.records[sid]
         rec.status = Status.INTERRUPTED
-        self.emit("step.interrupted", sid, {"status": rec.status, "attempts": 0, "duration_s": 0.0})
+        self.emit(StepInterrupted(self.plan.name or "", sid, rec.status, 0, 0.0))
         self._stop(Reason.DENIED, f"approval denied for step '{self.settings.prefix}{sid}'")
         return False
 
@@ -378,10 +419,7 @@ class Scheduler:
         rec = self.records[sid]
         rec.status, rec.upstream_failed, rec.reason = Status.SKIPPED, upstream_failed, reason
         rec.error = reason if upstream_failed else None  # a `when` skip is no error
-        data: dict[str, Any] = {"status": rec.status, "reason": reason}
-        if upstream_failed:
-            data["error"] = rec.error
-        self.emit("step.skipped", sid, data)
+        self.emit(StepSkipped(self.plan.name or "", sid, rec.status, reason, rec.error))
 
     def fail_before_start(self, sid: str, error: str) -> None:
         """A step that fails before any attempt (an expression it cannot evaluate now)."""
@@ -416,8 +454,8 @@ class Scheduler:
             rec = self.records[sid]
             rec.status = Status.INTERRUPTED
             rec.duration_s = round(time.monotonic() - started, 3)
-            data = {"status": rec.status, "attempts": rec.attempts, "duration_s": rec.duration_s}
-            self.emit("step.interrupted", sid, data)
+            name = self.plan.name or ""
+            self.emit(StepInterrupted(name, sid, rec.status, rec.attempts, rec.duration_s))
             raise
         finally:
             self.slots.release(step.tool)
@@ -430,8 +468,8 @@ class Scheduler:
             return
         rec = self.records[sid]
         rec.status, rec.duration_s = Status.INTERRUPTED, round(duration, 3)
-        data = {"status": rec.status, "attempts": rec.attempts, "duration_s": rec.duration_s}
-        self.emit("step.interrupted", sid, data)
+        name = self.plan.name or ""
+        self.emit(StepInterrupted(name, sid, rec.status, rec.attempts, rec.duration_s))
         self._stop(reason, exc.message)
 
     async def _attempts(
@@ -448,24 +486,24 @@ class Scheduler:
                 return None, AttemptFailed(refusal), True
             rec.attempts += 1
             rec.status = Status.RUNNING
-            data = {
-                "status": rec.status,
-                "attempt": rec.attempts,
-                "fingerprint": rec.fingerprint,
-                "tool": step.tool,
-                "title": self.title(step),
-            }
+            reason, again = None, None
             if rec.attempts == 1 and sid in self.reasons:
-                data["reason"], data["again"] = self.reasons[sid], True
+                reason, again = self.reasons[sid], True
             elif rec.attempts == 1:
-                data["reason"] = self.cache_reasons.get(sid, "cache off")
-            self.emit("step.started", sid, data)
+                reason = self.cache_reasons.get(sid, "cache off")
+            fp, title = rec.fingerprint, self.title(step)
+            name = self.plan.name or ""
+            self.emit(
+                StepStarted(
+                    name, sid, rec.status, rec.attempts, fp, step.tool, title, reason, again
+                )
+            )
             result, failure = await attempt(self.executor, step, args, ctx, ctx.timeout)
             if failure is None or rec.attempts > retries:
                 return result, failure, False
-            data = {"attempt": rec.attempts, "error": failure.error, "delay_s": delay}
-            data["stderr_tail"] = stderr_tail(failure.partial)
-            self.emit("step.retrying", sid, data)
+            tail = stderr_tail(failure.partial)
+            name = self.plan.name or ""
+            self.emit(StepRetrying(name, sid, rec.attempts, failure.error, delay, tail))
             await asyncio.sleep(delay)
             delay *= 2
 
@@ -474,7 +512,7 @@ class Scheduler:
 
     def _output_cb(self, sid: str) -> Callable[[str, str], None]:
         def emit(stream: str, line: str) -> None:
-            self.emit("step.output", sid, {"stream": stream, "line": line})
+            self.emit(StepOutput(self.plan.name or "", sid, stream, line))
 
         return emit
 
@@ -490,20 +528,23 @@ class Scheduler:
             printed = masked_by(result, printed)
         if step.result_variable:
             self.variables[step.result_variable] = result
-        data = {
-            "status": rec.status,
-            "attempts": rec.attempts,
-            "duration_s": rec.duration_s,
-            "result": shown,
-            "fingerprint": rec.fingerprint,
-            "output": output_of(shown) or printed,
-            "result_variable": step.result_variable,
-        }
-        if rec.result_masked:
-            data["result_masked"] = True
+        key: str | None | Absent = ABSENT
         if self.settings.cache is not None:  # the key its dependents, and a resume, take
-            data["key"] = rec.cache_key = self.settings.cache.keys.get(sid)
-        self.emit("step.succeeded", sid, data)
+            key = rec.cache_key = self.settings.cache.keys.get(sid)
+        event = StepSucceeded(
+            self.plan.name or "",
+            sid,
+            rec.status,
+            rec.attempts,
+            rec.duration_s,
+            shown,
+            rec.fingerprint,
+            output_of(shown) or printed,
+            step.result_variable,
+            True if rec.result_masked else None,
+            key,
+        )
+        self.emit(event)
 
     def _finish_failure(
         self, sid: str, step: Step, failure: AttemptFailed, duration: float, *, budget: bool = False
@@ -518,19 +559,21 @@ class Scheduler:
         else:
             rec.status, rec.result = Status.FAILED, failure.partial
             self.failed_any = True
-        data = {
-            "status": rec.status,
-            "attempts": rec.attempts,
-            "duration_s": rec.duration_s,
-            "error": failure.error,
-            "detail": failure.detail,
-            "result": rec.result,
-            "fingerprint": rec.fingerprint,
-            "result_variable": step.result_variable,
-            "output": output_of(failure.partial),
-            "stderr_tail": None if budget else stderr_tail(failure.partial),  # None: no attempt
-        }
-        self.emit("step.failed", sid, data)
+        event = StepFailed(
+            self.plan.name or "",
+            sid,
+            rec.status,
+            rec.attempts,
+            rec.duration_s,
+            failure.error,
+            failure.detail,
+            rec.result,
+            rec.fingerprint,
+            step.result_variable,
+            output_of(failure.partial),
+            None if budget else stderr_tail(failure.partial),  # None: no attempt
+        )
+        self.emit(event)
         if budget:
             self._stop(Reason.STEP_BUDGET, f"step '{self.settings.prefix}{sid}': {failure.error}")
         elif policy == OnFailure.replan and self.replanner is not None:
@@ -557,8 +600,9 @@ class Scheduler:
         record = answer.record
         self.revisions.append(record)
         diff = record["diff"]
-        shown = {key: record[key] for key in ("revision", "error", "steps")}
-        self.emit("plan.diff", None, {**diff, **shown})
+        name, revision, steps = self.plan.name or "", record["revision"], record["steps"]
+        ids = (diff["removed"], diff["added"], diff["revised"])
+        self.emit(PlanDiff(name, *ids, revision, record["error"], steps))
         completed = {sid for sid in self.order if self.records[sid].status in COMPLETED}
         for sid in list(self.records):
             if sid not in completed and parent_of(sid) not in completed:  # instances stay too

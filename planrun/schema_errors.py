@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: planrun.model (pydantic) only for a plan with
+# errors; Collector gathers every plan's diagnostics.
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
-from planrun import model
 from planrun.errors import Diagnostic
 from planrun.expressions import format_path
-from planrun.model import PLAN_FIELDS
 from planrun.suggest import did_you_mean
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 Path = tuple[str | int, ...]
 
@@ -182,6 +183,8 @@ _EXPECTED = {
 
 def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     """Known keys of the nested model at a pydantic location (for did-you-mean)."""
+    from planrun import model
+
     names: dict[str, type[BaseModel]] = {
         "defaults": model.Defaults,
         "limits": model.Limits,
@@ -193,4 +196,4 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
         return list(names[loc[0]].model_fields)
     if loc and loc[0] == "servers":
         return list(model.ServerEntry.model_fields)
-    return PLAN_FIELDS
+    return model.PLAN_FIELDS

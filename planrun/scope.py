@@ -11,73 +11,32 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from planrun.expressions import ExpressionError, resolve, to_text
 from planrun.graph import when_source
 from planrun.plan import Plan, Step, replace
-from planrun.record import Record
 from planrun.status import Status
 from planrun.stepcall import call_args, step_place, under
 
 
-class StepRecord(Record):
+@dataclass(slots=True)
+class StepRecord:
     """The scheduler's own view of one step in this run."""
 
-    __slots__ = (
-        "status",
-        "attempts",
-        "result",
-        "error",
-        "duration_s",
-        "fingerprint",
-        "executed",
-        "kept",
-        "upstream_failed",
-        "result_masked",
-        "reason",
-        "cache_key",
-    )
-    status: Status
-    attempts: int
-    result: Any
-    error: str | None
-    duration_s: float | None
-    fingerprint: str | None
-    executed: bool  # started (or settled by its own failure) in this run
-    kept: bool  # kept from the previous run as it was recorded there
-    upstream_failed: bool  # skipped because a step it depends on failed
-    result_masked: bool  # a secret was masked in the result as shown and stored
-    reason: str | None  # why it was skipped, or why it runs again on resume
-    cache_key: str | None  # its cache key, when the cache keyed it (ran, hit, or kept so)
-
-    def __init__(
-        self,
-        status: Status = Status.PENDING,
-        attempts: int = 0,
-        result: Any = None,
-        error: str | None = None,
-        duration_s: float | None = None,
-        fingerprint: str | None = None,
-        executed: bool = False,
-        kept: bool = False,
-        upstream_failed: bool = False,
-        result_masked: bool = False,
-        reason: str | None = None,
-        cache_key: str | None = None,
-    ) -> None:
-        self.status = status
-        self.attempts = attempts
-        self.result = result
-        self.error = error
-        self.duration_s = duration_s
-        self.fingerprint = fingerprint
-        self.executed = executed
-        self.kept = kept
-        self.upstream_failed = upstream_failed
-        self.result_masked = result_masked
-        self.reason = reason
-        self.cache_key = cache_key
+    status: Status = Status.PENDING
+    attempts: int = 0
+    result: Any = None
+    error: str | None = None
+    duration_s: float | None = None
+    fingerprint: str | None = None
+    executed: bool = False  # started (or settled by its own failure) in this run
+    kept: bool = False  # kept from the previous run as it was recorded there
+    upstream_failed: bool = False  # skipped because a step it depends on failed
+    result_masked: bool = False  # a secret was masked in the result as shown and stored
+    reason: str | None = None  # why it was skipped, or why it runs again on resume
+    cache_key: str | None = None  # its cache key, when the cache keyed it (ran, hit, or kept so)
 
     @property
     def blocks_dependents(self) -> bool:

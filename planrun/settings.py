@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from planrun.record import Record
 from planrun.runtree import Budget, Slots
 from planrun.tools.base import ParentContext, Services
 
@@ -14,72 +13,73 @@ if TYPE_CHECKING:  # the cache package is imported only by runs that use it
     from planrun.plan import Step
 
 
-class RunSettings(Record):
-    """What the scheduler is told besides the plan: -j, the answers and bounds of the run tree,
+class RunSettings:
+    """What the scheduler is told besides the plan: the run's context (-j, the answers and bounds
+    of the run tree, read from it, never copied), the question asked at a gate, the environment,
     the services lent to tools, the step cache."""
 
-    __slots__ = (
-        "jobs",
-        "keep_going",
-        "yes",
-        "stream",
-        "cwd",
-        "env",
-        "ask",
-        "services",
-        "mask",
-        "slots",
-        "budget",
-        "prefix",
-        "parent",
-        "cache",
-    )
-    jobs: int
-    keep_going: bool
-    yes: bool
-    stream: bool
-    cwd: str
+    __slots__ = ("parent", "env", "ask", "services", "cache")
+    parent: ParentContext  # this run, as the parent of the sub-plans its `plan` steps start
     env: dict[str, str]
     ask: Callable[[str, str], Awaitable[bool]] | None  # (step id, question) at a TTY
     services: Services  # the MCP pool, notices, dotenv
-    mask: Callable[[Any], Any] | None  # secrets -> *** (for fingerprints and results)
-    slots: Slots | None  # shared with sub-plans: at most `-j` steps of the tree at once
-    budget: Budget | None  # this plan's limits, charged with every enclosing plan's
-    prefix: str  # "PARENT_STEP/" for a sub-plan: how its step ids show in messages
-    parent: ParentContext | None  # this run, for the sub-plans its `plan` steps start
     cache: CacheSession | None  # hit or miss before a step, store after it succeeds
 
     def __init__(
         self,
-        jobs: int,
-        keep_going: bool = False,
-        yes: bool = False,
-        stream: bool = False,
-        cwd: str = ".",
+        parent: ParentContext,
         env: dict[str, str] | None = None,
         ask: Callable[[str, str], Awaitable[bool]] | None = None,
         services: Services | None = None,
-        mask: Callable[[Any], Any] | None = None,
-        slots: Slots | None = None,
-        budget: Budget | None = None,
-        prefix: str = "",
-        parent: ParentContext | None = None,
         cache: CacheSession | None = None,
     ) -> None:
-        self.jobs = jobs
-        self.keep_going = keep_going
-        self.yes = yes
-        self.stream = stream
-        self.cwd = cwd
+        self.parent = parent
         self.env = {} if env is None else env
         self.ask = ask
         self.services = Services() if services is None else services
-        self.mask = mask
-        self.slots = slots
-        self.budget = budget
-        self.prefix = prefix
-        self.parent = parent
         self.cache = cache
+
+    # What the run's context says, under the names the scheduler reads.
+
+    @property
+    def jobs(self) -> int:
+        return self.parent.jobs
+
+    @property
+    def keep_going(self) -> bool:
+        return self.parent.keep_going
+
+    @property
+    def yes(self) -> bool:
+        return self.parent.yes
+
+    @property
+    def stream(self) -> bool:
+        return self.parent.stream
+
+    @property
+    def cwd(self) -> str:
+        return self.parent.cwd
+
+    @property
+    def mask(self) -> Callable[[Any], Any]:
+        """Secrets -> *** (for fingerprints and results): every run's of the tree."""
+        return self.parent.masks
+
+    @property
+    def slots(self) -> Slots:
+        """Shared with sub-plans: at most `-j` steps of the tree at once."""
+        return self.parent.slots
+
+    @property
+    def budget(self) -> Budget:
+        """This plan's limits, charged with every enclosing plan's."""
+        return self.parent.budget
+
+    @property
+    def prefix(self) -> str:
+        """`PARENT_STEP/` for a sub-plan: how its step ids show in messages."""
+        return self.parent.prefix
 
     async def outputs_made(self, sid: str, step: Step, result: Any, secret: bool) -> str | None:
         """After a step succeeded: store it when the cache missed it (its outputs checked then);

@@ -26,8 +26,7 @@ What cannot be done safely is a step error (a NUL byte, a value after a backslas
 from __future__ import annotations
 
 import re
-
-from planrun.record import FrozenRecord, Record
+from dataclasses import dataclass
 
 ENV_PREFIX = "PLANRUN_V_"
 
@@ -44,24 +43,20 @@ _OPERATOR_CHARS = frozenset(";&|()<> \t\n")
 _BEFORE_COMMAND = frozenset(
     {"!", "{", "do", "elif", "else", "if", "then", "time", "until", "while"}
 )
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
 
 
 class QuotingError(Exception):
     """A value that cannot be put into the command safely (one line)."""
 
 
-class Hole(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class Hole:
     """The n-th interpolated value in a command template."""
 
-    __slots__ = ("index",)
     index: int
 
-    def __init__(self, index: int) -> None:
-        _set(self, "index", index)
 
-
-class _Heredoc(Record):
+class _Heredoc:
     """A here-document: its delimiter word and where its body is, with the holes in it."""
 
     __slots__ = ("delimiter", "quoted", "strip_tabs", "word", "body", "holes", "in_backticks")
@@ -90,7 +85,7 @@ class _Heredoc(Record):
         self.in_backticks = False  # they would undo the escaping of a rewritten body
 
 
-class _Frame(Record):
+class _Frame:
     """One open quoting context of the lexer (the innermost is the last on its stack)."""
 
     __slots__ = ("kind", "close", "depth", "in_dq", "word", "command", "cases")

@@ -38,7 +38,13 @@ def show_document(
     from planrun.runner import prepare
 
     req = RunRequest(
-        plan_path, variables=variables, vars_file=vars_file, only=[step_id], dry_run=True, cwd=cwd
+        plan_path,
+        variables=variables,
+        vars_file=vars_file,
+        only=[step_id],
+        dry_run=True,
+        cwd=cwd,
+        params_required=False,  # SPEC 13: no error for `show`; what reads one stays as written
     )
     prep = prepare(root_context(req))  # the plan checked; an unknown id named, with a hint
     doc = dry_run_document(prep.plan, prep.graph, prep.selected, prep.variables, prep.environment())

@@ -20,8 +20,9 @@ from typing import Any
 from planrun.expressions import resolve, resolve_args, to_text
 from planrun.plan import Step, replace
 
-ENV_TOOLS = frozenset({"shell"})
-"""The tools that get a step's `env` (in `args.env`)."""
+ENV_TOOLS = frozenset({"shell", "python"})
+"""The tools that get a step's `env` (in `args.env`; a python step's is set in `os.environ`
+while its function runs, planrun.tools.environ)."""
 CWD_TOOLS = frozenset({"shell", "plan"})
 """The tools that get a step's `cwd` (in `args.cwd`)."""
 

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from planrun.instances import parent_of
-from planrun.record import Record
 
 # Summary order, with the word used for each status.
 SUMMARY_ORDER = (
@@ -31,7 +30,7 @@ KEPT_REASON = "unchanged since last run"  # a state's reason for a step kept fro
 _FINAL = frozenset(("succeeded", "cached", "failed", "ignored", "skipped", "interrupted"))
 
 
-class StepCounts(Record):
+class StepCounts:
     """Steps and foreach instances by status; `kept`: steps kept from the previous run."""
 
     __slots__ = ("steps", "instances", "kept")

@@ -6,7 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from planrun.events import Event
+from planrun.events import (
+    PlanDiff,
+    RunEvent,
+    StepFailed,
+    StepInterrupted,
+    StepResumed,
+    StepSkipped,
+    StepStarted,
+    StepSucceeded,
+    present,
+)
 
 SEPARATOR = "/"
 
@@ -51,29 +61,29 @@ class SubStepRows:
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, Any]] = {}
 
-    def __call__(self, event: Event) -> None:
-        sid = event.step
-        if sid is None or SEPARATOR not in sid or not event.event.startswith("step."):
-            return
-        kind = event.event.removeprefix("step.")
-        if kind in ("output", "retrying"):
-            return
-        d = event.data
-        row = self.rows.get(sid) or self.rows.setdefault(sid, pending_row(sid))
-        if kind == "started":
-            row.update(status="running", attempts=int(d.get("attempt") or 1))
-        elif kind == "skipped":
-            reason = d.get("reason")
-            upstream = isinstance(reason, str) and reason.startswith("upstream failed")
-            row.update(status="skipped", error=reason if upstream else None)
-        elif kind in ("succeeded", "failed", "interrupted", "resumed"):  # resumed: kept
-            row.update(
-                status=d.get("status") or kind,
-                attempts=d.get("attempts", row["attempts"]),
-                duration_s=d.get("duration_s"),
-                result=d.get("result"),
-                error=d.get("error"),
-            )
+    def __call__(self, event: RunEvent) -> None:
+        match event:
+            case PlanDiff(removed=removed) if event.step is not None:  # a sub-plan's (parent.py)
+                for sid in removed or ():
+                    self.rows.pop(str(sid), None)  # routed around, as the top plan's steps
+            case StepStarted(step=sid, attempt=attempt) if SEPARATOR in sid:
+                self._row(sid).update(status="running", attempts=int(attempt or 1))
+            case StepSkipped(step=sid, reason=reason) if SEPARATOR in sid:
+                upstream = isinstance(reason, str) and reason.startswith("upstream failed")
+                self._row(sid).update(status="skipped", error=reason if upstream else None)
+            case StepSucceeded() | StepFailed() | StepInterrupted() | StepResumed() if (
+                SEPARATOR in event.step
+            ):  # resumed: kept
+                self._row(event.step).update(
+                    status=event.status,
+                    attempts=event.attempts,
+                    duration_s=event.duration_s,
+                    result=present(event.result),
+                    error=present(getattr(event, "error", None)),
+                )
+
+    def _row(self, sid: str) -> dict[str, Any]:
+        return self.rows.get(sid) or self.rows.setdefault(sid, pending_row(sid))
 
     def merge_into(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`steps` (the plan's own rows) with the sub-plan rows after their parents."""

@@ -8,11 +8,11 @@ steps recorded before keep their state.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from planrun.errors import ExitCode
-from planrun.events import Event, EventBus
-from planrun.record import replace
+from planrun.events import EventBus, RunFinished
 from planrun.request import Finished, Prepared, RunRequest
 from planrun.runopen import attach_reporters, open_state, started_event
 from planrun.substeps import pending_row
@@ -34,8 +34,8 @@ def record_blocked(req: RunRequest, prep: Prepared, doc: dict[str, Any]) -> None
         raise
     try:
         bus.emit(started_event(prep, prep.variables, opened.previous is not None))
-        finished = {key: doc[key] for key in ("status", "reason", "duration_s", "error")}
-        bus.emit(Event("run.finished", prep.plan.name or "plan", None, finished))
+        finished = (doc["status"], doc["reason"], doc["duration_s"], doc["error"])
+        bus.emit(RunFinished(prep.plan.name or "plan", *finished))
     finally:
         try:
             for close in closers:
@@ -66,6 +66,6 @@ def stopped_while_starting(prep: Prepared, bus: EventBus, resumed: bool) -> Fini
     error = "interrupted before any step started"
     doc = not_started_document(prep, "interrupted", "interrupted", error, dict(prep.variables))
     bus.emit(started_event(prep, prep.variables, resumed))
-    finished = {key: doc[key] for key in ("status", "reason", "duration_s", "error")}
-    bus.emit(Event("run.finished", prep.plan.name or "plan", None, finished))
+    finished = (doc["status"], doc["reason"], doc["duration_s"], doc["error"])
+    bus.emit(RunFinished(prep.plan.name or "plan", *finished))
     return Finished(doc, ExitCode.INTERRUPTED)

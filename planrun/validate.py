@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: the loader (PyYAML) only when a file or text
-# is loaded here.
+# is loaded here; pydantic (planrun.model) only for data planrun.fastcheck leaves to it.
 import fnmatch
 import os
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
-from planrun import model
+from planrun import fastcheck
 from planrun.builtin_args import check_builtin_args
 from planrun.checked import CheckedPlan
 from planrun.conditions import when_problem
@@ -19,9 +17,8 @@ from planrun.errors import Diagnostic, PlanInvalid
 from planrun.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
 from planrun.graph import PlanGraph, step_strings
-from planrun.model import PLAN_FIELDS, STEP_FIELDS, PlanHeader, runtime_plan, runtime_step
 from planrun.params import CLI_ARGS, param_problems
-from planrun.plan import SCOPE_NAMES, Plan, ServerEntry, Step
+from planrun.plan import SCOPE_NAMES, Plan, ServerEntry, Step, replace
 from planrun.plan_variables import check_plan_variables
 from planrun.schema_errors import Collector, schema_errors
 from planrun.stepcall import fold_plan_env
@@ -38,7 +35,7 @@ from planrun.validate_places import (
 BUILTIN_TOOLS = (*builtin_registry().names(), "plan")  # `plan` runs in the executor itself
 
 Path = tuple[str | int, ...]
-Header = Any  # a validated planrun.model.PlanHeader (a model made at import)
+Header = Plan  # the plan's keys but its steps, checked (its `steps` empty)
 
 
 def reserved(name: str) -> str:
@@ -83,11 +80,7 @@ def check_document(
     data = doc.data
     raw_steps = data.get("steps", [])
     header_data = {k: v for k, v in data.items() if k != "steps"}
-    header: Header | None = None
-    try:
-        header = PlanHeader.model_validate(header_data)
-    except ValidationError as exc:
-        schema_errors(exc, (), header_data, out, PLAN_FIELDS, [])
+    header = fastcheck.load(Plan, header_data) or _validated_header(header_data, out)
     if not isinstance(raw_steps, list):
         out.add(("steps",), "'steps' must be a list of steps")
         raw_steps = []
@@ -131,13 +124,9 @@ def check_document(
     # --check-tools` still checks the tools of the servers that do exist.
     if header is not None and len(steps) == len(raw_steps):
         name = header.name or default_name(doc.file)
-        merged = {
-            **{n: _server(e) for n, e in extra_servers.items()},
-            **{n: model.runtime_server(e) for n, e in header.servers.items()},
-        }
-        # pydantic checked; what runs is planrun.plan (no pydantic on the run path).
+        merged = {**{n: _server(e) for n, e in extra_servers.items()}, **header.servers}
         steps = fold_plan_env(steps, header.env)  # plan `env` under each step's own
-        plan = runtime_plan(header, name=name, steps=steps, servers=merged)
+        plan = replace(header, name=name, steps=steps, servers=merged)
     return CheckedPlan(plan, sorted(out.items, key=lambda d: (d.line, d.col)), doc)
 
 
@@ -167,6 +156,11 @@ def _server(entry: Any) -> ServerEntry:
     """An outside server entry (`--mcp-config`) as the runtime's ServerEntry, validated."""
     if isinstance(entry, ServerEntry):
         return entry
+    fast = fastcheck.load(ServerEntry, entry)
+    if fast is not None:
+        return fast
+    from planrun import model
+
     return model.runtime_server(model.ServerEntry.model_validate(entry))
 
 
@@ -199,21 +193,49 @@ def _parse_steps(raw_steps: list[Any], out: Collector) -> tuple[list[Step], list
             out.add(("steps", i), f"step #{i + 1} must be a mapping with at least 'id' and 'tool'")
             continue
         raw = run_or_tool(raw, i, out)
-        try:
-            steps.append(runtime_step(model.Step.model_validate(raw)))
+        step = fastcheck.load(Step, raw) or _validated_step(raw, i, raw_steps, out)
+        if step is not None:
+            steps.append(step)
             step_paths.append(i)
-        except ValidationError as exc:
-            schema_errors(exc, ("steps", i), raw, out, STEP_FIELDS, raw_steps)
-            # Keep checking the rest of the step (ids, references, tools) without the bad keys.
-            bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
-            keep = ("id", "index", "tool", "run")
-            lenient = {k: v for k, v in raw.items() if k not in bad or k in keep}
-            try:
-                steps.append(runtime_step(model.Step.model_validate(lenient)))
-                step_paths.append(i)
-            except ValidationError:
-                pass
     return steps, step_paths
+
+
+# Data planrun.fastcheck does not find plainly valid goes to pydantic (imported only then), which
+# decides and says what is wrong.
+
+
+def _validated_header(header_data: dict[str, Any], out: Collector) -> Header | None:
+    from pydantic import ValidationError
+
+    from planrun import model
+
+    try:
+        header: Header = model.to_runtime(model.PlanHeader.model_validate(header_data))
+    except ValidationError as exc:
+        schema_errors(exc, (), header_data, out, model.PLAN_FIELDS, [])
+        return None
+    return header
+
+
+def _validated_step(
+    raw: dict[str, Any], i: int, raw_steps: list[Any], out: Collector
+) -> Step | None:
+    from pydantic import ValidationError
+
+    from planrun import model
+
+    try:
+        return model.runtime_step(model.Step.model_validate(raw))
+    except ValidationError as exc:
+        schema_errors(exc, ("steps", i), raw, out, model.STEP_FIELDS, raw_steps)
+        # Keep checking the rest of the step (ids, references, tools) without the bad keys.
+        bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+        keep = ("id", "index", "tool", "run")
+        lenient = {k: v for k, v in raw.items() if k not in bad or k in keep}
+        try:
+            return model.runtime_step(model.Step.model_validate(lenient))
+        except ValidationError:
+            return None
 
 
 def _check_step_rules(
@@ -325,7 +347,8 @@ def _check_server_templates(
 ) -> None:
     """`${...}` in server entries: they start before any step, so only variables and `env`."""
     for name, entry in (header.servers if header else {}).items():
-        found = template_strings(entry.model_dump(exclude_none=True), ("servers", name))
+        written = {k: v for k, v in entry.to_dict().items() if v is not None}
+        found = template_strings(written, ("servers", name))
         check_before_any_step(
             found,
             variables,

@@ -1,9 +1,10 @@
 """Shared fixtures: write a plan file, run the `planrun` command in a directory.
 
 Two layers. `planrun(...)` and the `run` fixture run the command line inside the test process
-(`planrun_inprocess`), with its working directory, environment, standard streams, signal
-handlers and imported plan modules isolated and restored: plan semantics, output shapes and
-exit codes, at no start-up cost. In a test marked `e2e` they start a real `python -m planrun`
+(`planrun_inprocess`), with its working directory, environment, standard streams and
+imported plan modules isolated and restored: plan semantics, output shapes and exit codes, at
+no start-up cost. (A run puts back the signal handlers it found itself: that is checked in
+tests/test_runs_in_one_process.py, not restored here.) In a test marked `e2e` they start a real `python -m planrun`
 (`planrun_process`), as `spawn_planrun` always does: signals, terminals, start-up, process
 groups and one end-to-end pass per command. `PLANRUN_TEST_SUBPROCESS=1` runs every test
 through real processes.
@@ -120,7 +121,6 @@ def planrun_process(
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
-_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)
 # Modules a run may import that belong to the environment, not to the test: kept across runs.
 # (examples/ is not: its helpers.py is a plan's module, like another test's helpers.py).
 _KEPT_PREFIXES = tuple(
@@ -183,11 +183,10 @@ def _run_streams() -> tuple[_RunStream, _RunStream]:
 @contextlib.contextmanager
 def _process_state_restored(cwd: Path | str, env: dict[str, str]) -> Any:
     """Everything a command changes in its process, put back afterwards: the working
-    directory, os.environ, signal handlers, sys.path and the modules a `python` step
-    imported from the test's directory (another test's `mod.py` is another)."""
+    directory (`-C`), os.environ, the standard streams, and sys.path and the modules a
+    `python` step imported from the test's directory (another test's `mod.py` is another)."""
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
-    saved_handlers = {sig: signal.getsignal(sig) for sig in _HANDLED_SIGNALS}
     saved_path = list(sys.path)
     saved_modules = set(sys.modules)
     saved_streams = (sys.stdin, sys.stdout, sys.stderr)
@@ -201,9 +200,6 @@ def _process_state_restored(cwd: Path | str, env: dict[str, str]) -> Any:
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
-        for sig, handler in saved_handlers.items():
-            if handler is not None:
-                signal.signal(sig, handler)
         sys.path[:] = saved_path
         for name in set(sys.modules) - saved_modules:
             file = getattr(sys.modules[name], "__file__", None)

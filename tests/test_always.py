@@ -80,3 +80,53 @@ def test_always_in_dry_run_and_graph(run, write):
     assert "always" in line, r
     g = run("graph", "plan.yaml")
     assert "cleanup (always)" in g.out, g
+
+
+def test_an_always_foreach_or_matrix_step_runs_its_instances_after_an_abort(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: build, run: "exit 3"}
+          - {id: deploy, tool: echo, args: {value: x}, depends_on: [build]}
+          - id: clean
+            foreach: [a, b]
+            run: echo ${item} >> cleaned-${item}
+            depends_on: [deploy]
+            always: true
+            result_variable: cleaned
+          - id: wipe
+            matrix: {os: [linux, mac], py: ["3.11"]}
+            max_parallel: 1
+            run: "echo ${steps.build.status} > wiped-${matrix.os}"
+            depends_on: [build]
+            always: true
+          - id: skipped
+            foreach: [a]
+            tool: echo
+            args: {value: 1}
+            when: "${steps.build.status == 'succeeded'}"
+            depends_on: [build]
+            always: true
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["reason"] == "step_failed", r
+    statuses = {sid: s["status"] for sid, s in steps_of(r).items()}
+    assert statuses == {
+        "build": "failed",
+        "deploy": "pending",
+        "clean": "succeeded",
+        "clean[0]": "succeeded",
+        "clean[1]": "succeeded",
+        "wipe": "succeeded",
+        "wipe[0]": "succeeded",
+        "wipe[1]": "succeeded",
+        "skipped": "skipped",
+        "skipped[0]": "skipped",
+    }, r
+    assert (tmp_path / "cleaned-a").read_text() == "a\n"
+    assert (tmp_path / "cleaned-b").read_text() == "b\n"
+    assert (tmp_path / "wiped-linux").read_text() == "failed\n"
+    assert (tmp_path / "wiped-mac").read_text() == "failed\n"

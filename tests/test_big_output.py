@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from planrun.tools.cmdoutput import CappedOutput, LineSplitter, log_path, output_limit
-from tests.conftest import spawn_planrun
+from tests.conftest import assert_no_traceback, spawn_planrun
+from tests.test_cache_run import statuses
+from tests.testkit import write_indented_plan
 
 
 def test_small_output_is_kept_whole(tmp_path: Path) -> None:
@@ -122,3 +126,72 @@ def test_200_mb_of_output_in_under_150_mb_of_memory(
         doc = json.loads(out[0])
         assert all(len(s["result"]["stdout"]) < 1_100_000 for s in doc["steps"])
     assert sys.executable  # the test ran the real command
+
+
+# ---- bounded memory ------------------------------------------------------------------------
+
+
+def _capped_run(cwd: Path, *args: str, cap: int) -> Any:
+    import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import Result
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "planrun", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+        stdin=subprocess.DEVNULL,
+        preexec_fn=limit,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.slow  # writes a few hundred MB
+@pytest.mark.e2e
+def test_an_output_larger_than_memory_allows_is_stored_and_restored(tmp_path: Path) -> None:
+    """Outputs are streamed into the cache and back: a 320 MB artifact under a 256 MiB address
+    space cap is stored, then restored byte-identical (it was read whole: MemoryError)."""
+    import hashlib
+
+    size = 320_000_000
+    write_indented_plan(
+        tmp_path,
+        f"""
+    steps:
+      - id: big
+        tool: shell
+        args: {{cmd: "mkdir -p o && head -c {size} /dev/zero | tr '\\\\0' x > o/big && echo end >> o/big"}}
+        outputs: ["o/big"]
+    """,
+    )
+    cap = 256 << 20
+    r = _capped_run(tmp_path, "run", "plan.yaml", "--output", "json", cap=cap)
+    assert_no_traceback(r)
+    assert r.code == 0 and statuses(r) == {"big": "succeeded"}, r
+    assert "not stored" not in r.err, r
+
+    def digest(path: Path) -> str:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
+
+    before = digest(tmp_path / "o/big")
+    (tmp_path / "o/big").unlink()
+    r = _capped_run(tmp_path, "run", "plan.yaml", "--output", "json", cap=cap)
+    assert r.code == 0 and statuses(r) == {"big": "cached"}, r
+    assert digest(tmp_path / "o/big") == before
+    with (tmp_path / "o/big").open("r+b") as f:  # same size, other bytes: restored again
+        f.write(b"y")
+    r = _capped_run(tmp_path, "run", "plan.yaml", "--output", "json", cap=cap)
+    assert r.code == 0 and statuses(r) == {"big": "cached"}, r
+    assert digest(tmp_path / "o/big") == before

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from planrun.cache.store import CacheStore, CorruptCache, Entry
 from tests.conftest import assert_no_traceback
+from tests.testkit import CACHED_OUTPUT_PLAN, cached_run
 
 PLAN = """
 name: p
@@ -294,3 +296,51 @@ def test_only_planruns_temporary_files_are_swept(run, write, tmp_path):
     assert {sub: sorted(os.listdir(cache / sub)) for sub in ("blobs", "entries")} == {
         sub: sorted(foreign[sub]) for sub in ("blobs", "entries")
     }
+
+
+def test_prune_and_clean_never_follow_a_linked_subdirectory(run, write, tmp_path):
+    cached_run(run, write, tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    outside.mkdir()
+    (outside / "old.json").write_text("{}")
+    os.utime(outside / "old.json", (0, 0))
+    (outside / "blob").write_text("x")
+    os.utime(outside / "blob", (0, 0))
+    cache = tmp_path / ".planrun/cache"
+    for sub in ("entries", "blobs"):
+        os.rename(cache / sub, cache / f"{sub}.real")
+        (cache / sub).symlink_to(outside)
+    for args in (["prune", "--older-than", "1s"], ["prune", "--max-size", "0"], ["clean"]):
+        r = run("cache", *args)
+        assert_no_traceback(r)
+        assert sorted(p.name for p in outside.iterdir()) == ["blob", "old.json"], r
+
+
+def test_a_linked_planrun_or_cache_directory_is_not_written_through(run, write, tmp_path):
+    """A repository can ship `.planrun/cache -> ~/somewhere` (or `.planrun` itself): the cache
+    is then not used, and `cache clean|prune` refuse it (exit 4), writing nothing there."""
+    write("p.yaml", CACHED_OUTPUT_PLAN)
+    outside = tmp_path.parent / f"{tmp_path.name}-linked"
+    outside.mkdir()
+    (outside / "entries").mkdir()
+    (outside / "entries" / "keep.json").write_text("{}")
+    os.utime(outside / "entries" / "keep.json", (0, 0))
+    planrun_dir = tmp_path / ".planrun"
+    planrun_dir.mkdir()
+    (planrun_dir / "cache").symlink_to(outside)
+    r = run("run", "p.yaml")
+    assert r.code == 0, r
+    assert "symbolic link" in r.err, r
+    for args in (["clean"], ["prune", "--older-than", "1s"]):
+        r = run("cache", *args)
+        assert r.code == 4, r
+        assert_no_traceback(r)
+    assert sorted(p.name for p in outside.rglob("*")) == ["entries", "keep.json"]
+    (planrun_dir / "cache").unlink()
+    shutil.rmtree(planrun_dir)
+    planrun_dir.symlink_to(outside)
+    r = run("run", "p.yaml", "--no-state")
+    assert r.code == 0, r
+    assert sorted(p.name for p in outside.rglob("*")) == ["entries", "keep.json"]
+    r = run("cache", "clean", "--cache-dir", str(tmp_path / "mine"))  # a directory of one's own
+    assert r.code == 0, r

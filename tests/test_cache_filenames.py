@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assert_no_traceback, planrun
+from tests.test_cache_run import started_reasons, statuses
+from tests.testkit import run_plan, write_indented_plan
 
 PLAN = """\
 name: names
@@ -60,3 +62,56 @@ def test_names_that_are_not_utf8_are_cached_and_restored(tmp_path: Path) -> None
     for i, name in enumerate(NAMES):
         with open(os.path.join(out, name), "rb") as f:
             assert f.read() == b"content %d\n" % i
+
+
+# ---- hostile input -------------------------------------------------------------------------
+
+
+def test_a_changed_file_name_with_control_characters_stays_on_one_line(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: s, tool: shell, args: {cmd: "echo hi"}, sources: ["src"]}
+    """,
+    )
+    (tmp_path / "src").mkdir()
+    run_plan(tmp_path)
+    (tmp_path / "src/a\nb\x1b[31m.py").write_text("x")
+    r = run_plan(tmp_path, "--events", "e.jsonl")
+    (line,) = [ln for ln in r.err.splitlines() if "s started" in ln]
+    assert line.endswith("sources changed: src/a\\nb\\x1b[31m.py"), r
+    assert "\x1b" not in r.err
+    assert started_reasons(tmp_path / "e.jsonl")["s"] == "sources changed: src/a\\nb\\x1b[31m.py"
+    (tmp_path / "src/a\nb\x1b[31m.py").write_text("y")
+    dry = run_plan(tmp_path, "--dry-run")
+    assert "cache: miss (sources changed: src/a\\nb\\x1b[31m.py)" in dry.out, dry
+
+
+def test_an_undecodable_file_name_is_named_without_breaking_the_run(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: s, tool: shell, args: {cmd: "echo hi"}, sources: ["src"]}
+    """,
+    )
+    (tmp_path / "src").mkdir()
+    run_plan(tmp_path)
+    with open(os.path.join(os.fsencode(tmp_path), b"src/\xff.py"), "wb") as f:
+        f.write(b"x")
+    r = run_plan(tmp_path, "--output", "json", "--events", "e.jsonl")
+    assert r.code == 0, r
+    reason = started_reasons(tmp_path / "e.jsonl")["s"]
+    assert reason.startswith("sources changed: src/") and reason.isprintable()
+    assert statuses(run_plan(tmp_path, "--output", "json")) == {"s": "cached"}
+
+
+def test_an_unproduced_pattern_with_a_newline_is_named_on_one_line(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        'steps:\n  - {id: w, tool: shell, args: {cmd: "true"}, outputs: ["dist/a\\nb.whl"]}\n'
+    )
+    r = run_plan(tmp_path, "--output", "json")
+    assert r.code == 1
+    assert r.json["steps"][0]["error"] == "declared output not produced: dist/a\\nb.whl"
+    assert "w failed: declared output not produced: dist/a\\nb.whl" in r.err

@@ -7,13 +7,16 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import assert_no_traceback, kill_9, planrun, spawn_planrun, wait_until
+from tests.testkit import CACHED_OUTPUT_PLAN, DEEP_JSON, cached_run, only_cache_entry
 
 BUILD = """
 steps:
@@ -344,3 +347,96 @@ def test_a_dry_run_renders_each_instance_s_patterns(tmp_path: Path) -> None:
     assert r.code == 0, r
     cache = {s["id"]: s["cache"]["status"] for s in r.json["steps"]}
     assert cache == {"gen[0]": "hit", "gen[1]": "miss", "gen[2]": "hit"}
+
+
+def _forge(entry: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Rewrite a cache entry as an attacker would: changed, with a matching checksum."""
+    head, _, body = entry.read_bytes().partition(b"\n")
+    doc = json.loads(body)
+    change(doc)
+    body = json.dumps(doc).encode()
+    magic, fmt, _ = head.decode().split(" ")
+    entry.write_bytes(f"{magic} {fmt} {hashlib.sha256(body).hexdigest()}\n".encode() + body)
+
+
+# ---- the cache store ----------------------------------------------------------------------
+
+
+def test_a_forged_blob_name_never_touches_a_file_outside_the_cache(run, write, tmp_path):
+    entry = cached_run(run, write, tmp_path)
+    victim = tmp_path.parent / f"{tmp_path.name}-victim.txt"
+    victim.write_text("keep me")
+    try:
+        for name in (str(victim), f"../../../{victim.name}"):
+            _forge(entry, lambda d, n=name: d["outputs"][0].update(hash=n))
+            r = run("run", "p.yaml")
+            assert r.code == 0, r  # a miss: the step runs
+            assert_no_traceback(r)
+            assert victim.read_text() == "keep me"
+    finally:
+        victim.unlink(missing_ok=True)
+
+
+def test_restore_never_writes_through_a_symlinked_directory(run, write, tmp_path):
+    step = '"[ -L out ] || { mkdir -p out && printf hi > out/f.txt; }"'  # never via a link
+    write("p.yaml", CACHED_OUTPUT_PLAN.replace('"mkdir -p out && printf hi > out/f.txt"', step))
+    assert run("run", "p.yaml", "-q").code == 0
+    (tmp_path / "out/f.txt").unlink()
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (tmp_path / "out").rmdir()
+    (tmp_path / "out").symlink_to(outside)
+    r = run("run", "p.yaml")
+    assert_no_traceback(r)
+    assert list(outside.iterdir()) == [], r
+    assert "cannot restore out/f.txt" in r.err, r
+
+
+def test_a_forged_mode_is_a_miss_and_set_id_bits_are_never_restored(run, write, tmp_path):
+    entry = cached_run(run, write, tmp_path)
+    _forge(entry, lambda d: d["outputs"][0].update(mode=2**70))
+    r = run("run", "p.yaml")
+    assert r.code == 0, r
+    assert_no_traceback(r)
+    (tmp_path / "out/f.txt").unlink()
+    entry = only_cache_entry(tmp_path)
+    _forge(entry, lambda d: d["outputs"][0].update(mode=0o6755))
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.json["steps"][0]["status"] == "cached", r
+    assert stat.S_IMODE((tmp_path / "out/f.txt").stat().st_mode) == 0o755
+
+
+def test_a_deeply_nested_cache_entry_is_a_miss(run, write, tmp_path):
+    entry = cached_run(run, write, tmp_path)
+    body = ('{"format": 2, "result": ' + DEEP_JSON + "}").encode()
+    entry.write_bytes(f"planrun-cache-entry 2 {hashlib.sha256(body).hexdigest()}\n".encode() + body)
+    r = run("run", "p.yaml")
+    assert r.code == 0, r
+    assert_no_traceback(r)
+    assert "treated as a miss" in r.err, r
+    r = run("cache", "prune", "--older-than", "1s")
+    assert r.code == 0, r
+    assert_no_traceback(r)
+
+
+def test_a_deeply_nested_recent_file_is_ignored(run, write, tmp_path):
+    cached_run(run, write, tmp_path)
+    (tmp_path / ".planrun/cache-recent.json").write_text(DEEP_JSON)
+    r = run("run", "p.yaml", "--force")
+    assert r.code == 0, r
+    assert_no_traceback(r)
+
+
+def test_a_huge_cache_entry_or_blob_is_not_read(run, write, tmp_path):
+    """Sparse files, so nothing is written: reading either whole would take 300 MB."""
+    entry = cached_run(run, write, tmp_path)
+    os.truncate(entry, 300 << 20)
+    r = run("run", "p.yaml")
+    assert r.code == 0, r
+    assert "too large" in r.err, r
+    (tmp_path / "out/f.txt").unlink()
+    blob = tmp_path / ".planrun/cache/blobs" / hashlib.sha256(b"hi").hexdigest()
+    os.truncate(blob, 300 << 20)
+    r = run("run", "p.yaml")
+    assert r.code == 0, r
+    assert "too large" in r.err, r

@@ -7,12 +7,15 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
 from tests.conftest import assert_no_traceback, planrun
+from tests.testkit import cache_entry_files, one_line_error, run_plan, write_indented_plan
 
 BUILD = """
 steps:
@@ -530,3 +533,647 @@ def test_the_dry_run_says_unknown_after_an_uncached_step_and_predicts_no_miss(
     dry = go(tmp_path, "--dry-run", "--output", "json")
     caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
     assert caches["test"]["status"] == "unknown"  # its sources changed, but after setup
+
+
+# ---- the key -------------------------------------------------------------------------------
+
+GLOBS = """
+    steps:
+      - id: wheel
+        tool: shell
+        args: {cmd: "echo wheel"}
+        sources: ["src/**/*.py", "pyproject.toml", "!src/**/test_*.py", "missing/**"]
+"""
+
+
+def test_globs_cross_directories_exclude_and_a_pattern_matching_nothing_is_fine(
+    tmp_path: Path,
+) -> None:
+    write_indented_plan(tmp_path, GLOBS)
+    (tmp_path / "src/pkg/deep").mkdir(parents=True)
+    (tmp_path / "src/pkg/deep/mod.py").write_text("a\n")
+    (tmp_path / "src/pkg/test_mod.py").write_text("t\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
+    assert run_plan(tmp_path).code == 0  # `missing/**` matches nothing: an empty set, no error
+    (tmp_path / "src/pkg/test_mod.py").write_text("changed test\n")  # excluded
+    (tmp_path / "src/pkg/notes.txt").write_text("not a .py\n")
+    assert statuses(run_plan(tmp_path, "--output", "json")) == {"wheel": "cached"}
+    (tmp_path / "src/pkg/deep/mod.py").write_text("b\n")  # `**` reaches it
+    r = run_plan(tmp_path, "--events", "e.jsonl")
+    assert started_reasons(tmp_path / "e.jsonl") == {
+        "wheel": "sources changed: src/pkg/deep/mod.py"
+    }
+    (tmp_path / "pyproject.toml").unlink()  # a removed source is a change too
+    run_plan(tmp_path, "--events", "f.jsonl")
+    assert started_reasons(tmp_path / "f.jsonl") == {"wheel": "sources changed: pyproject.toml"}
+    assert r.code == 0
+
+
+def test_a_directory_source_matches_every_file_below_it(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: s, tool: shell, args: {cmd: "echo s"}, sources: ["src"]}
+    """,
+    )
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.txt").write_text("a")
+    run_plan(tmp_path)
+    (tmp_path / "src/x/y").mkdir(parents=True)
+    (tmp_path / "src/x/y/new.bin").write_bytes(b"\0\1")
+    run_plan(tmp_path, "--events", "e.jsonl")
+    assert started_reasons(tmp_path / "e.jsonl") == {"s": "sources changed: src/x/y/new.bin"}
+
+
+def test_an_upstream_result_reached_by_a_data_flow_edge_is_in_the_key(tmp_path: Path) -> None:
+    """No `depends_on`: the step reads `${up.exit_code}` (unchanged) of a step whose result
+    (its stdout) changes; the key holds that step's result, so the step runs again."""
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: up, tool: shell, args: {cmd: "cat word.txt"}, result_variable: up}
+      - {id: down, tool: shell, args: {cmd: "echo ${up.exit_code}"}, cache: true}
+    """,
+    )
+    (tmp_path / "word.txt").write_text("one")
+    run_plan(tmp_path)
+    assert statuses(run_plan(tmp_path, "--output", "json"))["down"] == "cached"
+    (tmp_path / "word.txt").write_text("two")
+    r = run_plan(tmp_path, "--output", "json", "--events", "e.jsonl")
+    assert statuses(r)["down"] == "succeeded"
+    assert started_reasons(tmp_path / "e.jsonl")["down"] == "upstream changed: up"
+
+
+def test_the_first_reason_is_args_then_upstream_then_sources(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    variables: {flag: a}
+    steps:
+      - {id: up, tool: shell, args: {cmd: "cat up.txt"}}
+      - id: s
+        tool: shell
+        args: {cmd: "echo ${flag}"}
+        sources: ["src"]
+        depends_on: [up]
+    """,
+    )
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.py").write_text("1")
+    (tmp_path / "up.txt").write_text("1")
+    run_plan(tmp_path)
+    # all three changed: args wins
+    (tmp_path / "src/a.py").write_text("2")
+    (tmp_path / "up.txt").write_text("2")
+    run_plan(tmp_path, "--var", "flag=b", "--events", "a.jsonl")
+    assert started_reasons(tmp_path / "a.jsonl")["s"] == "args changed"
+    # upstream and sources changed: upstream wins
+    (tmp_path / "src/a.py").write_text("3")
+    (tmp_path / "up.txt").write_text("3")
+    run_plan(tmp_path, "--var", "flag=b", "--events", "b.jsonl")
+    assert started_reasons(tmp_path / "b.jsonl")["s"] == "upstream changed: up"
+    # forced wins over a change; cache off wins over forced (nothing is looked up)
+    (tmp_path / "src/a.py").write_text("4")
+    run_plan(tmp_path, "--var", "flag=b", "--force", "s", "--events", "c.jsonl")
+    assert started_reasons(tmp_path / "c.jsonl")["s"] == "forced"
+    run_plan(tmp_path, "--var", "flag=b", "--force", "--no-cache", "--events", "d.jsonl")
+    assert started_reasons(tmp_path / "d.jsonl")["s"] == "cache off"
+
+
+def test_going_back_compares_with_the_most_recent_entry(tmp_path: Path) -> None:
+    """The reason compares with the step's most recent entry, not the first one stored."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    (tmp_path / "src/m1.py").write_text("print('b')\n")
+    run_plan(tmp_path)
+    (tmp_path / "src/m2.py").write_text("print('c')\n")  # m1 as the most recent entry saw it
+    run_plan(tmp_path, "--events", "e.jsonl")
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed: src/m2.py"
+
+
+# ---- hits and misses -----------------------------------------------------------------------
+
+
+def test_failed_and_ignored_failures_are_never_stored(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: bad, tool: shell, args: {cmd: "exit 3"}, cache: true, on_failure: ignore}
+      - {id: worse, tool: shell, args: {cmd: "exit 4"}, cache: true, on_failure: continue}
+    """,
+    )
+    assert run_plan(tmp_path).code == 1
+    assert not cache_entry_files(tmp_path)
+    r = run_plan(tmp_path, "--output", "json", "--events", "e.jsonl")
+    assert statuses(r) == {"bad": "ignored", "worse": "failed"}
+    assert started_reasons(tmp_path / "e.jsonl") == {
+        "bad": "no cache entry",
+        "worse": "no cache entry",
+    }
+
+
+def test_a_hit_replays_stderr_too_and_counts_as_a_passed_junit_case(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: warn, tool: shell, args: {cmd: "echo to-out; echo to-err >&2"}, cache: true}
+    """,
+    )
+    run_plan(tmp_path)
+    r = run_plan(tmp_path, "--junit", "j.xml", "--output", "json")
+    assert statuses(r) == {"warn": "cached"}
+    assert "(replayed from the cache)" in r.err and "to-err" in r.err and "to-out" in r.err
+    suite = ElementTree.parse(tmp_path / "j.xml").getroot()
+    (case,) = suite.iter("testcase")
+    assert case.get("name") == "warn"
+    assert [child.tag for child in case if child.tag in ("failure", "error", "skipped")] == []
+    assert suite.get("tests") == "1" and suite.get("failures") == "0"
+
+
+def test_outputs_in_nested_directories_come_back_with_their_directories(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - id: gen
+        tool: shell
+        args: {cmd: "mkdir -p out/a/b && printf x > out/a/b/one.txt && printf y > out/two.txt"}
+        outputs: ["out/**/*.txt"]
+    """,
+    )
+    run_plan(tmp_path)
+    shutil.rmtree(tmp_path / "out")
+    r = run_plan(tmp_path, "--output", "json")
+    assert statuses(r) == {"gen": "cached"}
+    assert (tmp_path / "out/a/b/one.txt").read_text() == "x"
+    assert (tmp_path / "out/two.txt").read_text() == "y"
+
+
+def test_the_unproduced_pattern_is_named_when_another_matched(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - id: two
+        tool: shell
+        args: {cmd: "mkdir -p dist && touch dist/a.tar.gz"}
+        outputs: ["dist/*.tar.gz", "dist/*.whl"]
+    """,
+    )
+    r = run_plan(tmp_path, "--output", "json")
+    assert r.code == 1
+    assert r.json["steps"][0]["error"] == "declared output not produced: dist/*.whl"
+
+
+def test_cache_true_alone_keys_on_tool_args_and_upstream_and_false_turns_it_off(
+    tmp_path: Path,
+) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: pure, tool: shell, args: {cmd: "echo pure"}, cache: true}
+      - {id: off, tool: shell, args: {cmd: "echo off"}, sources: ["src"], cache: false}
+      - {id: plain, tool: shell, args: {cmd: "echo plain"}}
+    """,
+    )
+    (tmp_path / "src").mkdir()
+    run_plan(tmp_path)
+    r = run_plan(tmp_path, "--output", "json", "--events", "e.jsonl")
+    assert statuses(r) == {"pure": "cached", "off": "succeeded", "plain": "succeeded"}
+    assert started_reasons(tmp_path / "e.jsonl") == {"off": "cache off", "plain": "cache off"}
+
+
+def test_status_and_resume_agree_on_cached_steps(tmp_path: Path) -> None:
+    """A run that failed after hits: resume keeps the cached steps as done, and `status`,
+    `--output json` and JUnit say `cached` for them, never `pending`."""
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: a, tool: shell, args: {cmd: "echo a"}, cache: true}
+      - {id: gate, tool: shell, args: {cmd: "test -f ok"}, depends_on: [a]}
+    """,
+    )
+    assert run_plan(tmp_path).code == 1
+    assert run_plan(tmp_path).code == 1  # a is cached this time
+    status = planrun("status", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == {"a": "cached", "gate": "failed"}
+    (tmp_path / "ok").write_text("")
+    r = planrun("resume", "plan.yaml", "--output", "json", "--events", "e.jsonl", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {"a": "cached", "gate": "succeeded"}
+    assert "a" not in started_reasons(tmp_path / "e.jsonl")  # not run again
+    status = planrun("status", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == {
+        "a": "cached",
+        "gate": "succeeded",
+    }
+
+
+# ---- dry-run -------------------------------------------------------------------------------
+
+
+def test_a_dry_run_restores_nothing_and_records_nothing(tmp_path: Path) -> None:
+    project(tmp_path)
+    run_plan(tmp_path)
+    shutil.rmtree(tmp_path / "out")
+    state = tmp_path / ".planrun/state/plan.json"
+    state_before = state.read_bytes()
+    recent = tmp_path / ".planrun/cache-recent.json"
+    recent_before = recent.read_bytes()
+    hour_ago = time.time() - 3600
+    for e in cache_entry_files(tmp_path):
+        os.utime(e, (hour_ago, hour_ago))
+    r = run_plan(tmp_path, "--dry-run", "--output", "json")
+    assert r.code == 0, r
+    assert {s["id"]: s["cache"]["status"] for s in r.json["steps"]}["build"] == "hit"
+    assert not (tmp_path / "out").exists()  # a hit in a dry-run restores nothing
+    assert state.read_bytes() == state_before and recent.read_bytes() == recent_before
+    assert all(abs(e.stat().st_mtime - hour_ago) < 1 for e in cache_entry_files(tmp_path))
+
+
+def test_dry_run_json_gives_every_step_a_cache_status_and_reason(tmp_path: Path) -> None:
+    project(tmp_path)
+    r = run_plan(tmp_path, "--dry-run", "--output", "json")
+    caches = {s["id"]: s["cache"] for s in r.json["steps"]}
+    assert caches == {
+        "build": {"status": "miss", "reason": "no cache entry"},
+        "pack": {"status": "miss", "reason": "no cache entry"},  # never stored: says so
+        "show": {"status": "off", "reason": "cache off"},
+    }
+    r = run_plan(tmp_path, "--dry-run", "--output", "json", "--no-cache")
+    assert {s["cache"]["status"] for s in r.json["steps"]} == {"off"}
+    r = run_plan(tmp_path, "--dry-run", "--output", "json", "--force=build")
+    assert {s["id"]: s["cache"] for s in r.json["steps"]}["build"] == {
+        "status": "miss",
+        "reason": "forced",
+    }
+
+
+# ---- flags -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan.yaml", "--force", "--output", "json"),  # followed by another option
+        ("plan.yaml", "--output", "json", "--force"),  # last
+    ],
+)
+def test_a_bare_force_runs_every_step(tmp_path: Path, args: tuple[str, ...]) -> None:
+    project(tmp_path)
+    run_plan(tmp_path)
+    r = planrun("run", *args, cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "succeeded", "pack": "succeeded", "show": "succeeded"}
+
+
+def test_force_equals_takes_the_id_and_a_following_target_stays_a_target(tmp_path: Path) -> None:
+    project(tmp_path)
+    run_plan(tmp_path)
+    r = planrun("run", "plan.yaml", "--force=build", "pack", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "succeeded", "pack": "cached"}  # `pack` is the target
+    r = planrun("run", "plan.yaml", "--force", "build", "pack", "--output", "json", cwd=tmp_path)
+    assert statuses(r) == {"build": "succeeded", "pack": "succeeded"}  # two forced targets
+
+
+def test_no_cache_writes_no_stat_records_and_no_recent_entries(tmp_path: Path) -> None:
+    project(tmp_path)
+    old = time.time() - 3600
+    for f in (tmp_path / "src").iterdir():
+        os.utime(f, (old, old))  # old enough to be recorded by a run that records
+    run_plan(tmp_path, "--no-cache")
+    names = {p.name for p in (tmp_path / ".planrun").iterdir()}
+    assert not names & {"cache", "stat-records", "listings", "cache-recent.json"}, names
+
+
+def test_stat_records_stay_in_the_working_directory_with_a_cache_dir(tmp_path: Path) -> None:
+    work = project(tmp_path / "work")
+    old = time.time() - 3600
+    for f in (work / "src").iterdir():
+        os.utime(f, (old, old))
+    shared = tmp_path / "shared"
+    assert run_plan(work, "--cache-dir", str(shared)).code == 0
+    assert (work / ".planrun/stat-records").is_file()
+    assert not (work / ".planrun/cache").exists()
+    assert sorted(p.name for p in shared.iterdir()) == ["CACHEDIR.TAG", "blobs", "entries"]
+
+
+def test_a_relative_cache_dir_is_relative_to_the_working_directory(tmp_path: Path) -> None:
+    work = project(tmp_path / "work")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = planrun("-C", str(work), "run", "plan.yaml", "--cache-dir", "ci-cache", cwd=elsewhere)
+    assert r.code == 0, r
+    assert len(list((work / "ci-cache/entries").iterdir())) == 2
+    assert not (elsewhere / "ci-cache").exists()
+    info = planrun(
+        "-C",
+        str(work),
+        "cache",
+        "info",
+        "--output",
+        "json",
+        "--cache-dir",
+        "ci-cache",
+        cwd=elsewhere,
+    )
+    assert info.json == {
+        "dir": info.json["dir"],
+        "entries": 2,
+        "bytes": info.json["bytes"],
+    }
+    assert Path(info.json["dir"]).resolve() == (work / "ci-cache").resolve()
+
+
+def test_an_overlap_warning_names_an_odd_output_on_one_line(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - id: gen
+        tool: shell
+        args: {cmd: "printf x > 'src/new\\nline.py'"}
+        sources: ["src"]
+        outputs: ["src/*.py"]
+    """,
+    )
+    (tmp_path / "src").mkdir()
+    r = run_plan(tmp_path)
+    assert r.code == 0, r
+    (line,) = [ln for ln in r.err.splitlines() if "outputs are also its sources" in ln]
+    assert "src/new\\nline.py" in line
+
+
+# ---- foreach -------------------------------------------------------------------------------
+
+FANNED = """
+    variables: {pkgs: [a, b]}
+    steps:
+      - {id: lint, tool: shell, foreach: "${pkgs}", args: {cmd: "echo ${item}"}, cache: true}
+      - {id: other, tool: shell, args: {cmd: "echo other"}, cache: true}
+"""
+
+
+def test_force_on_a_foreach_step_runs_each_of_its_instances(tmp_path: Path) -> None:
+    write_indented_plan(tmp_path, FANNED)
+    run_plan(tmp_path)
+    r = run_plan(tmp_path, "--force=lint", "--output", "json", "--events", "e.jsonl")
+    assert r.code == 0, r
+    assert statuses(r) == {
+        "lint": "succeeded",
+        "lint[0]": "succeeded",
+        "lint[1]": "succeeded",
+        "other": "cached",
+    }
+    reasons = started_reasons(tmp_path / "e.jsonl")
+    assert reasons["lint[0]"] == reasons["lint[1]"] == "forced"
+    r = run_plan(tmp_path, "--force=lint[1]", "--output", "json")
+    assert r.code == 0, r
+    assert statuses(r)["lint[0]"] == "cached" and statuses(r)["lint[1]"] == "succeeded"
+    r = run_plan(tmp_path, "--force=other[0]")
+    assert r.code == 2 and "other[0]" in one_line_error(r)
+
+
+# ---- cache off: each step that runs says why -------------------------------------------------
+
+
+def test_no_cache_says_cache_off_on_the_console_and_in_the_dry_run(tmp_path: Path) -> None:
+    """With `--no-cache` every step runs because the cache is off, and says so (chosen: the
+    console and the text dry-run show `cache off` only under --no-cache or --explain, so that
+    plans that cache a few steps do not print it under every other one)."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    r = run_plan(tmp_path, "--no-cache")
+    assert "build started [shell]: cache off" in r.err, r
+    assert "show started [echo]: cache off" in r.err
+    plain = run_plan(tmp_path, "--force")
+    assert "show started [echo]" in plain.err
+    assert "show started [echo]: cache off" not in plain.err  # not asked for
+    dry = run_plan(tmp_path, "--dry-run", "--no-cache")
+    assert dry.out.count("cache: miss (cache off)") == 3, dry
+    dry = run_plan(tmp_path, "--dry-run")
+    assert "cache: hit" in dry.out and "cache off" not in dry.out
+    dry = run_plan(tmp_path, "--dry-run", "--explain")
+    assert dry.out.count("cache: miss (cache off)") == 1  # `show`, which caches nothing
+
+
+def test_a_hit_under_stream_replays_its_output_as_streamed_lines(tmp_path: Path) -> None:
+    """`--stream` shows a running step's output as `[ID] line`; a hit's recorded output is
+    shown the same way, marked as replayed."""
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: warn, tool: shell, args: {cmd: "echo to-out; echo to-err >&2"}, cache: true}
+    """,
+    )
+    ran = run_plan(tmp_path, "--stream")
+    assert "[warn] to-out" in ran.err, ran
+    hit = run_plan(tmp_path, "--stream")
+    assert "warn cached" in hit.err
+    assert "[warn] (replayed from the cache)\n[warn] to-out\n[warn] to-err\n" in hit.err, hit
+
+
+def test_sources_and_a_relative_cache_dir_variable_follow_minus_c(tmp_path: Path) -> None:
+    """Globs, `.planrun/` and a relative PLANRUN_CACHE_DIR are relative to the working
+    directory, which `-C DIR` sets."""
+    work = project(tmp_path / "work")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"PLANRUN_CACHE_DIR": "ci"}
+
+    def run(*args: str) -> Any:
+        r = planrun("-C", str(work), "run", "plan.yaml", *args, cwd=elsewhere, env=env)
+        assert_no_traceback(r)
+        return r
+
+    assert run().code == 0
+    assert (work / "ci/entries").is_dir() and not (elsewhere / "ci").exists()
+    assert statuses(run("--output", "json"))["build"] == "cached"
+    (work / "src/m2.py").write_text("print('two')\n")
+    run("--events", str(tmp_path / "e.jsonl"))
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed: src/m2.py"
+    info = planrun("-C", str(work), "cache", "info", "--output", "json", cwd=elsewhere, env=env)
+    assert Path(info.json["dir"]).resolve() == (work / "ci").resolve()
+    assert info.json["entries"] == 4  # build and pack, before and after the change
+
+
+def test_a_dry_run_previews_each_foreach_instance(tmp_path: Path) -> None:
+    write_indented_plan(tmp_path, FANNED)
+    run_plan(tmp_path)
+    r = run_plan(tmp_path, "--dry-run", "--output", "json", "--var", "pkgs=[a, c]")
+    caches = {s["id"]: s["cache"] for s in r.json["steps"]}
+    assert caches["lint[0]"] == {"status": "hit", "reason": "cached"}
+    assert caches["lint[1]"]["status"] == "miss"
+
+
+def test_a_renamed_source_with_the_same_content_changes_the_key(tmp_path: Path) -> None:
+    """The key covers each source's path as well as its content."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    (tmp_path / "src/m0.py").rename(tmp_path / "src/z0.py")
+    r = run_plan(tmp_path, "--output", "json", "--events", "e.jsonl")
+    assert statuses(r)["build"] == "succeeded"
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed: src/m0.py (+1 more)"
+
+
+def test_outputs_alone_make_a_step_cached(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: gen, tool: shell, args: {cmd: "mkdir -p o && echo x > o/f"}, outputs: ["o/f"]}
+    """,
+    )
+    run_plan(tmp_path)
+    (tmp_path / "o/f").unlink()
+    r = run_plan(tmp_path, "--output", "json")
+    assert statuses(r) == {"gen": "cached"} and (tmp_path / "o/f").read_text() == "x\n"
+
+
+def test_hits_are_not_charged_to_tool_caps(tmp_path: Path) -> None:
+    steps = """
+    steps:
+      - {id: a, tool: shell, args: {cmd: "echo a"}, cache: true}
+      - {id: b, tool: shell, args: {cmd: "echo b"}, cache: true}
+      - {id: c, tool: shell, args: {cmd: "echo c"}}
+    """
+    write_indented_plan(tmp_path, "\n    limits: {tool_caps: {shell: 3}}" + steps)
+    assert run_plan(tmp_path).code == 0
+    write_indented_plan(tmp_path, "\n    limits: {tool_caps: {shell: 1}}" + steps)
+    r = run_plan(tmp_path, "--output", "json")
+    assert r.code == 0, r
+    assert statuses(r) == {"a": "cached", "b": "cached", "c": "succeeded"}
+
+
+def test_env_read_with_get_is_in_the_key(tmp_path: Path) -> None:
+    """`env.get('FLAG')` reads FLAG: its value is in the key even when the resolved args do
+    not show it (here only whether it is set)."""
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: s, tool: shell, args: {cmd: "echo ${'on' if env.get('FLAG') else 'off'}"}, cache: true}
+    """,
+    )
+    run_plan(tmp_path, env={"FLAG": "1"})
+    assert statuses(run_plan(tmp_path, "--output", "json", env={"FLAG": "1"})) == {"s": "cached"}
+    r = run_plan(tmp_path, "--output", "json", "--events", "e.jsonl", env={"FLAG": "2"})
+    assert statuses(r) == {"s": "succeeded"}
+    assert started_reasons(tmp_path / "e.jsonl") == {"s": "args changed"}
+
+
+def test_the_dry_run_agrees_with_the_run_on_a_step_reading_a_hits_status(tmp_path: Path) -> None:
+    """A hit counts as succeeded for expressions: `steps.build.status` is `succeeded` in the
+    run, so the dry-run's preview (which resolves args the same way) says hit too."""
+    write_indented_plan(
+        tmp_path,
+        """
+    steps:
+      - {id: build, tool: shell, args: {cmd: "echo b"}, cache: true}
+      - {id: c, tool: shell, args: {cmd: "echo ${steps.build.status}"}, depends_on: [build], cache: true}
+    """,
+    )
+    run_plan(tmp_path)
+    r = run_plan(tmp_path, "--output", "json")
+    assert statuses(r) == {"build": "cached", "c": "cached"}
+    assert r.json["steps"][1]["result"]["stdout"] == "succeeded\n"
+    dry = run_plan(tmp_path, "--dry-run", "--output", "json")
+    assert {s["id"]: s["cache"]["status"] for s in dry.json["steps"]} == {
+        "build": "hit",
+        "c": "hit",
+    }
+
+
+@pytest.mark.parametrize(
+    "flags, cache", [(("--no-cache",), ""), ((), ", cache: false")], ids=["no-cache", "false"]
+)
+def test_a_declared_output_is_checked_with_the_cache_off_too(
+    tmp_path: Path, flags: tuple[str, ...], cache: str
+) -> None:
+    """Whether a step produced what it declares does not depend on the cache: a CI job that
+    runs `--no-cache` fails on a missing artifact like any other run."""
+    (tmp_path / "plan.yaml").write_text(
+        "steps:\n"
+        f'  - {{id: w, tool: shell, args: {{cmd: "true"}}, outputs: ["dist/*.whl"]{cache}}}\n'
+    )
+    r = run_plan(tmp_path, "--output", "json", *flags)
+    assert r.code == 1, r
+    assert r.json["steps"][0]["error"] == "declared output not produced: dist/*.whl"
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist/a.whl").write_text("")
+    assert run_plan(tmp_path, *flags).code == 0
+
+
+@pytest.mark.parametrize("recent", ["a\u0000b", "../../../../outside", "x" * 5000, "", 7])
+def test_a_hostile_recent_entry_file_only_costs_the_reason(tmp_path: Path, recent: Any) -> None:
+    """`.planrun/cache-recent.json` may come with a repository: a key in it that is not a
+    SHA-256 names no entry (`no cache entry`), never a file elsewhere, never an error."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    (tmp_path / ".planrun/cache-recent.json").write_text(
+        json.dumps({"plan": {"build": recent, "pack": recent}})
+    )
+    (tmp_path / "src/m0.py").write_text("print('changed')\n")
+    dry = run_plan(tmp_path, "--dry-run")
+    assert dry.code == 0 and "cache: miss (no cache entry)" in dry.out, dry
+    r = run_plan(tmp_path, "--events", "e.jsonl")
+    assert r.code == 0, r
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "no cache entry"
+
+
+def test_content_not_mtime_decides(tmp_path: Path) -> None:
+    """A touched source (new mtime, same bytes) still hits; same size and mtime with other
+    bytes is a change."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    src = tmp_path / "src/m0.py"
+    later = time.time() + 5
+    os.utime(src, (later, later))
+    assert statuses(run_plan(tmp_path, "--output", "json"))["build"] == "cached"
+    st = src.stat()
+    src.write_text("print(9)\n")  # same length as "print(0)\n"
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = run_plan(tmp_path, "--output", "json", "--events", "e.jsonl")
+    assert statuses(r)["build"] == "succeeded"
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed: src/m0.py"
+
+
+def test_a_dry_run_previews_a_foreach_over_a_hits_result(tmp_path: Path) -> None:
+    """The list of a foreach over a cached step's result is known in a dry-run once that step
+    hits: its `ID[*]` line says hit when every instance would, else the first miss's reason."""
+    write_indented_plan(
+        tmp_path,
+        """
+    variables: {extra: ""}
+    steps:
+      - {id: list, tool: shell, args: {cmd: "echo a b ${extra}"}, result_variable: files, cache: true}
+      - {id: lint, tool: shell, foreach: "${files.stdout.split()}", args: {cmd: "echo ${item}"}, cache: true}
+    """,
+    )
+    run_plan(tmp_path)
+    dry = run_plan(tmp_path, "--dry-run", "--output", "json")
+    assert {s["id"]: s["cache"] for s in dry.json["steps"]}["lint[*]"] == {
+        "status": "hit",
+        "reason": "cached",
+    }
+    assert statuses(run_plan(tmp_path, "--output", "json"))["lint[1]"] == "cached"
+    dry = run_plan(tmp_path, "--dry-run", "--output", "json", "--var", "extra=c")
+    caches = {s["id"]: s["cache"] for s in dry.json["steps"]}
+    assert caches["list"]["status"] == "miss"
+    assert caches["lint[*]"] == {"status": "miss", "reason": "upstream changed: list"}
+
+
+def test_streamed_lines_of_foreach_instances_carry_their_bare_id(tmp_path: Path) -> None:
+    write_indented_plan(tmp_path, FANNED)
+    ran = run_plan(tmp_path, "--stream")
+    assert "[lint[0]] a\n" in ran.err and "[  lint" not in ran.err, ran
+    hit = run_plan(tmp_path, "--stream")
+    assert "[lint[1]] (replayed from the cache)\n[lint[1]] b\n" in hit.err, hit

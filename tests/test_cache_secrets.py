@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,14 @@ import pytest
 
 from planrun.cache.keys import canonical
 from tests.conftest import assert_no_traceback, planrun
+from tests.testkit import (
+    ALL_REPORTS,
+    RESULT_TOKEN,
+    run_plan,
+    run_then_resume,
+    shown_and_stored,
+    write_indented_plan,
+)
 
 PIN = "48213"
 KEY = "73019"
@@ -148,3 +157,104 @@ steps:
     assert statuses(go(three, *pin, env=signed)) == {"secret": "cached", "plain": "cached"}
     other = {"PLANRUN_CACHE_SIGNING_KEY": "another-key"}
     assert statuses(go(three, *pin, env=other))["secret"] == "succeeded"
+
+
+def test_large_outputs_holding_a_secret_are_not_stored_and_a_damaged_one_is_a_miss(
+    tmp_path: Path,
+) -> None:
+    """Outputs over the in-memory size are scanned for secrets in chunks (a value straddling
+    two chunks included) and checked against their hash before anything is restored."""
+    script = (
+        "import sys\n"
+        "data = bytearray(b'x' * (9 << 20))\n"
+        "if sys.argv[1] == 'leak':\n"
+        "    data[(1 << 20) - 3:(1 << 20) + 7] = b'hunter2-42'\n"
+        "open(sys.argv[2], 'wb').write(data)\n"
+    )
+    (tmp_path / "make.py").write_text(script)
+    write_indented_plan(
+        tmp_path,
+        """
+    variables: {token: hunter2-42}
+    secrets: [token]
+    steps:
+      - {id: leak, tool: shell, args: {cmd: "python3 make.py leak leak.bin"}, outputs: [leak.bin]}
+      - {id: safe, tool: shell, args: {cmd: "python3 make.py safe safe.bin"}, outputs: [safe.bin]}
+    """,
+    )
+    r = run_plan(tmp_path)
+    assert r.code == 0, r
+    assert "step 'leak': result held a secret: not stored in the cache" in r.err
+    for blob in (tmp_path / ".planrun/cache/blobs").iterdir():
+        assert b"hunter2-42" not in blob.read_bytes()
+    (blob,) = [b for b in (tmp_path / ".planrun/cache/blobs").iterdir() if b.stat().st_size > 1e6]
+    damaged = bytearray(blob.read_bytes())
+    damaged[5 << 20] = ord("y")
+    blob.write_bytes(damaged)
+    (tmp_path / "safe.bin").unlink()
+    r = run_plan(tmp_path, "--output", "json")
+    assert statuses(r) == {"leak": "succeeded", "safe": "succeeded"}, r
+    assert "corrupt" in r.err
+    assert (tmp_path / "safe.bin").read_bytes() == b"x" * (9 << 20)
+
+
+def test_a_step_result_bound_as_a_secret_is_never_stored_in_the_cache(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: echo
+            args: {value: "ResultToken-${'q7w3'}"}
+            result_variable: token
+            cache: true
+          - id: use
+            tool: shell
+            args: {cmd: "test '${token}' = ResultToken-''q7w3 && echo received-real-value"}
+        """,
+    )
+    first = run("run", "p.yaml", *ALL_REPORTS)
+    second = run("run", "p.yaml", "--explain")
+    for r in (first, second):
+        assert r.code == 0, str(r)
+        assert "received-real-value" in r.err
+        assert "result held a secret: not stored in the cache" in r.err
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, first, second)
+
+
+def test_a_cache_hit_that_holds_a_secret_is_produced_again_on_resume(run, write, tmp_path):
+    # The entry was made before `token` was declared a secret, by a step whose key the secret
+    # is not part of (it reads the token from a file: a step that reads the secret itself is
+    # keyed anew once it is one). The hit is shown masked; its record must say so, or resume
+    # hands `***` on.
+    plan = """
+        {secrets}
+        steps:
+          - id: login
+            tool: shell
+            args: {{cmd: "cat tok"}}
+            sources: [tok]
+            result_variable: got
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${{got.stdout | trim}}' = ResultToken-""q7w3 && echo received-real-value
+        """
+    (tmp_path / "tok").write_text(RESULT_TOKEN + "\n")
+    var = ("--var", f"token={RESULT_TOKEN}")
+    write("p.yaml", plan.format(secrets=""))
+    assert run("run", "p.yaml", *var).code == 1
+    write("p.yaml", plan.format(secrets="secrets: [token]"))
+    (tmp_path / ".planrun/state/p.json").unlink()
+    first = run("run", "p.yaml", *var, *ALL_REPORTS)
+    assert first.code == 1, str(first)
+    assert "login cached" in first.err
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    assert state["steps"]["login"]["result_masked"] is True
+    again = run_then_resume(run, tmp_path, *var, *ALL_REPORTS)
+    assert "received-real-value" in again.err
+    for r in (first, again):
+        assert RESULT_TOKEN not in r.out + r.err

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, assert_no_traceback, planrun
+from tests.testkit import YML_PLAN
 
 TWO_STEPS = """
     steps:
@@ -402,3 +403,73 @@ def test_live_view_shows_titles_of_running_steps():
     view = render.file.getvalue()  # type: ignore[attr-defined]
     console.close()
     assert "Unit tests" in view and "Package 1.2" in view and "${v}" not in view
+
+
+def test_list_plan_file_json_document(run, write):
+    write(
+        "ci.json",
+        json.dumps(
+            {
+                "title": "CI",
+                "steps": [
+                    {"id": "read", "tool": "echo", "args": {"value": 1}, "result_variable": "x"},
+                    {"id": "fan", "tool": "echo", "foreach": "${[x]}", "args": {"value": 1}},
+                ],
+            }
+        ),
+    )
+    r = run("list", "ci.json", "--output", "json")
+    assert r.code == 0, r
+    assert r.json == {
+        "plan": "ci",
+        "file": "ci.json",
+        "title": "CI",
+        "steps": [
+            {"id": "read", "title": "read", "description": None, "tool": "echo", "depends_on": []},
+            {
+                "id": "fan",
+                "title": "fan",
+                "description": None,
+                "tool": "echo",
+                "depends_on": ["read"],
+            },
+        ],
+    }
+    text = run("list", "ci.json").out.splitlines()
+    assert text[2].split() == ["fan", "[echo]", "after:", "read"], text
+
+
+# ---- init ---------------------------------------------------------------------------------
+
+
+def test_init_under_dash_C_and_never_over_a_directory(run, tmp_path):
+    (tmp_path / "proj").mkdir()
+    r = run("-C", "proj", "init")
+    assert r.code == 0, r
+    first = (tmp_path / "proj/planrun.yaml").read_text().splitlines()[0]
+    assert first.startswith("# yaml-language-server: $schema=")
+    assert run("-C", "proj", "run", "--output", "json").code == 0
+    (tmp_path / "d.yaml").mkdir()
+    r = run("init", "d.yaml")
+    assert r.code == 2 and len(r.err.splitlines()) == 1, r
+    assert_no_traceback(r)
+
+
+def test_init_without_a_name_leaves_another_default_plan_in_charge(run, write, tmp_path):
+    # planrun.yaml would take the place of an existing planrun.yml as the default plan
+    write("planrun.yml", YML_PLAN)
+    r = run("init")
+    assert r.code == 2 and "planrun.yml" in r.err, r
+    assert not (tmp_path / "planrun.yaml").exists()
+    assert run("init", "other.yaml").code == 0
+
+
+def test_list_takes_the_variables_a_plan_reads_as_graph_does(run, write, tmp_path):
+    write("needs.yaml", "steps: [{id: build, tool: shell, args: {cmd: 'echo ${version}'}}]\n")
+    r = run("list", "needs.yaml")
+    assert r.code == 3 and "undefined name 'version'" in r.out, r
+    r = run("list", "needs.yaml", "--var", "version=1", "--output", "json")
+    assert r.code == 0 and [s["id"] for s in r.json["steps"]] == ["build"], r
+    write("v.yaml", "version: 2\n")
+    r = run("list", "needs.yaml", "--vars-file", "v.yaml")
+    assert r.code == 0 and "build" in r.out, r

@@ -237,6 +237,10 @@ SHELL_CASES: list[dict[str, Any]] = [
     {"cmd": "true", "bogus": 1},
     {"cmd": []},
     {"cmd": "true", "stdin": 5},
+    {"run": ["echo a", "echo b >&2; exit 2", "echo never"]},  # `run[1] exited with code 2`
+    {"run": ["true", "exit 3"], "env": {"X": "1"}},
+    {"run": ["echo only"]},
+    {"run": "echo a; false; echo never"},
 ]
 
 
@@ -327,6 +331,9 @@ def not_json():
 def where():
     return os.getpid()
 
+def env(names):
+    return {n: os.environ.get(n) for n in names}
+
 def hang():
     import time
     time.sleep(30)
@@ -341,6 +348,7 @@ PYTHON_CASES: list[dict[str, Any]] = [
     {"function": "no_such_module_planrun:f"},
     {"function": "MOD:add", "kwargs": {"a": 1}},
     {"function": "nocolon"},
+    {"function": "MOD:env", "kwargs": {"names": ["PLANRUN_PY_A"]}, "env": {"PLANRUN_PY_A": "a"}},
 ]
 
 
@@ -364,6 +372,27 @@ def test_python_results_and_errors_are_the_local_tools(cluster: Cluster, tmp_pat
                     assert remote == local, args
             pid = await ex.call("python", {"function": f"{mod}:where"}, ctx_for(tmp_path))
             assert pid != os.getpid()  # it ran on a worker
+
+    run(scenario())
+
+
+def test_a_python_steps_dotenv_and_env_reach_it_on_the_worker(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """As the local tool: the plan's dotenv values under the step's `env`."""
+    from planrun.tools.base import Services
+
+    mod = f"planrun_dask_env_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{mod}.py").write_text(MODULE)
+    names = ["PLANRUN_DOT_A", "PLANRUN_DOT_B"]
+    args = {"function": f"{mod}:env", "kwargs": {"names": names}, "env": {"PLANRUN_DOT_B": "s"}}
+
+    async def scenario() -> None:
+        async with executor(cluster.address, tmp_path) as ex:
+            ctx = ctx_for(tmp_path)
+            ctx.services = Services(dotenv={"PLANRUN_DOT_A": "d", "PLANRUN_DOT_B": "d"})
+            result = await ex.call("python", args, ctx)
+            assert result == {"PLANRUN_DOT_A": "d", "PLANRUN_DOT_B": "s"}
 
     run(scenario())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_no_traceback
+from tests.testkit import bounded_planrun, one_step_error, write_p_yaml
 
 BOMBS = [
     "n ** (n ** 9)",
@@ -194,3 +196,196 @@ def test_undefined_values_inside_a_result_fail_the_step_in_one_line(run, write):
     assert "internal error" not in r.out + r.err
     assert "step 'e': args.value:" in r.err
     assert_no_traceback(r)
+
+
+def test_an_integer_too_long_to_print_fails_its_step_not_the_run(tmp_path: Path) -> None:
+    # Python refuses to turn an int of more than 4300 digits into text; an expression could
+    # compute one (the bound on ints was 64,000 bits), and printing it was an internal error.
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {n: 5000, m: 6000, k: 4300}
+        steps:
+          - {id: a, tool: echo, args: {value: "${ 10 ** n }"}, on_failure: continue}
+          - {id: b, tool: shell, args: {cmd: "echo ${ 7 ** m }"}, on_failure: continue}
+          - {id: c, tool: echo, args: {value: "x${ 10 ** k }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 1 and "internal error" not in r.out + r.err, r
+    assert_no_traceback(r)
+    for step in json.loads(r.out)["steps"]:
+        assert step["status"] == "failed" and "too large" in step["error"], step
+    r = bounded_planrun(tmp_path, "run", "--dry-run", "p.yaml")
+    assert r.code == 0 and "internal error" not in r.err, r
+    assert_no_traceback(r)
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - {id: a, tool: echo, args: {value: 'x${ 10 ** 4300 }'}}\n"
+    )
+    r = bounded_planrun(tmp_path, "validate", "p.yaml")
+    assert r.code == 3 and r.out.startswith("p.yaml:2:") and "too large" in r.out, r
+
+
+def test_the_largest_allowed_integer_still_prints(tmp_path: Path) -> None:
+    write_p_yaml(
+        tmp_path,
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: "${ (2 ** 13998) | string | length }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 0, r
+    assert json.loads(r.out)["steps"][0]["result"] == 4214
+
+
+def test_map_cannot_multiply_a_bounded_item_into_unbounded_memory(tmp_path: Path) -> None:
+    # Each `center` result is within the bound; a map over a range made 100,000 of them.
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {w: 999999}
+        steps:
+          - {id: a, tool: echo, args: {value: "${ range(100000) | map('center', w) | list | length }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    error = one_step_error(r)
+    assert "too large" in error and "MemoryError" not in error, r
+
+
+def test_join_of_a_range_or_a_map_is_bounded(tmp_path: Path) -> None:
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {s: "abcdefghij"}
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${ range(100000) | join(s * 100000) | length }"}
+            on_failure: continue
+          - id: b
+            tool: echo
+            args: {value: "${ (s * 100000).join(range(100000) | map('string')) | length }"}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    for step in json.loads(r.out)["steps"]:
+        assert step["status"] == "failed" and "too large" in step["error"], step
+        assert "MemoryError" not in step["error"], step
+
+
+def test_tojson_indent_cannot_multiply_by_depth(tmp_path: Path) -> None:
+    deep = "[" * 60 + "1" + "]" * 60
+    write_p_yaml(
+        tmp_path,
+        f"""
+        steps:
+          - {{id: a, tool: echo, args: {{value: "${{ {deep} | tojson(indent=999999) | length }}"}}}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    error = one_step_error(r)
+    assert "too large" in error and "MemoryError" not in error, r
+
+
+def test_wordwrap_cannot_repeat_a_big_wrapstring(tmp_path: Path) -> None:
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {s: "a b c d e f g h i j "}
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${ (s * 50000) | wordwrap(1, wrapstring=s * 50000) | length }"}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    error = one_step_error(r)
+    assert "too large" in error and "MemoryError" not in error, r
+
+
+def test_legitimate_chains_over_big_data_still_work(tmp_path: Path) -> None:
+    write_p_yaml(
+        tmp_path,
+        """
+        steps:
+          - {id: a, tool: shell, args: {cmd: "seq 1 100000"}, result_variable: r}
+          - id: b
+            tool: echo
+            args:
+              value: "${ r.stdout.split() | map('trim') | map('int') | select('odd') | list | length }"
+          - id: c
+            tool: echo
+            args: {value: "${ r.stdout.split() | map('string') | join(',') | length }"}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 0, r
+    steps = json.loads(r.out)["steps"]
+    assert steps[1]["result"] == 50000
+    assert steps[2]["result"] == len(",".join(str(i) for i in range(1, 100001)))
+
+
+def test_a_lone_surrogate_made_by_an_expression_prints_escaped(tmp_path: Path) -> None:
+    # A Jinja string literal can spell half a surrogate pair; printing it (dry run, console,
+    # the HTML report) was an internal error.
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - {id: a, tool: echo, args: {value: \"${ 'x\\\\ud800' }\"}}\n"
+    )
+    r = bounded_planrun(tmp_path, "run", "--dry-run", "p.yaml")
+    assert r.code == 0 and "internal error" not in r.err and "\\ud800" in r.out, r
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--stream")
+    assert r.code == 0 and "internal error" not in r.err, r
+    r = bounded_planrun(tmp_path, "report", "p.yaml")
+    assert r.code == 0 and "internal error" not in r.err, r
+    assert "\\ud800" in (tmp_path / "planrun-report.html").read_text(encoding="utf-8")
+    assert_no_traceback(r)
+
+
+@pytest.mark.slow  # ~2.4 s of big inputs
+def test_filters_over_a_big_input_are_not_refused(tmp_path: Path) -> None:
+    # The bound on what a filter yields grows with its input: a big vars file may be mapped.
+    words = [f"word{i:06d}" for i in range(150_000)]
+    (tmp_path / "v.json").write_text(json.dumps({"ws": words, "ns": list(range(250_000))}))
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {ws: [], ns: []}
+        steps:
+          - {id: a, tool: echo, args: {value: "${ ws | map('upper') | list | length }"}}
+          - {id: b, tool: echo, args: {value: "${ ns | map('string') | join(',') | length }"}}
+        """,
+    )
+    r = bounded_planrun(
+        tmp_path, "run", "p.yaml", "--no-state", "--vars-file", "v.json", "--output", "json"
+    )
+    assert r.code == 0, r
+    steps = json.loads(r.out)["steps"]
+    assert steps[0]["result"] == 150_000
+    assert steps[1]["result"] == len(",".join(str(i) for i in range(250_000)))
+
+
+def test_wordwrap_of_one_long_word_is_refused_not_quadratic(tmp_path: Path) -> None:
+    # textwrap copies the rest of a long word for every piece it breaks off: a 1,000,000-char
+    # word at width 1 held the event loop 14 s (past the step's timeout); longer, for hours.
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {s: "abc"}
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${ (s * 333333) | wordwrap(1) | length }"}
+            on_failure: continue
+          - {id: b, tool: echo, args: {value: "${ ('ab ' * 300000) | wordwrap(5) | length }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    steps = {step["id"]: step for step in json.loads(r.out)["steps"]}
+    a, b = steps["a"], steps["b"]
+    assert a["status"] == "failed" and "too large" in a["error"], a
+    assert b["status"] == "succeeded", b  # many short words are cheap at any width

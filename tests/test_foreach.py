@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from planrun.fanout import FanOutError, elements, summarize
 from planrun.instances import group_instances, instance_id, parent_of
-from tests.conftest import ROOT, answer_at_tty, assert_no_traceback, planrun
+from tests.conftest import (
+    ROOT,
+    answer_at_tty,
+    assert_no_traceback,
+    planrun,
+)
+from tests.testkit import bounded_planrun, one_step_error, write_p_yaml
 
 
 def steps_of(doc: dict) -> dict[str, dict]:
@@ -837,3 +845,288 @@ def test_cache_per_instance(run, write, tmp_path):
     s = steps_of(r.json)
     assert (s["fan[0]"]["status"], s["fan[1]"]["status"]) == ("cached", "succeeded"), r
     assert sorted((tmp_path / "log").read_text().split()) == ["a", "b", "c"]
+
+
+STEP_KEYS = {"id", "status", "attempts", "duration_s", "result", "error"}
+
+
+def test_instances_have_the_step_shape_and_odd_step_ids_keep_their_form(run, write):
+    # The mcp-cli `index` alias (an int) and ids with dots and dashes give ID[N] as written.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: a.b-c, tool: echo, foreach: [x, y], args: {value: "${index}:${item}"}}
+          - {index: 7, tool: echo, foreach: [z], args: {value: "${item}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    assert [s["id"] for s in r.json["steps"]] == ["a.b-c", "a.b-c[0]", "a.b-c[1]", "7", "7[0]"]
+    for entry in r.json["steps"]:
+        assert set(entry) == STEP_KEYS, entry
+    s = steps_of(r.json)
+    assert s["a.b-c[1]"]["result"] == "1:y" and s["a.b-c"]["result"] == ["0:x", "1:y"]
+    assert s["7"]["result"] == ["z"] and s["7[0]"]["status"] == "succeeded"
+
+
+def test_index_is_bound_in_when_and_title(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: fan
+            title: "part ${index} of ${item}"
+            tool: echo
+            foreach: [a, b, c]
+            when: "${index != 1}"
+            args: {value: "${index}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert [s[f"fan[{n}]"]["status"] for n in range(3)] == ["succeeded", "skipped", "succeeded"]
+    assert s["fan"]["result"] == [0, None, 2]
+    assert "part 2 of c" in r.err
+
+
+def test_mappings_give_key_value_in_order_from_a_var_a_result_and_empty(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {m: {}}
+        steps:
+          - {id: none, tool: echo, foreach: {}, args: {value: "${item}"}, result_variable: a}
+          - {id: none2, tool: echo, foreach: "${m}", args: {value: "${item}"}, result_variable: b}
+          - {id: src, tool: echo, args: {value: {zeta: 1, alpha: 2, mid: 3}}, result_variable: got}
+          - id: dyn
+            tool: echo
+            foreach: "${got}"
+            as: kv
+            args: {value: "${kv.key}=${kv.value}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "--var", "m={b: 1, a: 2}")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert s["none"]["result"] == [] and "none[0]" not in s
+    assert s["none2"]["result"] == [{"key": "b", "value": 1}, {"key": "a", "value": 2}]
+    assert s["dyn"]["result"] == ["zeta=1", "alpha=2", "mid=3"]
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert steps_of(r.json)["none2"]["result"] == [], r
+
+
+def test_abort_leaves_instances_that_never_started_pending(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: fan
+            tool: shell
+            foreach: [fail, a, b]
+            args: {cmd: "if [ ${item} = fail ]; then exit 3; fi; touch ran-${item}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "-j", "1", "--junit", "j.xml")
+    assert r.code == 1, r
+    s = steps_of(r.json)
+    assert [s[f"fan[{n}]"]["status"] for n in range(3)] == ["failed", "pending", "pending"]
+    assert s["fan"]["status"] == "failed" and not list(tmp_path.glob("ran-*"))
+    # the console's closing line counts every instance of the step, not just those that started
+    assert "3 foreach instances (1 failed, 2 pending)" in r.err, r.err
+    # state, status and JUnit list them too, as --output json does
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    assert state["steps"]["fan[1]"]["status"] == "pending"
+    status = run("status", "p.yaml", "--output", "json")
+    assert [(x["id"], x["status"]) for x in status.json["steps"]] == [
+        (x["id"], x["status"]) for x in r.json["steps"]
+    ]
+    cases = ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    assert [c.get("name") for c in cases] == ["fan", "fan[0]", "fan[1]", "fan[2]"]
+
+
+def test_the_state_file_holds_each_instance_under_its_id(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: fan, tool: echo, foreach: [x, y], args: {value: "${item}!"}}
+        """,
+    )
+    assert run("run", "p.yaml").code == 0
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    assert {"fan", "fan[0]", "fan[1]"} <= set(state["steps"])
+    assert state["steps"]["fan[1]"]["status"] == "succeeded"
+    assert state["steps"]["fan[1]"]["result"] == "y!"
+    assert state["steps"]["fan"]["result"] == ["x!", "y!"]
+
+
+def test_an_instance_skipped_by_when_is_a_step_skipped_event(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: fan, tool: echo, foreach: [1, 2], when: "${item > 1}", args: {value: 1}}
+        """,
+    )
+    assert run("run", "p.yaml", "--no-state", "--events", "e.jsonl").code == 0
+    events = [json.loads(x) for x in (tmp_path / "e.jsonl").read_text().splitlines()]
+    seen = [(e["event"], e.get("step")) for e in events]
+    assert ("step.skipped", "fan[0]") in seen and ("step.succeeded", "fan[1]") in seen
+    assert ("step.started", "fan[0]") not in seen
+    assert seen[-1] == ("run.finished", None)
+
+
+@pytest.mark.parametrize(("value", "word"), [('"abc"', "a string"), ("42", "a number")])
+def test_a_result_that_is_not_a_list_fails_the_step_clearly(run, write, value, word):
+    write(
+        "p.yaml",
+        f"""
+        steps:
+          - {{id: src, tool: echo, args: {{value: {value}}}, result_variable: out}}
+          - {{id: fan, tool: shell, foreach: "${{out}}", args: {{cmd: "true"}}}}
+          - {{id: after, tool: echo, depends_on: [fan], args: {{value: 1}}}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert_no_traceback(r)
+    assert r.code == 1, r
+    s = steps_of(r.json)
+    assert s["fan"]["status"] == "failed" and "fan[0]" not in s
+    assert f"foreach gave {word}" in s["fan"]["error"]
+    assert "not a list or a mapping" in s["fan"]["error"]
+    assert s["after"]["status"] == "pending"
+
+
+def test_targets_select_all_of_a_steps_instances(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: fan, tool: echo, foreach: [a, b], args: {value: "${item}"}}
+          - {id: other, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "fan", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    assert [s["id"] for s in r.json["steps"]] == ["fan", "fan[0]", "fan[1]"]
+    # an instance is no target of its own (docs/foreach.md): exit 2, pointing at its step
+    r = run("run", "p.yaml", "fan[1]", "--no-state")
+    assert r.code == 2 and "no step 'fan[1]'" in r.err and "did you mean 'fan'?" in r.err, r
+
+
+def test_hostile_elements_reach_each_instance_verbatim(run, write, tmp_path):
+    elements = ["$(touch pwned)", "`touch pwned2`", 'it\'s "q"', "a\nb", "ünï 🎉", "$HOME", ""]
+    write(
+        "p.yaml",
+        'steps:\n  - {id: fan, tool: shell, foreach: "${xs}", args: {cmd: "printf %s ${item}"}}\n',
+    )
+    (tmp_path / "v.json").write_text(json.dumps({"xs": elements + [{"k": [1, None]}]}))
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "--vars-file", "v.json")
+    assert r.code == 0, r
+    outs = [x["stdout"] for x in steps_of(r.json)["fan"]["result"]]
+    assert outs == elements + ['{"k": [1, null]}']
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+
+
+def test_a_huge_list_fails_the_step_in_one_line_before_any_instance(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        variables: {xs: []}
+        steps:
+          - {id: fan, tool: shell, foreach: "${xs}", args: {cmd: "touch ran"}}
+        """,
+    )
+    (tmp_path / "v.json").write_text(json.dumps({"xs": list(range(1_000_000))}))
+    started = time.monotonic()
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "--vars-file", "v.json")
+    assert time.monotonic() - started < 30
+    assert_no_traceback(r)
+    assert r.code == 1, r
+    error = steps_of(r.json)["fan"]["error"]
+    assert "\n" not in error and "1,000,000 items" in error and "100,000" in error
+    assert not (tmp_path / "ran").exists()
+
+
+def test_dry_run_of_an_unknown_list_is_one_line_with_the_placeholder(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: src, tool: shell, args: {cmd: "ls"}, result_variable: listing}
+          - {id: each, tool: echo, foreach: "${listing.stdout.split()}", args: {value: "${item}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--dry-run")
+    assert r.code == 0, r
+    heads = [x.strip() for x in r.out.splitlines() if x.lstrip("•∥ ").startswith("each")]
+    assert len(heads) == 1 and "each[*]" in heads[0], r.out
+    assert "<foreach over <src result>>" in r.out
+
+
+def test_instances_skipped_by_when_are_not_charged_to_the_budget(run, write):
+    write(
+        "p.yaml",
+        """
+        limits: {max_steps: 2}
+        steps:
+          - {id: fan, tool: echo, foreach: [1, 2, 3, 4], when: "${item % 2 == 0}", args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0 and r.json["reason"] == "completed", r
+    write(
+        "q.yaml",
+        """
+        limits: {max_steps: 2}
+        steps:
+          - {id: fan, tool: echo, foreach: [1, 2, 3], args: {value: 1}}
+        """,
+    )
+    r = run("run", "q.yaml", "--output", "json", "--no-state", "-j", "1")
+    assert r.code == 1 and r.json["reason"] == "step_budget", r
+    assert "limits.max_steps is 2" in steps_of(r.json)["fan[2]"]["error"]
+
+
+def test_a_gated_foreach_with_no_instance_that_can_run_does_not_block(run, write, tmp_path):
+    # Approval up front counts only what can run: each instance has the step's `when` and
+    # approval, so a list known at start whose every `when` is false, or an empty list, holds
+    # nothing up; one instance that can run still blocks (exit 5), naming the step.
+    write(
+        "p.yaml",
+        """
+        variables: {xs: [1, 2]}
+        steps:
+          - {id: none, tool: echo, foreach: "${xs}", approval: true, when: "${item > 5}", args: {value: 1}}
+          - {id: empty, tool: echo, foreach: [], approval: true, args: {value: 1}}
+          - {id: free, tool: shell, args: {cmd: "touch ran"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert s["none"]["status"] == "skipped" and s["empty"]["result"] == []
+    assert (tmp_path / "ran").exists()
+    r = run("run", "p.yaml", "--output", "json", "--var", "xs=[1, 9]")
+    assert r.code == 5 and r.json["reason"] == "approval_required", r
+    assert "none" in r.err and "empty" not in r.err.split("approval required for:")[1]
+
+
+def test_a_foreach_over_too_many_items_fails_its_step(tmp_path: Path) -> None:
+    # A million instances took more than 600 MB (about 1.5 kB each) before the first ran.
+    (tmp_path / "v.json").write_text(json.dumps({"xs": list(range(100_001))}))
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {xs: []}
+        steps:
+          - {id: a, tool: echo, foreach: "${xs}", args: {value: "${item}"}}
+        """,
+    )
+    r = bounded_planrun(
+        tmp_path, "run", "p.yaml", "--no-state", "--vars-file", "v.json", "--output", "json"
+    )
+    error = one_step_error(r)
+    assert "100,001" in error and "100,000" in error, r

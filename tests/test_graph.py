@@ -10,6 +10,7 @@ from planrun.graph import PlanGraph, render_dot, render_mermaid
 from planrun.loader import load_text
 from planrun.validate import check_document
 from tests.conftest import assert_no_traceback
+from tests.testkit import steps_by_id
 
 PLAN = """\
 name: build
@@ -230,3 +231,32 @@ def test_a_graph_copy_can_be_added_to_without_touching_the_graph() -> None:
     copy.deps["b"].append("zzz")  # a scheduler adding to its graph (as foreach instances do)
     copy.deps["c"] = ["a"]
     assert first.deps == {"a": [], "b": ["a"]}
+
+
+def test_dry_run_steps_and_graph_edges_follow_the_dependencies_not_the_file(run, write):
+    # Written dependents first: the dry-run still lists what starts first first, and every
+    # edge runs from the step that runs first to the one that waits for it.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: last, tool: echo, args: {value: "${mid_out}"}}
+          - {id: mid, tool: echo, args: {value: 1}, depends_on: [first], result_variable: mid_out}
+          - {id: first, tool: echo, args: {value: 1}}
+          - {id: alone, tool: echo, args: {value: 1}}
+        """,
+    )
+    dry = run("run", "p.yaml", "--dry-run", "--output", "json")
+    assert dry.code == 0, dry
+    assert [s["id"] for s in dry.json["steps"]] == ["first", "alone", "mid", "last"]
+    assert dry.json["waves"] == [["first", "alone"], ["mid"], ["last"]]
+    assert steps_by_id(dry.json)["last"]["depends_on"] == ["mid"]
+    assert steps_by_id(dry.json)["last"]["args"] == {"value": "<mid result>"}
+    graph = run("graph", "p.yaml", "--format", "json")
+    assert graph.code == 0, graph
+    assert sorted((e["from"], e["to"], e["kind"]) for e in graph.json["edges"]) == [
+        ("first", "mid", "explicit"),
+        ("mid", "last", "data"),
+    ]
+    real = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl", "-j", "1")
+    assert real.code == 0, real

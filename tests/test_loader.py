@@ -664,6 +664,9 @@ FAST_TAKEN = [
     "a: |\n  text\n  more\nb: |-\n  x\n",
     "- - - x\n".replace("- - - x", "a:\n  - - x"),
     "a: " + "[" * 32 + '"x"' + "]" * 32 + "\n",
+    # a flow collection of plain keys with double-quoted values (bench_runners' plans)
+    'steps:\n  - id: a\n    tool: shell\n    args: {cmd: "true"}\n',
+    'a: {k: "x: y", u: "it\'s #1", v: "{", w: ""}\nb: [p, "q r", "[", "true"]\n',
 ]
 
 
@@ -714,6 +717,12 @@ def test_positions_survive_a_failed_recompose(monkeypatch: pytest.MonkeyPatch) -
 
 
 FAST_CASES = [
+    'a: {k: "x, y"}\nb: {k: "}"}\nc: [", "]\nd: ["]"]\n',
+    'a: {k: "x\\"y"}\n',
+    'a: {k: "x\\ny"}\n',
+    'a: {k: "x" y}\n',
+    'a: {k: ""x""}\n',
+    'a: ["x"y"]\n',
     "a: 1\nb: two\n",
     "a:\n- 1\n- 2\nb: 3\n",
     "a:\n  - x: 1\n    y: [p, q]\n  - - n1\n    - n2\n  -\n    z: 1\n  -\n",

@@ -132,3 +132,29 @@ def test_the_schema_describes_params(run):
     text = json.dumps(schema)
     assert "params" in schema["properties"]
     assert "Where" not in text and "command line" in text
+
+
+def test_show_and_list_need_no_required_param(run, write):
+    """SPEC: a missing required param is no error for `list` and `show`; what reads it stays
+    as written, what does not is rendered."""
+    write(
+        "plan.yaml",
+        """
+        params:
+          version: {type: string, required: true}
+          target: {default: dev}
+        steps:
+          - id: deploy
+            title: Deploy ${version} to ${target}
+            run: ./deploy.sh ${target}
+        """,
+    )
+    r = run("show", "plan.yaml", "deploy", "--output", "json")
+    assert r.code == 0, r
+    doc = json.loads(r.out)
+    assert doc["args"]["run"] == "./deploy.sh dev"
+    assert doc["title"] == "Deploy ${version} to ${target}"
+    assert run("list", "plan.yaml").code == 0
+    r = run("show", "plan.yaml", "deploy", "--var", "version=1.2", "--output", "json")
+    assert json.loads(r.out)["title"] == "Deploy 1.2 to dev", r
+    assert run("run", "plan.yaml", "--dry-run").code == 2  # a run needs it, dry or not

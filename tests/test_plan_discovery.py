@@ -6,12 +6,14 @@ there), and `${invocation_dir}` is the directory planrun was started in.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import planrun
+from tests.testkit import YML_PLAN
 
 PLAN = """\
 name: demo
@@ -179,3 +181,54 @@ def test_the_search_does_not_cross_a_directory_it_cannot_read(tmp_path):
     finally:
         locked.chmod(0o755)
     assert r.code == 2, r
+
+
+JSON_PLAN = json.dumps(
+    {"name": "from-json", "steps": [{"id": "j", "tool": "echo", "args": {"value": 1}}]}
+)
+
+
+@pytest.mark.parametrize("command", ["validate", "graph", "status", "report", "resume"])
+def test_every_command_takes_planrun_yml_before_planrun_json(run, write, tmp_path, command):
+    write("planrun.yml", YML_PLAN)
+    write("planrun.json", JSON_PLAN)
+    assert run("run").code == 0
+    (tmp_path / ".planrun/state/from-json.json").unlink(missing_ok=True)
+    r = run(
+        command, *{"graph": ["--format", "json"], "status": ["--output", "json"]}.get(command, [])
+    )
+    assert r.code == 0, r
+    if command == "graph":
+        assert [n["id"] for n in r.json["nodes"]] == ["y"]
+    elif command == "status":
+        assert r.json["plan"] == "from-yml"
+    elif command == "report":
+        assert "from-yml" in (tmp_path / "planrun-report.html").read_text()
+    elif command == "resume":
+        assert "y kept from the previous run" in r.err, r
+    # planrun.yaml, once it exists, comes first
+    write("planrun.yaml", "name: from-yaml\nsteps: [{id: a, tool: nope}]\n")
+    r = run("validate")
+    assert r.code == 3 and r.out.startswith("planrun.yaml:"), r
+
+
+def test_a_target_without_any_default_plan_exits_2_naming_the_files(run, tmp_path):
+    r = run("run", "build")
+    assert r.code == 2, r
+    assert "planrun.yaml, planrun.yml or planrun.json" in r.err and len(r.err.splitlines()) == 1
+    assert not (tmp_path / ".planrun").exists()
+
+
+def test_an_existing_file_without_a_plan_extension_is_the_plan(run, write, tmp_path):
+    write("planrun.yaml", "steps: [{id: tasks, tool: shell, args: {cmd: 'touch from-default'}}]\n")
+    write("tasks", "steps: [{id: other, tool: shell, args: {cmd: 'touch from-tasks'}}]\n")
+    r = run("run", "tasks", "--no-state")
+    assert r.code == 0, r
+    assert (tmp_path / "from-tasks").exists() and not (tmp_path / "from-default").exists()
+
+
+@pytest.mark.parametrize("name", ["other.yml", "other.json", "sub/other.yaml"])
+def test_a_missing_plan_by_its_extension_is_a_usage_error(run, write, name):
+    write("planrun.yaml", "steps: [{id: a, tool: echo, args: {value: 1}}]\n")
+    r = run("run", name)
+    assert r.code == 2 and f"plan file not found: {name}" in r.err, r

@@ -123,3 +123,29 @@ def test_vars_file_errors_talk_about_the_vars_file(run, write):
     r = run("run", "plan.yaml", "--vars-file", "bin.yaml")
     assert r.code == 2, r
     assert "vars file" in r.err and "plan file" not in r.err, r
+
+
+def test_status_report_and_graph_of_a_plan_that_needs_command_line_variables(run, write):
+    # `status` and `report` take no --var: a plan whose expressions read a --var name is still found under
+    # its own name (not the file stem), as `list` finds it.
+    write(
+        "plans/q.yaml",
+        """
+        name: release
+        steps: [{id: a, tool: echo, args: {value: "${version}"}}]
+        """,
+    )
+    assert run("run", "plans/q.yaml", "--var", "version=1.2", "-q").code == 0
+    s = run("status", "plans/q.yaml", "--output", "json")
+    assert s.code == 0, s
+    assert (s.json["plan"], s.json["status"]) == ("release", "succeeded")
+    assert s.json["steps"][0]["result"] == 1.2
+    # `graph` checks the plan like `validate`: it takes the variables the plan needs
+    g = run("graph", "plans/q.yaml", "--format", "json", "--var", "version=1")
+    assert g.code == 0 and g.json["plan"] == "release", g
+    g = run("graph", "plans/q.yaml", "--format", "json")
+    assert g.code == 3 and "undefined name 'version'" in g.out, g
+    page = run("report", "plans/q.yaml", "-o", "r.html")
+    assert page.code == 0, page
+    listed = run("list", "--output", "json")
+    assert [(p["name"], p["last_status"]) for p in listed.json] == [("release", "succeeded")]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -449,7 +451,7 @@ def test_a_hit_imports_no_pydantic_yaml_or_jinja2(tmp_path: Path) -> None:
             )
             for _ in (1, 2)
         ]
-        assert "'pydantic', 'yaml'" in runs[0].stderr  # a miss checks (the measurement works)
+        assert "'planrun.validate'" in runs[0].stderr  # a miss checks (the measurement works)
         assert runs[1].stderr.splitlines()[-1] == "[]", runs[1].stderr
 
 
@@ -472,7 +474,6 @@ def test_the_store_keeps_the_newest_entries(tmp_path: Path) -> None:
 @pytest.mark.e2e  # another tree on PYTHONPATH: real processes
 def test_another_tree_or_an_edited_module_never_reads_an_entry(tmp_path: Path) -> None:
     """Two checkouts on PYTHONPATH share nothing; editing any module of one is a miss."""
-    import shutil
 
     from planrun import plancache
 
@@ -501,3 +502,36 @@ def test_the_code_fingerprint_covers_every_module() -> None:
     files = pc._modules(os.path.dirname(pc.__file__), "")
     names = {name for name, *_ in files}
     assert {"plancache.py", "validate.py", "loader/__init__.py", "cache/keys.py"} <= names
+
+
+# ---- the plan cache -----------------------------------------------------------------------
+
+
+def test_a_shipped_plan_cache_entry_is_not_run_instead_of_the_file(run, write, tmp_path):
+    """An attacker with the same planrun install makes the entry of the plan the user will
+    read, edits the plan in it (its gate removed) and ships `.planrun/plans/` with the
+    repository: the user's run must run the file, gate included."""
+    write("g.yaml", "steps:\n  - {id: push, tool: shell, args: {cmd: touch RAN}, approval: true}\n")
+    attacker = {"XDG_CACHE_HOME": str(tmp_path / "attacker-home")}
+    assert run("validate", "g.yaml", env=attacker).code == 0
+    (entry,) = (tmp_path / ".planrun/plans").iterdir()
+    entry.write_text(entry.read_text().replace(',"approval":true', ""))
+    assert "approval" not in entry.read_text()
+    assert run("run", "g.yaml", env=attacker).code == 0  # the forged entry, where it was made
+    (tmp_path / "RAN").unlink()
+    r = run("run", "g.yaml", env={"XDG_CACHE_HOME": str(tmp_path / "user-home")})
+    assert r.code == 5, r
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_without_a_home_for_the_secret_the_plan_cache_is_off(run, write, tmp_path):
+    write("g.yaml", "steps:\n  - {id: a, tool: echo}\n")
+    (tmp_path / "file").write_text("")
+    r = run("run", "g.yaml", env={"XDG_CACHE_HOME": str(tmp_path / "file")})
+    assert r.code == 0, r
+    assert not (tmp_path / ".planrun/plans").exists() or not any(
+        (tmp_path / ".planrun/plans").iterdir()
+    )
+    secret = tmp_path / "home/planrun/secret"
+    assert run("run", "g.yaml", env={"XDG_CACHE_HOME": str(tmp_path / "home")}).code == 0
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and len(secret.read_bytes()) == 32

@@ -14,7 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import processes_marked, wait_until
+from tests.conftest import (
+    ROOT,
+    processes_marked,
+    wait_until,
+)
+from tests.testkit import read_jsonl, steps_by_id
 
 PLANNER = r"""
 import json, sys, os
@@ -227,3 +232,182 @@ def test_junit_keeps_the_failure_of_a_replanned_run_that_failed(run, tmp_path, s
     assert suite.find("testcase[@name='alt']/failure") is not None
     assert suite.find("testcase[@name='fetch']/failure") is None
     assert suite.find("testcase[@name='fetch']/skipped") is not None
+
+
+def test_a_sub_plans_routed_around_step_is_skipped_in_junit_as_in_the_run_document(
+    run, write, tmp_path, setup
+):
+    """The sub-plan's planner routed around `sub/fetch`: JUnit, the run document, `status`
+    and the events say so as they do for the top plan's own steps."""
+    setup("route")
+    write(
+        "parent.yaml",
+        """
+        name: parent
+        steps:
+          - {id: sub, tool: plan, args: {path: p.yaml}}
+        """,
+    )
+    r = run("run", "parent.yaml", "--output", "json", "--junit", "j.xml", "--events", "ev.jsonl")
+    assert r.code == 0 and r.json["status"] == "succeeded", r
+    ids = [s["id"] for s in r.json["steps"]]
+    assert ids == ["sub", "sub/first", "sub/alt", "sub/finish"], r
+    assert "revisions" not in r.json  # the top plan was not revised
+    status = run("status", "parent.yaml", "--output", "json")
+    assert [s["id"] for s in status.json["steps"]] == ids, status
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and (suite.get("failures"), suite.get("errors")) == ("0", "0")
+    skipped = suite.find("testcase[@name='sub/fetch']/skipped")
+    assert skipped is not None
+    assert "replaced by the planner in revision 1" in (skipped.get("message") or "")
+    events = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    diffs = [e for e in events if e["event"] == "plan.diff"]
+    assert len(diffs) == 1 and diffs[0]["step"] == "sub" and diffs[0]["plan"] == "parent"
+    assert (diffs[0]["removed"], diffs[0]["added"]) == (["sub/fetch"], ["sub/alt"])
+    assert diffs[0]["revised"] == ["sub/finish"]
+
+
+# ---- replanning ----------------------------------------------------------------------------------
+
+
+_PLANNER = """
+import json, os, sys
+ctx = json.load(sys.stdin)
+with open("calls.jsonl", "a") as fh:
+    fh.write(json.dumps(ctx) + "\\n")
+n = sum(1 for _ in open("calls.jsonl"))
+if n == 1:
+    print(json.dumps([{"id": "x", "tool": "no_such_tool", "args": {}}]))
+else:
+    print(json.dumps([{"id": "x", "tool": "echo", "args": {"value": "${v}"}}]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("header", "goal"),
+    [
+        ("name: nm\ntitle: Tt\ndescription: the goal\n", "the goal"),
+        ("name: nm\ntitle: Tt\n", "Tt"),
+        ("name: nm\n", "nm"),
+        ("", "p"),
+    ],
+)
+def test_planner_input_goal_plan_and_failed_step_as_written(run, write, tmp_path, header, goal):
+    write("planner.py", _PLANNER)
+    write(
+        "p.yaml",
+        header
+        + """variables: {v: vee}
+replan: {command: ["python3", "planner.py"]}
+steps:
+  - {id: ok, tool: echo, args: {value: done}}
+  - {id: f, title: "F ${v}", tool: shell, args: {cmd: "echo ${v}; exit 1"}, on_failure: replan,
+     depends_on: [ok]}
+""",
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    calls = read_jsonl(tmp_path / "calls.jsonl")
+    assert len(calls) == 2
+    first = calls[0]
+    assert {"goal", "plan", "failed_step", "error", "completed", "variables"} <= set(first)
+    assert first["goal"] == goal
+    assert first["failed_step"] == {
+        "id": "f",
+        "title": "F ${v}",
+        "tool": "shell",
+        "args": {"cmd": "echo ${v}; exit 1"},
+        "on_failure": "replan",
+        "depends_on": ["ok"],
+    }
+    assert [s["id"] for s in first["plan"]["steps"]] == ["ok", "f"]
+    assert first["completed"] == {"ok": "done"}
+    assert first["error"] == "command exited with code 1"
+
+
+def test_an_invalid_revision_counts_as_a_replan_and_the_planner_hears_why(run, write, tmp_path):
+    write("planner.py", _PLANNER)
+    plan = """
+        variables: {v: vee}
+        limits: {max_replans: MAX}
+        replan: {command: ["python3", "planner.py"]}
+        steps:
+          - {id: f, tool: shell, args: {cmd: "exit 1"}, on_failure: replan}
+        """
+    write("p.yaml", plan.replace("MAX", "2"))
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert steps_by_id(r.json)["x"]["result"] == "vee"
+    calls = read_jsonl(tmp_path / "calls.jsonl")
+    assert len(calls) == 2 and "no_such_tool" in calls[1]["error"], calls[1]["error"]
+
+    (tmp_path / "calls.jsonl").unlink()
+    write("p.yaml", plan.replace("MAX", "1"))
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert (r.json["status"], r.json["reason"]) == ("failed", "replan_budget")
+    assert len(read_jsonl(tmp_path / "calls.jsonl")) == 1
+
+
+SERVERS = ROOT / "tests" / "mcp_servers"
+
+
+UNGATING_PLANNER = """
+import json, sys
+json.load(sys.stdin)
+print(json.dumps([{"id": "push", "tool": "shell", "args": {"cmd": "touch PUSHED"},
+                   "approval": False}]))
+"""
+
+
+def test_a_live_revision_cannot_lift_an_approval_gate(run, write, tmp_path):
+    write("planner.py", UNGATING_PLANNER)
+    write(
+        "r.yaml",
+        f"""
+        name: r
+        replan: {{command: "{sys.executable} planner.py"}}
+        variables: {{ship: false}}
+        steps:
+          - {{id: build, tool: shell, args: {{cmd: "exit 1"}}, on_failure: replan}}
+          - id: push
+            tool: shell
+            approval: true
+            when: "${{ship}}"
+            depends_on: [build]
+            args: {{cmd: "touch ORIGINAL"}}
+        """,
+    )
+    r = run("run", "r.yaml", "--output", "json")
+    assert not (tmp_path / "PUSHED").exists(), r
+    assert r.code == 5, r
+    assert r.json["reason"] == "approval_required", r
+
+
+def test_policy_deny_covers_the_planner_tool(run, write, tmp_path):
+    """`replan: {tool: SERVER.TOOL}` is a tool call like a step's: a denied one is an invalid
+    plan (exit 3), also when the denial comes from an enclosing plan."""
+    server = f'{{command: "{sys.executable}", args: ["{SERVERS / "crashy_server.py"}"]}}'
+    plan = f"""
+        name: m
+        servers: {{srv: {server}}}
+        replan: {{tool: srv.echo}}
+        steps:
+          - {{id: a, tool: echo, args: {{value: 1}}, on_failure: replan}}
+        """
+    write("m.yaml", plan.replace("name: m", "name: m\n        policy: {deny: ['srv.*']}"))
+    r = run("validate", "m.yaml")
+    assert r.code == 3, r
+    assert "planner tool 'srv.echo' is denied by policy (deny: 'srv.*')" in r.out + r.err, r
+    write("child.yaml", plan)
+    write(
+        "parent.yaml",
+        """
+        policy: {deny: ["srv.echo"]}
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+        """,
+    )
+    r = run("run", "parent.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert "planner tool 'srv.echo' is denied by policy of the enclosing plan" in str(r.json), r

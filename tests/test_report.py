@@ -14,7 +14,11 @@ import pytest
 
 from planrun.report.model import PlanInfo, build_report, critical_path
 from planrun.state import RunState, StepState
-from tests.conftest import assert_no_traceback, spawn_planrun, wait_for_file
+from tests.conftest import (
+    assert_no_traceback,
+    spawn_planrun,
+    wait_for_file,
+)
 
 PIPELINE = """
     title: A small pipeline
@@ -648,3 +652,46 @@ def test_long_unbroken_words_wrap_instead_of_widening_the_page(run, write, tmp_p
     assert run("run", "p.yaml", "--report", "r.html").code == 1
     assert word in (tmp_path / "r.html").read_text()
     assert _page_width(tmp_path / "r.html", tmp_path) <= 1280
+
+
+# ---- the run report ----------------------------------------------------------------------
+
+
+def test_report_page_holds_the_runs_facts_and_each_steps_row(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: flaky
+            tool: shell
+            retries: 1
+            retry_delay: 0.01
+            on_failure: continue
+            args: {cmd: "echo out-tail; echo err-tail >&2; exit 4"}
+          - {id: fan, tool: echo, foreach: [1, 2], args: {value: "${item}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--report", "r.html")
+    assert r.code == 1, r
+    text = (tmp_path / "r.html").read_text()
+    for header in ("status", "attempts", "duration", "error"):
+        assert f"<th>{header}" in text
+    assert "step_failed" in text and "duration" in text and "failed" in text
+    assert "out-tail" in text and "err-tail" in text and "command exited with code 4" in text
+    assert 'data-step="fan[1]"' in text
+    # bars are coloured by status: a failed step's bar is not a succeeded one's colour
+    bars = {
+        m[0]: m[1]
+        for m in re.findall(
+            r'data-step="([^"]+)".*?<rect x="[^"]*" [^>]*fill="([^"]+)"', text, re.S
+        )
+    }
+    assert bars["fan[1]"] != bars["flaky"], bars
+
+
+def test_run_report_is_written_when_the_run_is_blocked(run, write, tmp_path):
+    write("p.yaml", "steps: [{id: gated, tool: echo, approval: true, args: {value: 1}}]\n")
+    r = run("run", "p.yaml", "--report", "r.html")
+    assert r.code == 5, r
+    text = (tmp_path / "r.html").read_text()
+    assert "blocked" in text and "approval_required" in text

@@ -364,3 +364,41 @@ def test_a_foreach_instance_to_run_again_that_never_starts_is_pending_everywhere
     assert {k: v["status"] for k, v in after.items()} == doc, after
     kept = json.loads(state.read_text())["steps"]["f[1]"]
     assert kept["started_at"] == before["started_at"] is not None, (before, kept)
+
+
+@pytest.mark.slow  # a real SIGINT to a real run
+def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
+    write(
+        "child.yaml",
+        """
+        steps:
+          - {id: c1, tool: shell, args: {cmd: "echo c1 >> log"}}
+          - {id: c2, tool: shell, args: {cmd: "touch c2-started; test -e go || sleep 30; echo c2 >> log"},
+             depends_on: [c1]}
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+          - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [sub]}
+        """,
+    )
+    proc = spawn_planrun(
+        "run", "p.yaml", "--output", "json", cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
+    wait_for_file(tmp_path / "c2-started")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert {s["id"]: s["status"] for s in json.loads(out)["steps"]} == {
+        "sub": "interrupted",
+        "sub/c1": "succeeded",
+        "sub/c2": "interrupted",
+        "after": "pending",
+    }
+    (tmp_path / "go").touch()
+    r = planrun("resume", "p.yaml", cwd=tmp_path)
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split() == ["c1", "c2", "after"]

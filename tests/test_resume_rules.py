@@ -26,6 +26,8 @@ from tests.conftest import (
     wait_for_file,
     wait_until,
 )
+from tests.test_cache_run import started_reasons, statuses
+from tests.testkit import run_plan, write_indented_plan
 
 
 def _log(tmp_path: Path) -> list[str]:
@@ -429,3 +431,190 @@ def test_max_steps_and_tool_caps_are_per_invocation(run, write, tmp_path):
     r = run("resume", "p.yaml", "--output", "json")
     assert r.code == 0, r
     assert _log(tmp_path) == ["s1", "s2", "s3"]
+
+
+# ---- state and resume ----------------------------------------------------------------------------
+
+
+def test_a_plan_changed_under_the_same_name_is_resumed_by_fingerprints(run, write, tmp_path):
+    plan = """
+        name: build
+        steps:
+          - {id: a, tool: shell, args: {cmd: "echo a >> log"}}
+          - {id: b, tool: shell, args: {cmd: "echo B >> log"}, depends_on: [a]}
+          - {id: c, tool: shell, args: {cmd: "echo c >> log"}, depends_on: [b]}
+          - {id: d, tool: shell, args: {cmd: "echo d >> log; test -e ok"}}
+          - {id: old, tool: shell, args: {cmd: "echo old >> log"}}
+        """
+    write("p.yaml", plan)
+    assert run("run", "p.yaml", "-j", "1").code == 1
+    assert (tmp_path / "log").read_text().split() == ["a", "B", "c", "d"]
+    (tmp_path / "ok").touch()
+    changed = plan.replace("echo B", "echo b2").replace(
+        '- {id: old, tool: shell, args: {cmd: "echo old >> log"}}',
+        '- {id: new, tool: shell, args: {cmd: "echo new >> log"}}',
+    )
+    write("other-file-name.yaml", changed)
+    r = run("resume", "other-file-name.yaml", "--output", "json", "-j", "1")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split()[4:] == ["b2", "c", "d", "new"]
+    assert [s["id"] for s in r.json["steps"]] == ["a", "b", "c", "d", "new"]
+    assert all(s["status"] == "succeeded" for s in r.json["steps"]), r.json
+
+
+def test_a_kept_step_reading_a_masked_result_is_kept_whatever_characters_the_mask_has(
+    run, write, tmp_path
+):
+    # `show` prints the secret (its result is recorded masked), `use` reads that result in a
+    # shell command and succeeds, `flaky` fails. On resume only `flaky` is still to run: nothing
+    # reads the masked result, so `show` and `use` are kept. (The masked value `***` holds
+    # glob characters, so a shell command gets it another way than a plain word: that must not
+    # make `use` look changed.)
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - {id: show, tool: shell, args: {cmd: "echo show >> log; echo ${token}"},
+             result_variable: shown}
+          - {id: use, tool: shell, args: {cmd: "echo use >> log; test '${shown.stdout | trim}' = x"},
+             on_failure: ignore}
+          - {id: flaky, tool: shell, args: {cmd: "echo flaky >> log; test -e ok"},
+             on_failure: continue}
+        """,
+    )
+    r = run("run", "p.yaml", "--var", "token=PlainWord42", "-j", "1")
+    assert r.code == 1, r
+    (tmp_path / "ok").touch()
+    r = run("resume", "p.yaml", "--var", "token=PlainWord42", "--output", "json")
+    assert r.code == 0, r
+    log = (tmp_path / "log").read_text().split()
+    assert log == ["show", "use", "flaky", "flaky"], (log, r.err)
+    assert {s["id"]: s["status"] for s in r.json["steps"]} == {
+        "show": "succeeded",
+        "use": "ignored",
+        "flaky": "succeeded",
+    }
+
+
+def test_a_sub_plan_started_again_on_resume_keeps_its_steps_that_succeeded(run, write, tmp_path):
+    # A sub-plan follows the rules of a plan run on its own: resumed, its steps that
+    # succeeded with unchanged fingerprints are kept, the failed one runs again.
+    write(
+        "child.yaml",
+        """
+        steps:
+          - {id: c1, tool: shell, args: {cmd: "echo c1 >> log"}}
+          - {id: c2, tool: shell, args: {cmd: "echo c2 >> log; test -e ok"}, depends_on: [c1]}
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+          - {id: after, tool: shell, args: {cmd: "echo after >> log"}, depends_on: [sub]}
+        """,
+    )
+    assert run("run", "p.yaml").code == 1
+    (tmp_path / "ok").touch()
+    r = run("resume", "p.yaml", "--output", "json", "--junit", "junit.xml")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split() == ["c1", "c2", "c2", "after"]
+    assert "sub/c1 kept from the previous run" in r.err, r.err
+    want = {"sub": "succeeded", "sub/c1": "succeeded", "sub/c2": "succeeded", "after": "succeeded"}
+    assert {s["id"]: s["status"] for s in r.json["steps"]} == want
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == want
+    assert 'name="sub/c1"' in (tmp_path / "junit.xml").read_text()
+
+    # --force on the `plan` step runs the whole sub-plan again, as on its own
+    r = run("resume", "p.yaml", "--force=sub")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split()[4:] == ["c1", "c2", "after"]
+
+
+def test_resume_dry_run_says_what_the_resume_keeps_and_why_the_rest_runs(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: a, tool: shell, args: {cmd: "echo a >> log"}}
+          - {id: b, tool: shell, args: {cmd: "echo b >> log; test -e ok"}, depends_on: [a]}
+          - {id: c, tool: shell, args: {cmd: "echo c >> log"}, depends_on: [b]}
+        """,
+    )
+    assert run("resume", "p.yaml", "--dry-run").code == 4  # nothing to resume yet
+    assert run("run", "p.yaml").code == 1
+    r = run("resume", "p.yaml", "--dry-run", "--output", "json")
+    assert r.code == 0, r
+    assert [(s["id"], s["resume"]) for s in r.json["steps"]] == [
+        ("a", "kept"),
+        ("b", "failed last time"),
+        ("c", "a step it depends on ran again"),
+    ]
+    text = run("resume", "p.yaml", "--dry-run")
+    assert "resume: kept" in text.out and "resume: runs again: failed last time" in text.out
+    assert (tmp_path / "log").read_text().split() == ["a", "b"]  # the dry run ran nothing
+
+
+# ---- resume and --force --------------------------------------------------------------------
+
+GATED_BUILD = """
+    steps:
+      - {id: build, tool: shell, args: {cmd: "echo built"}, cache: true}
+      - {id: gate, tool: shell, args: {cmd: "test -f ok"}, depends_on: [build]}
+      - {id: after, tool: shell, args: {cmd: "echo after"}, depends_on: [gate]}
+"""
+
+
+@pytest.mark.parametrize("force", [("--force",), ("--force=build",)])
+def test_resume_with_force_runs_the_forced_steps_again(
+    tmp_path: Path, force: tuple[str, ...]
+) -> None:
+    """`--force` runs every selected step and `--force=ID` that step, on resume too: a forced step is
+    not kept from the previous run, and what depends on it runs again."""
+    write_indented_plan(tmp_path, GATED_BUILD)
+    assert run_plan(tmp_path).code == 1
+    (tmp_path / "ok").write_text("")
+    r = planrun(
+        "resume", "plan.yaml", *force, "--output", "json", "--events", "e.jsonl", cwd=tmp_path
+    )
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "succeeded", "gate": "succeeded", "after": "succeeded"}
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "forced"
+    assert "running 'build' again: forced" in r.err
+
+
+def test_resume_without_force_still_keeps_what_succeeded(tmp_path: Path) -> None:
+    write_indented_plan(tmp_path, GATED_BUILD)
+    assert run_plan(tmp_path).code == 1
+    (tmp_path / "ok").write_text("")
+    r = planrun("resume", "plan.yaml", "--force=after", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {"build": "succeeded", "gate": "succeeded", "after": "succeeded"}
+    assert "build kept from the previous run" in r.err
+
+
+def test_resume_with_force_on_a_foreach_step_runs_its_instances(tmp_path: Path) -> None:
+    write_indented_plan(
+        tmp_path,
+        """
+    variables: {pkgs: [a, b]}
+    steps:
+      - {id: lint, tool: shell, foreach: "${pkgs}", args: {cmd: "echo ${item}"}, cache: true}
+      - {id: gate, tool: shell, args: {cmd: "test -f ok"}, depends_on: [lint]}
+    """,
+    )
+    assert run_plan(tmp_path).code == 1
+    (tmp_path / "ok").write_text("")
+    r = planrun("resume", "plan.yaml", "--force=lint[1]", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert statuses(r) == {
+        "lint": "succeeded",
+        "lint[0]": "succeeded",  # kept from the previous run
+        "lint[1]": "succeeded",
+        "gate": "succeeded",
+    }
+    assert "running 'lint[1]' again: forced" in r.err and "lint[0] kept" in r.err
+    assert "running 'lint[0]'" not in r.err

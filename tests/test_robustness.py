@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from tests.conftest import assert_no_traceback
+from tests.testkit import bounded_planrun, write_p_yaml
 
 OK_PLAN = "steps:\n  - {id: a, tool: echo, args: {value: 1}}\n"
 
@@ -412,3 +414,129 @@ def test_step_output_reaches_a_terminal_without_escape_sequences(write, tmp_path
     assert proc.returncode == 0, seen
     assert b"ABCD" in seen, seen
     assert b"\x1b]" not in seen and b"\x1b[2J" not in seen and b"pwned" not in seen, seen
+
+
+def test_a_huge_plan_or_vars_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    # Sparse: a gigabyte on paper, nothing on disk. Reading it whole ate all memory.
+    with (tmp_path / "big.yaml").open("wb") as f:
+        f.truncate(1 << 30)
+    r = bounded_planrun(tmp_path, "validate", "big.yaml")
+    assert r.code == 3 and "internal error" not in r.out + r.err, r
+    assert r.out.startswith("big.yaml:1:1: error:") and "larger than" in r.out, r
+    assert_no_traceback(r)
+    write_p_yaml(tmp_path, "steps: []\n")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--vars-file", "big.yaml", "--no-state")
+    assert r.code == 2 and "internal error" not in r.err and "larger than" in r.err, r
+    assert len(r.err.strip().splitlines()) == 1, r
+    assert_no_traceback(r)
+    (tmp_path / "mcp.json").symlink_to(tmp_path / "big.yaml")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--mcp-config", "mcp.json", "--no-state")
+    assert r.code == 2 and "internal error" not in r.err and "larger than" in r.err, r
+    assert_no_traceback(r)
+
+
+def test_an_mcp_config_with_a_huge_number_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "mcp.json").write_text(
+        '{"mcpServers": {"a": {"command": "x", "n": 1' + "0" * 5000 + "}}}"
+    )
+    write_p_yaml(tmp_path, "steps: []\n")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--mcp-config", "mcp.json", "--no-state")
+    assert r.code == 2 and "internal error" not in r.err, r
+    assert r.err.startswith("planrun: error: ") and "mcp.json" in r.err, r
+    assert len(r.err.strip().splitlines()) == 1, r
+    assert_no_traceback(r)
+
+
+def test_a_planner_printing_a_huge_number_or_deep_json_fails_the_replan(tmp_path: Path) -> None:
+    for i, body in enumerate(["[1" + "0" * 5000 + "]", "[" * 100000 + "]" * 100000]):
+        (tmp_path / "planner.py").write_text(f"print({body!r})\n")
+        write_p_yaml(
+            tmp_path,
+            f"""
+            replan: {{command: ["{sys.executable}", "planner.py"], timeout: 20s}}
+            limits: {{max_replans: 1}}
+            steps:
+              - {{id: a, tool: shell, args: {{cmd: "exit 9"}}, on_failure: replan}}
+            """,
+        )
+        r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+        assert r.code == 1 and "internal error" not in r.out + r.err, (i, r)
+        assert json.loads(r.out)["reason"] == "replan_budget", (i, r)
+        assert_no_traceback(r)
+
+
+def test_a_lone_surrogate_escape_in_json_is_an_error_at_its_position(tmp_path: Path) -> None:
+    # YAML refuses "\ud800"; JSON read it, and printing or storing it was an internal error.
+    (tmp_path / "p.json").write_text(
+        '{"name": "t",\n "steps": [{"id": "a", "tool": "echo", "args": {"value": "x\\ud800"}}]}'
+    )
+    for args in (["validate", "p.json"], ["run", "p.json", "--output", "json"]):
+        r = bounded_planrun(tmp_path, *args)
+        assert r.code == 3 and "internal error" not in r.out + r.err, r
+        assert_no_traceback(r)
+    r = bounded_planrun(tmp_path, "validate", "p.json")
+    assert r.out.startswith("p.json:2:60: error:") and "surrogate" in r.out, r
+    # A pair is one character; an escaped backslash before 'ud800' is no escape at all.
+    ok = '{"steps": [{"id": "a", "tool": "echo", "args": {"value": "\\ud83d\\ude00 \\\\ud800"}}]}'
+    (tmp_path / "p.json").write_text(ok)
+    r = bounded_planrun(tmp_path, "run", "p.json", "--output", "json", "--no-state")
+    assert r.code == 0 and json.loads(r.out)["steps"][0]["result"] == "\U0001f600 \\ud800", r
+    (tmp_path / "v.json").write_text('{"x": "\\udc00"}')
+    write_p_yaml(tmp_path, "steps: []\n")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--vars-file", "v.json", "--output", "json")
+    assert r.code == 2 and "internal error" not in r.out + r.err and "surrogate" in r.err, r
+
+
+def test_a_plan_that_writes_and_runs_a_new_copy_of_itself_stops(tmp_path: Path) -> None:
+    # Every level is a different file, so "includes itself" never fired: it nested forever.
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {n: 0}
+        steps:
+          - {id: copy, tool: shell, args: {cmd: "cp p.yaml p${n + 1}.yaml"}}
+          - id: deeper
+            tool: plan
+            args: {path: "p${n + 1}.yaml", variables: {n: "${n + 1}"}}
+            depends_on: [copy]
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json", timeout=60)
+    assert r.code == 1 and "internal error" not in r.out + r.err, r
+    assert_no_traceback(r)
+    assert "nested more than" in json.loads(r.out)["steps"][-1]["error"], r
+    assert len(list(tmp_path.glob("p*.yaml"))) <= 40
+
+
+@pytest.mark.slow  # two plans of 600,000 values
+def test_a_yaml_plan_with_millions_of_values_is_refused_early(tmp_path: Path) -> None:
+    # 14 MB of "[1,1,1,...]" took 3.3 GB and 35 s to compose (libyaml nodes are heavy).
+    items = ",".join(["1"] * 600_000)
+    (tmp_path / "p.yaml").write_text(f"steps: []\nvariables:\n  x: [{items}]\n")
+    r = bounded_planrun(tmp_path, "validate", "p.yaml", timeout=60)
+    assert r.code == 3 and "internal error" not in r.out + r.err, r
+    assert r.out.startswith("p.yaml:3:6: error:") and "too many values" in r.out, r
+    assert_no_traceback(r)
+    block = "".join("  - 1\n" for _ in range(600_000))
+    (tmp_path / "p.yaml").write_text(f"steps: []\nvariables:\n x:\n{block}")
+    r = bounded_planrun(tmp_path, "validate", "p.yaml", timeout=60)
+    assert r.code == 3 and "too many values" in r.out, r
+
+
+def test_sleep_refuses_nan_and_infinity(tmp_path: Path) -> None:
+    # NaN slept not at all and succeeded; infinity (1e308 * 10) slept forever.
+    write_p_yaml(
+        tmp_path,
+        """
+        variables: {big: 1.0e+308}
+        steps:
+          - {id: a, tool: sleep, args: {seconds: .nan}, on_failure: continue}
+          - {id: b, tool: sleep, args: {seconds: "${ big * 10 }"}, on_failure: continue}
+          - {id: c, tool: sleep, args: {seconds: "${ 2 ** 1100 }"}}
+        """,
+    )
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    for step in json.loads(r.out)["steps"]:
+        assert step["status"] == "failed" and "sleep: 'seconds'" in step["error"], step

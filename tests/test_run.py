@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 import xml.etree.ElementTree as ET
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import answer_at_tty, assert_no_process_left, assert_no_traceback, serve_http
+from tests.conftest import (
+    answer_at_tty,
+    assert_no_process_left,
+    assert_no_traceback,
+    serve_http,
+)
+from tests.testkit import read_jsonl, steps_by_id
 
 
 @pytest.mark.e2e  # a real `python -m planrun` process
@@ -655,3 +663,175 @@ def test_var_values_are_yaml_scalars_with_json_types(run, write):
     )
     assert r.code == 0, r
     assert r.json["steps"][0]["result"] == [3, [1, 2], "3", "2026-11-26", "yes"]
+
+
+TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+# ---- shapes --------------------------------------------------------------------------------------
+
+
+def test_plan_is_the_plan_name_in_every_document_and_events_have_the_envelope(run, write, tmp_path):
+    write(
+        "file-stem.yaml",
+        """
+        name: the-name
+        steps:
+          - {id: a, tool: echo, args: {value: 1}, result_variable: r}
+          - {id: b, tool: shell, args: {cmd: "exit 2"}, depends_on: [a], on_failure: continue}
+          - {id: c, tool: echo, args: {value: "${r}"}, depends_on: [b]}
+          - {id: d, tool: echo, args: {value: 1}, when: "false"}
+        """,
+    )
+    r = run("run", "file-stem.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 1, r
+    assert r.json["plan"] == "the-name"
+    assert list(r.json) == ["plan", "status", "reason", "duration_s", "error", "steps", "variables"]
+    for step in r.json["steps"]:
+        assert {"id", "status", "attempts", "duration_s", "result", "error"} <= set(step)
+        assert step["error"] is None or isinstance(step["error"], str), step
+    assert steps_by_id(r.json)["b"]["error"] == "command exited with code 2"
+    assert steps_by_id(r.json)["a"]["error"] is None
+
+    ids = {"a", "b", "c", "d"}
+    events = read_jsonl(tmp_path / "ev.jsonl")
+    assert events[0]["event"] == "run.started" and events[-1]["event"] == "run.finished"
+    assert (events[-1]["status"], events[-1]["reason"]) == ("failed", "step_failed")
+    for e in events:
+        assert list(e)[:3] == ["ts", "event", "plan"], e
+        assert e["plan"] == "the-name" and TS.match(e["ts"]), e
+        if e["event"].startswith("step."):
+            assert isinstance(e["step"], str) and e["step"] in ids, e
+    stamps = [datetime.fromisoformat(e["ts"].replace("Z", "+00:00")) for e in events]
+    assert stamps == sorted(stamps)
+    assert {e["step"] for e in events if e["event"] == "step.skipped"} == {"c", "d"}
+
+    status = run("status", "file-stem.yaml", "--output", "json")
+    assert status.code == 0, status
+    assert status.json["plan"] == "the-name"
+    assert [(s["id"], s["status"], s["error"]) for s in status.json["steps"]] == [
+        (s["id"], s["status"], s["error"]) for s in r.json["steps"]
+    ]
+    dry = run("run", "file-stem.yaml", "--dry-run", "--output", "json")
+    assert dry.code == 0 and dry.json["plan"] == "the-name", dry
+    graph = run("graph", "file-stem.yaml", "--format", "json")
+    assert graph.code == 0 and graph.json["plan"] == "the-name", graph
+
+
+# ---- statuses and scheduling ---------------------------------------------------------------------
+
+
+def test_abort_leaves_the_running_step_interrupted_and_the_unstarted_ones_pending(
+    run, write, tmp_path
+):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: slow, tool: shell, args: {cmd: "touch started; sleep 30"}}
+          - {id: boom, tool: shell, args: {cmd: "while [ ! -e started ]; do sleep 0.01; done; exit 1"}}
+          - {id: later, tool: echo, args: {value: 1}, depends_on: [boom]}
+        """,
+    )
+    r = run("run", "p.yaml", "-j", "2", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 1, r
+    assert (r.json["status"], r.json["reason"]) == ("failed", "step_failed")
+    want = {"slow": "interrupted", "boom": "failed", "later": "pending"}
+    assert {s["id"]: s["status"] for s in r.json["steps"]} == want
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == want
+    events = read_jsonl(tmp_path / "ev.jsonl")
+    assert [e["step"] for e in events if e["event"] == "step.interrupted"] == ["slow"]
+    assert not [e for e in events if e.get("step") == "later"]
+
+
+def test_an_ignored_failure_binds_its_result_variable_to_null(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: bad, tool: shell, args: {cmd: "exit 4"}, on_failure: ignore, result_variable: r}
+          - {id: after, tool: echo, args: {value: ["${r}", "${r is none}", "r=${r}"]}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert (r.json["status"], r.json["reason"]) == ("succeeded", "completed")
+    bad = steps_by_id(r.json)["bad"]
+    assert (bad["status"], bad["result"], bad["error"]) == (
+        "ignored",
+        None,
+        "command exited with code 4",
+    )
+    assert "r" in r.json["variables"] and r.json["variables"]["r"] is None
+    assert steps_by_id(r.json)["after"]["result"] == [None, True, "r=null"]
+
+
+# ---- budgets -------------------------------------------------------------------------------------
+
+
+def test_max_steps_counts_attempts_but_not_when_skips_nor_planner_calls(run, write, tmp_path):
+    # 5 executions are allowed: `off` (when false) and the planner call are free, `flaky`
+    # takes 2 attempts, `fix` from the planner 1, `x` and `y` one each: exactly 5.
+    write(
+        "planner.py",
+        """
+        import json, sys
+        json.load(sys.stdin)
+        print(json.dumps([{"id": "fix", "tool": "echo", "args": {"value": 1}},
+                          {"id": "x", "tool": "echo", "args": {"value": 1}, "depends_on": ["fix"]},
+                          {"id": "y", "tool": "echo", "args": {"value": 1}, "depends_on": ["x"]}]))
+        """,
+    )
+    plan = """
+        limits: {max_steps: MAX}
+        replan: {command: ["python3", "planner.py"]}
+        steps:
+          - {id: off, tool: echo, args: {value: 1}, when: "false"}
+          - {id: flaky, tool: shell, args: {cmd: "exit 1"}, retries: 1, retry_delay: 0s,
+             on_failure: replan}
+        """
+    write("p.yaml", plan.replace("MAX", "5"))
+    r = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 0, r
+    assert [(s["id"], s["status"], s["attempts"]) for s in r.json["steps"]] == [
+        ("off", "skipped", 0),
+        ("fix", "succeeded", 1),
+        ("x", "succeeded", 1),
+        ("y", "succeeded", 1),
+    ]
+    started = [e["step"] for e in read_jsonl(tmp_path / "ev.jsonl") if e["event"] == "step.started"]
+    assert started == ["flaky", "flaky", "fix", "x", "y"]
+    write("p.yaml", plan.replace("MAX", "4"))
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert (r.json["status"], r.json["reason"]) == ("failed", "step_budget")
+    y = steps_by_id(r.json)["y"]
+    assert y["status"] == "failed" and "max_steps" in y["error"], y
+
+
+# ---- approval ------------------------------------------------------------------------------------
+
+
+def test_blocked_without_a_tty_names_the_steps_on_stderr_also_with_json_output(
+    run, write, tmp_path
+):
+    write(
+        "p.yaml",
+        """
+        variables: {go: false}
+        steps:
+          - {id: first, tool: shell, args: {cmd: "touch ran"}}
+          - {id: deploy, tool: echo, args: {value: 1}, approval: true, depends_on: [first]}
+          - {id: publish, tool: echo, args: {value: 1}, approval: true}
+          - {id: never, tool: echo, args: {value: 1}, approval: true, when: "${go}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 5, r
+    assert (r.json["status"], r.json["reason"]) == ("blocked", "approval_required")
+    assert "deploy" in r.json["error"] and "publish" in r.json["error"], r.json["error"]
+    assert "never" not in r.json["error"]
+    assert {s["status"] for s in r.json["steps"]} == {"pending"}
+    assert "approval required for: deploy, publish" in r.err, r
+    assert not (tmp_path / "ran").exists()

@@ -74,3 +74,32 @@ def test_an_interrupt_signals_the_groups_of_its_own_run_only() -> None:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+HANDLED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE")
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [PLAN, "steps:\n  - {id: bad, tool: shell, args: {cmd: 'exit 3'}}\n"],
+    ids=["succeeds", "fails"],
+)
+def test_a_run_puts_back_the_signal_handlers_it_found(tmp_path: Path, plan: str) -> None:
+    """A library caller's handlers (here: one of its own for each signal) are its handlers
+    again once a command returns, whether the run succeeded or failed."""
+    (tmp_path / "p.yaml").write_text(plan)
+    code = (
+        "import json, signal\n"
+        "from planrun.cli import main\n"
+        f"names = {HANDLED!r}\n"
+        "def mine(signum, frame): pass\n"
+        "for n in names: signal.signal(getattr(signal, n), mine)\n"
+        "try:\n"
+        "    main(['run', 'p.yaml', '-q', '--no-state'], prog_name='planrun')\n"
+        "except SystemExit as exc:\n"
+        "    kept = [n for n in names if signal.getsignal(getattr(signal, n)) is mine]\n"
+        "    print(json.dumps({'code': exc.code, 'kept': kept}))\n"
+    )
+    proc = python_ok("-c", code, cwd=tmp_path)
+    found = json.loads(proc.stdout.splitlines()[-1])
+    assert found["kept"] == list(HANDLED), found

@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from planrun import model
-from planrun.events import Event, EventBus
+from planrun.events import EventBus, PlanDiff, RunEvent, StepResumed, StepStarted
+from planrun.parent import Budget, MaskChain, ParentContext, Slots
 from planrun.plan import Plan
 from planrun.planner import ReplanRequest, ReplanStop, Revision
 from planrun.resume import (
@@ -82,19 +83,39 @@ def schedule(
     jobs: int = 4,
     variables: dict[str, Any] | None = None,
     **kw: Any,
-) -> tuple[Scheduler, list[Event]]:
-    events: list[Event] = []
+) -> tuple[Scheduler, list[RunEvent]]:
+    events: list[RunEvent] = []
     bus = EventBus()
     bus.subscribe(events.append)
-    settings = RunSettings(
-        jobs=jobs,
+    masks = MaskChain()
+    mask = kw.pop("mask", None)
+    if mask is not None:
+        masks.add(mask)
+    here = ParentContext(
+        prefix="",
+        plan=plan.name or "plan",
+        plan_stack=(),
+        cwd=".",
         yes=kw.pop("yes", True),
-        ask=kw.pop("ask", None),
-        mask=kw.pop("mask", None),
+        ask=None,
+        policy=plan.policy,
+        jobs=jobs,
+        slots=Slots(jobs),
+        budget=Budget(plan.limits, plan.name or "plan"),
+        masks=masks,
+        emit=bus.emit,
+        executor=executor,
         keep_going=kw.pop("keep_going", False),
     )
+    settings = RunSettings(here, ask=kw.pop("ask", None), cache=kw.pop("cache", None))
     sched = Scheduler(
-        plan, [s.id for s in plan.steps], variables or {}, executor, bus, settings, **kw
+        plan,
+        [s.id for s in plan.steps],
+        {} if variables is None else variables,
+        executor,
+        bus,
+        settings,
+        **kw,
     )
     return sched, events
 
@@ -165,10 +186,10 @@ def test_resume_keeps_steps_below_a_condition_skip_and_an_ignored_failure() -> N
         "after": "succeeded",
         "last": "succeeded",
     }
-    resumed = [e.step for e in events if e.event == "step.resumed"]
+    resumed = [e.step for e in events if isinstance(e, StepResumed)]
     assert resumed == ["gate", "below", "flaky", "after"]  # settled before anything ran
-    started = [e for e in events if e.event == "step.started"]
-    assert started[0].data["reason"] == "failed last time" and started[0].data["again"]
+    started = [e for e in events if isinstance(e, StepStarted)]
+    assert started[0].reason == "failed last time" and started[0].again
 
 
 def test_a_masked_result_read_by_a_step_to_run_runs_its_producer_again() -> None:
@@ -436,7 +457,7 @@ def test_two_replan_failures_in_one_pass_reach_the_planner_together() -> None:
     assert outcome.status == Status.SUCCEEDED
     (request,) = asked
     assert sorted(f.step_id for f in request.failures) == ["x", "y"]
-    assert [e.data["added"] for e in events if e.event == "plan.diff"] == [["fix"]]
+    assert [e.added for e in events if isinstance(e, PlanDiff)] == [["fix"]]
     assert sched.budget.replans == 1 and statuses(sched) == {"fix": "succeeded"}
 
 
@@ -461,27 +482,16 @@ def test_statuses_are_one_str_enum_written_as_plain_words() -> None:
     assert Status("interrupted") is Status.INTERRUPTED and f"{Status.SKIPPED}" == "skipped"
 
 
-def test_the_scheduler_runs_on_the_graph_and_revisions_it_is_built_with(monkeypatch) -> None:
-    """Built complete: the run's graph, its revisions so far and its variables are handed in,
-    not rebuilt or set on it afterwards."""
-    from planrun.graph import PlanGraph
-
+def test_result_variables_are_bound_into_the_callers_variables() -> None:
+    """The run's variables dict is the caller's: a masker made before the run watches it."""
     plan = make_plan(
         [
             {"id": "a", "tool": "echo", "args": {"value": 1}, "result_variable": "x"},
             {"id": "b", "tool": "echo", "args": {"value": "${x}"}},
         ]
     )
-    graph = PlanGraph.build(plan.steps)
-
-    def rebuilt(steps: Any) -> PlanGraph:
-        raise AssertionError("the graph was built again")
-
-    monkeypatch.setattr(PlanGraph, "build", rebuilt)
-    earlier = [{"revision": 1}]
     variables: dict[str, Any] = {"y": 0}
-    sched, _ = schedule(plan, FakeExecutor({}), graph=graph, revisions=earlier, variables=variables)
+    sched, _ = schedule(plan, FakeExecutor({}), variables=variables)
     outcome = asyncio.run(sched.run())
-    assert outcome.status == Status.SUCCEEDED
-    assert sched.graph.deps["b"] == ["a"] and sched.revisions is earlier
-    assert variables == {"y": 0, "x": 1}  # the dict a masker watches is the one bound into
+    assert outcome.status == Status.SUCCEEDED and sched.records["b"].result == 1
+    assert variables == {"y": 0, "x": 1}

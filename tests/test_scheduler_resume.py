@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from planrun.events import PlanDiff, StepResumed, StepStarted
 from planrun.graph import PlanGraph
 from planrun.masking import Masker
 from planrun.plan import Plan
@@ -41,7 +42,7 @@ def previous_of(
     """What the state file keeps of a scheduler run, as `runstate.previous_steps` reads it
     back: the result as shown (secrets masked), the step's result variable."""
     out = {}
-    for sid in sched.order:
+    for sid in sched.report_order():  # foreach instances too, each under its own id
         rec = sched.records[sid]
         result = mask(rec.result) if mask is not None else rec.result
         out[sid] = PreviousStep(
@@ -80,11 +81,11 @@ def run(sched: Scheduler) -> Any:
 
 def started(events: list[Any]) -> dict[str, str]:
     """Step id -> the reason its `step.started` event gives (empty: a first run)."""
-    return {e.step: e.data.get("reason") or "" for e in events if e.event == "step.started"}
+    return {e.step: e.reason or "" for e in events if isinstance(e, StepStarted)}
 
 
 def resumed(events: list[Any]) -> list[str]:
-    return [e.step for e in events if e.event == "step.resumed"]
+    return [e.step for e in events if isinstance(e, StepResumed)]
 
 
 # ---- what runs again -----------------------------------------------------------------------
@@ -356,8 +357,8 @@ def test_a_revision_removes_adds_and_changes_steps_and_the_run_goes_on() -> None
     assert ctx["completed"] == {"first": 1} and ctx["variables"]["one"] == 1
     assert ctx["history"] == []
     diff = {"removed": ["fetch"], "added": ["alt"], "revised": ["finish"]}
-    (event,) = [e for e in events if e.event == "plan.diff"]
-    assert {k: event.data[k] for k in diff} == diff
+    (event,) = [e for e in events if isinstance(e, PlanDiff)]
+    assert {k: getattr(event, k) for k in diff} == diff
     (record,) = sched.revisions
     assert record["diff"] == diff and record["revision"] == 1 and record["failed_step"] == "fetch"
 
@@ -597,3 +598,58 @@ def test_a_revision_may_not_redefine_a_completed_step() -> None:
     assert run(sched).status == Status.SUCCEEDED
     assert notices[0].startswith("replan 1 rejected:") and "'first'" in contexts[1]["error"]
     assert sched.records["first"].result == 1  # the completed step, as it ran
+
+
+# ---- what a resume keeps -------------------------------------------------------------------
+
+
+def test_a_kept_steps_result_is_bound_for_the_steps_that_run_again() -> None:
+    plan = make_plan(
+        [
+            {"id": "a", "tool": "echo", "args": {"value": "A"}, "result_variable": "ra"},
+            {"id": "b", "tool": "echo", "args": {"value": "${ra}+b"}, "depends_on": ["a"]},
+        ]
+    )
+    first, _ = schedule(plan, FakeExecutor({"b": fails("no")}))
+    run(first)
+    ex = FakeExecutor({})
+    sched, _ = resume(plan, previous_of(first), ex)
+    run(sched)
+    assert ex.calls == ["b"] and sched.records["b"].result == "A+b"
+
+
+def test_kept_steps_are_not_charged_to_the_resumes_max_steps() -> None:
+    steps = [{"id": s, "tool": "echo", "args": {"value": s}} for s in "abc"]
+    steps.append({"id": "last", "tool": "echo", "args": {"value": 1}})
+    plan = make_plan(steps, limits={"max_steps": 1})
+    first, _ = schedule(make_plan(steps), FakeExecutor({"last": fails("no")}), jobs=1)
+    run(first)
+    ex = FakeExecutor({})
+    sched, _ = resume(plan, previous_of(first), ex)
+    assert run(sched).status == Status.SUCCEEDED and ex.calls == ["last"]
+
+
+def test_a_resume_runs_again_only_the_failed_instances_of_a_foreach() -> None:
+    fan = {"id": "s", "tool": "echo", "foreach": ["x", "y", "z"], "args": {"value": "${item}"}}
+    plan = make_plan([{**fan, "on_failure": "continue"}])
+    first, _ = schedule(plan, FakeExecutor({"s[1]": fails("no")}))
+    run(first)
+    assert statuses(first)["s"] == "failed"
+    ex = FakeExecutor({})
+    sched, _ = resume(plan, previous_of(first), ex)
+    assert run(sched).status == Status.SUCCEEDED
+    assert ex.calls == ["s[1]"] and sched.records["s"].result == ["x", "y", "z"]
+
+
+def test_a_step_kept_by_a_resume_is_never_called_even_when_the_resume_aborts() -> None:
+    plan = make_plan(CHAIN)
+    first, _ = schedule(plan, FakeExecutor({"c": fails("no")}))
+    run(first)
+    ex = FakeExecutor({"c": fails("still no")})
+    sched, _ = resume(plan, previous_of(first), ex)
+    assert run(sched).reason == Reason.STEP_FAILED
+    assert ex.calls == ["c"] and statuses(sched) == {
+        "a": "succeeded",
+        "b": "succeeded",
+        "c": "failed",
+    }

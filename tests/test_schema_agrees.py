@@ -317,3 +317,39 @@ def test_random_values_get_the_same_verdict(field, value):
     diags = check_document(load_text(text, "p.json", "json")).diagnostics
     by_validate = any(d.severity == "error" for d in diags)
     assert by_schema == by_validate, (field, value, [d.message for d in diags])
+
+
+def test_the_schema_rejects_as_without_foreach_like_validate(run, write):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = run("schema").json
+    cases = [
+        ({"as": "x"}, False),
+        ({"as": "x", "foreach": None}, False),
+        ({"as": "x", "foreach": [1]}, True),
+        ({"as": None}, True),  # the default name
+    ]
+    for extra, valid in cases:
+        plan = {"steps": [{"id": "a", "tool": "echo", **extra}]}
+        assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid, plan
+        write("p.json", json.dumps(plan))
+        assert run("validate", "p.json").code == (0 if valid else 3), plan
+
+
+@pytest.mark.parametrize(
+    ("plan", "valid"),
+    [
+        ({"steps": [{"id": "a", "tool": "echo", "retries": 2.0}]}, True),
+        ({"steps": [{"index": 1.0, "tool": "echo"}]}, True),
+        ({"limits": {"max_steps": 3.0, "tool_caps": {"echo": 1.0}}, "steps": []}, True),
+        ({"steps": [{"id": "a", "tool": "echo", "retries": 2.5}]}, False),
+    ],
+)
+def test_a_whole_number_written_with_a_point_is_a_number_to_schema_and_validate(
+    run, write, plan, valid
+):
+    # JSON has one kind of number: 2.0 is the integer 2 to the schema, so validate takes it
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = run("schema").json
+    assert jsonschema.Draft202012Validator(schema).is_valid(plan) is valid
+    write("p.json", json.dumps(plan))
+    assert run("validate", "p.json").code == (0 if valid else 3)

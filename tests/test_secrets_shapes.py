@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_no_traceback
+from tests.conftest import assert_no_traceback, spawn_planrun, wait_for_file
+from tests.testkit import ALL_REPORTS, RESULT_TOKEN, run_then_resume, shown_and_stored
 
 
 def everything_shown(run, tmp_path: Path, r) -> str:  # type: ignore[no-untyped-def]
@@ -235,3 +237,485 @@ def test_fingerprints_in_the_state_are_not_hashes_of_secrets(run, write, tmp_pat
     masked = run("run", "masked.yaml", "--dry-run", "--output", "json").json["steps"][0]["args"]
     assert fingerprint("shell", masked) in state
     assert run("resume", "p.yaml").code == 0
+
+
+def test_a_step_result_bound_as_a_secret_is_masked_and_real_after_resume(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: echo
+            args: {value: "ResultToken-${'q7w3'}"}
+            result_variable: token
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${token}' = ResultToken-""q7w3 && echo received-real-value
+        """,
+    )
+    first = run("run", "p.yaml", *ALL_REPORTS)
+    assert first.code == 1, str(first)
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    # The recorded result is not the value: resume must run `login` again, not restore `***`.
+    assert state["steps"]["login"]["result_masked"] is True
+    again = run_then_resume(run, tmp_path, *ALL_REPORTS)
+    assert "received-real-value" in again.err
+    assert "result held a secret" in again.err
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, first, again)
+
+
+def test_a_foreach_result_bound_as_a_secret_is_masked_and_real_after_resume(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [tokens]
+        steps:
+          - id: mint
+            tool: echo
+            foreach: [a, b]
+            args: {value: "ResultToken-${'q7w3'}-${item}"}
+            result_variable: tokens
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${tokens[1]}' = ResultToken-""q7w3-b && echo received-real-value
+        """,
+    )
+    first = run("run", "p.yaml", *ALL_REPORTS)
+    assert first.code == 1, str(first)
+    again = run_then_resume(run, tmp_path, *ALL_REPORTS)
+    assert "received-real-value" in again.err
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, first, again)
+
+
+def test_a_foreach_over_a_secret_gives_the_real_value_after_resume(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: each
+            tool: echo
+            foreach: ["${token}", plain]
+            args: {value: "${item}"}
+            result_variable: values
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${values[0]}' = ResultToken-""q7w3 && echo received-real-value
+        """,
+    )
+    var = ("--var", f"token={RESULT_TOKEN}")
+    first = run("run", "p.yaml", *var, *ALL_REPORTS)
+    assert first.code == 1, str(first)
+    again = run_then_resume(run, tmp_path, *var, *ALL_REPORTS)
+    assert "received-real-value" in again.err
+    # Resumed twice: what the first resume recorded must still say the result was masked.
+    # (`use` is changed so that it runs again: a kept step would not read the result.)
+    plan = tmp_path / "p.yaml"
+    plan.write_text(plan.read_text().replace("test -e go", ": again; test -e go"))
+    (tmp_path / "go").unlink()
+    run("resume", "p.yaml", *var)
+    (tmp_path / "go").write_text("")
+    third = run("resume", "p.yaml", *var)
+    assert third.code == 0 and "received-real-value" in third.err, str(third)
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, first, again, third)
+
+
+def test_masking_never_changes_fingerprints_so_resume_keeps_what_it_should(run, write, tmp_path):
+    # A one-character secret masks every `7` in what is shown (documented: best long). The
+    # fingerprints the state keeps are digests, not text about the secret: masking them broke
+    # resume, which then ran every step whose digest held a `7` again.
+    steps = "\n".join(
+        f"""
+          - id: s{n}
+            tool: echo
+            args: {{value: "step {n}"}}"""
+        for n in range(12)
+    )
+    write(
+        "p.yaml",
+        f"""
+        secrets: [pin]
+        variables: {{pin: 7}}
+        steps:{steps}
+          - id: last
+            tool: shell
+            args: {{cmd: "test -e go"}}
+        """,
+    )
+    first = run("run", "p.yaml")
+    assert first.code == 1, str(first)
+    again = run_then_resume(run, tmp_path)
+    assert "its tool or arguments changed" not in again.err, str(again)
+    assert again.err.count("kept from the previous run") >= 12, str(again)
+
+
+def test_stream_does_not_show_the_output_of_a_step_that_binds_a_secret(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: shell
+            args: {cmd: "printf '%s\\\\n' ResultToken-''q7w3"}
+            result_variable: token
+          - id: use
+            tool: shell
+            args: {cmd: "test '${token.stdout | trim}' = ResultToken-''q7w3 && echo received-real-value"}
+        """,
+    )
+    r = run("run", "p.yaml", "--stream", *ALL_REPORTS)
+    assert r.code == 0, str(r)
+    assert_no_traceback(r)
+    assert "received-real-value" in r.err
+    # Not streamed (the value is known only at the step's end): shown with its end, masked.
+    assert "[login]" not in r.err
+    assert "login succeeded" in r.err and "│ ***" in r.err.split("login succeeded")[1]
+    assert "[use] received-real-value" in r.err  # the other steps still stream
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, r)
+
+
+def test_a_shell_result_bound_as_a_secret_masks_its_output_not_every_zero(run, write, tmp_path):
+    # `token` is the whole {stdout, stderr, exit_code}: its exit code 0 is no secret, and
+    # masking it hid every `0` of every output and marked unrelated results as masked.
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: shell
+            args: {cmd: "printf '%s\\\\n' ResultToken-''q7w3"}
+            result_variable: token
+          - id: build
+            tool: shell
+            args: {cmd: "echo built 2010 files"}
+            depends_on: [login]
+        """,
+    )
+    r = run("run", "p.yaml", *ALL_REPORTS)
+    assert r.code == 0, str(r)
+    doc = r.json
+    steps = {s["id"]: s for s in doc["steps"]}
+    assert steps["login"]["result"] == {"stdout": "***", "stderr": "", "exit_code": 0}
+    assert steps["build"]["result"]["stdout"] == "built 2010 files\n"
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    assert state["steps"]["build"]["result_masked"] is False
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, r)
+
+
+def test_a_secret_with_a_trailing_newline_is_masked_once_trimmed(run, write, tmp_path):
+    # A command's stdout ends with a newline; `| trim` is how a plan reads it (and a vars file's
+    # block scalar ends with one too). The trimmed text is the secret as much as the raw one.
+    write("vars.yaml", "pem: |\n  VarsToken-k2m9\n")
+    write(
+        "p.yaml",
+        """
+        secrets: [token, pem]
+        variables: {pem: none}
+        steps:
+          - id: login
+            tool: shell
+            args: {cmd: "printf '%s\\\\n' ResultToken-''q7w3"}
+            result_variable: token
+          - id: use
+            tool: shell
+            args: {cmd: "echo '${token.stdout | trim}' '${pem | trim}' >&2; exit 1"}
+        """,
+    )
+    r = run("run", "p.yaml", "--vars-file", "vars.yaml", *ALL_REPORTS)
+    assert r.code == 1, str(r)
+    assert "$ echo *** *** >&2; exit 1" in r.err
+    text = shown_and_stored(run, tmp_path, r)
+    assert RESULT_TOKEN not in text and "VarsToken-k2m9" not in text
+
+
+def test_after_kill_9_a_resumed_step_gets_the_real_secrets(run, write, tmp_path):
+    # The journal is all a killed run leaves: what it says about the bound secret must make
+    # resume produce it again, and the --var secret is given again.
+    write(
+        "p.yaml",
+        """
+        secrets: [token, pin]
+        steps:
+          - id: login
+            tool: echo
+            args: {value: "ResultToken-${'q7w3'}"}
+            result_variable: token
+          - id: deploy
+            tool: shell
+            args:
+              cmd: |
+                touch started
+                while [ ! -e go ]; do sleep 0.05; done
+                test '${token}' = ResultToken-""q7w3 && test '${pin}' = Pin-""x8 && echo received-real-value
+            depends_on: [login]
+        """,
+    )
+    var = ("--var", "pin=Pin-x8")
+    proc = spawn_planrun(
+        "run", "p.yaml", *var, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for_file(tmp_path / "started")
+    finally:
+        proc.kill()
+        proc.wait()
+    again = run_then_resume(
+        run, tmp_path, *var, *ALL_REPORTS
+    )  # the orphaned command ends (resume stops it too)
+    assert "received-real-value" in again.err
+    assert "running 'login' again: result held a secret" in again.err
+    text = shown_and_stored(run, tmp_path, again)
+    assert RESULT_TOKEN not in text and "Pin-x8" not in text
+
+
+def test_a_sub_plans_secret_is_real_after_resume_when_the_parent_has_none(run, write, tmp_path):
+    # The parent declares no secrets: its record of the `plan` step must still say that the
+    # sub-plan's secret was masked in the result, or resume hands `***` on.
+    write(
+        "sub.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: login
+            tool: echo
+            args: {value: "ResultToken-${'q7w3'}"}
+            result_variable: token
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: sub
+            tool: plan
+            args: {path: sub.yaml}
+            result_variable: sub_vars
+          - id: use
+            tool: shell
+            args:
+              cmd: |
+                test -e go || exit 1
+                test '${sub_vars.token}' = ResultToken-""q7w3 && echo received-real-value
+        """,
+    )
+    first = run("run", "p.yaml", *ALL_REPORTS)
+    assert first.code == 1, str(first)
+    again = run_then_resume(run, tmp_path, *ALL_REPORTS)
+    assert "received-real-value" in again.err
+    assert "running 'sub' again: result held a secret" in again.err
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, first, again)
+
+
+def test_a_short_secret_inside_step_ids_never_changes_the_plan_as_recorded(run, write, tmp_path):
+    # A 4-digit secret that is also part of step ids and a result variable's name: masking
+    # the ids recorded phantom steps (`release-***`, pending forever) and a variable `***_out`.
+    write(
+        "p.yaml",
+        """
+        secrets: [pin]
+        steps:
+          - id: release-2024
+            tool: echo
+            foreach: [a, b]
+            args: {value: "${item}"}
+            result_variable: out_2024
+          - id: check-2024
+            tool: shell
+            args: {cmd: "test -e go && echo ${out_2024[1]}"}
+        """,
+    )
+    first = run("run", "p.yaml", "--var", "pin=2024", *ALL_REPORTS)
+    assert first.code == 1, str(first)
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    ids = ["release-2024", "check-2024", "release-2024[0]", "release-2024[1]"]
+    assert sorted(state["steps"]) == sorted(ids)
+    assert state["steps"]["release-2024"]["result_variable"] == "out_2024"
+    assert "pending" not in first.err
+    again = run_then_resume(run, tmp_path, "--var", "pin=2024", *ALL_REPORTS)
+    assert [s["id"] for s in again.json["steps"]] == [ids[0], ids[2], ids[3], ids[1]]
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == {
+        ids[0]: "succeeded",
+        ids[1]: "succeeded",
+        ids[2]: "succeeded",
+        ids[3]: "succeeded",
+    }
+
+
+@pytest.mark.parametrize("pin", ["1", "ed", "0.5"])
+def test_a_tiny_secret_never_breaks_what_planrun_records(run, write, tmp_path, pin):
+    # A 1-2 character secret masks every occurrence of its text (documented: a secret is best
+    # long), but never in what planrun itself records: attempt counts (`attempt: ***` crashed
+    # the console), statuses (`succe***` made the state unreadable), durations, reasons.
+    write(
+        "p.yaml",
+        """
+        secrets: [pin]
+        steps:
+          - id: a
+            tool: echo
+            args: {value: x}
+          - id: b
+            tool: shell
+            args: {cmd: "test -e go"}
+            depends_on: [a]
+        """,
+    )
+    first = run("run", "p.yaml", "--var", f"pin={pin}", *ALL_REPORTS)
+    assert_no_traceback(first)
+    assert first.code == 1, str(first)
+    assert "internal error" not in first.err
+    again = run_then_resume(run, tmp_path, "--var", f"pin={pin}", *ALL_REPORTS)
+    doc = again.json
+    assert (doc["status"], doc["reason"]) == ("succeeded", "completed")
+    assert [(s["status"], s["attempts"]) for s in doc["steps"]] == [("succeeded", 1)] * 2
+    status = run("status", "p.yaml", "--output", "json")
+    assert status.code == 0, str(status)
+    assert [s["status"] for s in status.json["steps"]] == ["succeeded", "succeeded"]
+
+
+def test_a_plan_variable_that_fails_on_a_secret_does_not_quote_it(run, write, tmp_path):
+    # Plan variables are evaluated before the run (no event, no mask on the way): the error
+    # of `lookup[token]` names the missing key, which is the secret.
+    write(
+        "p.yaml",
+        """
+        secrets: [token, from_env]
+        variables:
+          lookup: {a: 1}
+          from_env: "${env.REVIEW_TOKEN}"
+          derived: "${ lookup[token] ~ lookup[from_env] }"
+        steps:
+          - id: a
+            tool: echo
+            args: {value: "${derived}"}
+        """,
+    )
+    env = {"REVIEW_TOKEN": "EnvToken-z5v1"}
+    for extra in ((), ("--dry-run",), ("--output", "json")):
+        r = run("run", "p.yaml", "--var", f"token={RESULT_TOKEN}", *extra, env=env)
+        assert r.code == 3, str(r)
+        assert "variable 'derived'" in r.out + r.err
+        assert RESULT_TOKEN not in r.out + r.err, str(r)
+    write("p.yaml", (tmp_path / "p.yaml").read_text().replace("lookup[token] ~ ", ""))
+    r = run("run", "p.yaml", "--var", f"token={RESULT_TOKEN}", env=env)
+    assert r.code == 3, str(r)
+    assert "variable 'derived'" in r.out + r.err
+    assert "EnvToken-z5v1" not in r.out + r.err, str(r)
+
+
+def test_a_malformed_var_does_not_echo_what_may_be_a_secret(run, write, tmp_path):
+    # `--var "$TOKEN"` (the name forgotten) or `--var "=$TOKEN"`: the error says what is wrong
+    # without printing the value to a CI log.
+    write("p.yaml", "steps: []\n")
+    for bad in (RESULT_TOKEN, f"={RESULT_TOKEN}", f" ={RESULT_TOKEN}"):
+        r = run("run", "p.yaml", "--var", bad)
+        assert r.code == 2, str(r)
+        assert "--var expects KEY=VALUE" in r.err
+        assert RESULT_TOKEN not in r.out + r.err, str(r)
+
+
+def test_a_secret_used_as_a_key_of_a_result_is_masked(run, write, tmp_path):
+    # A tool's result may be keyed by a value (a JSON answer keyed by token, a python step
+    # building a mapping): keys are shown and stored like values.
+    write("keyed.py", "def by_token(token):\n    return {token: 'granted', 'other': token}\n")
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: keyed
+            tool: python
+            args: {function: "keyed:by_token", kwargs: {token: "${token}"}}
+            result_variable: grants
+          - id: use
+            tool: shell
+            args: {cmd: "test '${grants[token]}' = granted && echo received-real-value"}
+        """,
+    )
+    r = run("run", "p.yaml", "--var", f"token={RESULT_TOKEN}", *ALL_REPORTS)
+    assert r.code == 0, str(r)
+    assert "received-real-value" in r.err
+    assert {s["id"]: s["result"] for s in r.json["steps"]}["keyed"] == {
+        "***": "granted",
+        "other": "***",
+    }
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, r)
+
+
+def test_the_log_of_a_cut_output_masks_the_secrets(run, write, tmp_path):
+    # Past PLANRUN_MAX_OUTPUT the whole output goes to .planrun/logs/: a file planrun writes,
+    # so a secret in it is masked too, also where it straddles two reads of the pipe.
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        steps:
+          - id: big
+            tool: shell
+            args:
+              cmd: |
+                i=0
+                while [ $i -lt 3000 ]; do
+                  printf 'line %05d %s|' $i '${token}'
+                  i=$((i+1))
+                done
+        """,
+    )
+    r = run("run", "p.yaml", "--var", f"token={RESULT_TOKEN}", env={"PLANRUN_MAX_OUTPUT": "1K"})
+    assert r.code == 0, str(r)
+    log = (tmp_path / ".planrun/logs/p/big.stdout.log").read_text()
+    assert RESULT_TOKEN not in log
+    assert log.count("|") == 3000 and log.count("***|") == 3000
+    assert log.startswith("line 00000 ***|") and log.endswith("line 02999 ***|")
+    assert RESULT_TOKEN not in shown_and_stored(run, tmp_path, r)
+
+
+def test_the_log_redactor_masks_a_secret_however_the_stream_is_split():
+    from planrun.tools.redact import Redactor
+
+    text = b"a-sekrit-b sekrit-long-one|sek sekri sekrit"
+    want = b"a-***-b ***|sek sekri ***"
+    for size in range(1, len(text) + 1):
+        redactor = Redactor(["sekrit", "sekrit-long-one", ""])
+        chunks = [text[i : i + size] for i in range(0, len(text), size)]
+        out = b"".join(redactor.feed(c) for c in chunks) + redactor.close()
+        assert out == want, size
+    assert Redactor([]).feed(b"as is") == b"as is"
+
+
+def test_a_secret_that_is_both_a_variable_and_a_dotenv_value_is_masked_as_both(
+    run, write, tmp_path
+):
+    # `--var API_KEY=...` does not change the environment steps get from the dotenv file:
+    # both values reach steps, both are the secret.
+    write(".env", "API_KEY=DotenvToken-h4k8\n")
+    write(
+        "p.yaml",
+        """
+        dotenv: [.env]
+        secrets: [API_KEY]
+        variables: {API_KEY: none}
+        steps:
+          - id: both
+            tool: shell
+            args: {cmd: "echo \\"$API_KEY\\" '${API_KEY}'"}
+        """,
+    )
+    r = run("run", "p.yaml", "--var", f"API_KEY={RESULT_TOKEN}", *ALL_REPORTS)
+    assert r.code == 0, str(r)
+    assert "*** ***" in r.err
+    text = shown_and_stored(run, tmp_path, r)
+    assert RESULT_TOKEN not in text and "DotenvToken-h4k8" not in text

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import assert_no_traceback, planrun_process
+from tests.testkit import DEEP_JSON, cached_run
 
 FAILING = """
 name: p
@@ -232,3 +233,13 @@ def test_an_error_naming_a_hostile_file_name_is_one_line(run, tmp_path):
     assert r.code == 2, r
     line = one_line_error(r)
     assert "\x1b" not in line and "\\n" in line and "\\x1b" in line, line
+
+
+def test_a_deeply_nested_state_file_is_a_state_error(run, write, tmp_path):
+    cached_run(run, write, tmp_path)
+    (tmp_path / ".planrun/state/p.json").write_text(DEEP_JSON)
+    for command in ("status", "resume"):
+        r = run(command, "p.yaml")
+        assert r.code == 4, r
+        assert_no_traceback(r)
+        assert "corrupt" in r.err, r

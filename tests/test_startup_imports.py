@@ -3,6 +3,9 @@ that do not need a heavy library must not load it (checked with `python -X impor
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import python_ok
@@ -59,7 +62,7 @@ def test_run_of_a_plain_plan_imports_no_heavy_library(tmp_path: Path) -> None:
         unwanted = NOT_FOR_A_PLAIN_RUN | {"planrun.cache.wiring", "planrun.cache.session"}
         unwanted |= {"planrun.dryrun", "planrun.planner"}
         unwanted |= {"planrun.reporters.live"}  # a terminal's live view: not with --quiet
-        if "pydantic" not in names:  # a plan cache hit (pydantic, checking a plan, uses it)
+        if "planrun.validate" not in names:  # a plan cache hit: the plan is not checked again
             # pathlib (with urllib.parse) costs ~5 ms a start: the state modules use text paths.
             # fnmatch (policies) and shlex (quoting) serve plans and outcomes this one has not.
             unwanted |= {"pathlib", "urllib", "fnmatch", "shlex"}
@@ -130,5 +133,23 @@ def test_a_plan_the_fast_reader_reads_imports_no_pyyaml(tmp_path: Path) -> None:
         for stale in (tmp_path / ".planrun").glob("plans/*"):
             stale.unlink()  # no plan cache: the plan is read from its YAML every time
         names = imported_by(*args, cwd=tmp_path)
-        assert "pydantic" in names  # the plan was checked, not taken from the cache
+        assert "planrun.validate" in names  # the plan was checked, not taken from the cache
         assert "yaml" not in names, args
+
+
+def test_checking_a_valid_plan_imports_no_pydantic(tmp_path: Path) -> None:
+    """A fresh checkout (no `.planrun/`, as in CI) checks its plan: planrun.fastcheck takes a
+    valid one without pydantic (importing it and building the models costs ~500 M
+    instructions); a plan with an error still gets pydantic's verdict, in planrun's words."""
+    (tmp_path / "plan.yaml").write_text(PLAIN_PLAN)
+    for args in (["validate", "plan.yaml"], ["run", "plan.yaml", "--quiet"]):
+        shutil.rmtree(tmp_path / ".planrun", ignore_errors=True)
+        names = imported_by(*args, cwd=tmp_path)
+        assert "planrun.validate" in names
+        assert "pydantic" not in names, args
+    (tmp_path / "bad.yaml").write_text(PLAIN_PLAN.replace("depends_on: [a]", "retries: -1"))
+    argv = [sys.executable, "-X", "importtime", "-c", _AS_MAIN, "validate", "bad.yaml"]
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "expected 0 or more, got -1" in proc.stdout + proc.stderr
+    assert "| pydantic\n" in proc.stderr

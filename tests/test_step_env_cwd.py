@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from tests.conftest import assert_no_traceback
+from tests.testkit import steps_by_id
 
 
 def _steps(r):  # type: ignore[no-untyped-def]
@@ -160,3 +161,131 @@ def test_undefined_names_in_paths_and_env_are_validation_errors(run, write):
     assert "p.yaml:8:29: error: step 's': env.C: expected a string, got 3" in r.out, r.out
     assert "did you mean 'cwd'?" in r.out, r.out
     assert "did you mean 'stage'?" in r.out, r.out
+
+
+ENV_MODULE = """
+import os
+import subprocess
+
+
+def seen():
+    child = subprocess.run(["sh", "-c", "echo $D"], capture_output=True, text=True).stdout
+    return {k: os.environ.get(k) for k in "ABCDEF"} | {"child": child.strip()}
+"""
+
+
+def test_a_python_steps_environment_has_dotenv_plan_and_step_env(run, write, monkeypatch):
+    write("envseen.py", ENV_MODULE)
+    write(".env", "A=dotenv\nB=dotenv\nC=dotenv\nD=dotenv\n")
+    write(
+        "p.yaml",
+        """
+        dotenv: [.env]
+        variables: {who: var}
+        env: {C: plan, D: plan}
+        steps:
+          - id: own
+            tool: python
+            args: {function: "envseen:seen"}
+            env: {D: "step-${who}", F: "${env.A}"}
+          - id: plain
+            tool: python
+            args: {function: "envseen:seen"}
+            depends_on: [own]
+        """,
+    )
+    env = {k: v for k, v in os.environ.items() if k not in "ABCDEF"}
+    r = run("run", "p.yaml", "--output", "json", env={**env, "B": "process", "C": "process"})
+    assert r.code == 0, r
+    steps = _steps(r)
+    assert steps["own"]["result"] == {
+        "A": "dotenv",
+        "B": "process",
+        "C": "plan",
+        "D": "step-var",
+        "E": None,
+        "F": "dotenv",
+        "child": "step-var",  # a process the function starts inherits it
+    }
+    assert steps["plain"]["result"] == {
+        "A": "dotenv",
+        "B": "process",
+        "C": "plan",
+        "D": "plan",
+        "E": None,
+        "F": None,
+        "child": "plan",
+    }
+    assert "D" not in os.environ  # planrun's own environment is as it was
+
+
+def test_a_python_steps_env_is_in_its_cache_key(run, write):
+    write("envkey.py", "import os\n\ndef get():\n    return os.environ.get('MODE')\n")
+    plan = """
+        steps:
+          - id: k
+            tool: python
+            args: {function: "envkey:get"}
+            env: {MODE: %s}
+            cache: true
+        """
+    write("p.yaml", plan % "one")
+    assert _steps(run("run", "p.yaml", "--output", "json"))["k"]["result"] == "one"
+    write("p.yaml", plan % "two")
+    r = run("run", "p.yaml", "--output", "json")
+    assert _steps(r)["k"] == {**_steps(r)["k"], "status": "succeeded", "result": "two"}, r
+
+
+def test_python_steps_with_different_environments_take_turns(monkeypatch):
+    """One process has one os.environ: a call with another environment waits for the
+    calls using the current one; calls with the same one share it."""
+    import asyncio
+
+    from planrun.tools.environ import EnvironGate
+
+    monkeypatch.delenv("GATE_X", raising=False)
+
+    async def scenario() -> list[str]:
+        gate = EnvironGate()
+        seen: list[str] = []
+        first = await gate.enter({"GATE_X": "a"})
+        second = await gate.enter({"GATE_X": "a"})  # the same environment: at once
+        other = asyncio.ensure_future(gate.enter({"GATE_X": "b"}))
+        await asyncio.sleep(0)
+        assert not other.done()
+        seen.append(os.environ["GATE_X"])
+        first()
+        second()
+        third = await other
+        seen.append(os.environ["GATE_X"])
+        third()
+        seen.append(os.environ.get("GATE_X", "unset"))
+        return seen
+
+    assert asyncio.run(scenario()) == ["a", "b", "unset"]
+
+
+# ---- shell ---------------------------------------------------------------------------------------
+
+
+def test_shell_env_is_merged_over_planruns_environment_and_output_is_verbatim(run, write, tmp_path):
+    write(
+        "p.yaml",
+        r"""
+        steps:
+          - id: s
+            tool: shell
+            args:
+              cmd: 'printf "%s|%s|%s|" "$FROM_PARENT" "$MINE" "$(pwd)"; command -v sh >/dev/null && printf "  path ok\n\n"; printf " err \n" >&2'
+              env: {MINE: set-by-step, OVERRIDDEN: step}
+          - {id: dollar, tool: shell, args: {cmd: 'echo "$${OVERRIDDEN:-unset}" $(echo sub)'}}
+        """,
+    )
+    r = run(
+        "run", "p.yaml", "--output", "json", env={"FROM_PARENT": "parent", "OVERRIDDEN": "parent"}
+    )
+    assert r.code == 0, r
+    s = steps_by_id(r.json)
+    assert s["s"]["result"]["stdout"] == f"parent|set-by-step|{tmp_path.resolve()}|  path ok\n\n"
+    assert s["s"]["result"]["stderr"] == " err \n"
+    assert s["dollar"]["result"]["stdout"] == "parent sub\n"

@@ -385,3 +385,38 @@ def test_a_sub_plan_step_false_at_start_holds_nothing_up(run, write, tmp_path):
     assert (tmp_path / "OTHER").exists() and not (tmp_path / "RAN").exists()
     r = run("run", "parent.yaml", "--var", "deploy=true", "--output", "json")
     assert r.code == 5 and "sub/deploy" in r.json["error"], r
+
+
+COUNTING_PLANNER = """
+import json, sys
+json.load(sys.stdin)
+with open("CALLS", "a") as f:
+    f.write("call\\n")
+print("not a list of steps")
+"""
+
+
+def test_a_sub_plan_cannot_call_its_planner_more_than_the_parent_allows(run, write, tmp_path):
+    write("planner.py", COUNTING_PLANNER)
+    write(
+        "child.yaml",
+        f"""
+        name: child
+        replan: {{command: "{sys.executable} planner.py"}}
+        limits: {{max_replans: 5}}
+        steps:
+          - {{id: a, tool: shell, args: {{cmd: "exit 1"}}, on_failure: replan}}
+        """,
+    )
+    write(
+        "parent.yaml",
+        """
+        limits: {max_replans: 1}
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+        """,
+    )
+    r = run("run", "parent.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert (tmp_path / "CALLS").read_text().count("call") == 1, r
+    assert "limits.max_replans is 1 (in the enclosing plan" in r.json["error"], r

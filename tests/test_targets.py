@@ -9,7 +9,9 @@ import textwrap
 
 import pytest
 
-from tests.conftest import assert_no_traceback
+from tests.conftest import (
+    assert_no_traceback,
+)
 
 PLAN = """
     default: [test]
@@ -250,3 +252,94 @@ def test_completion_offers_aliases_and_no_internal_step(tmp_path):
     (tmp_path / "planrun.yaml").write_text(textwrap.dedent(PLAN))
     assert complete(tmp_path, "run --force ") == ["build", "test", "t", "check", "docs"]
     assert complete(tmp_path, "run --only c") == ["check"]
+
+
+def _hint_words(r):  # type: ignore[no-untyped-def]
+    hint = next(line for line in r.err.splitlines() if line.startswith("resume with: "))
+    return shlex.split(hint.removeprefix("resume with: "), comments=True)
+
+
+def test_the_resume_hint_of_a_plan_found_in_a_parent_directory_works_where_it_was_run(
+    run, write, tmp_path
+):
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: a, run: "test -f fixed"}
+        """,
+    )
+    (tmp_path / "sub" / "deeper").mkdir(parents=True)
+    here = tmp_path / "sub" / "deeper"
+    r = run("run", "a", cwd=here)
+    assert r.code == 1, r
+    words = _hint_words(r)
+    (tmp_path / "fixed").touch()
+    again = run(*words[1:], "--output", "json", cwd=here)
+    assert again.code == 0 and statuses(again) == {"a": "succeeded"}, (words, again)
+
+
+def test_the_resume_hint_gives_a_param_back_its_value(run, write, tmp_path):
+    write(
+        "p.yaml",
+        """
+        params:
+          version: {required: true}
+          n: {type: integer, default: 1}
+          flags: {type: list, default: []}
+        steps:
+          - {id: a, tool: echo, args: {value: ["${version}", "${n}", "${flags}"]}}
+          - {id: b, run: "test -f fixed", depends_on: [a]}
+        """,
+    )
+    r = run("run", "p.yaml", "--var", "version=1", "--var", "n=2", "--var", "flags=[x, '3']")
+    assert r.code == 1, r
+    words = _hint_words(r)
+    (tmp_path / "fixed").touch()
+    again = run(*words[1:], "--force=a", "--output", "json")
+    assert again.code == 0, (words, again)
+    assert again.json["steps"][0]["result"] == ["1", 2, ["x", "3"]], words
+
+
+# ---- --only --------------------------------------------------------------------------------------
+
+
+def test_only_repeated_runs_every_target_and_what_they_depend_on(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: a, tool: echo, args: {value: 1}, result_variable: ra}
+          - {id: b, tool: echo, args: {value: "${ra}"}}
+          - {id: c, tool: echo, args: {value: 1}}
+          - {id: d, tool: echo, args: {value: 1}, depends_on: [c]}
+          - {id: e, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("run", "p.yaml", "--only", "b", "--only", "d", "--output", "json")
+    assert r.code == 0, r
+    assert sorted(s["id"] for s in r.json["steps"]) == ["a", "b", "c", "d"]
+    dry = run("run", "p.yaml", "--only", "b", "--only", "d", "--dry-run", "--output", "json")
+    assert sorted(s["id"] for s in dry.json["steps"]) == ["a", "b", "c", "d"], dry
+
+
+def test_targets_add_to_only_and_one_unknown_target_runs_nothing(run, write, tmp_path):
+    write(
+        "ci.yaml",
+        """
+        steps:
+          - {id: build, tool: shell, args: {cmd: "touch built"}}
+          - {id: docs, tool: shell, args: {cmd: "touch docs"}}
+          - {id: test, tool: shell, args: {cmd: "touch tested"}}
+        """,
+    )
+    r = run("run", "ci.yaml", "docs", "--only", "build", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    assert [s["id"] for s in r.json["steps"]] == ["build", "docs"]
+    for f in ("built", "docs"):
+        (tmp_path / f).unlink()
+    r = run("run", "ci.yaml", "docs", "tset", "--no-state")
+    assert r.code == 2 and "no step 'tset'" in r.err and "did you mean 'test'?" in r.err, r
+    r = run("run", "ci.yaml", "--only", "bulid", "--no-state")
+    assert r.code == 2 and "no step 'bulid'" in r.err and "did you mean 'build'?" in r.err, r
+    assert not any((tmp_path / f).exists() for f in ("built", "docs", "tested"))

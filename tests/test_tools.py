@@ -21,6 +21,7 @@ import pytest
 from planrun.tools import builtin_registry
 from planrun.tools.base import ToolContext, ToolFailed
 from tests.conftest import hang_guard, serve_http
+from tests.testkit import steps_by_id
 
 
 def call(tool: str, args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -546,3 +547,71 @@ def test_python_import_errors_are_one_line(ctx: ToolContext, pymod: str, tmp_pat
     error = fails("python", {"function": f"{pymod}_raises:f"}, ctx)
     assert error.message == f"python: cannot import {pymod}_raises: RuntimeError: at import"
     assert error.detail is not None and "at import" in error.detail
+
+
+# ---- http ----------------------------------------------------------------------------------------
+
+
+class _ContentTypeHandler(BaseHTTPRequestHandler):
+    ROUTES: dict[str, tuple[int, str, str]] = {
+        "/vendor": (200, "application/vnd.api+json; charset=utf-8", '{"data": [1]}'),
+        "/upper": (200, "Application/JSON", '{"k": "v"}'),
+        "/null": (200, "application/json", "null"),
+        "/broken": (200, "application/problem+json", "{not json"),
+        "/plain": (200, "text/plain", '{"k": "v"}'),
+        "/none": (200, "", '{"k": "v"}'),
+        "/odd": (399, "text/plain", "three-nine-nine"),
+        "/bad": (400, "application/json", '{"why": "bad"}'),
+        "/gone": (410, "text/plain", "gone"),
+    }
+
+    def do_GET(self) -> None:
+        status, ctype, body = self.ROUTES[self.path]
+        data = body.encode()
+        self.send_response(status)
+        if ctype:
+            self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+
+@pytest.fixture
+def content_type_server() -> Iterator[str]:
+    with serve_http(_ContentTypeHandler) as url:
+        yield url
+
+
+def test_http_json_or_text_by_content_type_and_failure_from_400(run, write, content_type_server):
+    routes = ["vendor", "upper", "null", "broken", "plain", "none", "odd", "bad", "gone"]
+    steps = "\n".join(
+        f"  - {{id: '{name}', tool: http, args: {{url: '{content_type_server}/{name}'}}, on_failure: continue}}"
+        for name in routes
+    )
+    write(
+        "p.yaml",
+        f"steps:\n{steps}\n"
+        f"  - {{id: expected, tool: http, args: {{url: '{content_type_server}/gone', expect_status: 410}}}}\n",
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    s = steps_by_id(r.json)
+
+    def body(name: str) -> dict[str, Any]:
+        return {k: v for k, v in s[name]["result"].items() if k in ("json", "text")}
+
+    assert body("vendor") == {"json": {"data": [1]}}
+    assert body("upper") == {"json": {"k": "v"}}
+    assert body("null") == {"json": None}  # JSON that parses, even to null
+    assert body("broken") == {"text": "{not json"}
+    assert body("plain") == {"text": '{"k": "v"}'}
+    assert body("none") == {"text": '{"k": "v"}'}
+    assert s["odd"]["status"] == "succeeded" and s["odd"]["result"]["status"] == 399
+    for name, code in (("bad", 400), ("gone", 410)):
+        assert s[name]["status"] == "failed" and str(code) in s[name]["error"], s[name]
+    assert s["bad"]["result"]["json"] == {"why": "bad"}
+    assert s["expected"]["status"] == "succeeded"
+    assert s["expected"]["result"]["text"] == "gone"

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from planrun.validate import validate_plan
-from tests.conftest import assert_no_traceback
+from tests.conftest import (
+    assert_no_traceback,
+    planrun,
+)
+from tests.testkit import write_indented_plan
 
 
 @pytest.fixture
@@ -805,3 +809,130 @@ def test_unknown_jinja_filters_and_tests_are_errors(run, write):
         "f.yaml:2:39: error: step 'a': args.value: bad expression '${[1] | nofilter}': unknown filter 'nofilter'",
         "f.yaml:3:39: error: step 'b': args.value: bad expression '${x is nosuchtest}': unknown test 'nosuchtest'",
     ]
+
+
+# ---- validation and schema -----------------------------------------------------------------------
+
+
+def test_a_bad_value_under_an_alias_is_reported_at_that_value(run, write):
+    # `id` (a plan's name) and `index` (an mcp-cli step's id) are aliases: an error in their
+    # value sits on that value, named as written, not at 1:1 quoting the whole mapping.
+    write("p.yaml", "id: [1]\nsteps:\n  - {index: [2], tool: echo}\n")
+    write("q.json", '{"id": 42, "steps": []}')
+    r = run("validate", "p.yaml", "q.json", "--format", "json")
+    assert r.code == 3, r
+    errors = [
+        (d["file"], d["line"], d["col"], d["message"])
+        for d in r.json["diagnostics"]
+        if d["severity"] == "error"
+    ]
+    assert errors == [
+        ("p.yaml", 1, 5, "id: expected a string, got [1]"),
+        ("p.yaml", 3, 13, "step #1: index: expected a string, got [2]"),
+        ("q.json", 1, 8, "id: expected a string, got 42"),
+    ]
+
+
+def test_a_bad_foreach_as_name_is_planruns_own_message(run, write):
+    write("p.yaml", 'steps:\n  - {id: c, tool: echo, foreach: [1], as: "bad name", args: {}}\n')
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert (
+        r.out
+        == "p.yaml:2:43: error: step 'c': bad 'as' name 'bad name': use a name like 'my_var'\n"
+    )
+
+
+@pytest.mark.parametrize("field", ["sources", "outputs"])
+def test_a_nul_in_a_pattern_is_a_validation_error(tmp_path: Path, field: str) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        f'steps:\n  - {{id: s, tool: shell, args: {{cmd: "echo hi"}}, {field}: ["src/\\u0000x"]}}\n'
+    )
+    for args in (
+        ("validate", "plan.yaml"),
+        ("run", "plan.yaml"),
+        ("run", "plan.yaml", "--dry-run"),
+    ):
+        r = planrun(*args, cwd=tmp_path)
+        assert_no_traceback(r)
+        assert r.code == 3, r
+        assert "plan.yaml:2:" in r.out and f"{field}[0]" in r.out and "internal error" not in r.err
+
+
+# ---- overlap, before anything runs ---------------------------------------------------------
+
+OVERLAP = """
+    steps:
+      - id: gen
+        tool: shell
+        args: {cmd: "echo x > src/gen.py"}
+        sources: ["src/**/*.py", "!src/skip/**"]
+        outputs: ["dist/a.txt", "src/gen.py", "src/skip/x.py"]
+      - id: fine
+        tool: shell
+        args: {cmd: "echo y"}
+        sources: ["src"]
+        outputs: ["dist/*.whl"]
+"""
+
+
+def test_outputs_overlapping_their_own_sources_warn_at_validation(tmp_path: Path) -> None:
+    write_indented_plan(tmp_path, OVERLAP)
+    r = planrun("validate", "plan.yaml", "--format", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    (d,) = r.json["diagnostics"]
+    assert d["severity"] == "warning" and (d["line"], d["col"]) == (6, 29), d
+    assert "step 'gen'" in d["message"] and "src/gen.py" in d["message"]
+    assert "never hit" in d["message"]
+    text = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert text.code == 0 and "plan.yaml:6:29: warning: step 'gen'" in text.out, text
+
+
+def test_a_pattern_whose_braces_expand_past_the_limit_is_a_validation_error(
+    tmp_path: Path,
+) -> None:
+    pattern = "src/" + "{a,b}" * 30  # 2**30 alternatives
+    (tmp_path / "plan.yaml").write_text(
+        f'steps:\n  - {{id: s, tool: shell, args: {{cmd: "true"}}, sources: ["{pattern}"]}}\n'
+    )
+    for args in (("validate", "plan.yaml"), ("run", "plan.yaml")):
+        r = planrun(*args, cwd=tmp_path)
+        assert_no_traceback(r)
+        assert r.code == 3, r
+        assert "plan.yaml:2:" in r.out and "sources[0]" in r.out and "braces" in r.out, r
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "where"),
+    [
+        ("bad.yaml", "steps: [\n", "bad.yaml:2:1: error: invalid YAML"),
+        ("bad.json", '{"steps": [}', "bad.json:1:12: error: invalid JSON"),
+        ("empty.yaml", "", "empty.yaml:1:1: error: plan file is empty"),
+        ("text.yaml", "just text\n", "text.yaml:1:1: error: a plan must be a mapping"),
+        ("tasks", "- a\n", "tasks:1:1: error: a plan must be a mapping"),
+    ],
+)
+def test_a_plan_that_does_not_parse_is_named_as_given_by_run(run, write, name, text, where):
+    # as `validate` names it (the contract's `plan.yaml:12:7: error: ...`), not by its full path
+    write(name, text)
+    for command in (["run", name], ["run", name, "--dry-run"], ["validate", name]):
+        r = run(*command)
+        assert r.code == 3, r
+        assert r.out.startswith(where), (command, r.out)
+
+
+def test_a_bad_step_id_is_never_printed_raw(run, write):
+    """An id with a line feed and an escape sequence: one line, no escape reaches the terminal."""
+    write("p.json", '{"steps": [{"id": "a\\n\\u001b]0;owned\\u0007x", "tool": "echo"}]}')
+    r = run("validate", "p.json")
+    assert r.code == 3, r
+    assert "\x1b" not in r.out + r.err and len((r.out + r.err).strip().splitlines()) == 1, r
+    assert "bad step id" in r.out + r.err, r
+
+
+def test_a_diagnostic_naming_plan_text_stays_one_line(run, write):
+    write("t.json", '{"steps": [{"id": "a", "tool": "sh\\nell\\u001b[2J"}]}')
+    r = run("validate", "t.json")
+    assert r.code == 3, r
+    assert len(r.out.strip().splitlines()) == 1 and "\x1b" not in r.out + r.err, r
+    assert "unknown tool 'sh\\nell\\x1b[2J'" in r.out, r

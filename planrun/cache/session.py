@@ -46,6 +46,7 @@ from planrun.cache.siblings import Siblings
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry
 from planrun.errors import one_line
+from planrun.events import StepCached
 from planrun.instances import parent_of
 from planrun.stepcall import call_template
 from planrun.untrusted_json import loads
@@ -529,21 +530,22 @@ def _read_json(path: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def hit_event(decision: Decision, step: Step, fingerprint: str | None) -> dict[str, Any]:
-    """The data of a `step.cached` event: the recorded result and the replayed output."""
+def hit_event(
+    plan: str, sid: str, decision: Decision, step: Step, fingerprint: str | None
+) -> StepCached:
+    """The `step.cached` event of a hit: the recorded result and the replayed output."""
     entry = decision.entry
     assert entry is not None
     output = (entry.stdout + entry.stderr) or None
-    return {
-        "status": "cached",
-        "key": decision.key,
-        "reason": CACHED if decision.source == "local" else f"{CACHED} (remote)",
-        "source": decision.source,
-        "result": entry.result,
-        "result_variable": step.result_variable,
-        "fingerprint": fingerprint,
-        "attempts": 0,
-        "duration_s": 0.0,
-        "output": output,
-        "replayed": output is not None,
-    }
+    return StepCached(
+        plan,
+        sid,
+        key=decision.key,
+        reason=CACHED if decision.source == "local" else f"{CACHED} (remote)",
+        source=decision.source,
+        result=entry.result,
+        result_variable=step.result_variable,
+        fingerprint=fingerprint,
+        output=output,
+        replayed=output is not None,
+    )

@@ -310,7 +310,12 @@ class DaskExecutor:
         base_cwd = ctx.cwd or self.cwd
         if tool == "shell":
             return _shell_request(args, ctx, base_cwd), _worker.run_shell
-        # The worker runs planrun's own python tool, which checks the args itself.
+        # The worker runs planrun's own python tool, which checks the args itself. The plan's
+        # dotenv values go under the step's `env`, as for a shell step.
+        added = _dotenv_added(ctx)
+        own = args.get("env") if isinstance(args, dict) else None
+        if added and isinstance(args, dict) and (own is None or isinstance(own, dict)):
+            args = {**args, "env": {**added, **(own or {})}}
         request = {"args": args, "step_id": ctx.step_id, "base_cwd": base_cwd}
         return {**request, "timeout": ctx.timeout}, _worker.run_python
 
@@ -334,13 +339,9 @@ class _OutputRoute:
                 self.on_output(stream, line)
 
 
-def _one_shell(commands: list[tuple[list[str], str]]) -> tuple[list[str], str]:
-    """A `run:` list as one command for a worker: each item by its own `/bin/sh -c`, in
-    order, ending at the first that fails (with its exit code)."""
-    loop = 'for c do /bin/sh -c "$c" || exit; done'
-    return ["/bin/sh", "-c", loop, "sh", *(argv[-1] for argv, _ in commands)], "; ".join(
-        shown for _, shown in commands
-    )
+def _dotenv_added(ctx: ToolContext) -> dict[str, str]:
+    """The plan's dotenv values where planrun's own environment does not win."""
+    return {str(k): str(v) for k, v in ctx.services.dotenv.items() if k not in os.environ}
 
 
 def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dict[str, Any]:
@@ -348,21 +349,23 @@ def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dic
     from planrun.tools.shell import _argv, _env, parse_shell_args, run_commands
 
     parsed = parse_shell_args(args, base_cwd)
+    run_list: list[str] | None = None
     if parsed.run is None:
         argv, command = _argv(parsed.cmd)
-    else:  # a `run:` step: its commands in one shell on the worker, stopping at a failure
+    else:
         commands = run_commands(parsed.run)
-        argv, command = commands[0] if len(commands) == 1 else _one_shell(commands)
+        argv, command = commands[0]
+        if isinstance(parsed.run, list):  # one task: the worker runs them in order (run_list)
+            run_list = [shown for _, shown in commands]
     cwd, stdin, check, env = parsed.cwd, parsed.stdin, parsed.check, parsed.env
     # The plan's dotenv values (where planrun's own environment does not win), then the
     # step's own `env` as text: both merged over the worker's environment there.
-    dotenv = ctx.services.dotenv
-    added = {str(k): str(v) for k, v in dotenv.items() if k not in os.environ}
-    env_set = {**added, **_env(env, {})}
+    env_set = {**_dotenv_added(ctx), **_env(env, {})}
     env_unset = [str(k) for k, v in env.items() if v is None] if isinstance(env, dict) else []
     return {
         "argv": argv,
         "command": command,
+        "run_list": run_list,
         "check": check,
         "cwd": cwd,
         "env_set": env_set,
@@ -410,6 +413,9 @@ def _shell_outcome(request: dict[str, Any], reply: dict[str, Any], ctx: ToolCont
         raise _not_ok(reply, ctx)
     result = {"stdout": reply["stdout"], "stderr": reply["stderr"], "exit_code": reply["exit_code"]}
     if request["check"] and result["exit_code"] != 0:
+        scripts, failed = request.get("run_list"), reply.get("failed_index")
+        if scripts and isinstance(failed, int) and 0 <= failed < len(scripts):
+            raise command_failed(scripts[failed], result, f"run[{failed}]")
         raise command_failed(request["command"], result)
     return result
 

@@ -354,27 +354,49 @@ def _run_process(
     }
 
 
+# A `run:` list in one process: each script by its own `/bin/sh -c`, in order, ending at the
+# first that fails with its exit code; its 0-based index is written to the file named by $1 (an
+# argument, not a variable: the scripts' environment stays the step's).
+_RUN_LIST = 'f=$1; shift; i=0; for c do /bin/sh -c "$c" || { s=$?; echo $i >"$f"; exit $s; }; i=$((i+1)); done'
+
+
 def run_shell(key: str, request: dict[str, Any]) -> dict[str, Any]:
     """Run a `shell` step on this worker.
 
     request: {argv, cwd (absolute: resolved by the client, the filesystem is assumed shared),
     env_set / env_unset (applied over the worker's environment), stdin, timeout (seconds, a
-    backstop for the client's own), stream (send output lines as events)}.
+    backstop for the client's own), stream (send output lines as events), run_list (a `run:`
+    list's scripts, run instead of argv; the reply's failed_index is the one that failed)}.
     """
     env = dict(os.environ)
     for name in request.get("env_unset") or []:
         env.pop(name, None)
     env.update(request.get("env_set") or {})
     stdin = request.get("stdin")
-    return _run_process(
-        key,
-        list(request["argv"]),
-        cwd=request["cwd"],
-        env=env,
-        stdin=None if stdin is None else stdin.encode(),
-        timeout=request.get("timeout"),
-        stream=bool(request.get("stream")),
-    )
+    argv, index_file = list(request["argv"]), None
+    if request.get("run_list"):
+        fd, index_file = tempfile.mkstemp(prefix="planrun-run-list-")
+        os.close(fd)
+        argv = ["/bin/sh", "-c", _RUN_LIST, "sh", index_file, *request["run_list"]]
+    try:
+        result = _run_process(
+            key,
+            argv,
+            cwd=request["cwd"],
+            env=env,
+            stdin=None if stdin is None else stdin.encode(),
+            timeout=request.get("timeout"),
+            stream=bool(request.get("stream")),
+        )
+        if index_file is not None:
+            with open(index_file) as f:
+                text = f.read().strip()
+            result["failed_index"] = int(text) if text.isdigit() else None
+    finally:
+        if index_file is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(index_file)
+    return result
 
 
 def run_python(key: str, request: dict[str, Any]) -> dict[str, Any]:

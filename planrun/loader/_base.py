@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from planrun.errors import Diagnostic, PlanInvalid
-from planrun.record import Record
 from planrun.text import kind_of
 
 PathPart = str | int
@@ -29,7 +28,7 @@ class _Locator(Protocol):
     def pos(self, path: tuple[PathPart, ...], key: bool) -> Position: ...
 
 
-class Document(Record):
+class Document:
     """A loaded plan: its plain data and the way back to source positions (`_locator`: not
     compared, not shown)."""
 

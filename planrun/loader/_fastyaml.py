@@ -32,6 +32,7 @@ class _Bail(Exception):
 
 _FAST_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]{0,200}):(?: +(.*))?\Z")
 _FAST_SQUOTED = re.compile(r"'((?:[^']|'')*)'")
+_FAST_DQUOTED = re.compile(r'"([^"\\]*)"')
 # First characters of a plain scalar the fast reader takes as is ('-' only before a digit
 # or a dot, as in -1 or -.5).
 _FAST_BAD_FIRST = frozenset("?:,[]{}#&*!|>'\"%@`")
@@ -274,18 +275,13 @@ def _fast_inline(rest: str) -> Any:
         if not inside.strip():
             return [] if first == "[" else {}
         if first == "[":
-            if _FAST_FLOW_BAD.search(inside):
-                raise _Bail
-            return [_fast_plain(item.strip(" ")) for item in inside.split(",")]
+            return [_fast_flow_value(item.strip(" ")) for item in inside.split(",")]
         result: dict[str, Any] = {}
         for item in inside.split(","):
             name, sep, value = item.strip(" ").partition(": ")
             if not sep or not _FAST_KEY.match(name + ":") or name in result:
                 raise _Bail
-            value = value.strip(" ")
-            if _FAST_FLOW_BAD.search(value):
-                raise _Bail
-            result[name] = _fast_plain(value)
+            result[name] = _fast_flow_value(value.strip(" "))
         return result
     comment = rest.find(" #")
     if comment >= 0:
@@ -294,6 +290,17 @@ def _fast_inline(rest: str) -> Any:
     if ": " in rest or rest.endswith(":"):
         raise _Bail
     return _fast_plain(rest)
+
+
+def _fast_flow_value(text: str) -> Any:
+    """An entry of a one-line flow collection: a plain scalar, or a double-quoted string
+    without escapes, commas or quotes in it (`{cmd: "true"}`), which is its text as written."""
+    quoted = _FAST_DQUOTED.fullmatch(text)
+    if quoted is not None:
+        return quoted.group(1)
+    if _FAST_FLOW_BAD.search(text):
+        raise _Bail
+    return _fast_plain(text)
 
 
 def _fast_plain(text: str) -> Any:

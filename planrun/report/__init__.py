@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from planrun.errors import PlanInvalid, StateError, UsageError
-from planrun.events import Event, iso_ts
+from planrun.events import RunEvent, RunStarted, iso_ts
 from planrun.report.model import PlanInfo, build_report
 from planrun.state import RunState, default_state_path, read_state
 
@@ -123,13 +123,13 @@ class ReportOnExit:
         self.plan: str | None = None
         self.info = PlanInfo()
 
-    def handle(self, event: Event) -> None:
-        if event.event != "run.started" or self.plan is not None:
+    def handle(self, event: RunEvent) -> None:
+        if not isinstance(event, RunStarted) or self.plan is not None:
             return
         self.plan = event.plan
-        steps = [s for s in event.data.get("steps") or [] if isinstance(s, dict)]
+        steps = [s for s in event.steps or [] if isinstance(s, dict)]
         self.info = PlanInfo(
-            title=str(event.data.get("title") or ""),
+            title=str(event.title or ""),
             titles={str(s.get("id")): str(s.get("title") or s.get("id")) for s in steps},
             tools={str(s.get("id")): str(s.get("tool") or "") for s in steps},
             deps={str(s.get("id")): [str(d) for d in s.get("depends_on") or []] for s in steps},

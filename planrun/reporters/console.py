@@ -16,10 +16,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from planrun.events import Event
+from planrun.events import (
+    PlanDiff,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    StepCached,
+    StepEvent,
+    StepFailed,
+    StepInterrupted,
+    StepOutput,
+    StepResumed,
+    StepRetrying,
+    StepSkipped,
+    StepStarted,
+    StepSucceeded,
+    present,
+)
 from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
 from planrun.reporters.lines import (
-    SHOWN_EVENTS,
     _failure_body,
     _isatty,
     diff_words,
@@ -91,21 +106,36 @@ class ConsoleReporter:
         self._live: Any = None  # planrun.reporters.live.LiveScreen while the view is shown
         self._raw: Any = None  # planrun.reporters.live.Raw, once the live view is shown
 
-        # "step.started" -> self._step_started, and so on for each event the console shows
-        self._handlers = {e: getattr(self, "_" + e.replace(".", "_")) for e in SHOWN_EVENTS}
-
     # -- the subscriber protocol ------------------------------------------------------------
 
-    def handle(self, event: Event) -> None:
+    def handle(self, event: RunEvent) -> None:
         if self._closed:
             return
-        later_run = event.event == "run.started" and self.tally.root is not None
+        later_run = isinstance(event, RunStarted) and self.tally.root is not None
         self.tally.apply(event)
         if later_run:
             return  # a sub-plan's run.started stays on its own bus (parent.forward_steps)
-        handler = self._handlers.get(event.event)
-        if handler is not None:
-            handler(event)
+        match event:
+            case StepStarted():
+                self._step_started(event)
+            case StepOutput():
+                self._step_output(event)
+            case StepSucceeded():
+                self._step_succeeded(event)
+            case StepFailed():
+                self._step_failed(event)
+            case StepCached():
+                self._step_cached(event)
+            case StepResumed():
+                self._step_resumed(event)
+            case StepSkipped() | StepInterrupted() | StepRetrying():
+                self._step_stopped(event)
+            case RunStarted():
+                self._run_started(event)
+            case PlanDiff():
+                self._plan_diff(event)
+            case RunFinished():
+                self._run_finished(event)
 
     __call__ = handle
 
@@ -172,7 +202,7 @@ class ConsoleReporter:
         text = self._safe(text)
         return "".join(f"{prefix}{line}\n" for line in text.rstrip("\n").split("\n"))
 
-    def _output(self, event: Event, text: str) -> str:
+    def _output(self, event: StepEvent, text: str) -> str:
         """A step's output block; on GitHub Actions in a group named after the step."""
         if not self.github:
             return self._block(text)
@@ -223,51 +253,50 @@ class ConsoleReporter:
         except BrokenPipeError:  # `planrun run ... 2>&1 | head`: stop printing, keep running
             self._broken = True
 
-    def _id(self, event: Event) -> str:
-        step = event.step or ""
+    def _id(self, event: StepEvent) -> str:
+        step = event.step
         if event.plan == self.tally.root or self.tally.root is None:
             # A foreach instance is shown indented under its step.
             return f"  {step}" if step.endswith("]") and "[" in step else step
         return f"{event.plan}:{step}"
 
-    def _name(self, event: Event) -> str:
+    def _name(self, event: StepEvent) -> str:
         """The step as people read it: its id (plan:id for a sub-plan's), then its title."""
-        title = self.tally.title(event.plan, event.step or "")
-        own_id = (event.step or "").rpartition("/")[2]  # a sub-plan's step: PARENT/ID
+        title = self.tally.title(event.plan, event.step)
+        own_id = event.step.rpartition("/")[2]  # a sub-plan's step: PARENT/ID
         if not title or title.casefold() == own_id.casefold():
             return self._id(event)  # "build (Build)" would only repeat the id
         return f"{self._id(event)} ({title})"
 
     # -- events ------------------------------------------------------------------------------
 
-    def _run_started(self, event: Event) -> None:
+    def _run_started(self, event: RunStarted) -> None:
         """The root run's start (the only run.started that reaches here)."""
         if self._live_wanted:
             self._start_live()
         if self.quiet:
             return
-        data = event.data
-        what = f"resuming {event.plan}" if data.get("resumed") else f"run {event.plan} started"
-        count = len(data.get("steps") or [])
+        what = f"resuming {event.plan}" if event.resumed else f"run {event.plan} started"
+        count = len(event.steps or [])
         text = f"{what}: {count} step{'s' if count != 1 else ''}"
         self._write(self._line(event.ts, "start", text))
 
-    def _step_started(self, event: Event) -> None:
-        attempt = event.data.get("attempt") or 1
-        reason = event.data.get("reason")
-        again = bool(event.data.get("again"))  # on resume: the reason is why it runs again
+    def _step_started(self, event: StepStarted) -> None:
+        attempt = event.attempt or 1
+        reason = event.reason
+        again = bool(event.again)  # on resume: the reason is why it runs again
         if again and reason and not self.quiet:
             text = f"running '{self._name(event).lstrip()}' again: {reason}"  # unindented
             self._write(self._line(event.ts, "note", text))
         if self.quiet or self._live is not None:
             return  # the live view shows running steps itself
-        tool = event.data.get("tool") or self.tally.tools.get(event.step or "")
+        tool = event.tool or self.tally.tools.get(event.step)
         text = f"{self._name(event)} started"
         if tool:
             text += f" [{tool}]"
         if attempt > 1:
             text += f" (attempt {attempt})"
-        instances = event.data.get("instances")
+        instances = event.instances
         if isinstance(instances, list):
             n = len(instances)
             text += f": foreach, {n} instance{'s' if n != 1 else ''}" if n else ": foreach, empty"
@@ -275,48 +304,45 @@ class ConsoleReporter:
             text += f": {reason}"  # why it runs (the cache's reason)
         self._write(self._line(event.ts, "start", text))
 
-    def _step_output(self, event: Event) -> None:
+    def _step_output(self, event: StepOutput) -> None:
         if not self.stream_output:
             return
-        self._streamed.add(event.step or "")
-        line = self._safe(str(event.data.get("line", "")).rstrip("\r\n"))
+        self._streamed.add(event.step)
+        line = self._safe(str(event.line).rstrip("\r\n"))
         self._write(f"[{self._id(event).lstrip()}] {line}\n")  # an instance: unindented
 
-    def _step_retrying(self, event: Event) -> None:
+    def _step_retrying(self, event: StepRetrying) -> None:
         if self.quiet:
             return
-        data = event.data
-        delay = data.get("delay_s")
+        delay = event.delay_s
         wait = f" in {format_duration(delay)}" if isinstance(delay, int | float) else ""
-        why = f"attempt {data.get('attempt', '?')} failed: {first_line(data.get('error'))}"
+        why = f"attempt {event.attempt} failed: {first_line(event.error)}"
         text = self._line(event.ts, "retry", f"{self._name(event)} retrying{wait} ({why})")
-        tail = data.get("stderr_tail")
+        tail = event.stderr_tail
         if tail and not self._was_streamed(event):  # why it failed (--stream showed it already)
             text += self._block(str(tail))
         self._write(text)
 
-    def _step_succeeded(self, event: Event) -> None:
-        data = event.data
+    def _step_succeeded(self, event: StepSucceeded) -> None:
         if self.quiet:
             return
         text = self._line(
             event.ts,
             "ok",
-            f"{self._name(event)} succeeded ({format_duration(data.get('duration_s'))})",
+            f"{self._name(event)} succeeded ({format_duration(event.duration_s)})",
         )
-        output = data.get("output")
+        output = present(event.output)
         if output and not self._was_streamed(event):
             text += self._output(event, str(output))
         self._write(text)
 
-    def _step_failed(self, event: Event) -> None:
-        data = event.data
-        status = data.get("status") or "failed"
+    def _step_failed(self, event: StepFailed) -> None:
+        status = event.status or "failed"
         ignored = status == "ignored"
-        error = first_line(data.get("error")) or "failed"
+        error = first_line(event.error) or "failed"
         if self.quiet and ignored:
             return
-        attempts = data.get("attempts") or 1
+        attempts = event.attempts or 1
         notes = ["ignored"] if ignored else []
         if attempts > 1:
             notes.append(f"attempt {attempts}")
@@ -324,42 +350,41 @@ class ConsoleReporter:
         text = self._line(
             event.ts, "ignored" if ignored else "fail", f"{self._name(event)} failed{note}: {error}"
         )
-        output = data.get("output")
+        output, detail = present(event.output), present(event.detail)
         body = _failure_body(
             None if self._was_streamed(event) or not output else str(output),
-            str(data["detail"]) if data.get("detail") else None,
+            str(detail) if detail else None,
         )
         if body:
             text += self._output(event, body)
         if self.github and not ignored:
-            text += error_line(self._id(event).strip(), str(data.get("error") or "failed")) + "\n"
+            text += error_line(self._id(event).strip(), str(event.error or "failed")) + "\n"
         self._write(text)
         if not ignored:
             self.flush()  # a failure should be visible in the log now, not after the next burst
 
-    def _was_streamed(self, event: Event) -> bool:
+    def _was_streamed(self, event: StepEvent) -> bool:
         # With --stream, a step whose result becomes a secret is not streamed (its value is
         # known only at its end): its output is shown with its last line, masked.
-        return self.stream_output and (event.step or "") in self._streamed
+        return self.stream_output and event.step in self._streamed
 
-    def _step_skipped(self, event: Event) -> None:
-        if not self.quiet:
-            reason = event.data.get("reason") or "skipped"
-            self._write(self._line(event.ts, "skip", f"{self._name(event)} skipped: {reason}"))
+    def _step_stopped(self, event: StepSkipped | StepInterrupted | StepRetrying) -> None:
+        match event:
+            case StepRetrying():
+                self._step_retrying(event)
+            case StepSkipped(reason=reason) if not self.quiet:
+                text = f"{self._name(event)} skipped: {reason or 'skipped'}"
+                self._write(self._line(event.ts, "skip", text))
+            case StepInterrupted(duration_s=duration_s) if not self.quiet:
+                text = f"{self._name(event)} interrupted after {format_duration(duration_s)}"
+                self._write(self._line(event.ts, "stop", text))
 
-    def _step_interrupted(self, event: Event) -> None:
-        if not self.quiet:
-            took = format_duration(event.data.get("duration_s"))
-            self._write(
-                self._line(event.ts, "stop", f"{self._name(event)} interrupted after {took}")
-            )
-
-    def _step_cached(self, event: Event) -> None:
+    def _step_cached(self, event: StepCached) -> None:
         if self.quiet:
             return
-        where = " (remote)" if event.data.get("source") == "remote" else ""
+        where = " (remote)" if event.source == "remote" else ""
         text = self._line(event.ts, "kept", f"{self._name(event)} cached{where}")
-        output = event.data.get("output")
+        output = event.output
         if output and self.stream_output:  # as a running step's lines are shown: `[ID] line`
             lines = f"(replayed from the cache)\n{output}".rstrip("\n").split("\n")
             sid = self._id(event).lstrip()
@@ -368,51 +393,51 @@ class ConsoleReporter:
             text += self._output(event, f"(replayed from the cache)\n{output}")
         self._write(text)
 
-    def _step_resumed(self, event: Event) -> None:
-        status = str(event.data.get("status") or Status.SUCCEEDED)
+    def _step_resumed(self, event: StepResumed) -> None:
+        status = str(event.status or Status.SUCCEEDED)
         if not self.quiet:
             note = "" if status == Status.SUCCEEDED else f" ({status})"
             text = f"{self._name(event)} kept from the previous run{note}"
             self._write(self._line(event.ts, "kept", text))
 
-    def _plan_diff(self, event: Event) -> None:
-        data = event.data
+    def _plan_diff(self, event: PlanDiff) -> None:
         if self.quiet:
             return
-        head, changes = diff_words(data, self.color)
+        head, changes = diff_words(event, self.color)
+        if event.step is not None:  # a sub-plan's revision (planrun.parent)
+            head = f"{event.step}: {head}"
         text = self._line(event.ts, "diff", f"{head}: {changes}")
-        if data.get("error"):
-            text += self._block(f"after: {data['error']}")
+        if event.error:
+            text += self._block(f"after: {event.error}")
         self._write(text)
 
-    def _run_finished(self, event: Event) -> None:
-        data = event.data
+    def _run_finished(self, event: RunFinished) -> None:
         if event.plan != self.tally.root:  # the root run's end only (see _run_started)
             return
         self.flush()
         self._stop_live()
-        self._write(self.summary(data, event.ts))
+        self._write(self.summary(event))
         self.flush()
 
     # -- summary -----------------------------------------------------------------------------
 
-    def summary(self, data: dict[str, Any], ts: float | None = None) -> str:
+    def summary(self, event: RunFinished) -> str:
         """The closing text: counts per status, failed steps with their error, resume hint."""
-        status = str(data.get("status") or "finished")
-        reason = data.get("reason")
+        status = str(event.status or "finished")
+        reason = event.reason
         counts = self.tally.step_counts()  # as status, the report and JUnit count them
         head = f"run {status}"
         if reason and reason not in (status, "completed"):
             head += f" ({reason})"
         kind = {"succeeded": "ok", "interrupted": "stop"}.get(status, "fail")
         text = f"{head}: {steps_text(counts)}"
-        took = data.get("duration_s")
+        took = event.duration_s
         if isinstance(took, int | float):  # unknown: no "in -"
             text += f" in {format_duration(took)}"
         if counts.total_instances:  # foreach instances, counted apart from their steps
             text += f"; {instances_text(counts)}"
-        out = self._line(ts if ts is not None else time.time(), kind, text)
-        error = first_line(data.get("error"))
+        out = self._line(event.ts or time.time(), kind, text)
+        error = first_line(event.error)
         # "step 'b' failed: <error>" only repeats the failed-steps list below
         errors = self.tally.errors
         if error and status != "succeeded" and not any(e in error for e in errors.values()):

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from planrun.events import Event
+from planrun.events import RunEvent, StepOutput, event_json
 from planrun.plan import PlanNode
-from planrun.record import Record
 from planrun.reporters.failures import WriteFailures
 
 
@@ -25,13 +25,7 @@ def _fallback(value: Any) -> Any:
         return os.fspath(value)
     if isinstance(value, PlanNode):  # part of a plan: `as`, not asdict's `as_`
         return value.to_dict()
-    if isinstance(value, Record):  # written as dataclasses.asdict writes a dataclass
-        return dict(zip(value._FIELDS, value._values(), strict=True))
-    # A dataclass instance (dataclasses.is_dataclass's own test): `dataclasses` is imported
-    # only then; a run's own values are records, and a plain run never imports it.
-    if hasattr(type(value), "__dataclass_fields__"):
-        import dataclasses
-
+    if hasattr(type(value), "__dataclass_fields__"):  # dataclasses.is_dataclass's own test
         return dataclasses.asdict(value)
     dump = getattr(value, "model_dump", None)  # pydantic models
     if callable(dump):
@@ -59,7 +53,7 @@ def _open_append(path: Path) -> int:
 
 
 class JsonLinesReporter:
-    """EventBus subscriber writing `Event.to_json()` lines; `step.output` is not written.
+    """EventBus subscriber writing `events.event_json()` lines; `step.output` is not written.
 
     The file is opened for appending, unbuffered: each event is one `write()` of one whole
     line, so `tail -f` sees it at once and concurrent appenders never split a line.
@@ -73,10 +67,10 @@ class JsonLinesReporter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: Any = os.fdopen(_open_append(self.path), "ab", buffering=0)
 
-    def handle(self, event: Event) -> None:
-        if event.event == "step.output" or self._file is None:
+    def handle(self, event: RunEvent) -> None:
+        if isinstance(event, StepOutput) or self._file is None:
             return
-        doc = event.to_json()
+        doc = event_json(event)
         try:
             line = (_encode(doc) + "\n").encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates from undecodable tool output

@@ -29,9 +29,24 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
-from planrun.events import Event
+from planrun.events import (
+    PlanDiff,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    StepCached,
+    StepEvent,
+    StepFailed,
+    StepInterrupted,
+    StepOutput,
+    StepResumed,
+    StepRetrying,
+    StepSkipped,
+    StepStarted,
+    StepSucceeded,
+    present,
+)
 from planrun.instances import group_instances
-from planrun.record import Record
 from planrun.reporters.failures import WriteFailures
 from planrun.stepcounts import count_steps, counts_text
 from planrun.text import format_duration
@@ -50,7 +65,7 @@ def xml_text(text: str) -> str:
 _KEPT_NOTE = "kept from a previous run (unchanged)"
 
 
-class _Case(Record):
+class _Case:
     """One step as its testcase will show it, kept up to date from the step's events."""
 
     __slots__ = (
@@ -89,7 +104,7 @@ class _Case(Record):
         self.notes = []
 
 
-class _Suite(Record):
+class _Suite:
     """One plan's run (the top-level plan or a sub-plan) as its testsuite will show it."""
 
     __slots__ = (
@@ -154,74 +169,77 @@ class JUnitReporter:
             suite = self._suites[plan] = _Suite(plan)
         return suite
 
-    def handle(self, event: Event) -> None:
-        name = event.event
-        if name == "step.output":
+    def handle(self, event: RunEvent) -> None:
+        if isinstance(event, StepOutput):
             return
-        data = event.data
         suite = self._suite(event.plan)
-        if name == "run.started":
-            suite.started_ts = event.ts
-            suite.run_id = data.get("run_id")
-            suite.resumed = bool(data.get("resumed"))
-            for step in data.get("steps") or ():
-                suite.case(step["id"]).title = step.get("title")
-            return
-        if name == "run.finished":
-            suite.status = data.get("status")
-            suite.reason = data.get("reason")
-            suite.duration_s = data.get("duration_s")
-            suite.error = data.get("error")
-            return
-        if name == "plan.diff":
-            for step_id in data.get("removed") or ():
-                case = suite.cases.get(step_id)
-                if case is not None and case.status == "pending":
-                    del suite.cases[step_id]  # replaced before it ever ran: not part of this run
-                elif case is not None and case.status == "failed":
-                    # the planner routed around it: the run document lists it only under
-                    # `revisions`, and it is no failure of the run
-                    case.status = "replaced"
-                    case.reason = f"replaced by the planner in revision {data.get('revision')}"
-            for step_id in data.get("added") or ():
-                suite.case(step_id)
-            return
-        if event.step is None:
-            return
-        case = suite.case(event.step)
-        if isinstance(data.get("title"), str):
-            case.title = data["title"]
-        if name == "step.started":
-            case.status = "running"
-            case.attempts = data.get("attempt", case.attempts + 1)
-            for iid in data.get("instances") or ():  # a foreach step's: each one a testcase
-                suite.case(str(iid))
-        elif name == "step.retrying":
-            delay = data.get("delay_s")
-            wait = (
-                f", retrying in {format_duration(delay)}" if isinstance(delay, int | float) else ""
-            )
-            case.notes.append(f"attempt {data.get('attempt')} failed: {data.get('error')}{wait}")
-        elif name in ("step.succeeded", "step.failed", "step.interrupted"):
-            case.status = data.get("status") or name.removeprefix("step.")
-            case.duration_s = float(data.get("duration_s") or 0.0)
-            case.attempts = data.get("attempts", case.attempts)
-            case.error = data.get("error")
-            case.detail = data.get("detail")
-            case.output = data.get("output")
-        elif name == "step.skipped":
-            case.status = "skipped"
-            case.reason = data.get("reason")
-        elif name == "step.resumed":  # kept from the previous run: reported as what it is
-            case.status = data.get("status") or "succeeded"
-            case.duration_s = float(data.get("duration_s") or 0.0)
-            case.attempts = data.get("attempts") or 0
-            case.error = data.get("error")
-            case.reason = data.get("reason")
-            case.notes.append(_KEPT_NOTE)
-        elif name == "step.cached":
-            case.status = "cached"
-            case.output = data.get("output")
+        match event:
+            case RunStarted():
+                suite.started_ts = event.ts
+                suite.run_id = event.run_id
+                suite.resumed = bool(event.resumed)
+                for step in event.steps or ():
+                    suite.case(step["id"]).title = step.get("title")
+            case RunFinished():
+                suite.status = event.status
+                suite.reason = event.reason
+                suite.duration_s = event.duration_s
+                suite.error = event.error
+            case PlanDiff():
+                self._plan_diff(suite, event)
+            case _:
+                self._step(suite.case(event.step), event)
+
+    def _plan_diff(self, suite: _Suite, event: PlanDiff) -> None:
+        for step_id in event.removed or ():
+            case = suite.cases.get(step_id)
+            if case is not None and case.status == "pending":
+                del suite.cases[step_id]  # replaced before it ever ran: not part of this run
+            elif case is not None and case.status == "failed":
+                # the planner routed around it: the run document lists it only under
+                # `revisions`, and it is no failure of the run
+                case.status = "replaced"
+                case.reason = f"replaced by the planner in revision {event.revision}"
+        for step_id in event.added or ():
+            suite.case(step_id)
+
+    def _step(self, case: _Case, event: StepEvent) -> None:
+        title = getattr(event, "title", None)
+        if isinstance(title, str):
+            case.title = title
+        match event:
+            case StepStarted():
+                case.status = "running"
+                case.attempts = event.attempt
+                for iid in event.instances or ():  # a foreach step's: each one a testcase
+                    self._suite(event.plan).case(str(iid))
+            case StepRetrying(delay_s=delay):
+                wait = (
+                    f", retrying in {format_duration(delay)}"
+                    if isinstance(delay, int | float)
+                    else ""
+                )
+                case.notes.append(f"attempt {event.attempt} failed: {event.error}{wait}")
+            case StepSucceeded() | StepFailed() | StepInterrupted():
+                case.status = event.status
+                case.duration_s = float(event.duration_s or 0.0)
+                case.attempts = event.attempts
+                case.error = getattr(event, "error", None)
+                case.detail = present(getattr(event, "detail", None))
+                case.output = present(getattr(event, "output", None))
+            case StepSkipped():
+                case.status = "skipped"
+                case.reason = event.reason
+            case StepResumed():  # kept from the previous run: reported as what it is
+                case.status = event.status or "succeeded"
+                case.duration_s = float(event.duration_s or 0.0)
+                case.attempts = event.attempts or 0
+                case.error = present(event.error)
+                case.reason = present(event.reason)
+                case.notes.append(_KEPT_NOTE)
+            case StepCached():
+                case.status = "cached"
+                case.output = event.output
 
     __call__ = handle
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from planrun.events import PlanDiff
 from planrun.status import Status
 
 _TERMINAL = frozenset(
@@ -33,21 +34,6 @@ _SYMBOLS = {
     "warn": ("!", "!", "33;1"),
 }
 _BAR = "│"
-# The events the console has a line for (each handled by ConsoleReporter._<event_name>).
-SHOWN_EVENTS = (
-    "run.started",
-    "step.started",
-    "step.output",
-    "step.retrying",
-    "step.succeeded",
-    "step.failed",
-    "step.skipped",
-    "step.interrupted",
-    "step.resumed",
-    "step.cached",
-    "plan.diff",
-    "run.finished",
-)
 
 
 def _failure_body(output: str | None, detail: str | None) -> str:
@@ -126,7 +112,7 @@ def resume_command(hint: str) -> str:
     return f"planrun resume {shlex.quote(hint)}"
 
 
-def diff_words(data: dict[str, Any], color: bool) -> tuple[str, str]:
+def diff_words(event: PlanDiff, color: bool) -> tuple[str, str]:
     """A plan.diff event as ("plan revised (revision N)", "removed -a; added +b; revised ~c"):
     removed struck through, added highlighted (-id / +id / ~id without colour)."""
     marks = {"removed": ("9;31", "-"), "added": ("1;32", "+"), "revised": ("33", "~")}
@@ -137,9 +123,13 @@ def diff_words(data: dict[str, Any], color: bool) -> tuple[str, str]:
 
     changes = [
         f"{key} {', '.join(mark(key, str(i)) for i in ids)}"
-        for key in ("removed", "added", "revised")
-        if (ids := list(data.get(key) or ()))
+        for key, ids in (
+            ("removed", event.removed),
+            ("added", event.added),
+            ("revised", event.revised),
+        )
+        if ids
     ]
-    revision = data.get("revision")
+    revision = event.revision
     head = f"plan revised (revision {revision})" if revision is not None else "plan revised"
     return head, "; ".join(changes) or "no changes"

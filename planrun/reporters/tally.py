@@ -5,7 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from planrun.events import Event
+from planrun.events import (
+    PlanDiff,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    StepCached,
+    StepEvent,
+    StepFailed,
+    StepInterrupted,
+    StepOutput,
+    StepResumed,
+    StepRetrying,
+    StepSkipped,
+    StepStarted,
+    StepSucceeded,
+)
 from planrun.reporters.lines import _TERMINAL
 from planrun.status import Status
 from planrun.stepcounts import StepCounts, count_steps, step_parts
@@ -35,28 +50,29 @@ class RunTally:
         self.instances: dict[str, str] = {}  # foreach instance id -> last status
         self.running: dict[str, tuple[float, int]] = {}  # step id -> (start ts, attempt)
         self.done = 0  # root-plan steps in a terminal status
-        self._apply = {
-            "run.started": self._run_started,
-            "step.started": self._step_started,
-            "step.retrying": self._step_retrying,
-            "step.failed": self._step_failed,
-            "step.resumed": self._step_resumed,
-            "plan.diff": self._plan_diff,
-            "step.succeeded": self._settled,
-            "step.skipped": self._settled,
-            "step.interrupted": self._settled,
-            "step.cached": self._settled,
-        }
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: RunEvent) -> None:
         """Take one event into account (events the tally does not count are ignored)."""
-        handler = self._apply.get(event.event)
-        title = event.data.get("title") if event.step is not None else None
-        if handler is not None and isinstance(title, str) and title:
-            # every event about a step carries its rendered title (a cached or kept one too)
-            self.titles[(event.plan, event.step or "")] = first_line(title)
-        if handler is not None:
-            handler(event)
+        if not isinstance(event, StepOutput | RunStarted | PlanDiff | RunFinished):
+            title = event.title  # every event about a step carries its rendered title
+            if isinstance(title, str) and title:  # (a cached or kept one too)
+                self.titles[(event.plan, event.step)] = first_line(title)
+        match event:
+            case RunStarted():
+                self._run_started(event)
+            case StepStarted():
+                self._step_started(event)
+            case StepRetrying():
+                if self._set_status(event, "retrying"):
+                    self.running.pop(event.step, None)
+            case StepFailed():
+                self._step_failed(event)
+            case StepResumed():
+                self._step_resumed(event)
+            case PlanDiff():
+                self._plan_diff(event)
+            case StepSucceeded() | StepSkipped() | StepInterrupted() | StepCached():
+                self._set_status(event, event.status)
 
     # -- what it says ------------------------------------------------------------------------
 
@@ -83,11 +99,11 @@ class RunTally:
 
     # -- events ------------------------------------------------------------------------------
 
-    def _set_status(self, event: Event, status: str) -> bool:
+    def _set_status(self, event: StepEvent, status: str) -> bool:
         """Record a step's status; False for a step not shown as the root plan's (a sub-plan's
         own run, or a foreach instance once it has ended)."""
         step = event.step
-        if event.plan != self.root or step is None:
+        if event.plan != self.root:
             return False
         if _is_instance(step):
             # A foreach instance: shown while it runs, counted apart from the plan's steps.
@@ -108,8 +124,8 @@ class RunTally:
             self.running.pop(step, None)
         return True
 
-    def _run_started(self, event: Event) -> None:
-        steps: list[Any] = event.data.get("steps") or []
+    def _run_started(self, event: RunStarted) -> None:
+        steps: list[Any] = event.steps or []
         for step in steps:  # a title not renderable yet waits for its step's events
             title = step.get("title") if isinstance(step, dict) else None
             if isinstance(title, str) and "${" not in title:
@@ -120,42 +136,33 @@ class RunTally:
             for step in steps:
                 self.tools[step.get("id")] = step.get("tool") or ""
 
-    def _step_started(self, event: Event) -> None:
-        step = event.step or ""
-        instances = event.data.get("instances")
+    def _step_started(self, event: StepStarted) -> None:
+        step = event.step
+        instances = event.instances
         if event.plan == self.root and isinstance(instances, list):
             # A foreach step names its instances as it starts: those that never start (an
             # abort under -j 1) are still the step's, pending, in the closing count.
             for sid in instances:
                 self.instances.setdefault(str(sid), Status.PENDING)
         if self._set_status(event, Status.RUNNING):
-            self.running[step] = (event.ts, event.data.get("attempt") or 1)
+            self.running[step] = (event.ts, event.attempt or 1)
             self.kept.discard(step)
 
-    def _step_retrying(self, event: Event) -> None:
-        if self._set_status(event, "retrying"):
-            self.running.pop(event.step or "", None)
-
-    def _settled(self, event: Event) -> None:
-        """succeeded, skipped, interrupted, cached: the status is the event's name."""
-        self._set_status(event, event.event.partition(".")[2])
-
-    def _step_failed(self, event: Event) -> None:
-        status = event.data.get("status") or Status.FAILED
+    def _step_failed(self, event: StepFailed) -> None:
+        status = event.status or Status.FAILED
         counted = self._set_status(event, status)
-        own = event.step is not None and "/" not in event.step
-        if status != Status.IGNORED and counted and own:
-            self.errors[str(event.step)] = first_line(event.data.get("error")) or "failed"
+        if status != Status.IGNORED and counted and "/" not in event.step:
+            self.errors[event.step] = first_line(event.error) or "failed"
 
-    def _step_resumed(self, event: Event) -> None:
-        status = str(event.data.get("status") or Status.SUCCEEDED)
+    def _step_resumed(self, event: StepResumed) -> None:
+        status = str(event.status or Status.SUCCEEDED)
         if self._set_status(event, status):
-            self.kept.add(event.step or "")
+            self.kept.add(event.step)
 
-    def _plan_diff(self, event: Event) -> None:
+    def _plan_diff(self, event: PlanDiff) -> None:
         if event.plan != self.root:
             return
-        for step_id in event.data.get("removed") or ():
+        for step_id in event.removed or ():
             if self.status.get(step_id) in (None, Status.PENDING):
                 self.tools.pop(step_id, None)
                 self.status.pop(step_id, None)
@@ -163,5 +170,5 @@ class RunTally:
                 # the planner routed around it: not a failure of the run any more
                 self.status[step_id] = "replaced"
                 self.errors.pop(step_id, None)
-        for step_id in event.data.get("added") or ():
+        for step_id in event.added or ():
             self.tools.setdefault(step_id, "")

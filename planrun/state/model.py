@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from planrun.events import iso_ts
-from planrun.record import Record
 from planrun.statecheck import (
     check_step_fields,
 )
@@ -25,76 +25,26 @@ _JOURNAL_SUFFIX = ".journal"
 _LOCK_SUFFIX = ".lock"
 
 
-class StepState(Record):
+@dataclass(slots=True)
+class StepState:
     """What is known about one step of the run."""
 
-    __slots__ = (
-        "status",
-        "attempts",
-        "result",
-        "error",
-        "started_at",
-        "ended_at",
-        "duration_s",
-        "fingerprint",
-        "result_variable",
-        "reason",
-        "detail",
-        "title",
-        "result_masked",
-        "cache_key",
-        "attempts_log",
-    )
-    status: str
-    attempts: int
-    result: Any
-    error: str | None
-    started_at: str | None
-    ended_at: str | None
-    duration_s: float | None
-    fingerprint: str | None
-    result_variable: str | None
-    reason: str | None  # why it was skipped ("condition false", "upstream failed: a")
-    detail: str | None  # failure detail (command, stderr tail)
-    title: str | None  # the title as rendered when it last started (for reports)
-    result_masked: bool  # a secret was masked in `result`: it is not the value
-    cache_key: str | None  # the key the cache gave it (its dependents' keys name it)
+    status: str = Status.PENDING
+    attempts: int = 0
+    result: Any = None
+    error: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    fingerprint: str | None = None
+    result_variable: str | None = None
+    reason: str | None = None  # why it was skipped ("condition false", "upstream failed: a")
+    detail: str | None = None  # failure detail (command, stderr tail)
+    title: str | None = None  # the title as rendered when it last started (for reports)
+    result_masked: bool = False  # a secret was masked in `result`: it is not the value
+    cache_key: str | None = None  # the key the cache gave it (its dependents' keys name it)
     # each failed attempt of its last run: {attempt, error, stderr_tail, duration_s}
-    attempts_log: list[dict[str, Any]]
-
-    def __init__(
-        self,
-        status: str = Status.PENDING,
-        attempts: int = 0,
-        result: Any = None,
-        error: str | None = None,
-        started_at: str | None = None,
-        ended_at: str | None = None,
-        duration_s: float | None = None,
-        fingerprint: str | None = None,
-        result_variable: str | None = None,
-        reason: str | None = None,
-        detail: str | None = None,
-        title: str | None = None,
-        result_masked: bool = False,
-        cache_key: str | None = None,
-        attempts_log: list[dict[str, Any]] | None = None,
-    ) -> None:
-        self.status = status
-        self.attempts = attempts
-        self.result = result
-        self.error = error
-        self.started_at = started_at
-        self.ended_at = ended_at
-        self.duration_s = duration_s
-        self.fingerprint = fingerprint
-        self.result_variable = result_variable
-        self.reason = reason
-        self.detail = detail
-        self.title = title
-        self.result_masked = result_masked
-        self.cache_key = cache_key
-        self.attempts_log = [] if attempts_log is None else attempts_log
+    attempts_log: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         # Shallow on purpose: a deep copy of the result (dataclasses.asdict's) is slow for big ones.
@@ -122,82 +72,30 @@ class StepState(Record):
         return cls(**{k: v for k, v in doc.items() if k in _STEP_FIELDS})
 
 
-_STEP_FIELDS = frozenset(StepState._FIELDS)
+_STEP_FIELDS = frozenset(StepState.__slots__)
 
 
-class RunState(Record):
+@dataclass(slots=True)
+class RunState:
     """The whole state of a run: what the state file holds."""
 
-    __slots__ = (
-        "plan",
-        "version",
-        "digest",
-        "run_id",
-        "status",
-        "reason",
-        "error",
-        "started_at",
-        "ended_at",
-        "duration_s",
-        "variables",
-        "steps",
-        "revisions",
-        "pid",
-        "jobs",
-        "targets",
-    )
     plan: str
-    version: int
-    digest: str | None
-    run_id: str | None
-    status: str
-    reason: str | None
-    error: str | None
-    started_at: str | None
-    ended_at: str | None
-    duration_s: float | None
-    variables: dict[str, Any]
-    steps: dict[str, StepState]  # in plan order
-    revisions: list[dict[str, Any]]
-    pid: int | None
-    jobs: int | None  # -j of the run (for the run report)
-    targets: list[str] | None  # the step ids the run targeted (None: none; `resume` repeats them)
-
-    def __init__(
-        self,
-        plan: str,
-        version: int = STATE_VERSION,
-        digest: str | None = None,
-        run_id: str | None = None,
-        status: str = Status.RUNNING,
-        reason: str | None = None,
-        error: str | None = None,
-        started_at: str | None = None,
-        ended_at: str | None = None,
-        duration_s: float | None = None,
-        variables: dict[str, Any] | None = None,
-        steps: dict[str, StepState] | None = None,
-        revisions: list[dict[str, Any]] | None = None,
-        pid: int | None = None,
-        jobs: int | None = None,
-        targets: list[str] | None = None,
-    ) -> None:
-        self.plan = plan
-        self.version = version
-        self.digest = digest
-        self.run_id = run_id
-        self.status = status
-        self.reason = reason
-        self.error = error
-        self.started_at = started_at
-        self.ended_at = ended_at
-        self.duration_s = duration_s
-        self.variables = {} if variables is None else variables
-        self.steps = {} if steps is None else steps
-        self.revisions = [] if revisions is None else revisions
-        self.pid = pid
-        self.jobs = jobs
-        self.targets = targets
+    version: int = STATE_VERSION
+    digest: str | None = None
+    run_id: str | None = None
+    status: str = Status.RUNNING
+    reason: str | None = None
+    error: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    steps: dict[str, StepState] = field(default_factory=dict)  # in plan order
+    revisions: list[dict[str, Any]] = field(default_factory=list)
+    pid: int | None = None
+    jobs: int | None = None  # -j of the run (for the run report)
+    # the step ids the run targeted (None: none; `resume` repeats them)
+    targets: list[str] | None = None
 
 
 # The run's scalar fields in the snapshot's key order: version and plan first.

@@ -4,6 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from planrun.events import (
+    StepCached,
+    StepEvent,
+    StepFailed,
+    StepInterrupted,
+    StepResumed,
+    StepRetrying,
+    StepSkipped,
+    StepSucceeded,
+    present,
+)
 from planrun.state.model import RunState, StepState
 from planrun.status import Status
 
@@ -65,41 +76,91 @@ def _apply_run(state: RunState, changes: dict[str, Any]) -> None:
             setattr(state, key, value)
 
 
-def keep_step(step: StepState, d: dict[str, Any]) -> None:
+def apply_step_event(step: StepState, event: StepEvent, ts: str) -> bool:
+    """What a step's event (not its step.started) changes in its state; False for one the
+    state does not record. `ts`: the event's time as the state writes it."""
+    match event:
+        case StepRetrying():
+            step.attempts = int(event.attempt or step.attempts)
+            step.error = event.error
+            log_attempt(step, event.attempt, event.error, event.stderr_tail, event.ts)
+        case StepSucceeded():
+            step.status = event.status or Status.SUCCEEDED
+            step.result, step.error, step.detail = event.result, None, None
+            step.result_masked = bool(event.result_masked)
+            step.cache_key = present(event.key)
+            finish_step(step, event, ts)
+        case StepFailed():
+            step.status = event.status or Status.FAILED
+            step.result, step.error, step.detail = event.result, event.error, present(event.detail)
+            step.result_masked, step.cache_key = False, None
+            if present(event.stderr_tail) is not None:  # an attempt that ran (not a budget's)
+                log_attempt(step, event.attempts, event.error, event.stderr_tail, event.ts)
+            finish_step(step, event, ts)
+        case StepSkipped():
+            step.status, step.reason, step.error = Status.SKIPPED, event.reason, event.error
+            step.ended_at = ts
+        case StepInterrupted():
+            step.status = Status.INTERRUPTED
+            finish_step(step, event, ts)
+        case StepCached():
+            step.status = Status.CACHED
+            step.result = event.result
+            step.result_masked = bool(event.result_masked)
+            step.fingerprint, step.cache_key = event.fingerprint, event.key
+            step.result_variable = event.result_variable or step.result_variable
+            step.started_at = step.ended_at = ts
+            step.reason = str(event.reason or "cached")  # "cached (remote)" from the remote
+        case StepResumed():
+            keep_step(step, event)
+        case _:
+            return False
+    return True
+
+
+def keep_step(step: StepState, event: StepResumed) -> None:
     """A step kept from the previous run: as it was recorded there."""
-    step.status = d.get("status") or Status.SUCCEEDED
-    step.result = d.get("result")
-    step.error = d.get("error")
-    step.result_masked = bool(d.get("result_masked"))
-    step.reason = d.get("reason") or "unchanged since last run"
-    step.cache_key = d.get("key") if isinstance(d.get("key"), str) else None
-    for key in ("attempts", "duration_s", "fingerprint", "result_variable"):
-        if d.get(key) is not None:
-            setattr(step, key, d[key])
+    step.status = event.status or Status.SUCCEEDED
+    step.result = event.result
+    step.error = present(event.error)
+    step.result_masked = bool(event.result_masked)
+    step.reason = present(event.reason) or "unchanged since last run"
+    step.cache_key = event.key if isinstance(event.key, str) else None
+    if event.attempts is not None:
+        step.attempts = event.attempts
+    if event.duration_s is not None:
+        step.duration_s = event.duration_s
+    if event.fingerprint is not None:
+        step.fingerprint = event.fingerprint
+    if event.result_variable is not None:
+        step.result_variable = event.result_variable
 
 
-def finish_step(step: StepState, d: dict[str, Any], ts: str) -> None:
+def finish_step(
+    step: StepState, event: StepSucceeded | StepFailed | StepInterrupted, ts: str
+) -> None:
     """A step that ended: when, after how many attempts, and under which fingerprint."""
     step.ended_at = ts
-    if "attempts" in d:
-        step.attempts = int(d["attempts"])
-    if "duration_s" in d:
-        step.duration_s = d["duration_s"]
-    if d.get("fingerprint") is not None:
-        step.fingerprint = d["fingerprint"]
-    if d.get("result_variable") is not None:
-        step.result_variable = d["result_variable"]
+    step.attempts = int(event.attempts)
+    step.duration_s = event.duration_s
+    fingerprint, variable = present(event.fingerprint), present(event.result_variable)
+    if fingerprint is not None:
+        step.fingerprint = fingerprint
+    if variable is not None:
+        step.result_variable = variable
 
 
-def log_attempt(step: StepState, d: dict[str, Any], now: float) -> None:
+def log_attempt(
+    step: StepState, attempt: int | None, error: str | None, stderr_tail: Any, now: float
+) -> None:
     """A failed attempt on the step's `attempts_log`: its number, error, stderr tail and
     duration (from when it started: `started_at` is the last attempt's start)."""
     began = _epoch(step.started_at)
     step.attempts_log.append(
         {
-            "attempt": int(d.get("attempt") or d.get("attempts") or step.attempts),
-            "error": d.get("error"),
-            "stderr_tail": d.get("stderr_tail") or "",
+            "attempt": int(attempt or step.attempts),
+            "error": error,
+            "stderr_tail": present(stderr_tail) or "",
             "duration_s": round(max(0.0, now - began), 3) if began is not None else None,
         }
     )

@@ -12,7 +12,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from planrun.errors import StateError
-from planrun.events import Event
+from planrun.events import (
+    PlanDiff,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    StepEvent,
+    StepOutput,
+    StepResumed,
+    StepStarted,
+)
 from planrun.instances import parent_of
 from planrun.state.journal import (
     _fsync_dir,
@@ -36,9 +45,7 @@ from planrun.state.reduce import (
     _apply_revision,
     _apply_run,
     _apply_step,
-    finish_step,
-    keep_step,
-    log_attempt,
+    apply_step_event,
 )
 from planrun.statefiles import (
     check_not_special,
@@ -183,40 +190,39 @@ class StateStore:
 
     # ----------------------------------------------------------------- writing
 
-    def handle(self, event: Event) -> None:
+    def handle(self, event: RunEvent) -> None:
         """EventBus subscriber: apply the event and make the change durable before returning."""
-        name = event.event
-        if name == "step.output":
+        if isinstance(event, StepOutput):
             return  # the hot path of --stream: no state in it
         with self._mutex:
             try:
-                if name == "run.started":
-                    self._on_run_started(event)
-                elif name.startswith("step."):
-                    self._on_step(event)
-                elif name == "plan.diff":
-                    self._on_plan_diff(event)
-                elif name == "run.finished":
-                    self._on_run_finished(event)
+                match event:
+                    case RunStarted():
+                        self._on_run_started(event)
+                    case PlanDiff():
+                        self._on_plan_diff(event)
+                    case RunFinished():
+                        self._on_run_finished(event)
+                    case _:
+                        self._on_step(event)
             except OSError as exc:  # disk full, directory removed: a one-line error, exit 4
                 raise StateError(
                     f"cannot write state file {self.path}: {exc.strerror or exc}"
                 ) from None
 
-    def _on_run_started(self, event: Event) -> None:
-        d = event.data
+    def _on_run_started(self, event: RunStarted) -> None:
         previous = self._state
-        if d.get("resumed") and previous is None:
+        if event.resumed and previous is None:
             previous = self.load()
-        listed = [s["id"] if isinstance(s, dict) else s for s in d.get("steps") or []]
-        if d.get("resumed") and previous is not None:
+        listed = [s["id"] if isinstance(s, dict) else s for s in event.steps or []]
+        if event.resumed and previous is not None:
             # A foreach step's instances are listed by the previous run only: kept with it.
             listed += [sid for sid in previous.steps if parent_of(sid) in set(listed)]
             # A step this run runs again starts `pending`, as the run's own document has it (one
             # an abort keeps from starting must not show the previous run's `failed`). Instances
             # keep their records until their step expands: a resume interrupted before that
             # must still let the next one keep those that succeeded.
-            kept = d.get("kept")
+            kept = event.kept
             again = set() if not isinstance(kept, list) else set(listed) - set(kept)
             steps = {
                 str(sid): StepState()
@@ -233,98 +239,59 @@ class StateStore:
         self._encoded = {}
         self._state = RunState(
             plan=self.plan_name,
-            digest=d.get("digest"),
-            run_id=d.get("run_id"),
+            digest=event.digest,
+            run_id=event.run_id,
             status=Status.RUNNING,
             started_at=_iso_ts(event.ts),
-            variables=dict(d.get("variables") or {}),
+            variables=dict(event.variables or {}),
             steps=steps,
             revisions=revisions,
             pid=os.getpid(),
-            jobs=d.get("jobs") if isinstance(d.get("jobs"), int) else None,
-            targets=d.get("targets") if isinstance(d.get("targets"), list) else None,
+            jobs=event.jobs if isinstance(event.jobs, int) else None,
+            targets=event.targets if isinstance(event.targets, list) else None,
         )
         self._compact(final=False)  # the snapshot exists and is readable from the first moment
 
-    def _on_step(self, event: Event) -> None:
+    def _on_step(self, event: StepEvent) -> None:
         sid = event.step
-        if sid is None:
-            return
-        d = event.data
         state = self.state
         old = self._held.pop(sid, None) or state.steps.get(sid)
-        name = event.event
         ts = _iso_ts(event.ts)
-        if name == "step.started":
-            if "instances" in d:  # a foreach step expanded: instances of an older list go
-                self._drop_instances(sid, set(d["instances"]))
-                self._list_instances(map(str, d["instances"]))
-            self._started.add(sid)
-            new = StepState(
-                status=Status.RUNNING,
-                attempts=int(d.get("attempt") or ((old.attempts if old else 0) + 1)),
-                started_at=ts,
-                fingerprint=d.get("fingerprint"),
-                result_variable=old.result_variable if old else None,
-                title=d.get("title") if isinstance(d.get("title"), str) else None,
-                # a retry's attempts go on one log; a new run's first attempt starts a new one
-                attempts_log=old.attempts_log if old and int(d.get("attempt") or 1) > 1 else None,
-            )
-        elif old is None or (sid not in self._started and name != "step.resumed"):
+        if isinstance(event, StepStarted):
+            new = self._started_step(event, old, ts)
+        elif old is None or (sid not in self._started and not isinstance(event, StepResumed)):
             # Skipped, or failed/interrupted before starting in this run: nothing of an earlier
             # run's attempt (result, error, times) may show through.
             new = StepState(result_variable=old.result_variable if old else None)
         else:
             # Updated in place: the in-memory state is ours, and the line below records it whole.
             new = old
-        if isinstance(d.get("title"), str):  # as rendered for this event (a cached step's too)
-            new.title = d["title"]
-        if name != "step.started":
-            if name == "step.retrying":
-                new.attempts = int(d.get("attempt") or new.attempts)
-                new.error = d.get("error")
-                log_attempt(new, d, event.ts)
-            elif name == "step.succeeded":
-                new.status = d.get("status") or Status.SUCCEEDED
-                new.result = d.get("result")
-                new.error = None
-                new.detail = None
-                new.result_masked = bool(d.get("result_masked"))
-                new.cache_key = d.get("key")
-                finish_step(new, d, ts)
-            elif name == "step.failed":
-                new.status = d.get("status") or Status.FAILED
-                new.result = d.get("result")
-                new.error = d.get("error")
-                new.detail = d.get("detail")
-                new.result_masked, new.cache_key = False, None
-                if d.get("stderr_tail") is not None:  # an attempt that ran (not a budget's)
-                    log_attempt(new, d, event.ts)
-                finish_step(new, d, ts)
-            elif name == "step.skipped":
-                new.status = Status.SKIPPED
-                new.reason = d.get("reason")
-                new.error = d.get("error")
-                new.ended_at = ts
-            elif name == "step.interrupted":
-                new.status = Status.INTERRUPTED
-                finish_step(new, d, ts)
-            elif name == "step.cached":
-                new.status = Status.CACHED
-                new.result = d.get("result")
-                new.result_masked = bool(d.get("result_masked"))
-                new.fingerprint, new.cache_key = d.get("fingerprint"), d.get("key")
-                new.result_variable = d.get("result_variable") or new.result_variable
-                new.started_at = new.ended_at = ts
-                new.reason = str(d.get("reason") or "cached")  # "cached (remote)" from the remote
-            elif name == "step.resumed":
-                keep_step(new, d)
-            else:
-                return  # an event we do not record
+        title = getattr(event, "title", None)
+        if isinstance(title, str):  # as rendered for this event (a cached step's too)
+            new.title = title
+        if not isinstance(event, StepStarted) and not apply_step_event(new, event, ts):
+            return  # an event we do not record
         _apply_step(state, sid, new)
         encoded = self._encoded[sid] = _encode(new.to_json())
         # what _encode({"op": "step", "id": sid, "state": ...}) writes, the state encoded once
         self._append_line(f'{{"op":"step","id":{_encode(sid)},"state":{encoded}}}')
+
+    def _started_step(self, event: StepStarted, old: StepState | None, ts: str) -> StepState:
+        sid = event.step
+        if event.instances is not None:  # a foreach step expanded: instances of an older list go
+            self._drop_instances(sid, set(event.instances))
+            self._list_instances(map(str, event.instances))
+        self._started.add(sid)
+        return StepState(
+            status=Status.RUNNING,
+            attempts=int(event.attempt or ((old.attempts if old else 0) + 1)),
+            started_at=ts,
+            fingerprint=event.fingerprint,
+            result_variable=old.result_variable if old else None,
+            title=event.title if isinstance(event.title, str) else None,
+            # a retry's attempts go on one log; a new run's first attempt starts a new one
+            attempts_log=old.attempts_log if old and int(event.attempt or 1) > 1 else [],
+        )
 
     def _list_instances(self, ids: Iterable[str]) -> None:
         """A foreach step's instances, pending until each starts (one that never does, as
@@ -349,30 +316,34 @@ class StateStore:
             self._encoded.pop(old, None)
             self._append({"op": "drop", "id": old})
 
-    def _on_plan_diff(self, event: Event) -> None:
-        d = event.data
+    def _on_plan_diff(self, event: PlanDiff) -> None:
+        if event.step is not None:  # a sub-plan's (planrun.parent): no revision of this plan
+            for sid in [str(s) for s in event.removed or [] if str(s) in self.state.steps]:
+                del self.state.steps[sid]
+                self._encoded.pop(sid, None)
+                self._append({"op": "drop", "id": sid})
+            return
         revision = {
-            "revision": d.get("revision", len(self.state.revisions) + 1),
+            "revision": len(self.state.revisions) + 1 if event.revision is None else event.revision,
             "diff": {
-                "removed": list(d.get("removed") or []),
-                "added": list(d.get("added") or []),
-                "revised": list(d.get("revised") or []),
+                "removed": list(event.removed or []),
+                "added": list(event.added or []),
+                "revised": list(event.revised or []),
             },
-            "error": d.get("error"),
-            "steps": list(d.get("steps") or []),
+            "error": event.error,
+            "steps": list(event.steps or []),
         }
         _apply_revision(self.state, revision)
         self._encoded.clear()
         self._append({"op": "revision", "revision": revision})
 
-    def _on_run_finished(self, event: Event) -> None:
-        d = event.data
+    def _on_run_finished(self, event: RunFinished) -> None:
         changes = {
-            "status": d.get("status"),
-            "reason": d.get("reason"),
-            "error": d.get("error"),
+            "status": event.status,
+            "reason": event.reason,
+            "error": event.error,
             "ended_at": _iso_ts(event.ts),
-            "duration_s": d.get("duration_s"),
+            "duration_s": event.duration_s,
         }
         _apply_run(self.state, changes)
         self._append({"op": "run", "changes": changes})

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from planrun.errors import one_line
-from planrun.record import FrozenRecord, Record
 from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
 
 if TYPE_CHECKING:
-    from planrun.events import Event
+    from planrun.events import RunEvent
     from planrun.plan import Policy
     from planrun.procgroups import ProcessGroups
 
@@ -50,32 +50,17 @@ class ToolPool(Protocol):
     ) -> Any: ...
 
 
-_set = object.__setattr__  # a frozen record's fields are set once, in __init__
-
-
-class Services(FrozenRecord):
+@dataclass(frozen=True, slots=True)
+class Services:
     """What a run lends the tools of all its steps, besides each step's own context."""
 
-    __slots__ = ("mcp", "notice", "dotenv", "groups")
-    mcp: ToolPool | None  # the plan's MCP servers; None when it names none
-    notice: Notice | None  # the console's notice line
-    dotenv: Mapping[str, str]  # sent with steps run elsewhere (Dask)
-    groups: ProcessGroups | None  # the run's commands' process groups, for its interrupt
-
-    def __init__(
-        self,
-        mcp: ToolPool | None = None,
-        notice: Notice | None = None,
-        dotenv: Mapping[str, str] | None = None,
-        groups: ProcessGroups | None = None,
-    ) -> None:
-        _set(self, "mcp", mcp)
-        _set(self, "notice", notice)
-        _set(self, "dotenv", {} if dotenv is None else dotenv)
-        _set(self, "groups", groups)
+    mcp: ToolPool | None = None  # the plan's MCP servers; None when it names none
+    notice: Notice | None = None  # the console's notice line
+    dotenv: Mapping[str, str] = field(default_factory=dict)  # sent with steps run elsewhere (Dask)
+    groups: ProcessGroups | None = None  # the run's commands' process groups, for its interrupt
 
 
-class ToolContext(Record):
+class ToolContext:
     """What a tool may know about the run it is part of."""
 
     __slots__ = (
@@ -146,7 +131,7 @@ class ParentContext(NamedTuple):
     slots: Slots
     budget: Budget
     masks: MaskChain
-    emit: Callable[[Event], None]  # the top run's event bus
+    emit: Callable[[RunEvent], None]  # the top run's event bus
     executor: ToolCaller  # the run's executor (planrun.executors.base.Executor)
     keep_going: bool = False
     stream: bool = False

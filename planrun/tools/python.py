@@ -1,4 +1,7 @@
-"""The `python` tool: call `package.module:attr(**kwargs)` in-process; the result must be JSON."""
+"""The `python` tool: call `package.module:attr(**kwargs)` in-process; the result must be JSON.
+
+The step's environment (dotenv values, plan and step `env`) is planrun's `os.environ` while the
+call runs (planrun.tools.environ)."""
 
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ from typing import Any
 from planrun.tools import check_args, type_name
 from planrun.tools.base import ToolContext, ToolFailed
 from planrun.tools.capture import captured
+from planrun.tools.environ import GATE, in_thread, step_overlay
 
 
 async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
     """Import and call `function` with `kwargs`; sync functions run in a worker thread."""
-    check_args("python", args, ("function",), ("kwargs",))
+    # `env` is the step's own (SPEC 13: planrun.stepcall puts it there), not written in args.
+    check_args("python", args, ("function",), ("kwargs", "env"))
     target = args["function"]
     if not isinstance(target, str) or ":" not in target:
         raise ToolFailed(
@@ -31,10 +36,26 @@ async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
     if not isinstance(kwargs, dict):
         raise ToolFailed(f"python: 'kwargs' must be a mapping, got {type_name(kwargs)}")
 
+    release = await GATE.enter(step_overlay(ctx.env, args.get("env"), "python"))
+    try:
+        value = await _run(target, kwargs, ctx)
+    finally:
+        release()
+    try:
+        # The round trip gives the value the state file and a resumed run will see.
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError):
+        raise ToolFailed(
+            f"function {target} returned a non-JSON value of type {type(value).__name__}"
+        ) from None
+
+
+async def _run(target: str, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
+    """Import and call the function, its prints captured as the step's output."""
     fn = await _load(target, ctx.cwd)
     with captured() as capture:
         try:
-            value = await _call(fn, kwargs, target)
+            return await _call(fn, kwargs, target)
         except ToolFailed as exc:
             printed = capture.text().rstrip("\n")
             if printed:  # what it printed before failing comes first, then the traceback
@@ -46,13 +67,6 @@ async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
             if ctx.on_output is not None:
                 for stream, line in capture.lines():
                     ctx.on_output(stream, line)
-    try:
-        # The round trip gives the value the state file and a resumed run will see.
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError):
-        raise ToolFailed(
-            f"function {target} returned a non-JSON value of type {type(value).__name__}"
-        ) from None
 
 
 async def _call(fn: Any, kwargs: dict[str, Any], target: str) -> Any:
@@ -64,7 +78,7 @@ async def _call(fn: Any, kwargs: dict[str, Any], target: str) -> Any:
         else:
             # A thread keeps the event loop (other steps, output) going during a slow call.
             # It cannot be interrupted: a cancelled step leaves the call to finish on its own.
-            value, raised = await asyncio.to_thread(_in_thread, fn, kwargs)
+            value, raised = await in_thread(_in_thread, fn, kwargs)
             if raised is not None:
                 raise raised
             if inspect.isawaitable(value):
@@ -84,7 +98,8 @@ async def _call(fn: Any, kwargs: dict[str, Any], target: str) -> Any:
 def _in_thread(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, BaseException | None]:
     """Call `fn` and hand back what it raised as a value: a future holding GeneratorExit
     would be thrown into the awaiting task, which closes its await chain and so skips every
-    handler below the task's own coroutine."""
+    handler below the task's own coroutine. (in_thread keeps the step's environment until the
+    call ends, even when its step was cancelled meanwhile.)"""
     try:
         return fn(**kwargs), None
     except BaseException as exc:
@@ -123,7 +138,7 @@ async def _load(target: str, cwd: str) -> Any:
         # A module another step is still importing is in sys.modules half-made: wait for it.
         if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
             # First imports can be slow (pandas...); keep the event loop free meanwhile.
-            module = await asyncio.to_thread(importlib.import_module, module_name)
+            module = await in_thread(importlib.import_module, module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (module_name + ".").startswith(exc.name + "."):
             raise ToolFailed(f"python: no module named {module_name!r}") from None

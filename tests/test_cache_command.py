@@ -1,0 +1,112 @@
+"""`planrun cache info`, `prune` and `clean`: their documents, least-recently-used pruning, and
+refused sizes and ages."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import planrun
+from tests.test_cache_run import project, statuses
+from tests.testkit import cache_entry_files, one_line_error, run_plan, write_indented_plan
+
+# ---- planrun cache ---------------------------------------------------------------------------
+
+
+def test_cache_info_shapes(tmp_path: Path) -> None:
+    r = planrun("cache", "info", "--output", "json", cwd=tmp_path)  # no cache yet
+    assert r.code == 0 and r.json == {
+        "dir": str(tmp_path / ".planrun/cache"),
+        "entries": 0,
+        "bytes": 0,
+    }
+    project(tmp_path)
+    run_plan(tmp_path)
+    doc = planrun("cache", "info", "--output", "json", cwd=tmp_path).json
+    assert set(doc) == {"dir", "entries", "bytes"}
+    assert doc["entries"] == 2 and isinstance(doc["bytes"], int)
+    on_disk = sum(p.lstat().st_blocks * 512 for p in Path(doc["dir"]).rglob("*"))
+    assert doc["bytes"] >= on_disk  # the directory's size on disk, as du counts it
+    text = planrun("cache", "info", cwd=tmp_path).out
+    assert doc["dir"] in text and "2 entries" in text and f"{doc['bytes']} bytes" in text
+
+
+def lru_project(root: Path) -> Path:
+    return write_indented_plan(
+        root,
+        """
+    steps:
+      - {id: s, tool: shell, args: {cmd: "echo ${n}"}, cache: true}
+    """,
+    )
+
+
+def test_prune_drops_the_least_recently_used_entry_first(tmp_path: Path) -> None:
+    """Entries made for n=1, 2, 3 in that order, then n=1 hit again: trimming to what two
+    entries need drops n=2, the least recently used, and keeps n=1."""
+    lru_project(tmp_path)
+    for n in (1, 2, 3):
+        assert run_plan(tmp_path, "--var", f"n={n}").code == 0
+    assert statuses(run_plan(tmp_path, "--var", "n=1", "--output", "json")) == {"s": "cached"}
+    entries = cache_entry_files(tmp_path)
+    assert len(entries) == 3
+    size = planrun("cache", "info", "--output", "json", cwd=tmp_path).json["bytes"]
+    smallest = min(e.lstat().st_blocks * 512 for e in entries)
+    r = planrun("cache", "prune", "--max-size", str(size - smallest), cwd=tmp_path)
+    assert r.code == 0, r
+    assert "removed 1 entry" in r.err
+    left = planrun("cache", "info", "--output", "json", cwd=tmp_path).json
+    assert left["entries"] == 2 and left["bytes"] <= size - smallest
+    after = {
+        n: statuses(run_plan(tmp_path, "--var", f"n={n}", "--output", "json"))["s"] for n in (1, 3)
+    }
+    assert after == {1: "cached", 3: "cached"}
+    assert statuses(run_plan(tmp_path, "--var", "n=2", "--output", "json")) == {"s": "succeeded"}
+
+
+def test_prune_older_than_drops_only_entries_unused_that_long(tmp_path: Path) -> None:
+    lru_project(tmp_path)
+    for n in (1, 2):
+        run_plan(tmp_path, "--var", f"n={n}")
+    stale = time.time() - 7200
+    by_n = {}
+    for e in cache_entry_files(tmp_path):
+        by_n["1" if '"stdout": "1\\n"' in e.read_text() else "2"] = e
+    os.utime(by_n["1"], (stale, stale))
+    r = planrun("cache", "prune", "--older-than", "1h", cwd=tmp_path)
+    assert r.code == 0 and "removed 1 entry" in r.err, r
+    assert cache_entry_files(tmp_path) == [by_n["2"]]
+
+
+@pytest.mark.parametrize("size", ["-1", "lots", "1T", "1e3", "nan", "", "10 X", "0x10"])
+def test_a_bad_max_size_is_one_line_and_exit_2(tmp_path: Path, size: str) -> None:
+    r = planrun("cache", "prune", "--max-size", size, cwd=tmp_path)
+    assert r.code == 2
+    assert "size" in one_line_error(r)
+
+
+@pytest.mark.parametrize("age", ["-5m", "soon", "nan", "inf", "", "1e999", "5 minutes"])
+def test_a_bad_older_than_is_one_line_and_exit_2(tmp_path: Path, age: str) -> None:
+    r = planrun("cache", "prune", "--older-than", age, cwd=tmp_path)
+    assert r.code == 2
+    assert "duration" in one_line_error(r)
+
+
+@pytest.mark.parametrize("unit", ["K", "M", "G"])
+def test_sizes_are_powers_of_1024(tmp_path: Path, unit: str) -> None:
+    """The cache's exact size written with a unit keeps everything (a power of 1000 would be
+    smaller than it and remove entries); one byte less removes them."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    used = planrun("cache", "info", "--output", "json", cwd=tmp_path).json["bytes"]
+    power = {"K": 1, "M": 2, "G": 3}[unit]
+    size = (
+        f"{used / 1024**power:.20f}".rstrip("0").rstrip(".") + unit
+    )  # exact: `used` is whole blocks
+    r = planrun("cache", "prune", "--max-size", size, cwd=tmp_path)
+    assert r.code == 0 and "removed 0 entries" in r.err, (size, r)
+    r = planrun("cache", "prune", "--max-size", str(used - 1), cwd=tmp_path)
+    assert r.code == 0 and "removed 0 entries" not in r.err, r
