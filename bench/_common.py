@@ -193,7 +193,7 @@ sys.argv = ["planrun", *sys.argv[2:]]
 def _exit(code):
     raise SystemExit(code)
 os._exit = _exit
-from planrun.cli import main
+from planrun.cli.commands import main
 prof = cProfile.Profile()
 try:
     prof.runcall(main, prog_name="planrun")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planrun.loader import load_document  # noqa: E402
+from planrun.plan.loader import load_document  # noqa: E402
 
 
 def make_plan(n_steps: int) -> dict[str, object]:

@@ -14,9 +14,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from planrun.events import Event  # noqa: E402
 from planrun.reporters.console import ConsoleReporter  # noqa: E402
 from planrun.reporters.jsonl import JsonLinesReporter  # noqa: E402
+from planrun.run.events import Event  # noqa: E402
 
 TARGET_US = 20.0
 

@@ -15,15 +15,15 @@ if TYPE_CHECKING:
     from typing import Any
 
     from planrun.errors import Diagnostic, ExitCode
-    from planrun.runner import RunRequest
-    from planrun.validate import load_plan, validate_plan
+    from planrun.plan.validate import load_plan, validate_plan
+    from planrun.run.runner import RunRequest
 
 
 def run_plan(path: str, **options: "Any") -> "tuple[dict[str, Any], Any]":
     """Run the plan at `path` (RunRequest options as keywords); returns (document, exit code)."""
     import asyncio
 
-    from planrun.runner import RunRequest, execute
+    from planrun.run.runner import RunRequest, execute
 
     options.setdefault("console", False)
     return asyncio.run(execute(RunRequest(plan=path, **options)))
@@ -31,11 +31,11 @@ def run_plan(path: str, **options: "Any") -> "tuple[dict[str, Any], Any]":
 
 def __getattr__(name: str) -> "Any":
     if name in ("load_plan", "validate_plan"):
-        from planrun import validate
+        from planrun.plan import validate
 
         return getattr(validate, name)
     if name == "RunRequest":
-        from planrun.runner import RunRequest
+        from planrun.run.runner import RunRequest
 
         return RunRequest
     if name in ("Diagnostic", "ExitCode"):

@@ -223,7 +223,7 @@ def planrun_inprocess(
     """
     import faulthandler
 
-    from planrun.cli import main as cli
+    from planrun.cli.commands import main as cli
 
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     run_out, run_err = _run_streams()

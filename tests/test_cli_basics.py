@@ -98,7 +98,7 @@ def test_help_imports_no_heavy_library(tmp_path):
 
 def test_help_imports_checked_through_sys_modules(tmp_path):
     code = (
-        "import sys\nfrom click.testing import CliRunner\nfrom planrun.cli import main\n"
+        "import sys\nfrom click.testing import CliRunner\nfrom planrun.cli.commands import main\n"
         "r = CliRunner().invoke(main, ['--help'])\nassert r.exit_code == 0, r.output\n"
         "print(' '.join(sorted(m for m in sys.modules if '.' not in m)))\n"
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from planrun.events import Event
 from planrun.reporters.tally import RunTally
+from planrun.run.events import Event
 
 PLAN = "demo"
 

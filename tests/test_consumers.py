@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from planrun.errors import Diagnostic
-from planrun.graph import PlanGraph, render_mermaid
+from planrun.plan.graph import PlanGraph, render_mermaid
 from planrun.reporters.github import annotation
 
 # --- GitHub workflow commands ------------------------------------------------------------
@@ -73,7 +73,7 @@ def test_validate_github_format_round_trips_through_the_runners_parser(run, tmp_
 
 
 def test_mermaid_labels_escape_what_mermaid_would_read_as_syntax() -> None:
-    from planrun.plan import Step
+    from planrun.plan.definition import Step
 
     steps = [
         Step(id="t", tool="shell", title='Run tests for <module> & "x"'),

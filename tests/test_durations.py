@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from planrun.events import Event, EventBus
 from planrun.reporters.console import ConsoleReporter
 from planrun.reporters.junit import JUnitReporter
+from planrun.run.events import Event, EventBus
 from planrun.state import RunState, StepState, render_status_text
 from planrun.text import format_duration
 

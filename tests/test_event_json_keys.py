@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from planrun.events import ABSENT, Event, StepResumed, StepSucceeded, event_json
+from planrun.run.events import ABSENT, Event, StepResumed, StepSucceeded, event_json
 
 PLAN = """
 name: keys

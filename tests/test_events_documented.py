@@ -1,11 +1,11 @@
-"""Every event the code emits is in the documentation of `--events` and of planrun.events."""
+"""Every event the code emits is in the documentation of `--events` and of planrun.run.events."""
 
 from __future__ import annotations
 
 import ast
 import re
 
-import planrun.events
+import planrun.run.events
 from tests.conftest import ROOT
 
 EVENT_NAME = re.compile(r"^(run|step|plan)\.[a-z_]+$")
@@ -41,6 +41,6 @@ def test_the_reference_lists_every_event_the_events_file_gets():
 
 
 def test_the_module_documents_every_event():
-    doc = planrun.events.__doc__ or ""
+    doc = planrun.run.events.__doc__ or ""
     described = set(re.findall(r"^- `((?:run|step|plan)\.[a-z_]+)`", doc, re.MULTILINE))
     assert described == event_kinds_in_the_code()

@@ -1,6 +1,6 @@
-"""planrun.fastcheck against pydantic (planrun.model): on any data it either leaves the verdict to
+"""planrun.plan.fastcheck against pydantic (planrun.plan.model): on any data it either leaves the verdict to
 pydantic (None) or gives exactly the object pydantic's validation gives; never accepts what
-pydantic refuses. And planrun/plantables.py is what planrun.plan derives today."""
+pydantic refuses. And planrun/plan/tables.py is what planrun.plan.definition derives today."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from planrun import fastcheck, model, plantables_write
-from planrun import plan as runtime
-from planrun.loader import load_document
+from planrun.plan import definition as runtime
+from planrun.plan import fastcheck, model
+from planrun.plan import tables_write as plantables_write
+from planrun.plan.loader import load_document
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,8 +49,8 @@ def same(cls: type, data: Any) -> None:
 
 
 def test_the_written_tables_are_current() -> None:
-    """After a change to planrun/plan.py: `python -m planrun.plantables_write`."""
-    written = (ROOT / "planrun" / "plantables.py").read_text()
+    """After a change to planrun/plan/definition.py: `python -m planrun.plan.tables_write`."""
+    written = (ROOT / "planrun" / "plan" / "tables.py").read_text()
     assert written == plantables_write.source()
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from planrun.fanout import FanOutError, elements, summarize
-from planrun.instances import group_instances, instance_id, parent_of
+from planrun.plan.fanout import FanOutError, elements, summarize
+from planrun.plan.instances import group_instances, instance_id, parent_of
 from tests.conftest import (
     ROOT,
     answer_at_tty,
@@ -579,7 +579,7 @@ def test_a_sub_plans_instances_report_under_the_parent_step(run, write, tmp_path
     cases = ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
     assert [(c.get("name"), c.find("skipped")) for c in cases] == [(sid, None) for sid in want]
     assert re.findall(r'data-step="([^"]*)"', (tmp_path / "r.html").read_text()) == want
-    # the run's counts are the plan's own steps (planrun.stepcounts): the sub-plan's are its
+    # the run's counts are the plan's own steps (planrun.run.stepcounts): the sub-plan's are its
     # `plan` step's, never counted again, so no phantom instances either
     assert "run succeeded: 1 step (1 succeeded)" in r.err and "foreach instances" not in r.err
 

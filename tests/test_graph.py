@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from planrun.graph import PlanGraph, render_dot, render_mermaid
-from planrun.loader import load_text
-from planrun.validate import check_document
+from planrun.plan.graph import PlanGraph, render_dot, render_mermaid
+from planrun.plan.loader import load_text
+from planrun.plan.validate import check_document
 from tests.conftest import assert_no_traceback
 from tests.testkit import steps_by_id
 

@@ -1,4 +1,4 @@
-"""Tests for planrun.loader: plan files in, plain data and source positions out."""
+"""Tests for planrun.plan.loader: plan files in, plain data and source positions out."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from planrun import loader
 from planrun.errors import ExitCode, PlanInvalid, UsageError
-from planrun.loader import Document, _fastyaml, load_document, load_text
-from planrun.loader._compose import _Builder, _compose
+from planrun.plan import loader
+from planrun.plan.loader import Document, _fastyaml, load_document, load_text
+from planrun.plan.loader._compose import _Builder, _compose
 from tests.conftest import ROOT, planrun
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from planrun.fanout import combinations
+from planrun.plan.fanout import combinations
 from tests.conftest import assert_no_traceback
 
 PY = sys.executable

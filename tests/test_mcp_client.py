@@ -1,4 +1,4 @@
-"""planrun.mcp_client against real MCP servers: mcp-server-time, mcp-server-git and small scripts."""
+"""planrun.mcp.client against real MCP servers: mcp-server-time, mcp-server-git and small scripts."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from planrun.errors import UsageError
-from planrun.mcp_client import ServerPool, check_tool_args, parse_mcp_config
-from planrun.plan import ServerEntry
+from planrun.mcp.client import ServerPool, check_tool_args, parse_mcp_config
+from planrun.plan.definition import ServerEntry
 from planrun.tools.base import ToolFailed
 from tests.conftest import wait_until
 
@@ -334,8 +334,8 @@ def test_stray_stdout_output_prints_no_traceback(tmp_path: Path) -> None:
     # non-JSON stdout line, and planrun's output must stay clean.
     code = f"""
 import asyncio, sys
-from planrun.mcp_client import ServerPool
-from planrun.plan import ServerEntry
+from planrun.mcp.client import ServerPool
+from planrun.plan.definition import ServerEntry
 
 async def main():
     entry = ServerEntry(command=sys.executable, args=[{str(SERVERS_DIR / "crashy_server.py")!r}, "--noisy"])

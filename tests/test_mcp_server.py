@@ -130,7 +130,7 @@ async def planrun_mcp(cwd: Path) -> AsyncIterator[Client]:
         async with Client(params, read_timeout_seconds=30) as client:
             yield client
         return
-    from planrun.mcp_server import PlanrunServer
+    from planrun.mcp.server import PlanrunServer
 
     saved = os.getcwd()
     os.chdir(cwd)  # the server's tools resolve plans against its working directory
@@ -515,7 +515,7 @@ def test_sigterm_interrupts_the_run_in_flight(tmp_path: Path) -> None:
 
 def test_http_address_forms() -> None:
     from planrun.errors import UsageError
-    from planrun.mcp_server import parse_http_address
+    from planrun.mcp.server import parse_http_address
 
     assert parse_http_address("127.0.0.1:8765") == ("127.0.0.1", 8765)
     assert parse_http_address(":8765") == ("127.0.0.1", 8765)

@@ -252,7 +252,7 @@ def test_the_marker_is_in_the_commands_environment_only(tmp_path):
 def test_only_a_run_that_died_here_with_steps_running_is_looked_after(tmp_path):
     """The search is decided from the lock file a dead run left and the state: a finished run
     (no lock file left), or a lock written on another host or boot, asks for none."""
-    from planrun.leftovers import valid_run_id
+    from planrun.run.leftovers import valid_run_id
     from planrun.state import StateStore
 
     plan = {"name": "p", "steps": [{"id": "build", "tool": "shell", "args": {"cmd": "true"}}]}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from planrun.validate import validate_plan
+from planrun.plan.validate import validate_plan
 from tests.conftest import assert_no_traceback
 
 

@@ -1,4 +1,4 @@
-"""The plan cache (planrun/plancache.py): a hit prints and does exactly what a miss does, only
+"""The plan cache (planrun/plan/cache.py): a hit prints and does exactly what a miss does, only
 what the check depends on is in the key, and a damaged or planted entry is a plain miss."""
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def test_an_mcp_config_change_is_a_miss_and_its_entries_are_not_stored(tmp_path:
 
 def test_servers_from_the_config_are_in_the_plan_on_a_hit(tmp_path: Path) -> None:
     """In process: a hit's plan has the --mcp-config servers merged under its own, as a miss."""
-    from planrun.plancache import check_plan_file
+    from planrun.plan.cache import check_plan_file
 
     (tmp_path / "p.yaml").write_text(
         "servers:\n  own: {command: own-server}\n  srv: {url: 'http://127.0.0.1:1/mcp'}\n"
@@ -190,8 +190,8 @@ def test_servers_from_the_config_are_in_the_plan_on_a_hit(tmp_path: Path) -> Non
             }
         )
     )
-    from planrun.loader import LazyDocument
-    from planrun.mcp_config import parse_mcp_config
+    from planrun.mcp.config import parse_mcp_config
+    from planrun.plan.loader import LazyDocument
 
     servers = parse_mcp_config(str(tmp_path / "mcp.json"))
     path = str(tmp_path / "p.yaml")
@@ -247,7 +247,7 @@ steps:
 
 def test_a_hit_gives_the_plan_a_miss_gives(tmp_path: Path) -> None:
     """In process, a plan with every field: the hit's plan equals the miss's."""
-    from planrun.plancache import check_plan_file
+    from planrun.plan.cache import check_plan_file
 
     (tmp_path / "rich.yaml").write_text(RICH)
     path = str(tmp_path / "rich.yaml")
@@ -423,15 +423,15 @@ def test_a_hit_imports_no_pydantic_yaml_or_jinja2(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(WARNED.replace("${who | upper}", "${who}"))
     code = (
         "import sys\n"
-        "import planrun.interrupts\n"
-        "from planrun.cli import main\n"
+        "import planrun.run.interrupts\n"
+        "from planrun.cli.commands import main\n"
         "def exit_now(code):\n"  # `run` ends with os._exit: see what it imported first
         "    raise SystemExit(code)\n"
-        "planrun.interrupts.exit_now = exit_now\n"
+        "planrun.run.interrupts.exit_now = exit_now\n"
         "try:\n"
         "    main(sys.argv[1:], standalone_mode=False)\n"
         "finally:\n"
-        "    heavy = {'pydantic', 'yaml', 'jinja2', 'planrun.model', 'planrun.validate'}\n"
+        "    heavy = {'pydantic', 'yaml', 'jinja2', 'planrun.plan.model', 'planrun.plan.validate'}\n"
         "    print(sorted(heavy & set(sys.modules)), file=sys.stderr)\n"
     )
     for args in (
@@ -451,12 +451,12 @@ def test_a_hit_imports_no_pydantic_yaml_or_jinja2(tmp_path: Path) -> None:
             )
             for _ in (1, 2)
         ]
-        assert "'planrun.validate'" in runs[0].stderr  # a miss checks (the measurement works)
+        assert "'planrun.plan.validate'" in runs[0].stderr  # a miss checks (the measurement works)
         assert runs[1].stderr.splitlines()[-1] == "[]", runs[1].stderr
 
 
 def test_the_store_keeps_the_newest_entries(tmp_path: Path) -> None:
-    from planrun.plancache import MAX_ENTRIES, PlanStore
+    from planrun.plan.cache import MAX_ENTRIES, PlanStore
 
     store = PlanStore(str(tmp_path / ".planrun"))
     for i in range(MAX_ENTRIES + 5):
@@ -475,13 +475,13 @@ def test_the_store_keeps_the_newest_entries(tmp_path: Path) -> None:
 def test_another_tree_or_an_edited_module_never_reads_an_entry(tmp_path: Path) -> None:
     """Two checkouts on PYTHONPATH share nothing; editing any module of one is a miss."""
 
-    from planrun import plancache
+    import planrun as package
 
     work = tmp_path / "work"
     work.mkdir()
     (work / "p.yaml").write_text(WARNED)
     copy = tmp_path / "copy"
-    source = Path(plancache.__file__).parent
+    source = Path(package.__file__).parent
     shutil.copytree(source, copy / "planrun", ignore=shutil.ignore_patterns("__pycache__"))
     other = {"PYTHONPATH": str(copy)}
     assert planrun("validate", "p.yaml", cwd=work).code == 0
@@ -497,11 +497,16 @@ def test_another_tree_or_an_edited_module_never_reads_an_entry(tmp_path: Path) -
 def test_the_code_fingerprint_covers_every_module() -> None:
     """Two trees (say two worktrees on PYTHONPATH) never share an entry: the package's path and
     every module's size and mtime are in the key."""
-    import planrun.plancache as pc
+    import planrun.plan.cache as pc
 
-    files = pc._modules(os.path.dirname(pc.__file__), "")
+    files = pc._modules(os.path.dirname(os.path.dirname(pc.__file__)), "")
     names = {name for name, *_ in files}
-    assert {"plancache.py", "validate.py", "loader/__init__.py", "cache/keys.py"} <= names
+    assert {
+        "plan/cache.py",
+        "plan/validate.py",
+        "plan/loader/__init__.py",
+        "cache/keys.py",
+    } <= names
 
 
 # ---- the plan cache -----------------------------------------------------------------------

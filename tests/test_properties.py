@@ -14,11 +14,11 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from planrun import plan as runtime_plan
 from planrun.errors import PlanInvalid
-from planrun.graph import MERMAID_KEYWORDS, PlanGraph, render_json, render_mermaid
-from planrun.loader import load_text
-from planrun.validate import check_document
+from planrun.plan import definition as runtime_plan
+from planrun.plan.graph import MERMAID_KEYWORDS, PlanGraph, render_json, render_mermaid
+from planrun.plan.loader import load_text
+from planrun.plan.validate import check_document
 from tests.conftest import assert_no_traceback
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,7 +178,7 @@ def test_one_long_ring_is_printed_whole(n):
 def _keys(cls: type) -> list[str]:
     """The keys a plan file may hold for `cls`, from the one definition of the format (so a key
     added there is fuzzed from then on), plus the aliases mcp-cli's plans use."""
-    from planrun.plandata import rows
+    from planrun.plan.data import rows
 
     return [row[1] for row in rows(cls)]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from planrun.events import Event
-from planrun.request import RunRequest
-from planrun.scope import StepRecord
+from planrun.run.events import Event
+from planrun.run.request import RunRequest
+from planrun.run.scope import StepRecord
 from planrun.state.model import RunState, StepState
 from planrun.tools.base import Services
 
@@ -66,7 +66,9 @@ def test_events_write_a_record_or_a_dataclass_as_asdict_wrote_it(tmp_path: Path)
     path = tmp_path / "events.jsonl"
     reporter = JsonLinesReporter(path)
     diagnostic = Diagnostic("p.yaml", 1, 2, "error", "bad")
-    reporter.handle(Event("step.succeeded", "p", "a", {"result": {"d": diagnostic, "p": Point(1, ("t",))}}, 0))
+    reporter.handle(
+        Event("step.succeeded", "p", "a", {"result": {"d": diagnostic, "p": Point(1, ("t",))}}, 0)
+    )
     reporter.close()
     doc = json.loads(path.read_text())["result"]
     fields = {"file": "p.yaml", "line": 1, "col": 2, "severity": "error", "message": "bad"}

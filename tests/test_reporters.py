@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from planrun.events import Event, EventBus
 from planrun.reporters.console import ConsoleReporter
 from planrun.reporters.jsonl import JsonLinesReporter
 from planrun.reporters.junit import JUnitReporter
+from planrun.run.events import Event, EventBus
 
 PLAN = "demo"
 T0 = 1795658824.123  # 2026-11-26T02:07:04.123Z

@@ -13,7 +13,7 @@ def _source(name: str) -> str:
 
 
 def test_foreach_reaches_the_scheduler_through_public_names_only() -> None:
-    tree = ast.parse(_source("foreach_run.py"))
+    tree = ast.parse(_source("run/foreach.py"))
     private = sorted(
         {
             node.attr
@@ -36,13 +36,13 @@ def test_foreach_reaches_the_scheduler_through_public_names_only() -> None:
 
 
 def test_a_sub_plans_context_inherits_the_answers_and_policy_but_not_force() -> None:
-    """A top-level run and a sub-plan get their context from one factory (planrun.context): a
+    """A top-level run and a sub-plan get their context from one factory (planrun.run.context): a
     sub-plan's ids are prefixed with its step, it answers as its parent does but cannot ask,
     its parent's policy bounds it, and `--force` stays with the top-level plan."""
-    from planrun.context import RootContext, child_context, root_context
-    from planrun.parent import MaskChain, ParentContext
-    from planrun.plan import Policy
-    from planrun.request import RunRequest
+    from planrun.plan.definition import Policy
+    from planrun.run.context import RootContext, child_context, root_context
+    from planrun.run.parent import MaskChain, ParentContext
+    from planrun.run.request import RunRequest
 
     top = root_context(RunRequest(plan="p.yaml", cwd="/w", yes=True, force=["a"]))
     assert isinstance(top, RootContext) and top.prefix == "" and top.yes

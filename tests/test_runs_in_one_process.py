@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from planrun.procgroups import ProcessGroups
-from planrun.runner import RunRequest, execute
+from planrun.run.procgroups import ProcessGroups
+from planrun.run.runner import RunRequest, execute
 from tests.conftest import planrun, python_ok, unique_sleep, wait_until
 
 PLAN = "name: p\nsteps:\n  - {id: a, tool: echo, args: {value: 1}}\n"
@@ -45,7 +45,7 @@ def test_a_run_called_in_process_leaves_the_process_to_its_caller(tmp_path: Path
     (tmp_path / "p.yaml").write_text(PLAN)
     code = (
         "import gc, json, sys\n"
-        "from planrun.cli import main\n"
+        "from planrun.cli.commands import main\n"
         "before = gc.get_threshold()\n"
         "try:\n"
         "    main(['run', 'p.yaml', '-q', '--no-state'], prog_name='planrun')\n"
@@ -90,7 +90,7 @@ def test_a_run_puts_back_the_signal_handlers_it_found(tmp_path: Path, plan: str)
     (tmp_path / "p.yaml").write_text(plan)
     code = (
         "import json, signal\n"
-        "from planrun.cli import main\n"
+        "from planrun.cli.commands import main\n"
         f"names = {HANDLED!r}\n"
         "def mine(signum, frame): pass\n"
         "for n in names: signal.signal(getattr(signal, n), mine)\n"

@@ -1,4 +1,4 @@
-"""planrun.plan, the plan format's one definition: validation (pydantic models made from it)
+"""planrun.plan.definition, the plan format's one definition: validation (pydantic models made from it)
 hands on its dataclasses, whose dump (derived from their fields) is pydantic's JSON dump, so the
 state's plan digest of a plan does not change with the classes behind it."""
 
@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from planrun import model
-from planrun import plan as runtime
-from planrun.loader import load_document, load_text
-from planrun.runopen import plan_digest
-from planrun.validate import check_document, default_name
+from planrun.plan import definition as runtime
+from planrun.plan import model
+from planrun.plan.loader import load_document, load_text
+from planrun.plan.validate import check_document, default_name
+from planrun.run.runopen import plan_digest
 from tests.conftest import planrun
 
 ROOT = Path(__file__).parent.parent
@@ -82,7 +82,7 @@ steps: [{id: a, tool: echo, args: {value: 1}}]
 
 EXTRA_SERVERS = {"extra": {"command": "e", "args": ["1"]}}
 
-# plan_digest of these plans as computed before planrun.plan existed (pydantic's model_dump):
+# plan_digest of these plans as computed before planrun.plan.definition existed (pydantic's model_dump):
 # a state file written then must still match the plan it was written for. (Changed with the
 # step's `run`, `env` and `cwd` and the plan's `env`: a new field is in every plan's dump.
 # The examples whose shell steps are now written `run:` are other plans, with their own.)
@@ -142,7 +142,7 @@ def test_to_dict_is_pydantic_model_dump(file: str, data: dict[str, Any]) -> None
 
 
 def as_written(step: dict[str, Any]) -> dict[str, Any]:
-    """A step's dump as planrun.plan writes it: a `run:` step without its implied `tool`."""
+    """A step's dump as planrun.plan.definition writes it: a `run:` step without its implied `tool`."""
     if step.get("run") is None:
         return step
     assert step.pop("tool") == "shell", step
@@ -211,7 +211,7 @@ def test_step_index_follows_replace() -> None:
 
 
 def test_planrun_plan_imports_no_pydantic() -> None:
-    code = "import sys, planrun.plan; print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))"
+    code = "import sys, planrun.plan.definition; print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
@@ -219,7 +219,7 @@ def test_planrun_plan_imports_no_pydantic() -> None:
 
 
 def test_schema_is_unchanged_byte_for_byte() -> None:
-    """The schema comes from planrun.model alone: the runtime classes change nothing in it."""
+    """The schema comes from planrun.plan.model alone: the runtime classes change nothing in it."""
     result = subprocess.run(
         [sys.executable, "-m", "planrun", "schema"], capture_output=True, check=True, cwd=ROOT
     )
@@ -227,7 +227,7 @@ def test_schema_is_unchanged_byte_for_byte() -> None:
 
 
 def test_check_document_gives_the_runtime_plan() -> None:
-    """Validation is pydantic's; what it hands on is planrun.plan, equal to the model's data."""
+    """Validation is pydantic's; what it hands on is planrun.plan.definition, equal to the model's data."""
     doc = load_text(RICH, "rich.yaml")
     checked = check_document(doc, servers={**EXTRA_SERVERS, "own": runtime.ServerEntry(url="u")})
     plan = checked.plan
@@ -277,10 +277,10 @@ def test_a_plan_cache_hit_runs_the_same_infinity(tmp_path: Path) -> None:
 def test_a_field_added_to_the_definition_reaches_schema_validation_and_cache(
     tmp_path: Path,
 ) -> None:
-    """docs/architecture.md, "Adding a plan key": one field in planrun/plan.py, nothing else,
+    """docs/architecture.md, "Adding a plan key": one field in planrun/plan/definition.py, nothing else,
     and the schema, the messages, did-you-mean and a plan cache hit all know it."""
     shutil.copytree(ROOT / "planrun", tmp_path / "planrun", ignore=shutil.ignore_patterns("*.pyc"))
-    source = tmp_path / "planrun" / "plan.py"
+    source = tmp_path / "planrun" / "plan" / "definition.py"
     anchor = "    description: str | None = None\n"
     assert source.read_text().count(anchor) == 2  # the step's (first) and the plan's
     note = '    note: Annotated[str | None, Spec(description="Free text.")] = None\n'
@@ -303,7 +303,7 @@ def test_a_field_added_to_the_definition_reaches_schema_validation_and_cache(
     assert "bad.yaml:2:31: error: step 'a': note: expected a string, got 1" in bad
     assert "unknown key 'nots' in step 'b' (did you mean 'note'?)" in bad
     code = (
-        "from planrun.plancache import check_plan_file as c; print(c('p.yaml').plan.steps[0].note)"
+        "from planrun.plan.cache import check_plan_file as c; print(c('p.yaml').plan.steps[0].note)"
     )
     for _ in range(2):  # a miss that stores the plan, then a hit that loads it
         assert python("-c", code).strip() == "hi"

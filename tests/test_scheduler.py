@@ -10,12 +10,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from planrun import model
-from planrun.events import EventBus, PlanDiff, RunEvent, StepResumed, StepStarted
-from planrun.parent import Budget, MaskChain, ParentContext, Slots
-from planrun.plan import Plan
-from planrun.planner import ReplanRequest, ReplanStop, Revision
-from planrun.resume import (
+from planrun.plan import model
+from planrun.plan.definition import Plan
+from planrun.run.events import EventBus, PlanDiff, RunEvent, StepResumed, StepStarted
+from planrun.run.parent import Budget, MaskChain, ParentContext, Slots
+from planrun.run.planner import ReplanRequest, ReplanStop, Revision
+from planrun.run.resume import (
     CHANGED,
     CONDITION_CHANGED,
     DEPENDENCY_RAN,
@@ -26,8 +26,8 @@ from planrun.resume import (
     plan_resume,
     why_run_again,
 )
-from planrun.scheduler import RunSettings, Scheduler
-from planrun.scope import fingerprint
+from planrun.run.scheduler import RunSettings, Scheduler
+from planrun.run.scope import fingerprint
 from planrun.status import Reason, Status
 from planrun.tools.base import ToolContext, ToolFailed
 
@@ -168,7 +168,7 @@ def test_resume_keeps_steps_below_a_condition_skip_and_an_ignored_failure() -> N
         ],
         variables={"go": False},
     )
-    from planrun.graph import PlanGraph
+    from planrun.plan.graph import PlanGraph
 
     prev = _previous(plan, gate="skipped", flaky="ignored", last="failed")
     steps = {s.id: s for s in plan.steps}
@@ -201,7 +201,7 @@ def test_a_masked_result_read_by_a_step_to_run_runs_its_producer_again() -> None
             {"id": "d", "tool": "echo", "args": {"value": 1}},
         ]
     )
-    from planrun.graph import PlanGraph
+    from planrun.plan.graph import PlanGraph
 
     steps = {s.id: s for s in plan.steps}
     prev = {
@@ -232,7 +232,7 @@ def test_kept_steps_are_settled_even_when_the_run_aborts_at_once() -> None:
             {"id": "d", "tool": "echo", "args": {"value": "D2"}},
         ]
     )
-    from planrun.graph import PlanGraph
+    from planrun.plan.graph import PlanGraph
 
     steps = {s.id: s for s in plan.steps}
     prev = {

@@ -9,7 +9,7 @@ from typing import Any
 
 from planrun.cache.session import CacheOptions
 from planrun.cache.wiring import open_session
-from planrun.plan import Plan
+from planrun.plan.definition import Plan
 from planrun.status import Reason, Status
 from tests.test_scheduler import FakeExecutor, Script, fails, make_plan, schedule, statuses
 

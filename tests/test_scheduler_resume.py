@@ -14,13 +14,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from planrun.events import PlanDiff, StepResumed, StepStarted
-from planrun.graph import PlanGraph
 from planrun.masking import Masker
-from planrun.plan import Plan
-from planrun.planner import ReplanRequest, ReplanStop, Revision
-from planrun.replan import PlannerError, _replan, apply_revisions
-from planrun.resume import (
+from planrun.plan.definition import Plan
+from planrun.plan.graph import PlanGraph
+from planrun.run.events import PlanDiff, StepResumed, StepStarted
+from planrun.run.planner import ReplanRequest, ReplanStop, Revision
+from planrun.run.replan import PlannerError, _replan, apply_revisions
+from planrun.run.resume import (
     CHANGED,
     CONDITION_CHANGED,
     DEPENDENCY_RAN,
@@ -29,7 +29,7 @@ from planrun.resume import (
     PreviousStep,
     plan_resume,
 )
-from planrun.scheduler import Scheduler
+from planrun.run.scheduler import Scheduler
 from planrun.status import Reason, Status
 from tests.test_scheduler import FakeExecutor, fails, make_plan, schedule, statuses
 

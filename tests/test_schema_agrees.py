@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from planrun.loader import load_text
-from planrun.model import plan_json_schema
-from planrun.validate import check_document
+from planrun.plan.loader import load_text
+from planrun.plan.model import plan_json_schema
+from planrun.plan.validate import check_document
 from tests.conftest import planrun
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -60,9 +60,9 @@ def test_run_of_a_plain_plan_imports_no_heavy_library(tmp_path: Path) -> None:
         names = imported_by("run", "plan.yaml", "--quiet", *extra, cwd=tmp_path)
         # A run is no dry run, and a plan without `replan:` needs no planner.
         unwanted = NOT_FOR_A_PLAIN_RUN | {"planrun.cache.wiring", "planrun.cache.session"}
-        unwanted |= {"planrun.dryrun", "planrun.planner"}
+        unwanted |= {"planrun.run.dryrun", "planrun.run.planner"}
         unwanted |= {"planrun.reporters.live"}  # a terminal's live view: not with --quiet
-        if "planrun.validate" not in names:  # a plan cache hit: the plan is not checked again
+        if "planrun.plan.validate" not in names:  # a plan cache hit: the plan is not checked again
             # pathlib (with urllib.parse) costs ~5 ms a start: the state modules use text paths.
             # fnmatch (policies) and shlex (quoting) serve plans and outcomes this one has not.
             unwanted |= {"pathlib", "urllib", "fnmatch", "shlex"}
@@ -75,17 +75,17 @@ def test_validate_imports_no_run_machinery(tmp_path: Path) -> None:
     """`validate` checks; it starts nothing, so it needs neither asyncio nor the run path."""
     (tmp_path / "plan.yaml").write_text(PLAIN_PLAN)
     names = imported_by("validate", "plan.yaml", cwd=tmp_path)
-    unwanted = NOT_FOR_A_PLAIN_RUN | {"asyncio", "planrun.runner", "planrun.launch"}
+    unwanted = NOT_FOR_A_PLAIN_RUN | {"asyncio", "planrun.run.runner", "planrun.run.launch"}
     assert not names & unwanted, sorted(names & unwanted)
 
 
 def test_the_run_path_imports_no_pydantic() -> None:
-    """pydantic validates and writes the schema (planrun.model); what runs is planrun.plan, so a
+    """pydantic validates and writes the schema (planrun.plan.model); what runs is planrun.plan.definition, so a
     run that skips validation (a plan cache hit) never pays for importing pydantic."""
     code = (
-        "import sys, planrun.runner, planrun.launch, planrun.scheduler, planrun.dryrun, "
-        "planrun.fanout, planrun.state, planrun.gate, planrun.replan, planrun.revision_check, "
-        "planrun.checktools, planrun.reporters.jsonl; print('pydantic' in sys.modules)"
+        "import sys, planrun.run.runner, planrun.run.launch, planrun.run.scheduler, planrun.run.dryrun, "
+        "planrun.plan.fanout, planrun.state, planrun.run.gate, planrun.run.replan, planrun.run.revision_check, "
+        "planrun.run.checktools, planrun.reporters.jsonl; print('pydantic' in sys.modules)"
     )
     proc = python_ok("-c", code)
     assert proc.stdout.strip() == "False", proc.stderr[-2000:]
@@ -133,19 +133,19 @@ def test_a_plan_the_fast_reader_reads_imports_no_pyyaml(tmp_path: Path) -> None:
         for stale in (tmp_path / ".planrun").glob("plans/*"):
             stale.unlink()  # no plan cache: the plan is read from its YAML every time
         names = imported_by(*args, cwd=tmp_path)
-        assert "planrun.validate" in names  # the plan was checked, not taken from the cache
+        assert "planrun.plan.validate" in names  # the plan was checked, not taken from the cache
         assert "yaml" not in names, args
 
 
 def test_checking_a_valid_plan_imports_no_pydantic(tmp_path: Path) -> None:
-    """A fresh checkout (no `.planrun/`, as in CI) checks its plan: planrun.fastcheck takes a
+    """A fresh checkout (no `.planrun/`, as in CI) checks its plan: planrun.plan.fastcheck takes a
     valid one without pydantic (importing it and building the models costs ~500 M
     instructions); a plan with an error still gets pydantic's verdict, in planrun's words."""
     (tmp_path / "plan.yaml").write_text(PLAIN_PLAN)
     for args in (["validate", "plan.yaml"], ["run", "plan.yaml", "--quiet"]):
         shutil.rmtree(tmp_path / ".planrun", ignore_errors=True)
         names = imported_by(*args, cwd=tmp_path)
-        assert "planrun.validate" in names
+        assert "planrun.plan.validate" in names
         assert "pydantic" not in names, args
     (tmp_path / "bad.yaml").write_text(PLAIN_PLAN.replace("depends_on: [a]", "retries: -1"))
     argv = [sys.executable, "-X", "importtime", "-c", _AS_MAIN, "validate", "bad.yaml"]

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from planrun.errors import ExitCode, StateError
-from planrun.events import Event, EventBus, iso_ts
+from planrun.run.events import Event, EventBus, iso_ts
 from planrun.state import (
     STATE_VERSION,
     StateStore,
@@ -31,7 +31,7 @@ from planrun.state import (
     render_status_text,
     status_document,
 )
-from planrun.statefiles import path_text
+from planrun.state.files import path_text
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = "demo"
@@ -343,7 +343,7 @@ def test_run_left_running_by_a_dead_process_loads_as_interrupted(tmp_path: Path)
 KILL_CHILD = """
     import os, sys, time
     from pathlib import Path
-    from planrun.events import Event
+    from planrun.run.events import Event
     from planrun.state import StateStore
 
     path, n = Path(sys.argv[1]), int(sys.argv[2])
@@ -477,7 +477,7 @@ DISK_FULL_CHILD = """
     import resource, signal, sys
     from pathlib import Path
     from planrun.errors import StateError
-    from planrun.events import Event
+    from planrun.run.events import Event
     from planrun.state import StateStore
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over the limit, write() fails with EFBIG

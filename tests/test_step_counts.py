@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from html import unescape
 from pathlib import Path
 
-from planrun.stepcounts import count_steps, counts_text
+from planrun.run.stepcounts import count_steps, counts_text
 from tests.conftest import assert_no_traceback, planrun
 
 PLAN = """

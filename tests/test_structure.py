@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "planrun"
@@ -76,3 +77,12 @@ def test_no_import_cycle() -> None:
         tuple(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as exc:
         raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
+
+
+def test_every_module_is_in_the_architecture_map() -> None:
+    """docs/architecture.md's module map names every module, and no module that is gone."""
+    doc = (PKG.parent / "docs" / "architecture.md").read_text()
+    listed = set(re.findall(r"^\| `([\w/]+\.py)` \|", doc.split("## Module map", 1)[1], re.M))
+    present = {p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py")}
+    assert sorted(present - listed) == [], "modules missing from the map"
+    assert sorted(listed - present) == [], "the map lists modules that are gone"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from planrun.validate import validate_plan
+from planrun.plan.validate import validate_plan
 from tests.conftest import (
     assert_no_traceback,
     planrun,
@@ -516,7 +516,7 @@ MCP_CLI_PLAN = {
 
 def test_mcp_cli_plan_loads_and_validates_unchanged(check):
     assert check(json.dumps(MCP_CLI_PLAN, indent=2), "refactor.json") == []
-    from planrun.validate import load_plan
+    from planrun.plan.validate import load_plan
 
     plan = load_plan("refactor.json")
     assert plan.name == "refactor-auth" and plan.title == "Refactor the auth module"

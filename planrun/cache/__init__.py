@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from planrun.plan import Step
+    from planrun.plan.definition import Step
 
 # The reasons a step is or is not taken from the cache that need no comparison (the others are
 # made by planrun.cache.reasons, imported only on a miss).

@@ -46,14 +46,14 @@ from planrun.cache.siblings import Siblings
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry
 from planrun.errors import one_line
-from planrun.events import StepCached
-from planrun.instances import parent_of
-from planrun.stepcall import call_template
+from planrun.plan.instances import parent_of
+from planrun.run.events import StepCached
+from planrun.run.stepcall import call_template
 from planrun.untrusted_json import loads
 
 if TYPE_CHECKING:
     from planrun.cache.remote import RemoteCache, RemoteOptions
-    from planrun.plan import Step
+    from planrun.plan.definition import Step
 
 ENV_DIR = "PLANRUN_CACHE_DIR"
 

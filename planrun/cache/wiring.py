@@ -20,13 +20,13 @@ from planrun.cache.session import (
     step_cached,
 )
 from planrun.errors import UsageError
-from planrun.instances import parent_of
+from planrun.plan.instances import parent_of
 
 if TYPE_CHECKING:
     from planrun.cache.remote import RemoteOptions
-    from planrun.plan import Plan, Step
-    from planrun.request import CacheRequest, Prepared
-    from planrun.runtree import Notice
+    from planrun.plan.definition import Plan, Step
+    from planrun.run.request import CacheRequest, Prepared
+    from planrun.run.runtree import Notice
 
 ALL = ALL_FORCED
 UNKNOWN = "unknown"  # a dry-run's status for a step only the run can decide
@@ -113,8 +113,8 @@ def open_session(
 def _shares_outputs(step: Step) -> bool:
     """Whether every instance of a foreach step has the same `outputs` patterns (none reads
     the element or `index`): then its instances share what the patterns match."""
-    from planrun.expressions import ExpressionError, parse_template
-    from planrun.fanout import loop_names
+    from planrun.plan.expressions import ExpressionError, parse_template
+    from planrun.plan.fanout import loop_names
 
     loop = loop_names(step)
     for text in step.outputs or ():
@@ -175,9 +175,9 @@ def _preview_step(
     results: dict[str, Any],
     seen: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    from planrun.expressions import ExpressionError
-    from planrun.scope import with_patterns
-    from planrun.stepcall import call_args
+    from planrun.plan.expressions import ExpressionError
+    from planrun.run.scope import with_patterns
+    from planrun.run.stepcall import call_args
 
     forced = session.options.forced(sid)
     first = session.recent_key(sid) is None and not forced  # never stored: say so, not "changed"
@@ -228,8 +228,14 @@ def _preview_fan(
 ) -> dict[str, Any]:
     """`ID[*]`: a foreach whose list reads a result. When the hits give that result, each
     instance is previewed: a hit if all would hit, else the first miss; else as one step."""
-    from planrun.expressions import ExpressionError
-    from planrun.fanout import FanOutError, InstanceScope, bindings, instance_step, resolve_elements
+    from planrun.plan.expressions import ExpressionError
+    from planrun.plan.fanout import (
+        FanOutError,
+        InstanceScope,
+        bindings,
+        instance_step,
+        resolve_elements,
+    )
 
     parent = sid[: -len("[*]")]
     try:
@@ -255,8 +261,14 @@ def preview_instance(
 ) -> tuple[Any, Mapping[str, Any]]:
     """A foreach instance's step and scope for a preview (its element, when the list is
     known now; else the scope as it is, where its args cannot resolve)."""
-    from planrun.expressions import ExpressionError
-    from planrun.fanout import FanOutError, InstanceScope, bindings, instance_step, resolve_elements
+    from planrun.plan.expressions import ExpressionError
+    from planrun.plan.fanout import (
+        FanOutError,
+        InstanceScope,
+        bindings,
+        instance_step,
+        resolve_elements,
+    )
 
     try:
         n = int(iid[iid.rindex("[") + 1 : -1])
@@ -363,5 +375,5 @@ def preview_dry_run(req: CacheRequest, cwd: str, prep: Prepared, doc: dict[str, 
 
 
 def _fans_out(step: Any) -> bool:
-    """A foreach or matrix step (planrun.fanout.fans_out, without importing it here)."""
+    """A foreach or matrix step (planrun.plan.fanout.fans_out, without importing it here)."""
     return step.foreach is not None or step.matrix is not None

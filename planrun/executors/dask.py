@@ -19,7 +19,7 @@ from planrun.executors.base import Executor
 from planrun.tools.base import ToolContext, ToolFailed
 
 if TYPE_CHECKING:
-    from planrun.procgroups import ProcessGroups
+    from planrun.run.procgroups import ProcessGroups
 
 log = logging.getLogger(__name__)
 

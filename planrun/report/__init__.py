@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from planrun.errors import PlanInvalid, StateError, UsageError
-from planrun.events import RunEvent, RunStarted, iso_ts
 from planrun.report.model import PlanInfo, build_report
+from planrun.run.events import RunEvent, RunStarted, iso_ts
 from planrun.state import RunState, default_state_path, read_state
 
 if TYPE_CHECKING:
-    from planrun.plan import Plan
+    from planrun.plan.definition import Plan
 
 __all__ = ["PlanInfo", "ReportOnExit", "check_report_path", "render_report", "write_report"]
 
@@ -77,7 +77,7 @@ def write_report(path: str, html: str) -> None:
 
 def plan_info(plan: Plan) -> PlanInfo:
     """Titles, tools and effective dependencies of a loaded Plan."""
-    from planrun.graph import PlanGraph
+    from planrun.plan.graph import PlanGraph
 
     graph = PlanGraph.build(plan.steps)
     return PlanInfo(plan.title or "", dict(graph.titles), dict(graph.tools), dict(graph.deps))
@@ -86,7 +86,7 @@ def plan_info(plan: Plan) -> PlanInfo:
 def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None = None) -> str:
     """`planrun report`: the page for the last run of the plan at `plan_path`; UsageError when
     `out` (where it goes) is the plan file or the state file."""
-    from planrun.validate import default_name, load_plan, state_name
+    from planrun.plan.validate import default_name, load_plan, state_name
 
     info = PlanInfo()
     try:
@@ -101,7 +101,7 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
     if state and not path.is_absolute():
         path = Path(cwd) / path
     if out is not None:
-        from planrun.outpaths import refuse_clobbering
+        from planrun.reporters.outpaths import refuse_clobbering
 
         inputs = [("the plan file", plan_path), ("the state file", str(path))]
         refuse_clobbering([("-o", out)], inputs, cwd)

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from planrun.expressions import ExpressionError, resolve, to_text
+from planrun.plan.expressions import ExpressionError, resolve, to_text
+from planrun.run.stepcounts import KEPT_REASON, counts_text, state_counts
 from planrun.state import RunState, StepState
-from planrun.stepcounts import KEPT_REASON, counts_text, state_counts
 from planrun.text import format_duration
 
 OUTPUT_TAIL_LINES = 30

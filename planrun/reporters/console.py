@@ -16,7 +16,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from planrun.events import (
+from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
+from planrun.reporters.lines import (
+    _failure_body,
+    _isatty,
+    diff_words,
+    failed_and_stopped,
+    resume_command,
+    symbols,
+    wants_color,
+)
+from planrun.reporters.tally import RunTally
+from planrun.reporters.termsafe import terminal_safe
+from planrun.run.events import (
     PlanDiff,
     RunEvent,
     RunFinished,
@@ -33,20 +45,8 @@ from planrun.events import (
     StepSucceeded,
     present,
 )
-from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
-from planrun.reporters.lines import (
-    _failure_body,
-    _isatty,
-    diff_words,
-    failed_and_stopped,
-    resume_command,
-    symbols,
-    wants_color,
-)
-from planrun.reporters.tally import RunTally
-from planrun.reporters.termsafe import terminal_safe
+from planrun.run.stepcounts import instances_text, steps_text
 from planrun.status import Status
-from planrun.stepcounts import instances_text, steps_text
 from planrun.text import first_line, format_duration
 
 
@@ -404,7 +404,7 @@ class ConsoleReporter:
         if self.quiet:
             return
         head, changes = diff_words(event, self.color)
-        if event.step is not None:  # a sub-plan's revision (planrun.parent)
+        if event.step is not None:  # a sub-plan's revision (planrun.run.parent)
             head = f"{event.step}: {head}"
         text = self._line(event.ts, "diff", f"{head}: {changes}")
         if event.error:

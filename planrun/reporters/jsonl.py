@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planrun.events import RunEvent, StepOutput, event_json
-from planrun.plan import PlanNode
+from planrun.plan.definition import PlanNode
 from planrun.reporters.failures import WriteFailures
+from planrun.run.events import RunEvent, StepOutput, event_json
 
 
 def _fallback(value: Any) -> Any:

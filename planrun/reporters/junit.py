@@ -29,7 +29,9 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
-from planrun.events import (
+from planrun.plan.instances import group_instances
+from planrun.reporters.failures import WriteFailures
+from planrun.run.events import (
     PlanDiff,
     RunEvent,
     RunFinished,
@@ -46,9 +48,7 @@ from planrun.events import (
     StepSucceeded,
     present,
 )
-from planrun.instances import group_instances
-from planrun.reporters.failures import WriteFailures
-from planrun.stepcounts import count_steps, counts_text
+from planrun.run.stepcounts import count_steps, counts_text
 from planrun.text import format_duration
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).

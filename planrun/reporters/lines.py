@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from planrun.events import PlanDiff
+from planrun.run.events import PlanDiff
 from planrun.status import Status
 
 _TERMINAL = frozenset(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from planrun.events import (
+from planrun.reporters.lines import _TERMINAL
+from planrun.run.events import (
     PlanDiff,
     RunEvent,
     RunFinished,
@@ -21,9 +22,8 @@ from planrun.events import (
     StepStarted,
     StepSucceeded,
 )
-from planrun.reporters.lines import _TERMINAL
+from planrun.run.stepcounts import StepCounts, count_steps, step_parts
 from planrun.status import Status
-from planrun.stepcounts import StepCounts, count_steps, step_parts
 from planrun.text import first_line
 
 
@@ -78,7 +78,7 @@ class RunTally:
 
     def step_counts(self) -> StepCounts:
         """The run's steps and foreach instances by status, counted as every view counts
-        them (planrun.stepcounts); a step listed at the start and not started is pending."""
+        them (planrun.run.stepcounts); a step listed at the start and not started is pending."""
         statuses = {sid: self.status.get(sid, Status.PENDING) for sid in self.tools}
         statuses.update(self.status)  # and steps never listed (added by the planner)
         statuses.update(self.instances)

@@ -7,6 +7,12 @@ import os
 from typing import Any
 
 from planrun.errors import StateError
+from planrun.state.check import (
+    check_journal_entry,
+    check_revisions,
+    check_run_fields,
+)
+from planrun.state.files import path_text, read_regular
 from planrun.state.lock import here, parse_holder, pid_alive
 from planrun.state.model import (
     _JOURNAL_SUFFIX,
@@ -18,12 +24,6 @@ from planrun.state.model import (
     _encode,
 )
 from planrun.state.reduce import apply
-from planrun.statecheck import (
-    check_journal_entry,
-    check_revisions,
-    check_run_fields,
-)
-from planrun.statefiles import path_text, read_regular
 from planrun.status import RUN_STATUSES, Status
 from planrun.untrusted_json import loads
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator
 
 from planrun.errors import StateError
-from planrun.statefiles import open_regular, parent_dir
+from planrun.state.files import open_regular, parent_dir
 
 # How long an acquirer waits for the guard (held for microseconds by another acquirer): past it,
 # it takes the lock without the guard, as safely as ever, but takes no stale lock over.
@@ -47,7 +47,7 @@ class StateLock:
         self.state_path = state_path  # named in messages
         self.fd: int | None = None
         # The holder (pid, where) named in a lock file a dead run left behind, once taken over:
-        # that run did not finish, and may have left commands running (planrun/leftovers.py).
+        # that run did not finish, and may have left commands running (planrun/run/leftovers.py).
         self.left_by: tuple[int, str | None] | None = None
 
     def acquire(self) -> None:

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from planrun.events import iso_ts
-from planrun.statecheck import (
+from planrun.run.events import iso_ts
+from planrun.state.check import (
     check_step_fields,
 )
 from planrun.status import STEP_STATUSES, Status
@@ -126,4 +126,4 @@ def _json_default(value: Any) -> Any:
 _encode = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode
 
 
-_iso_ts = iso_ts  # one fast formatter for events and state (see planrun.events)
+_iso_ts = iso_ts  # one fast formatter for events and state (see planrun.run.events)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planrun.events import (
+from planrun.run.events import (
     StepCached,
     StepEvent,
     StepFailed,

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from planrun.errors import StateError
-from planrun.events import (
+from planrun.plan.instances import parent_of
+from planrun.run.events import (
     PlanDiff,
     RunEvent,
     RunFinished,
@@ -22,7 +23,13 @@ from planrun.events import (
     StepResumed,
     StepStarted,
 )
-from planrun.instances import parent_of
+from planrun.state.files import (
+    check_not_special,
+    check_state_dirs,
+    create_temp,
+    parent_dir,
+    path_text,
+)
 from planrun.state.journal import (
     _fsync_dir,
     _make_dirs,
@@ -46,13 +53,6 @@ from planrun.state.reduce import (
     _apply_run,
     _apply_step,
     apply_step_event,
-)
-from planrun.statefiles import (
-    check_not_special,
-    check_state_dirs,
-    create_temp,
-    parent_dir,
-    path_text,
 )
 from planrun.status import Status
 
@@ -88,7 +88,7 @@ class StateStore:
         self._preloaded: list[RunState | None] = []  # the state acquire() checked, for load()
         self._started: set[str] = set()  # steps started in this run
         # On resume, foreach instances listed again, shown pending until an event of this run
-        # says what they are: their previous records, for a kept one (planrun.foreach_run)
+        # says what they are: their previous records, for a kept one (planrun.run.foreach)
         self._held: dict[str, StepState] = {}
         self._mutex = threading.Lock()  # executors may emit from worker threads
         # The snapshot is refreshed soon after changes too, not only when the journal is
@@ -317,7 +317,7 @@ class StateStore:
             self._append({"op": "drop", "id": old})
 
     def _on_plan_diff(self, event: PlanDiff) -> None:
-        if event.step is not None:  # a sub-plan's (planrun.parent): no revision of this plan
+        if event.step is not None:  # a sub-plan's (planrun.run.parent): no revision of this plan
             for sid in [str(s) for s in event.removed or [] if str(s) in self.state.steps]:
                 del self.state.steps[sid]
                 self._encoded.pop(sid, None)

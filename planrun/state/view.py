@@ -6,9 +6,9 @@ from __future__ import annotations
 # has sub-plan steps.
 from typing import Any
 
-from planrun.instances import group_instances
+from planrun.plan.instances import group_instances
+from planrun.run.stepcounts import counts_text, state_counts
 from planrun.state.model import RunState, StepState
-from planrun.stepcounts import counts_text, state_counts
 from planrun.text import first_line, format_duration
 
 # --------------------------------------------------------------------- reports
@@ -44,7 +44,7 @@ def status_document(state: RunState) -> dict[str, Any]:
 def _in_tree_order(steps: dict[str, StepState]) -> list[tuple[str, StepState]]:
     """The plan's steps, each followed by its sub-plan's steps (PARENT/CHILD ids) and its
     foreach instances (ID[N], in index order)."""
-    from planrun.substeps import tree_order
+    from planrun.run.substeps import tree_order
 
     return [(sid, steps[sid]) for sid in group_instances(tree_order(steps))]
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from planrun.errors import one_line
-from planrun.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
+from planrun.run.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
 
 if TYPE_CHECKING:
-    from planrun.events import RunEvent
-    from planrun.plan import Policy
-    from planrun.procgroups import ProcessGroups
+    from planrun.plan.definition import Policy
+    from planrun.run.events import RunEvent
+    from planrun.run.procgroups import ProcessGroups
 
 
 MAX_RESULT_BYTES = 64 << 20
@@ -43,7 +43,7 @@ OutputCallback = Callable[[str, str], None]
 
 
 class ToolPool(Protocol):
-    """The plan's MCP servers, as a step calls their tools (planrun.mcp_client.ServerPool)."""
+    """The plan's MCP servers, as a step calls their tools (planrun.mcp.client.ServerPool)."""
 
     async def call(
         self, server: str, tool: str, args: dict[str, Any], *, timeout: float | None = None
@@ -137,7 +137,7 @@ class ParentContext(NamedTuple):
     stream: bool = False
     notice: Notice | None = None
     mcp_config: str | None = None
-    run_id: str = ""  # the top run's id: its shell commands carry it (planrun/leftovers.py)
+    run_id: str = ""  # the top run's id: its shell commands carry it (planrun/run/leftovers.py)
     groups: ProcessGroups | None = None  # the top run's commands' process groups
     # On resume: what the top run's previous run recorded, by full step id (`deploy/push`), so
     # a sub-plan started again keeps its steps that succeeded, as a plan resumed on its own.

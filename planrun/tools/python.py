@@ -23,7 +23,7 @@ from planrun.tools.environ import GATE, in_thread, step_overlay
 
 async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
     """Import and call `function` with `kwargs`; sync functions run in a worker thread."""
-    # `env` is the step's own (SPEC 13: planrun.stepcall puts it there), not written in args.
+    # `env` is the step's own (SPEC 13: planrun.run.stepcall puts it there), not written in args.
     check_args("python", args, ("function",), ("kwargs", "env"))
     target = args["function"]
     if not isinstance(target, str) or ":" not in target:

@@ -10,7 +10,7 @@ import os
 import signal
 from typing import Any, NamedTuple
 
-from planrun.procgroups import ProcessGroups, signal_group
+from planrun.run.procgroups import ProcessGroups, signal_group
 from planrun.tools import check_args, type_name
 from planrun.tools.base import OutputCallback, ToolContext, ToolFailed
 from planrun.tools.cmdoutput import CappedOutput, collect_output, output_sinks
@@ -19,7 +19,7 @@ from planrun.tools.spawned import SpawnedChild, pidfd_supported, spawn_child
 _OPTIONAL = ("cwd", "env", "stdin", "check")
 _GROUP_POLL_S = 0.02  # how often an interrupted run looks whether a group's last process ended
 _TAIL_LINES = 20
-# In every command's environment: the run and the state row it runs for (planrun/leftovers.py)
+# In every command's environment: the run and the state row it runs for (planrun/run/leftovers.py)
 RUN_ENV = "PLANRUN_RUN_ID"
 STEP_ENV = "PLANRUN_STEP_ID"
 
@@ -48,7 +48,7 @@ class ShellArgs(NamedTuple):
 
 def parse_shell_args(args: Any, base_cwd: str) -> ShellArgs:
     """Check `args` as the shell tool does; one clear ToolFailed line for each mistake."""
-    if isinstance(args, dict) and "run" in args:  # a `run:` step (planrun.stepcall)
+    if isinstance(args, dict) and "run" in args:  # a `run:` step (planrun.run.stepcall)
         check_args("shell", args, ("run",), ("cwd", "env"))
     else:
         check_args("shell", args, ("cmd",), _OPTIONAL)
@@ -189,7 +189,7 @@ def _argv(cmd: Any) -> tuple[list[str], str]:
 
 def _marks(ctx: ToolContext) -> dict[str, str] | None:
     """PLANRUN_RUN_ID and PLANRUN_STEP_ID: how the next run finds this command if planrun is
-    killed while it runs (planrun/leftovers.py). Added here only, at spawn time, so that no
+    killed while it runs (planrun/run/leftovers.py). Added here only, at spawn time, so that no
     expression, fingerprint or cache key sees them."""
     parent = ctx.parent
     if parent is None or not parent.run_id:

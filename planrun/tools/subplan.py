@@ -1,7 +1,7 @@
 """The `plan` tool: run another plan file as one step and return its final variables.
 
 The sub-plan goes through the same run path as a top-level run (validate, gate, schedule),
-inside its parent: see planrun.parent for what it inherits.
+inside its parent: see planrun.run.parent for what it inherits.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from planrun.context import RunContext, child_context
 from planrun.errors import PlanInvalid, PlanrunError
-from planrun.parent import RunStopped
-from planrun.request import Finished, RunRequest
+from planrun.run.context import RunContext, child_context
+from planrun.run.parent import RunStopped
+from planrun.run.request import Finished, RunRequest
 from planrun.status import Status
 from planrun.tools.base import ToolContext, ToolFailed, ToolFn, resolve_path
 
@@ -23,7 +23,7 @@ MAX_NESTING = 32
 runs it is never "the same file", and would otherwise nest until memory runs out."""
 
 RunFn = Callable[[RunContext], Awaitable[Finished]]
-"""The one run path (planrun.runner.run_request), handed in so this module does not import it."""
+"""The one run path (planrun.run.runner.run_request), handed in so this module does not import it."""
 
 
 def make_plan_tool(run: RunFn) -> ToolFn:
@@ -43,7 +43,7 @@ async def run_subplan(args: dict[str, Any], ctx: ToolContext, run_request: RunFn
     variables = args.get("variables") or {}
     if not isinstance(variables, dict):
         raise ToolFailed("plan: 'variables' must be a mapping")
-    # `cwd` is the step's own `cwd:` (planrun.stepcall): where the sub-plan runs; its `path`
+    # `cwd` is the step's own `cwd:` (planrun.run.stepcall): where the sub-plan runs; its `path`
     # stays relative to the working directory.
     unknown = sorted(set(args) - {"path", "variables", "cwd"})
     if unknown:

@@ -1,0 +1,1 @@
+"""The `planrun` command line: thin click commands over the library."""

@@ -1,0 +1,451 @@
+"""MCP client side of planrun: one session per server, tool calls and their results.
+
+Config files are read in planrun.mcp.config (re-exported here)."""
+
+from __future__ import annotations
+
+# Lazy imports (inside functions), for start-up time: the MCP SDK, httpx2, jsonschema and pydantic
+# only once a server is started or checked (`--mcp-config` alone reads JSON).
+import asyncio
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from planrun.errors import exception_leaves
+from planrun.mcp.config import (
+    HTTP_TYPES,
+    _did_you_mean,
+    load_env_file,
+    parse_mcp_config,
+)
+from planrun.plan.definition import ServerEntry
+from planrun.text import first_line
+from planrun.tools.base import ToolFailed
+
+__all__ = ["ServerPool", "check_tool_args", "load_env_file", "map_tool_result", "parse_mcp_config"]
+
+# The SDK's default mode="auto" probes `server/discover` with a fixed 10 s timeout before
+# falling back; the initialize handshake works with every server released so far.
+CONNECT_MODE = "legacy"
+
+STDERR_TAIL_LINES = 20
+_STDERR_TAIL_BYTES = 16_384
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def check_tool_args(
+    input_schema: dict[str, Any], args: dict[str, Any]
+) -> tuple[list[str], list[str]]:
+    """Validate a step's arguments against an MCP tool's input schema.
+
+    Returns (errors, warnings). MCP servers ignore unknown arguments silently, so keys that
+    the schema does not list are warnings (an error when the schema forbids extra keys).
+    """
+    from jsonschema import exceptions as js_exceptions
+    from jsonschema.validators import validator_for
+
+    errors: list[str] = []
+    warnings: list[str] = []
+    if not isinstance(input_schema, dict) or not input_schema:
+        return errors, warnings
+    cls = validator_for(input_schema)
+    try:
+        cls.check_schema(input_schema)
+    except js_exceptions.SchemaError as exc:
+        warnings.append(f"the tool's input schema is invalid, arguments not checked: {exc.message}")
+        return errors, warnings
+    for err in sorted(
+        cls(input_schema).iter_errors(args), key=lambda e: list(map(str, e.absolute_path))
+    ):
+        where = ".".join(str(p) for p in err.absolute_path)
+        errors.append(f"{where}: {err.message}" if where else err.message)
+    props = input_schema.get("properties")
+    if isinstance(props, dict) and input_schema.get("additionalProperties") is not False:
+        known = list(props)
+        for key in args:
+            if key not in props:
+                hint = _did_you_mean(key, known)
+                listing = f"; known: {', '.join(known)}" if known and not hint else ""
+                warnings.append(f"unknown argument '{key}' is ignored by the server{hint}{listing}")
+    return errors, warnings
+
+
+# --------------------------------------------------------------------------- results
+
+
+def map_tool_result(result: Any) -> Any:
+    """Structured content if any, else the text content (JSON-decoded when JSON)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    items = [_map_content(c) for c in result.content]
+    if not items:
+        return None
+    return items[0] if len(items) == 1 else items
+
+
+def _map_content(item: Any) -> Any:
+    if getattr(item, "type", None) == "text":
+        return _maybe_json(item.text)
+    # Images, audio, resources: keep the wire shape (camelCase, base64 data) as a dict.
+    return item.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _maybe_json(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped:
+        return text
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return text
+
+
+def _error_text(result: Any) -> str:
+    texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
+    return "\n".join(texts).strip() or "the tool reported an error with no message"
+
+
+# --------------------------------------------------------------------------- server pool
+
+
+class _StartFailed(Exception):
+    """A server could not be started; carries the ToolFailed to raise for every caller."""
+
+    def __init__(self, failure: ToolFailed) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+@dataclass
+class _Server:
+    """One server's session, owned by its background task."""
+
+    name: str
+    entry: ServerEntry
+    ready: asyncio.Future[Any]  # the connected mcp.Client, or a _StartFailed
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    scope: Any = None  # the anyio CancelScope around the session, to abort a pending start
+    stderr: IO[bytes] | None = None
+
+    def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
+        """The last lines the server wrote to stderr ('' for remote servers)."""
+        if self.stderr is None or self.stderr.closed:
+            return ""
+        fd = self.stderr.fileno()
+        size = os.fstat(fd).st_size
+        start = max(0, size - _STDERR_TAIL_BYTES)
+        # pread leaves the shared file offset alone; the server keeps appending through it.
+        data = os.pread(fd, size - start, start).decode("utf-8", "replace")
+        return "\n".join(data.rstrip("\n").splitlines()[-lines:])
+
+
+class ServerPool:
+    """MCP sessions for one run: each server starts lazily on first use, once, shared by all steps."""
+
+    def __init__(
+        self, servers: Mapping[str, ServerEntry], *, cwd: str, connect_timeout: float = 20.0
+    ) -> None:
+        self._entries = dict(servers)
+        self._cwd = cwd
+        self._connect_timeout = connect_timeout
+        self._servers: dict[str, _Server] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> ServerPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    async def call(
+        self, server: str, tool: str, args: dict[str, Any], *, timeout: float | None = None
+    ) -> Any:
+        """Call `tool` on `server` and map its result (map_tool_result); raises ToolFailed."""
+        client = await self._client(server)
+        srv = self._servers[server]
+        from mcp.shared.exceptions import MCPError
+        from pydantic import ValidationError
+
+        try:
+            result = await client.call_tool(tool, args, read_timeout_seconds=timeout)
+        except MCPError as exc:
+            raise self._mcp_error(srv, f"tool '{tool}'", exc, timeout) from None
+        except ValidationError as exc:
+            raise ToolFailed(
+                f"MCP server '{server}' tool '{tool}': malformed result ({exc.error_count()} validation errors)",
+                detail=str(exc),
+            ) from None
+        except RuntimeError as exc:  # the SDK's output_schema check, among others
+            raise ToolFailed(
+                f"MCP server '{server}' tool '{tool}': {first_line(str(exc))}", detail=str(exc)
+            ) from None
+        if result.is_error:
+            text = _error_text(result)
+            first, _, rest = text.partition("\n")
+            raise ToolFailed(
+                f"MCP server '{server}' tool '{tool}' failed: {first}",
+                detail=text if rest else None,
+                result=map_tool_result(result) if result.structured_content is not None else None,
+            )
+        return map_tool_result(result)
+
+    async def list_tools(self, server: str) -> list[dict[str, Any]]:
+        """Every tool of `server` as {name, description, input_schema}, across pages."""
+        client = await self._client(server)
+        srv = self._servers[server]
+        from mcp.shared.exceptions import MCPError
+
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        try:
+            for _ in range(1000):  # a paginator that never ends must not hang the run
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(
+                    {
+                        "name": t.name,
+                        "description": t.description or "",
+                        "input_schema": t.input_schema,
+                    }
+                    for t in page.tools
+                )
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except MCPError as exc:
+            raise self._mcp_error(srv, "tools/list", exc, None) from None
+        return tools
+
+    async def aclose(self) -> None:
+        """Shut every started server down and wait for it, even if this call is cancelled."""
+        self._closed = True
+        for srv in self._servers.values():
+            srv.closing.set()
+            if not srv.ready.done() and srv.scope is not None:
+                srv.scope.cancel()  # a handshake still in progress would otherwise run to its deadline
+        tasks = [s.task for s in self._servers.values() if s.task is not None and not s.task.done()]
+        if tasks:
+            try:
+                await asyncio.wait(tasks)
+            except asyncio.CancelledError:
+                # asyncio.wait does not cancel the tasks; let their bounded shutdown finish so no
+                # server process outlives the run, then pass the cancellation on.
+                await asyncio.wait(tasks)
+                raise
+            finally:
+                for task in tasks:  # mark outcomes as seen: nothing is logged at interpreter exit
+                    if task.done() and not task.cancelled():
+                        task.exception()
+        for srv in self._servers.values():
+            if srv.stderr is not None:
+                srv.stderr.close()
+
+    # ----------------------------------------------------------------------- internals
+
+    async def _client(self, name: str) -> Any:
+        """The connected client of `name`, starting the server on first use."""
+        if self._closed:
+            raise ToolFailed(f"MCP server '{name}': the server pool is closed")
+        srv = self._servers.get(name)
+        if srv is None:
+            if name not in self._entries:
+                known = ", ".join(sorted(self._entries)) or "none"
+                raise ToolFailed(f"unknown MCP server '{name}' (servers: {known})")
+            # No await between the lookup and this insert, so concurrent first callers share it.
+            srv = _Server(name, self._entries[name], asyncio.get_running_loop().create_future())
+            # Mark a start failure as seen even if every waiter was cancelled meanwhile, so
+            # asyncio does not log "exception was never retrieved" at exit.
+            srv.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self._servers[name] = srv
+            srv.task = asyncio.create_task(self._serve(srv), name=f"mcp-server-{name}")
+        try:
+            # shield: one caller's cancellation (a step timeout) must not abort the shared start.
+            return await asyncio.shield(srv.ready)
+        except _StartFailed as exc:
+            raise ToolFailed(exc.failure.message, detail=exc.failure.detail) from None
+
+    async def _serve(self, srv: _Server) -> None:
+        """Own one server's Client from start to shutdown (anyio scopes need a single task)."""
+        import anyio
+        from mcp import Client
+
+        _quiet_sdk_logging()
+        if self._closed:  # aclose() ran before this task got its first turn
+            srv.ready.set_exception(
+                _StartFailed(
+                    ToolFailed(f"MCP server '{srv.name}': start-up abandoned, the run is ending")
+                )
+            )
+            return
+        try:
+            transport = self._transport(srv)
+        except ToolFailed as exc:
+            srv.ready.set_exception(_StartFailed(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. a malformed entry; callers must not hang
+            srv.ready.set_exception(_StartFailed(self._start_failure(srv, exc)))
+            return
+        # The deadline bounds the handshake only; it is lifted once the session is up.
+        scope = srv.scope = anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout)
+        try:
+            with scope:
+                async with Client(transport, mode=CONNECT_MODE) as client:
+                    scope.deadline = math.inf
+                    srv.ready.set_result(client)
+                    await srv.closing.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported to the callers, never lost
+            if not srv.ready.done():
+                srv.ready.set_exception(_StartFailed(self._start_failure(srv, exc)))
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                raise
+            # Anything else (a failed start, an error while closing a dead session) has been
+            # reported to the callers or no longer matters; the task ends quietly.
+            return
+        if not srv.ready.done():  # the handshake ran out of time, or aclose() aborted it
+            message = (
+                f"MCP server '{srv.name}': start-up abandoned, the run is ending"
+                if self._closed
+                else f"MCP server '{srv.name}': no answer to the MCP handshake within {self._connect_timeout:g}s"
+            )
+            srv.ready.set_exception(
+                _StartFailed(ToolFailed(message, detail=srv.stderr_tail() or None))
+            )
+
+    def _transport(self, srv: _Server) -> Any:
+        """The SDK transport for one entry: a spawned process or an HTTP connection."""
+        entry = srv.entry
+        kind = entry.transport
+        if kind in HTTP_TYPES:
+            if not entry.url:
+                raise ToolFailed(f"MCP server '{srv.name}': no url")
+            return _http_transport(kind, str(entry.url), dict(entry.headers))
+        if kind != "stdio":
+            raise ToolFailed(f"MCP server '{srv.name}': unknown type {kind!r}")
+        from mcp import StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        command = str(entry.command or "")
+        if not command:
+            raise ToolFailed(f"MCP server '{srv.name}': no command")
+        cwd = os.path.join(self._cwd, entry.cwd) if entry.cwd else self._cwd
+        # The whole environment, like the shell tool (the SDK alone passes only HOME, PATH...).
+        env = dict(os.environ)
+        if entry.envFile:
+            env_file = os.path.join(self._cwd, entry.envFile)
+            try:
+                env.update(load_env_file(env_file))
+            except (OSError, UnicodeDecodeError) as exc:
+                why = (exc.strerror if isinstance(exc, OSError) else None) or exc
+                raise ToolFailed(
+                    f"MCP server '{srv.name}': cannot read envFile {env_file}: {why}"
+                ) from None
+        env.update({str(k): str(v) for k, v in entry.env.items()})
+        params = StdioServerParameters(
+            command=command, args=[str(a) for a in entry.args], env=env, cwd=cwd
+        )
+        # The server's stderr goes to an unlinked temp file: out of planrun's output, but its
+        # tail is at hand for the error message when the server fails.
+        # The pool closes it in aclose(), after the process is gone.
+        srv.stderr = tempfile.TemporaryFile(prefix=f"planrun-mcp-{srv.name}-")  # noqa: SIM115
+        return stdio_client(params, errlog=srv.stderr)  # type: ignore[arg-type]
+
+    def _start_failure(self, srv: _Server, exc: BaseException) -> ToolFailed:
+        """One clear ToolFailed for whatever stopped a server from starting."""
+        from mcp.shared.exceptions import MCPError
+
+        leaf = _pick_leaf(exc)
+        name, tail = srv.name, srv.stderr_tail() or None
+        command = srv.entry.command or ""
+        if isinstance(leaf, FileNotFoundError):
+            where = srv.entry.cwd
+            if where and not os.path.isdir(os.path.join(self._cwd, where)):
+                return ToolFailed(f"MCP server '{name}': working directory not found: {where}")
+            return ToolFailed(f"MCP server '{name}': command not found: {command}")
+        if isinstance(leaf, PermissionError):
+            return ToolFailed(f"MCP server '{name}': cannot run {command}: permission denied")
+        if isinstance(leaf, MCPError):
+            if leaf.code == -32000:  # CONNECTION_CLOSED
+                return ToolFailed(f"MCP server '{name}': exited during start-up", detail=tail)
+            via = f" with {srv.entry.url}" if srv.entry.url else ""
+            return ToolFailed(
+                f"MCP server '{name}': handshake{via} failed: {leaf.message} (MCP error {leaf.code})",
+                detail=tail,
+            )
+        if isinstance(leaf, asyncio.CancelledError):
+            return ToolFailed(f"MCP server '{name}': start-up was cancelled")
+        text = first_line(str(leaf)) or type(leaf).__name__
+        if srv.entry.url is not None:
+            return ToolFailed(f"MCP server '{name}': cannot connect to {srv.entry.url}: {text}")
+        return ToolFailed(f"MCP server '{name}': failed to start: {text}", detail=tail)
+
+    def _mcp_error(self, srv: _Server, what: str, exc: Any, timeout: float | None) -> ToolFailed:
+        """Map an MCPError from a request to a ToolFailed naming the server and the request."""
+        code = exc.code
+        prefix = f"MCP server '{srv.name}' {what}"
+        if code == -32000:  # CONNECTION_CLOSED: the process died, or the remote end went away
+            return ToolFailed(
+                f"{prefix}: the server closed the connection (crashed or exited)",
+                detail=srv.stderr_tail() or None,
+            )
+        if code == -32001:  # REQUEST_TIMEOUT from read_timeout_seconds
+            return ToolFailed(
+                f"{prefix}: no answer within {timeout:g}s" if timeout else f"{prefix}: timed out"
+            )
+        return ToolFailed(
+            f"{prefix}: {first_line(exc.message)} (MCP error {code})",
+            detail=exc.message if "\n" in exc.message else None,
+        )
+
+
+@asynccontextmanager
+async def _http_transport(kind: str, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP (with the entry's headers) or legacy SSE streams for one server."""
+    if kind == "sse":
+        from mcp.client.sse import sse_client
+
+        async with sse_client(url, headers=headers or None) as streams:
+            yield streams
+        return
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    # The SDK's defaults: 30 s to connect/write, 300 s reads for long-lived response streams.
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+def _quiet_sdk_logging() -> None:
+    """Keep the SDK's log records (e.g. a traceback for a non-JSON line on a server's stdout)
+    off planrun's stderr unless the application configured logging itself."""
+    sdk = logging.getLogger("mcp")
+    if not any(isinstance(h, logging.NullHandler) for h in sdk.handlers):
+        # With a handler present, logging's last-resort stderr printer is not used; records
+        # still propagate to any handler the application installs on the root logger.
+        sdk.addHandler(logging.NullHandler())
+
+
+def _pick_leaf(exc: BaseException) -> BaseException:
+    """The most telling exception inside nested ExceptionGroups (an OS or MCP error first)."""
+    from mcp.shared.exceptions import MCPError
+
+    leaves = exception_leaves(exc)
+    for kind in (OSError, MCPError, TimeoutError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    real = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)]
+    return (real or leaves or [exc])[0]

@@ -1,0 +1,1 @@
+"""The plan format: its one definition, loading, validation, variables and selection."""

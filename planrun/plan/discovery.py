@@ -1,0 +1,106 @@
+"""Finding the default plan up the directory tree (as go-task and just find theirs), and the
+directory planrun was started in (`${invocation_dir}`).
+
+Without PLAN, a default-plan command looks for planrun.yaml, planrun.yml or planrun.json in the
+working directory and then in each parent directory, up to the filesystem root, never through a
+directory it may not read. The directory where one is found becomes the working directory, so
+the plan's relative paths, its state and its stat records are where the plan is. Paths given on
+the command line stay relative to where planrun was started (`Found.given_path`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from planrun.errors import UsageError
+from planrun.plan.defaultplan import find_default_plan, looks_like_plan, plan_or_default
+
+INVOCATION_DIR = "invocation_dir"
+
+NOT_FOUND = (
+    "no plan given and no planrun.yaml, planrun.yml or planrun.json in this directory or any "
+    "parent directory (name a plan file, or create one with 'planrun init')"
+)
+
+
+class Found(NamedTuple):
+    """The plan a command uses, and where planrun was started (the working directory before
+    the move to the plan's directory, if any)."""
+
+    plan: str
+    invocation_dir: str
+    moved: bool = False
+
+    def given_path(self, path: str | None) -> str | None:
+        """A path from the command line, as the user meant it: relative to `invocation_dir`."""
+        if path is None or path == "-" or not self.moved or os.path.isabs(path):
+            return path
+        return os.path.join(self.invocation_dir, path)
+
+    def variables(self) -> dict[str, Any]:
+        """planrun's own variables: `invocation_dir`."""
+        return {INVOCATION_DIR: self.invocation_dir}
+
+
+def started_in() -> str:
+    """The working directory (UsageError when it no longer exists)."""
+    try:
+        return os.getcwd()
+    except OSError as exc:
+        raise UsageError(f"cannot read the working directory: {exc.strerror or exc}") from None
+
+
+def find_plan_upwards(start: str) -> tuple[str, str] | None:
+    """(directory, file name) of the first default plan in `start` or one of its parents, or
+    None. The search stops at the filesystem root and before a directory it cannot read."""
+    if not os.path.isdir(start):
+        return None
+    directory = start
+    while True:
+        found = find_default_plan(directory)
+        if found is not None:
+            return directory, found
+        parent = os.path.dirname(directory)
+        if parent == directory or not os.access(parent, os.R_OK | os.X_OK):
+            return None
+        directory = parent
+
+
+def enter_default_plan() -> Found:
+    """The default plan, found here or above; its directory becomes the working directory."""
+    start = started_in()
+    found = find_plan_upwards(start)
+    if found is None:
+        raise UsageError(NOT_FOUND)
+    directory, name = found
+    if directory == start:
+        return Found(name, start)
+    try:
+        os.chdir(directory)
+    except OSError as exc:
+        raise UsageError(f"cannot change to directory {directory}: {exc.strerror}") from None
+    return Found(name, start, moved=True)
+
+
+def plan_or_found(plan: str | None) -> Found:
+    """PLAN as given (it must exist; nothing is looked up), else the default plan found."""
+    if plan is None:
+        return enter_default_plan()
+    start = started_in()
+    return Found(plan_or_default(plan, start), start)
+
+
+def split_run_args(args: tuple[str, ...] | list[str]) -> tuple[Found, list[str]]:
+    """(plan, targets) from `run [PLAN] [ID ...]`: the first argument is PLAN when it looks like
+    one; otherwise every argument is a target of the default plan, found here or above."""
+    start = started_in()
+    if args and looks_like_plan(args[0], start):
+        return Found(plan_or_default(args[0], start), start), list(args[1:])
+    return enter_default_plan(), list(args)
+
+
+def with_builtins(found: Found, variables: Mapping[str, Any]) -> dict[str, Any]:
+    """`variables` (from --var) over planrun's own variables: `--var invocation_dir=...` wins."""
+    return {**found.variables(), **variables}

@@ -1,0 +1,508 @@
+"""`${EXPR}` strings: parsing, the names they read, and evaluation in Jinja2's sandbox.
+
+Plain references (`${a.b[0]}`, the bulk of real plans) are parsed and evaluated here without
+Jinja2; anything else is compiled once by planrun's bounded, immutable Jinja2 sandbox
+(planrun/plan/sandbox.py) and cached.
+"""
+
+from __future__ import annotations
+
+# Lazy imports (inside functions), for start-up time: jinja2, the sandbox, the loader and shell
+# quoting only for the expressions that need them.
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from planrun.errors import PlanInvalid
+
+_CONSTANTS = {"true", "false", "none", "True", "False", "None"}
+# Patterns are compiled on first use (re's own cache), not at import: start-up time.
+_REF_RE = r"""^\s*([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[\d+\]|\['[^'\\\]]*'\]|\["[^"\\\]]*"\])*)\s*$"""
+_ACCESSOR_RE = r"""\.([A-Za-z_]\w*)|\[(\d+)\]|\['([^'\\\]]*)'\]|\["([^"\\\]]*)"\]"""
+_OPEN = {"{": "}", "[": "]", "(": ")"}
+
+
+class ExpressionError(Exception):
+    """An expression that does not parse, or that cannot be evaluated in the current scope."""
+
+    def __init__(self, message: str, *, name: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.name = name
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """One `${...}` expression: its source and the root names it reads."""
+
+    source: str
+    names: frozenset[str]
+    step_refs: frozenset[str]  # ids X read as steps.X / steps['X']
+    ref: tuple[str, tuple[str | int, ...]] | None  # (root, accessors) for plain references
+    # `steps` read other than as steps.ID / steps['ID'] (`steps[x]`, `steps | length`): such a
+    # read names no step, so it can order nothing and would see steps still pending.
+    steps_dynamic: bool = False
+
+    def evaluate(self, scope: Mapping[str, Any]) -> Any:
+        if self.ref is not None:
+            root, accessors = self.ref
+            if root not in scope:
+                raise ExpressionError(f"undefined name '{root}'", name=root)
+            value = scope[root]
+            walked = root
+            for acc in accessors:
+                try:
+                    value = value[acc]
+                except (KeyError, IndexError, TypeError):
+                    label = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
+                    raise ExpressionError(f"undefined name '{label}'", name=label) from None
+                walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
+            return value
+        # Only the names it reads: the scope may hold thousands of result variables.
+        return _evaluate_jinja(self.source, {n: scope[n] for n in self.names if n in scope})
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A string holding `${...}` parts. `whole` is set when the string is exactly one expression."""
+
+    parts: tuple[str | Expr, ...]
+
+    @property
+    def whole(self) -> Expr | None:
+        if len(self.parts) == 1 and isinstance(self.parts[0], Expr):
+            return self.parts[0]
+        return None
+
+    @property
+    def exprs(self) -> Iterator[Expr]:
+        return (p for p in self.parts if isinstance(p, Expr))
+
+    def render(self, scope: Mapping[str, Any]) -> Any:
+        whole = self.whole
+        if whole is not None:
+            return detached(whole.evaluate(scope))
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            else:
+                out.append(to_text(part.evaluate(scope)))
+        return "".join(out)
+
+
+def detached(value: Any) -> Any:
+    """A copy of a mapping or list taken from the scope, so that a tool changing its arguments
+    (a python function updating a dict it was given) cannot change a variable, a result or the
+    environment later steps get. Scalars are immutable and returned as they are."""
+    if isinstance(value, Mapping):
+        return {k: detached(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [detached(v) for v in value]
+    return value
+
+
+def to_text(value: Any) -> str:
+    """How a value reads inside a template: strings as they are, everything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _scan_end(text: str, start: int) -> int:
+    """Index of the `}` closing the expression that starts at `start` (after `${`)."""
+    depth: list[str] = []
+    quote: str | None = None
+    i = start
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in _OPEN:
+            depth.append(_OPEN[c])
+        elif depth and c == depth[-1]:
+            depth.pop()
+        elif c == "}" and not depth:
+            return i
+        i += 1
+    raise ExpressionError("unterminated '${': missing '}'")
+
+
+@lru_cache(maxsize=65536)
+def parse_template(text: str) -> Template | None:
+    """The template in `text`, or None when it holds no `${`. Raises ExpressionError."""
+    if "${" not in text:
+        return None
+    parts: list[str | Expr] = []
+    buf: list[str] = []
+    i = 0
+    while True:
+        j = text.find("${", i)
+        if j < 0:
+            buf.append(text[i:])
+            break
+        if j > 0 and text[j - 1] == "$":
+            buf.append(text[i : j - 1] + "${")
+            i = j + 2
+            continue
+        buf.append(text[i:j])
+        end = _scan_end(text, j + 2)
+        literal = "".join(buf)
+        if literal:
+            parts.append(literal)
+        buf = []
+        parts.append(parse_expr(text[j + 2 : end]))
+        i = end + 1
+    literal = "".join(buf)
+    if literal:
+        parts.append(literal)
+    if not any(isinstance(p, Expr) for p in parts):
+        return None if not parts else Template(tuple(parts))
+    return Template(tuple(parts))
+
+
+@lru_cache(maxsize=65536)
+def parse_expr(source: str) -> Expr:
+    """Parse one expression; plain references need no Jinja2."""
+    if not source.strip():
+        raise ExpressionError("empty expression '${}'")
+    m = re.match(_REF_RE, source)
+    if m and m.group(1) not in _CONSTANTS:
+        root = m.group(1)
+        accessors: list[str | int] = []
+        for a, idx, sq, dq in re.findall(_ACCESSOR_RE, m.group(2)):
+            if idx:
+                accessors.append(int(idx))
+            else:
+                accessors.append(a or sq or dq)
+        step_refs: frozenset[str] = frozenset()
+        if root == "steps" and accessors and isinstance(accessors[0], str):
+            step_refs = frozenset([accessors[0]])
+        dynamic = root == "steps" and not step_refs
+        return Expr(source, frozenset([root]), step_refs, (root, tuple(accessors)), dynamic)
+    names, step_refs, dynamic = _jinja_names(source)
+    return Expr(source, names, step_refs, None, dynamic)
+
+
+def _environment() -> Any:
+    global _ENV
+    if _ENV is None:
+        from jinja2 import StrictUndefined
+
+        from planrun.plan.sandbox import BoundedEnvironment
+
+        _ENV = BoundedEnvironment(undefined=StrictUndefined)
+    return _ENV
+
+
+_ENV: Any = None
+
+
+def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(root names read, step ids read as steps.ID, whether `steps` is read any other way)."""
+    from jinja2 import TemplateSyntaxError, nodes
+    from jinja2.parser import Parser
+
+    env = _environment()
+    try:
+        parser = Parser(env, source, state="variable")
+        node = parser.parse_expression()
+        if not parser.stream.eos:
+            raise TemplateSyntaxError(
+                f"unexpected '{parser.stream.current.value}' after the expression",
+                parser.stream.current.lineno,
+            )
+    except TemplateSyntaxError as exc:
+        raise ExpressionError(f"bad expression '${{{source}}}': {exc.message}") from None
+    except RecursionError:
+        raise ExpressionError(f"bad expression '${{{source[:40]}…}}': nested too deeply") from None
+    from planrun.plan.sandbox import TooLarge, check_literal
+
+    try:
+        check_literal(node)
+        everything = [node, *node.find_all(nodes.Node)]  # find_all skips the root itself
+    except TooLarge as exc:
+        raise ExpressionError(f"bad expression '${{{source}}}': {exc}") from None
+    except RecursionError:
+        raise ExpressionError(f"bad expression '${{{source[:40]}…}}': nested too deeply") from None
+    for f in (n for n in everything if isinstance(n, nodes.Filter)):
+        if f.name not in env.filters:
+            raise ExpressionError(f"bad expression '${{{source}}}': unknown filter '{f.name}'")
+    for t in (n for n in everything if isinstance(n, nodes.Test)):
+        if t.name not in env.tests:
+            raise ExpressionError(f"bad expression '${{{source}}}': unknown test '{t.name}'")
+    names = {n.name for n in everything if isinstance(n, nodes.Name) and n.ctx == "load"}
+    names -= set(env.globals)
+    step_refs: set[str] = set()
+    literal_reads = 0
+    for found in (n for n in everything if isinstance(n, nodes.Getattr | nodes.Getitem)):
+        sub: Any = found
+        target = sub.node
+        if isinstance(target, nodes.Name) and target.name == "steps":
+            if isinstance(sub, nodes.Getattr):
+                step_refs.add(sub.attr)
+                literal_reads += 1
+            elif isinstance(sub.arg, nodes.Const) and isinstance(sub.arg.value, str):
+                step_refs.add(sub.arg.value)
+                literal_reads += 1
+    steps_reads = sum(
+        1 for n in everything if isinstance(n, nodes.Name) and n.name == "steps" and n.ctx == "load"
+    )
+    return frozenset(names), frozenset(step_refs), steps_reads > literal_reads
+
+
+@lru_cache(maxsize=4096)
+def _compiled(source: str) -> Any:
+    return _environment().compile_expression(source, undefined_to_none=False)
+
+
+_UNDEFINED_RE = r"^'([^']+)' is undefined$"
+
+
+def _reject_undefined(value: Any, undefined: type) -> None:
+    """Raise the UndefinedError of the first undefined value anywhere in `value`.
+
+    A filter such as `map(attribute='a')` over a list holding null yields undefined values
+    inside a list; they must fail the expression here, not later when the value is used.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, undefined):
+            item._fail_with_undefined_error()  # type: ignore[attr-defined]
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
+def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
+    from jinja2 import Undefined
+    from jinja2.exceptions import SecurityError, TemplateError, UndefinedError
+
+    from planrun.plan.sandbox import TooLarge
+
+    try:
+        value = _compiled(source)(**scope)
+        _reject_undefined(value, Undefined)
+        return value
+    except UndefinedError as exc:
+        m = re.match(_UNDEFINED_RE, str(exc.message))
+        if m:
+            raise ExpressionError(f"undefined name '{m.group(1)}'", name=m.group(1)) from None
+        raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None
+    except TooLarge as exc:
+        raise ExpressionError(f"in '${{{source}}}': {exc}") from None
+    except SecurityError as exc:
+        raise ExpressionError(f"in '${{{source}}}': not allowed: {exc}") from None
+    except TemplateError as exc:
+        raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None
+    except Exception as exc:  # an expression's own error (1/0, bad filter input): one line
+        raise ExpressionError(f"in '${{{source}}}': {type(exc).__name__}: {exc}") from None
+
+
+def has_template(value: Any) -> bool:
+    """A value holding `${...}` somewhere (a string, or inside a list or mapping): known only
+    when the step runs."""
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, dict):
+        return any(has_template(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_template(v) for v in value)
+    return False
+
+
+def template_strings(
+    value: Any, path: tuple[str | int, ...] = ()
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every string holding `${` inside a JSON-like value, with its path (keys are not templated)."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    stack: list[tuple[tuple[str | int, ...], Any]] = [(path, value)]
+    while stack:  # a loop, not recursive generators: this runs over every value of a plan
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if "${" in item:
+                found.append((where, item))
+        elif isinstance(item, dict):
+            stack.extend(((*where, k), v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend(((*where, i), v) for i, v in reversed(list(enumerate(item))))
+    return found
+
+
+def resolve(
+    value: Any,
+    scope: Mapping[str, Any],
+    *,
+    path: tuple[str | int, ...] = (),
+) -> Any:
+    """`value` with every template evaluated. ExpressionError messages gain the value's path."""
+    if isinstance(value, str):
+        tpl = parse_template(value)
+        if tpl is None:
+            return value.replace("$${", "${") if "$${" in value else value
+        try:
+            return tpl.render(scope)
+        except ExpressionError as exc:
+            where = format_path(path)
+            raise ExpressionError(
+                f"{where}: {exc.message}" if where else exc.message, name=exc.name
+            ) from None
+    if isinstance(value, dict):
+        return {k: resolve(v, scope, path=(*path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve(v, scope, path=(*path, i)) for i, v in enumerate(value)]
+    return value
+
+
+def format_path(path: tuple[str | int, ...]) -> str:
+    """`args.cmd[0]` style."""
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def resolve_args(tool: str, args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
+    """A step's resolved arguments; values interpolated into a `shell` string cmd, or into the
+    script(s) of a `run` step, go in as data (planrun/tools/shellquote.py: inert text in place,
+    anything else by environment variable)."""
+    if tool == "shell" and "run" in args:
+        return _resolve_run(args, scope)
+    cmd = args.get("cmd") if tool == "shell" else None
+    tpl = parse_template(cmd) if isinstance(cmd, str) else None
+    if tpl is None or tpl.whole is not None:
+        result: dict[str, Any] = resolve(args, scope, path=("args",))
+        return result
+    rest = resolve({k: v for k, v in args.items() if k != "cmd"}, scope, path=("args",))
+    return shell_args(tpl, _texts(tpl, scope, "args.cmd"), rest)
+
+
+def _texts(tpl: Template, scope: Mapping[str, Any], where: str) -> list[str | list[str]]:
+    texts: list[str | list[str]] = []
+    for part in tpl.exprs:
+        try:
+            value = part.evaluate(scope)
+            texts.append(list(value) if isinstance(value, Words) else to_text(value))
+        except ExpressionError as exc:
+            raise ExpressionError(f"{where}: {exc.message}", name=exc.name) from None
+    return texts
+
+
+def _resolve_run(args: dict[str, Any], scope: Mapping[str, Any]) -> dict[str, Any]:
+    """A `run` step's args: each script with its values quoted by context (a list's values
+    numbered across the list, so that no two scripts' environment values share a name)."""
+    run = args["run"]
+    scripts = [run] if isinstance(run, str) else list(run)
+    rest = resolve({k: v for k, v in args.items() if k != "run"}, scope, path=("args",))
+    templates = [parse_template(s) for s in scripts]
+    texts: list[str | list[str]] = []
+    offsets: list[int] = []
+    for n, tpl in enumerate(templates):
+        offsets.append(len(texts))
+        if tpl is not None:
+            where = "run" if isinstance(run, str) else f"run[{n}]"
+            texts.extend(_texts(tpl, scope, where))
+    return run_args(run, templates, offsets, texts, rest)
+
+
+def run_args(
+    run: str | list[str],
+    templates: list[Template | None],
+    offsets: list[int],
+    texts: list[str | list[str]],
+    rest: dict[str, Any],
+    unknown: frozenset[int] = frozenset(),
+) -> dict[str, Any]:
+    """`{run, **rest}` with the values `texts` put into each script safely (as shell_args)."""
+    scripts: list[str] = []
+    env: dict[str, str] = {}
+    for n, tpl in enumerate(templates):
+        script = run if isinstance(run, str) else run[n]
+        if tpl is None:
+            scripts.append(script.replace("$${", "${"))
+            continue
+        where = "run" if isinstance(run, str) else f"run[{n}]"
+        quoted = shell_args(tpl, texts, {}, unknown, offset=offsets[n], where=where)
+        scripts.append(quoted["cmd"])
+        env.update(quoted.get("env") or {})
+    out: dict[str, Any] = {"run": scripts[0] if isinstance(run, str) else scripts, **rest}
+    if env:
+        own = rest.get("env")
+        out["env"] = {**own, **env} if isinstance(own, dict) else env if own is None else own
+    return out
+
+
+class Words(list[str]):
+    """A list of words (`cli_args`): in a shell string `cmd`, each word is a value of its own,
+    quoted by its context, with a space between them (`pytest ${cli_args}`: separate
+    arguments; inside "…": one, as "$*"); none at all for an empty list."""
+
+
+def shell_args(
+    tpl: Template,
+    texts: list[str | list[str]],
+    rest: dict[str, Any],
+    unknown: frozenset[int] = frozenset(),
+    *,
+    offset: int = 0,
+    where: str = "args.cmd",
+) -> dict[str, Any]:
+    """`{cmd, **rest}` with the values `texts` put into the command template safely (a list:
+    Words, one value a word); the values passed by environment variable are merged into `env`
+    (over the step's own). The template's values are `texts[offset:]`; the words of the ones
+    before keep their numbers (a `run` list's scripts never share a value's name)."""
+    from planrun.tools.shellquote import QuotingError, quote_command, template_items
+
+    parts: list[str | int] = []
+    flat: list[str] = [word for t in texts[:offset] for word in (t if isinstance(t, list) else [t])]
+    unknown_flat: set[int] = set()
+    n = offset
+    for part in tpl.parts:
+        if isinstance(part, str):
+            parts.append(part)
+            continue
+        text = texts[n]
+        for j, word in enumerate(text if isinstance(text, list) else [text]):
+            if j:
+                parts.append(" ")
+            if n in unknown:
+                unknown_flat.add(len(flat))
+            parts.append(len(flat))
+            flat.append(word)
+        n += 1
+    try:
+        cmd, env = quote_command(template_items(parts), flat, frozenset(unknown_flat))
+    except QuotingError as exc:
+        raise ExpressionError(f"{where}: {exc}") from None
+    out = {"cmd": cmd, **rest}
+    if env:
+        own = rest.get("env")
+        out["env"] = {**own, **env} if isinstance(own, dict) else env if own is None else own
+    return out
+
+
+def parse_cli_value(text: str) -> Any:
+    """`--var K=V`: V as a YAML scalar or flow value (`3` int, `[1,2]` list, `'3'` string).
+
+    Read by the plan loader, so it yields what the same text in a plan file would: JSON
+    types only (`yes` and `2026-11-26` stay strings). Text that is not YAML stays as typed.
+    """
+    from planrun.plan.loader import load_text
+
+    if not text.strip() or "\n" in text:
+        return text
+    try:
+        return load_text(f"v: {text}", "--var", "yaml").data["v"]
+    except (PlanInvalid, KeyError, TypeError):
+        return text

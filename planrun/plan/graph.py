@@ -1,0 +1,423 @@
+"""The step graph: effective dependencies (depends_on ∪ data flow), cycles, waves and renderings."""
+
+from __future__ import annotations
+
+import graphlib
+import heapq
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from planrun.plan.definition import Step
+from planrun.plan.expressions import ExpressionError, parse_template, template_strings
+from planrun.status import Status
+
+
+def when_source(when: str) -> str:
+    """The `${...}` form of a `when`: a string without `${` is one bare expression.
+
+    Whitespace around the condition (a YAML block scalar's line break) is no part of it.
+    (Here, where the graph and the scope read it: planrun.plan.conditions reads fan-outs, which
+    read the scope, so the graph importing it would be an import cycle.)
+    """
+    text = when.strip()
+    return text if "${" in text else "${" + text + "}"
+
+
+def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
+    """(path, text) for every `${...}` string a step holds: foreach, args, run, env, cwd, when,
+    title, approval, sources, outputs."""
+    if step.foreach is not None:
+        yield from template_strings(step.foreach, ("foreach",))
+    if step.matrix is not None:
+        yield from template_strings(step.matrix, ("matrix",))
+    yield from template_strings(step.args, ("args",))
+    if step.run is not None:
+        yield from template_strings(step.run, ("run",))
+    if step.env:
+        yield from template_strings(step.env, ("env",))
+    if step.cwd is not None:
+        yield from template_strings(step.cwd, ("cwd",))
+    if isinstance(step.when, str):
+        yield from template_strings(when_source(step.when), ("when",))
+    if step.title:
+        yield from template_strings(step.title, ("title",))
+    if isinstance(step.approval, str):  # the question asked
+        yield from template_strings(step.approval, ("approval",))
+    if step.sources:
+        yield from template_strings(step.sources, ("sources",))
+    if step.outputs:
+        yield from template_strings(step.outputs, ("outputs",))
+
+
+class PlanGraph:
+    """Steps in file order with their effective dependencies (in file order)."""
+
+    __slots__ = ("order", "deps", "kinds", "titles", "tools", "instances")
+    order: list[str]
+    deps: dict[str, list[str]]
+    kinds: dict[tuple[str, str], str]  # (from, to) -> explicit|data
+    titles: dict[str, str]
+    tools: dict[str, str]
+    # foreach steps: instance ids when known, else a placeholder (`<foreach over <a result>>`)
+    instances: dict[str, list[str] | str]
+
+    def __init__(
+        self,
+        order: list[str],
+        deps: dict[str, list[str]],
+        kinds: dict[tuple[str, str], str] | None = None,
+        titles: dict[str, str] | None = None,
+        tools: dict[str, str] | None = None,
+        instances: dict[str, list[str] | str] | None = None,
+    ) -> None:
+        self.order = order
+        self.deps = deps
+        self.kinds = {} if kinds is None else kinds
+        self.titles = {} if titles is None else titles
+        self.tools = {} if tools is None else tools
+        self.instances = {} if instances is None else instances
+
+    def foreach_note(self, sid: str) -> str | None:
+        """`foreach: 3 instances` / `foreach over <a result>` for a foreach step, else None."""
+        found = self.instances.get(sid)
+        if found is None:
+            return None
+        if isinstance(found, str):
+            return found[1:-1] if found.startswith("<foreach") else f"foreach: {found}"
+        return f"foreach: {len(found)} instance{'s' if len(found) != 1 else ''}"
+
+    @classmethod
+    def build(cls, steps: list[Step]) -> PlanGraph:
+        """Graph of `steps`; unknown ids in depends_on and bad expressions are left to validation.
+
+        A run builds it once, when it prepares the plan, and hands it to the scheduler."""
+        order = [s.id for s in steps]
+        known = set(order)
+        binders: dict[str, list[str]] = {}
+        for s in steps:
+            if s.result_variable:
+                binders.setdefault(s.result_variable, []).append(s.id)
+        position = {sid: i for i, sid in enumerate(order)}
+        deps: dict[str, list[str]] = {}
+        kinds: dict[tuple[str, str], str] = {}
+        for s in steps:
+            mine: dict[str, None] = {}
+            for d in s.depends_on:
+                if d in known and d != s.id and d not in mine:
+                    mine[d] = None
+                    kinds[(d, s.id)] = "explicit"
+            for name, ref in data_sources(s, binders, known):
+                del name
+                if ref != s.id and ref not in mine:
+                    mine[ref] = None
+                    kinds[(ref, s.id)] = "data"
+            deps[s.id] = sorted(mine, key=position.__getitem__)
+        return cls(
+            order=order,
+            deps=deps,
+            kinds=kinds,
+            titles={s.id: s.title or s.id for s in steps},
+            tools={s.id: s.tool for s in steps},
+        )
+
+    def copy(self) -> PlanGraph:
+        """A copy whose lists and dicts can be changed without touching this one."""
+        return PlanGraph(
+            order=list(self.order),
+            deps={sid: list(d) for sid, d in self.deps.items()},
+            kinds=dict(self.kinds),
+            titles=dict(self.titles),
+            tools=dict(self.tools),
+            instances={k: list(v) if isinstance(v, list) else v for k, v in self.instances.items()},
+        )
+
+    def find_cycle(self) -> list[str] | None:
+        """A cycle as [a, b, ..., a] where each step depends on the next, or None."""
+        try:
+            graphlib.TopologicalSorter(self.deps).prepare()
+        except graphlib.CycleError as exc:
+            cycle = list(reversed(exc.args[1]))[:-1]  # graphlib lists it in run order
+            position = {sid: i for i, sid in enumerate(self.order)}
+            start = min(range(len(cycle)), key=lambda i: position.get(cycle[i], 0))
+            cycle = cycle[start:] + cycle[:start]
+            return [*cycle, cycle[0]]
+        return None
+
+    def waves(self) -> list[list[str]]:
+        """Groups that could start together if every step took the same time (file order inside)."""
+        level: dict[str, int] = {}
+        for sid in self.topo_order():
+            level[sid] = 1 + max((level[d] for d in self.deps[sid]), default=-1)
+        out: list[list[str]] = [[] for _ in range(max(level.values(), default=-1) + 1)]
+        for sid in self.order:
+            out[level[sid]].append(sid)
+        return out
+
+    def topo_order(self) -> list[str]:
+        """A start order: ready steps in file order, each after all its dependencies."""
+        position = {sid: i for i, sid in enumerate(self.order)}
+        ts = graphlib.TopologicalSorter(self.deps)
+        ts.prepare()
+        out: list[str] = []
+
+        heap: list[tuple[int, str]] = []
+        while ts.is_active():
+            for sid in ts.get_ready():
+                heapq.heappush(heap, (position[sid], sid))
+            _, sid = heapq.heappop(heap)
+            out.append(sid)
+            ts.done(sid)
+        return out
+
+    def upstream(self, targets: Iterable[str]) -> set[str]:
+        """`targets` and everything they depend on, transitively."""
+        return _reachable(targets, self.deps)
+
+    def edges(self) -> list[dict[str, str]]:
+        return [
+            {"from": d, "to": sid, "kind": self.kinds.get((d, sid), "explicit")}
+            for sid in self.order
+            for d in self.deps[sid]
+        ]
+
+
+def _reachable(starts: Iterable[str], neighbours: dict[str, list[str]]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(starts)
+    while stack:
+        sid = stack.pop()
+        if sid not in seen:
+            seen.add(sid)
+            stack.extend(neighbours.get(sid, ()))
+    return seen
+
+
+def data_sources(
+    step: Step, binders: dict[str, list[str]], known: set[str]
+) -> Iterable[tuple[str, str]]:
+    """(name, producing step) for every result variable or `steps.X` the step reads.
+
+    Strings that do not parse are skipped here: validation reports them.
+    """
+    # A foreach step's element and index names hide variables of the same name in its args,
+    # when and title (not in `foreach` itself, which is read before there is an element).
+    hidden = (
+        frozenset(("matrix" if step.matrix is not None else step.as_ or "item", "index"))
+        if step.foreach is not None or step.matrix is not None
+        else frozenset()
+    )
+    for path, text in step_strings(step):
+        try:
+            tpl = parse_template(text)
+        except ExpressionError:
+            continue
+        for expr in tpl.exprs if tpl is not None else ():
+            for name in expr.names:
+                if path[0] not in ("foreach", "matrix") and name in hidden:
+                    continue
+                for producer in binders.get(name, ()):
+                    yield name, producer
+            for ref in expr.step_refs:
+                if ref in known:
+                    yield f"steps.{ref}", ref
+
+
+# ---- renderings -------------------------------------------------------------------------
+
+
+def render_json(
+    plan_name: str, graph: PlanGraph, always: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    return {
+        "plan": plan_name,
+        "nodes": [
+            {**_node(graph, s), **({"always": True} if s in always else {})} for s in graph.order
+        ],
+        "edges": graph.edges(),
+        "waves": graph.waves(),
+    }
+
+
+def _node(graph: PlanGraph, sid: str) -> dict[str, Any]:
+    node: dict[str, Any] = {"id": sid, "title": graph.titles[sid], "tool": graph.tools[sid]}
+    found = graph.instances.get(sid)
+    if isinstance(found, list):
+        node["instances"] = found
+    elif found is not None:
+        node["instances"] = [f"{sid}[*]"]
+        node["foreach"] = found
+    return node
+
+
+def render_mermaid(graph: PlanGraph) -> str:
+    """A Mermaid flowchart; node ids are step ids (quoted ones get a safe alias)."""
+    lines = ["flowchart TD"]
+    alias = _mermaid_ids(graph.order)
+    for sid in graph.order:
+        label = f"{sid}: {graph.titles[sid]}" if graph.titles[sid] != sid else sid
+        label = _mermaid_text(label)
+        note = graph.foreach_note(sid)
+        if note:
+            label += "<br/>" + _mermaid_text(note)
+        lines.append(f'    {alias[sid]}["{label}<br/>[{_mermaid_text(graph.tools[sid])}]"]')
+    for e in graph.edges():
+        arrow = "-->" if e["kind"] == "explicit" else "-.->|data|"
+        lines.append(f"    {alias[e['from']]} {arrow} {alias[e['to']]}")
+    return "\n".join(lines) + "\n"
+
+
+# Label characters Mermaid would read as syntax, HTML or markdown, as its entity codes
+# (`#name;` or `#decimal;`); one pass, so the `#` and `;` of a code are not escaped again.
+_MERMAID_ENTITIES = str.maketrans(
+    {
+        "#": "#35;",
+        ";": "#59;",
+        '"': "#quot;",
+        "<": "#lt;",
+        ">": "#gt;",
+        "&": "#amp;",
+        "`": "#96;",
+        "\n": " ",
+        "\r": " ",
+    }
+)
+
+
+def _mermaid_text(text: str) -> str:
+    return text.translate(_MERMAID_ENTITIES)
+
+
+# Words Mermaid's flowchart lexer takes as keywords when they start a node id (checked
+# against mermaid 11): `end`, `end.x` and `graph-x` break a diagram, `End` and `endx` do not.
+MERMAID_KEYWORDS = frozenset(
+    [
+        "end",
+        "graph",
+        "flowchart",
+        "subgraph",
+        "style",
+        "class",
+        "classDef",
+        "linkStyle",
+        "click",
+        "call",
+        "href",
+        "interpolate",
+        "_blank",
+        "_self",
+        "_parent",
+        "_top",
+    ]
+)
+_MERMAID_SAFE_ID = (
+    r"^[A-Za-z0-9_]+(?:[.-][A-Za-z0-9_]+)*$"  # compiled on first use (re's cache), not at import
+)
+
+
+def _instance_lines(graph: PlanGraph, sid: str, statuses: dict[str, str]) -> list[str]:
+    """A foreach step's instances under it (from the last run when it has them)."""
+    found = graph.instances.get(sid)
+    if found is None:
+        return []
+    ran = [i for i in statuses if i.startswith(f"{sid}[")]
+    ids = ran or found
+    if isinstance(ids, str):
+        return [f"      └ {sid}[*]  {ids}"]
+    if not ids:
+        return ["      └ (no instances: the list is empty)"]
+    shown = ids[:20]
+    lines = [
+        f"      {'└' if k == len(ids) - 1 else '├'} {GLYPHS.get(statuses.get(i), '○')} {i}"
+        for k, i in enumerate(shown)
+    ]
+    if len(ids) > len(shown):
+        lines.append(f"      └ … and {len(ids) - len(shown)} more")
+    return lines
+
+
+def _mermaid_ids(order: list[str]) -> dict[str, str]:
+    """Node id per step: the step id itself, or `step_...` for the few Mermaid cannot take.
+
+    Mermaid has no quoting for node ids, so a keyword (`end`) or a link-like run (`a--b`,
+    `a-.b`) gets an alias; the label still shows the real step id.
+    """
+    taken = set(order)
+    out: dict[str, str] = {}
+    for sid in order:
+        if re.match(_MERMAID_SAFE_ID, sid) and re.split(r"[.-]", sid)[0] not in MERMAID_KEYWORDS:
+            out[sid] = sid
+            continue
+        base = "step_" + re.sub(r"[^A-Za-z0-9_]", "_", sid)
+        alias, n = base, 2
+        while alias in taken:
+            alias, n = f"{base}_{n}", n + 1
+        taken.add(alias)
+        out[sid] = alias
+    return out
+
+
+def render_dot(plan_name: str, graph: PlanGraph) -> str:
+    """Graphviz DOT; node ids are the step ids, quoted."""
+
+    def esc(s: str) -> str:
+        # DOT strings escape only `"`; in labels a backslash starts an escape (\n, \l), so
+        # titles and names written with `\` or line breaks are escaped, not passed through.
+        return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    def q(s: str) -> str:
+        return f'"{esc(s)}"'
+
+    lines = [f"digraph {q(plan_name)} {{", "    rankdir=TB;", "    node [shape=box];"]
+    for sid in graph.order:
+        parts = [sid, graph.titles[sid]] if graph.titles[sid] != sid else [sid]
+        note = graph.foreach_note(sid)
+        if note:
+            parts.append(note)
+        label = "\\n".join([*map(esc, parts), esc(f"[{graph.tools[sid]}]")])
+        lines.append(f'    {q(sid)} [label="{label}"];')
+    for e in graph.edges():
+        style = "" if e["kind"] == "explicit" else ' [style=dashed, label="data"]'
+        lines.append(f"    {q(e['from'])} -> {q(e['to'])}{style};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+GLYPHS: dict[str | None, str] = {
+    None: "○",
+    Status.PENDING: "○",
+    Status.RUNNING: "◐",
+    Status.SUCCEEDED: "✓",
+    Status.CACHED: "✓",
+    Status.FAILED: "✗",
+    Status.SKIPPED: "⊘",
+    Status.IGNORED: "!",
+    Status.INTERRUPTED: "⏸",
+}
+
+
+def render_ascii(
+    graph: PlanGraph,
+    statuses: dict[str, str] | None = None,
+    always: frozenset[str] = frozenset(),
+) -> str:
+    """mcp-cli style: status glyph, id, title, [tool], `← after: a, b`, `∥` for parallel steps;
+    `(always)` after the id of a step in `always`."""
+    statuses = statuses or {}
+    lines = []
+    for n, wave in enumerate(graph.waves(), 1):
+        parallel = len(wave) > 1
+        lines.append(f"wave {n}" + (f"  ∥ {len(wave)} in parallel" if parallel else ""))
+        for sid in wave:
+            glyph = GLYPHS.get(statuses.get(sid), "○")
+            title = graph.titles[sid]
+            text = f"  {'∥ ' if parallel else '  '}{glyph} {sid}"
+            text += " (always)" if sid in always else ""
+            if title != sid:
+                text += f"  {title}"
+            text += f"  [{graph.tools[sid]}]"
+            if graph.deps[sid]:
+                text += f"  ← after: {', '.join(graph.deps[sid])}"
+            lines.append(text)
+            lines.extend(_instance_lines(graph, sid, statuses))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,219 @@
+"""`params`: the variables that are a plan's command-line interface.
+
+A `--var` value arrives as the text typed (`GivenText`); for a declared param it is converted
+to the param's type (`version=1.10` stays the string "1.10"), for any other name it is read
+as YAML, as before. A run then checks choices and required params (exit 2, naming them), and
+fills in the defaults under what was given. Validation checks the declarations themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from planrun.errors import UsageError
+from planrun.plan.definition import NAME_PATTERN, SCOPE_NAMES, Param
+
+Path = tuple[str | int, ...]
+
+_ARTICLE = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "list": "a list",
+    "mapping": "a mapping",
+}
+CLI_ARGS = "cli_args"
+"""The words after `--` of `planrun run` ([] without them): every run has it."""
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+class GivenText(str):
+    """A `--var` value as typed: its reading depends on whether its name is a param."""
+
+    __slots__ = ()
+
+
+class ParamError(ValueError):
+    """A value that is not of its param's type."""
+
+
+def from_text(kind: str, text: str) -> Any:
+    """`text` (a --var value) as a value of `kind` (ParamError if it is not one)."""
+    if kind == "string":
+        return str(text)
+    stripped = text.strip()
+    if kind == "integer" and _INTEGER.fullmatch(stripped):
+        return int(stripped)
+    if kind == "number":
+        if _INTEGER.fullmatch(stripped):
+            return int(stripped)
+        try:
+            number = float(stripped)
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number):
+            return number
+    if kind == "boolean" and stripped.lower() in _TRUE | _FALSE:
+        return stripped.lower() in _TRUE
+    if kind in ("list", "mapping"):
+        from planrun.plan.expressions import parse_cli_value
+
+        return of_type(kind, parse_cli_value(text), text)
+    raise ParamError(f"expected {_ARTICLE[kind]}, got {text!r}")
+
+
+def of_type(kind: str, value: Any, shown: Any = None) -> Any:
+    """`value` when it is of `kind` (an integer is a number too), else ParamError."""
+    ok = {
+        "string": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+        "list": isinstance(value, list),
+        "mapping": isinstance(value, dict),
+    }[kind]
+    if not ok:
+        raise ParamError(f"expected {_ARTICLE[kind]}, got {value if shown is None else shown!r}")
+    return value
+
+
+def read_given(params: Mapping[str, Param], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The given values (--var text, vars file values) read for the plan's params, without
+    checking choices or required ones (`list`, `graph`): a value that cannot be read is
+    left as it came."""
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        try:
+            out[name] = _read(params, name, value)
+        except ParamError:
+            out[name] = value
+    return out
+
+
+def _read(params: Mapping[str, Param], name: str, value: Any) -> Any:
+    param = params.get(name)
+    if isinstance(value, GivenText):
+        if param is None:
+            from planrun.plan.expressions import parse_cli_value
+
+            return parse_cli_value(str(value))
+        return from_text(param.type, str(value))
+    return value if param is None else of_type(param.type, value)
+
+
+def bind_params(
+    params: Mapping[str, Param], given: Mapping[str, Any], required: bool = True
+) -> dict[str, Any]:
+    """What a run starts with: the given values read for their params, then each param's
+    default under them. UsageError (exit 2) for a value of the wrong type or outside the
+    choices, and (when `required`) for required params without a value (all named)."""
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        where = f"--var {name}" if isinstance(value, GivenText) else name
+        try:
+            out[name] = _read(params, name, value)
+        except ParamError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+        choices = params[name].choices if name in params else None
+        if choices is not None and out[name] not in choices:
+            shown = ", ".join(str(c) for c in choices)
+            raise UsageError(f"{where}: {out[name]!r} is not one of {shown}")
+    missing = [n for n, p in params.items() if p.required and n not in out]
+    if missing and required:
+        names = ", ".join(missing)
+        hint = " ".join(f"--var {n}=..." for n in missing)
+        raise UsageError(
+            f"missing required param{'s' if len(missing) > 1 else ''}: {names} ({hint})"
+        )
+    defaults = {n: p.default for n, p in params.items() if not p.required}
+    return {**defaults, **out}
+
+
+def param_problems(
+    params: Mapping[str, Any], variables: Mapping[str, Any]
+) -> Iterator[tuple[Path, str]]:
+    """What is wrong with the plan's `params` beyond their schema: (path, message)."""
+    for name, param in params.items():
+        at: Path = ("params", name)
+        if name in variables:
+            yield at, f"'{name}' is in both params and variables (a name is one or the other)"
+        if not re.fullmatch(NAME_PATTERN, name) or name in SCOPE_NAMES:
+            yield at, f"param name '{name}' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
+        yield from _declaration_problems(name, _fields(param), at)
+
+
+def _fields(param: Any) -> tuple[str, Any, list[Any] | None]:
+    """(type, default, choices) of a param, validated or as written (another error in the
+    plan's header leaves them unvalidated: they are still checked, where they make sense)."""
+    if isinstance(param, Param):
+        return param.type, param.default, param.choices
+    raw = param if isinstance(param, Mapping) else {}
+    kind, choices = raw.get("type", "string"), raw.get("choices")
+    return (
+        kind if kind in _ARTICLE else "",
+        raw.get("default"),
+        choices if isinstance(choices, list) else None,
+    )
+
+
+def _declaration_problems(
+    name: str, fields: tuple[str, Any, list[Any] | None], at: Path
+) -> Iterator[tuple[Path, str]]:
+    kind, default, choices = fields
+    if not kind:
+        return  # an unknown type: the schema says so
+    for i, choice in enumerate(choices or ()):
+        try:
+            of_type(kind, choice)
+        except ParamError as exc:
+            yield (*at, "choices", i), f"param '{name}': choice {exc}"
+    if default is None:
+        return
+    try:
+        of_type(kind, default)
+    except ParamError as exc:
+        yield (*at, "default"), f"param '{name}': default {exc}"
+        return
+    if choices is not None and default not in choices:
+        shown = ", ".join(str(c) for c in choices)
+        yield (*at, "default"), f"param '{name}': default {default!r} is not one of {shown}"
+
+
+def param_rows(params: Mapping[str, Param]) -> dict[str, dict[str, Any]]:
+    """What `planrun list` shows of each param."""
+    return {
+        name: {
+            "type": p.type,
+            "default": p.default,
+            "required": p.required,
+            "choices": p.choices,
+            "description": p.description,
+        }
+        for name, p in params.items()
+    }
+
+
+def render_params(rows: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """`list`'s lines for the params: name, type, required or default, choices, description."""
+    if not rows:
+        return []
+    width = max(len(n) for n in rows)
+    lines = ["params:"]
+    for name, row in rows.items():
+        parts = [row["type"]]
+        if row["required"]:
+            parts.append("required")
+        elif row["default"] is not None:
+            parts.append(f"default {json.dumps(row['default'], ensure_ascii=False)}")
+        if row["choices"] is not None:
+            parts.append("one of " + ", ".join(str(c) for c in row["choices"]))
+        text = f"  {name.ljust(width)}  ({'; '.join(parts)})"
+        lines.append(text + (f"  {row['description']}" if row["description"] else ""))
+    return lines

@@ -1,0 +1,74 @@
+"""Validation of `run`, and of the plan's `env` and `dotenv` names (SPEC 13): each problem at
+its position, as validate.py reports the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from planrun.plan.definition import Step
+from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
+from planrun.plan.schema_errors import Collector, Path
+from planrun.suggest import did_you_mean
+
+
+def run_or_tool(raw: dict[str, Any], i: int, out: Collector) -> dict[str, Any]:
+    """The step as it is to be validated: one that has both `run` and `tool` is reported
+    (at `run`) and checked as its `tool` says."""
+    if "run" not in raw or "tool" not in raw:
+        return raw
+    sid = raw.get("id", raw.get("index"))
+    who = f"step '{sid}'" if isinstance(sid, str | int) else f"step #{i + 1}"
+    out.add(
+        ("steps", i, "run"),
+        f"{who} has both 'run' and 'tool': a step has one or the other ('run' is tool: shell)",
+        key=True,
+    )
+    return {k: v for k, v in raw.items() if k != "run"}
+
+
+def check_run(s: Step, i: int, out: Collector) -> None:
+    """A `run` list has at least one command."""
+    if isinstance(s.run, list) and not s.run:
+        out.add(("steps", i, "run"), f"step '{s.id}': run: an empty list runs nothing")
+
+
+def check_plan_templates(header: Any, names: set[str], out: Collector) -> None:
+    """`${...}` in the plan's `env` values and `dotenv` file names: read before any step runs
+    (`dotenv`) or for every step (`env`), so they read variables and `env` only."""
+    if header is None:
+        return
+    found = template_strings(dict(header.env), ("env",))
+    found += template_strings(list(header.dotenv), ("dotenv",))
+    check_before_any_step(found, names, out, format_path, "read before any step")
+
+
+def check_before_any_step(
+    found: list[tuple[Path, str]],
+    names: set[str],
+    out: Collector,
+    where: Callable[[Path], str],
+    why: str,
+    bound: Iterable[str] = (),
+) -> None:
+    """Templates evaluated before any step runs (plan `env`, `dotenv` names, server entries):
+    each may read the variables `names` and `env`, nothing else. `where`: how a diagnostic
+    names the place; `bound`: names that are results (said to be read too early)."""
+    known, early = names | {"env"}, {"steps", *bound}
+    for path, text in found:
+        try:
+            tpl = parse_template(text)
+        except ExpressionError as exc:
+            out.add(path, f"{where(path)}: {exc.message}")
+            continue
+        for expr in tpl.exprs if tpl else ():
+            for name in sorted(expr.names - known):
+                note = f" ({why}: use variables or env)" if name in early else ""
+                out.add(
+                    path,
+                    f"{where(path)}: undefined name '{name}'{note}",
+                    hint=did_you_mean(name, names),
+                )
+
+
+__all__ = ["check_before_any_step", "check_plan_templates", "check_run", "run_or_tool"]

@@ -1,0 +1,270 @@
+"""Replanning: ask an external planner for steps that replace every unfinished step.
+
+planrun stays deterministic and model-free: the planner is a command (context JSON on stdin,
+steps JSON on stdout) or an MCP tool (context as arguments). Every revision is validated
+against the completed steps before anything runs. The answer is a value (a `Revision` or a
+`ReplanStop`) that the scheduler applies, emits as `plan.diff`, and so stores.
+"""
+
+from __future__ import annotations
+
+# Lazy imports (inside functions), for start-up time: the loader, the model and validation only
+# when a planner answers.
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import signal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from planrun import untrusted_json
+from planrun.errors import PlanInvalid
+from planrun.plan.definition import Plan, Step, replace
+from planrun.run.planner import Replanner, ReplanRequest, ReplanStop, Revision
+from planrun.status import Reason
+
+if TYPE_CHECKING:
+    from planrun.run.request import RunRequest
+    from planrun.tools.base import Services
+
+
+class PlannerError(Exception):
+    """The planner could not be asked, or its answer is not a list of steps."""
+
+
+def step_dict(step: Step) -> dict[str, Any]:
+    """A step as it would be written in a plan file."""
+    return step.to_dict(exclude_defaults=True)
+
+
+def apply_revisions(plan: Plan, revisions: list[dict[str, Any]]) -> Plan:
+    """The plan as its last stored revision left it (each revision stores the full step list).
+
+    The stored steps are validated again (pydantic, imported only here: a rare path)."""
+    if not revisions:
+        return plan
+    from planrun.plan import model
+
+    steps = [model.runtime_step(model.Step.model_validate(s)) for s in revisions[-1]["steps"]]
+    return replace(plan, steps=steps)
+
+
+def make_replanner(
+    plan: Plan,
+    req: RunRequest,
+    services: Services,
+    mask: Callable[[Any], Any] | None = None,
+) -> Replanner:
+    """The scheduler's replan hook for this run's planner source."""
+    if req.planner:
+        source: dict[str, Any] = {"command": req.planner, "timeout": 60.0}
+    else:
+        assert plan.replan is not None
+        source = {
+            "command": plan.replan.command,
+            "tool": plan.replan.tool,
+            "timeout": plan.replan.timeout,
+        }
+    cwd = req.cwd
+
+    async def ask(context: dict[str, Any]) -> Any:
+        if source.get("tool"):
+            pool = services.mcp
+            server, name = str(source["tool"]).split(".", 1)
+            if pool is None:
+                raise PlannerError(
+                    f"planner tool {source['tool']}: MCP server '{server}' is not configured"
+                )
+            try:
+                return await pool.call(server, name, context, timeout=source["timeout"])
+            except Exception as exc:
+                raise PlannerError(f"planner tool {source['tool']} failed: {exc}") from None
+        return await _run_command(source["command"], context, cwd, float(source["timeout"]))
+
+    async def replan(request: ReplanRequest) -> Revision | ReplanStop:
+        return await _replan(request, ask, services.notice, mask)
+
+    return replan
+
+
+async def _run_command(
+    command: list[str] | str, context: dict[str, Any], cwd: str, timeout: float
+) -> Any:
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    label = " ".join(argv)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise PlannerError(
+            f"planner command not found or not runnable: {label} ({exc.strerror})"
+        ) from None
+    try:
+        async with asyncio.timeout(timeout):
+            out, err = await proc.communicate(json.dumps(context, default=str).encode())
+    except (TimeoutError, asyncio.CancelledError) as exc:
+        _kill(proc)
+        await proc.wait()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise PlannerError(f"planner timed out after {timeout:g}s: {label}") from None
+    if proc.returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        raise PlannerError(f"planner exited with code {proc.returncode}: {label}: {tail[0]}")
+    text = out.decode(errors="replace").strip()
+    try:
+        return untrusted_json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlannerError(
+            f"planner printed something that is not JSON ({exc.msg} at line {exc.lineno} "
+            f"column {exc.colno}): {text[:80]!r}"
+        ) from None
+    except ValueError:  # a number too long for Python to read, or nesting too deep
+        raise PlannerError(
+            f"planner printed JSON planrun cannot read (a number too long or nesting too "
+            f"deep): {text[:80]!r}"
+        ) from None
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _steps_of(answer: Any) -> list[Any]:
+    if isinstance(answer, dict) and "steps" in answer:
+        answer = answer["steps"]
+    if not isinstance(answer, list):
+        raise PlannerError('planner output must be a list of steps or {"steps": [...]}')
+    return answer
+
+
+async def _replan(
+    request: ReplanRequest,
+    ask: Callable[[dict[str, Any]], Awaitable[Any]],
+    notice: Callable[[str], None] | None,
+    mask: Callable[[Any], Any] | None = None,
+) -> Revision | ReplanStop:
+    """Ask until a revision validates or the budget is spent; the answer is a value the
+    scheduler applies (this module changes nothing of the run itself)."""
+    plan = request.plan
+    steps = {s.id: s for s in plan.steps}
+    first = request.failures[0]
+    error = first.error
+    history: list[dict[str, Any]] = [
+        {"revision": r["revision"], "error": r["error"], "diff": r["diff"]}
+        for r in request.revisions
+    ]
+    calls = 0
+    while True:
+        if calls >= request.calls_left:
+            limit = request.limit or f"limits.max_replans is {plan.limits.max_replans}"
+            text = f"replan budget exhausted: {limit} (last error: {error})"
+            return ReplanStop(Reason.REPLAN_BUDGET, text, calls)
+        calls += 1
+        context = planner_context(request, steps, error, history)
+        try:
+            # The planner is outside the run: it sees secrets masked, as every output does.
+            new_raw = _steps_of(await ask(mask(context) if mask is not None else context))
+        except PlannerError as exc:
+            history.append({"revision": None, "error": str(exc), "diff": None})
+            error = str(exc)
+            _say(notice, f"replan {len(request.revisions) + calls} failed: {exc}")
+            continue
+        if not new_raw:
+            return ReplanStop(Reason.NO_PLAN, "the planner returned no steps", calls)
+        new_plan, problem = _check_revision(request, steps, new_raw, calls)
+        if new_plan is None:
+            error = f"the planner's revision is invalid: {problem}"
+            history.append({"revision": None, "error": error, "diff": None})
+            _say(notice, f"replan {len(request.revisions) + calls} rejected: {problem}")
+            continue
+        new_steps = new_plan.steps[len(request.completed) :]
+        record = {
+            "revision": len(request.revisions) + 1,
+            "diff": plan_diff(plan, request.completed, new_steps),
+            "error": first.error,
+            "failed_step": first.step_id,
+            "steps": [step_dict(s) for s in new_plan.steps],
+        }
+        if len(request.failures) > 1:
+            record["failed_steps"] = [f.step_id for f in request.failures]
+        return Revision(new_plan, record, calls)
+
+
+def planner_context(
+    request: ReplanRequest, steps: dict[str, Step], error: str, history: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The planner's input: `failed_step` and `error` name the first failure, `failures`
+    lists every step that failed with `on_failure: replan` before the planner was asked."""
+    plan = request.plan
+    return {
+        "goal": plan.goal,
+        "plan": plan.to_dict(exclude_defaults=True) | {"name": plan.name or ""},
+        "failed_step": step_dict(steps[request.failures[0].step_id]),
+        "error": error,
+        "failures": [
+            {"failed_step": step_dict(steps[f.step_id]), "error": f.error} for f in request.failures
+        ],
+        "completed": dict(request.results),
+        "variables": dict(request.variables),
+        "history": list(history),
+    }
+
+
+def _check_revision(
+    request: ReplanRequest, steps: dict[str, Step], new_raw: list[Any], number: int
+) -> tuple[Plan | None, str]:
+    """The revised plan (the completed steps, then the new ones) if it validates, else
+    (None, the problems in one line)."""
+    from planrun.plan.loader import load_text
+    from planrun.plan.validate import check_document
+
+    plan = request.plan
+    kept = [step_dict(steps[sid]) for sid in request.completed]
+    candidate = plan.to_dict(exclude_defaults=True)
+    candidate.update({"name": plan.name or "", "steps": kept + new_raw})
+    candidate.pop("id", None)
+    label = f"<revision {len(request.revisions) + number}>"
+    try:
+        checked = check_document(
+            load_text(json.dumps(candidate), label, "json"), dict(request.variables)
+        )
+        errors = [d for d in checked.diagnostics if d.severity == "error"]
+    except PlanInvalid as exc:
+        errors, checked = exc.diagnostics, None
+    if errors or checked is None or checked.plan is None:
+        text = "; ".join(d.message + (f" ({d.hint})" if d.hint else "") for d in errors)
+        return None, text or "invalid revision"
+    from planrun.run.revision_check import gates_kept
+
+    return replace(plan, steps=gates_kept(plan, checked.plan.steps)), ""
+
+
+def plan_diff(plan: Plan, completed: list[str], new_steps: list[Step]) -> dict[str, list[str]]:
+    """{removed, added, revised} by step id; revised = same id, different tool or args."""
+    done = set(completed)
+    old = {s.id: s for s in plan.steps if s.id not in done}
+    new = {s.id: s for s in new_steps}
+    return {
+        "removed": [sid for sid in old if sid not in new],
+        "added": [sid for sid in new if sid not in old],
+        "revised": [
+            sid
+            for sid in new
+            if sid in old and (old[sid].tool, old[sid].args) != (new[sid].tool, new[sid].args)
+        ],
+    }
+
+
+def _say(notice: Callable[[str], None] | None, text: str) -> None:
+    if notice is not None:
+        notice(text)

@@ -1,0 +1,233 @@
+"""What the scheduler knows about each step of a run, the names an expression can read, and
+what a step would do with them (its condition, resolved arguments and fingerprint).
+
+`StepRecord`s are changed by the scheduler only; `Scope` and `StepsView` read them live, so
+an expression sees every step's current status without a copy per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from planrun.plan.definition import Plan, Step, replace
+from planrun.plan.expressions import ExpressionError, resolve, to_text
+from planrun.plan.graph import when_source
+from planrun.run.stepcall import call_args, step_place, under
+from planrun.status import Status
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """The scheduler's own view of one step in this run."""
+
+    status: Status = Status.PENDING
+    attempts: int = 0
+    result: Any = None
+    error: str | None = None
+    duration_s: float | None = None
+    fingerprint: str | None = None
+    executed: bool = False  # started (or settled by its own failure) in this run
+    kept: bool = False  # kept from the previous run as it was recorded there
+    upstream_failed: bool = False  # skipped because a step it depends on failed
+    result_masked: bool = False  # a secret was masked in the result as shown and stored
+    reason: str | None = None  # why it was skipped, or why it runs again on resume
+    cache_key: str | None = None  # its cache key, when the cache keyed it (ran, hit, or kept so)
+
+    @property
+    def blocks_dependents(self) -> bool:
+        """Its dependents are skipped: it failed, was stopped, or was itself skipped so."""
+        return self.status in (Status.FAILED, Status.INTERRUPTED) or self.upstream_failed
+
+
+class StepsView(Mapping[str, Any]):
+    """`steps.<id>` in expressions: each step's status, result and error, read live."""
+
+    def __init__(self, records: dict[str, StepRecord]) -> None:
+        self._records = records
+
+    def __getitem__(self, sid: str) -> dict[str, Any]:
+        r = self._records[sid]
+        # A step the cache had counts as succeeded for `when` (its result is the recorded one).
+        status = Status.SUCCEEDED if r.status == Status.CACHED else r.status
+        return {"status": str(status), "result": r.result, "error": r.error}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+
+class Scope(Mapping[str, Any]):
+    """The names an expression can read, without copying them for every step (`env` and
+    `steps` first, then variables: plan < vars file < --var < result variables)."""
+
+    def __init__(
+        self, variables: dict[str, Any], env: dict[str, str], records: dict[str, StepRecord]
+    ) -> None:
+        self._variables = variables
+        self._env = env
+        self._records = records
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "env":
+            return self._env
+        if name == "steps":
+            return StepsView(self._records)
+        return self._variables[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in ("env", "steps") or name in self._variables
+
+    def __iter__(self) -> Iterator[str]:
+        yield "env"
+        yield "steps"
+        yield from (k for k in self._variables if k not in ("env", "steps"))
+
+    def __len__(self) -> int:
+        return 2 + len(self._variables)
+
+
+def fingerprint(tool: str, args: Any, mask: Callable[[Any], Any] | None = None) -> str:
+    """What a step does: its tool and resolved arguments, secrets masked.
+
+    Masked so that the stored value tells nothing about a secret, and so that a step reading
+    a result recorded masked (`hdr-***`) has the same fingerprint on resume as when it ran.
+    """
+    shown = mask(args) if mask is not None else args
+    blob = json.dumps([tool, shown], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def step_condition(step: Step, scope: Mapping[str, Any]) -> bool:
+    """Whether the step's `when` holds now (no `when`: it does). ExpressionError if it cannot
+    be evaluated."""
+    when = step.when
+    if when is None or when is True:
+        return True
+    if isinstance(when, bool):
+        return when
+    return bool(resolve(when_source(when), scope, path=("when",)))
+
+
+class _MaskedScope(Mapping[str, Any]):
+    """A scope whose values read with the secrets masked (nested mappings such as `steps` too)."""
+
+    def __init__(self, inner: Mapping[str, Any], mask: Callable[[Any], Any]) -> None:
+        self._inner = inner
+        self._mask = mask
+
+    def __getitem__(self, name: str) -> Any:
+        value = self._inner[name]
+        if isinstance(value, Mapping) and not isinstance(value, dict):
+            return _MaskedScope(value, self._mask)
+        return self._mask(value)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._inner
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._inner)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+def step_args(
+    step: Step, scope: Mapping[str, Any], mask: Callable[[Any], Any] | None = None
+) -> tuple[dict[str, Any], str]:
+    """The step's resolved arguments and their fingerprint; ExpressionError if they cannot be
+    resolved now."""
+    args = call_args(step, scope)
+    if mask is None:
+        return args, fingerprint(step.tool, args)
+    shown = mask(args)
+    if shown is not args and shown != args:
+        # A secret is in the arguments. Fingerprint what they resolve to with the secrets
+        # masked in the scope, as resume sees a result recorded masked: how a value reaches a
+        # command depends on its characters (`***` goes through the environment, a plain word
+        # is written in), so masking the resolved arguments alone would not match.
+        # (An expression the masked value does not suit, `| int`: as resolved.)
+        with contextlib.suppress(ExpressionError):
+            shown = mask(call_args(step, _MaskedScope(scope, mask)))
+    return args, fingerprint(step.tool, shown)
+
+
+def with_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
+    """The step with the `${...}` of its `sources` and `outputs` rendered, and the patterns
+    made relative to the working directory when the step runs in another (its `cwd`, or a
+    shell step's `args.cwd`); itself when nothing changes. ExpressionError when one cannot be
+    rendered now."""
+    if not step.sources and not step.outputs:
+        return step
+    place = step_place(step, scope)
+    found: dict[str, list[str]] = {}
+    for field in ("sources", "outputs"):
+        patterns = getattr(step, field)
+        if not patterns or (place is None and not any("$" in p for p in patterns)):
+            continue
+        from planrun.cache.globs import pattern_problem  # only for a templated pattern
+
+        found[field] = []
+        for n, p in enumerate(patterns):
+            text = to_text(resolve(p, scope, path=(field, n)))
+            if place is not None:
+                text = under(place, text)
+            problem = pattern_problem(text, output=field == "outputs")
+            if problem:
+                raise ExpressionError(f"{field}[{n}] renders as {text!r}: {problem}")
+            found[field].append(text)
+    return replace(step, **found) if found else step
+
+
+def rendered_text(text: str | None, scope: Callable[[], Mapping[str, Any]]) -> str | None:
+    """`text` (a title, a description) with `${...}` rendered; as written when it cannot be
+    rendered now (a result or an element not known yet). The scope is asked for only when the
+    text has an expression."""
+    if not text or "${" not in text:
+        return text
+    try:
+        return to_text(resolve(text, scope(), path=("title",)))
+    except ExpressionError:
+        return text
+
+
+def rendered_title(step: Step, scope: Callable[[], Mapping[str, Any]]) -> str:
+    """The step's title with `${...}` rendered (as written when it cannot be rendered; no
+    title: its id). Every view renders titles with this function."""
+    return rendered_text(step.title, scope) or step.id
+
+
+def known_scope(
+    variables: Mapping[str, Any], env: Mapping[str, str], extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What an expression reads before the run (`list`, `show`, the dry run): the variables
+    (`extra` on top: a foreach element), `env`, and no step yet."""
+    return {**variables, **(extra or {}), "env": env, "steps": {}}
+
+
+def plan_scope(plan: Plan, given: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """`known_scope` of a plan outside a run: its variables evaluated with the given ones over
+    them (a variable that cannot be evaluated yet leaves its expression unread)."""
+    from planrun.plan.variables import evaluate_variables
+
+    try:
+        variables = evaluate_variables(plan.variables, given, env, plan.secrets)
+    except ExpressionError:
+        variables = {**plan.variables, **given}
+    return known_scope(variables, env)
+
+
+def titles_before_run(
+    steps: list[Step], variables: Mapping[str, Any], env: Mapping[str, str]
+) -> dict[str, str]:
+    """Each step's title as known when the run starts: a title that reads a result variable
+    (bound later, whatever value the name has now) or a foreach element stays as written."""
+    bound = {s.result_variable for s in steps if s.result_variable}
+    known = known_scope({k: v for k, v in variables.items() if k not in bound}, env)
+    return {s.id: rendered_title(s, lambda: known) for s in steps}

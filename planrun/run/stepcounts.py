@@ -1,0 +1,118 @@
+"""How a run's steps are counted, the one definition every view uses (console summary,
+`status`, the HTML report, JUnit): the plan's own steps by status, a `foreach` step counted
+once as a step and its instances (`ID[N]`) counted apart as "foreach instances", a sub-plan's
+steps (`PARENT/CHILD`) not at all (their parent step is counted).
+
+Kept free of heavy imports: `planrun status` reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from planrun.plan.instances import parent_of
+
+# Summary order, with the word used for each status.
+SUMMARY_ORDER = (
+    ("succeeded", "succeeded"),
+    ("cached", "cached"),
+    ("ignored", "ignored"),
+    ("failed", "failed"),
+    ("interrupted", "interrupted"),
+    ("running", "unfinished"),
+    ("skipped", "skipped"),
+    ("pending", "pending"),
+    ("replaced", "replaced by the planner"),
+)
+_WORDS = dict(SUMMARY_ORDER)
+KEPT_REASON = "unchanged since last run"  # a state's reason for a step kept from the last run
+_FINAL = frozenset(("succeeded", "cached", "failed", "ignored", "skipped", "interrupted"))
+
+
+class StepCounts:
+    """Steps and foreach instances by status; `kept`: steps kept from the previous run."""
+
+    __slots__ = ("steps", "instances", "kept")
+    steps: dict[str, int]
+    instances: dict[str, int]
+    kept: int
+
+    def __init__(
+        self,
+        steps: dict[str, int] | None = None,
+        instances: dict[str, int] | None = None,
+        kept: int = 0,
+    ) -> None:
+        self.steps = {} if steps is None else steps
+        self.instances = {} if instances is None else instances
+        self.kept = kept
+
+    @property
+    def total(self) -> int:
+        return sum(self.steps.values())
+
+    @property
+    def total_instances(self) -> int:
+        return sum(self.instances.values())
+
+
+def count_steps(statuses: Mapping[str, str], kept: Iterable[str] = ()) -> StepCounts:
+    """Count `statuses` ({id: status}, steps and instances in any order). A step still
+    retrying counts as running (`unfinished`)."""
+    steps: dict[str, int] = {}
+    instances: dict[str, int] = {}
+    for sid, status in statuses.items():
+        if "/" in sid:
+            continue
+        key = "running" if status == "retrying" else str(status)
+        into = instances if parent_of(sid) is not None else steps
+        into[key] = into.get(key, 0) + 1
+    n_kept = sum(1 for sid in set(kept) if statuses.get(sid) in _FINAL and "/" not in sid)
+    return StepCounts(steps, instances, n_kept)
+
+
+def status_parts(by_status: Mapping[str, int]) -> list[str]:
+    """ "N succeeded", "M failed"... in summary order (unknown statuses last, as they are)."""
+    parts = [f"{by_status[key]} {word}" for key, word in SUMMARY_ORDER if by_status.get(key)]
+    parts += [f"{n} {key}" for key, n in by_status.items() if key not in _WORDS and n]
+    return parts
+
+
+def step_parts(counts: StepCounts) -> list[str]:
+    """The steps' "N succeeded"... with the kept ones said last."""
+    parts = status_parts(counts.steps)
+    if counts.kept and parts:  # kept steps count as what they are; say how many were kept
+        parts[-1] += f"; {counts.kept} kept from the previous run"
+    return parts
+
+
+def steps_text(counts: StepCounts) -> str:
+    """`7 steps (5 succeeded, 2 cached; 1 kept from the previous run)`."""
+    n = counts.total
+    parts = step_parts(counts)
+    text = f"{n} step{'s' if n != 1 else ''}"
+    return f"{text} ({', '.join(parts)})" if parts else text
+
+
+def instances_text(counts: StepCounts) -> str:
+    """`3 foreach instances (2 succeeded, 1 failed)`, or "" when the run has none."""
+    n = counts.total_instances
+    if not n:
+        return ""
+    return (
+        f"{n} foreach instance{'s' if n != 1 else ''} ({', '.join(status_parts(counts.instances))})"
+    )
+
+
+def counts_text(counts: StepCounts) -> str:
+    """The whole count: steps, then foreach instances when there are any."""
+    more = instances_text(counts)
+    return steps_text(counts) + (f"; {more}" if more else "")
+
+
+def state_counts(steps: Mapping[str, Any]) -> StepCounts:
+    """The count of a run state's steps ({id: StepState}: anything with `status`, `reason`)."""
+    statuses = {sid: str(st.status) for sid, st in steps.items()}
+    kept = [sid for sid, st in steps.items() if st.reason == KEPT_REASON]
+    return count_steps(statuses, kept)
