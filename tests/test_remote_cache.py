@@ -10,6 +10,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -300,6 +301,60 @@ def test_requests_queued_behind_a_black_hole_give_up_with_the_first(tmp_path: Pa
         assert set(statuses(r).values()) == {"succeeded"}
         assert r.err.count("remote cache") == 1, r.err
         assert len(accepted) <= 16, len(accepted)
+
+
+def _ts(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
+
+
+def test_a_black_hole_costs_one_timeout_in_all_not_one_per_lookup_in_flight(
+    tmp_path: Path,
+) -> None:
+    """`a` asks at once; `b` asks when `slow` is done, while `a`'s request still hangs. When
+    `a`'s request times out, `b`'s gives up with it: the run waits one timeout in all (the
+    remote's own; not a second one that `b`'s request would start)."""
+    timeout = 2.0
+    plan = (
+        "steps:\n"
+        '  - {id: a, tool: shell, args: {cmd: "echo a"}, cache: true}\n'
+        '  - {id: slow, tool: shell, args: {cmd: "sleep 1"}}\n'
+        '  - {id: b, tool: shell, args: {cmd: "echo b"}, cache: true, depends_on: [slow]}\n'
+    )
+    with black_hole() as (url, accepted):
+        a = tmp_path / "a"
+        a.mkdir()
+        (a / "plan.yaml").write_text(plan)
+        r = run(a, "--remote-cache", url, "--remote-cache-timeout", f"{timeout:g}")
+        assert r.code == 0, r
+        assert set(statuses(r).values()) == {"succeeded"}
+        assert r.err.count("remote cache") == 1, r.err
+        assert len(accepted) == 2  # both asked
+    started = {e["step"]: _ts(e) for e in events(a) if e["event"] == "step.started"}
+    assert started["b"] - started["slow"] > 0.9  # `b` asked after `slow`, during `a`'s wait
+    # ... and gave up with `a` (not a timeout of its own later)
+    assert abs(started["b"] - started["a"]) < timeout / 4, started
+    assert r.json["duration_s"] < 2 * timeout, r.json
+
+
+def test_small_blobs_are_sent_without_asking_first(tmp_path: Path) -> None:
+    """A blob under 64 KiB is PUT at once (one request, not a HEAD and a PUT); a larger one
+    only after a HEAD says the server lacks it."""
+    plan = PLAN + (
+        "  - id: large\n    tool: shell\n"
+        '    args: {cmd: "mkdir -p out && head -c 100000 /dev/zero > out/large.bin"}\n'
+        '    outputs: ["out/large.bin"]\n'
+    )
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        a = checkout(tmp_path / "a")
+        (a / "plan.yaml").write_text(plan.lstrip())
+        assert run(a, "--remote-cache", url).code == 0
+    large = "/cas/" + hashlib.sha256(bytes(100000)).hexdigest()
+    heads = [path for method, path in stub.requests if method == "HEAD"]
+    assert heads == [large], stub.requests
+    blobs = [path for method, path in stub.requests if method == "PUT" and "/cas/" in path]
+    assert len(blobs) == 3 and large in blobs, stub.requests  # app.bin, size.txt, large.bin
+    assert len([path for path in stub.files if path.startswith("/ac/")]) == 4
 
 
 def test_cache_info_shows_and_checks_the_remote(tmp_path: Path) -> None:

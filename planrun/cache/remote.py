@@ -9,15 +9,25 @@ are missing.
 
 The remote only ever speeds a run up: a refused connection, a timeout, a 4xx/5xx or a corrupt
 answer is one warning per run and a miss, never a failure. A server that cannot be reached is
-not asked again in the same run, so an unreachable remote costs one timeout, not one per step.
+not asked again in the same run, and every request still waiting on it gives up at that moment,
+so an unreachable remote costs one timeout in all, not one per step.
+
+Each request's clock starts when it is asked for, not when httpx2 gets to it: the wait for the
+HTTP client itself (imported in a thread at the first request, while the run goes on with the
+next steps' sources), for a free connection, for the connection and for the head of the answer
+all count. A body then streams
+with each read (or write) waiting at most the timeout (httpx2's own).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import hmac
+import importlib
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,6 +55,17 @@ ENV_TOKEN = "PLANRUN_REMOTE_CACHE_TOKEN"
 ENV_SIGNING_KEY = "PLANRUN_CACHE_SIGNING_KEY"
 DEFAULT_TIMEOUT = 5.0
 PARALLEL = 16  # transfers at once over one connection pool
+ASK_FIRST = 64 << 10  # a blob this large is uploaded only after a HEAD says the server lacks it
+# What the first request needs, imported in a thread while the run hashes the next steps'
+# sources (~0.4 s of CPU, over 1 s on a loaded machine): httpx2, its transport, its lazy
+# imports. Not at the run's start: a run whose steps all hit locally never needs them.
+_PRELOAD = (
+    "httpx2",
+    "httpcore2",
+    "anyio._backends._asyncio",
+    "httpcore2._backends.anyio",
+    "encodings.idna",
+)
 _SIGNED = b"planrun-signed "
 
 
@@ -135,6 +156,9 @@ class RemoteCache:
         self.down = False  # unreachable: not asked again in this run
         self._warned = False
         self._client: httpx2.AsyncClient | None = None
+        self._loaded: concurrent.futures.Future[None] | None = None
+        # requests waiting on the remote, with their clocks: all cut short when it goes down
+        self._waits: dict[asyncio.Timeout, asyncio.TimerHandle] = {}
 
     def masker(self) -> Masker:
         """Masks the bearer token wherever a run shows or stores something."""
@@ -143,26 +167,35 @@ class RemoteCache:
 
     # ---- the connection ----------------------------------------------------------------------
 
-    def _http(self) -> httpx2.AsyncClient:
+    async def _http(self) -> httpx2.AsyncClient:
+        """The run's one client (one pool of kept-alive HTTP/1.1 connections), made by the
+        first request once httpx2 is imported (in a thread: the event loop goes on meanwhile)."""
         if self._client is None:
-            import httpx2  # only when a remote is used
-
-            headers = {"User-Agent": "planrun"}
-            if self.options.token:
-                headers["Authorization"] = f"Bearer {self.options.token}"
-            # Plain http needs no TLS context (loading the CA bundle costs ~50 ms).
-            https = self.options.url.startswith("https:")
-            verify: Any = httpx2.create_ssl_context() if https else False
-            self._client = httpx2.AsyncClient(
-                verify=verify,
-                base_url=self.options.url + "/",
-                headers=headers,
-                timeout=self.options.timeout,
-                limits=httpx2.Limits(max_connections=PARALLEL, max_keepalive_connections=PARALLEL),
-                follow_redirects=False,
-                trust_env=False,
-            )
+            if self._loaded is None:
+                self._loaded = _preload()
+            await asyncio.wrap_future(self._loaded)
+            if self._client is None:  # (the requests that waited with this one: made once)
+                self._client = self._new_client()
         return self._client
+
+    def _new_client(self) -> httpx2.AsyncClient:
+        import httpx2  # only when a remote is used
+
+        headers = {"User-Agent": "planrun"}
+        if self.options.token:
+            headers["Authorization"] = f"Bearer {self.options.token}"
+        # Plain http needs no TLS context (loading the CA bundle costs ~50 ms).
+        https = self.options.url.startswith("https:")
+        verify: Any = httpx2.create_ssl_context() if https else False
+        return httpx2.AsyncClient(
+            verify=verify,
+            base_url=self.options.url + "/",
+            headers=headers,
+            timeout=self.options.timeout,
+            limits=httpx2.Limits(max_connections=PARALLEL, max_keepalive_connections=PARALLEL),
+            follow_redirects=False,
+            trust_env=False,
+        )
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -170,9 +203,38 @@ class RemoteCache:
                 await self._client.aclose()
             self._client = None
 
+    @contextlib.asynccontextmanager
+    async def _clock(self) -> AsyncIterator[Callable[[], None]]:
+        """One request's wait, its clock started as it is asked for; yields `answered`, to call
+        when the answer begins (its clock stops). When a clock runs out, the remote is down at
+        that moment and every wait still running ends with it, before any of them can take a
+        connection another freed. RemoteFault when it is down already."""
+        if self.down:
+            raise RemoteFault("not asked again")
+        try:
+            async with asyncio.timeout(None) as wait:
+                clock = asyncio.get_running_loop().call_later(self.options.timeout, self._no_answer)
+                self._waits[wait] = clock
+                try:
+                    yield clock.cancel
+                finally:
+                    clock.cancel()
+                    del self._waits[wait]
+        except TimeoutError:
+            raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
+
+    def _no_answer(self) -> None:
+        self._fault(f"no answer within {self.options.timeout:g} s", down=True)
+
     def _fault(self, what: str, *, down: bool) -> None:
-        """One warning per run; `down`: the server is not asked again."""
-        self.down = self.down or down
+        """One warning per run; `down`: the server is not asked again, and the requests still
+        waiting on it give up now."""
+        if down and not self.down:
+            self.down = True
+            now = asyncio.get_running_loop().time()
+            for wait in self._waits:
+                if not wait.expired():
+                    wait.reschedule(now)
         if not self._warned:
             self._warned = True
             self.warn(f"remote cache {self.options.shown}: {what}; going on without it")
@@ -180,11 +242,16 @@ class RemoteCache:
     async def _request(
         self, method: str, path: str, body: bytes | AsyncIterator[bytes] | None = None
     ) -> Any:
-        """One request; RemoteFault for a transport error (the server is then down)."""
+        """One request; RemoteFault for a transport error (the server is then down). A body is
+        sent at its own pace: the clock then bounds only the wait for the client."""
         import httpx2
 
         try:
-            return await self._http().request(method, path, content=body)
+            async with self._clock() as answered:
+                client = await self._http()
+                if body is not None:
+                    answered()
+                return await client.request(method, path, content=body)
         except httpx2.TimeoutException:
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
         except httpx2.HTTPError as exc:
@@ -195,7 +262,11 @@ class RemoteCache:
         import httpx2
 
         try:
-            async with self._http().stream("GET", path) as response:
+            async with (
+                self._clock() as answered,
+                (await self._http()).stream("GET", path) as response,
+            ):
+                answered()  # each read of the body waits at most the timeout (httpx2's own)
                 if response.status_code == 404:
                     return None
                 if response.status_code != 200:
@@ -215,27 +286,27 @@ class RemoteCache:
 
     # ---- fetching ----------------------------------------------------------------------------
 
-    async def fetch(self, key: str) -> bool:
-        """Bring the entry `key` and its blobs into the local store; True when it is there now
-        (a miss, a fault or a rejected entry: False)."""
+    async def fetch(self, key: str) -> Entry | None:
+        """Bring the entry `key` and its blobs into the local store; the entry when it is there
+        now (a miss, a fault or a rejected entry: None)."""
         if self.down or not is_key(key):
-            return False
+            return None
         try:
             body = await self._get(f"ac/{key}", MAX_ENTRY_BYTES + 128)
             if body is None:
-                return False
+                return None
             raw = unsign(self.options.signing_key, key, body)
             entry = parse_entry(raw, key)
             await asyncio.gather(*(self._fetch_blob(o.hash, o.size) for o in _blobs(entry)))
             self.store.put_raw(key, raw)
-            return True
+            return entry
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except CorruptCache as exc:
             self._fault(f"entry {key[:12]} rejected ({exc}): treated as a miss", down=False)
         except OSError as exc:  # the local store could not take it
             self._fault(f"entry {key[:12]} not stored locally ({exc.strerror})", down=False)
-        return False
+        return None
 
     async def _fetch_blob(self, digest: str, size: int) -> None:
         if self.store.has_blob(digest):
@@ -255,7 +326,11 @@ class RemoteCache:
         import httpx2
 
         try:
-            async with self._http().stream("GET", f"cas/{digest}") as response:
+            async with (
+                self._clock() as answered,
+                (await self._http()).stream("GET", f"cas/{digest}") as response,
+            ):
+                answered()
                 if response.status_code != 200:
                     raise RemoteFault(f"GET blob answered {response.status_code}")
                 await self.store.put_blob_chunks(digest, size, response.aiter_raw(CHUNK))
@@ -286,8 +361,9 @@ class RemoteCache:
             self._fault(f"entry {key[:12]} not uploaded ({exc})", down=False)
 
     async def _put_blob(self, digest: str, size: int) -> None:
-        head = await self._request("HEAD", f"cas/{digest}")
-        if head.status_code == 200:
+        """A small blob is sent at once (one request, not two); a larger one only when a HEAD
+        says the server lacks it."""
+        if size >= ASK_FIRST and (await self._request("HEAD", f"cas/{digest}")).status_code == 200:
             return
         if size <= INLINE_MAX:
             await self._put(f"cas/{digest}", self.store.read_blob(digest, size))
@@ -313,6 +389,21 @@ class RemoteCache:
         if response.status_code in (200, 404):
             return None
         return f"HEAD answered {response.status_code}"
+
+
+def _preload() -> concurrent.futures.Future[None]:
+    """Import the HTTP client in a thread, so that the run's first lookup does not wait for it
+    (done, also when an import failed: the request that needs it then says why)."""
+    loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            for name in _PRELOAD:
+                importlib.import_module(name)
+        loaded.set_result(None)
+
+    threading.Thread(target=load, name="planrun-remote-import", daemon=True).start()
+    return loaded
 
 
 def _blobs(entry: Entry) -> list[Any]:

