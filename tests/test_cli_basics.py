@@ -125,6 +125,15 @@ def test_help_among_other_arguments_and_of_an_unknown_command(run):
 
 
 @pytest.mark.e2e  # a real `python -m planrun` process
+def test_a_misspelt_command_is_a_usage_error_naming_the_closest_command(run):
+    """The group loads a command only when asked for it; a name it does not know is still
+    compared with every command's name."""
+    r = run("rnu")
+    assert r.code == 2 and "'rnu'" in r.err and "'run'" in r.err, r
+    r = run("statsu", "plan.yaml")
+    assert r.code == 2 and "'status'" in r.err, r
+
+
 def test_help_into_a_closed_pipe_exits_1_quietly(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)  # `planrun --help | head -0`: no reader at all

@@ -43,6 +43,21 @@ def test_commands_and_options(tmp_path):
     assert {"--only", "--report", "--dry-run"} <= set(complete(tmp_path, "run --"))
 
 
+def test_zsh_describes_each_command_with_its_line_from_help(tmp_path):
+    """zsh and fish show a description beside each command: the same whole line as
+    `planrun --help` (the group's table), never one cut short."""
+    env = {"_PLANRUN_COMPLETE": "zsh_complete", "COMP_WORDS": "planrun ", "COMP_CWORD": "1"}
+    r = planrun(cwd=tmp_path, env=env)
+    assert r.code == 0, r
+    lines = r.out.splitlines()  # type, value, description: three lines a command
+    described = {lines[i + 1]: lines[i + 2] for i in range(0, len(lines) - 2, 3)}
+    listed = planrun("--help", cwd=tmp_path, env={"COLUMNS": "200"}).out
+    rows = listed.split("Commands:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    from_help = dict(row.strip().split(None, 1) for row in rows)
+    assert described == from_help
+    assert described["cache"] == "Inspect, empty or trim the cache of step results and outputs."
+
+
 def test_step_ids_of_the_default_plan_as_targets_and_after_only(tmp_path):
     (tmp_path / "planrun.yaml").write_text(PLAN)
     assert complete(tmp_path, "run b") == ["build", "bench"]

@@ -26,6 +26,17 @@ steps:
 NOT_FOR_A_PLAIN_RUN = {"jinja2", "mcp", "rich", "httpx", "httpx2", "anyio", "dask", "jsonschema"}
 
 
+# The modules of commands other than `run` and `resume`: a run builds none of them (click's lazy
+# group imports a command's module when the command is asked for).
+OTHER_COMMANDS = {
+    "planrun.cli.queries",
+    "planrun.cli.conveniences",
+    "planrun.cli.cache",
+    "planrun.cli.catalog",
+    "planrun.cli.show",
+    "planrun.cli.steplist",
+}
+
 # An interpreter's `.pth` files may import these before planrun starts (a certifi hook does),
 # which would hide planrun's own import of them: they are forgotten first.
 _FORGOTTEN = ("pathlib", "urllib", "fnmatch", "shlex")
@@ -62,10 +73,12 @@ def test_run_of_a_plain_plan_imports_no_heavy_library(tmp_path: Path) -> None:
         unwanted = NOT_FOR_A_PLAIN_RUN | {"planrun.cache.wiring", "planrun.cache.session"}
         unwanted |= {"planrun.run.dryrun", "planrun.run.planner"}
         unwanted |= {"planrun.reporters.live"}  # a terminal's live view: not with --quiet
+        unwanted |= OTHER_COMMANDS  # nor another command's module
         if "planrun.plan.validate" not in names:  # a plan cache hit: the plan is not checked again
             # pathlib (with urllib.parse) costs ~5 ms a start: the state modules use text paths.
             # fnmatch (policies) and shlex (quoting) serve plans and outcomes this one has not.
             unwanted |= {"pathlib", "urllib", "fnmatch", "shlex"}
+            unwanted |= {"yaml", "pydantic"}  # the plan is not read again either
             hits += 1
         assert not names & unwanted, sorted(names & unwanted)
     assert hits >= 1  # the second run hits the plan cache the first one wrote
@@ -76,6 +89,17 @@ def test_validate_imports_no_run_machinery(tmp_path: Path) -> None:
     (tmp_path / "plan.yaml").write_text(PLAIN_PLAN)
     names = imported_by("validate", "plan.yaml", cwd=tmp_path)
     unwanted = NOT_FOR_A_PLAIN_RUN | {"asyncio", "planrun.run.runner", "planrun.run.launch"}
+    unwanted |= {"planrun.cli.runcmds", "planrun.cli.options", "planrun.cli.conveniences"}
+    assert not names & unwanted, sorted(names & unwanted)
+
+
+def test_help_imports_no_command(tmp_path: Path) -> None:
+    """`planrun --help` lists every command from the group's table: no command's module (nor
+    its options), no plan machinery, no run path."""
+    names = imported_by("--help", cwd=tmp_path)
+    unwanted = NOT_FOR_A_PLAIN_RUN | OTHER_COMMANDS | {"yaml", "pydantic", "asyncio"}
+    unwanted |= {"planrun.cli.runcmds", "planrun.cli.options", "planrun.run.runner"}
+    unwanted |= {"planrun.plan.definition", "planrun.plan.validate", "planrun.plan.loader"}
     assert not names & unwanted, sorted(names & unwanted)
 
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 # `cache` subcommand runs.
 import json
 import os
-from collections.abc import Callable
 from typing import Any
 
 import click
 
+from planrun.cli.edge import guard
 from planrun.errors import StateError, UsageError
-
-Command = Callable[..., Any]
 
 
 def _root(cache_dir: str | None, *, changes: bool = False) -> str:
@@ -71,76 +69,70 @@ def _remote_info(url: str | None, check: bool) -> dict[str, Any] | None:
     return doc
 
 
-def make_cache_group(guard: Callable[[Command], Command]) -> click.Group:
-    """The `cache` command group; `guard` turns errors into one line and an exit code."""
+@click.group()
+def cache() -> None:
+    """Inspect, empty or trim the cache of step results and outputs."""
 
-    @click.group()
-    def cache() -> None:
-        """Inspect, empty or trim the cache of step results and outputs."""
 
-    @cache.command()
-    @click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
-    @click.option(
-        "--output", type=click.Choice(["text", "json"]), default="text", show_default=True
-    )
-    @click.option(
-        "--remote-cache", metavar="URL", help="Remote cache URL (default $PLANRUN_REMOTE_CACHE)."
-    )
-    @click.option("--check", is_flag=True, help="Ask the remote cache whether it answers.")
-    @guard
-    def info(cache_dir: str | None, output: str, remote_cache: str | None, check: bool) -> None:
-        """Show the cache directory, its number of entries and its size on disk."""
-        from planrun.cache.prune import cache_info
+@cache.command()
+@click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--remote-cache", metavar="URL", help="Remote cache URL (default $PLANRUN_REMOTE_CACHE)."
+)
+@click.option("--check", is_flag=True, help="Ask the remote cache whether it answers.")
+@guard
+def info(cache_dir: str | None, output: str, remote_cache: str | None, check: bool) -> None:
+    """Show the cache directory, its number of entries and its size on disk."""
+    from planrun.cache.prune import cache_info
 
-        doc: dict[str, Any] = dict(cache_info(_root(cache_dir)))
-        remote = _remote_info(remote_cache, check)
-        if remote is not None:
-            doc["remote"] = remote
-        if output == "json":
-            click.echo(json.dumps(doc, indent=2))
-            return
-        size = int(doc["bytes"])
-        click.echo(f"{doc['dir']}: {doc['entries']} entries, {_human(size)} ({size} bytes)")
-        if remote is not None:
-            mode = " (read-only)" if remote["read_only"] else ""
-            answer = ""
-            if "ok" in remote:
-                answer = ": answers" if remote["ok"] else f": does not answer ({remote['error']})"
-            click.echo(f"remote {remote['url']}{mode}{answer}")
+    doc: dict[str, Any] = dict(cache_info(_root(cache_dir)))
+    remote = _remote_info(remote_cache, check)
+    if remote is not None:
+        doc["remote"] = remote
+    if output == "json":
+        click.echo(json.dumps(doc, indent=2))
+        return
+    size = int(doc["bytes"])
+    click.echo(f"{doc['dir']}: {doc['entries']} entries, {_human(size)} ({size} bytes)")
+    if remote is not None:
+        mode = " (read-only)" if remote["read_only"] else ""
+        answer = ""
+        if "ok" in remote:
+            answer = ": answers" if remote["ok"] else f": does not answer ({remote['error']})"
+        click.echo(f"remote {remote['url']}{mode}{answer}")
 
-    @cache.command()
-    @click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
-    @guard
-    def clean(cache_dir: str | None) -> None:
-        """Remove every entry and stored output."""
-        from planrun.cache.prune import clean as do_clean
 
-        root = _root(cache_dir, changes=True)
-        n = do_clean(root)
-        click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
+@cache.command()
+@click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
+@guard
+def clean(cache_dir: str | None) -> None:
+    """Remove every entry and stored output."""
+    from planrun.cache.prune import clean as do_clean
 
-    @cache.command()
-    @click.option(
-        "--max-size", metavar="SIZE", help="Trim to SIZE bytes (K, M, G: powers of 1024)."
-    )
-    @click.option("--older-than", metavar="DURATION", help="Drop entries unused for DURATION.")
-    @click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
-    @guard
-    def prune(max_size: str | None, older_than: str | None, cache_dir: str | None) -> None:
-        """Drop entries, least recently used first, until the cache fits."""
-        from planrun.cache.prune import parse_size
-        from planrun.cache.prune import prune as do_prune
-        from planrun.plan.durations import parse_duration
+    root = _root(cache_dir, changes=True)
+    n = do_clean(root)
+    click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
 
-        if max_size is None and older_than is None:
-            raise UsageError("cache prune needs --max-size SIZE or --older-than DURATION")
-        try:
-            size = parse_size(max_size) if max_size is not None else None
-            age = parse_duration(older_than) if older_than is not None else None
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        root = _root(cache_dir, changes=True)
-        n = do_prune(root, size, age)
-        click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
 
-    return cache
+@cache.command()
+@click.option("--max-size", metavar="SIZE", help="Trim to SIZE bytes (K, M, G: powers of 1024).")
+@click.option("--older-than", metavar="DURATION", help="Drop entries unused for DURATION.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help=_DIR_HELP)
+@guard
+def prune(max_size: str | None, older_than: str | None, cache_dir: str | None) -> None:
+    """Drop entries, least recently used first, until the cache fits."""
+    from planrun.cache.prune import parse_size
+    from planrun.cache.prune import prune as do_prune
+    from planrun.plan.durations import parse_duration
+
+    if max_size is None and older_than is None:
+        raise UsageError("cache prune needs --max-size SIZE or --older-than DURATION")
+    try:
+        size = parse_size(max_size) if max_size is not None else None
+        age = parse_duration(older_than) if older_than is not None else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    root = _root(cache_dir, changes=True)
+    n = do_prune(root, size, age)
+    click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)

@@ -1,54 +1,69 @@
-"""The `planrun` command line: thin click commands over the library."""
+"""The `planrun` group: a table of its commands, each imported from its module only when used."""
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: each command imports its own machinery when
-# it runs, so `planrun CMD` pays only for CMD.
-import json
+# A command's module is imported by `get_command` (click's lazy group): `planrun run` builds the
+# options of `run` and `resume` and no other command's, and `planrun --help` none at all.
+import importlib
 import os
-import sys
-from typing import TYPE_CHECKING, Any
 
 import click
 
-from planrun.cli.cache import make_cache_group
-from planrun.cli.completion import COMPLETE_VAR, complete_plan_files
-from planrun.cli.edge import do_run as _do_run
-from planrun.cli.edge import fail as _fail
-from planrun.cli.edge import guard as _guard
-from planrun.cli.edge import parse_vars as _parse_vars
-from planrun.cli.edge import print_diagnostics as _print_diagnostics
-from planrun.cli.options import RunCommand, run_options
-from planrun.errors import (
-    ExitCode,
-    PlanInvalid,
-    PlanrunError,
-    StateError,
-    UsageError,
-    one_line,
-)
-from planrun.plan.discovery import (
-    Found,
-    enter_default_plan,
-    plan_or_found,
-    started_in,
-    with_builtins,
-)
-from planrun.plan.passthrough import given_cli_args
+from planrun.cli.completion import COMPLETE_VAR
+from planrun.cli.edge import EXIT_CODES_HELP, fail
+from planrun.errors import ExitCode
 
-if TYPE_CHECKING:
-    from planrun.plan.definition import Plan
+# name: (the click command, as `module.attribute` in planrun.cli; its one line in `planrun
+# --help` and in shell completion). The one place of each short help: a command's docstring is
+# its own `--help`.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "cache": ("cache.cache", "Inspect, empty or trim the cache of step results and outputs."),
+    "completion": ("conveniences.completion", "Print the shell completion script for SHELL."),
+    "graph": ("queries.graph", "Show the step graph and its parallel waves."),
+    "init": ("conveniences.init", "Write a commented starter plan; never overwrites a file."),
+    "list": ("queries.list_", "List the plans in a directory, or the steps of a plan."),
+    "mcp": ("conveniences.mcp", "Serve planrun itself as an MCP server (stdio by default)."),
+    "report": ("conveniences.report", "Write an HTML report of the last run of PLAN."),
+    "resume": ("runcmds.resume", "Continue the last run of PLAN where it stopped."),
+    "run": ("runcmds.run", "Run PLAN as a DAG of steps."),
+    "schema": ("queries.schema", "Print the JSON Schema of the plan format."),
+    "show": ("queries.show", "Show one step in full, as the dry run would run it."),
+    "status": ("queries.status", "Show the last run of PLAN: status, reason and every step."),
+    "tools": ("queries.tools", "List built-in tools and the tools of PLAN's MCP servers."),
+    "validate": ("queries.validate", "Check plan files without running anything."),
+}
 
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0    success (every step succeeded, was skipped by `when`, or was ignored)
-  1    the run failed (a step failed, or a budget / replan limit was hit)
-  2    usage error (bad option, missing plan file)
-  3    invalid plan (parse, schema, graph or reference errors; nothing ran)
-  4    state error (no state to resume, corrupt or foreign state, state locked)
-  5    blocked (approval needed and not given)
-  130  interrupted (SIGINT/SIGTERM/SIGHUP); state saved, `resume` continues
-"""
+
+class LazyGroup(click.Group):
+    """A group whose commands are the table's, each loaded from its module when asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        where, short_help = COMMANDS[cmd_name]
+        module, _, name = where.rpartition(".")
+        command: click.Command = getattr(importlib.import_module(f"planrun.cli.{module}"), name)
+        command.short_help = short_help
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help, read from the table: no module is imported."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:  # "did you mean" from the table
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx
+            ) from None
+
 
 if COMPLETE_VAR in os.environ:  # answering the shell: planrun's own bash and fish protocols
     from planrun.cli.completion_shells import register
@@ -56,7 +71,11 @@ if COMPLETE_VAR in os.environ:  # answering the shell: planrun's own bash and fi
     register()
 
 
-@click.group(epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    epilog=EXIT_CODES_HELP,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "-C",
     "directories",
@@ -71,322 +90,4 @@ def main(directories: tuple[str, ...]) -> None:
         try:
             os.chdir(directory)
         except OSError as exc:
-            _fail(f"cannot change to directory {directory}: {exc.strerror}", ExitCode.USAGE)
-
-
-@main.command(cls=RunCommand, epilog=EXIT_CODES_HELP)
-@run_options
-@_guard
-def run(**kw: Any) -> None:
-    """Run PLAN as a DAG of steps.
-
-    Words after `--` are the list `cli_args` the plan's steps may read.
-    """
-    _do_run(False, cli_args=given_cli_args(), **kw)
-
-
-@main.command(
-    cls=RunCommand,
-    epilog=EXIT_CODES_HELP,
-    short_help="Continue the last run of PLAN where it stopped.",
-)
-@run_options
-@_guard
-def resume(**kw: Any) -> None:
-    """Continue the last run of PLAN: succeeded, unchanged steps are not run again."""
-    _do_run(True, cli_args=given_cli_args(), **kw)
-
-
-def _vars_file(path: str) -> dict[str, Any]:
-    # Imported only when used: planrun.run.runner brings asyncio and the run path, which
-    # `validate` of a plan without --vars-file does not need.
-    from planrun.run.runner import load_vars_file
-
-    return load_vars_file(path, os.getcwd())
-
-
-@main.command(short_help="Check plan files without running anything.")
-@click.argument("plans", nargs=-1, shell_complete=complete_plan_files)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "github"]),
-    default="text",
-    show_default=True,
-)
-@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
-@click.option("--vars-file", type=click.Path(dir_okay=False))
-@click.option(
-    "--check-tools", is_flag=True, help="Connect to MCP servers and check tools and arguments."
-)
-@click.option(
-    "--mcp-config",
-    type=click.Path(dir_okay=False),
-    help="MCP servers from a Claude/Cursor/VS Code config file, as for `run`.",
-)
-@_guard
-def validate(
-    plans: tuple[str, ...],
-    fmt: str,
-    var: tuple[str, ...],
-    vars_file: str | None,
-    check_tools: bool,
-    mcp_config: str | None,
-) -> None:
-    """Check plan files: schema, references, expressions, tools, policy, cycles."""
-    from planrun.plan.cache import check_plan_file
-
-    extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
-    # without PLANS, the default plan, found here or above: its directory becomes the cwd
-    here = Found(plans[0], started_in()) if plans else enter_default_plan()
-    plans, extra = plans or (here.plan,), with_builtins(here, extra)
-    mcp_config = here.given_path(mcp_config)
-    servers: dict[str, Any] = {}
-    if mcp_config:
-        from planrun.mcp.client import parse_mcp_config
-
-        servers = parse_mcp_config(mcp_config)
-    missing = [p for p in plans if not os.path.exists(p)]
-    if missing:
-        raise UsageError(f"plan file not found: {missing[0]}")
-    diags = []
-    for path in plans:
-        found = []
-        try:
-            checked = check_plan_file(path, extra, servers, cache=not check_tools)
-            found.extend(checked.diagnostics)
-            if checked.ok:
-                from planrun.plan.dotenv import dotenv_problems
-
-                found.extend(dotenv_problems(checked, os.getcwd(), extra))
-            if check_tools and checked.plan is not None:
-                # Servers that exist are checked even when another one is unknown.
-                from planrun.run.checktools import check_plan_tools
-
-                found.extend(check_plan_tools(checked, os.getcwd(), extra))
-        except PlanInvalid as exc:
-            found.extend(exc.diagnostics)
-        diags.extend(sorted(found, key=lambda d: (d.line, d.col)))  # by position, per file
-    _print_diagnostics(diags, fmt)
-    if any(d.severity == "error" for d in diags):
-        sys.exit(int(ExitCode.INVALID_PLAN))
-    if fmt == "text" and not diags:
-        click.echo(f"ok: {len(plans)} plan{'s' if len(plans) != 1 else ''} valid", err=True)
-
-
-@main.command(short_help="Show the step graph and its parallel waves.")
-@click.argument("plan", required=False, shell_complete=complete_plan_files)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["ascii", "mermaid", "dot", "json"]),
-    default="ascii",
-    show_default=True,
-)
-@click.option(
-    "--state", type=click.Path(dir_okay=False), help="Show step statuses from this state file."
-)
-@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
-@click.option("--vars-file", type=click.Path(dir_okay=False))
-@_guard
-def graph(
-    plan: str | None, fmt: str, state: str | None, var: tuple[str, ...], vars_file: str | None
-) -> None:
-    """Show the step graph (explicit and data-flow edges, parallel waves)."""
-    from planrun.plan import graph as g
-    from planrun.plan.validate import load_plan
-
-    # A plan that reads --var names checks only with them, as for `validate` and `run`.
-    extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
-    found = plan_or_found(plan)  # the default plan's directory becomes the cwd
-    p = load_plan(found.plan, with_builtins(found, extra))
-    if p.params:
-        from planrun.plan.params import read_given
-
-        defaults = {n: q.default for n, q in p.params.items()}
-        extra = {**defaults, **read_given(p.params, extra)}
-    p = _revised_plan(p, found.given_path(state))
-    pg = g.PlanGraph.build(p.steps)
-    always = frozenset(s.id for s in p.steps if s.always)
-    if any(s.foreach is not None or s.matrix is not None for s in p.steps):
-        from planrun.run.dryrun import instances_preview
-
-        pg.instances = instances_preview(p, {**p.variables, **extra})
-    if fmt == "json":
-        click.echo(json.dumps(g.render_json(p.name or "", pg, always), indent=2))
-    elif fmt == "mermaid":
-        click.echo(g.render_mermaid(pg), nl=False)
-    elif fmt == "dot":
-        click.echo(g.render_dot(p.name or "", pg), nl=False)
-    else:
-        statuses = _last_statuses(p.name or "", found.given_path(state))
-        click.echo(g.render_ascii(pg, statuses, always), nl=False)
-
-
-def _state_path(name: str, state: str | None) -> str:
-    from planrun.state import default_state_path
-
-    return state if state else str(default_state_path(os.getcwd(), name))
-
-
-def _read_state(name: str, state: str | None) -> Any:
-    from planrun.state import read_state
-
-    return read_state(_state_path(name, state), name)
-
-
-def _last_statuses(name: str, state: str | None) -> dict[str, str]:
-    st = _read_state(name, state)  # a corrupt state file is an error (exit 4), as for status
-    return {sid: s.status for sid, s in st.steps.items()} if st else {}
-
-
-def _revised_plan(plan: Plan, state: str | None) -> Plan:
-    """The plan as last revised by the planner, if the state holds revisions."""
-    st = _read_state(plan.name or "", state)  # a corrupt state file is an error (exit 4)
-    if st is None or not getattr(st, "revisions", None):
-        return plan
-    from planrun.run.revision_check import checked_revision
-
-    try:  # shown only when it passes the plan's checks, as resume would run it
-        path = _state_path(plan.name or "", state)
-        return checked_revision(plan, st.revisions, state_path=path, planner=True, variables={})
-    except PlanrunError:
-        return plan
-
-
-@main.command()
-@click.argument("plan", required=False, shell_complete=complete_plan_files)
-@click.option("--state", type=click.Path(dir_okay=False))
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@_guard
-def status(plan: str | None, state: str | None, output: str) -> None:
-    """Show the last run of PLAN: status, reason and every step."""
-    from planrun.plan.validate import state_name
-    from planrun.state import render_status_text, status_document
-
-    found = plan_or_found(plan)  # the default plan's directory becomes the cwd
-    plan, state = found.plan, found.given_path(state)
-    name = state_name(plan)
-    st = _read_state(name, state)
-    if st is None:
-        raise StateError(
-            f"no state for plan '{name}' at {_state_path(name, state)}: run it first with 'planrun run {plan}'"
-        )
-    if output == "json":
-        click.echo(json.dumps(status_document(st), indent=2, ensure_ascii=False, default=str))
-    else:
-        click.echo(render_status_text(st), nl=False)
-
-
-@main.command(name="list", short_help="List the plans in a directory, or the steps of a plan.")
-@click.argument("target", required=False, shell_complete=complete_plan_files)
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
-@click.option("--vars-file", type=click.Path(dir_okay=False))
-@click.option("--all", "every", is_flag=True, help="Internal steps too.")
-@_guard
-def list_(
-    target: str | None, output: str, var: tuple[str, ...], vars_file: str | None, every: bool
-) -> None:
-    """List the plans in a directory (default ./plans) with their last run status, or the
-    steps of a plan file (default: ./planrun.yaml when there is no ./plans)."""
-    from planrun.cli.catalog import list_plans, render_list
-    from planrun.cli.steplist import list_target
-
-    directory = list_target(target, os.getcwd())
-    if directory.plan is not None:
-        from planrun.cli.steplist import render_steps, step_rows
-
-        # A plan that reads --var names checks only with them, as for `graph` and `run`.
-        extra = {**(_vars_file(vars_file) if vars_file else {}), **_parse_vars(var)}
-        variables = with_builtins(Found(directory.plan, started_in()), extra)
-        doc = step_rows(directory.plan, variables, every)
-        if output == "json":
-            click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
-        else:
-            click.echo(render_steps(doc), nl=False)
-        return
-    skipped: list[str] = []
-    rows = list_plans(directory.directory, os.getcwd(), skipped)
-    for note in skipped:  # on stderr: the listing (and its JSON) stays what it was
-        click.echo(one_line(f"planrun: warning: {note}"), err=True)
-    if output == "json":
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
-    else:
-        click.echo(render_list(rows), nl=False)
-
-
-@main.command()
-@click.argument("words", nargs=-1, metavar="[PLAN] ID", shell_complete=complete_plan_files)
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
-@click.option("--vars-file", type=click.Path(dir_okay=False))
-@_guard
-def show(words: tuple[str, ...], output: str, var: tuple[str, ...], vars_file: str | None) -> None:
-    """Show one step in full, as the dry run would run it.
-
-    Its title and description, tool, resolved args, dependencies, sources, outputs, cache
-    status with its reason, approval and condition."""
-    from planrun.cli.show import render_show, show_document, show_target
-
-    plan, step_id = show_target(words, os.getcwd())
-    if not os.path.exists(plan):
-        raise UsageError(f"plan file not found: {plan}")
-    doc = show_document(plan, step_id, _parse_vars(var), vars_file, os.getcwd())
-    if output == "json":
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
-    else:
-        click.echo(render_show(doc), nl=False)
-
-
-def _cache_group() -> None:
-    main.add_command(make_cache_group(_guard), name="cache")
-
-
-_cache_group()
-
-
-@main.command()
-@_guard
-def schema() -> None:
-    """Print the JSON Schema of the plan format."""
-    from planrun.plan.model import plan_json_schema
-
-    click.echo(json.dumps(plan_json_schema(), indent=2))
-
-
-@main.command(short_help="List built-in tools and the tools of PLAN's MCP servers.")
-@click.argument("plan", required=False)
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--mcp-config", type=click.Path(dir_okay=False))
-@_guard
-def tools(plan: str | None, output: str, mcp_config: str | None) -> None:
-    """List built-in tools and the tools of PLAN's MCP servers, with input schemas."""
-    from planrun.cli.catalog import list_tools, render_tools
-
-    if plan is not None and not os.path.exists(plan):
-        raise UsageError(f"plan file not found: {plan}")
-    rows = list_tools(plan, os.getcwd(), mcp_config)
-    if output == "json":
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
-    else:
-        click.echo(render_tools(rows), nl=False)
-
-
-@main.command()
-@click.option("--http", "http", metavar="HOST:PORT", help="Serve streamable HTTP instead of stdio.")
-@_guard
-def mcp(http: str | None) -> None:
-    """Serve planrun itself as an MCP server (stdio by default)."""
-    from planrun.mcp.server import serve
-
-    serve(http)
-
-
-# completion, init and report: the conveniences' commands live in a module of their own
-from planrun.cli.conveniences import add_commands  # noqa: E402 - needs main and _guard above
-
-add_commands(main, _guard)
-
-if __name__ == "__main__":
-    main()
+            fail(f"cannot change to directory {directory}: {exc.strerror}", ExitCode.USAGE)

@@ -1,5 +1,6 @@
 """What the `planrun` command does around a command: one line and its exit code for every
-error (`guard`), and `run`/`resume` themselves (`do_run`), for the click commands of planrun.cli.commands.
+error (`guard`), the exit codes' help, and `run`/`resume` themselves (`do_run`), for the click commands
+of planrun.cli.
 """
 
 from __future__ import annotations
@@ -25,9 +26,20 @@ from planrun.errors import (
     one_line,
 )
 
-__all__ = ["do_run", "fail", "guard", "parse_vars", "print_diagnostics"]
+__all__ = ["EXIT_CODES_HELP", "do_run", "fail", "guard", "parse_vars", "print_diagnostics"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0    success (every step succeeded, was skipped by `when`, or was ignored)
+  1    the run failed (a step failed, or a budget / replan limit was hit)
+  2    usage error (bad option, missing plan file)
+  3    invalid plan (parse, schema, graph or reference errors; nothing ran)
+  4    state error (no state to resume, corrupt or foreign state, state locked)
+  5    blocked (approval needed and not given)
+  130  interrupted (SIGINT/SIGTERM/SIGHUP); state saved, `resume` continues
+"""
 
 
 def _from_click(exc: BaseException) -> bool:

@@ -1,0 +1,298 @@
+"""The commands that run nothing: `validate`, `graph`, `status`, `list`, `show`, `schema`, `tools`.
+
+They read plans, state and tools; each imports its machinery when it runs.
+"""
+
+from __future__ import annotations
+
+# Lazy imports (inside functions), for start-up time: each command imports its own machinery when
+# it runs.
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from planrun.cli.completion import complete_plan_files
+from planrun.cli.edge import guard, parse_vars, print_diagnostics
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError, one_line
+from planrun.plan.discovery import (
+    Found,
+    enter_default_plan,
+    plan_or_found,
+    started_in,
+    with_builtins,
+)
+
+if TYPE_CHECKING:
+    from planrun.plan.definition import Plan
+
+
+def _vars_file(path: str) -> dict[str, Any]:
+    # Imported only when used: planrun.run.runner brings asyncio and the run path, which
+    # `validate` of a plan without --vars-file does not need.
+    from planrun.run.runner import load_vars_file
+
+    return load_vars_file(path, os.getcwd())
+
+
+@click.command()
+@click.argument("plans", nargs=-1, shell_complete=complete_plan_files)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+)
+@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
+@click.option("--vars-file", type=click.Path(dir_okay=False))
+@click.option(
+    "--check-tools", is_flag=True, help="Connect to MCP servers and check tools and arguments."
+)
+@click.option(
+    "--mcp-config",
+    type=click.Path(dir_okay=False),
+    help="MCP servers from a Claude/Cursor/VS Code config file, as for `run`.",
+)
+@guard
+def validate(
+    plans: tuple[str, ...],
+    fmt: str,
+    var: tuple[str, ...],
+    vars_file: str | None,
+    check_tools: bool,
+    mcp_config: str | None,
+) -> None:
+    """Check plan files: schema, references, expressions, tools, policy, cycles."""
+    from planrun.plan.cache import check_plan_file
+
+    extra = {**(_vars_file(vars_file) if vars_file else {}), **parse_vars(var)}
+    # without PLANS, the default plan, found here or above: its directory becomes the cwd
+    here = Found(plans[0], started_in()) if plans else enter_default_plan()
+    plans, extra = plans or (here.plan,), with_builtins(here, extra)
+    mcp_config = here.given_path(mcp_config)
+    servers: dict[str, Any] = {}
+    if mcp_config:
+        from planrun.mcp.client import parse_mcp_config
+
+        servers = parse_mcp_config(mcp_config)
+    missing = [p for p in plans if not os.path.exists(p)]
+    if missing:
+        raise UsageError(f"plan file not found: {missing[0]}")
+    diags = []
+    for path in plans:
+        found = []
+        try:
+            checked = check_plan_file(path, extra, servers, cache=not check_tools)
+            found.extend(checked.diagnostics)
+            if checked.ok:
+                from planrun.plan.dotenv import dotenv_problems
+
+                found.extend(dotenv_problems(checked, os.getcwd(), extra))
+            if check_tools and checked.plan is not None:
+                # Servers that exist are checked even when another one is unknown.
+                from planrun.run.checktools import check_plan_tools
+
+                found.extend(check_plan_tools(checked, os.getcwd(), extra))
+        except PlanInvalid as exc:
+            found.extend(exc.diagnostics)
+        diags.extend(sorted(found, key=lambda d: (d.line, d.col)))  # by position, per file
+    print_diagnostics(diags, fmt)
+    if any(d.severity == "error" for d in diags):
+        sys.exit(int(ExitCode.INVALID_PLAN))
+    if fmt == "text" and not diags:
+        click.echo(f"ok: {len(plans)} plan{'s' if len(plans) != 1 else ''} valid", err=True)
+
+
+@click.command()
+@click.argument("plan", required=False, shell_complete=complete_plan_files)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["ascii", "mermaid", "dot", "json"]),
+    default="ascii",
+    show_default=True,
+)
+@click.option(
+    "--state", type=click.Path(dir_okay=False), help="Show step statuses from this state file."
+)
+@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
+@click.option("--vars-file", type=click.Path(dir_okay=False))
+@guard
+def graph(
+    plan: str | None, fmt: str, state: str | None, var: tuple[str, ...], vars_file: str | None
+) -> None:
+    """Show the step graph (explicit and data-flow edges, parallel waves)."""
+    from planrun.plan import graph as g
+    from planrun.plan.validate import load_plan
+
+    # A plan that reads --var names checks only with them, as for `validate` and `run`.
+    extra = {**(_vars_file(vars_file) if vars_file else {}), **parse_vars(var)}
+    found = plan_or_found(plan)  # the default plan's directory becomes the cwd
+    p = load_plan(found.plan, with_builtins(found, extra))
+    if p.params:
+        from planrun.plan.params import read_given
+
+        defaults = {n: q.default for n, q in p.params.items()}
+        extra = {**defaults, **read_given(p.params, extra)}
+    p = _revised_plan(p, found.given_path(state))
+    pg = g.PlanGraph.build(p.steps)
+    always = frozenset(s.id for s in p.steps if s.always)
+    if any(s.foreach is not None or s.matrix is not None for s in p.steps):
+        from planrun.run.dryrun import instances_preview
+
+        pg.instances = instances_preview(p, {**p.variables, **extra})
+    if fmt == "json":
+        click.echo(json.dumps(g.render_json(p.name or "", pg, always), indent=2))
+    elif fmt == "mermaid":
+        click.echo(g.render_mermaid(pg), nl=False)
+    elif fmt == "dot":
+        click.echo(g.render_dot(p.name or "", pg), nl=False)
+    else:
+        statuses = _last_statuses(p.name or "", found.given_path(state))
+        click.echo(g.render_ascii(pg, statuses, always), nl=False)
+
+
+def _state_path(name: str, state: str | None) -> str:
+    from planrun.state import default_state_path
+
+    return state if state else str(default_state_path(os.getcwd(), name))
+
+
+def _read_state(name: str, state: str | None) -> Any:
+    from planrun.state import read_state
+
+    return read_state(_state_path(name, state), name)
+
+
+def _last_statuses(name: str, state: str | None) -> dict[str, str]:
+    st = _read_state(name, state)  # a corrupt state file is an error (exit 4), as for status
+    return {sid: s.status for sid, s in st.steps.items()} if st else {}
+
+
+def _revised_plan(plan: Plan, state: str | None) -> Plan:
+    """The plan as last revised by the planner, if the state holds revisions."""
+    st = _read_state(plan.name or "", state)  # a corrupt state file is an error (exit 4)
+    if st is None or not getattr(st, "revisions", None):
+        return plan
+    from planrun.run.revision_check import checked_revision
+
+    try:  # shown only when it passes the plan's checks, as resume would run it
+        path = _state_path(plan.name or "", state)
+        return checked_revision(plan, st.revisions, state_path=path, planner=True, variables={})
+    except PlanrunError:
+        return plan
+
+
+@click.command()
+@click.argument("plan", required=False, shell_complete=complete_plan_files)
+@click.option("--state", type=click.Path(dir_okay=False))
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@guard
+def status(plan: str | None, state: str | None, output: str) -> None:
+    """Show the last run of PLAN: status, reason and every step."""
+    from planrun.plan.validate import state_name
+    from planrun.state import render_status_text, status_document
+
+    found = plan_or_found(plan)  # the default plan's directory becomes the cwd
+    plan, state = found.plan, found.given_path(state)
+    name = state_name(plan)
+    st = _read_state(name, state)
+    if st is None:
+        raise StateError(
+            f"no state for plan '{name}' at {_state_path(name, state)}: run it first with 'planrun run {plan}'"
+        )
+    if output == "json":
+        click.echo(json.dumps(status_document(st), indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(render_status_text(st), nl=False)
+
+
+@click.command(name="list")
+@click.argument("target", required=False, shell_complete=complete_plan_files)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
+@click.option("--vars-file", type=click.Path(dir_okay=False))
+@click.option("--all", "every", is_flag=True, help="Internal steps too.")
+@guard
+def list_(
+    target: str | None, output: str, var: tuple[str, ...], vars_file: str | None, every: bool
+) -> None:
+    """List the plans in a directory (default ./plans) with their last run status, or the
+    steps of a plan file (default: ./planrun.yaml when there is no ./plans)."""
+    from planrun.cli.catalog import list_plans, render_list
+    from planrun.cli.steplist import list_target
+
+    directory = list_target(target, os.getcwd())
+    if directory.plan is not None:
+        from planrun.cli.steplist import render_steps, step_rows
+
+        # A plan that reads --var names checks only with them, as for `graph` and `run`.
+        extra = {**(_vars_file(vars_file) if vars_file else {}), **parse_vars(var)}
+        variables = with_builtins(Found(directory.plan, started_in()), extra)
+        doc = step_rows(directory.plan, variables, every)
+        if output == "json":
+            click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        else:
+            click.echo(render_steps(doc), nl=False)
+        return
+    skipped: list[str] = []
+    rows = list_plans(directory.directory, os.getcwd(), skipped)
+    for note in skipped:  # on stderr: the listing (and its JSON) stays what it was
+        click.echo(one_line(f"planrun: warning: {note}"), err=True)
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_list(rows), nl=False)
+
+
+@click.command()
+@click.argument("words", nargs=-1, metavar="[PLAN] ID", shell_complete=complete_plan_files)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--var", "var", multiple=True, metavar="K=V", help="Variables the plan may read.")
+@click.option("--vars-file", type=click.Path(dir_okay=False))
+@guard
+def show(words: tuple[str, ...], output: str, var: tuple[str, ...], vars_file: str | None) -> None:
+    """Show one step in full, as the dry run would run it.
+
+    Its title and description, tool, resolved args, dependencies, sources, outputs, cache
+    status with its reason, approval and condition."""
+    from planrun.cli.show import render_show, show_document, show_target
+
+    plan, step_id = show_target(words, os.getcwd())
+    if not os.path.exists(plan):
+        raise UsageError(f"plan file not found: {plan}")
+    doc = show_document(plan, step_id, parse_vars(var), vars_file, os.getcwd())
+    if output == "json":
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(render_show(doc), nl=False)
+
+
+@click.command()
+@guard
+def schema() -> None:
+    """Print the JSON Schema of the plan format."""
+    from planrun.plan.model import plan_json_schema
+
+    click.echo(json.dumps(plan_json_schema(), indent=2))
+
+
+@click.command()
+@click.argument("plan", required=False)
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--mcp-config", type=click.Path(dir_okay=False))
+@guard
+def tools(plan: str | None, output: str, mcp_config: str | None) -> None:
+    """List built-in tools and the tools of PLAN's MCP servers, with input schemas."""
+    from planrun.cli.catalog import list_tools, render_tools
+
+    if plan is not None and not os.path.exists(plan):
+        raise UsageError(f"plan file not found: {plan}")
+    rows = list_tools(plan, os.getcwd(), mcp_config)
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_tools(rows), nl=False)
