@@ -25,12 +25,21 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """Every planrun module `name` imports, at module level or inside functions."""
+    """Every planrun module `name` imports, at module level or inside functions (not under
+    `if TYPE_CHECKING:`: those are for the type checker and never run)."""
     tree = ast.parse(path.read_text())
     is_pkg = path.name == "__init__.py"
     base = name.split(".") if is_pkg else name.split(".")[:-1]
     out: set[str] = set()
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]

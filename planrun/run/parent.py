@@ -9,8 +9,8 @@ report to, under the id PARENT_STEP/CHILD_STEP.
 from __future__ import annotations
 
 # Lazy import (inside a function), for start-up time: fnmatch only under a `deny` policy.
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from planrun.errors import Diagnostic
 from planrun.plan.definition import Policy
@@ -25,11 +25,12 @@ from planrun.run.runtree import (
     RunStopped,
     Slots,
 )
-from planrun.tools.base import ParentContext
 
 if TYPE_CHECKING:
     from planrun.plan.checked import CheckedPlan
     from planrun.plan.definition import Plan, Policy
+    from planrun.run.procgroups import ProcessGroups
+    from planrun.tools.base import RunPlanFn, ToolCaller
 
 __all__ = [
     "STEP_SEPARATOR",
@@ -45,6 +46,38 @@ __all__ = [
     "forward_steps",
     "merge_policy",
 ]
+
+
+class ParentContext(NamedTuple):
+    """A run, as the parent of the sub-plans its `plan` steps start (a NamedTuple: a frozen
+    dataclass of this size costs ~1 ms of every run's start-up to build)."""
+
+    prefix: str  # this run's id path: "" at the top, "deploy/" inside step deploy, "a/b/" ...
+    plan: str  # the top run's plan name: every event of the tree carries it
+    plan_stack: tuple[str, ...]  # real paths of the plan files running, outermost first
+    cwd: str
+    yes: bool  # --yes (or MCP approve): every gate is answered
+    ask: AskFn | None  # the TTY question, with the full step id; None: no one to ask
+    policy: Policy  # this run's own policy merged with every enclosing one
+    jobs: int
+    slots: Slots
+    budget: Budget
+    masks: MaskChain
+    emit: Callable[[RunEvent], None]  # the top run's event bus
+    executor: ToolCaller  # the run's executor (planrun.executors.base.Executor)
+    keep_going: bool = False
+    stream: bool = False
+    notice: Notice | None = None
+    mcp_config: str | None = None
+    run_id: str = ""  # the top run's id: its shell commands carry it (planrun/run/leftovers.py)
+    groups: ProcessGroups | None = None  # the top run's commands' process groups
+    # On resume: what the top run's previous run recorded, by full step id (`deploy/push`), so
+    # a sub-plan started again keeps its steps that succeeded, as a plan resumed on its own.
+    previous: Mapping[str, Any] | None = None
+    run_plan: RunPlanFn | None = None  # the one run path, for the `plan` tool's sub-plans
+
+    def child_prefix(self, step_id: str) -> str:
+        return f"{self.prefix}{step_id}{STEP_SEPARATOR}"
 
 
 def merge_policy(outer: Policy, own: Policy) -> Policy:

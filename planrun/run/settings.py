@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from planrun.run.parent import ParentContext
 from planrun.run.runtree import Budget, Slots
-from planrun.tools.base import ParentContext, Services
+from planrun.tools.base import Services
 
 if TYPE_CHECKING:  # the cache package is imported only by runs that use it
     from planrun.cache.session import CacheSession

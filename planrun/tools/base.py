@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from planrun.errors import one_line
-from planrun.run.runtree import STEP_SEPARATOR, AskFn, Budget, MaskChain, Notice, Slots
+from planrun.run.runtree import Notice
 
 if TYPE_CHECKING:
-    from planrun.plan.definition import Policy
     from planrun.plan.expressions import Evaluate
-    from planrun.run.events import RunEvent
+    from planrun.run.parent import ParentContext
     from planrun.run.procgroups import ProcessGroups
 
 
@@ -115,38 +114,6 @@ class ToolCaller(Protocol):
     """Carries out one tool call: the part of an executor a sub-plan's run shares."""
 
     async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> Any: ...
-
-
-class ParentContext(NamedTuple):
-    """A run, as the parent of the sub-plans its `plan` steps start (a NamedTuple: a frozen
-    dataclass of this size costs ~1 ms of every run's start-up to build)."""
-
-    prefix: str  # this run's id path: "" at the top, "deploy/" inside step deploy, "a/b/" ...
-    plan: str  # the top run's plan name: every event of the tree carries it
-    plan_stack: tuple[str, ...]  # real paths of the plan files running, outermost first
-    cwd: str
-    yes: bool  # --yes (or MCP approve): every gate is answered
-    ask: AskFn | None  # the TTY question, with the full step id; None: no one to ask
-    policy: Policy  # this run's own policy merged with every enclosing one
-    jobs: int
-    slots: Slots
-    budget: Budget
-    masks: MaskChain
-    emit: Callable[[RunEvent], None]  # the top run's event bus
-    executor: ToolCaller  # the run's executor (planrun.executors.base.Executor)
-    keep_going: bool = False
-    stream: bool = False
-    notice: Notice | None = None
-    mcp_config: str | None = None
-    run_id: str = ""  # the top run's id: its shell commands carry it (planrun/run/leftovers.py)
-    groups: ProcessGroups | None = None  # the top run's commands' process groups
-    # On resume: what the top run's previous run recorded, by full step id (`deploy/push`), so
-    # a sub-plan started again keeps its steps that succeeded, as a plan resumed on its own.
-    previous: Mapping[str, Any] | None = None
-    run_plan: RunPlanFn | None = None  # the one run path, for the `plan` tool's sub-plans
-
-    def child_prefix(self, step_id: str) -> str:
-        return f"{self.prefix}{step_id}{STEP_SEPARATOR}"
 
 
 RunPlanFn = Callable[[Any], Awaitable[Any]]
