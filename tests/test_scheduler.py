@@ -21,13 +21,13 @@ from planrun.run.resume import (
     DEPENDENCY_RAN,
     HELD_SECRET,
     NOT_IN_PREVIOUS,
-    PreviousStep,
     Seen,
     plan_resume,
     why_run_again,
 )
 from planrun.run.scheduler import RunSettings, Scheduler
 from planrun.run.scope import fingerprint
+from planrun.state.model import StepState
 from planrun.status import Reason, Status
 from planrun.tools.base import ToolContext, ToolFailed
 
@@ -128,7 +128,7 @@ def statuses(sched: Scheduler) -> dict[str, str]:
 
 
 def test_why_run_again_gives_one_reason_in_a_fixed_order() -> None:
-    ok = PreviousStep("succeeded", fingerprint="f", result_masked=True)
+    ok = StepState("succeeded", fingerprint="f", result_masked=True)
     assert why_run_again(None, Seen(True, "f"), dependency_runs=True) == NOT_IN_PREVIOUS
     assert why_run_again(ok, Seen(True, "g"), dependency_runs=True) == DEPENDENCY_RAN
     assert why_run_again(ok, Seen(True, "g"), dependency_runs=False) == CHANGED
@@ -136,23 +136,29 @@ def test_why_run_again_gives_one_reason_in_a_fixed_order() -> None:
     assert why_run_again(ok, Seen(True, "f"), dependency_runs=False) is None
     held = why_run_again(ok, Seen(True, "f"), dependency_runs=False, read_by_a_step_to_run=True)
     assert held == HELD_SECRET
-    failed = PreviousStep("failed", fingerprint="f")
+    failed = StepState("failed", fingerprint="f")
     assert why_run_again(failed, Seen(True, "f"), dependency_runs=False) == "failed last time"
-    skipped = PreviousStep("skipped", reason="condition false")
+    skipped = StepState("skipped", reason="condition false")
     assert why_run_again(skipped, Seen(False), dependency_runs=False) is None
     assert why_run_again(skipped, Seen(True), dependency_runs=False) == CONDITION_CHANGED
-    ignored = PreviousStep("ignored", fingerprint="f", error="boom")
+    ignored = StepState("ignored", fingerprint="f", error="boom")
     assert why_run_again(ignored, Seen(True, "f"), dependency_runs=False) is None
 
 
-def _previous(plan: Plan, **status: str) -> dict[str, PreviousStep]:
+def _previous(plan: Plan, **status: str) -> dict[str, StepState]:
     out = {}
     for step in plan.steps:
         st = status.get(step.id, "succeeded")
         fp = fingerprint(step.tool, step.args)
         reason = "condition false" if st == "skipped" else None
-        out[step.id] = PreviousStep(
-            st, fp, step.args.get("value"), step.result_variable, 1, 0.1, reason=reason
+        out[step.id] = StepState(
+            st,
+            fingerprint=fp,
+            result=step.args.get("value"),
+            result_variable=step.result_variable,
+            attempts=1,
+            duration_s=0.1,
+            reason=reason,
         )
     return out
 
@@ -205,12 +211,21 @@ def test_a_masked_result_read_by_a_step_to_run_runs_its_producer_again() -> None
 
     steps = {s.id: s for s in plan.steps}
     prev = {
-        "a": PreviousStep(
-            "succeeded", fingerprint("echo", {"value": "x"}), "***", "got", result_masked=True
+        "a": StepState(
+            "succeeded",
+            fingerprint=fingerprint("echo", {"value": "x"}),
+            result="***",
+            result_variable="got",
+            result_masked=True,
         ),
-        "b": PreviousStep("failed", None),
-        "c": PreviousStep("succeeded", fingerprint("echo", {"value": "***"}), "***", "c2"),
-        "d": PreviousStep("succeeded", fingerprint("echo", {"value": 1}), 1),
+        "b": StepState("failed", fingerprint=None),
+        "c": StepState(
+            "succeeded",
+            fingerprint=fingerprint("echo", {"value": "***"}),
+            result="***",
+            result_variable="c2",
+        ),
+        "d": StepState("succeeded", fingerprint=fingerprint("echo", {"value": 1}), result=1),
     }
     decided = plan_resume(steps, list(steps), PlanGraph.build(plan.steps), prev, {}, {})
     assert decided.reasons == {
@@ -236,9 +251,16 @@ def test_kept_steps_are_settled_even_when_the_run_aborts_at_once() -> None:
 
     steps = {s.id: s for s in plan.steps}
     prev = {
-        "a": PreviousStep("succeeded", fingerprint("echo", {"value": "A"}), "A", "ra"),
-        "c": PreviousStep("succeeded", fingerprint("echo", {"value": "A-c"}), "A-c"),
-        "d": PreviousStep("succeeded", fingerprint("echo", {"value": "D"}), "D"),
+        "a": StepState(
+            "succeeded",
+            fingerprint=fingerprint("echo", {"value": "A"}),
+            result="A",
+            result_variable="ra",
+        ),
+        "c": StepState(
+            "succeeded", fingerprint=fingerprint("echo", {"value": "A-c"}), result="A-c"
+        ),
+        "d": StepState("succeeded", fingerprint=fingerprint("echo", {"value": "D"}), result="D"),
     }
     decided = plan_resume(steps, list(steps), PlanGraph.build(plan.steps), prev, {}, {})
     sched, _ = schedule(plan, FakeExecutor({"d": fails("boom")}), jobs=1, resume=decided)

@@ -26,42 +26,40 @@ from planrun.run.resume import (
     DEPENDENCY_RAN,
     HELD_SECRET,
     NOT_IN_PREVIOUS,
-    PreviousStep,
     plan_resume,
 )
 from planrun.run.scheduler import Scheduler
+from planrun.state.model import StepState
 from planrun.status import Reason, Status
 from tests.test_scheduler import FakeExecutor, fails, make_plan, schedule, statuses
 
 Ask = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
-def previous_of(
-    sched: Scheduler, mask: Callable[[Any], Any] | None = None
-) -> dict[str, PreviousStep]:
+def previous_of(sched: Scheduler, mask: Callable[[Any], Any] | None = None) -> dict[str, StepState]:
     """What the state file keeps of a scheduler run, as `runstate.previous_steps` reads it
     back: the result as shown (secrets masked), the step's result variable."""
     out = {}
     for sid in sched.report_order():  # foreach instances too, each under its own id
         rec = sched.records[sid]
         result = mask(rec.result) if mask is not None else rec.result
-        out[sid] = PreviousStep(
+        out[sid] = StepState(
             str(rec.status),
-            rec.fingerprint,
-            result,
-            sched.steps[sid].result_variable,
-            rec.attempts,
-            rec.duration_s,
-            rec.error,
-            rec.reason,
-            rec.result_masked,
+            fingerprint=rec.fingerprint,
+            result=result,
+            result_variable=sched.steps[sid].result_variable,
+            attempts=rec.attempts,
+            duration_s=rec.duration_s,
+            error=rec.error,
+            reason=rec.reason,
+            result_masked=rec.result_masked,
         )
     return out
 
 
 def resume(
     plan: Plan,
-    previous: dict[str, PreviousStep],
+    previous: dict[str, StepState],
     executor: FakeExecutor,
     *,
     variables: dict[str, Any] | None = None,

@@ -19,6 +19,7 @@ from planrun.plan.graph import PlanGraph, data_sources
 from planrun.plan.instances import parent_of
 from planrun.run.events import StepResumed
 from planrun.run.scope import Scope, StepRecord, step_args, step_condition
+from planrun.state.model import StepState
 from planrun.status import Status
 
 NOT_IN_PREVIOUS = "not in the previous run"
@@ -29,23 +30,9 @@ HELD_SECRET = "result held a secret"
 CONDITION_FALSE = "condition false"  # the skip reason of a step whose `when` was false
 
 
-class PreviousStep(NamedTuple):
-    """What the previous run recorded for a step."""
-
-    status: str
-    fingerprint: str | None = None
-    result: Any = None
-    result_variable: str | None = None
-    attempts: int = 0
-    duration_s: float | None = None
-    error: str | None = None
-    reason: str | None = None  # a skipped step's reason
-    result_masked: bool = False  # a secret was masked in the recorded result
-    key: str | None = None  # its cache key: its dependents that run are keyed on it
-
-    @property
-    def skipped_by_condition(self) -> bool:
-        return self.status == Status.SKIPPED and self.reason == CONDITION_FALSE
+def skipped_by_condition(prev: StepState) -> bool:
+    """Whether the previous run skipped the step because its `when` was false."""
+    return prev.status == Status.SKIPPED and prev.reason == CONDITION_FALSE
 
 
 class Seen(NamedTuple):
@@ -57,7 +44,7 @@ class Seen(NamedTuple):
 
 
 def why_run_again(
-    prev: PreviousStep | None,
+    prev: StepState | None,
     seen: Seen | None,
     *,
     dependency_runs: bool,
@@ -72,7 +59,7 @@ def why_run_again(
         return NOT_IN_PREVIOUS
     if dependency_runs or seen is None:
         return DEPENDENCY_RAN
-    if prev.skipped_by_condition:
+    if skipped_by_condition(prev):
         return None if seen.condition is False else CONDITION_CHANGED
     if prev.status not in (Status.SUCCEEDED, Status.IGNORED, Status.CACHED):
         return f"{prev.status} last time"
@@ -92,14 +79,14 @@ class ResumePlan:
     kept: dict[str, StepRecord]
     reasons: dict[str, str]
     # what the previous run recorded, for foreach instances (decided when their step expands)
-    previous: Mapping[str, PreviousStep]
+    previous: Mapping[str, StepState]
     forced: frozenset[str]  # --force IDs (ALL_FORCED: every step)
 
     def __init__(
         self,
         kept: dict[str, StepRecord] | None = None,
         reasons: dict[str, str] | None = None,
-        previous: Mapping[str, PreviousStep] | None = None,
+        previous: Mapping[str, StepState] | None = None,
         forced: frozenset[str] = frozenset(),
     ) -> None:
         self.kept = {} if kept is None else kept
@@ -121,7 +108,7 @@ def plan_resume(
     steps: Mapping[str, Step],
     order: list[str],
     graph: PlanGraph,
-    previous: Mapping[str, PreviousStep],
+    previous: Mapping[str, StepState],
     variables: dict[str, Any],
     env: dict[str, str],
     mask: Callable[[Any], Any] | None = None,
@@ -165,14 +152,14 @@ def plan_resume(
     return plan
 
 
-def _see(step: Step, prev: PreviousStep, scope: Scope, mask: Callable[[Any], Any] | None) -> Seen:
+def _see(step: Step, prev: StepState, scope: Scope, mask: Callable[[Any], Any] | None) -> Seen:
     if fans_out(step):  # its instances' conditions and args, as one fingerprint
         return Seen(True, foreach_fingerprint(step, scope, mask))
     try:
         condition = step_condition(step, scope)
     except ExpressionError:
         return Seen(None)
-    if not condition or prev.skipped_by_condition:
+    if not condition or skipped_by_condition(prev):
         return Seen(condition)
     try:
         return Seen(True, step_args(step, scope, mask)[1])
@@ -184,7 +171,7 @@ def _rerun_masked_results(
     steps: Mapping[str, Step],
     order: list[str],
     deps: dict[str, list[str]],
-    previous: Mapping[str, PreviousStep],
+    previous: Mapping[str, StepState],
     seen: dict[str, Seen | None],
     why: dict[str, str | None],
     results_read: bool = False,
@@ -219,7 +206,7 @@ def _rerun_masked_results(
             changed = changed or why[sid] is not None
 
 
-def kept_record(prev: PreviousStep) -> StepRecord:
+def kept_record(prev: StepState) -> StepRecord:
     """The record of a step kept as the previous run left it."""
     status = Status(prev.status)
     return StepRecord(
@@ -232,7 +219,7 @@ def kept_record(prev: PreviousStep) -> StepRecord:
         kept=True,
         result_masked=prev.result_masked,
         reason=prev.reason if status == Status.SKIPPED else None,
-        cache_key=prev.key,
+        cache_key=prev.cache_key,
     )
 
 

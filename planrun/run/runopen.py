@@ -16,8 +16,8 @@ from planrun.errors import UsageError
 from planrun.plan.definition import Plan
 from planrun.run.events import EventBus, RunStarted
 from planrun.run.request import Prepared, RunRequest, abs_path
-from planrun.run.resume import PreviousStep
 from planrun.run.runstate import no_saved_state, previous_steps, revised_prep
+from planrun.state.model import StepState
 
 if TYPE_CHECKING:
     from planrun.state import StateStore
@@ -28,13 +28,13 @@ class OpenedState:
 
     __slots__ = ("store", "previous", "revisions")
     store: StateStore | None
-    previous: dict[str, PreviousStep] | None
+    previous: dict[str, StepState] | None
     revisions: list[dict[str, Any]]
 
     def __init__(
         self,
         store: StateStore | None,
-        previous: dict[str, PreviousStep] | None = None,
+        previous: dict[str, StepState] | None = None,
         revisions: list[dict[str, Any]] | None = None,
     ) -> None:
         self.store = store

@@ -7,14 +7,16 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: the state reader and the revision check only
 # on resume.
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import StateError
 from planrun.plan.graph import PlanGraph
 from planrun.plan.targets import select, target_names
 from planrun.run.request import Prepared, abs_path
-from planrun.run.resume import PreviousStep, ResumePlan, plan_resume
+from planrun.run.resume import ResumePlan, plan_resume
 from planrun.run.scope import StepRecord
+from planrun.state.model import StepState
 
 if TYPE_CHECKING:
     from planrun.plan.definition import Plan
@@ -22,28 +24,15 @@ if TYPE_CHECKING:
     from planrun.state import RunState
 
 
-def previous_steps(state: RunState) -> dict[str, PreviousStep]:
-    """What the recorded run says of each step."""
-    return {
-        sid: PreviousStep(
-            st.status,
-            st.fingerprint,
-            st.result,
-            st.result_variable,
-            st.attempts,
-            st.duration_s,
-            st.error,
-            st.reason,
-            st.result_masked,
-            st.cache_key,
-        )
-        for sid, st in state.steps.items()
-    }
+def previous_steps(state: RunState) -> dict[str, StepState]:
+    """What the recorded run says of each step: a copy of its record (the state store updates
+    its own records in place as this run goes on)."""
+    return {sid: replace(st) for sid, st in state.steps.items()}
 
 
 def decide_resume(
     prep: Prepared,
-    previous: dict[str, PreviousStep] | None,
+    previous: dict[str, StepState] | None,
     mask: Callable[[Any], Any] | None,
     forced: Iterable[str] = (),
     results_read: bool = False,
