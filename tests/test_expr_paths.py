@@ -49,6 +49,7 @@ def outcome(expr: Any, scope: dict[str, Any]) -> tuple[str, str]:
         return "error", ""
 
 
+@pytest.mark.slow  # many generated cases: the full suite runs it
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(reference=references, scope=scopes)
 def test_a_plain_reference_reads_the_same_through_both_paths(

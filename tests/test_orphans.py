@@ -169,6 +169,7 @@ def test_a_run_on_the_killed_runs_state_stops_its_command_too(tmp_path):
         cleanup(mark)
 
 
+@pytest.mark.slow  # a killed run, a resume and a real SIGINT with its grace period: ~12 s
 def test_a_garbled_run_id_in_the_state_means_no_stopping_and_no_crash(tmp_path):
     mark = unique_sleep(600)  # every command of the test runs it: found by assert_no_process_left
     write_plan(tmp_path, mark)
