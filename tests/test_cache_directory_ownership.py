@@ -337,3 +337,47 @@ def test_a_linked_planrun_or_cache_directory_is_not_written_through(run, write, 
     assert sorted(p.name for p in outside.rglob("*")) == ["entries", "keep.json"]
     r = run("cache", "clean", "--cache-dir", str(tmp_path / "mine"))  # a directory of one's own
     assert r.code == 0, r
+
+
+def test_a_file_another_writer_renames_while_the_directory_is_checked_is_not_foreign(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two steps storing at once into a new cache: one checks the directory while the other
+    renames its temporary file into place. The file the check listed is gone when it looks at
+    it; that is a writer of planrun at work, not somebody else's file (the run stored nothing
+    for one of its steps: "not a planrun cache (it holds other files ...)")."""
+    from planrun.cache import cachedir
+
+    root = tmp_path / "cache"
+    (root / "entries").mkdir(parents=True)
+    temp = root / "entries" / f".{'a' * 64}.json.{'0' * 12}.tmp"
+    temp.write_text("{}")
+    real_stat = os.stat
+
+    def renamed_first(path: Any, *args: Any, **kw: Any) -> os.stat_result:
+        if path == temp.name:  # the other writer's rename lands between listing and stat
+            temp.rename(root / "entries" / f"{'a' * 64}.json")
+        return real_stat(path, *args, **kw)
+
+    monkeypatch.setattr(cachedir.os, "stat", renamed_first)
+    assert cachedir.refusal(str(root)) is None
+
+
+def test_a_mark_another_writer_puts_while_the_directory_is_checked_is_planruns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other half of the same race: the directory had no mark when the check began, and
+    the other writer's mark is in the listing."""
+    from planrun.cache import cachedir
+
+    root = tmp_path / "cache"
+    (root / "entries").mkdir(parents=True)
+    real_listdir = os.listdir
+
+    def marked_first(path: Any = ".") -> list[str]:
+        if not (root / cachedir.TAG_NAME).exists():  # the mark lands as the listing starts
+            (root / cachedir.TAG_NAME).write_bytes(cachedir.TAG)
+        return real_listdir(path)
+
+    monkeypatch.setattr(cachedir.os, "listdir", marked_first)
+    assert cachedir.refusal(str(root)) is None

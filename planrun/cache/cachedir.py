@@ -142,6 +142,8 @@ def _only_own_files(root_fd: int) -> bool:
     for name in names:
         if own_temporary("", name):
             continue
+        if name == TAG_NAME and is_marked(root_fd):  # marked since the caller looked
+            continue
         if name not in SUBDIRS:
             return False
         try:
@@ -161,7 +163,10 @@ def _only_own_files(root_fd: int) -> bool:
 def _own_file(dir_fd: int, sub: str, name: str) -> bool:
     if not (own_name(sub, name) or own_temporary(sub, name)):
         return False
-    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:  # renamed or removed since the listing: a writer of planrun's
+        return True
     return stat.S_ISREG(st.st_mode)
 
 
