@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -221,40 +222,22 @@ def _run_once(
             raise UsageError("--report is built from the run's state: drop --no-state")
         check_report_path(kw["report"])
         reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
+    # An option named as a request field goes in as given; the rest is worked out here.
+    given = {f.name: kw[f.name] for f in fields(RunRequest) if f.name in kw}
     req = RunRequest(
-        plan=found.plan,
-        variables={**with_builtins(found, parse_vars(kw["var"])), **_pass_through(kw)},
-        vars_file=kw["vars_file"],
-        jobs=kw["jobs"],
-        state=kw["state"],
-        no_state=kw["no_state"],
-        resume=force_resume or kw["resume"],
-        keep_going=kw["keep_going"],
-        yes=kw["yes"],
-        only=[*kw["only"], *targets],
-        plan_found=found.moved,  # `resume with: planrun resume ...` finds it again
-        dry_run=kw["dry_run"],
-        output=kw["output"],
-        events=kw["events"],
-        junit=kw["junit"],
-        report=kw["report"],
-        quiet=kw["quiet"],
-        stream=kw["stream"],
-        executor=kw["executor"],
-        address=kw["address"],
-        planner=kw["planner"],
-        mcp_config=kw["mcp_config"],
-        force=force,
-        no_cache=kw["no_cache"],
-        cache_dir=kw["cache_dir"],
-        explain=kw["explain"],
-        remote_cache=kw["remote_cache"],
-        remote_cache_read_only=kw["remote_cache_read_only"],
-        remote_cache_timeout=kw["remote_cache_timeout"],
-        grace=_grace(kw.get("grace")),
-        cwd=os.getcwd(),
-        interactive=sys.stdin.isatty() and sys.stderr.isatty(),
-        subscribers=[reporter.handle] if reporter else [],
+        **{
+            **given,
+            "plan": found.plan,
+            "variables": {**with_builtins(found, parse_vars(kw["var"])), **_pass_through(kw)},
+            "resume": force_resume or kw["resume"],
+            "only": [*kw["only"], *targets],
+            "plan_found": found.moved,  # `resume with: planrun resume ...` finds it again
+            "force": force,
+            "grace": _grace(kw.get("grace")),
+            "cwd": os.getcwd(),
+            "interactive": sys.stdin.isatty() and sys.stderr.isatty(),
+            "subscribers": [reporter.handle] if reporter else [],
+        }
     )
     try:
         doc, code = run_sync(req)
