@@ -144,12 +144,18 @@ class RemoteCache:
 
     # ---- the connection ----------------------------------------------------------------------
 
+    def warm(self) -> None:
+        """A lookup is coming: import the HTTP client in a thread from now on, while the run
+        goes on (it hashes the next steps' sources before any lookup is sent)."""
+        if self._loaded is None:
+            self._loaded = _preload()
+
     async def _http(self) -> httpx2.AsyncClient:
         """The run's one client (one pool of kept-alive HTTP/1.1 connections), made by the
         first request once httpx2 is imported (in a thread: the event loop goes on meanwhile)."""
         if self._client is None:
-            if self._loaded is None:
-                self._loaded = _preload()
+            self.warm()
+            assert self._loaded is not None
             await asyncio.wrap_future(self._loaded)
             if self._client is None:  # (the requests that waited with this one: made once)
                 self._client = self._new_client()
