@@ -20,7 +20,8 @@ error_log {d}/error.log;
 pid {d}/nginx.pid;
 events {{ worker_connections 512; }}
 http {{
-    access_log off;
+    log_format requests '$request_method $uri $status';
+    access_log {access};
     client_body_temp_path {d}/tmp;
     proxy_temp_path {d}/tmp;
     fastcgi_temp_path {d}/tmp;
@@ -62,9 +63,12 @@ def _answers(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def nginx_server(root: Path, token: str | None = None) -> Iterator[tuple[str, Path]]:
+def nginx_server(
+    root: Path, token: str | None = None, *, log: bool = False
+) -> Iterator[tuple[str, Path]]:
     """nginx on a free port of 127.0.0.1 with its files under `root`; yields its URL and the
-    directory it stores what is PUT in. `token`: requests without `Bearer TOKEN` get 401.
+    directory it stores what is PUT in. `token`: requests without `Bearer TOKEN` get 401. `log`:
+    each request is a line `METHOD PATH STATUS` of `root/access.log`, written as it is answered.
     RuntimeError when there is no nginx or it does not start."""
     binary = nginx_binary()
     if binary is None:
@@ -76,7 +80,8 @@ def nginx_server(root: Path, token: str | None = None) -> Iterator[tuple[str, Pa
     for _attempt in range(5):  # a free port may be taken between the look and the bind
         port = free_port()
         conf = root / "nginx.conf"
-        conf.write_text(CONF.format(d=root, port=port, auth=auth))
+        access = f"{root}/access.log requests" if log else "off"
+        conf.write_text(CONF.format(d=root, port=port, auth=auth, access=access))
         proc = subprocess.Popen(
             [binary, "-p", str(root), "-c", str(conf)],
             stdout=subprocess.DEVNULL,

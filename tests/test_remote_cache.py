@@ -3,13 +3,14 @@ local caches sharing it, and a stub server for the faults a remote can have."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -43,14 +44,15 @@ steps:
 
 
 @contextlib.contextmanager
-def nginx(root: Path, token: str | None = None) -> Iterator[tuple[str, Path]]:
+def nginx(root: Path, token: str | None = None, *, log: bool = False) -> Iterator[tuple[str, Path]]:
     """A real nginx with WebDAV PUT on 127.0.0.1 (bench/_nginx.py); yields its URL and the
-    directory it stores in. CI installs nginx: there a missing one fails, elsewhere it skips."""
+    directory it stores in (`log`: requests logged to root/access.log, one `METHOD PATH STATUS`
+    a line). CI installs nginx: there a missing one fails, elsewhere it skips."""
     if nginx_binary() is None:
         if os.environ.get("CI"):
             pytest.fail("nginx is not installed: .ci/run installs it")
         pytest.skip("nginx is not installed (Debian: apt-get install nginx-core)")
-    with nginx_server(root, token) as served:
+    with nginx_server(root, token, log=log) as served:
         yield served
 
 
@@ -164,6 +166,139 @@ def test_signed_entries(tmp_path: Path) -> None:
         assert "unsigned" in r.err
 
 
+def test_loading_the_client_leaves_trio_importable(tmp_path: Path) -> None:
+    """The client is loaded with trio hidden (planrun runs under asyncio); afterwards trio,
+    when installed, imports as usual in the same process."""
+    import sys
+
+    with nginx(tmp_path / "nginx") as (url, _data):
+        assert run(checkout(tmp_path / "a"), "--remote-cache", url).code == 0
+    assert "httpcore2" in sys.modules
+    assert sys.modules.get("trio", "absent") is not None
+
+
+# ---- small outputs inside the entry ------------------------------------------------------------
+
+
+def answered_gets(root: Path) -> list[str]:
+    """The paths of the GETs nginx answered 200 (read once nginx has stopped)."""
+    lines = (root / "access.log").read_text().splitlines()
+    return [line.split()[1] for line in lines if line.startswith("GET ") and line.endswith(" 200")]
+
+
+def rewrite_entries(data: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    """Edit each entry the remote holds as someone who can write to the server could, keeping
+    it well-formed: its checksum made anew, a signature line kept as it was."""
+    for path in (data / "ac").iterdir():
+        text, signature = path.read_bytes(), b""
+        if text.startswith(b"planrun-signed "):
+            line, _, text = text.partition(b"\n")
+            signature = line + b"\n"
+        head, _, body = text.partition(b"\n")
+        doc = json.loads(body)
+        change(doc)
+        body = json.dumps(doc).encode()
+        head = b" ".join([*head.split(b" ")[:2], hashlib.sha256(body).hexdigest().encode()])
+        path.write_bytes(signature + head + b"\n" + body)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_small_outputs_come_inside_the_entry_one_request_per_hit(tmp_path: Path) -> None:
+    """size.txt (a few bytes) comes inside its entry; app.bin (42,000 bytes, over 16 KiB) is
+    still a blob of its own, fetched."""
+    with nginx(tmp_path / "nginx", log=True) as (url, data):
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        assert run(a, "--remote-cache", url).code == 0
+        assert len(list((data / "cas").iterdir())) == 2  # every blob is uploaded all the same
+        r = run(b, "--remote-cache", url)
+        assert set(statuses(r).values()) == {"cached"}, r
+        assert set(cached_sources(b).values()) == {"remote"}
+    for name in ("app.bin", "size.txt"):
+        assert (b / "out" / name).read_bytes() == (a / "out" / name).read_bytes()
+    gets = answered_gets(tmp_path / "nginx")  # a's lookups were 404s
+    app = sha((a / "out" / "app.bin").read_bytes())
+    assert sorted(gets) == sorted(
+        [*(f"/ac/{k.name}" for k in (data / "ac").iterdir()), f"/cas/{app}"]
+    )
+
+
+def test_an_entry_without_inline_bytes_still_hits(tmp_path: Path) -> None:
+    """An entry written before small outputs went inside it: its blobs are fetched."""
+    with nginx(tmp_path / "nginx", log=True) as (url, data):
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        assert run(a, "--remote-cache", url).code == 0
+        rewrite_entries(data, lambda doc: doc.pop("inline", None))
+        r = run(b, "--remote-cache", url)
+        assert set(statuses(r).values()) == {"cached"}, r
+        assert set(cached_sources(b).values()) == {"remote"}
+        assert "remote cache" not in r.err, r.err
+    for name in ("app.bin", "size.txt"):
+        assert (b / "out" / name).read_bytes() == (a / "out" / name).read_bytes()
+    assert len([g for g in answered_gets(tmp_path / "nginx") if g.startswith("/cas/")]) == 2
+
+
+def _alter(doc: dict[str, Any]) -> None:
+    for pair in doc.get("inline", []):
+        data = base64.b64decode(pair[1])
+        pair[1] = base64.b64encode(data.replace(b"0", b"9")).decode()
+
+
+def _not_base64(doc: dict[str, Any]) -> None:
+    for pair in doc.get("inline", []):
+        pair[1] = "*not base64*"
+
+
+def _too_large(doc: dict[str, Any]) -> None:
+    for pair in doc.get("inline", []):
+        pair[1] = base64.b64encode(bytes(1 << 20)).decode()
+
+
+def _duplicated(doc: dict[str, Any]) -> None:
+    if doc.get("inline"):
+        doc["inline"] = doc["inline"] * 2
+
+
+def _unlisted(doc: dict[str, Any]) -> None:
+    if doc.get("inline"):
+        doc["inline"].append([sha(b"planted\n"), base64.b64encode(b"planted\n").decode()])
+
+
+@pytest.mark.parametrize("change", [_alter, _not_base64, _too_large, _duplicated, _unlisted])
+def test_a_bad_inline_blob_is_a_miss_that_writes_nothing(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None]
+) -> None:
+    with nginx(tmp_path / "nginx") as (url, data):
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        assert run(a, "--remote-cache", url).code == 0
+        rewrite_entries(data, change)
+        r = run(b, "--remote-cache", url)
+    assert r.code == 0, r
+    assert statuses(r)["size"] == "succeeded" and statuses(r)["build"] == "cached", r
+    assert r.err.count("remote cache") == 1 and "rejected" in r.err, r.err
+    for name in ("app.bin", "size.txt"):
+        assert (b / "out" / name).read_bytes() == (a / "out" / name).read_bytes()
+    blobs = {p.name for p in (b / ".planrun" / "cache" / "blobs").iterdir()}
+    assert blobs <= {p.name for p in (a / ".planrun" / "cache" / "blobs").iterdir()}, blobs
+    for blob in (b / ".planrun" / "cache" / "blobs").iterdir():  # nothing planted or altered
+        assert sha(blob.read_bytes()) == blob.name
+
+
+def test_a_signed_entry_with_altered_inline_bytes_is_rejected(tmp_path: Path) -> None:
+    key = {"PLANRUN_CACHE_SIGNING_KEY": "one key"}
+    with nginx(tmp_path / "nginx") as (url, data):
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        assert run(a, "--remote-cache", url, env=key).code == 0
+        rewrite_entries(data, _alter)
+        r = run(b, "--remote-cache", url, env=key)
+    assert r.code == 0, r
+    assert statuses(r)["size"] == "succeeded" and statuses(r)["build"] == "cached", r
+    assert "badly signed" in r.err and r.err.count("remote cache") == 1, r.err
+    assert (b / "out" / "size.txt").read_bytes() == (a / "out" / "size.txt").read_bytes()
+
+
 # ---- faults --------------------------------------------------------------------------------
 
 
@@ -229,8 +364,10 @@ def test_a_faulty_remote_is_one_warning_and_the_same_run(tmp_path: Path, mode: s
         b = checkout(tmp_path / "b")
         r = run(b, "--remote-cache", url, "--remote-cache-timeout", "2")
     assert r.code == 0, r
-    # the steps with outputs run (`note` has none: its entry alone is sound, and may hit)
-    assert statuses(r)["build"] == statuses(r)["size"] == "succeeded"
+    # the steps with outputs run (`note` has none: its entry alone is sound, and may hit;
+    # size.txt comes inside its entry, so a remote that only garbles blobs serves it sound)
+    assert statuses(r)["build"] == "succeeded"
+    assert statuses(r)["size"] == ("cached" if mode == "tamper" else "succeeded")
     assert r.err.count("remote cache") == 1, r.err
     assert (b / "out" / "app.bin").read_bytes() == (a / "out" / "app.bin").read_bytes()
     blobs = list((b / ".planrun" / "cache" / "blobs").iterdir())

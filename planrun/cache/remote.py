@@ -1,11 +1,11 @@
 """The remote cache: an HTTP server in the layout of Bazel's HTTP cache behind the local store.
 
-`URL/ac/KEY` holds an entry (the local entry file's bytes, signed when a signing key is set) and
-`URL/cas/SHA256` a blob. A local miss asks the remote; what it answers is checked (the entry as
-the local store checks its own, each blob against its SHA-256, the signature) and written into
-the local store, where the ordinary lookup takes it, with every rule of a local hit. A step
-stored after a miss is uploaded blobs first, entry last, so no reader sees an entry whose blobs
-are missing.
+`URL/ac/KEY` holds an entry (a local entry with its small output files inside, signed when a
+signing key is set: remote_entry.py) and `URL/cas/SHA256` a blob. A local miss asks the remote;
+what it answers is checked (the entry as the local store checks its own, each blob against its
+SHA-256, the signature) and written into the local store, where the ordinary lookup takes it,
+with every rule of a local hit. A step stored after a miss is uploaded blobs first, entry last,
+so no reader sees an entry whose blobs are missing.
 
 The remote only ever speeds a run up: a refused connection, a timeout, a 4xx/5xx or a corrupt
 answer is one warning per run and a miss, never a failure. A server that cannot be reached is
@@ -13,8 +13,8 @@ not asked again in the same run, and every request still waiting on it gives up 
 so an unreachable remote costs one timeout in all, not one per step.
 
 Each request's clock starts when it is asked for, not when httpx2 gets to it: the wait for the
-HTTP client itself (imported in a thread at the first request, while the run goes on with the
-next steps' sources), for a free connection, for the connection and for the head of the answer
+HTTP client itself (imported in a thread from the first local miss that asks, while the run
+goes on with the next steps' sources), for a free connection, for the connection and for the head of the answer
 all count. A body then streams
 with each read (or write) waiting at most the timeout (httpx2's own).
 """
@@ -25,14 +25,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import hashlib
-import hmac
 import importlib
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from planrun.cache.remote_entry import pack, unpack
 from planrun.cache.store import (
     CHUNK,
     INLINE_MAX,
@@ -66,7 +67,6 @@ _PRELOAD = (
     "httpcore2._backends.anyio",
     "encodings.idna",
 )
-_SIGNED = b"planrun-signed "
 
 
 class RemoteFault(Exception):
@@ -124,28 +124,6 @@ def remote_options(
     )
 
 
-def sign(key: bytes, entry_key: str, raw: bytes) -> bytes:
-    """The entry as stored on the remote: a signature line (HMAC-SHA256 over its key and its
-    bytes), then the bytes."""
-    mac = hmac.new(key, entry_key.encode() + b"\n" + raw, hashlib.sha256).hexdigest()
-    return _SIGNED + mac.encode() + b"\n" + raw
-
-
-def unsign(key: bytes | None, entry_key: str, body: bytes) -> bytes:
-    """The entry's bytes from what the remote holds; CorruptCache when a signing key is set and
-    the signature is missing or wrong."""
-    signed = body.startswith(_SIGNED)
-    head, _, raw = body.partition(b"\n") if signed else (b"", b"", body)
-    if key is None:
-        return raw
-    if not signed:
-        raise CorruptCache("unsigned")
-    mac = hmac.new(key, entry_key.encode() + b"\n" + raw, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(head[len(_SIGNED) :], mac.encode()):
-        raise CorruptCache("badly signed")
-    return raw
-
-
 class RemoteCache:
     """One run's use of the remote: fetch into the local store, upload from it."""
 
@@ -167,12 +145,18 @@ class RemoteCache:
 
     # ---- the connection ----------------------------------------------------------------------
 
+    def warm(self) -> None:
+        """A lookup is coming: import the HTTP client in a thread from now on, while the run
+        goes on (it hashes the next steps' sources before any lookup is sent)."""
+        if self._loaded is None:
+            self._loaded = _preload()
+
     async def _http(self) -> httpx2.AsyncClient:
         """The run's one client (one pool of kept-alive HTTP/1.1 connections), made by the
         first request once httpx2 is imported (in a thread: the event loop goes on meanwhile)."""
         if self._client is None:
-            if self._loaded is None:
-                self._loaded = _preload()
+            self.warm()
+            assert self._loaded is not None
             await asyncio.wrap_future(self._loaded)
             if self._client is None:  # (the requests that waited with this one: made once)
                 self._client = self._new_client()
@@ -288,17 +272,19 @@ class RemoteCache:
 
     async def fetch(self, key: str) -> Entry | None:
         """Bring the entry `key` and its blobs into the local store; the entry when it is there
-        now (a miss, a fault or a rejected entry: None)."""
+        now (a miss, a fault or a rejected entry: None). The blobs inside the entry are checked
+        before anything is written; only the others are downloaded."""
         if self.down or not is_key(key):
             return None
         try:
             body = await self._get(f"ac/{key}", MAX_ENTRY_BYTES + 128)
             if body is None:
                 return None
-            raw = unsign(self.options.signing_key, key, body)
-            entry = parse_entry(raw, key)
-            await asyncio.gather(*(self._fetch_blob(o.hash, o.size) for o in _blobs(entry)))
-            self.store.put_raw(key, raw)
+            entry, inline = unpack(body, key, self.options.signing_key)
+            await asyncio.gather(
+                *(self._fetch_blob(d, n, inline.get(d)) for d, n in _blobs(entry).items())
+            )
+            self.store.put(entry)
             return entry
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
@@ -308,8 +294,13 @@ class RemoteCache:
             self._fault(f"entry {key[:12]} not stored locally ({exc.strerror})", down=False)
         return None
 
-    async def _fetch_blob(self, digest: str, size: int) -> None:
+    async def _fetch_blob(self, digest: str, size: int, inline: bytes | None) -> None:
+        """One blob into the local store: from the entry (`inline`, checked already), else
+        downloaded and checked; nothing when the store has it."""
         if self.store.has_blob(digest):
+            return
+        if inline is not None:
+            self.store.put_blob(inline, digest)
             return
         if size <= INLINE_MAX:
             data = await self._get(f"cas/{digest}", size)
@@ -342,7 +333,8 @@ class RemoteCache:
     # ---- uploading ---------------------------------------------------------------------------
 
     async def upload(self, key: str) -> None:
-        """Send the local entry `key` and its blobs: blobs first, the entry last."""
+        """Send the local entry `key` and its blobs: blobs first, the entry last (with the
+        small ones inside it)."""
         if self.down or self.options.read_only:
             return
         try:
@@ -350,25 +342,27 @@ class RemoteCache:
             if raw is None:
                 return
             entry = parse_entry(raw, key)
-            blobs = {o.hash: o.size for o in _blobs(entry)}
-            await asyncio.gather(*(self._put_blob(d, n) for d, n in blobs.items()))
-            signing = self.options.signing_key
-            body = sign(signing, key, raw) if signing else raw
-            await self._put(f"ac/{key}", body)
+            small = {
+                d: self.store.read_blob(d, n) for d, n in _blobs(entry).items() if n <= INLINE_MAX
+            }
+            await asyncio.gather(
+                *(self._put_blob(d, n, small.get(d)) for d, n in _blobs(entry).items())
+            )
+            await self._put(f"ac/{key}", pack(entry, small, self.options.signing_key))
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except (CorruptCache, OSError) as exc:
             self._fault(f"entry {key[:12]} not uploaded ({exc})", down=False)
 
-    async def _put_blob(self, digest: str, size: int) -> None:
-        """A small blob is sent at once (one request, not two); a larger one only when a HEAD
-        says the server lacks it."""
+    async def _put_blob(self, digest: str, size: int, data: bytes | None) -> None:
+        """A small blob (`data`, read already) is sent at once (one request, not two); a larger
+        one only when a HEAD says the server lacks it, streamed from its file."""
         if size >= ASK_FIRST and (await self._request("HEAD", f"cas/{digest}")).status_code == 200:
             return
-        if size <= INLINE_MAX:
-            await self._put(f"cas/{digest}", self.store.read_blob(digest, size))
-        else:  # streamed from the file: the receiver checks it against its name
-            await self._put(f"cas/{digest}", self.store.blob_chunks(digest))
+        # streamed: the receiver checks it against its name
+        await self._put(
+            f"cas/{digest}", data if data is not None else self.store.blob_chunks(digest)
+        )
 
     async def _put(self, path: str, body: bytes | AsyncIterator[bytes]) -> None:
         response = await self._request("PUT", path, body)
@@ -397,18 +391,29 @@ def _preload() -> concurrent.futures.Future[None]:
     loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
 
     def load() -> None:
-        with contextlib.suppress(Exception):
-            for name in _PRELOAD:
-                importlib.import_module(name)
+        # httpcore2 imports trio, when installed, only to serve callers that run under trio:
+        # ~40% of the whole import (~250 M instructions). planrun's loop is asyncio's, so
+        # trio is hidden while httpcore2 loads (unless something loaded it already), and
+        # can be imported as usual afterwards.
+        hide = "trio" not in sys.modules
+        if hide:
+            sys.modules["trio"] = None  # type: ignore[assignment]  # `import trio` fails
+        try:
+            with contextlib.suppress(Exception):
+                for name in _PRELOAD:
+                    importlib.import_module(name)
+        finally:
+            if hide and "trio" in sys.modules and sys.modules["trio"] is None:
+                del sys.modules["trio"]
         loaded.set_result(None)
 
     threading.Thread(target=load, name="planrun-remote-import", daemon=True).start()
     return loaded
 
 
-def _blobs(entry: Entry) -> list[Any]:
-    """The blobs a hit needs: the entry's output files."""
-    return list(entry.outputs)
+def _blobs(entry: Entry) -> dict[str, int]:
+    """The blobs a hit needs (the entry's output files), each once: digest -> size."""
+    return {o.hash: o.size for o in entry.outputs}
 
 
 def _transport_reason(exc: Exception) -> str:

@@ -133,6 +133,12 @@ class Entry:
 def parse_entry(raw: bytes, key: str) -> Entry:
     """An entry from its file's bytes (a header line with the body's SHA-256, then the JSON
     body); CorruptCache when it is not a whole, well-formed entry for `key`."""
+    return Entry.from_json(entry_doc(raw), key)
+
+
+def entry_doc(raw: bytes) -> Any:
+    """The JSON document of an entry file's bytes, its header and checksum checked (the
+    fields are not: Entry.from_json does that); CorruptCache when it is not a whole entry."""
     try:
         head, _, body = raw.partition(b"\n")
         parts = head.decode("ascii").split(" ")
@@ -140,9 +146,19 @@ def parse_entry(raw: bytes, key: str) -> Entry:
             raise CorruptCache("bad header")
         if hashlib.sha256(body).hexdigest() != parts[2]:
             raise CorruptCache("checksum mismatch (truncated or altered)")
-        return Entry.from_json(loads(body), key)
+        return loads(body)
     except (UnicodeDecodeError, ValueError):
         raise CorruptCache("not a cache entry") from None
+
+
+def entry_bytes(doc: dict[str, Any]) -> bytes:
+    """An entry file's bytes: the header line with the body's SHA-256, then the JSON body."""
+    try:
+        body = json.dumps(doc, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:  # a file name that is not UTF-8 (a lone surrogate): escaped
+        body = json.dumps(doc, default=str).encode("ascii")
+    head = f"{_HEADER} {CACHE_FORMAT} {hashlib.sha256(body).hexdigest()}\n".encode()
+    return head + body
 
 
 def _output_file(o: Any) -> OutputFile:
@@ -249,15 +265,10 @@ class CacheStore:
 
     def put(self, entry: Entry) -> None:
         self._prepare()
-        doc = entry.to_json()
-        try:
-            body = json.dumps(doc, ensure_ascii=False, default=str).encode("utf-8")
-        except UnicodeEncodeError:  # a file name that is not UTF-8 (a lone surrogate): escaped
-            body = json.dumps(doc, default=str).encode("ascii")
-        if len(body) > MAX_ENTRY_BYTES:
+        raw = entry_bytes(entry.to_json())
+        if len(raw) > MAX_ENTRY_BYTES:
             return  # it could never be read back
-        head = f"{_HEADER} {CACHE_FORMAT} {hashlib.sha256(body).hexdigest()}\n".encode()
-        atomic_write(f"{check_digest(entry.key)}.json", head + body, dir_fd=self._dir("entries"))
+        atomic_write(f"{check_digest(entry.key)}.json", raw, dir_fd=self._dir("entries"))
 
     def touch(self, key: str, *, now: bool = False) -> None:
         """Mark an entry used (least-recently-used pruning reads the mtime). An entry marked
