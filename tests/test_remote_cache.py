@@ -166,17 +166,6 @@ def test_signed_entries(tmp_path: Path) -> None:
         assert "unsigned" in r.err
 
 
-def test_loading_the_client_leaves_trio_importable(tmp_path: Path) -> None:
-    """The client is loaded with trio hidden (planrun runs under asyncio); afterwards trio,
-    when installed, imports as usual in the same process."""
-    import sys
-
-    with nginx(tmp_path / "nginx") as (url, _data):
-        assert run(checkout(tmp_path / "a"), "--remote-cache", url).code == 0
-    assert "httpcore2" in sys.modules
-    assert sys.modules.get("trio", "absent") is not None
-
-
 # ---- small outputs inside the entry ------------------------------------------------------------
 
 

@@ -13,8 +13,8 @@ not asked again in the same run, and every request still waiting on it gives up 
 so an unreachable remote costs one timeout in all, not one per step.
 
 Each request's clock starts when it is asked for, not when httpx2 gets to it: the wait for the
-HTTP client itself (imported in a thread from the first local miss that asks, while the run
-goes on with the next steps' sources), for a free connection, for the connection and for the head of the answer
+HTTP client itself (imported in a thread at the first request, while the run goes on with the
+next steps' sources), for a free connection, for the connection and for the head of the answer
 all count. A body then streams
 with each read (or write) waiting at most the timeout (httpx2's own).
 """
@@ -26,7 +26,6 @@ import concurrent.futures
 import contextlib
 import hashlib
 import importlib
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -391,20 +390,9 @@ def _preload() -> concurrent.futures.Future[None]:
     loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
 
     def load() -> None:
-        # httpcore2 imports trio, when installed, only to serve callers that run under trio:
-        # ~40% of the whole import (~250 M instructions). planrun's loop is asyncio's, so
-        # trio is hidden while httpcore2 loads (unless something loaded it already), and
-        # can be imported as usual afterwards.
-        hide = "trio" not in sys.modules
-        if hide:
-            sys.modules["trio"] = None  # type: ignore[assignment]  # `import trio` fails
-        try:
-            with contextlib.suppress(Exception):
-                for name in _PRELOAD:
-                    importlib.import_module(name)
-        finally:
-            if hide and "trio" in sys.modules and sys.modules["trio"] is None:
-                del sys.modules["trio"]
+        with contextlib.suppress(Exception):
+            for name in _PRELOAD:
+                importlib.import_module(name)
         loaded.set_result(None)
 
     threading.Thread(target=load, name="planrun-remote-import", daemon=True).start()
