@@ -39,18 +39,6 @@ def step_dict(step: Step) -> dict[str, Any]:
     return step.to_dict(exclude_defaults=True)
 
 
-def apply_revisions(plan: Plan, revisions: list[dict[str, Any]]) -> Plan:
-    """The plan as its last stored revision left it (each revision stores the full step list).
-
-    The stored steps are validated again (pydantic, imported only here: a rare path)."""
-    if not revisions:
-        return plan
-    from planrun.plan import model
-
-    steps = [model.runtime_step(model.Step.model_validate(s)) for s in revisions[-1]["steps"]]
-    return replace(plan, steps=steps)
-
-
 def make_replanner(
     plan: Plan,
     req: RunRequest,
