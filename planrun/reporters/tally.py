@@ -89,11 +89,6 @@ class RunTally:
         counts = self.step_counts()
         return counts.total, step_parts(counts)
 
-    def instance_counts(self) -> tuple[int, int]:
-        """Foreach instances of the steps that started, and how many of them failed."""
-        failed = sum(1 for s in self.instances.values() if s == Status.FAILED)
-        return len(self.instances), failed
-
     def title(self, plan: str, step: str) -> str | None:
         return self.titles.get((plan, step))
 
