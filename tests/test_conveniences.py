@@ -300,7 +300,7 @@ def test_init_other_names(run, tmp_path):
     r = run("init", "ci.txt")
     assert r.code == 2 and not (tmp_path / "ci.txt").exists(), r
     r = run("init", "no/such/dir/plan.yaml")
-    assert r.code == 2 and "cannot create" in r.err, r
+    assert r.code == 2 and "cannot write no/such/dir/plan.yaml" in r.err, r
 
 
 def _file_size_capped(limit: int) -> None:

@@ -574,15 +574,6 @@ def test_positions_in_windows_line_endings() -> None:
 def test_document_built_by_hand_has_root_positions() -> None:
     doc = Document("x.yaml", {"a": 1})
     assert doc.pos(("a",)) == (1, 1)
-    assert doc.diagnostic(("a",), "bad").render() == "x.yaml:1:1: error: bad"
-
-
-def test_diagnostic_helper_uses_positions() -> None:
-    doc = load_text("steps:\n  - id: a\n    depends_on: [b]\n", "p.yaml")
-    diag = doc.diagnostic(
-        ("steps", 0, "depends_on", 0), "unknown step 'b'", hint="did you mean 'a'?"
-    )
-    assert diag.render() == "p.yaml:3:18: error: unknown step 'b' (did you mean 'a'?)"
 
 
 # --------------------------------------------------------------------------- formats

@@ -19,7 +19,7 @@ from planrun.plan.definition import Plan
 from planrun.plan.graph import PlanGraph
 from planrun.run.events import PlanDiff, StepResumed, StepStarted
 from planrun.run.planner import ReplanRequest, ReplanStop, Revision
-from planrun.run.replan import PlannerError, _replan, apply_revisions
+from planrun.run.replan import PlannerError, _replan
 from planrun.run.resume import (
     CHANGED,
     CONDITION_CHANGED,
@@ -28,6 +28,7 @@ from planrun.run.resume import (
     NOT_IN_PREVIOUS,
     plan_resume,
 )
+from planrun.run.revision_check import checked_revision
 from planrun.run.scheduler import Scheduler
 from planrun.state.model import StepState
 from planrun.status import Reason, Status
@@ -426,7 +427,9 @@ def test_max_replans_is_per_invocation_a_resume_may_ask_again() -> None:
     first, _, _ = replanning(plan, ask, FakeExecutor({"fetch": fails("no"), "again": fails("no")}))
     assert run(first).reason == Reason.REPLAN_BUDGET
     # the resume continues the stored revision, with a fresh budget
-    revised = apply_revisions(plan, first.revisions)
+    revised = checked_revision(
+        plan, first.revisions, state_path="state.json", planner=True, variables={}
+    )
     assert [s.id for s in revised.steps] == ["again"]
     ask, contexts = planner([{"id": "fix", "tool": "echo", "args": {"value": "fixed"}}])
     notices: list[str] = []
@@ -540,7 +543,9 @@ def test_a_resume_of_a_revised_run_continues_the_revision_without_asking_again()
     ask, contexts = planner(route)
     first, _, _ = replanning(plan, ask, FakeExecutor({"fetch": fails("no"), "wait": fails("no")}))
     assert run(first).reason == Reason.STEP_FAILED
-    revised = apply_revisions(plan, first.revisions)
+    revised = checked_revision(
+        plan, first.revisions, state_path="state.json", planner=True, variables={}
+    )
     assert [s.id for s in revised.steps] == ["first", "alt", "wait", "finish"]
     ex = FakeExecutor({})
     sched, events = resume(revised, previous_of(first), ex)

@@ -214,7 +214,7 @@ def test_mcp_answers_mask_secrets(tmp_path):
 
 
 def test_fingerprints_in_the_state_are_not_hashes_of_secrets(run, write, tmp_path):
-    from planrun.run.scheduler import fingerprint
+    from planrun.run.scope import fingerprint
 
     write(
         "p.yaml",

@@ -23,15 +23,14 @@ import pytest
 from planrun.errors import ExitCode, StateError
 from planrun.run.events import Event, EventBus, iso_ts
 from planrun.state import (
-    STATE_VERSION,
     StateStore,
     default_state_path,
     read_state,
     render_status_text,
-    state_time,
     status_document,
 )
 from planrun.state.files import path_text
+from planrun.state.model import STATE_VERSION, state_time
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = "demo"

@@ -63,26 +63,22 @@ def own_temporary(sub: str, name: str) -> bool:
 
 def is_entry_file(dir_fd: int, name: str) -> bool:
     """Whether `entries/NAME` is a regular file starting with an entry's header line."""
+    return _starts_with(dir_fd, name, _ENTRY_HEAD, 128)
+
+
+def is_marked(root_fd: int) -> bool:
+    """Whether the directory open as `root_fd` holds planrun's CACHEDIR.TAG (a regular file)."""
+    return _starts_with(root_fd, TAG_NAME, _MARK, 4096)
+
+
+def _starts_with(dir_fd: int, name: str, head: re.Pattern[bytes], size: int) -> bool:
+    """Whether `name` in `dir_fd` is a regular file whose first `size` bytes match `head`."""
     try:
         fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
     except OSError:
         return False
     try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and bool(_ENTRY_HEAD.match(os.read(fd, 128)))
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def is_marked(root_fd: int) -> bool:
-    """Whether the directory open as `root_fd` holds planrun's CACHEDIR.TAG (a regular file)."""
-    try:
-        fd = os.open(TAG_NAME, READ_FLAGS, dir_fd=root_fd)
-    except OSError:
-        return False
-    try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and bool(_MARK.match(os.read(fd, 4096)))
+        return stat.S_ISREG(os.fstat(fd).st_mode) and bool(head.match(os.read(fd, size)))
     except OSError:
         return False
     finally:

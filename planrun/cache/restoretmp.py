@@ -19,6 +19,9 @@ import re
 from collections.abc import Callable
 from typing import BinaryIO
 
+from planrun.cache.safeio import write_renamed
+from planrun.state.lock import pid_alive
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _NAME = re.compile(r"restore-(\d+)-[0-9a-f]{12}\.tmp\Z")
 
@@ -72,23 +75,6 @@ class RestoreTemp:
             self._fd = None
 
 
-def write_renamed(
-    src: int, tmp: str, dst: int, name: str, write: Callable[[BinaryIO], None], mode: int
-) -> None:
-    """Write `tmp` in directory `src` with `write` and `mode`, then rename it to `name` in
-    directory `dst` (a link there is replaced, not followed); `tmp` is removed on failure."""
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=src)
-    try:
-        with os.fdopen(out, "wb") as f:
-            write(f)
-            os.fchmod(f.fileno(), mode)
-        os.replace(tmp, name, src_dir_fd=src, dst_dir_fd=dst)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=src)
-        raise
-
-
 def _remove_leftovers(fd: int) -> None:
     """Remove the temporary files of restores whose process is gone (killed midway)."""
     try:
@@ -97,19 +83,7 @@ def _remove_leftovers(fd: int) -> None:
         return
     for name in names:
         found = _NAME.match(name)
-        if found is None or _alive(int(found.group(1))):
+        if found is None or pid_alive(int(found.group(1))):
             continue
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=fd)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive
-    return True

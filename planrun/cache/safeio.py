@@ -14,6 +14,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Callable
 from typing import BinaryIO
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -90,15 +91,30 @@ def atomic_write(
     opened through a link."""
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
+    write_renamed(dir_fd, tmp, dir_fd, path, lambda f: f.write(data), mode)
+
+
+def write_renamed(
+    src: int | None,
+    tmp: str,
+    dst: int | None,
+    name: str,
+    write: Callable[[BinaryIO], object],
+    mode: int | None,
+) -> None:
+    """Create `tmp` anew in directory `src` (never through a link), write it with `write` and
+    give it `mode` (None: 0644), then rename it to `name` in directory `dst` (a link there is
+    replaced, not followed); `tmp` is removed on failure. A directory of None: `tmp` and
+    `name` are paths."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-    fd = os.open(tmp, flags, 0o644 if mode is None else 0o600, dir_fd=dir_fd)
+    fd = os.open(tmp, flags, 0o644 if mode is None else 0o600, dir_fd=src)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
             if mode is not None:
                 os.fchmod(f.fileno(), mode)
-        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.replace(tmp, name, src_dir_fd=src, dst_dir_fd=dst)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
+            os.unlink(tmp, dir_fd=src)
         raise

@@ -33,38 +33,6 @@ UNKNOWN = "unknown"  # a dry-run's status for a step only the run can decide
 UNKNOWN_AFTER = "unknown: runs after "
 
 
-def cache_options(
-    force: Iterable[str],
-    no_cache: bool,
-    cache_dir: str | None,
-    explain: bool,
-    ids: Iterable[str],
-    fans: Iterable[str] = (),
-    remote: RemoteOptions | None = None,
-) -> CacheOptions:
-    """CacheOptions from the run flags; an unknown `--force ID` is a usage error. `fans`: the
-    foreach steps, whose instances (`lint[2]`) may be forced one by one."""
-    forced = [f for f in force if f != ALL]
-    known = set(ids)
-    fan_ids = set(fans)
-    unknown = [f for f in forced if f not in known and parent_of(f) not in fan_ids]
-    if unknown:
-        from planrun.suggest import did_you_mean
-
-        hint = did_you_mean(unknown[0], known)
-        raise UsageError(
-            f"--force: no step '{unknown[0]}' in the plan" + (f" ({hint})" if hint else "")
-        )
-    return CacheOptions(
-        enabled=not no_cache,
-        directory=cache_dir,
-        force_all=ALL in force,
-        force=frozenset(forced),
-        explain=explain,
-        remote=remote,
-    )
-
-
 def open_session(
     options: CacheOptions,
     plan: Plan,
@@ -302,16 +270,27 @@ def _warn_stderr(message: str) -> None:
 
 
 def run_cache_options(req: CacheRequest, prep: Prepared) -> CacheOptions:
-    """The options of a top-level run (its --force IDs checked against the plan)."""
-    fans = [s.id for s in prep.plan.steps if _fans_out(s)]
-    return cache_options(
-        prep.forced,
-        req.no_cache,
-        req.cache_dir,
-        req.explain,
-        prep.graph.order,
-        fans,
-        run_remote_options(req),
+    """The options of a top-level run; an unknown `--force ID` is a usage error (an instance
+    of a foreach step, `lint[2]`, may be forced on its own)."""
+    remote = run_remote_options(req)
+    forced = [f for f in prep.forced if f != ALL]
+    known = set(prep.graph.order)
+    fans = {s.id for s in prep.plan.steps if _fans_out(s)}
+    unknown = [f for f in forced if f not in known and parent_of(f) not in fans]
+    if unknown:
+        from planrun.suggest import did_you_mean
+
+        hint = did_you_mean(unknown[0], known)
+        raise UsageError(
+            f"--force: no step '{unknown[0]}' in the plan" + (f" ({hint})" if hint else "")
+        )
+    return CacheOptions(
+        enabled=not req.no_cache,
+        directory=req.cache_dir,
+        force_all=ALL in prep.forced,
+        force=frozenset(forced),
+        explain=req.explain,
+        remote=remote,
     )
 
 

@@ -16,7 +16,6 @@ from planrun.errors import PlanrunError
 from planrun.plan.defaultplan import PLAN_EXTENSIONS, looks_like_plan
 from planrun.plan.discovery import find_plan_upwards
 
-SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_PLANRUN_COMPLETE"
 MAX_PLAN_BYTES = 16 << 20  # completion must stay instant: larger plans are not read
 _ID = re.compile(r"[A-Za-z0-9_.-]+")  # a step id (planrun.plan.model's rule)
@@ -30,7 +29,7 @@ def completion_script(cli: Any, shell: str) -> str:
 
     ours = {"bash": BashCompletion, "fish": FishCompletion}
     cls = ours.get(shell) or get_completion_class(shell)
-    if cls is None:  # pragma: no cover - SHELLS are all built into click
+    if cls is None:  # pragma: no cover - `completion` offers only shells click knows
         raise ValueError(f"unsupported shell {shell!r}")
     return str(cls(cli, {}, "planrun", COMPLETE_VAR).source())
 

@@ -43,11 +43,6 @@ Exit codes:
 """
 
 
-def _from_click(exc: BaseException) -> bool:
-    """A click exception (its exit, a usage error): click itself must handle it."""
-    return isinstance(exc, click.exceptions.Exit | click.ClickException)
-
-
 def fail(message: str, code: ExitCode) -> NoReturn:
     click.echo(one_line(f"planrun: error: {message}"), err=True)  # input it quotes stays one line
     if code == ExitCode.INTERRUPTED:
@@ -79,8 +74,8 @@ def guard(fn: F) -> F:
         except BrokenPipeError:
             sys.exit(int(ExitCode.RUN_FAILED))
         except Exception as exc:  # a bug: one line and where to report it
-            if _from_click(exc):
-                raise
+            if isinstance(exc, click.exceptions.Exit | click.ClickException):
+                raise  # its exit, a usage error: click itself handles them
             message = (
                 f"internal error: {type(exc).__name__}: {exc} "
                 "(this is a bug in planrun; please report it with the plan that caused it)"

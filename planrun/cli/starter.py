@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: PyYAML only to write a starter plan.
-import contextlib
-import errno
 import json
-import os
 
 from planrun.errors import UsageError
+from planrun.plan.schemafile import write_new
 
 # A path, not a URL: `planrun init` writes the schema there (planrun/plan/schemafile.py), and the
 # YAML language server reads it from the plan's directory, offline.
@@ -99,49 +97,13 @@ def starter_text(path: str) -> str:
 
 
 def write_starter(path: str) -> None:
-    """Create `path` with the starter plan; UsageError if it exists (never overwritten).
-
-    Written whole or not at all: the plan goes to a temporary file beside `path`, which is
-    then linked in under its name (a link, unlike a rename, fails when the name exists, so a
-    file made meanwhile is not replaced either). A write that fails (a full disk) removes the
-    temporary file and leaves no empty or cut plan behind to be refused by the next `init`.
-    """
+    """Create `path` with the starter plan, whole or not at all (schemafile.write_new);
+    UsageError if it exists (never overwritten) or cannot be written (nothing is left then)."""
     if not path.lower().endswith((".yaml", ".yml", ".json")):
         raise UsageError(f"a plan file name ends in .yaml, .yml or .json: {path}")
-    if os.path.lexists(path):  # a symlink, even a dangling one, is never written through
-        raise UsageError(f"{path} already exists: not overwriting it")
-    data = starter_text(path).encode()
-    head, name = os.path.split(path)
-    tmp = os.path.join(head, f".{name}.{os.urandom(4).hex()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise UsageError(f"cannot create {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        _link_new(tmp, path)
-    except FileExistsError:
-        raise UsageError(f"{path} already exists: not overwriting it") from None
+        written = write_new(path, starter_text(path).encode())
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-
-def _link_new(tmp: str, path: str) -> None:
-    """Give the file `tmp` the new name `path`; FileExistsError if `path` exists."""
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
-            raise
-        # a file system without hard links (FAT): a rename, after one more look
-        if os.path.lexists(path):
-            raise FileExistsError(errno.EEXIST, "exists", path) from None
-        os.rename(tmp, path)
+    if not written:
+        raise UsageError(f"{path} already exists: not overwriting it")

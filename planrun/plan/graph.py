@@ -172,7 +172,14 @@ class PlanGraph:
 
     def upstream(self, targets: Iterable[str]) -> set[str]:
         """`targets` and everything they depend on, transitively."""
-        return _reachable(targets, self.deps)
+        seen: set[str] = set()
+        stack = list(targets)
+        while stack:
+            sid = stack.pop()
+            if sid not in seen:
+                seen.add(sid)
+                stack.extend(self.deps.get(sid, ()))
+        return seen
 
     def edges(self) -> list[dict[str, str]]:
         return [
@@ -180,17 +187,6 @@ class PlanGraph:
             for sid in self.order
             for d in self.deps[sid]
         ]
-
-
-def _reachable(starts: Iterable[str], neighbours: dict[str, list[str]]) -> set[str]:
-    seen: set[str] = set()
-    stack = list(starts)
-    while stack:
-        sid = stack.pop()
-        if sid not in seen:
-            seen.add(sid)
-            stack.extend(neighbours.get(sid, ()))
-    return seen
 
 
 def data_sources(

@@ -23,7 +23,7 @@ from pydantic import (
 
 from planrun.plan import definition as runtime
 from planrun.plan.data import ANY, ENUM, NODE, NODES, PLAIN, Kind, PlanNode, Spec, rows
-from planrun.plan.definition import NAME_PATTERN, SCOPE_NAMES, STEP_ID_PATTERN, OnFailure
+from planrun.plan.definition import STEP_ID_PATTERN
 from planrun.plan.durations import DURATION_PATTERN, LONGEST_DURATION
 from planrun.plan.kinds import KIND_RULES, KindRule
 
@@ -255,18 +255,6 @@ def runtime_server(entry: BaseModel) -> runtime.ServerEntry:
     return made
 
 
-def runtime_plan(
-    header: BaseModel,
-    *,
-    name: str | None,
-    steps: list[runtime.Step],
-    servers: dict[str, runtime.ServerEntry],
-) -> runtime.Plan:
-    """The runtime plan for a validated header, its (converted) steps and servers."""
-    kwargs = _runtime_fields(runtime.Plan, header)
-    return runtime.Plan(**{**kwargs, "name": name, "steps": steps, "servers": servers})
-
-
 PLAN_FIELDS = sorted(set(Plan.model_fields) | {"id"})
 STEP_FIELDS = sorted((set(Step.model_fields) - {"as_"}) | {"index", "as"})
 
@@ -318,16 +306,12 @@ def _exactly_one_string(a: str, b: str) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "NAME_PATTERN",
     "PLAN_FIELDS",
-    "SCOPE_NAMES",
     "STEP_FIELDS",
-    "OnFailure",
     "Plan",
     "PlanHeader",
     "Step",
     "plan_json_schema",
-    "runtime_plan",
     "runtime_server",
     "runtime_step",
     "to_runtime",

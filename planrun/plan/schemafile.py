@@ -26,22 +26,31 @@ def schema_path(plan_path: str) -> str:
 
 
 def write_schema_beside(plan_path: str) -> bool:
-    """Write the schema as plan.schema.json in the directory of `plan_path`, unless a file of
-    that name (or a symlink, even a dangling one) is there: that one is kept, and False is
-    returned. Raises OSError when it cannot be written; nothing of it is left then.
-
-    The schema goes to a temporary file that is then linked in under its name: a link, unlike
-    a rename, fails when the name exists, so no file is ever replaced and none is seen half
-    written.
-    """
+    """Write the schema as plan.schema.json in the directory of `plan_path` (write_new): False
+    when a file of that name (or a symlink, even a dangling one) is there, which is kept."""
     path = schema_path(plan_path)
     if os.path.lexists(path):
+        return False  # before the schema is made: that imports pydantic
+    return write_new(path, schema_text().encode())
+
+
+def write_new(path: str, data: bytes) -> bool:
+    """Create the file `path` holding `data`, whole or not at all; False, nothing written, when
+    `path` exists (a symlink, even a dangling one, is never written through). Raises OSError
+    when it cannot be written (a full disk); nothing of it is left then.
+
+    The data goes to a temporary file beside `path` that is then linked in under its name: a
+    link, unlike a rename, fails when the name exists, so no file is ever replaced (one made
+    meanwhile neither) and none is seen half written.
+    """
+    if os.path.lexists(path):
         return False
-    tmp = os.path.join(os.path.dirname(path), f".{SCHEMA_FILE}.{os.urandom(4).hex()}.tmp")
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f".{name}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(schema_text().encode())
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         return _link_new(tmp, path)

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from planrun.plan.expressions import ExpressionError, resolve, to_text
+from planrun.plan.instances import group_instances
 from planrun.run.stepcounts import KEPT_REASON, counts_text, state_counts
 from planrun.state import RunState, StepState
 from planrun.text import format_duration
@@ -190,7 +191,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
     path = critical_path(ran, {sid: _deps_of(sid, plan, instances) for sid in ran})
     # a foreach step is on the critical path when one of its instances is
     critical = path | {base_id(sid) for sid in path if base_id(sid) in state.steps}
-    for sid in _grouped(list(state.steps), instances):
+    for sid in group_instances(state.steps):  # in state order, instances under their step
         st = state.steps[sid]
         start_end = times.get(sid)
         rows.append(
@@ -250,19 +251,6 @@ def _instances(ids: list[str]) -> dict[str, list[str]]:
             out.setdefault(base, []).append(sid)
     for group in out.values():
         group.sort(key=lambda s: int(s[s.rindex("[") + 1 : -1]))
-    return out
-
-
-def _grouped(ids: list[str], instances: dict[str, list[str]]) -> list[str]:
-    """Ids in state order, with each foreach step's instances right under it."""
-    present = set(ids)
-    out: list[str] = []
-    for sid in ids:
-        base = base_id(sid)
-        if base != sid and base in present:
-            continue  # listed under its step
-        out.append(sid)
-        out.extend(instances.get(sid, []))
     return out
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+from planrun.plan.instances import parent_of
 from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
 from planrun.reporters.lines import (
     diff_words,
@@ -257,7 +258,7 @@ class ConsoleReporter:
         step = event.step
         if event.plan == self.tally.root or self.tally.root is None:
             # A foreach instance is shown indented under its step.
-            return f"  {step}" if step.endswith("]") and "[" in step else step
+            return f"  {step}" if parent_of(step) is not None else step
         return f"{event.plan}:{step}"
 
     def _name(self, event: StepEvent) -> str:

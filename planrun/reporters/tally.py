@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planrun.plan.instances import parent_of
 from planrun.reporters.lines import TERMINAL
 from planrun.run.events import (
     PlanDiff,
@@ -25,11 +26,6 @@ from planrun.run.events import (
 from planrun.run.stepcounts import StepCounts, count_steps, step_parts
 from planrun.status import Status
 from planrun.text import first_line
-
-
-def _is_instance(step: str) -> bool:
-    """A foreach instance, ID[N]."""
-    return step.endswith("]") and "[" in step
 
 
 class RunTally:
@@ -89,11 +85,6 @@ class RunTally:
         counts = self.step_counts()
         return counts.total, step_parts(counts)
 
-    def instance_counts(self) -> tuple[int, int]:
-        """Foreach instances of the steps that started, and how many of them failed."""
-        failed = sum(1 for s in self.instances.values() if s == Status.FAILED)
-        return len(self.instances), failed
-
     def title(self, plan: str, step: str) -> str | None:
         return self.titles.get((plan, step))
 
@@ -105,7 +96,7 @@ class RunTally:
         step = event.step
         if event.plan != self.root:
             return False
-        if _is_instance(step):
+        if parent_of(step) is not None:
             # A foreach instance: shown while it runs, counted apart from the plan's steps.
             self.instances[step] = status
             if status == Status.RUNNING:

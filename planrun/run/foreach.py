@@ -124,7 +124,7 @@ class ForeachSteps:
             host.steps[inst.id], host.records[inst.id] = inst, StepRecord()
             host.graph.deps[inst.id] = host.graph.deps[sid]
         rec = host.records[sid]
-        rec.status, rec.executed = Status.RUNNING, True
+        rec.status = Status.RUNNING
         rec.fingerprint = expansion_fingerprint(step, views)
         reason, again = self._why(sid, step)
         title, fp = host.title(step), rec.fingerprint
@@ -220,7 +220,7 @@ class ForeachSteps:
         step, rec = host.steps[sid], host.records[sid]
         verdict, duration, kept = self.fanouts.verdict(sid, host.records)
         rec.status, rec.result, rec.error = Status(verdict.status), verdict.result, verdict.error
-        rec.duration_s, rec.kept, rec.executed = duration, kept, not kept
+        rec.duration_s, rec.kept = duration, kept
         rec.attempts = 0 if kept else 1
         ids = self.fanouts.ids(sid)
         rec.result_masked = any(host.records[i].result_masked for i in ids if i in host.records)

@@ -20,8 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from planrun import untrusted_json
-from planrun.errors import PlanInvalid
-from planrun.plan.definition import Plan, Step, replace
+from planrun.plan.definition import Plan, Step
 from planrun.run.planner import Replanner, ReplanRequest, ReplanStop, Revision
 from planrun.status import Reason
 
@@ -37,18 +36,6 @@ class PlannerError(Exception):
 def step_dict(step: Step) -> dict[str, Any]:
     """A step as it would be written in a plan file."""
     return step.to_dict(exclude_defaults=True)
-
-
-def apply_revisions(plan: Plan, revisions: list[dict[str, Any]]) -> Plan:
-    """The plan as its last stored revision left it (each revision stores the full step list).
-
-    The stored steps are validated again (pydantic, imported only here: a rare path)."""
-    if not revisions:
-        return plan
-    from planrun.plan import model
-
-    steps = [model.runtime_step(model.Step.model_validate(s)) for s in revisions[-1]["steps"]]
-    return replace(plan, steps=steps)
 
 
 def make_replanner(
@@ -225,28 +212,15 @@ def _check_revision(
 ) -> tuple[Plan | None, str]:
     """The revised plan (the completed steps, then the new ones) if it validates, else
     (None, the problems in one line)."""
-    from planrun.plan.loader import load_text
-    from planrun.plan.validate import check_document
+    from planrun.run.revision_check import revised_plan
 
-    plan = request.plan
     kept = [step_dict(steps[sid]) for sid in request.completed]
-    candidate = plan.to_dict(exclude_defaults=True)
-    candidate.update({"name": plan.name or "", "steps": kept + new_raw})
-    candidate.pop("id", None)
     label = f"<revision {len(request.revisions) + number}>"
-    try:
-        checked = check_document(
-            load_text(json.dumps(candidate), label, "json"), dict(request.variables)
-        )
-        errors = [d for d in checked.diagnostics if d.severity == "error"]
-    except PlanInvalid as exc:
-        errors, checked = exc.diagnostics, None
-    if errors or checked is None or checked.plan is None:
+    revised, errors = revised_plan(request.plan, kept + new_raw, label, request.variables)
+    if revised is None:
         text = "; ".join(d.message + (f" ({d.hint})" if d.hint else "") for d in errors)
         return None, text or "invalid revision"
-    from planrun.run.revision_check import gates_kept
-
-    return replace(plan, steps=gates_kept(plan, checked.plan.steps)), ""
+    return revised, ""
 
 
 def plan_diff(plan: Plan, completed: list[str], new_steps: list[Step]) -> dict[str, list[str]]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from planrun.errors import PlanInvalid, StateError
+from planrun.errors import Diagnostic, PlanInvalid, StateError
 from planrun.plan.definition import Plan, Step, replace
 
 
@@ -43,26 +43,38 @@ def checked_revision(
     steps = last.get("steps") if isinstance(last, dict) else None
     if not isinstance(steps, list) or not steps:
         raise StateError(f"state file {state_path} is corrupt: its last revision lists no steps")
-    from planrun.plan.loader import load_text
-    from planrun.plan.validate import check_document
-
-    candidate = plan.to_dict(exclude_defaults=True)
-    candidate.pop("id", None)
-    candidate.update({"name": name, "steps": steps})
-    label = f"<revision {len(revisions)} in {state_path}>"
-    try:
-        checked = check_document(load_text(json.dumps(candidate), label, "json"), variables)
-        errors = [d for d in checked.diagnostics if d.severity == "error"]
-    except PlanInvalid as exc:
-        errors, checked = exc.diagnostics, None
-    if errors or checked is None or checked.plan is None:
+    revised, errors = revised_plan(
+        plan, steps, f"<revision {len(revisions)} in {state_path}>", variables
+    )
+    if revised is None:
         why = errors[0].message if errors else "it does not validate"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise StateError(
             f"state file {state_path}: the stored revision {len(revisions)} does not pass "
             f"plan '{name}''s checks: {why}{more}; refusing to run it"
         )
-    return replace(plan, steps=gates_kept(plan, checked.plan.steps))
+    return revised
+
+
+def revised_plan(
+    plan: Plan, steps: list[Any], label: str, variables: Mapping[str, Any]
+) -> tuple[Plan | None, list[Diagnostic]]:
+    """`plan` with `steps` (raw step data) in place of its own, if that passes every check of a
+    plan file (read as the file `label`), with its gates kept; else (None, the errors)."""
+    from planrun.plan.loader import load_text
+    from planrun.plan.validate import check_document
+
+    candidate = plan.to_dict(exclude_defaults=True)
+    candidate.pop("id", None)
+    candidate.update({"name": plan.name or "plan", "steps": steps})
+    try:
+        checked = check_document(load_text(json.dumps(candidate), label, "json"), variables)
+        errors = [d for d in checked.diagnostics if d.severity == "error"]
+    except PlanInvalid as exc:
+        errors, checked = exc.diagnostics, None
+    if errors or checked is None or checked.plan is None:
+        return None, errors
+    return replace(plan, steps=gates_kept(plan, checked.plan.steps)), []
 
 
 def gates_kept(plan: Plan, steps: list[Step]) -> list[Step]:

@@ -160,11 +160,6 @@ class MaskChain:
         """Every string form of every secret of the tree (what a cache entry must not hold)."""
         return [form for masker in self._maskers for form in masker.values()]
 
-    @property
-    def empty(self) -> bool:
-        """No run of the tree has secrets: nothing to mask."""
-        return not self._maskers
-
     def __call__(self, value: Any) -> Any:
         for masker in self._maskers:
             value = masker(value)

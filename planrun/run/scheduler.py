@@ -49,7 +49,6 @@ from planrun.run.runtree import Budget, RunStopped, Slots
 from planrun.run.scope import (
     Scope,
     StepRecord,
-    fingerprint,
     rendered_title,
     step_args,
     step_condition,
@@ -63,7 +62,7 @@ if TYPE_CHECKING:
     from planrun.cache.session import Decision
     from planrun.run.planner import Replanner
 
-__all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "fingerprint", "result_document"]
+__all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "result_document"]
 
 
 class Scheduler:

@@ -31,7 +31,6 @@ class StepRecord:
     error: str | None = None
     duration_s: float | None = None
     fingerprint: str | None = None
-    executed: bool = False  # started (or settled by its own failure) in this run
     kept: bool = False  # kept from the previous run as it was recorded there
     upstream_failed: bool = False  # skipped because a step it depends on failed
     result_masked: bool = False  # a secret was masked in the result as shown and stored

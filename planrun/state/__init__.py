@@ -18,19 +18,16 @@ the whole file after every step would. A written line is in the kernel, so it su
 the snapshot at run start, when it grows past the snapshot's size, and at `close()`.
 """
 
-from planrun.state.journal import mark_abandoned, read_state
-from planrun.state.model import STATE_VERSION, RunState, StepState, default_state_path, state_time
+from planrun.state.journal import read_state
+from planrun.state.model import RunState, StepState, default_state_path
 from planrun.state.store import StateStore
 from planrun.state.view import render_status_text, status_document
 
 __all__ = [
-    "STATE_VERSION",
     "RunState",
     "StateStore",
     "StepState",
-    "state_time",
     "default_state_path",
-    "mark_abandoned",
     "read_state",
     "render_status_text",
     "status_document",

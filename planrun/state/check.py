@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from planrun.text import kind_of
+
 __all__ = [
     "check_journal_entry",
     "check_revisions",
@@ -36,25 +38,17 @@ def _text_or_null(doc: Mapping[str, Any], keys: tuple[str, ...], where: str) -> 
     for key in keys:
         value = doc.get(key)
         if value is not None and not isinstance(value, str):
-            raise ValueError(f"{where}{key} is {_kind(value)}, not a string")
+            raise ValueError(f"{where}{key} is {kind_of(value)}, not a string")
 
 
 def _number_or_null(value: Any, name: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise ValueError(f"{name} is {_kind(value)}, not a number")
+        raise ValueError(f"{name} is {kind_of(value)}, not a number")
 
 
 def _count_or_null(value: Any, name: str) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{name} is {_kind(value)}, not a whole number")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
-        type(value), "a list" if isinstance(value, list) else "an object"
-    )
+        raise ValueError(f"{name} is {kind_of(value)}, not a whole number")
 
 
 def check_step_fields(doc: Any, statuses: Collection[str]) -> None:
@@ -94,18 +88,18 @@ def check_run_fields(doc: Mapping[str, Any], statuses: Collection[str]) -> None:
 def check_revisions(revisions: Any) -> None:
     """`revisions`: a list of objects, each with an optional diff of id lists and step list."""
     if not isinstance(revisions, list):
-        raise ValueError(f"revisions is {_kind(revisions)}, not a list")
+        raise ValueError(f"revisions is {kind_of(revisions)}, not a list")
     for number, revision in enumerate(revisions, start=1):
         check_revision(revision, f"revision {number}")
 
 
 def check_revision(revision: Any, where: str = "revision") -> None:
     if not isinstance(revision, dict):
-        raise ValueError(f"{where} is {_kind(revision)}, not an object")
+        raise ValueError(f"{where} is {kind_of(revision)}, not an object")
     diff = revision.get("diff")
     if diff is not None:
         if not isinstance(diff, dict):
-            raise ValueError(f"{where}: diff is {_kind(diff)}, not an object")
+            raise ValueError(f"{where}: diff is {kind_of(diff)}, not an object")
         for key in ("removed", "added", "revised"):
             ids = diff.get(key)
             if ids is not None and (
@@ -114,13 +108,13 @@ def check_revision(revision: Any, where: str = "revision") -> None:
                 raise ValueError(f"{where}: diff.{key} is not a list of step ids")
     steps = revision.get("steps")
     if steps is not None and not isinstance(steps, list):
-        raise ValueError(f"{where}: steps is {_kind(steps)}, not a list")
+        raise ValueError(f"{where}: steps is {kind_of(steps)}, not a list")
 
 
 def check_journal_entry(entry: Any, run_statuses: Collection[str]) -> None:
     """One journal line: {op: step, id, state} | {op: run, changes} | {op: revision, revision}."""
     if not isinstance(entry, dict):
-        raise ValueError(f"an entry is {_kind(entry)}, not an object")
+        raise ValueError(f"an entry is {kind_of(entry)}, not an object")
     op = entry.get("op")
     if op == "step":
         if not isinstance(entry.get("id"), str | int) or isinstance(entry.get("id"), bool):
@@ -128,7 +122,7 @@ def check_journal_entry(entry: Any, run_statuses: Collection[str]) -> None:
     elif op == "run":
         changes = entry.get("changes")
         if not isinstance(changes, dict):
-            raise ValueError(f"run changes are {_kind(changes)}, not an object")
+            raise ValueError(f"run changes are {kind_of(changes)}, not an object")
         check_run_fields(changes, run_statuses)
     elif op == "revision":
         check_revision(entry.get("revision"))

@@ -102,7 +102,7 @@ class EnvironGate:
             self._users -= 1
             if self._users:
                 return
-            _restore(self._saved)
+            _apply(self._saved)  # the values it replaced, back
             self._current, self._saved = None, {}
             waiters, self._waiters = self._waiters, []
         for loop, waiter in waiters:
@@ -125,14 +125,6 @@ def _apply(overlay: Mapping[str, str | None]) -> dict[str, str | None]:
         else:
             os.environ[name] = value
     return saved
-
-
-def _restore(saved: Mapping[str, str | None]) -> None:
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
 
 
 class _Lease:

@@ -53,18 +53,6 @@ class Document:
             return (1, 1)
         return self._locator.pos(tuple(path), key)
 
-    def diagnostic(
-        self,
-        path: tuple[PathPart, ...],
-        message: str,
-        *,
-        key: bool = False,
-        hint: str | None = None,
-    ) -> Diagnostic:
-        """An error Diagnostic positioned at `path` in this document."""
-        line, col = self.pos(path, key=key)
-        return Diagnostic(self.file, line, col, "error", message, hint)
-
 
 class LazyDocument(Document):
     """A Document parsed only when its data or a position is first asked for.
