@@ -183,4 +183,3 @@ def started_event(
 def new_run_id() -> str:
     """12 random hex digits (uuid4's first 12; no uuid import)."""
     return os.urandom(6).hex()
-
