@@ -40,10 +40,11 @@ on disk in clear), and the server entries that came from --mcp-config (they can 
 environment variables; on a hit they are merged in again from the config, as on a miss).
 
 An entry is small JSON: the runtime plan (`to_dict(exclude_defaults=True, exact=True)`: no
-default values, infinity and NaN kept), the diagnostics, and the plan's digest (what
-`run.started` reports, planrun/plan/digest.py) sealed with this user's secret over the stored
-plan, so that a hit does not dump the whole plan again to work it out, and an edited entry's
-digest is never believed (it is worked out again from the plan the entry holds). A hit builds
+default values, infinity and NaN kept), the diagnostics, and last the plan's digest (what
+`run.started` reports, planrun/plan/digest.py) sealed with this user's secret over every byte
+of the entry before it, so that a hit does not dump the whole plan again to work it out, and
+an edited entry's digest is never believed (it is worked out again from the plan the entry
+holds). A hit builds
 the plan back without PyYAML, pydantic or jinja2; its Document is lazy (loader.LazyDocument):
 the file's bytes, already read for the key, are parsed only if a position is asked for.
 
@@ -230,17 +231,18 @@ def _encode(
         ],
     }
     try:
+        blob = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if not servers:  # (with --mcp-config's servers merged in, a hit works it out again)
             digest = plan_digest(plan)  # the run about to start takes it from here too
-            entry["digest"] = [digest, seal(secret, key, digest, _dump(data))]
-        blob = _dump(entry)
+            blob = blob[:-1] + _digest_tail(digest, seal(secret, key, digest, blob[:-1]))
     except (TypeError, ValueError, UnicodeEncodeError):  # a value JSON cannot hold: not cached
         return None
     return blob if len(blob) <= MAX_ENTRY_BYTES else None
 
 
-def _dump(data: Any) -> bytes:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def _digest_tail(digest: str, tag: str) -> bytes:
+    """The entry's last member, the digest and its seal over every byte before it."""
+    return f',"digest":["{digest}","{tag}"]}}'.encode()
 
 
 def _decode(
@@ -261,26 +263,29 @@ def _decode(
                 Diagnostic(str(file), int(line), int(col), severity, str(message), hint)
             )
         data = entry["plan"]
-        digest = _stored_digest(entry, key, secret) if not servers else None
+        stored = entry.get("digest") if not servers else None
         data["servers"] = {**_server_data(servers), **data["servers"]}  # the plan's own win
         plan = _plan_from(data)
     except Exception:  # noqa: BLE001 - whatever is wrong with it, it is a miss
         return None
-    if digest is not None:
-        remember(plan, digest)
+    if stored is not None:
+        remember(plan, lambda: _stored_digest(blob, stored, key, secret))
     return plan, diagnostics
 
 
-def _stored_digest(entry: dict[str, Any], key: str, secret: bytes) -> str | None:
-    """The entry's digest of its plan, if the entry holds one sealed with this user's secret
-    over this very plan data; None otherwise (then the run works it out)."""
-    stored = entry.get("digest")
-    if not (isinstance(stored, list) and len(stored) == 2):
+def _stored_digest(blob: bytes, stored: Any, key: str, secret: bytes) -> str | None:
+    """The entry's digest of its plan (`stored`, the entry's "digest"), if it is sealed with
+    this user's secret over the entry's bytes as written; None otherwise (then the run works
+    it out)."""
+    if not (isinstance(stored, list) and len(stored) == 2 and secret):
         return None
     digest, tag = stored
-    if not (isinstance(digest, str) and isinstance(tag, str) and secret):
+    if not (isinstance(digest, str) and isinstance(tag, str)):
         return None
-    expected = seal(secret, key, digest, _dump(entry["plan"]))
+    tail = _digest_tail(digest, tag)
+    if not blob.endswith(tail):  # not as written: edited
+        return None
+    expected = seal(secret, key, digest, blob[: -len(tail)])
     return digest if hmac.compare_digest(expected, tag) else None
 
 

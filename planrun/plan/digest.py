@@ -6,13 +6,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from planrun.plan.definition import Plan
 
 _KEEP = 8  # plans whose digest is known: a run has one or two, `planrun mcp` a few at a time
-_known: dict[int, tuple[Plan, str]] = {}  # id -> (the plan itself, so the id stays its own)
+# id -> (the plan itself, so the id stays its own; its digest, or what checks a stored one)
+_known: dict[int, tuple[Plan, str | Callable[[], str | None]]] = {}
 
 
 def plan_digest(plan: Plan) -> str:
@@ -20,7 +22,10 @@ def plan_digest(plan: Plan) -> str:
     it, so it is worked out exactly as before (to_dict is pydantic's model_dump(mode="json"))."""
     known = _known.get(id(plan))
     if known is not None and known[0] is plan:
-        return known[1]
+        found = known[1] if isinstance(known[1], str) else known[1]()
+        if found is not None:
+            remember(plan, found)
+            return found
     data = plan.to_dict()
     if data.get("grace") is None:  # a key added later: a plan without it digests as before
         data.pop("grace", None)
@@ -30,15 +35,19 @@ def plan_digest(plan: Plan) -> str:
     return digest
 
 
-def remember(plan: Plan, digest: str) -> None:
-    """Take `digest` as the digest of this plan object (plans are frozen: it cannot change)."""
+def remember(plan: Plan, digest: str | Callable[[], str | None]) -> None:
+    """Take `digest` as the digest of this plan object (plans are frozen: it cannot change);
+    or a stored digest, checked when it is first asked for (None: worked out after all). A dry
+    run, which reports no digest, does not check it."""
+    _known.pop(id(plan), None)
     if len(_known) >= _KEEP:
         del _known[next(iter(_known))]
     _known[id(plan)] = (plan, digest)
 
 
-def seal(secret: bytes, key: str, digest: str, plan_data: bytes) -> str:
-    """What binds a stored digest to the stored plan it was worked out from: an entry whose
-    plan or digest was edited does not match, and its digest is worked out again."""
-    message = b"\0".join((key.encode(), digest.encode(), plan_data))
+def seal(secret: bytes, key: str, digest: str, entry: bytes) -> str:
+    """What binds a stored digest to the plan-cache entry it was worked out for (the entry's
+    bytes before it): an entry edited in any byte does not match, and its digest is worked out
+    again from the plan it holds."""
+    message = b"\0".join((key.encode(), digest.encode(), entry))
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
