@@ -4,7 +4,6 @@ kept with the plan cache's entry so that a hit does not dump the whole plan agai
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -49,5 +48,7 @@ def seal(secret: bytes, key: str, digest: str, entry: bytes) -> str:
     """What binds a stored digest to the plan-cache entry it was worked out for (the entry's
     bytes before it): an entry edited in any byte does not match, and its digest is worked out
     again from the plan it holds."""
+    import hmac  # (only when an entry is written, or a run asks for a stored digest)
+
     message = b"\0".join((key.encode(), digest.encode(), entry))
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
