@@ -248,8 +248,8 @@ def _decode(
     blob: bytes, key: str, servers: Mapping[str, Any] | None, secret: bytes = b""
 ) -> tuple[Plan, list[Diagnostic]] | None:
     """The plan and diagnostics of an entry, or None for anything but a well-formed entry of
-    this key (a cache is never an error). The plan's digest is taken from the entry only when
-    its seal matches the stored plan (planrun.plan.digest)."""
+    this key (a cache is never an error). The plan's digest is taken from the entry only if
+    its seal matches the entry's bytes, checked when a run first asks for it."""
     try:
         entry = json.loads(blob)
         if entry["planrun_plan_cache"] != FORMAT or entry["key"] != key:
