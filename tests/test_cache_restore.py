@@ -440,3 +440,25 @@ def test_a_huge_cache_entry_or_blob_is_not_read(run, write, tmp_path):
     r = run("run", "p.yaml")
     assert r.code == 0, r
     assert "too large" in r.err, r
+
+
+PLAIN = [["out"], ["out/app.txt"], ["./out/"], ["."], ["out", "gen/g.txt"], ["out/app.txt", "."]]
+PATHS = [
+    "out/app.txt", "out/sub/deep.txt", "out", "outer/x", "out2/app.txt", "gen/g.txt", "gen/h.txt",
+    "Makefile", ".git/hooks/pre-commit", ".planrun/cache/x", "out/../Makefile", "out/./app.txt",
+    "out//app.txt", "/etc/passwd",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("patterns", PLAIN, ids=["+".join(p) for p in PLAIN])
+def test_plain_outputs_take_the_paths_their_matcher_takes(patterns: list[str]) -> None:
+    """Plain `outputs` paths are checked against a manifest without compiling a matcher: each
+    path gets the verdict the compiled patterns give it (an exclude that matches nothing makes
+    them compiled)."""
+    from planrun.cache.outputs import foreign_output
+    from planrun.cache.store import OutputFile
+
+    for path in PATHS:
+        manifest = [OutputFile(path, "0" * 64, 0o644, 1)]
+        compiled = foreign_output(manifest, [*patterns, "!no-such-*"], [".planrun/cache"])
+        assert foreign_output(manifest, patterns, [".planrun/cache"]) == compiled, path

@@ -540,3 +540,78 @@ def test_without_a_home_for_the_secret_the_plan_cache_is_off(run, write, tmp_pat
     secret = tmp_path / "home/planrun/secret"
     assert run("run", "g.yaml", env={"XDG_CACHE_HOME": str(tmp_path / "home")}).code == 0
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and len(secret.read_bytes()) == 32
+
+
+# ---- the plan's digest ---------------------------------------------------------------------
+
+DIGESTED = """\
+name: digested
+steps:
+  - {id: a, tool: echo, args: {value: 1}}
+"""
+
+
+def state_digest(cwd: Path) -> str:
+    return json.loads((cwd / ".planrun/state/digested.json").read_text())["digest"]
+
+
+def test_a_hit_reports_the_digest_of_an_uncached_run(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(DIGESTED)
+    digests = []
+    for env in (NO_CACHE, {}, {}):  # uncached, the miss that stores, the hit
+        assert planrun("run", "p.yaml", cwd=tmp_path, env=env).code == 0
+        digests.append(state_digest(tmp_path))
+    assert len(entries(tmp_path)) == 1
+    assert len(set(digests)) == 1, digests
+    (tmp_path / "p.yaml").write_text(DIGESTED.replace("value: 1", "value: 2"))
+    assert planrun("run", "p.yaml", cwd=tmp_path).code == 0
+    assert state_digest(tmp_path) != digests[0]  # a changed file: a new digest
+
+
+def test_a_hit_does_not_dump_the_plan_again_for_its_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The digest in `run.started` is kept with the entry: a hit does not pay for a dump of the
+    whole plan (a 1,000-step plan's dump costs more than its load)."""
+    from planrun.plan import cache
+    from planrun.plan.definition import Plan
+    from planrun.run.runopen import plan_digest
+
+    (tmp_path / "p.yaml").write_text(DIGESTED)
+    missed = cache.check_plan_file(str(tmp_path / "p.yaml"), cwd=str(tmp_path))
+    assert missed.plan is not None and len(entries(tmp_path)) == 1
+    expected = plan_digest(missed.plan)
+
+    def no_dump(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the plan was dumped again")
+
+    monkeypatch.setattr(Plan, "to_dict", no_dump)
+    hit = cache.check_plan_file(str(tmp_path / "p.yaml"), cwd=str(tmp_path))
+    assert hit.plan is not None and hit.plan is not missed.plan
+    assert plan_digest(hit.plan) == expected
+
+
+@pytest.mark.parametrize("part", ["digest", "plan"])
+def test_a_tampered_entry_does_not_change_the_digest_a_run_reports(
+    tmp_path: Path, part: str
+) -> None:
+    """The digest a run reports is the digest of the plan it runs, whatever an entry says:
+    an edited stored digest is not believed, an edited stored plan gets its own digest."""
+    (tmp_path / "p.yaml").write_text(DIGESTED)
+    assert planrun("run", "p.yaml", cwd=tmp_path).code == 0
+    [entry] = entries(tmp_path)
+    doc = json.loads(entry.read_text())
+    if part == "digest":
+        doc["digest"] = ["0" * 16, *doc.get("digest", ["", ""])[1:]]
+        expected = DIGESTED
+    else:
+        doc["plan"]["steps"][0]["args"]["value"] = 2
+        expected = DIGESTED.replace("value: 1", "value: 2")
+    entry.write_text(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+    r = planrun("run", "p.yaml", "--output", "json", cwd=tmp_path)
+    assert r.code == 0, r
+    assert [s["result"] for s in r.json["steps"]] == [1 if part == "digest" else 2]
+    got = state_digest(tmp_path)
+    (tmp_path / "p.yaml").write_text(expected)
+    assert planrun("run", "p.yaml", cwd=tmp_path, env=NO_CACHE).code == 0
+    assert got == state_digest(tmp_path)

@@ -104,6 +104,19 @@ def pattern_problem(pattern: str, *, output: bool) -> str | None:
     return problem
 
 
+def plain_patterns(patterns: Iterable[str]) -> frozenset[str] | None:
+    """The patterns as the plain paths they name (each a file, or a directory and everything
+    below it), when none is an exclude or has a wildcard and each is usable; None otherwise.
+    What compile_patterns would match with them, without compiling a Matcher (a cache hit checks
+    a manifest against its step's `outputs`, most often plain paths, one step after another)."""
+    plain: set[str] = set()
+    for p in patterns:
+        if p.startswith("!") or _MAGIC.search(p) or check_pattern(p, output=False):
+            return None
+        plain.add(_normal(p))
+    return frozenset(plain) if plain else None
+
+
 def _normal(pattern: str) -> str:
     while pattern.startswith("./"):
         pattern = pattern[2:]

@@ -11,7 +11,14 @@ import stat
 from collections.abc import Callable
 from typing import BinaryIO
 
-from planrun.cache.globs import ALWAYS_SKIPPED, FileStat, Matcher, compile_patterns, match_files
+from planrun.cache.globs import (
+    ALWAYS_SKIPPED,
+    FileStat,
+    Matcher,
+    compile_patterns,
+    match_files,
+    plain_patterns,
+)
 from planrun.cache.keys import sources_part
 from planrun.cache.restoretmp import RestoreTemp
 from planrun.cache.safeio import open_regular, read_regular
@@ -133,21 +140,36 @@ def foreign_output(outputs: list[OutputFile], patterns: list[str], skip: list[st
     naming `.git/hooks/pre-commit` must never become a write."""
     if not outputs:
         return None
-    includes = [p for p in patterns if not p.startswith("!")]
-    matcher = compile_patterns(tuple(patterns)) if includes else None
-    everything = matcher is not None and "." in matcher.literal_include
+    takes = _outputs_taker(patterns)
     for o in outputs:
         parts = o.path.split("/")
         if (
-            matcher is None
-            or "" in parts
+            "" in parts
             or "." in parts
             or parts[0] in ALWAYS_SKIPPED
             or any(o.path == s or o.path.startswith(s + "/") for s in skip)
-            or not (covered(matcher, o.path) or (everything and not matcher.excluded(o.path)))
+            or not takes(o.path, parts)
         ):
             return o.path
     return None
+
+
+def _outputs_taker(patterns: list[str]) -> Callable[[str, list[str]], bool]:
+    """Whether the step's `outputs` patterns take a path (given with its parts split)."""
+    plain = plain_patterns(patterns)
+    if plain is not None:  # plain paths: the path itself, or a directory above it, is one
+        if "." in plain:
+            return lambda _path, _parts: True
+        return lambda _path, parts: any(
+            "/".join(parts[:n]) in plain for n in range(1, len(parts) + 1)
+        )
+    if not any(not p.startswith("!") for p in patterns):
+        return lambda _path, _parts: False
+    matcher = compile_patterns(tuple(patterns))
+    everything = "." in matcher.literal_include
+    return lambda path, _parts: (
+        covered(matcher, path) or (everything and not matcher.excluded(path))
+    )
 
 
 def linked_part(cwd: str, rel: str, checked: set[str]) -> str | None:

@@ -40,7 +40,11 @@ on disk in clear), and the server entries that came from --mcp-config (they can 
 environment variables; on a hit they are merged in again from the config, as on a miss).
 
 An entry is small JSON: the runtime plan (`to_dict(exclude_defaults=True, exact=True)`: no
-default values, infinity and NaN kept) and the diagnostics. A hit builds
+default values, infinity and NaN kept), the diagnostics, and last the plan's digest (what
+`run.started` reports, planrun/plan/digest.py) sealed with this user's secret over every byte
+of the entry before it, so that a hit does not dump the whole plan again to work it out, and
+an edited entry's digest is never believed (it is worked out again from the plan the entry
+holds). A hit builds
 the plan back without PyYAML, pydantic or jinja2; its Document is lazy (loader.LazyDocument):
 the file's bytes, already read for the key, are parsed only if a position is asked for.
 
@@ -67,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
 from planrun.plan.checked import CheckedPlan
+from planrun.plan.digest import plan_digest, remember, seal
 from planrun.plan.loader import LazyDocument, load_bytes, read_plan
 from planrun.usersecret import user_secret
 
@@ -111,12 +116,12 @@ def check_plan_file(
     store = PlanStore(os.path.join(cwd or os.getcwd(), ".planrun"))
     hit = store.get(key)
     if hit is not None:
-        found = _decode(hit, key, servers)
+        found = _decode(hit, key, servers, secret)
         if found is not None:
             plan, diagnostics = found
             return CheckedPlan(plan, diagnostics, LazyDocument(file, lambda: load_bytes(raw, file)))
     checked = _check(raw, file, variables, servers)
-    blob = _encode(checked, key)
+    blob = _encode(checked, key, secret, servers)
     if blob is not None:
         store.put(key, blob)
     return checked
@@ -204,7 +209,9 @@ def _stat_of(path: str) -> list[int] | None:
 # ---- entries -------------------------------------------------------------------------------
 
 
-def _encode(checked: CheckedPlan, key: str) -> bytes | None:
+def _encode(
+    checked: CheckedPlan, key: str, secret: bytes, servers: Mapping[str, Any] | None = None
+) -> bytes | None:
     """The entry for a plan that checked without errors; None if it must not be stored."""
     plan = checked.plan
     if plan is None or not checked.ok or set(plan.secrets) & set(plan.variables):
@@ -214,7 +221,7 @@ def _encode(checked: CheckedPlan, key: str) -> bytes | None:
     own = checked.doc.data.get("servers")
     own_names = set(own) if isinstance(own, dict) else set()
     data["servers"] = {n: e for n, e in data.get("servers", {}).items() if n in own_names}
-    entry = {
+    entry: dict[str, Any] = {
         "planrun_plan_cache": FORMAT,
         "key": key,
         "plan": data,
@@ -224,16 +231,25 @@ def _encode(checked: CheckedPlan, key: str) -> bytes | None:
     }
     try:
         blob = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        if not servers:  # (with --mcp-config's servers merged in, a hit works it out again)
+            digest = plan_digest(plan)  # the run about to start takes it from here too
+            blob = blob[:-1] + _digest_tail(digest, seal(secret, key, digest, blob[:-1]))
     except (TypeError, ValueError, UnicodeEncodeError):  # a value JSON cannot hold: not cached
         return None
     return blob if len(blob) <= MAX_ENTRY_BYTES else None
 
 
+def _digest_tail(digest: str, tag: str) -> bytes:
+    """The entry's last member, the digest and its seal over every byte before it."""
+    return f',"digest":["{digest}","{tag}"]}}'.encode()
+
+
 def _decode(
-    blob: bytes, key: str, servers: Mapping[str, Any] | None
+    blob: bytes, key: str, servers: Mapping[str, Any] | None, secret: bytes = b""
 ) -> tuple[Plan, list[Diagnostic]] | None:
     """The plan and diagnostics of an entry, or None for anything but a well-formed entry of
-    this key (a cache is never an error)."""
+    this key (a cache is never an error). The plan's digest is taken from the entry only if
+    its seal matches the entry's bytes, checked when a run first asks for it."""
     try:
         entry = json.loads(blob)
         if entry["planrun_plan_cache"] != FORMAT or entry["key"] != key:
@@ -246,10 +262,32 @@ def _decode(
                 Diagnostic(str(file), int(line), int(col), severity, str(message), hint)
             )
         data = entry["plan"]
+        stored = entry.get("digest") if not servers else None
         data["servers"] = {**_server_data(servers), **data["servers"]}  # the plan's own win
-        return _plan_from(data), diagnostics
+        plan = _plan_from(data)
     except Exception:  # noqa: BLE001 - whatever is wrong with it, it is a miss
         return None
+    if stored is not None:
+        remember(plan, lambda: _stored_digest(blob, stored, key, secret))
+    return plan, diagnostics
+
+
+def _stored_digest(blob: bytes, stored: Any, key: str, secret: bytes) -> str | None:
+    """The entry's digest of its plan (`stored`, the entry's "digest"), if it is sealed with
+    this user's secret over the entry's bytes as written; None otherwise (then the run works
+    it out)."""
+    if not (isinstance(stored, list) and len(stored) == 2 and secret):
+        return None
+    digest, tag = stored
+    if not (isinstance(digest, str) and isinstance(tag, str)):
+        return None
+    tail = _digest_tail(digest, tag)
+    if not blob.endswith(tail):  # not as written: edited
+        return None
+    import hmac
+
+    expected = seal(secret, key, digest, blob[: -len(tail)])
+    return digest if hmac.compare_digest(expected, tag) else None
 
 
 def _server_data(servers: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: the console, JSON Lines, JUnit reporters and
 # the state store only when the run asks for them.
-import hashlib
-import json
 import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import UsageError
-from planrun.plan.definition import Plan
+from planrun.plan.digest import plan_digest
 from planrun.run.events import EventBus, RunStarted
 from planrun.run.request import Prepared, RunRequest, abs_path
 from planrun.run.runstate import no_saved_state, previous_steps, revised_prep
@@ -185,12 +183,3 @@ def started_event(
 def new_run_id() -> str:
     """12 random hex digits (uuid4's first 12; no uuid import)."""
     return os.urandom(6).hex()
-
-
-def plan_digest(plan: Plan) -> str:
-    # to_dict is model_dump(mode="json") of the validated plan: digests of older state files match.
-    data = plan.to_dict()
-    if data.get("grace") is None:  # a key added later: a plan without it digests as before
-        data.pop("grace", None)
-    blob = json.dumps(data, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
