@@ -517,3 +517,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("dask"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-code for planrun's modules, written once per change of a module, so that the
+    hundreds of `python -m planrun` the tests start read it instead of compiling planrun each
+    time (PYTHONDONTWRITEBYTECODE=1 stops Python from ever writing it; reading it is allowed).
+    The session's first process writes it (the pytest-xdist workers start after): a command's
+    own modules, a plan's, are never compiled ahead, so an edited one is always read afresh."""
+    if not hasattr(config, "workerinput"):
+        import compileall
+
+        import planrun
+
+        compileall.compile_dir(Path(planrun.__file__).parent, quiet=1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Any:
+    """The test modules' assertion rewriting, kept on disk between sessions even under
+    PYTHONDONTWRITEBYTECODE=1 (pytest redoes it in each worker otherwise: seconds each).
+    Only during collection: a run in a test imports the plan's own modules, never cached."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = saved

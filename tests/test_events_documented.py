@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
+
+import pytest
 
 import planrun.run.events
 from tests.conftest import ROOT
+from tests.testkit import parsed_source
 
 EVENT_NAME = re.compile(r"^(run|step|plan)\.[a-z_]+$")
 CONSOLE_ONLY = {"step.output"}  # the reporter of --events skips it (planrun/reporters/jsonl.py)
+# One worker walks every module once for all of them (tests/test_structure.py too).
+pytestmark = pytest.mark.xdist_group("planrun-source")
 
 
-def event_kinds_in_the_code() -> set[str]:
+@functools.cache
+def event_kinds_in_the_code() -> frozenset[str]:
     """Every string in planrun's source that is an event name: those it emits and handles."""
     kinds = set()
     for path in (ROOT / "planrun").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed_source(path)):
             value = node.value if isinstance(node, ast.Constant) else None
             if isinstance(value, str) and EVENT_NAME.match(value):
                 kinds.add(value)
-    return kinds
+    return frozenset(kinds)
 
 
 def test_the_code_has_the_events_we_know_of():

@@ -4,12 +4,14 @@ there as on the command line (a real server over stdio, driven by `mcp.Client`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from mcp import Client
 
 from tests.test_mcp_server import no_leftover_processes, session  # noqa: F401 (autouse fixture)
+
+if TYPE_CHECKING:  # the SDK is imported by the session, not to collect the quick layer
+    from mcp import Client
 
 pytestmark = pytest.mark.slow  # a real `planrun mcp` server per test
 

@@ -15,13 +15,15 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
-from mcp import Client, StdioServerParameters
 
 from tests.conftest import subprocess_layer
+
+if TYPE_CHECKING:  # imported where used: collecting the quick layer needs none of the SDK
+    from mcp import Client
 
 # What a client sends first: initialize, then the initialized notification.
 OPENING: list[dict[str, Any]] = [
@@ -118,6 +120,8 @@ async def planrun_mcp(cwd: Path) -> AsyncIterator[Client]:
     transport), or a real `planrun mcp` over stdio for a test marked `e2e` (and with
     PLANRUN_TEST_SUBPROCESS=1). What only a real process shows (stdout purity, signals, HTTP)
     is tested below with real processes either way."""
+    from mcp import Client, StdioServerParameters
+
     if subprocess_layer():
         # The SDK passes a spawned server only a few safe variables: give it ours, so that it
         # imports the planrun under test (PYTHONPATH) rather than whichever is installed.
@@ -460,6 +464,8 @@ def test_streamable_http(tmp_path: Path) -> None:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp"), line
 
         async def main() -> Any:
+            from mcp import Client
+
             async with Client(url, read_timeout_seconds=30) as c:
                 names = {t.name for t in (await c.list_tools()).tools}
                 run = await c.call_tool("plan_run", {"plan": GOOD_PLAN})

@@ -7,11 +7,17 @@ import graphlib
 import re
 from pathlib import Path
 
+import pytest
+
+from tests.testkit import parsed_source
+
 PKG = Path(__file__).resolve().parent.parent / "planrun"
 # A backstop against a module that has become several, not a target: modules split at seams
 # (one responsibility each), and ~500 lines is the size at which to look for one.
 MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 80
+# One worker walks every module once for all of them (tests/test_events_documented.py too).
+pytestmark = pytest.mark.xdist_group("planrun-source")
 
 
 def _modules() -> dict[str, Path]:
@@ -27,7 +33,7 @@ def _modules() -> dict[str, Path]:
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     """Every planrun module `name` imports, at module level or inside functions (not under
     `if TYPE_CHECKING:`: those are for the type checker and never run)."""
-    tree = ast.parse(path.read_text())
+    tree = parsed_source(path)
     is_pkg = path.name == "__init__.py"
     base = name.split(".") if is_pkg else name.split(".")[:-1]
     out: set[str] = set()
@@ -70,7 +76,7 @@ def test_modules_are_small() -> None:
 def test_functions_are_short() -> None:
     long = []
     for name, path in _modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed_source(path)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 size = (node.end_lineno or node.lineno) - node.lineno + 1
                 if size > MAX_FUNCTION_LINES:
@@ -101,7 +107,7 @@ def test_no_module_imports_another_modules_private_names() -> None:
     """A `_name` is its module's own: another module that needs it needs a public name."""
     found = []
     for name, path in _modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed_source(path)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("planrun"):
                 found += [
                     f"{name}: {node.module}.{alias.name}"

@@ -5,6 +5,8 @@ Not `helpers.py`: pytest puts tests/ on sys.path, so a plan's `python` step impo
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import textwrap
 from pathlib import Path
@@ -16,6 +18,13 @@ from tests.conftest import (
     planrun,
     planrun_process,
 )
+
+
+@functools.cache
+def parsed_source(path: Path) -> ast.Module:
+    """A module of planrun's parsed once per test process: the tests of its layout and of its
+    event names walk every module (read only: the tree is shared)."""
+    return ast.parse(path.read_text(), str(path))
 
 
 def steps_by_id(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
