@@ -4,9 +4,14 @@ in a temporary directory: a miss runs and is stored, a hit settles the step with
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import planrun.cache.session
 from planrun.cache.session import CacheOptions
 from planrun.cache.wiring import open_session
 from planrun.plan.definition import Plan
@@ -131,6 +136,90 @@ def test_an_abort_elsewhere_leaves_a_hit_settled(tmp_path: Path) -> None:
     bad = make_plan([*BUILD, {"id": "bad", "tool": "echo"}])
     outcome, sched, _, _ = cached_run(tmp_path, bad, {"bad": fails("no")}, jobs=1)
     assert outcome.reason == Reason.STEP_FAILED and statuses(sched)["build"] == "cached"
+
+
+# ---- foreach instances sharing an `outputs` glob ---------------------------------------------
+
+GEN = {
+    "id": "gen",
+    "tool": "echo",
+    "foreach": ["a", "b"],
+    "args": {"value": "${item} v${versions[item]}"},
+    "outputs": ["dist/*.txt"],
+    "cache": True,
+}
+
+
+def writes(tmp_path: Path) -> Script:
+    """Writes `dist/NAME.txt` holding the instance's value (`NAME vN`)."""
+
+    async def body(args: dict[str, Any]) -> Any:
+        (tmp_path / "dist").mkdir(exist_ok=True)
+        (tmp_path / "dist" / f"{args['value'].split()[0]}.txt").write_text(args["value"] + "\n")
+        return args["value"]
+
+    return body
+
+
+def stored_paths(tmp_path: Path) -> dict[str, list[str]]:
+    """Each stored entry's step -> the output paths it holds."""
+    out: dict[str, list[str]] = {}
+    for path in sorted((tmp_path / ".planrun/cache/entries").glob("*.json")):
+        doc = json.loads(path.read_bytes().partition(b"\n")[2])
+        out.setdefault(doc["step"], []).extend(o["path"] for o in doc["outputs"])
+    return out
+
+
+def test_an_instance_ending_while_a_sibling_s_bookkeeping_is_under_way_stores_only_its_own_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gen[1] writes b.txt while gen[0] runs and ends first; its store is held between its
+    command's end and the reading of its outputs while gen[0] ends and is stored. gen[0] must
+    not take b.txt (it did not make it): else a later hit of gen[0], whose key does not change
+    when b's version does, puts the old b.txt back over the rebuilt one."""
+    loop: list[asyncio.AbstractEventLoop] = []
+    a_running, a_may_end = asyncio.Event(), asyncio.Event()  # (bound to the run's loop on use)
+    second_stored = threading.Event()
+    calls: list[str] = []
+    collect = planrun.cache.session.collect_outputs
+
+    def held_collect(*args: Any, **kw: Any) -> Any:
+        calls.append("collect")
+        if len(calls) == 1:  # gen[1]'s: let gen[0] end and be stored first
+            loop[0].call_soon_threadsafe(a_may_end.set)
+            assert second_stored.wait(10), "gen[0] was not stored while gen[1] was held"
+            return collect(*args, **kw)
+        try:
+            return collect(*args, **kw)
+        finally:
+            second_stored.set()
+
+    async def gen_a(args: dict[str, Any]) -> Any:
+        loop.append(asyncio.get_running_loop())
+        a_running.set()
+        await a_may_end.wait()
+        return await writes(tmp_path)(args)
+
+    async def gen_b(args: dict[str, Any]) -> Any:
+        await a_running.wait()  # b.txt changes while gen[0] runs
+        return await writes(tmp_path)(args)
+
+    monkeypatch.setattr(planrun.cache.session, "collect_outputs", held_collect)
+    v1 = {"versions": {"a": 1, "b": 1}}
+    plan = make_plan([GEN])
+    outcome, _, _, _ = cached_run(tmp_path, plan, {"gen[0]": gen_a, "gen[1]": gen_b}, variables=v1)
+    assert outcome.status == Status.SUCCEEDED and len(calls) == 2
+    # b.txt changed while gen[0] was running: stored by neither; a.txt is gen[0]'s alone
+    assert stored_paths(tmp_path) == {"gen[0]": ["dist/a.txt"], "gen[1]": []}
+    monkeypatch.undo()
+
+    v2 = {"versions": {"a": 1, "b": 2}}
+    scripts = {"gen[0]": writes(tmp_path), "gen[1]": writes(tmp_path)}
+    for _ in range(2):  # gen[1] is rebuilt, then hits; gen[0] hits both times
+        _, sched, _, _ = cached_run(tmp_path, plan, scripts, variables=v2)
+        assert str(sched.records["gen[0]"].status) == "cached"
+        assert (tmp_path / "dist/b.txt").read_text() == "b v2\n"
+        assert (tmp_path / "dist/a.txt").read_text() == "a v1\n"
 
 
 def returns(value: Any) -> Script:

@@ -405,7 +405,10 @@ class CacheSession:
     ) -> str | None:
         assert decision.key is not None and decision.material is not None
         parent = self._shared_parent(sid)
-        keep = self.siblings.keeper(parent, sid, self.cwd) if parent is not None else None
+        keep = None
+        if parent is not None:  # which of the matched files are its own (planrun.cache.siblings)
+            now = snapshot(self.cwd, list(step.outputs or ()), [self.root])
+            keep = self.siblings.keeper(parent, sid, now)
         try:
             collected = collect_outputs(
                 self.cwd, list(step.outputs or ()), [self.root], self.records, keep

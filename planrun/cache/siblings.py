@@ -54,20 +54,30 @@ class Siblings:
         with self._lock:
             self._fans.setdefault(parent, _Fan()).running.pop(iid, None)
 
-    def keeper(self, parent: str, iid: str, cwd: str) -> Callable[[FileStat], bool]:
-        """The test of which matched files `iid` stores, now that it has ended; every file it
-        changed is claimed for it (so that no sibling's hit writes over it)."""
+    def keeper(self, parent: str, iid: str, now: Snapshot) -> Callable[[FileStat], bool]:
+        """The test of which matched files `iid` stores, now that it has ended; `now`: what its
+        outputs match at its end (taken after its command ended).
+
+        One step under the lock: `iid` stops counting as running and every file it changed is
+        claimed for it (so that no sibling stores it, nor a sibling's hit writes over it). A
+        sibling deciding later sees these claims; one deciding earlier made its own, or saw
+        `iid` running. Decided lazily, file by file, a sibling ending in between would see
+        neither (`iid` no longer running, its files not yet claimed) and store them."""
         with self._lock:
             fan = self._fans.setdefault(parent, _Fan())
             before = fan.running.pop(iid, {})
+            mine: Snapshot = {}
+            for path, stat in now.items():
+                if before.get(path) == stat:
+                    continue  # not changed by this run
+                if fan.claimed.setdefault(path, iid) != iid:
+                    continue  # a sibling's this run
+                if any(s.get(path) != stat for s in fan.running.values()):
+                    continue  # changed while a running sibling was running: stored by neither
+                mine[path] = stat
 
         def keep(f: FileStat) -> bool:
-            if before.get(f.path) == stat_key(f):
-                return False  # not changed by this run
-            with self._lock:
-                if fan.claimed.setdefault(f.path, iid) != iid:
-                    return False  # a sibling's this run
-                return not any(_changed(cwd, f.path, s) for s in fan.running.values())
+            return mine.get(f.path) == stat_key(f)  # (changed since: not as it was decided)
 
         return keep
 
