@@ -273,6 +273,37 @@ def test_cancelling_a_finished_shell_with_a_lingering_grandchild(
     _wait_until_gone(_wait_for_file(tmp_path / "sh.pid"))
 
 
+def test_cancelling_at_the_moment_the_shell_has_exited_stops_its_grandchild(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    # The cancel lands just after `sh` has exited (its group lives on in the grandchild that
+    # holds stdout open): the moment the leader is, or is about to be, reaped; with asyncio's
+    # fork/exec often before it has even finished connecting the pipes of the started command.
+    cmd = "sleep 30 & echo $! > bg.pid; echo $$ > sh.pid"
+    spec = builtin_registry().get("shell")
+    assert spec is not None
+
+    async def scenario() -> tuple[int, int]:
+        task = asyncio.create_task(spec.fn({"cmd": cmd}, ctx))
+        sh_file = tmp_path / "sh.pid"
+        while not (sh_file.exists() and sh_file.read_text().endswith("\n")):
+            await asyncio.sleep(0.001)
+        sh_pid = int(sh_file.read_text())
+        while _proc_stat(sh_pid) is not None:  # exited: a zombie, or reaped already
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return sh_pid, int((tmp_path / "bg.pid").read_text())
+
+    for _ in range(40):  # the moment comes at a different point of the start-up each time
+        for name in ("sh.pid", "bg.pid"):
+            (tmp_path / name).unlink(missing_ok=True)
+        with hang_guard():
+            sh_pid, bg_pid = asyncio.run(scenario())
+        _wait_until_gone(sh_pid, bg_pid)
+
+
 # --- echo, sleep ------------------------------------------------------------------------------
 
 

@@ -125,7 +125,7 @@ async def _run(
     groups = ctx.services.groups
     if groups is None:
         groups = ProcessGroups()
-    proc = await _spawn(argv, cwd, env, data is not None, sinks, ctx.on_output)
+    proc = await _spawn(argv, cwd, env, data is not None, sinks, ctx.on_output, groups)
     groups.add(proc.pid)
     try:
         if isinstance(proc, asyncio.subprocess.Process):
@@ -255,6 +255,7 @@ async def _spawn(
     with_stdin: bool,
     sinks: tuple[CappedOutput, CappedOutput],
     on_output: OutputCallback | None,
+    groups: ProcessGroups,
 ) -> Any:
     """The started command: a SpawnedChild (posix_spawn, for a command run in planrun's own
     directory, which posix_spawn cannot change) or asyncio's Process."""
@@ -262,15 +263,22 @@ async def _spawn(
         fast = _FAST_SPAWN and os.path.isabs(argv[0]) and cwd == os.getcwd()
         if fast and pidfd_supported():
             return SpawnedChild(spawn_child(argv, env, with_stdin), sinks, on_output)
-        return await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env=env,
-            stdin=asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,  # own process group, so a cancel can kill grandchildren too
+        starting = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # own process group: a cancel kills grandchildren too
+            )
         )
+        try:
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            await _stop_started(starting, groups)
+            raise
     except FileNotFoundError as exc:
         # The child reports which of cwd or the executable was missing via `filename`.
         if exc.filename == cwd:
@@ -282,6 +290,25 @@ async def _spawn(
         raise ToolFailed(f"permission denied: {exc.filename or argv[0]}") from None
     except OSError as exc:
         raise ToolFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+async def _stop_started(starting: asyncio.Future[Any], groups: ProcessGroups) -> None:
+    """The step was cancelled while asyncio was still setting up the command it had already
+    forked (connecting its pipes takes a few turns of the loop, in which a quick command may
+    even have exited, leaving a grandchild behind): stop its group as any cancel does.
+
+    Cancelling asyncio's set-up instead would SIGKILL the command alone, never its group."""
+    while not starting.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([starting])  # a second cancel cannot skip the stop
+    if starting.cancelled() or starting.exception() is not None:
+        return  # nothing was started (a missing command or directory): nothing to stop
+    proc = starting.result()
+    groups.add(proc.pid)
+    try:
+        await _kill_group(proc, groups)
+    finally:
+        groups.discard(proc.pid)
 
 
 async def _kill_group(proc: Any, groups: ProcessGroups) -> None:
