@@ -151,8 +151,7 @@ def test_help_into_a_closed_pipe_exits_1_quietly(tmp_path):
     assert proc.returncode == 1 and proc.stderr == "", proc.stderr
 
 
-@pytest.mark.e2e  # a real `python -m planrun` process
-def test_run_options_in_every_spelling(run, tmp_path):
+def test_run_options_in_every_spelling(run, tmp_path):  # click reads them alike in process
     (tmp_path / "plan.yaml").write_text(
         "name: p\nvariables: {x: 0}\nsteps:\n  - id: a\n    tool: echo\n    args: {value: '${x}'}\n"
     )
