@@ -66,12 +66,12 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
 from planrun.plan.checked import CheckedPlan
-from planrun.plan.digest import plan_digest, remember, seal
+from planrun.plan.digest import seal
 from planrun.plan.loader import LazyDocument, load_bytes, read_plan
 from planrun.usersecret import user_secret
 
@@ -118,8 +118,9 @@ def check_plan_file(
     if hit is not None:
         found = _decode(hit, key, servers, secret)
         if found is not None:
-            plan, diagnostics = found
-            return CheckedPlan(plan, diagnostics, LazyDocument(file, lambda: load_bytes(raw, file)))
+            plan, diagnostics, stored = found
+            doc = LazyDocument(file, lambda: load_bytes(raw, file))
+            return CheckedPlan(plan, diagnostics, doc, stored)
     checked = _check(raw, file, variables, servers)
     blob = _encode(checked, key, secret, servers)
     if blob is not None:
@@ -232,7 +233,7 @@ def _encode(
     try:
         blob = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if not servers:  # (with --mcp-config's servers merged in, a hit works it out again)
-            digest = plan_digest(plan)  # the run about to start takes it from here too
+            digest = checked.digest()  # the run about to start takes it from here too
             blob = blob[:-1] + _digest_tail(digest, seal(secret, key, digest, blob[:-1]))
     except (TypeError, ValueError, UnicodeEncodeError):  # a value JSON cannot hold: not cached
         return None
@@ -246,10 +247,10 @@ def _digest_tail(digest: str, tag: str) -> bytes:
 
 def _decode(
     blob: bytes, key: str, servers: Mapping[str, Any] | None, secret: bytes = b""
-) -> tuple[Plan, list[Diagnostic]] | None:
-    """The plan and diagnostics of an entry, or None for anything but a well-formed entry of
-    this key (a cache is never an error). The plan's digest is taken from the entry only if
-    its seal matches the entry's bytes, checked when a run first asks for it."""
+) -> tuple[Plan, list[Diagnostic], Callable[[], str | None] | None] | None:
+    """The plan, diagnostics and stored digest of an entry, or None for anything but a
+    well-formed entry of this key (a cache is never an error). The plan's digest is taken from
+    the entry only if its seal matches the entry's bytes, checked when a run first asks for it."""
     try:
         entry = json.loads(blob)
         if entry["planrun_plan_cache"] != FORMAT or entry["key"] != key:
@@ -267,9 +268,9 @@ def _decode(
         plan = _plan_from(data)
     except Exception:  # noqa: BLE001 - whatever is wrong with it, it is a miss
         return None
-    if stored is not None:
-        remember(plan, lambda: _stored_digest(blob, stored, key, secret))
-    return plan, diagnostics
+    if stored is None:
+        return plan, diagnostics, None
+    return plan, diagnostics, lambda: _stored_digest(blob, stored, key, secret)
 
 
 def _stored_digest(blob: bytes, stored: Any, key: str, secret: bytes) -> str | None:

@@ -169,7 +169,7 @@ def started_event(
     return RunStarted(
         plan.name or "plan",
         run_id or new_run_id(),
-        plan_digest(plan),
+        prep.checked.digest() if plan is prep.checked.plan else plan_digest(plan),
         resumed,
         plan.title,
         jobs,
