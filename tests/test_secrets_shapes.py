@@ -763,3 +763,22 @@ def test_a_secret_that_is_both_a_variable_and_a_dotenv_value_is_masked_as_both(
     assert "*** ***" in r.err
     text = shown_and_stored(run, tmp_path, r)
     assert RESULT_TOKEN not in text and "DotenvToken-h4k8" not in text
+
+
+def test_the_event_bus_masks_what_a_tree_s_chain_holds_once_it_holds_secrets() -> None:
+    """A run whose tree has no secrets yet passes its events on as they are; a secret a run of
+    the tree adds later (a sub-plan's) is masked in every event from then on."""
+    from planrun.masking import Masker
+    from planrun.run.events import EventBus, StepOutput
+    from planrun.run.runtree import MaskChain
+
+    chain = MaskChain()
+    seen: list[StepOutput] = []
+    bus = EventBus(mask=chain)
+    bus.subscribe(seen.append)
+    first = StepOutput("p", "a", line="token s3cr3t-value", ts=1.0)
+    bus.emit(first)
+    assert seen[-1] is first  # nothing to mask: passed on as it is
+    chain.add(Masker(["TOKEN"], {"TOKEN": "s3cr3t-value"}))
+    bus.emit(StepOutput("p", "a", line="token s3cr3t-value", ts=1.0))
+    assert "s3cr3t-value" not in seen[-1].line and seen[-1].line.startswith("token ")

@@ -46,6 +46,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from planrun.masking import mask_keeping_names
+from planrun.run.runtree import MaskChain
 
 # Each kind of event is a typed NamedTuple: immutable, matched by class (`case StepFailed():`),
 # read by attribute. Not @dataclass(frozen=True, slots=True): making twelve of those costs ~70 M
@@ -484,8 +485,8 @@ class EventBus:
         if not event.ts:
             event = event._replace(ts=time.time())
         mask = self._mask
-        # (a tree's MaskChain without secrets yet says so: an event is not copied to be masked)
-        if mask is not None and not getattr(mask, "empty", False):
+        # A tree's chain without secrets (yet): the event is not copied to be masked.
+        if mask is not None and not (isinstance(mask, MaskChain) and mask.empty):
             data = {k: v for k, v in event._asdict().items() if k not in ENVELOPE}
             masked = mask_keeping_names(mask, data, event.step)
             if masked is not data:

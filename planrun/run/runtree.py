@@ -160,6 +160,11 @@ class MaskChain:
         """Every string form of every secret of the tree (what a cache entry must not hold)."""
         return [form for masker in self._maskers for form in masker.values()]
 
+    @property
+    def empty(self) -> bool:
+        """No run of the tree has secrets (yet): nothing to mask (the event bus reads it)."""
+        return not self._maskers
+
     def __call__(self, value: Any) -> Any:
         for masker in self._maskers:
             value = masker(value)
