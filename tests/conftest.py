@@ -491,6 +491,25 @@ def processes_marked(mark: str) -> list[Any]:
     return found
 
 
+def wait_for_command(command: str, timeout: float = 120) -> None:
+    """Wait until a process runs exactly `command` (e.g. a `unique_sleep`), i.e. it has been
+    exec'd: a signal sent to its group before that can be missed by a shell's forked child, which
+    still has the shell's handlers until it execs."""
+    import psutil
+
+    def running() -> bool:
+        for proc in psutil.process_iter(["cmdline", "status"]):
+            with contextlib.suppress(psutil.Error):
+                if (
+                    proc.info["status"] != psutil.STATUS_ZOMBIE
+                    and " ".join(proc.info["cmdline"] or []) == command
+                ):
+                    return True
+        return False
+
+    wait_until(running, timeout, what=f"`{command}` to run")
+
+
 def assert_no_process_left(mark: str, timeout: float = 10) -> None:
     """No process tagged with `mark` outlives the test (waits for them to go, then fails).
 

@@ -10,7 +10,7 @@ import sys
 import psutil
 import pytest
 
-from tests.conftest import ROOT, assert_no_process_left, unique_sleep, wait_until
+from tests.conftest import ROOT, assert_no_process_left, unique_sleep, wait_for_command, wait_until
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
@@ -181,7 +181,7 @@ def test_ctrl_c_gives_a_step_on_the_cluster_its_grace_period(write, tmp_path, cl
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_until((tmp_path / "started").exists, timeout=30, what="the step on a worker")
+    wait_for_command(sleeper)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -204,7 +204,7 @@ def test_a_second_ctrl_c_ends_the_grace_period_on_the_cluster(write, tmp_path, c
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_until((tmp_path / "started").exists, timeout=30, what="the step on a worker")
+    wait_for_command(sleeper)
     proc.send_signal(signal.SIGINT)
     wait_until((tmp_path / "cleaning").exists, timeout=30, what="the cleanup to start")
     proc.send_signal(signal.SIGINT)  # the grace is an hour: only this ends the run in time

@@ -22,24 +22,27 @@ from tests.conftest import (
     spawn_planrun,
     unique_mark,
     unique_sleep,
+    wait_for_command,
     wait_for_file,
 )
 
 pytestmark = pytest.mark.slow
 
 
-def _plan(tmp_path: Path, cleanup_s: int, mark: str, header: str = "") -> str:
+def _plan(tmp_path: Path, cleanup_s: int, mark: str, header: str = "") -> tuple[str, str]:
     """A plan whose one step traps INT and TERM and cleans up for `cleanup_s` s (writing
-    done.txt at the end); returns the cleanup's own sleep command (to find its process)."""
+    done.txt at the end); returns the cleanup's own sleep command (to find its process) and
+    the step's long sleep (to wait for before signalling: see `wait_for_command`)."""
     sleep = unique_sleep(cleanup_s)
+    waiting = unique_sleep(60)
     cmd = (
         f"trap '{sleep}; echo cleanup done > done.txt; exit 0' INT TERM; "
-        f"touch started; : {mark}; sleep 60"
+        f"touch started; : {mark}; {waiting}"
     )
     (tmp_path / "p.yaml").write_text(
         f"name: p\n{header}steps:\n  - {{id: deploy, tool: shell, args: {{cmd: {json.dumps(cmd)}}}}}\n"
     )
-    return sleep
+    return sleep, waiting
 
 
 def _status_of(tmp_path: Path) -> dict[str, str]:
@@ -63,9 +66,9 @@ def _stop(proc: subprocess.Popen[str], *signals: int, between: Path | None = Non
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_step_that_traps_the_signal_finishes_its_cleanup(tmp_path: Path, sig: int) -> None:
     mark = unique_mark()
-    sleep = _plan(tmp_path, 1, mark)
+    sleep, waiting = _plan(tmp_path, 1, mark)
     proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-    wait_for_file(tmp_path / "started")
+    wait_for_command(waiting)
     err = _stop(proc, sig)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
@@ -84,11 +87,11 @@ def test_a_cleanup_longer_than_the_grace_period_is_cut(
     tmp_path: Path, header: str, flags: tuple[str, ...]
 ) -> None:
     mark = unique_mark()
-    sleep = _plan(tmp_path, 5, mark, header)
+    sleep, waiting = _plan(tmp_path, 5, mark, header)
     proc = spawn_planrun(
         "run", "p.yaml", "-q", *flags, cwd=tmp_path, stderr=subprocess.PIPE, text=True
     )
-    wait_for_file(tmp_path / "started")
+    wait_for_command(waiting)
     err = _stop(proc, signal.SIGINT)
     assert proc.returncode == 130, err
     # Nothing of the step is left running, so the cut cleanup can never write its file.
@@ -101,16 +104,17 @@ def test_a_cleanup_longer_than_the_grace_period_is_cut(
 def test_a_second_signal_ends_the_wait_at_once_and_the_state_is_saved(tmp_path: Path) -> None:
     mark = unique_mark()
     sleep = unique_sleep(600)
+    waiting = unique_sleep(60)
     cmd = (
         f"trap 'touch cleaning; {sleep}; echo cleanup done > done.txt' INT TERM; "
-        f"touch started; : {mark}; sleep 60"
+        f"touch started; : {mark}; {waiting}"
     )
     (tmp_path / "p.yaml").write_text(
         "name: p\ngrace: 1h\nsteps:\n"
         f"  - {{id: deploy, tool: shell, args: {{cmd: {json.dumps(cmd)}}}}}\n"
     )
     proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-    wait_for_file(tmp_path / "started")
+    wait_for_command(waiting)
     # The grace is an hour: only the second signal can end this within the test's bound.
     err = _stop(proc, signal.SIGINT, signal.SIGINT, between=tmp_path / "cleaning")
     assert proc.returncode == 130, err
@@ -181,11 +185,11 @@ def _reading(leader: int) -> tuple[threading.Thread, list[bytes]]:
 
 def test_ctrl_c_at_a_terminal_lets_the_cleanup_finish(tmp_path: Path) -> None:
     mark = unique_mark()
-    sleep = _plan(tmp_path, 1, mark)
+    sleep, waiting = _plan(tmp_path, 1, mark)
     proc, leader, intr = _in_a_terminal(tmp_path, "run", "p.yaml", "-q")
     reader, seen = _reading(leader)
     try:
-        wait_for_file(tmp_path / "started")
+        wait_for_command(waiting)
         os.write(leader, intr)  # the terminal sends SIGINT to its foreground process group
         code = proc.wait(timeout=30)
         reader.join(timeout=15)

@@ -15,6 +15,8 @@ from tests.conftest import (
     planrun,
     spawn_planrun,
     unique_mark,
+    unique_sleep,
+    wait_for_command,
     wait_for_file,
 )
 
@@ -25,19 +27,12 @@ def _plan(tmp_path: Path, cmd: str) -> None:
     )
 
 
-# A signal passed on while sh is still starting `sleep` can be missed by it (about one run in
-# six here): the command then ends only by the kill after the grace period, 10 s by default.
-# A short grace keeps that path and its checks without the wait.
-GRACE = ("--grace", "1s")
-
-
 def test_sighup_interrupts_the_run_and_stops_its_commands(tmp_path: Path) -> None:
     mark = unique_mark()
-    _plan(tmp_path, f"touch started; : {mark}; sleep 60")
-    proc = spawn_planrun(
-        "run", "p.yaml", "-q", *GRACE, cwd=tmp_path, stderr=subprocess.PIPE, text=True
-    )
-    wait_for_file(tmp_path / "started")
+    waiting = unique_sleep(60)
+    _plan(tmp_path, f"touch started; : {mark}; {waiting}")
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    wait_for_command(waiting)
     proc.send_signal(signal.SIGHUP)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -47,9 +42,7 @@ def test_sighup_interrupts_the_run_and_stops_its_commands(tmp_path: Path) -> Non
     assert json.loads(status.out)["steps"][0]["status"] == "interrupted", status
 
 
-def _started_ignoring(
-    tmp_path: Path, *ignored: int, options: tuple[str, ...] = ()
-) -> subprocess.Popen[str]:
+def _started_ignoring(tmp_path: Path, *ignored: int) -> subprocess.Popen[str]:
     """planrun started with `ignored` signals ignored (as nohup or a script's `&` leave them),
     once its step has started."""
 
@@ -61,7 +54,6 @@ def _started_ignoring(
         "run",
         "p.yaml",
         "-q",
-        *options,
         cwd=tmp_path,
         stderr=subprocess.PIPE,
         text=True,
@@ -84,9 +76,10 @@ def test_sigint_stops_the_run_even_when_it_was_ignored_at_start(tmp_path: Path) 
     # A script's `planrun run ... &` starts with SIGINT ignored; a SIGINT sent to planrun
     # itself still means "stop" (the contract's exit 130), as it did before.
     mark = unique_mark()
-    _plan(tmp_path, f"touch started; : {mark}; sleep 60")
-    # GRACE: see test_sighup_interrupts_the_run_and_stops_its_commands.
-    proc = _started_ignoring(tmp_path, signal.SIGINT, signal.SIGQUIT, options=GRACE)
+    waiting = unique_sleep(60)
+    _plan(tmp_path, f"touch started; : {mark}; {waiting}")
+    proc = _started_ignoring(tmp_path, signal.SIGINT, signal.SIGQUIT)
+    wait_for_command(waiting)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
