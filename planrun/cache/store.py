@@ -258,11 +258,6 @@ class CacheStore:
         except (OSError, CorruptCache):
             return None
 
-    def put_raw(self, key: str, raw: bytes) -> None:
-        """Store an entry's bytes as read elsewhere (the remote); checked by the caller."""
-        self._prepare()
-        atomic_write(f"{check_digest(key)}.json", raw, dir_fd=self._dir("entries"))
-
     def put(self, entry: Entry) -> None:
         self._prepare()
         raw = entry_bytes(entry.to_json())
@@ -434,7 +429,3 @@ def copy_hashed(src: BinaryIO, out: BinaryIO | None) -> tuple[str, int]:
         if out is not None:
             out.write(chunk)
     return h.hexdigest(), size
-
-
-def file_mode(st: os.stat_result) -> int:
-    return stat.S_IMODE(st.st_mode)
