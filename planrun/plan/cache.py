@@ -350,16 +350,9 @@ class PlanStore:
                     os.mkdir(d, 0o700)
                 if not stat.S_ISDIR(os.lstat(d).st_mode):  # never through a link
                     return
-            tmp = os.path.join(self.dir, f".{key}.{os.urandom(6).hex()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(blob)
-                os.replace(tmp, os.path.join(self.dir, f"{key}.json"))
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            from planrun.cache.safeio import atomic_write
+
+            atomic_write(os.path.join(self.dir, f"{key}.json"), blob, 0o600)
             self.prune()
         except OSError:  # read-only, full, not ours: no caching
             return
