@@ -22,7 +22,13 @@ from typing import Any, BinaryIO
 
 from planrun.cache.cachedir import DIR_FLAGS, SUBDIRS, NotACache, mark, open_subdir, refusal
 from planrun.cache.keys import CACHE_FORMAT
-from planrun.cache.safeio import atomic_write, open_regular, read_regular, read_regular_stat
+from planrun.cache.safeio import (
+    atomic_write,
+    open_regular,
+    read_regular,
+    read_regular_stat,
+    write_renamed,
+)
 from planrun.untrusted_json import loads
 
 _HEADER = "planrun-cache-entry"
@@ -305,21 +311,13 @@ class CacheStore:
         if self.has_blob(digest):
             return digest
         fd = self._dir("blobs")
-        tmp = f".{digest}.{os.urandom(6).hex()}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        try:
-            with (
-                open_regular(path) as src,
-                os.fdopen(os.open(tmp, flags, 0o644, dir_fd=fd), "wb") as out,
-            ):
-                got, _size = copy_hashed(src, out)
-            if got != digest:
-                raise ValueError(f"{path} changed while it was stored")
-            os.replace(tmp, digest, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd)
-            raise
+
+        def copy(out: BinaryIO) -> None:
+            with open_regular(path) as src:
+                if copy_hashed(src, out)[0] != digest:
+                    raise ValueError(f"{path} changed while it was stored")
+
+        write_renamed(fd, f".{digest}.{os.urandom(6).hex()}.tmp", fd, digest, copy, None)
         return digest
 
     async def blob_chunks(self, digest: str) -> AsyncIterator[bytes]:
