@@ -279,7 +279,7 @@ class CacheStore:
         if not now and last is not None and 0 <= time.time() - last < TOUCH_S:
             return
         with contextlib.suppress(OSError):
-            _utime(self._dir("entries"), f"{key}.json")
+            os.utime(f"{key}.json", dir_fd=self._dir("entries"), follow_symlinks=False)
 
     # ---- blobs ----------------------------------------------------------------------------
 
@@ -293,7 +293,7 @@ class CacheStore:
         if not stat.S_ISREG(st.st_mode):
             return False  # replaced by the store's rename, never followed
         with contextlib.suppress(OSError):
-            _utime(fd, digest)
+            os.utime(digest, dir_fd=fd, follow_symlinks=False)
         return True
 
     def put_blob(self, data: bytes, digest: str | None = None) -> str:
@@ -350,15 +350,10 @@ class CacheStore:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=fd)
 
-    def check_blob(self, digest: str, size: int) -> None:
-        """Read a large blob through and check it against its name, holding one chunk at a
-        time; CorruptCache (and the blob removed) if it is missing, larger than `size` or
-        altered."""
-        self.copy_blob(digest, size, None)
-
     def copy_blob(self, digest: str, size: int, out: BinaryIO | None) -> None:
-        """Write a blob's bytes to `out` in chunks (None: only check them); CorruptCache when
-        they are not what the name says."""
+        """Write a blob's bytes to `out` in chunks (None: only check them, one chunk held at a
+        time); CorruptCache (and the blob removed) when it is missing, larger than `size` or
+        not what its name says."""
         check_digest(digest)
         try:
             fd = self._dir("blobs")
@@ -409,11 +404,6 @@ class CacheStore:
         finally:
             os.close(root_fd)
         self._ready = True
-
-
-def _utime(dir_fd: int, name: str) -> None:
-    """Set a file's times to now, never through a link."""
-    os.utime(name, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def copy_hashed(src: BinaryIO, out: BinaryIO | None) -> tuple[str, int]:
