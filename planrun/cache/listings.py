@@ -20,7 +20,7 @@ import threading
 import time
 
 from planrun.cache import statcache
-from planrun.cache.safeio import read_regular
+from planrun.cache.safeio import atomic_write, read_regular
 
 _MAGIC = b"planrun-listings 1\n"
 _STAT = struct.Struct("<QqQq")
@@ -102,13 +102,9 @@ class Listings:
                 parts += [value[: _STAT.size], _LENGTHS.pack(len(raw), len(body)), raw, body]
         except (UnicodeEncodeError, struct.error):
             return
-        tmp = f"{self.path}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(b"".join(parts))
-            os.replace(tmp, self.path)
-            self.known = keep
+            atomic_write(self.path, b"".join(parts))
         except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            return
+        self.known = keep

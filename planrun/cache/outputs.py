@@ -266,7 +266,7 @@ def restore_outputs(
     }
     for o, needed in todo:
         if needed and o.size > INLINE_MAX:
-            store.check_blob(o.hash, o.size)  # read through now, copied in chunks below
+            store.copy_blob(o.hash, o.size, None)  # checked now, copied in chunks below
     own = RestoreTemp(cwd) if temp is None else None
     try:
         for o, needed in todo:

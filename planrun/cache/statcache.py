@@ -20,7 +20,6 @@ no records (it is only a shortcut).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import struct
@@ -29,7 +28,7 @@ import time
 
 from planrun.cache.globs import FileStat
 from planrun.cache.keys import sources_part
-from planrun.cache.safeio import read_regular, regular_fd
+from planrun.cache.safeio import atomic_write, read_regular, regular_fd
 
 RACY_NS = 2_000_000_000  # mtime granularity on the coarsest common file systems, and some slack
 _MAGIC = b"planrun-stat-records 4\n"
@@ -245,18 +244,14 @@ class StatRecords:
             blob = b"".join([_MAGIC, head, per_file, *(f + d for f, d in walks.items()), names])
         except (struct.error, UnicodeEncodeError):
             return
-        tmp = f"{self.path}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, self.path)
-            self.fresh.clear()
-            self.dropped = False
-            self.walks = walks
+            atomic_write(self.path, blob)
         except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            return
+        self.fresh.clear()
+        self.dropped = False
+        self.walks = walks
 
     def _file_section(self) -> tuple[int, bytes, bytes]:
         """(number of records, their stats and hashes, their NUL-separated paths) to save."""

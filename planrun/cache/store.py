@@ -22,7 +22,13 @@ from typing import Any, BinaryIO
 
 from planrun.cache.cachedir import DIR_FLAGS, SUBDIRS, NotACache, mark, open_subdir, refusal
 from planrun.cache.keys import CACHE_FORMAT
-from planrun.cache.safeio import atomic_write, open_regular, read_regular, read_regular_stat
+from planrun.cache.safeio import (
+    atomic_write,
+    open_regular,
+    read_regular,
+    read_regular_stat,
+    write_renamed,
+)
 from planrun.untrusted_json import loads
 
 _HEADER = "planrun-cache-entry"
@@ -258,11 +264,6 @@ class CacheStore:
         except (OSError, CorruptCache):
             return None
 
-    def put_raw(self, key: str, raw: bytes) -> None:
-        """Store an entry's bytes as read elsewhere (the remote); checked by the caller."""
-        self._prepare()
-        atomic_write(f"{check_digest(key)}.json", raw, dir_fd=self._dir("entries"))
-
     def put(self, entry: Entry) -> None:
         self._prepare()
         raw = entry_bytes(entry.to_json())
@@ -278,7 +279,7 @@ class CacheStore:
         if not now and last is not None and 0 <= time.time() - last < TOUCH_S:
             return
         with contextlib.suppress(OSError):
-            _utime(self._dir("entries"), f"{key}.json")
+            os.utime(f"{key}.json", dir_fd=self._dir("entries"), follow_symlinks=False)
 
     # ---- blobs ----------------------------------------------------------------------------
 
@@ -292,7 +293,7 @@ class CacheStore:
         if not stat.S_ISREG(st.st_mode):
             return False  # replaced by the store's rename, never followed
         with contextlib.suppress(OSError):
-            _utime(fd, digest)
+            os.utime(digest, dir_fd=fd, follow_symlinks=False)
         return True
 
     def put_blob(self, data: bytes, digest: str | None = None) -> str:
@@ -310,21 +311,13 @@ class CacheStore:
         if self.has_blob(digest):
             return digest
         fd = self._dir("blobs")
-        tmp = f".{digest}.{os.urandom(6).hex()}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        try:
-            with (
-                open_regular(path) as src,
-                os.fdopen(os.open(tmp, flags, 0o644, dir_fd=fd), "wb") as out,
-            ):
-                got, _size = copy_hashed(src, out)
-            if got != digest:
-                raise ValueError(f"{path} changed while it was stored")
-            os.replace(tmp, digest, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd)
-            raise
+
+        def copy(out: BinaryIO) -> None:
+            with open_regular(path) as src:
+                if copy_hashed(src, out)[0] != digest:
+                    raise ValueError(f"{path} changed while it was stored")
+
+        write_renamed(fd, f".{digest}.{os.urandom(6).hex()}.tmp", fd, digest, copy, None)
         return digest
 
     async def blob_chunks(self, digest: str) -> AsyncIterator[bytes]:
@@ -357,15 +350,10 @@ class CacheStore:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=fd)
 
-    def check_blob(self, digest: str, size: int) -> None:
-        """Read a large blob through and check it against its name, holding one chunk at a
-        time; CorruptCache (and the blob removed) if it is missing, larger than `size` or
-        altered."""
-        self.copy_blob(digest, size, None)
-
     def copy_blob(self, digest: str, size: int, out: BinaryIO | None) -> None:
-        """Write a blob's bytes to `out` in chunks (None: only check them); CorruptCache when
-        they are not what the name says."""
+        """Write a blob's bytes to `out` in chunks (None: only check them, one chunk held at a
+        time); CorruptCache (and the blob removed) when it is missing, larger than `size` or
+        not what its name says."""
         check_digest(digest)
         try:
             fd = self._dir("blobs")
@@ -418,11 +406,6 @@ class CacheStore:
         self._ready = True
 
 
-def _utime(dir_fd: int, name: str) -> None:
-    """Set a file's times to now, never through a link."""
-    os.utime(name, dir_fd=dir_fd, follow_symlinks=False)
-
-
 def copy_hashed(src: BinaryIO, out: BinaryIO | None) -> tuple[str, int]:
     """Copy `src` to `out` (None: read it only) one chunk at a time; its bytes' SHA-256 and
     their number."""
@@ -434,7 +417,3 @@ def copy_hashed(src: BinaryIO, out: BinaryIO | None) -> tuple[str, int]:
         if out is not None:
             out.write(chunk)
     return h.hexdigest(), size
-
-
-def file_mode(st: os.stat_result) -> int:
-    return stat.S_IMODE(st.st_mode)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -29,12 +30,23 @@ if TYPE_CHECKING:
     from planrun.plan.definition import Plan
 
 
-def _vars_file(path: str) -> dict[str, Any]:
+def _given_vars(var: tuple[str, ...], vars_file: str | None) -> dict[str, Any]:
+    """--vars-file's variables with --var's over them."""
+    if not vars_file:
+        return parse_vars(var)
     # Imported only when used: planrun.run.runner brings asyncio and the run path, which
     # `validate` of a plan without --vars-file does not need.
     from planrun.run.runner import load_vars_file
 
-    return load_vars_file(path, os.getcwd())
+    return {**load_vars_file(vars_file, os.getcwd()), **parse_vars(var)}
+
+
+def _echo_doc(output: str, doc: Any, render: Callable[[Any], str]) -> None:
+    """`doc` as indented JSON for `--output json`, else as `render` words it."""
+    if output == "json":
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    else:
+        click.echo(render(doc), nl=False)
 
 
 @click.command()
@@ -68,7 +80,7 @@ def validate(
     """Check plan files: schema, references, expressions, tools, policy, cycles."""
     from planrun.plan.cache import check_plan_file
 
-    extra = {**(_vars_file(vars_file) if vars_file else {}), **parse_vars(var)}
+    extra = _given_vars(var, vars_file)
     # without PLANS, the default plan, found here or above: its directory becomes the cwd
     here = Found(plans[0], started_in()) if plans else enter_default_plan()
     plans, extra = plans or (here.plan,), with_builtins(here, extra)
@@ -129,7 +141,7 @@ def graph(
     from planrun.plan.validate import load_plan
 
     # A plan that reads --var names checks only with them, as for `validate` and `run`.
-    extra = {**(_vars_file(vars_file) if vars_file else {}), **parse_vars(var)}
+    extra = _given_vars(var, vars_file)
     found = plan_or_found(plan)  # the default plan's directory becomes the cwd
     p = load_plan(found.plan, with_builtins(found, extra))
     if p.params:
@@ -230,22 +242,15 @@ def list_(
         from planrun.cli.steplist import render_steps, step_rows
 
         # A plan that reads --var names checks only with them, as for `graph` and `run`.
-        extra = {**(_vars_file(vars_file) if vars_file else {}), **parse_vars(var)}
+        extra = _given_vars(var, vars_file)
         variables = with_builtins(Found(directory.plan, started_in()), extra)
-        doc = step_rows(directory.plan, variables, every)
-        if output == "json":
-            click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
-        else:
-            click.echo(render_steps(doc), nl=False)
+        _echo_doc(output, step_rows(directory.plan, variables, every), render_steps)
         return
     skipped: list[str] = []
     rows = list_plans(directory.directory, os.getcwd(), skipped)
     for note in skipped:  # on stderr: the listing (and its JSON) stays what it was
         click.echo(one_line(f"planrun: warning: {note}"), err=True)
-    if output == "json":
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
-    else:
-        click.echo(render_list(rows), nl=False)
+    _echo_doc(output, rows, render_list)
 
 
 @click.command()
@@ -264,11 +269,9 @@ def show(words: tuple[str, ...], output: str, var: tuple[str, ...], vars_file: s
     plan, step_id = show_target(words, os.getcwd())
     if not os.path.exists(plan):
         raise UsageError(f"plan file not found: {plan}")
-    doc = show_document(plan, step_id, parse_vars(var), vars_file, os.getcwd())
-    if output == "json":
-        click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
-    else:
-        click.echo(render_show(doc), nl=False)
+    _echo_doc(
+        output, show_document(plan, step_id, parse_vars(var), vars_file, os.getcwd()), render_show
+    )
 
 
 @click.command()
@@ -291,8 +294,4 @@ def tools(plan: str | None, output: str, mcp_config: str | None) -> None:
 
     if plan is not None and not os.path.exists(plan):
         raise UsageError(f"plan file not found: {plan}")
-    rows = list_tools(plan, os.getcwd(), mcp_config)
-    if output == "json":
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
-    else:
-        click.echo(render_tools(rows), nl=False)
+    _echo_doc(output, list_tools(plan, os.getcwd(), mcp_config), render_tools)

@@ -58,16 +58,13 @@ class PlanSource:
         # one-line value that cannot be a plan's text (no mapping in it) or ends in a plan
         # extension is meant as a path, so a typo in it is "not found" rather than a
         # confusing YAML error about a scalar.
-        if candidate and "\n" not in candidate and len(candidate) > PATH_MAX:
-            # too long to name a file (a stat would only say so, slowly): not found, or text
-            if candidate.endswith(PLAN_EXTENSIONS) or not any(c in candidate for c in ":{"):
-                raise UsageError(f"plan file not found: {quoted(candidate)}")
-        elif candidate and "\n" not in candidate:
+        if candidate and "\n" not in candidate:
+            # one too long to name a file is not looked up (a stat would only say so, slowly)
             full = candidate if os.path.isabs(candidate) else os.path.join(cwd, candidate)
-            if os.path.isfile(full):
+            if len(candidate) <= PATH_MAX and os.path.isfile(full):
                 self.path = candidate
                 return
-            if os.path.isdir(full):
+            if len(candidate) <= PATH_MAX and os.path.isdir(full):
                 raise UsageError(f"{quoted(candidate)} is a directory, not a plan file")
             if candidate.endswith(PLAN_EXTENSIONS) or not any(c in candidate for c in ":{"):
                 raise UsageError(f"plan file not found: {quoted(candidate)}")
@@ -127,11 +124,7 @@ def validate_document(plan: str, variables: dict[str, Any] | None, cwd: str) -> 
 
     src = PlanSource(plan, cwd)
     try:
-        if src.path is not None:
-            checked = load_and_check(src.path, variables or {})
-        else:
-            checked = load_and_check(INLINE_LABEL, variables or {}, text=src.text)
-        diags = checked.diagnostics
+        diags = load_and_check(src.label, variables or {}, text=src.text).diagnostics
     except PlanInvalid as exc:  # unparsable: the parse errors are the answer
         diags = exc.diagnostics
     valid = not any(d.severity == "error" for d in diags)
@@ -142,7 +135,7 @@ def plan_name(src: PlanSource) -> str:
     """The name a run of this plan keeps its state under (as `planrun status` finds it)."""
     from planrun.plan.validate import state_name
 
-    return state_name(src.path or src.label, text=src.text, label=src.label)
+    return state_name(src.label, text=src.text, label=src.label)
 
 
 def status_doc(plan: str, cwd: str) -> dict[str, Any]:

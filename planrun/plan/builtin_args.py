@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from planrun.plan.expressions import ExpressionError, format_path, parse_template
 from planrun.suggest import closest
-from planrun.tools import builtin_registry
+from planrun.tools import builtin_registry, type_name
 
 Path = tuple[str | int, ...]
 
@@ -63,19 +63,8 @@ def check_builtin_args(tool: str, args: dict[str, Any]) -> list[ArgProblem]:
 
 
 def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "unknown"
+    """The JSON Schema type of a plan's value (an integer is an `integer`)."""
+    return "integer" if isinstance(value, int) and not isinstance(value, bool) else type_name(value)
 
 
 def _fits(kind: str, allowed: str | list[str]) -> bool:

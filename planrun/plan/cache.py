@@ -217,7 +217,9 @@ def _encode(
     plan = checked.plan
     if plan is None or not checked.ok or set(plan.secrets) & set(plan.variables):
         return None
-    data = _plan_data(plan)
+    # Without defaults: 6x smaller, a 1,000-step plan loads 3x faster. exact: `.inf` stays
+    # infinity (JSON mode's null would change what a hit runs).
+    data = plan.to_dict(exclude_defaults=True, exact=True)
     # Servers from --mcp-config are merged in again on a hit: only the plan's own are stored.
     own = checked.doc.data.get("servers")
     own_names = set(own) if isinstance(own, dict) else set()
@@ -265,7 +267,9 @@ def _decode(
         data = entry["plan"]
         stored = entry.get("digest") if not servers else None
         data["servers"] = {**_server_data(servers), **data["servers"]}  # the plan's own win
-        plan = _plan_from(data)
+        from planrun.plan.definition import Plan
+
+        plan = Plan.from_dict(data)
     except Exception:  # noqa: BLE001 - whatever is wrong with it, it is a miss
         return None
     if stored is None:
@@ -294,19 +298,6 @@ def _stored_digest(blob: bytes, stored: Any, key: str, secret: bytes) -> str | N
 def _server_data(servers: Mapping[str, Any] | None) -> dict[str, Any]:
     """--mcp-config's servers (ServerEntry objects, or raw entries) as plain data."""
     return {n: e.to_dict() if hasattr(e, "to_dict") else e for n, e in (servers or {}).items()}
-
-
-def _plan_data(plan: Plan) -> dict[str, Any]:
-    """The plan as JSON-compatible data that _plan_from turns back into an equal plan."""
-    # Without defaults: 6x smaller, a 1,000-step plan loads 3x faster. exact: `.inf` stays
-    # infinity (JSON mode's null would change what a hit runs).
-    return plan.to_dict(exclude_defaults=True, exact=True)
-
-
-def _plan_from(data: dict[str, Any]) -> Plan:
-    from planrun.plan.definition import Plan
-
-    return Plan.from_dict(data)
 
 
 # ---- the store -----------------------------------------------------------------------------
@@ -350,16 +341,9 @@ class PlanStore:
                     os.mkdir(d, 0o700)
                 if not stat.S_ISDIR(os.lstat(d).st_mode):  # never through a link
                     return
-            tmp = os.path.join(self.dir, f".{key}.{os.urandom(6).hex()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(blob)
-                os.replace(tmp, os.path.join(self.dir, f"{key}.json"))
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            from planrun.cache.safeio import atomic_write
+
+            atomic_write(os.path.join(self.dir, f"{key}.json"), blob, 0o600)
             self.prune()
         except OSError:  # read-only, full, not ours: no caching
             return

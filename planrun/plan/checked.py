@@ -16,9 +16,6 @@ class CheckedPlan:
     """A loaded plan (None when the schema check failed) and every diagnostic found."""
 
     __slots__ = ("plan", "diagnostics", "doc", "_digest")
-    plan: Plan | None
-    diagnostics: list[Diagnostic]
-    doc: Document
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from planrun.errors import Diagnostic, PlanInvalid
+from planrun.plan.loader import invalid
 
 MAX_DOTENV_BYTES = 1 << 20  # a dotenv file is a handful of settings, never megabytes
 _KEY = r"[A-Za-z_][A-Za-z0-9_]*"  # compiled on first use (re's cache), not at import
@@ -43,9 +44,7 @@ def parse_dotenv(text: str, file: str) -> dict[str, str]:
         try:
             pair = _parse_line(line)
         except _LineError as exc:
-            raise PlanInvalid(
-                [Diagnostic(file, number, exc.col, "error", f"dotenv: {exc.message}")]
-            ) from None
+            raise invalid(file, number, exc.col, f"dotenv: {exc.message}") from None
         if pair is not None:
             out[pair[0]] = pair[1]
     return out
@@ -122,7 +121,7 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
     """One file's pairs; None if it is optional and missing; PlanInvalid for a problem."""
 
     def problem(message: str) -> PlanInvalid:
-        return PlanInvalid([Diagnostic(plan_file, entry.line, entry.col, "error", message)])
+        return invalid(plan_file, entry.line, entry.col, message)
 
     path = entry.path if os.path.isabs(entry.path) else os.path.join(cwd, entry.path)
     try:
@@ -149,9 +148,7 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise PlanInvalid(
-            [Diagnostic(entry.path, line, col, "error", "dotenv: not valid UTF-8 text")]
-        ) from None
+        raise invalid(entry.path, line, col, "dotenv: not valid UTF-8 text") from None
     if "\0" in text:
         raise problem(f"dotenv file {entry.path} holds a NUL character")
     return parse_dotenv(text, entry.path)
@@ -173,7 +170,7 @@ def rendered_names(
             out.append(to_text(resolve(item, scope, path=("dotenv", i))))
         except ExpressionError as exc:
             line, col = doc.pos(("dotenv", i))
-            raise PlanInvalid([Diagnostic(doc.file, line, col, "error", exc.message)]) from None
+            raise invalid(doc.file, line, col, exc.message) from None
     return out
 
 

@@ -241,6 +241,8 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str], bool]:
     from jinja2 import TemplateSyntaxError, nodes
     from jinja2.parser import Parser
 
+    from planrun.plan.sandbox import TooLarge, check_literal
+
     env = _environment()
     try:
         parser = Parser(env, source, state="variable")
@@ -250,15 +252,10 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str], bool]:
                 f"unexpected '{parser.stream.current.value}' after the expression",
                 parser.stream.current.lineno,
             )
-    except TemplateSyntaxError as exc:
-        raise ExpressionError(f"bad expression '${{{source}}}': {exc.message}") from None
-    except RecursionError:
-        raise ExpressionError(f"bad expression '${{{source[:40]}…}}': nested too deeply") from None
-    from planrun.plan.sandbox import TooLarge, check_literal
-
-    try:
         check_literal(node)
         everything = [node, *node.find_all(nodes.Node)]  # find_all skips the root itself
+    except TemplateSyntaxError as exc:
+        raise ExpressionError(f"bad expression '${{{source}}}': {exc.message}") from None
     except TooLarge as exc:
         raise ExpressionError(f"bad expression '${{{source}}}': {exc}") from None
     except RecursionError:

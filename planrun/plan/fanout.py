@@ -269,9 +269,6 @@ class _Expansion:
     """One expanded foreach step: its instance ids, when it expanded, the ids not yet done."""
 
     __slots__ = ("ids", "started", "open")
-    ids: list[str]
-    started: float
-    open: set[str]
 
     def __init__(self, ids: list[str], started: float, open: set[str] | None = None) -> None:
         self.ids = ids

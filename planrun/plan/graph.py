@@ -54,13 +54,6 @@ class PlanGraph:
     """Steps in file order with their effective dependencies (in file order)."""
 
     __slots__ = ("order", "deps", "kinds", "titles", "tools", "instances")
-    order: list[str]
-    deps: dict[str, list[str]]
-    kinds: dict[tuple[str, str], str]  # (from, to) -> explicit|data
-    titles: dict[str, str]
-    tools: dict[str, str]
-    # foreach steps: instance ids when known, else a placeholder (`<foreach over <a result>>`)
-    instances: dict[str, list[str] | str]
 
     def __init__(
         self,
@@ -73,9 +66,10 @@ class PlanGraph:
     ) -> None:
         self.order = order
         self.deps = deps
-        self.kinds = {} if kinds is None else kinds
+        self.kinds = {} if kinds is None else kinds  # (from, to) -> explicit|data
         self.titles = {} if titles is None else titles
         self.tools = {} if tools is None else tools
+        # foreach steps: instance ids when known, else a placeholder (`<foreach over <a result>>`)
         self.instances = {} if instances is None else instances
 
     def foreach_note(self, sid: str) -> str | None:

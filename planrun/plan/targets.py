@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from planrun.cache import ALL_FORCED
 from planrun.errors import UsageError
 from planrun.plan.definition import Plan, Step
 from planrun.plan.graph import PlanGraph
 from planrun.suggest import did_you_mean
 
 __all__ = ["ALL_FORCED", "Selection", "check_targets", "select", "target_names"]
-
-ALL_FORCED = "*"  # a bare --force among the --force values: the selected targets
 
 
 def target_names(steps: Iterable[Step]) -> dict[str, str]:

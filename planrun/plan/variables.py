@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from planrun.errors import Diagnostic, PlanInvalid
 from planrun.plan.expressions import (
     ExpressionError,
     format_path,
@@ -20,6 +19,7 @@ from planrun.plan.expressions import (
     resolve,
     template_strings,
 )
+from planrun.plan.loader import invalid
 from planrun.suggest import did_you_mean
 
 Path = tuple[str | int, ...]
@@ -130,4 +130,4 @@ def start_variables(
         return evaluate_variables(plan_vars, given, env, secrets)
     except ExpressionError as exc:
         line, col = doc.pos(("variables", exc.name or ""))
-        raise PlanInvalid([Diagnostic(doc.file, line, col, "error", exc.message)]) from None
+        raise invalid(doc.file, line, col, exc.message) from None

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: the HTML page (jinja2), the graph and
 # validation only when a report is written.
-import contextlib
 import os
 import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,19 +57,14 @@ def render_report(state: RunState, plan: PlanInfo) -> str:
 
 def write_report(path: str, html: str) -> None:
     """Write the page atomically (temp file + rename): a reader never sees half a report."""
-    target = Path(path)
+    from planrun.cache.safeio import atomic_write
+
     _only_regular(path)  # again: it may have appeared during the run
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     try:
         # A value may hold half a surrogate pair (a Jinja literal or JSON can spell "\ud800"):
         # written as that escape, never an encoding error.
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(html)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        atomic_write(path, html.encode("utf-8", "backslashreplace"), 0o644)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
 
 

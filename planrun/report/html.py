@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
-from planrun.report.model import RunReport, StepRow, base_id
+from planrun.report.model import RunReport, StepRow, base_id, clip
 from planrun.reporters.termsafe import terminal_safe
 from planrun.text import format_duration
 
@@ -84,10 +84,6 @@ def _tick_label(seconds: float, step: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _tooltip(row: StepRow) -> str:
     lines = [row.id if row.title == row.id else f"{row.id}: {row.title}"]
     state = row.status + (" (cached)" if row.cached else "") + (" (kept)" if row.kept else "")
@@ -104,7 +100,7 @@ def _tooltip(row: StepRow) -> str:
     if row.critical:
         lines.append("on the critical path")
     if row.error:
-        lines.append(f"error: {_short(row.error.splitlines()[0], 200)}")
+        lines.append(f"error: {clip(row.error.splitlines()[0], 200)}")
     elif row.reason:
         lines.append(f"reason: {row.reason}")
     return "\n".join(lines)
@@ -148,12 +144,12 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
             Bar(
                 index=i,
                 y=y,
-                label=_short(label, LABEL_CHARS - (2 if row.instance else 0)),
+                label=clip(label, LABEL_CHARS - (2 if row.instance else 0)),
                 row=row,
                 x=x,
                 width=width,
                 colour=COLOURS.get(row.status, COLOURS["skipped"]),
-                text=_short(text, 60),
+                text=clip(text, 60),
                 tooltip=_tooltip(row),
             )
         )

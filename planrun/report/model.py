@@ -83,7 +83,8 @@ def _ts(text: str | None) -> float | None:
         return None
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with "…"."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -131,7 +132,7 @@ def retries_text(step: StepState) -> str:
         lines.append(f"attempt {entry.get('attempt')}{took_text}: {entry.get('error') or ''}")
         tail = entry.get("stderr_tail")
         lines += [f"  {line}" for line in str(tail or "").splitlines()]
-    return _clip("\n".join(lines), ERROR_CHARS * 4)
+    return clip("\n".join(lines), ERROR_CHARS * 4)
 
 
 def base_id(step_id: str) -> str:
@@ -144,13 +145,13 @@ def _title(st: StepState, sid: str, plan: PlanInfo, variables: dict[str, Any]) -
     """The title as rendered when the step started; else as written, rendered if it can be."""
     recorded = getattr(st, "title", None)
     if isinstance(recorded, str) and recorded:
-        return _clip(recorded, 200)
+        return clip(recorded, 200)
     title = plan.titles.get(sid) or plan.titles.get(base_id(sid)) or sid
     if "${" in title:
         # a step that never ran may read results that never came: then it stays as written
         with contextlib.suppress(ExpressionError):
             title = to_text(resolve(title, {**variables, "env": {}, "steps": {}}))
-    return _clip(title, 200)
+    return clip(title, 200)
 
 
 REMOTE_REASON = "cached (remote)"  # the reason a step taken from the remote cache keeps
@@ -204,7 +205,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
                 start_s=start_end[0] if start_end else None,
                 end_s=start_end[1] if start_end else None,
                 duration_s=st.duration_s,
-                error=_clip(st.error or "", ERROR_CHARS),
+                error=clip(st.error or "", ERROR_CHARS),
                 reason=st.reason or "",
                 output=output_tail(st),
                 cached=_is_cached(st),
@@ -221,7 +222,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
         title=plan.title,
         status=state.status,
         reason=state.reason or "",
-        error=_clip(state.error or "", ERROR_CHARS),
+        error=clip(state.error or "", ERROR_CHARS),
         started_at=state.started_at or "",
         duration_s=state.duration_s,
         span_s=span,

@@ -69,75 +69,41 @@ class _Case:
     """One step as its testcase will show it, kept up to date from the step's events."""
 
     __slots__ = (
-        "id",
-        "status",
-        "duration_s",
-        "attempts",
-        "error",
-        "detail",
-        "reason",
-        "output",
-        "notes",
+        "id", "status", "duration_s", "attempts", "error", "detail", "reason", "output", "notes",
         "title",
-    )
-    id: str
-    status: str
-    duration_s: float
-    attempts: int
-    error: str | None
-    detail: str | None
-    reason: str | None
-    output: str | None
-    notes: list[str]
-    title: str | None  # rendered, as the last event about the step carried it
+    )  # fmt: skip
 
     def __init__(self, id: str) -> None:
         self.id = id
-        self.title = None
+        self.title: str | None = None  # rendered, as the last event about the step carried it
         self.status = "pending"
         self.duration_s = 0.0
         self.attempts = 0
-        self.error = None
-        self.detail = None
-        self.reason = None
-        self.output = None
-        self.notes = []
+        self.error: str | None = None
+        self.detail: str | None = None
+        self.reason: str | None = None
+        self.output: str | None = None
+        self.notes: list[str] = []
 
 
 class _Suite:
     """One plan's run (the top-level plan or a sub-plan) as its testsuite will show it."""
 
     __slots__ = (
-        "plan",
-        "cases",
-        "started_ts",
-        "run_id",
-        "resumed",
-        "status",
-        "reason",
-        "duration_s",
+        "plan", "cases", "started_ts", "run_id", "resumed", "status", "reason", "duration_s",
         "error",
-    )
-    plan: str
-    cases: dict[str, _Case]  # plan order (dicts keep insertion)
-    started_ts: float | None
-    run_id: str | None
-    resumed: bool
-    status: str | None
-    reason: str | None
-    duration_s: float | None
-    error: str | None
+    )  # fmt: skip
 
     def __init__(self, plan: str) -> None:
         self.plan = plan
-        self.cases = {}
-        self.started_ts = None
-        self.run_id = None
+        self.cases: dict[str, _Case] = {}  # plan order (dicts keep insertion)
+        self.started_ts: float | None = None
+        self.run_id: str | None = None
         self.resumed = False
-        self.status = None
-        self.reason = None
-        self.duration_s = None
-        self.error = None
+        self.status: str | None = None
+        self.reason: str | None = None
+        self.duration_s: float | None = None
+        self.error: str | None = None
 
     def case(self, step_id: str) -> _Case:
         case = self.cases.get(step_id)

@@ -67,16 +67,6 @@ def _lazy(module: str, attr: str) -> ToolFn:
     return call
 
 
-_shell = _lazy("shell", "run_shell")
-_echo = _lazy("echo", "run_echo")
-_sleep = _lazy("sleep", "run_sleep")
-_read_file = _lazy("files", "run_read_file")
-_write_file = _lazy("files", "run_write_file")
-_http = _lazy("http", "run_http")
-_python = _lazy("python", "run_python")
-_plan = _lazy("subplan", "run_plan_step")
-
-
 def _render_shell(args: dict[str, Any], evaluate: Any) -> dict[str, Any]:
     from planrun.tools.shellargs import render_shell_args
 
@@ -97,7 +87,7 @@ _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
     (
         "shell",
-        _shell,
+        _lazy("shell", "run_shell"),
         "Run a command (string: by /bin/sh -c; list: argv, no shell); "
         "result {stdout, stderr, exit_code}.",
         _schema(
@@ -137,21 +127,21 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
     ),
     (
         "echo",
-        _echo,
+        _lazy("echo", "run_echo"),
         "Return `value` unchanged (null without one).",
         _schema({"value": {"description": "Any JSON value (default null)."}}, []),
         None,
     ),
     (
         "sleep",
-        _sleep,
+        _lazy("sleep", "run_sleep"),
         "Wait `seconds`; result null.",
         _schema({"seconds": {"type": "number", "minimum": 0}}, ["seconds"]),
         None,
     ),
     (
         "read_file",
-        _read_file,
+        _lazy("files", "run_read_file"),
         "Read a UTF-8 text file; result its text.",
         _schema(
             {
@@ -166,7 +156,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
     ),
     (
         "write_file",
-        _write_file,
+        _lazy("files", "run_write_file"),
         "Write text (or any JSON value, as JSON) to a file atomically; result {path, bytes}.",
         _schema(
             {
@@ -184,7 +174,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
     ),
     (
         "http",
-        _http,
+        _lazy("http", "run_http"),
         "Make an HTTP request; result {status, headers, json} or {status, headers, text}.",
         _schema(
             {
@@ -212,7 +202,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
     ),
     (
         "python",
-        _python,
+        _lazy("python", "run_python"),
         "Call a Python function `package.module:attr` with `kwargs`; result its return value.",
         _schema(
             {
@@ -230,7 +220,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
     ),
     (
         "plan",
-        _plan,
+        _lazy("subplan", "run_plan_step"),
         "Run another plan file as one step; returns its final variables.",
         _schema({"path": {"type": "string"}, "variables": {"type": "object"}}, ["path"]),
         None,

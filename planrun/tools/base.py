@@ -64,25 +64,8 @@ class ToolContext:
     """What a tool may know about the run it is part of."""
 
     __slots__ = (
-        "step_id",
-        "cwd",
-        "env",
-        "timeout",
-        "on_output",
-        "services",
-        "resources",
-        "output",
-        "parent",
-    )
-    step_id: str
-    cwd: str  # the working directory planrun was started in; relative paths resolve here
-    env: dict[str, str]  # the process environment (read-only by convention)
-    timeout: float | None  # the step timeout in seconds, for tools that enforce it remotely
-    on_output: OutputCallback | None
-    services: Services
-    resources: dict[str, float] | None  # the step's `resources`, for the Dask executor
-    output: str | None  # what an in-process tool printed, shown as the step's output
-    parent: ParentContext | None  # the run this step is part of, for a `plan` step
+        "step_id", "cwd", "env", "timeout", "on_output", "services", "resources", "output", "parent",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -97,14 +80,14 @@ class ToolContext:
         parent: ParentContext | None = None,
     ) -> None:
         self.step_id = step_id
-        self.cwd = cwd
-        self.env = env
-        self.timeout = timeout
+        self.cwd = cwd  # the working directory planrun was started in; relative paths resolve here
+        self.env = env  # the process environment (read-only by convention)
+        self.timeout = timeout  # the step timeout in seconds, for tools that enforce it remotely
         self.on_output = on_output
         self.services = Services() if services is None else services
-        self.resources = resources
-        self.output = output
-        self.parent = parent
+        self.resources = resources  # the step's `resources`, for the Dask executor
+        self.output = output  # what an in-process tool printed, shown as the step's output
+        self.parent = parent  # the run this step is part of, for a `plan` step
 
 
 ToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]

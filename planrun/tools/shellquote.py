@@ -60,12 +60,6 @@ class _Heredoc:
     """A here-document: its delimiter word and where its body is, with the holes in it."""
 
     __slots__ = ("delimiter", "quoted", "strip_tabs", "word", "body", "holes", "in_backticks")
-    delimiter: str
-    quoted: bool
-    strip_tabs: bool
-    word: tuple[int, int]  # the delimiter word's span in the items
-    body: tuple[int, int]  # the body's span (terminator line excluded)
-    holes: list[int]
 
     def __init__(
         self,
@@ -79,8 +73,8 @@ class _Heredoc:
         self.delimiter = delimiter
         self.quoted = quoted
         self.strip_tabs = strip_tabs
-        self.word = word
-        self.body = body
+        self.word = word  # the delimiter word's span in the items
+        self.body = body  # the body's span (terminator line excluded)
         self.holes = [] if holes is None else holes
         self.in_backticks = False  # they would undo the escaping of a rewritten body
 
@@ -89,22 +83,15 @@ class _Frame:
     """One open quoting context of the lexer (the innermost is the last on its stack)."""
 
     __slots__ = ("kind", "close", "depth", "in_dq", "word", "command", "cases")
-    kind: str  # cmd | sq | dq | heredoc | param | arith | comment
-    close: str  # what ends a cmd frame: ")" for $(…), "`" for backticks, "" at top level
-    depth: int
-    in_dq: bool  # a ${…}, $((…)) or backticks inside double quotes (or a here-document)
-    word: str  # a cmd frame's current word, as written (a value in it is a NUL)
-    command: bool  # whether that word is where a command name (or reserved word) goes
-    cases: int  # open `case … esac` in a cmd frame: a pattern's `)` closes no $(…)
 
     def __init__(self, kind: str, close: str = "", depth: int = 0, in_dq: bool = False) -> None:
-        self.kind = kind
-        self.close = close
+        self.kind = kind  # cmd | sq | dq | heredoc | param | arith | comment
+        self.close = close  # ends a cmd frame: ")" for $(…), "`" for backticks, "" at top level
         self.depth = depth
-        self.in_dq = in_dq
-        self.word = ""
-        self.command = True
-        self.cases = 0
+        self.in_dq = in_dq  # a ${…}, $((…)) or backticks in double quotes (or a here-document)
+        self.word = ""  # a cmd frame's current word, as written (a value in it is a NUL)
+        self.command = True  # whether that word is where a command name (or reserved word) goes
+        self.cases = 0  # open `case … esac` in a cmd frame: a pattern's `)` closes no $(…)
 
 
 Item = str | Hole

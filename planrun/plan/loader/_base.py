@@ -33,13 +33,10 @@ class Document:
     compared, not shown)."""
 
     __slots__ = ("file", "data", "_locator")
-    file: str  # the path as the user gave it (used in diagnostics)
-    data: Any  # plain Python data (dict/list/str/int/float/bool/None)
-    _locator: _Locator | None
 
     def __init__(self, file: str, data: Any, _locator: _Locator | None = None) -> None:
-        self.file = file
-        self.data = data
+        self.file = file  # the path as the user gave it (used in diagnostics)
+        self.data = data  # plain Python data (dict/list/str/int/float/bool/None)
         self._locator = _locator
 
     def pos(self, path: tuple[PathPart, ...] = (), *, key: bool = False) -> Position:
@@ -63,14 +60,12 @@ class LazyDocument(Document):
     """
 
     __slots__ = ("_load", "_data")
-    _load: Callable[[], Document] | None
-    _data: Any
 
     def __init__(self, file: str, load: Callable[[], Document]) -> None:
         self.file = file
         self._locator = None
-        self._load = load
-        self._data = None
+        self._load: Callable[[], Document] | None = load
+        self._data: Any = None
 
     def _fill(self) -> None:
         if self._load is not None:
