@@ -212,9 +212,10 @@ def _finish(cls: type, frozen: bool, own_doc: bool) -> None:
         cls.__setstate__ = _setstate  # type: ignore[attr-defined]
     else:
         cls.__hash__ = None  # type: ignore[assignment]  # mutable and compared: unhashable
+    # What the class has now. `frozen` stays False: dataclasses refuses a frozen base under a
+    # class it processes unfrozen, and a record refuses assignment by its own __setattr__.
     params = cls.__dataclass_params__  # type: ignore[attr-defined]
     params.init = params.repr = params.eq = True
-    params.frozen = frozen
     if not own_doc:
         cls.__doc__ = doc if doc is not None else auto_doc(cls)
 

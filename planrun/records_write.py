@@ -12,7 +12,16 @@ import sys
 from planrun.records import auto_doc, fingerprint, methods_source, record_key
 
 # The modules that define records (tests/test_records.py checks no other module does).
-MODULES = ("planrun.plan.definition",)
+MODULES = (
+    "planrun.errors",
+    "planrun.plan.definition",
+    "planrun.plan.expressions",
+    "planrun.run.context",
+    "planrun.run.request",
+    "planrun.run.scope",
+    "planrun.state.model",
+    "planrun.tools.base",
+)
 
 HEADER = '''"""Generated from the records' fields by `python -m planrun.records_write`: do not edit.
 
