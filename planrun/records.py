@@ -4,7 +4,7 @@
 kw_only=...)` makes it: the same fields (`dataclasses.fields`, `dataclasses.replace`), the same
 `__init__`, `__repr__`, `__eq__`, `__hash__`, frozen `__setattr__`/`__delattr__`, pickling and
 `__match_args__`. dataclasses writes those methods as text and compiles it each time a class is
-made, about 3 M instructions a class, which is most of what a one-step run's start-up spends on
+made, 3 to 5 M instructions a class, which was most of what a one-step run's start-up spent on
 its dataclasses. Here `dataclasses.dataclass` still processes the fields (`init=False,
 repr=False, eq=False`), and the methods come from planrun/records_written.py, compiled once with
 the rest of planrun's byte-code: `methods_source` writes their text from the class's fields and
@@ -12,7 +12,9 @@ the rest of planrun's byte-code: `methods_source` writes their text from the cla
 fields differ from what was written (the module not yet regenerated) compiles the same text
 here, as dataclasses would; tests/test_records.py fails until the module is current.
 
-A record without a docstring gets the one dataclasses gives it (its name and `__init__`'s
+A frozen record reads `frozen=False` in its `__dataclass_params__`: dataclasses processes it
+unfrozen (asking for frozen compiles the two refusing methods again) and its own `__setattr__`
+refuses. A record without a docstring gets the one dataclasses gives it (its name and `__init__`'s
 signature), written too: working it out costs as much as compiling the methods.
 """
 
