@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum
+
+from planrun.records import record
 
 
 class ExitCode(IntEnum):
@@ -28,7 +29,7 @@ class ExitNow(SystemExit):
         super().__init__(int(code))
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Diagnostic:
     """One problem found in a plan, with its 1-based source position."""
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 # Lazy import (inside a method), for start-up time: fnmatch only for a plan with a policy.
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from planrun.plan.data import Kind, PlanNode, Spec
+from planrun.records import record
 
 __all__ = [
     "INDEX_NAME",
@@ -90,7 +91,7 @@ class OnFailure(StrEnum):
     replan = "replan"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Step(PlanNode):
     """One tool call in the plan (or, with `foreach`, one per element of a list)."""
 
@@ -224,14 +225,15 @@ class Step(PlanNode):
     ] = None
 
     def to_dict(self, exclude_defaults: bool = False, *, exact: bool = False) -> dict[str, Any]:
-        out = super(Step, self).to_dict(exclude_defaults, exact=exact)
+        # super() without arguments fails in a slotted record: slots make a new class.
+        out = super(Step, self).to_dict(exclude_defaults, exact=exact)  # noqa: UP008
         if self.run is not None:  # `tool: shell` is implied; written, it would be an error
             out.pop("tool", None)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Step:
-        return super(Step, cls).from_dict(with_run_tool(data))
+        return super(Step, cls).from_dict(with_run_tool(data))  # noqa: UP008
 
 
 def with_run_tool(data: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -244,7 +246,7 @@ def with_run_tool(data: Mapping[str, Any]) -> Mapping[str, Any]:
 ParamType = Literal["string", "integer", "number", "boolean", "list", "mapping"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Param(PlanNode):
     """A variable set from the command line, converted to its declared type and checked."""
 
@@ -259,7 +261,7 @@ class Param(PlanNode):
     description: Annotated[str | None, Spec(description="Shown by `planrun list`.")] = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class ServerEntry(PlanNode):
     """An MCP server, in the shape of the common `mcpServers` client config."""
 
@@ -306,7 +308,7 @@ def transport_kind(type_: str | None, url: object, command: object) -> str:
     return "http" if url is not None and command is None else "stdio"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Defaults(PlanNode):
     timeout: Duration | None = None
     retries: Count = 0
@@ -314,7 +316,7 @@ class Defaults(PlanNode):
     on_failure: OnFailure = OnFailure.abort
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Limits(PlanNode):
     max_steps: PositiveCount | None = None
     max_replans: Count = 2
@@ -322,26 +324,26 @@ class Limits(PlanNode):
     tool_caps: dict[str, Count] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Policy(PlanNode):
     require_approval: list[str] = field(default_factory=list)
     deny: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Replan(PlanNode):
     command: list[str] | str | None = None
     tool: str | None = None
     timeout: Duration = 60.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class ExecutorConfig(PlanNode):
     type: Literal["local", "dask"] = "local"
     address: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Plan(PlanNode):
     """A whole plan. `name` is always set once loaded (the file stem by default)."""
 

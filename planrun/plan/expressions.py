@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from planrun.errors import PlanInvalid
+from planrun.records import record
 
 _CONSTANTS = {"true", "false", "none", "True", "False", "None"}
 # Patterns are compiled on first use (re's own cache), not at import: start-up time.
@@ -35,7 +35,7 @@ class ExpressionError(Exception):
         self.at = at  # the top-level argument it is about, when a tool's rendering says so
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Expr:
     """One `${...}` expression: its source and the root names it reads."""
 
@@ -66,7 +66,7 @@ class Expr:
         return _evaluate_jinja(self.source, {n: scope[n] for n in self.names if n in scope})
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Template:
     """A string holding `${...}` parts. `whole` is set when the string is exactly one expression."""
 

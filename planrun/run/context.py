@@ -15,11 +15,11 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from planrun.cache import step_cached
 from planrun.plan.definition import Plan, Policy
+from planrun.records import record
 from planrun.reporters.termsafe import terminal_safe
 from planrun.run.events import EventBus
 from planrun.run.parent import (
@@ -72,7 +72,7 @@ class Attached:
         self.substeps = substeps
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class RunContext:
     """What the run path needs to know of a run's place in its tree (made by a factory)."""
 
@@ -243,7 +243,7 @@ class RootContext(RunContext):
         return here.run_id
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class ChildContext(RunContext):
     """A sub-plan: inside its parent's state, events, executor, slots, budget and secrets."""
 

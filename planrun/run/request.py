@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple
 
 from planrun.errors import ExitCode
@@ -14,6 +14,7 @@ from planrun.plan.checked import CheckedPlan
 from planrun.plan.definition import Plan
 from planrun.plan.dotenv import step_environment
 from planrun.plan.graph import PlanGraph
+from planrun.records import record
 from planrun.reporters.failures import WriteFailures
 from planrun.run.events import RunEvent
 from planrun.run.procgroups import ProcessGroups
@@ -53,7 +54,7 @@ class ExecutorRequest(NamedTuple):
     address: str | None = None
 
 
-@dataclass(slots=True)
+@record()
 class RunRequest:
     """Everything `planrun run` can be told (CLI options, MCP tool arguments)."""
 

@@ -11,17 +11,17 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from planrun.plan.definition import Plan, Step, replace
 from planrun.plan.expressions import Expr, ExpressionError, resolve, to_text
 from planrun.plan.graph import when_source
+from planrun.records import record
 from planrun.run.stepcall import call_args, rendered_call, step_place, under
 from planrun.status import Status
 
 
-@dataclass(slots=True)
+@record()
 class StepRecord:
     """The scheduler's own view of one step in this run."""
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field, fields
 from typing import Any
 
+from planrun.records import record
 from planrun.run.events import iso_ts
 from planrun.state.check import (
     check_step_fields,
@@ -25,7 +26,7 @@ JOURNAL_SUFFIX = ".journal"
 LOCK_SUFFIX = ".lock"
 
 
-@dataclass(slots=True)
+@record()
 class StepState:
     """What is known about one step of the run."""
 
@@ -72,10 +73,10 @@ class StepState:
         return cls(**{k: v for k, v in doc.items() if k in _STEP_FIELDS})
 
 
-_STEP_FIELDS = frozenset(StepState.__slots__)
+_STEP_FIELDS = frozenset(f.name for f in fields(StepState))
 
 
-@dataclass(slots=True)
+@record()
 class RunState:
     """The whole state of a run: what the state file holds."""
 
@@ -101,7 +102,7 @@ class RunState:
 # The run's scalar fields in the snapshot's key order: version and plan first.
 RUN_SCALARS = ("version", "plan") + tuple(
     name
-    for name in RunState.__slots__
+    for name in (f.name for f in fields(RunState))
     if name not in ("version", "plan", "variables", "steps", "revisions")
 )
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from planrun.errors import one_line
+from planrun.records import record
 from planrun.run.runtree import Notice
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class ToolPool(Protocol):
     ) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True)
 class Services:
     """What a run lends the tools of all its steps, besides each step's own context."""
 
