@@ -113,6 +113,32 @@ def test_a_second_checkout_hits_the_remote_with_identical_outputs(tmp_path: Path
         assert set(cached_sources(b).values()) == {"local"}
 
 
+def test_many_remote_hits_at_once_restore_every_output_and_record_it(tmp_path: Path) -> None:
+    """Independent steps' hits land (store and outputs) while other lookups are still going:
+    every output is restored byte-identical with its mode, and the next run hits locally."""
+    steps = "".join(
+        f"  - id: s{n}\n    tool: shell\n"
+        f'    args: {{cmd: "mkdir -p out && cat src/m{n % 3}.txt > out/{n}.txt && echo {n}'
+        f' >> out/{n}.txt && chmod 640 out/{n}.txt"}}\n'
+        f'    sources: ["src/m{n % 3}.txt"]\n    outputs: ["out/{n}.txt"]\n'
+        for n in range(24)
+    )
+    with nginx(tmp_path / "nginx") as (url, _data):
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        for d in (a, b):
+            (d / "plan.yaml").write_text("name: many\nsteps:\n" + steps)
+        assert run(a, "--remote-cache", url, "-j", "4").code == 0
+        r = run(b, "--remote-cache", url, "-j", "4")
+        assert r.code == 0, r
+        assert set(cached_sources(b).values()) == {"remote"} and len(statuses(r)) == 24
+        for n in range(24):
+            got, want = b / "out" / f"{n}.txt", a / "out" / f"{n}.txt"
+            assert got.read_bytes() == want.read_bytes()
+            assert got.stat().st_mode & 0o777 == 0o640
+        again = run(b, "--remote-cache", url)
+        assert set(cached_sources(b).values()) == {"local"} and len(statuses(again)) == 24
+
+
 def test_the_remote_from_the_environment_read_only_uploads_nothing(tmp_path: Path) -> None:
     with nginx(tmp_path / "nginx") as (url, data):
         a = checkout(tmp_path / "a")
@@ -296,6 +322,7 @@ class Stub:
 
     def __init__(self, mode: str) -> None:
         self.mode, self.files, self.requests = mode, {}, []  # type: ignore[var-annotated]
+        self.auth: set[str | None] = set()  # the Authorization headers sent
         self.lock = threading.Lock()
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
@@ -317,6 +344,7 @@ class Stub:
             def do_PUT(self) -> None:
                 with stub.lock:
                     stub.requests.append(("PUT", self.path))
+                    stub.auth.add(self.headers.get("Authorization"))
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 stub.files[self.path] = body
                 self._send(201)
@@ -324,6 +352,7 @@ class Stub:
             def do_GET(self) -> None:
                 with stub.lock:
                     stub.requests.append((self.command, self.path))
+                    stub.auth.add(self.headers.get("Authorization"))
                 body = stub.files.get(self.path)
                 if body is None:
                     return self._send(404)
@@ -364,6 +393,22 @@ def test_a_faulty_remote_is_one_warning_and_the_same_run(tmp_path: Path, mode: s
         assert (
             blob.name.startswith(".") or hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name
         )
+
+
+def test_a_remote_under_a_path_with_a_user_and_password_in_its_url(tmp_path: Path) -> None:
+    """Entries live under the URL's path; its user and password go as Basic authentication
+    and are never shown."""
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        remote = url.replace("http://", "http://me:s%40cret@") + "/team/cache/"
+        assert run(checkout(tmp_path / "a"), "--remote-cache", remote).code == 0
+        b = checkout(tmp_path / "b")
+        r = run(b, "--remote-cache", remote)
+    assert set(statuses(r).values()) == {"cached"}, r
+    assert set(cached_sources(b).values()) == {"remote"}
+    paths = [path for _method, path in stub.requests]
+    assert paths and all(p.startswith(("/team/cache/ac/", "/team/cache/cas/")) for p in paths)
+    assert stub.auth == {"Basic " + base64.b64encode(b"me:s@cret").decode()}
 
 
 def test_a_refused_connection_is_one_warning(tmp_path: Path) -> None:
@@ -512,6 +557,11 @@ def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
         "run", "plan.yaml", "--remote-cache", "http://x", "--remote-cache-timeout", "-1", cwd=a
     )
     assert r.code == 2 and "--remote-cache-timeout" in r.err, r
+    for url in ("http://x:abc", "http://x:99999", "http://\u00fc..x/", "http://[::1"):
+        r = planrun("run", "plan.yaml", "--remote-cache", url, cwd=a)
+        assert_no_traceback(r)
+        assert r.code == 2 and "not an http(s) URL" in r.err, r
+        assert len(r.err.strip().splitlines()) == 1, r
 
 
 def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:

@@ -23,7 +23,17 @@ steps:
 """
 
 # Never needed by a shell/echo plan without servers, templates in Jinja syntax or a terminal.
-NOT_FOR_A_PLAIN_RUN = {"jinja2", "mcp", "rich", "httpx", "httpx2", "anyio", "dask", "jsonschema"}
+NOT_FOR_A_PLAIN_RUN = {
+    "jinja2",
+    "mcp",
+    "rich",
+    "httpx",
+    "httpx2",
+    "httpcore2",
+    "anyio",
+    "dask",
+    "jsonschema",
+}
 
 
 # The modules of commands other than `run` and `resume`: a run builds none of them (click's lazy

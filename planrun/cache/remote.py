@@ -96,6 +96,22 @@ def shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+def _shown_safely(url: str) -> str:
+    """shown_url, for a URL that may not parse: then its scheme and host as written."""
+    try:
+        return shown_url(url)
+    except ValueError:  # (plain string work: no user name or password shown)
+        scheme, _, rest = url.partition("://")
+        netloc = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rpartition("@")[2]
+        return f"{scheme}://{netloc}"
+
+
+def _spellable(host: str) -> None:
+    """UnicodeError when a host name cannot go on the wire (IDNA for a name beyond ASCII)."""
+    if not host.isascii():
+        host.encode("idna")
+
+
 def remote_options(
     url: str | None,
     read_only: bool,
@@ -107,9 +123,14 @@ def remote_options(
     url = url or environ.get(ENV_URL) or None
     if url is None:
         return None
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--remote-cache: {shown_url(url)!r} is not an http(s) URL")
+    try:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(url)
+        _ = parts.port  # (a port that is not a number, or out of range: ValueError)
+        _spellable(parts.hostname)
+    except ValueError:  # (UnicodeError too: a host name IDNA cannot spell)
+        raise UsageError(f"--remote-cache: {_shown_safely(url)!r} is not an http(s) URL") from None
     if timeout is not None and not timeout > 0:
         raise UsageError("--remote-cache-timeout must be more than 0 seconds")
     flag = environ.get(ENV_READ_ONLY, "").strip().lower()
