@@ -275,7 +275,7 @@ class StateStore:
         # what encode_step({"op": "step", "id": sid, "state": ...}) writes, the id and the
         # state encoded once for this line and the snapshots to come
         eid, encoded = encode_step(sid), encode_step(new.to_json())
-        self._encoded[sid] = f"{eid}: {encoded}"
+        self._encoded[sid] = f"  {eid}: {encoded}"
         self._append_line(f'{{"op":"step","id":{eid},"state":{encoded}}}')
 
     def _started_step(self, event: StepStarted, old: StepState | None, ts: str) -> StepState:
