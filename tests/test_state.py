@@ -1044,3 +1044,33 @@ def test_a_refresh_encodes_no_step_a_journal_line_already_encoded(
     state = StateStore(store.path, PLAN).load()
     assert state is not None
     assert Path(store.path).read_bytes() == journal.snapshot_bytes(state, None)
+
+
+def test_a_step_record_of_the_wrong_shape_is_corrupt_and_unknown_keys_are_dropped(
+    tmp_path: Path,
+) -> None:
+    # Each step record is checked field by field as it loads (one clear line naming the field),
+    # and a key this version does not know is left out of the step, whatever its value.
+    store = store_at(tmp_path)
+    store.acquire()
+    store.handle(started(["a"]))
+    store.handle(step_succeeded("a", 1))
+    store.close()
+    doc = json.loads(Path(store.path).read_text())
+    record = doc["steps"]["a"]
+    for key, value, says in (
+        ("title", 3, "step title is a number, not a string"),
+        ("cache_key", ["k"], "step cache_key is a list, not a string"),
+        ("error", True, "step error is a boolean, not a string"),
+        ("attempts", "1", "step attempts is not a whole number"),
+        ("duration_s", "1", "step duration_s is a string, not a number"),
+    ):
+        doc["steps"]["a"] = {**record, key: value}
+        Path(store.path).write_text(json.dumps(doc))
+        with pytest.raises(StateError, match=f"corrupt: {says}"):
+            StateStore(store.path, PLAN).load()
+    doc["steps"]["a"] = {**record, "from_a_newer_version": {"x": 1}, "title": "A"}
+    Path(store.path).write_text(json.dumps(doc))
+    state = StateStore(store.path, PLAN).load()
+    assert state is not None and state.steps["a"].title == "A"
+    assert state.steps["a"].to_json() == {**record, "title": "A"}
