@@ -10,9 +10,18 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from planrun.plan import model
 from planrun.plan.definition import Plan
-from planrun.run.events import EventBus, PlanDiff, RunEvent, StepResumed, StepStarted
+from planrun.run.events import (
+    EventBus,
+    PlanDiff,
+    RunEvent,
+    StepResumed,
+    StepStarted,
+    StepSucceeded,
+)
 from planrun.run.parent import Budget, MaskChain, ParentContext, Slots
 from planrun.run.planner import ReplanRequest, ReplanStop, Revision
 from planrun.run.resume import (
@@ -517,3 +526,51 @@ def test_result_variables_are_bound_into_the_callers_variables() -> None:
     outcome = asyncio.run(sched.run())
     assert outcome.status == Status.SUCCEEDED and sched.records["b"].result == 1
     assert variables == {"y": 0, "x": 1}
+
+
+def test_a_step_s_events_are_made_with_their_title_and_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each event of a plain step leaves with its title and time, made with them: not copied
+    # once by the scheduler to add the title and once more by the bus to stamp the time.
+    remade: list[dict[str, Any]] = []
+    for kind in (StepStarted, StepSucceeded):
+
+        def counting(event: Any, _replace: Any = kind._replace, **changes: Any) -> Any:
+            remade.append(changes)
+            return _replace(event, **changes)
+
+        monkeypatch.setattr(kind, "_replace", counting)
+    plan = make_plan([{"id": "a", "tool": "echo", "args": {"value": 1}}])
+    sched, events = schedule(plan, FakeExecutor({}))
+    asyncio.run(sched.run())
+    shown = [(e.event, e.title, e.ts > 0) for e in events if e.step == "a"]
+    assert shown == [("step.started", "a", True), ("step.succeeded", "a", True)]
+    assert remade == []
+
+
+def test_a_fingerprint_is_the_documented_hash_and_makes_no_json_encoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # sha256 of json.dumps([tool, args], sort_keys, not ASCII-only, str for the rest), cut to
+    # 16 hex digits (state files hold it: it must not change), by one encoder for the run:
+    # not a json.JSONEncoder made for every step, as json.dumps with options does.
+    import hashlib
+    import json
+
+    args = {"cmd": "écho ${x}", "env": {"B": 2, "A": [1.5, None]}, "when": object()}
+    doc = json.dumps(["shell", args], sort_keys=True, ensure_ascii=False, default=str)
+    expected = hashlib.sha256(doc.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    made: list[Any] = []
+    monkeypatch.setattr(json.JSONEncoder, "__init__", _counted(json.JSONEncoder.__init__, made))
+    assert fingerprint("shell", args) == expected
+    assert fingerprint("shell", {"cmd": "\ud800"}) == fingerprint("shell", {"cmd": "\ud800"})
+    assert made == []
+
+
+def _counted(init: Any, made: list[Any]) -> Any:
+    def counting(self: Any, *a: Any, **kw: Any) -> None:
+        made.append(kw)
+        init(self, *a, **kw)
+
+    return counting

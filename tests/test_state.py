@@ -1012,3 +1012,65 @@ def test_snapshots_reuse_step_json_and_match_a_fresh_encoding(tmp_path: Path) ->
     assert state.steps["b"].status == "succeeded" and state.steps["x"].status == "pending"
     assert state.steps["a"].status == "pending"  # reset by the revision, no event since
     assert written == snapshot_bytes(state, None)
+
+
+def test_a_refresh_encodes_no_step_a_journal_line_already_encoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each refresh of a long run's snapshot lists every step: a step's id and state, encoded
+    # once for its journal line, must not be encoded again by every refresh.
+    import planrun.state.journal as journal
+
+    store = store_at(tmp_path)
+    store.acquire()
+    store.handle(started(["a", "b"]))
+    store.handle(step_started("a"))
+    store.handle(step_succeeded("a", {"n": 1}))
+    store.handle(step_started("b"))
+    encoded: list[Any] = []
+
+    def counting(value: Any) -> str:
+        encoded.append(value)
+        return state_encode(value)
+
+    state_encode = journal.encode_step
+    monkeypatch.setattr(journal, "encode_step", counting)
+    store._compact(final=False)  # a refresh, as during a run
+    assert not [v for v in encoded if v in ("a", "b") or isinstance(v, dict) and "status" in v]
+    monkeypatch.undo()
+    store.handle(step_succeeded("b", 2))
+    store.handle(finished("succeeded", "completed"))
+    store.close()
+    state = StateStore(store.path, PLAN).load()
+    assert state is not None
+    assert Path(store.path).read_bytes() == journal.snapshot_bytes(state, None)
+
+
+def test_a_step_record_of_the_wrong_shape_is_corrupt_and_unknown_keys_are_dropped(
+    tmp_path: Path,
+) -> None:
+    # Each step record is checked field by field as it loads (one clear line naming the field),
+    # and a key this version does not know is left out of the step, whatever its value.
+    store = store_at(tmp_path)
+    store.acquire()
+    store.handle(started(["a"]))
+    store.handle(step_succeeded("a", 1))
+    store.close()
+    doc = json.loads(Path(store.path).read_text())
+    record = doc["steps"]["a"]
+    for key, value, says in (
+        ("title", 3, "step title is a number, not a string"),
+        ("cache_key", ["k"], "step cache_key is a list, not a string"),
+        ("error", True, "step error is a boolean, not a string"),
+        ("attempts", "1", "step attempts is not a whole number"),
+        ("duration_s", "1", "step duration_s is a string, not a number"),
+    ):
+        doc["steps"]["a"] = {**record, key: value}
+        Path(store.path).write_text(json.dumps(doc))
+        with pytest.raises(StateError, match=f"corrupt: {says}"):
+            StateStore(store.path, PLAN).load()
+    doc["steps"]["a"] = {**record, "from_a_newer_version": {"x": 1}, "title": "A"}
+    Path(store.path).write_text(json.dumps(doc))
+    state = StateStore(store.path, PLAN).load()
+    assert state is not None and state.steps["a"].title == "A"
+    assert state.steps["a"].to_json() == {**record, "title": "A"}

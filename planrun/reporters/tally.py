@@ -52,7 +52,11 @@ class RunTally:
         if not isinstance(event, StepOutput | RunStarted | PlanDiff | RunFinished):
             title = event.title  # every event about a step carries its rendered title
             if isinstance(title, str) and title:  # (a cached or kept one too)
-                self.titles[(event.plan, event.step)] = first_line(title)
+                key = (event.plan, event.step)
+                # first_line keeps its own result as it is: a title already kept is not cut
+                # again (a step's every event carries it, most often unchanged)
+                if self.titles.get(key) != title:
+                    self.titles[key] = first_line(title)
         match event:
             case RunStarted():
                 self._run_started(event)

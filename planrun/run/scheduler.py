@@ -138,14 +138,15 @@ class Scheduler:
 
     def emit(self, event: RunEvent) -> None:
         """Announce a change to the run's state on its bus; events about a step carry its
-        rendered title."""
+        rendered title. (The hot path's events are made with their title and time: an event
+        given its title here is stamped in the same copy, not copied again by the bus.)"""
         unstepped = StepOutput | RunStarted | PlanDiff | RunFinished
         if not isinstance(event, unstepped) and event.title is None:  # its title not yet set
             title = self._titles.get(event.step)
             if title is None and event.step in self.steps:
                 title = self.title(self.steps[event.step])
             if title is not None:
-                event = event._replace(title=title)
+                event = event._replace(title=title, ts=event.ts or time.time())
         self.bus.emit(event)
 
     # ---- the loop ------------------------------------------------------------------------
@@ -501,7 +502,16 @@ class Scheduler:
             name = self.plan.name or ""
             self.emit(
                 StepStarted(
-                    name, sid, rec.status, rec.attempts, fp, step.tool, title, reason, again
+                    name,
+                    sid,
+                    rec.status,
+                    rec.attempts,
+                    fp,
+                    step.tool,
+                    title,
+                    reason,
+                    again,
+                    ts=time.time(),
                 )
             )
             result, failure = await attempt(self.executor, step, args, ctx, ctx.timeout)
@@ -551,6 +561,8 @@ class Scheduler:
             step.result_variable,
             True if rec.result_masked else None,
             key,
+            title=self.title(step),
+            ts=time.time(),
         )
         self.emit(event)
 

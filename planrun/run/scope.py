@@ -92,6 +92,11 @@ class Scope(Mapping[str, Any]):
         return 2 + len(self._variables)
 
 
+# What json.dumps(value, sort_keys=True, ensure_ascii=False, default=str) writes, with one
+# encoder for the process (json.dumps makes one per call when given options): every step's.
+_fingerprint_json = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+
+
 def fingerprint(tool: str, args: Any, mask: Callable[[Any], Any] | None = None) -> str:
     """What a step does: its tool and resolved arguments, secrets masked.
 
@@ -99,7 +104,7 @@ def fingerprint(tool: str, args: Any, mask: Callable[[Any], Any] | None = None) 
     a result recorded masked (`hdr-***`) has the same fingerprint on resume as when it ran.
     """
     shown = mask(args) if mask is not None else args
-    blob = json.dumps([tool, shown], sort_keys=True, ensure_ascii=False, default=str)
+    blob = _fingerprint_json([tool, shown])
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 

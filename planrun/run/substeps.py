@@ -62,19 +62,24 @@ class SubStepRows:
         self.rows: dict[str, dict[str, Any]] = {}
 
     def __call__(self, event: RunEvent) -> None:
-        match event:
-            case PlanDiff(removed=removed) if event.step is not None:  # a sub-plan's (parent.py)
-                for sid in removed or ():
+        step = event.step
+        if isinstance(event, PlanDiff):
+            if step is not None:  # a sub-plan's (parent.py)
+                for sid in event.removed or ():
                     self.rows.pop(str(sid), None)  # routed around, as the top plan's steps
-            case StepStarted(step=sid, attempt=attempt) if SEPARATOR in sid:
-                self._row(sid).update(status="running", attempts=int(attempt or 1))
-            case StepSkipped(step=sid, reason=reason) if SEPARATOR in sid:
+            return
+        if step is None or SEPARATOR not in step:
+            return  # the run's own events, and its own steps': most events, looked at once
+        match event:
+            case StepStarted(attempt=attempt):
+                self._row(step).update(status="running", attempts=int(attempt or 1))
+            case StepSkipped(reason=reason):
                 upstream = isinstance(reason, str) and reason.startswith("upstream failed")
-                self._row(sid).update(status="skipped", error=reason if upstream else None)
-            case StepSucceeded() | StepFailed() | StepInterrupted() | StepResumed() if (
-                SEPARATOR in event.step
+                self._row(step).update(status="skipped", error=reason if upstream else None)
+            case (
+                StepSucceeded() | StepFailed() | StepInterrupted() | StepResumed()
             ):  # resumed: kept
-                self._row(event.step).update(
+                self._row(step).update(
                     status=event.status,
                     attempts=event.attempts,
                     duration_s=event.duration_s,

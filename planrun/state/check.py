@@ -34,7 +34,14 @@ _STEP_TEXT = (
 _RUN_TEXT = ("digest", "run_id", "reason", "error", "started_at", "ended_at")
 
 
+_TEXT_TYPES = frozenset((str, type(None)))
+
+
 def _text_or_null(doc: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
+    # Every step of a state file passes here as it loads: its values' types are looked at
+    # in one pass first (each a str or None, as written), field by field only when one is not.
+    if _TEXT_TYPES.issuperset(map(type, map(doc.get, keys))):
+        return
     for key in keys:
         value = doc.get(key)
         if value is not None and not isinstance(value, str):

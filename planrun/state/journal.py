@@ -70,8 +70,8 @@ def snapshot_bytes(
     """The snapshot as JSON with one step (and one revision) per line: readable, diffable, and
     written with the C encoder (json's indent= would switch to the slow pure-Python one).
 
-    `encoded`: steps' JSON already made (by the journal lines of the run), used as it is;
-    the steps encoded here are added to it."""
+    `encoded`: each step's line in the "steps" object (`  "id": {...}`) already made (by the
+    journal lines of the run), used as it is; the lines made here are added to it."""
     encoded = {} if encoded is None else encoded
     lines = ["{"]
     for key in RUN_SCALARS:
@@ -88,8 +88,8 @@ def snapshot_bytes(
         lines.append(' "steps": {')
         for sid, st in state.steps.items():
             if sid not in encoded:
-                encoded[sid] = encode_step(st.to_json())
-        lines.append(",\n".join(f"  {encode_step(sid)}: {encoded[sid]}" for sid in state.steps))
+                encoded[sid] = f"  {encode_step(sid)}: {encode_step(st.to_json())}"
+        lines.append(",\n".join(map(encoded.__getitem__, state.steps)))
         lines.append(" }")
     else:
         lines.append(' "steps": {}')

@@ -70,6 +70,8 @@ class StepState:
     @classmethod
     def from_json(cls, doc: Any) -> StepState:
         check_step_fields(doc, STEP_STATUSES)
+        if doc.keys() <= _STEP_FIELDS:  # as this version writes it: no copy to filter
+            return cls(**doc)
         return cls(**{k: v for k, v in doc.items() if k in _STEP_FIELDS})
 
 

@@ -272,9 +272,11 @@ class StateStore:
         if not isinstance(event, StepStarted) and not apply_step_event(new, event, ts):
             return  # an event we do not record
         apply_step(state, sid, new)
-        encoded = self._encoded[sid] = encode_step(new.to_json())
-        # what encode_step({"op": "step", "id": sid, "state": ...}) writes, the state encoded once
-        self._append_line(f'{{"op":"step","id":{encode_step(sid)},"state":{encoded}}}')
+        # what encode_step({"op": "step", "id": sid, "state": ...}) writes, the id and the
+        # state encoded once for this line and the snapshots to come
+        eid, encoded = encode_step(sid), encode_step(new.to_json())
+        self._encoded[sid] = f"  {eid}: {encoded}"
+        self._append_line(f'{{"op":"step","id":{eid},"state":{encoded}}}')
 
     def _started_step(self, event: StepStarted, old: StepState | None, ts: str) -> StepState:
         sid = event.step
