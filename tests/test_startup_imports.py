@@ -36,8 +36,9 @@ NOT_FOR_A_PLAIN_RUN = {
 }
 
 
-# A YAML plan needs no JSON reader (a plan from the plan cache no reader at all).
-NOT_FOR_A_FIRST_RUN = {"planrun.plan.loader._json", "bisect"}
+# A plain run that is no resume keeps no step from a previous one (the resume rules), and a
+# YAML plan needs no JSON reader (a plan from the plan cache no reader at all).
+NOT_FOR_A_FIRST_RUN = {"planrun.run.resume", "planrun.plan.loader._json", "bisect"}
 
 # The modules of commands other than `run` and `resume`: a run builds none of them (click's lazy
 # group imports a command's module when the command is asked for).
@@ -87,7 +88,7 @@ def test_run_of_a_plain_plan_imports_no_heavy_library(tmp_path: Path) -> None:
         unwanted |= {"planrun.run.dryrun", "planrun.run.planner"}
         unwanted |= {"planrun.reporters.live"}  # a terminal's live view: not with --quiet
         unwanted |= OTHER_COMMANDS  # nor another command's module
-        unwanted |= NOT_FOR_A_FIRST_RUN  # nor what only a JSON plan needs
+        unwanted |= NOT_FOR_A_FIRST_RUN  # nor what only a resume or a JSON plan needs
         if "planrun.plan.validate" not in names:  # a plan cache hit: the plan is not checked again
             # pathlib (with urllib.parse) costs ~5 ms a start: the state modules use text paths.
             # fnmatch (policies) and shlex (quoting) serve plans and outcomes this one has not.

@@ -8,7 +8,8 @@ variables, the plan itself after a revision) is made here, and announced as an e
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: the cache session, the planner (replan).
+# Lazy imports (inside functions), for start-up time: the cache session, the planner (replan),
+# the resume rules (only a resumed run keeps steps).
 import asyncio
 import functools
 import graphlib
@@ -44,7 +45,6 @@ from planrun.run.events import (
 )
 from planrun.run.foreach import ForeachSteps
 from planrun.run.outcome import Outcome, first_failure, result_document, verdict
-from planrun.run.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
 from planrun.run.runtree import Budget, RunStopped, Slots
 from planrun.run.scope import (
     Scope,
@@ -55,12 +55,13 @@ from planrun.run.scope import (
     with_patterns,
 )
 from planrun.run.settings import RunSettings
-from planrun.status import COMPLETED, Reason, Status
+from planrun.status import COMPLETED, CONDITION_FALSE, Reason, Status
 from planrun.tools.base import ToolCaller, ToolContext
 
 if TYPE_CHECKING:
     from planrun.cache.session import Decision
     from planrun.run.planner import Replanner
+    from planrun.run.resume import ResumePlan
 
 __all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "result_document"]
 
@@ -178,6 +179,8 @@ class Scheduler:
         """On resume: the steps kept from the previous run are settled before any step starts."""
         if self.resume is None:
             return
+        from planrun.run.resume import bind_kept, kept_event  # Lazy import: only on resume
+
         kept = {sid: replace(r) for sid, r in self.resume.kept.items() if sid in self.records}
         self.records.update(kept)
         bind_kept(self.variables, self.steps, kept)
