@@ -9,7 +9,7 @@ variables, the plan itself after a revision) is made here, and announced as an e
 from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: the cache session, the planner (replan),
-# the resume rules (only a resumed run keeps steps).
+# the resume rules (only a resumed run keeps steps), the approval question (only at a prompt).
 import asyncio
 import functools
 import graphlib
@@ -25,7 +25,6 @@ from planrun.plan.definition import OnFailure, Plan, Step
 from planrun.plan.expressions import ExpressionError
 from planrun.plan.graph import PlanGraph
 from planrun.plan.instances import parent_of
-from planrun.run.approval import approval_question
 from planrun.run.attempts import AttemptFailed, attempt, output_of, stderr_tail, tool_context
 from planrun.run.events import (
     ABSENT,
@@ -412,6 +411,8 @@ class Scheduler:
             text = f"approval required for step '{self.settings.prefix}{sid}'"
             self._stop(Reason.APPROVAL_REQUIRED, text)
             return False
+        from planrun.run.approval import approval_question  # Lazy import: only at a prompt
+
         if await ask(sid, approval_question(sid, step, args, lambda: self.scope(sid), self.mask)):
             return self.stop_reason is None  # the run may have stopped while we asked
         rec = self.records[sid]
