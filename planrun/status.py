@@ -41,6 +41,7 @@ RUN_STATUSES = frozenset(
 )
 # Done, and done well enough for its dependents to go on (`cached` is succeeded, restored).
 COMPLETED = frozenset((Status.SUCCEEDED, Status.IGNORED, Status.SKIPPED, Status.CACHED))
+CONDITION_FALSE = "condition false"  # the skip reason of a step whose `when` was false
 
 
 class Reason(StrEnum):

@@ -36,6 +36,20 @@ NOT_FOR_A_PLAIN_RUN = {
 }
 
 
+# A plain run that is no resume keeps no step from a previous one (the resume rules), one with
+# no step needing approval asks no question, and a YAML plan needs no JSON reader (a plan from
+# the plan cache no reader at all).
+NOT_FOR_A_FIRST_RUN = {
+    "planrun.run.resume",
+    "planrun.run.approval",
+    "planrun.plan.loader._json",
+    "bisect",
+}
+
+# click reads every option word as a long option first, and its "no such option" error for a
+# short one (`-j 2`, `-q`) imports difflib to find close matches (~3 M instructions a run).
+NOT_FOR_OPTIONS_SPELT_SHORT = {"difflib"}
+
 # The modules of commands other than `run` and `resume`: a run builds none of them (click's lazy
 # group imports a command's module when the command is asked for).
 OTHER_COMMANDS = {
@@ -77,18 +91,21 @@ def imported_by(*args: str, cwd: Path) -> set[str]:
 def test_run_of_a_plain_plan_imports_no_heavy_library(tmp_path: Path) -> None:
     (tmp_path / "plan.yaml").write_text(PLAIN_PLAN)
     hits = 0
-    for extra in (["--no-state"], [], ["-j", "2", "--var", "x=1"]):
+    for extra in (["--no-state"], [], ["-j", "2", "--var", "x=1"], ["-q", "-y", "-j", "1"]):
         names = imported_by("run", "plan.yaml", "--quiet", *extra, cwd=tmp_path)
         # A run is no dry run, and a plan without `replan:` needs no planner.
         unwanted = NOT_FOR_A_PLAIN_RUN | {"planrun.cache.wiring", "planrun.cache.session"}
         unwanted |= {"planrun.run.dryrun", "planrun.run.planner"}
         unwanted |= {"planrun.reporters.live"}  # a terminal's live view: not with --quiet
         unwanted |= OTHER_COMMANDS  # nor another command's module
+        unwanted |= NOT_FOR_A_FIRST_RUN  # nor what only a resume or a JSON plan needs
+        unwanted |= NOT_FOR_OPTIONS_SPELT_SHORT
         if "planrun.plan.validate" not in names:  # a plan cache hit: the plan is not checked again
             # pathlib (with urllib.parse) costs ~5 ms a start: the state modules use text paths.
             # fnmatch (policies) and shlex (quoting) serve plans and outcomes this one has not.
             unwanted |= {"pathlib", "urllib", "fnmatch", "shlex"}
             unwanted |= {"yaml", "pydantic"}  # the plan is not read again either
+            unwanted |= {"planrun.suggest"}  # nor checked: no error to suggest a name for
             hits += 1
         assert not names & unwanted, sorted(names & unwanted)
     assert hits >= 1  # the second run hits the plan cache the first one wrote

@@ -18,7 +18,7 @@ from planrun.plan.discovery import find_plan_upwards
 
 COMPLETE_VAR = "_PLANRUN_COMPLETE"
 MAX_PLAN_BYTES = 16 << 20  # completion must stay instant: larger plans are not read
-_ID = re.compile(r"[A-Za-z0-9_.-]+")  # a step id (planrun.plan.model's rule)
+_ID = r"[A-Za-z0-9_.-]+"  # a step id (planrun.plan.model's rule); compiled while completing
 
 
 def completion_script(cli: Any, shell: str) -> str:
@@ -82,7 +82,7 @@ def step_ids(path: str) -> list[str]:
                 # only well-formed ids: the shell's script reads one value a line, and a hostile
                 # plan's `$(...)` or newline is no step id anyway
                 well_typed = isinstance(sid, str | int) and not isinstance(sid, bool)
-                if well_typed and _ID.fullmatch(str(sid)):
+                if well_typed and re.fullmatch(_ID, str(sid)):
                     ids.append(str(sid))
     return ids
 

@@ -22,8 +22,9 @@ _PART = rf"{_NUMBER} *(?:ms|s|m|h)"
 # One pattern for the schema and for parse_duration, so that both accept the same strings:
 # a bare number of seconds ("30"), or number-unit parts ("500ms", "1m30s", "1m 30s").
 DURATION_PATTERN = rf"^ *(?:{_NUMBER}|{_PART}(?: *{_PART})*) *$"
-_DURATION_RE = re.compile(DURATION_PATTERN)
-_DURATION_PART = re.compile(rf"({_NUMBER}) *(ms|s|m|h)")
+# Compiled at the first duration parsed (re's cache), not at import: checking a plan imports this
+# module, and most plans have no duration.
+_DURATION_PART = rf"({_NUMBER}) *(ms|s|m|h)"
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _BAD_DURATION = "use a number of seconds or a string like '500ms', '30s', '5m', '1h'"
 
@@ -42,8 +43,8 @@ def parse_duration(value: Any) -> float:
         if value > LONGEST_DURATION:
             raise ValueError(f"bad duration {_shown(value)}: too long")
         seconds = float(value)
-    elif isinstance(value, str) and _DURATION_RE.fullmatch(value):
-        parts = _DURATION_PART.findall(value)
+    elif isinstance(value, str) and re.fullmatch(DURATION_PATTERN, value):
+        parts = re.findall(_DURATION_PART, value)
         seconds = sum(float(n) * _UNIT[u] for n, u in parts) if parts else float(value)
     else:
         raise ValueError(f"bad duration {_shown(value)}: {_BAD_DURATION}")

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the close-match hint only for an error.
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -13,7 +14,6 @@ from planrun.cache import ALL_FORCED
 from planrun.errors import UsageError
 from planrun.plan.definition import Plan, Step
 from planrun.plan.graph import PlanGraph
-from planrun.suggest import did_you_mean
 
 __all__ = ["ALL_FORCED", "Selection", "check_targets", "select", "target_names"]
 
@@ -51,6 +51,8 @@ def check_targets(header: Any, steps: Sequence[Step], step_paths: Sequence[int],
     internal = {s.id for s in steps if s.internal}
     for j, name in enumerate(header.default):
         if name not in names:
+            from planrun.suggest import did_you_mean  # Lazy import: only for an error
+
             hint = did_you_mean(name, set(names) - internal)
             out.add(("default", j), f"default: no step '{name}'", hint=hint)
         elif names[name] in internal:
@@ -94,6 +96,8 @@ def select(
 def _target(name: str, names: dict[str, str], plan: Plan, label: str) -> str:
     sid = names.get(name)
     if sid is None:
+        from planrun.suggest import did_you_mean  # Lazy import: only for an error
+
         shown = {n for n, i in names.items() if not plan.step(i).internal}
         hint = did_you_mean(name, shown)
         raise UsageError(f"no step '{name}' in {label}" + (f" ({hint})" if hint else ""))

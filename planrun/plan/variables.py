@@ -9,6 +9,7 @@ yet, so reading them is a validation error.
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the close-match hint only for an error.
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -20,7 +21,6 @@ from planrun.plan.expressions import (
     template_strings,
 )
 from planrun.plan.loader import invalid
-from planrun.suggest import did_you_mean
 
 Path = tuple[str | int, ...]
 
@@ -81,6 +81,8 @@ def _unknown(
             f"{where}: reads the result variable '{read}': variables are evaluated before any "
             "step runs",
         )
+    from planrun.suggest import did_you_mean  # Lazy import: only for an error
+
     return VariableProblem(path, f"{where}: undefined name '{read}'", did_you_mean(read, known))
 
 

@@ -12,22 +12,24 @@ import re
 
 __all__ = ["terminal_safe"]
 
+# The patterns are compiled on first use (re's cache), not at import: a run that prints no step
+# text at a terminal (--quiet, a pipe) never needs them.
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), DCS/SOS/PM/APC strings, two-byte escapes,
 # and the 8-bit C1 forms of the same introducers.
-_SEQUENCE = re.compile(
+_SEQUENCE = (
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[ -/]*[0-~]?"
 )
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+_CONTROL = r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]"
 
 
 def terminal_safe(text: str) -> str:
     """`text` without escape sequences, other control characters shown as `^X`."""
-    if not _CONTROL.search(text):
+    if not re.search(_CONTROL, text):
         return text
-    text = _SEQUENCE.sub("", text)
-    return _CONTROL.sub(_caret, text)
+    text = re.sub(_SEQUENCE, "", text)
+    return re.sub(_CONTROL, _caret, text)
 
 
 def _caret(match: re.Match[str]) -> str:

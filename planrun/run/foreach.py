@@ -8,9 +8,10 @@ from the previous run), and records what the step comes to when the last of them
 
 from __future__ import annotations
 
+# Lazy imports (inside functions), for start-up time: the resume rules only on resume.
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from planrun.cache import FORCED, OFF, step_cached
 from planrun.plan.definition import Plan, Step
@@ -35,10 +36,12 @@ from planrun.run.events import (
     StepStarted,
     StepSucceeded,
 )
-from planrun.run.resume import ResumePlan, Seen, kept_record, why_run_again
 from planrun.run.scope import StepRecord
 from planrun.run.settings import RunSettings
 from planrun.status import Status
+
+if TYPE_CHECKING:
+    from planrun.run.resume import ResumePlan
 
 PER_INSTANCE = "each instance asks the cache"
 """A cached foreach step's reason to start: the cache decides per instance, and each says."""
@@ -150,6 +153,8 @@ class ForeachSteps:
     ) -> None:
         """On resume: keep each instance that would do what it did last time (it is settled
         when the scheduler reaches it); the others get the reason they run again."""
+        from planrun.run.resume import Seen, kept_record, why_run_again  # Lazy import: on resume
+
         host = self.host
         assert host.resume is not None
         deps_ran = any(not host.records[d].kept for d in host.graph.deps[sid] if d in host.records)
@@ -193,6 +198,8 @@ class ForeachSteps:
 
     def keep(self, sid: str, resume: ResumePlan) -> None:
         """A foreach step kept whole from the previous run: its instances are kept with it."""
+        from planrun.run.resume import kept_record  # Lazy import: only on resume
+
         step, rec = self.host.steps.get(sid), self.host.records[sid]
         if step is None or not fans_out(step) or not isinstance(rec.result, list):
             return

@@ -20,14 +20,13 @@ from planrun.plan.instances import parent_of
 from planrun.run.events import StepResumed
 from planrun.run.scope import Scope, StepRecord, step_args, step_condition
 from planrun.state.model import StepState
-from planrun.status import Status
+from planrun.status import CONDITION_FALSE, Status
 
 NOT_IN_PREVIOUS = "not in the previous run"
 DEPENDENCY_RAN = "a step it depends on ran again"
 CHANGED = "its tool or arguments changed"
 CONDITION_CHANGED = "its condition changed"
 HELD_SECRET = "result held a secret"
-CONDITION_FALSE = "condition false"  # the skip reason of a step whose `when` was false
 
 
 def skipped_by_condition(prev: StepState) -> bool:

@@ -4,8 +4,8 @@ for the run about to start, and the steps the approval gate no longer needs to a
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: the state reader and the revision check only
-# on resume.
+# Lazy imports (inside functions), for start-up time: the state reader, the resume rules and the
+# revision check only on resume.
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -14,13 +14,13 @@ from planrun.errors import StateError
 from planrun.plan.graph import PlanGraph
 from planrun.plan.targets import select, target_names
 from planrun.run.request import Prepared, abs_path
-from planrun.run.resume import ResumePlan, plan_resume
 from planrun.run.scope import StepRecord
 from planrun.state.model import StepState
 
 if TYPE_CHECKING:
     from planrun.plan.definition import Plan
     from planrun.run.request import Prepared, RunRequest
+    from planrun.run.resume import ResumePlan
     from planrun.state import RunState
 
 
@@ -42,6 +42,8 @@ def decide_resume(
     `results_read`: a sub-plan, whose final variables its parent reads."""
     if previous is None:
         return None
+    from planrun.run.resume import plan_resume  # Lazy import: only on resume
+
     steps = {s.id: s for s in prep.plan.steps}
     env = prep.environment()
     return plan_resume(

@@ -8,7 +8,8 @@ variables, the plan itself after a revision) is made here, and announced as an e
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: the cache session, the planner (replan).
+# Lazy imports (inside functions), for start-up time: the cache session, the planner (replan),
+# the resume rules (only a resumed run keeps steps), the approval question (only at a prompt).
 import asyncio
 import functools
 import graphlib
@@ -24,7 +25,6 @@ from planrun.plan.definition import OnFailure, Plan, Step
 from planrun.plan.expressions import ExpressionError
 from planrun.plan.graph import PlanGraph
 from planrun.plan.instances import parent_of
-from planrun.run.approval import approval_question
 from planrun.run.attempts import AttemptFailed, attempt, output_of, stderr_tail, tool_context
 from planrun.run.events import (
     ABSENT,
@@ -44,7 +44,6 @@ from planrun.run.events import (
 )
 from planrun.run.foreach import ForeachSteps
 from planrun.run.outcome import Outcome, first_failure, result_document, verdict
-from planrun.run.resume import CONDITION_FALSE, ResumePlan, bind_kept, kept_event
 from planrun.run.runtree import Budget, RunStopped, Slots
 from planrun.run.scope import (
     Scope,
@@ -55,12 +54,13 @@ from planrun.run.scope import (
     with_patterns,
 )
 from planrun.run.settings import RunSettings
-from planrun.status import COMPLETED, Reason, Status
+from planrun.status import COMPLETED, CONDITION_FALSE, Reason, Status
 from planrun.tools.base import ToolCaller, ToolContext
 
 if TYPE_CHECKING:
     from planrun.cache.session import Decision
     from planrun.run.planner import Replanner
+    from planrun.run.resume import ResumePlan
 
 __all__ = ["Outcome", "RunSettings", "Scheduler", "StepRecord", "result_document"]
 
@@ -178,6 +178,8 @@ class Scheduler:
         """On resume: the steps kept from the previous run are settled before any step starts."""
         if self.resume is None:
             return
+        from planrun.run.resume import bind_kept, kept_event  # Lazy import: only on resume
+
         kept = {sid: replace(r) for sid, r in self.resume.kept.items() if sid in self.records}
         self.records.update(kept)
         bind_kept(self.variables, self.steps, kept)
@@ -409,6 +411,8 @@ class Scheduler:
             text = f"approval required for step '{self.settings.prefix}{sid}'"
             self._stop(Reason.APPROVAL_REQUIRED, text)
             return False
+        from planrun.run.approval import approval_question  # Lazy import: only at a prompt
+
         if await ask(sid, approval_question(sid, step, args, lambda: self.scope(sid), self.mask)):
             return self.stop_reason is None  # the run may have stopped while we asked
         rec = self.records[sid]

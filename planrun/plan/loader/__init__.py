@@ -18,8 +18,8 @@ Design, in short (docs/loader.md has the user-facing rules):
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: the YAML reader (PyYAML) and positions only
-# for the files that need them.
+# Lazy imports (inside functions), for start-up time: the YAML reader (PyYAML), the JSON reader
+# and positions only for the files that need them (a plan from the plan cache needs none).
 import os
 from typing import Any
 
@@ -33,7 +33,6 @@ from planrun.plan.loader._base import (
     gc_paused,
     invalid,
 )
-from planrun.plan.loader._json import load_json
 
 # PyYAML (loader/_compose.py) is imported on first use: when the fast reader (_fastyaml.py)
 # gives up, or a position is asked for (_positions.py). A plan from the plan cache
@@ -99,15 +98,21 @@ def _load(text: str, file: str, fmt: str | None) -> Document:
             # A file that merely looks like JSON may be YAML flow style ({a: 1}): if JSON
             # refuses it, give YAML a chance, and report the JSON problem if both refuse.
             try:
-                return load_json(text, file)
+                return _load_json(text, file)
             except PlanInvalid as json_error:
                 try:
                     return _load_yaml(text, file)
                 except PlanInvalid:
                     raise json_error from None
     if fmt == "json":
-        return load_json(text, file)
+        return _load_json(text, file)
     return _load_yaml(text, file)
+
+
+def _load_json(text: str, file: str) -> Document:
+    from planrun.plan.loader._json import load_json  # Lazy import: a YAML plan needs none of it
+
+    return load_json(text, file)
 
 
 def _decode(raw: bytes, file: str) -> str:
