@@ -168,15 +168,6 @@ def test_run_options_in_every_spelling(run, tmp_path):  # click reads them alike
         assert_no_traceback(r)
 
 
-def test_an_option_error_names_the_option_as_typed(run, tmp_path):
-    (tmp_path / "plan.yaml").write_text("steps:\n  - {id: a, tool: echo}\n")
-    for args, needle in ((["-j"], "'-j'"), (["--jobs"], "'--jobs'"), (["-qj"], "'-j'")):
-        r = run("run", "plan.yaml", *args)
-        assert r.code == 2 and needle in r.err, (args, r)
-    r = run("run", "plan.yaml", "--var", "-q", "-j", "1", "--output", "json", "--no-state")
-    assert r.code == 2 and "--var expects KEY=VALUE" in r.err, r  # `-q` is --var's value here
-
-
 @pytest.mark.e2e  # a real `python -m planrun` process
 def test_shell_completion_answers_whatever_the_other_arguments(run):
     for args in (["--help"], ["run", "plan.yaml"], ["--version"]):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -107,36 +107,20 @@ class RunCommand(PassThroughCommand):
     `--` are the plan's `cli_args` (planrun.plan.passthrough)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        value_options, long_names = self._option_names(ctx)
-        return super().parse_args(ctx, spelt_for_click(args, value_options, long_names))
+        return super().parse_args(ctx, bare_force_marked(args, self._value_options(ctx)))
 
-    def _option_names(self, ctx: click.Context) -> tuple[set[str], dict[str, str]]:
-        """The option names whose value is the next word (`--var K=V`, `--state PATH`), and
-        the long name of each option that has a short one (`-j`: `--jobs`)."""
-        values: set[str] = set()
-        long_names: dict[str, str] = {}
+    def _value_options(self, ctx: click.Context) -> set[str]:
+        """The option names whose value is the next word (`--var K=V`, `--state PATH`)."""
+        names: set[str] = set()
         for param in self.get_params(ctx):
-            if not isinstance(param, click.Option):
-                continue
-            if not param.is_flag and param.nargs == 1:
-                values.update(param.opts)
-            long = next((o for o in param.opts if o.startswith("--")), None)
-            if long is not None:
-                long_names.update((o, long) for o in param.opts if not o.startswith("--"))
-        return values, long_names
+            if isinstance(param, click.Option) and not param.is_flag and param.nargs == 1:
+                names.update(param.opts)
+        return names
 
 
-def spelt_for_click(
-    args: list[str], value_options: set[str], long_names: Mapping[str, str]
-) -> list[str]:
-    """`args` with each bare `--force` written `--force=*`, and each short option word given
-    with its value (or a flag's) under its long name (neither a value of another option, nor
-    a word after `--`).
-
-    click tries every option word as a long option first, and the "no such option" it raises
-    for a short one imports difflib and looks for close matches (~3 M instructions a run);
-    the long name reads the same. An option with no value after it keeps its spelling: click's
-    error names it as typed."""
+def bare_force_marked(args: list[str], value_options: set[str]) -> list[str]:
+    """`args` with each bare `--force` written `--force=*` (not a value of another option,
+    nor a word after `--`)."""
     out: list[str] = []
     words = iter(args)
     for word in words:
@@ -147,12 +131,9 @@ def spelt_for_click(
         if word == "--force":
             out.append(f"--force={ALL_FORCED}")
             continue
-        if word not in value_options:
-            out.append(long_names.get(word, word))
-            continue
-        value = next(words, None)  # its value, as it is (`--var --force` sets a variable)
-        if value is None:
-            out.append(word)
-        else:
-            out += [long_names.get(word, word), value]
+        out.append(word)
+        if word in value_options:
+            value = next(words, None)  # its value, as it is (`--var --force` sets a variable)
+            if value is not None:
+                out.append(value)
     return out
