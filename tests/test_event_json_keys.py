@@ -66,3 +66,16 @@ def test_a_key_is_left_out_when_absent_and_written_when_null() -> None:
     resumed = Event("step.resumed", "p", "s", {"key": "k1", "error": None}, ts=0)
     assert isinstance(resumed, StepResumed) and event_json(resumed)["key"] == "k1"
     assert event_json(resumed)["ts"] == "1970-01-01T00:00:00.000Z"
+
+
+def test_an_absent_key_stays_absent_through_a_copy_or_pickle() -> None:
+    # The marker is compared by identity (`is ABSENT`): a copied or unpickled event must still
+    # leave the key out of its JSON.
+    import copy
+    import pickle
+
+    event = StepSucceeded(plan="p", step="a")
+    assert event.key is ABSENT
+    for again in (copy.deepcopy(event), copy.copy(event), pickle.loads(pickle.dumps(event))):
+        assert again.key is ABSENT
+        assert event_json(again) == event_json(event)

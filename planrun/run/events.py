@@ -67,6 +67,9 @@ class Absent:
     def __repr__(self) -> str:
         return "ABSENT"
 
+    def __reduce__(self) -> str:
+        return "ABSENT"  # the one marker (it is compared by identity), also through copy and pickle
+
 
 ABSENT = Absent()
 
