@@ -27,11 +27,19 @@ def _plan(tmp_path: Path, cmd: str) -> None:
     )
 
 
+# A bound, not a timing claim: should a command still miss the signal passed on, the kill after
+# the grace period ends it, and these tests check what a stopped run leaves, not how long the
+# grace is (tests/test_graceful_interrupts.py does).
+GRACE = ("--grace", "1s")
+
+
 def test_sighup_interrupts_the_run_and_stops_its_commands(tmp_path: Path) -> None:
     mark = unique_mark()
     waiting = unique_sleep(60)
     _plan(tmp_path, f"touch started; : {mark}; {waiting}")
-    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    proc = spawn_planrun(
+        "run", "p.yaml", "-q", *GRACE, cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
     wait_for_command(waiting)
     proc.send_signal(signal.SIGHUP)
     _, err = proc.communicate(timeout=30)
@@ -42,7 +50,9 @@ def test_sighup_interrupts_the_run_and_stops_its_commands(tmp_path: Path) -> Non
     assert json.loads(status.out)["steps"][0]["status"] == "interrupted", status
 
 
-def _started_ignoring(tmp_path: Path, *ignored: int) -> subprocess.Popen[str]:
+def _started_ignoring(
+    tmp_path: Path, *ignored: int, options: tuple[str, ...] = ()
+) -> subprocess.Popen[str]:
     """planrun started with `ignored` signals ignored (as nohup or a script's `&` leave them),
     once its step has started."""
 
@@ -54,6 +64,7 @@ def _started_ignoring(tmp_path: Path, *ignored: int) -> subprocess.Popen[str]:
         "run",
         "p.yaml",
         "-q",
+        *options,
         cwd=tmp_path,
         stderr=subprocess.PIPE,
         text=True,
@@ -78,7 +89,7 @@ def test_sigint_stops_the_run_even_when_it_was_ignored_at_start(tmp_path: Path) 
     mark = unique_mark()
     waiting = unique_sleep(60)
     _plan(tmp_path, f"touch started; : {mark}; {waiting}")
-    proc = _started_ignoring(tmp_path, signal.SIGINT, signal.SIGQUIT)
+    proc = _started_ignoring(tmp_path, signal.SIGINT, signal.SIGQUIT, options=GRACE)
     wait_for_command(waiting)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
