@@ -8,7 +8,7 @@ import functools
 import hashlib
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import BinaryIO
 
 from planrun.cache.globs import (
@@ -251,16 +251,20 @@ def restore_outputs(
     todo: list[tuple[OutputFile, bool]],
     records: StatRecords,
     temp: RestoreTemp | None = None,
+    held: Mapping[str, bytes] | None = None,
 ) -> None:
     """Put each output back byte-identical with its permission bits. Every blob is read and
-    verified first, so a corrupt store changes no file (CorruptCache).
+    verified first, so a corrupt store changes no file (CorruptCache); `held`: blobs whose
+    bytes the caller holds, verified against their SHA-256 already (a remote hit's), which
+    are not read back from the store.
 
     Each file is written below the working directory one directory at a time, never through a
     symbolic link (`out -> /elsewhere` in a cloned repository): such a path cannot be restored
     (CorruptCache, and the step runs). It is written whole under a temporary name in `temp`
     (planrun's own directory; without one, next to it), then renamed into place."""
+    held = held or {}
     data = {
-        o.hash: store.read_blob(o.hash, o.size)
+        o.hash: held[o.hash] if o.hash in held else store.read_blob(o.hash, o.size)
         for o, needed in todo
         if needed and o.size <= INLINE_MAX
     }

@@ -290,10 +290,12 @@ class RemoteCache:
 
     # ---- fetching ----------------------------------------------------------------------------
 
-    async def fetch(self, key: str) -> Entry | None:
+    async def fetch(self, key: str) -> tuple[Entry, dict[str, bytes]] | None:
         """Bring the entry `key` and its blobs into the local store; the entry when it is there
-        now (a miss, a fault or a rejected entry: None). The blobs inside the entry are checked
-        before anything is written; only the others are downloaded."""
+        now, with the bytes of the blobs this fetch had in hand, checked against their SHA-256
+        (digest -> bytes), which a restore then writes without reading them back (a miss, a
+        fault or a rejected entry: None). The blobs inside the entry are checked before
+        anything is written; only the others are downloaded."""
         if self.down or not is_key(key):
             return None
         try:
@@ -301,11 +303,12 @@ class RemoteCache:
             if body is None:
                 return None
             entry, inline = unpack(body, key, self.options.signing_key)
-            await asyncio.gather(
-                *(self._fetch_blob(d, n, inline.get(d)) for d, n in _blobs(entry).items())
+            blobs = _blobs(entry)
+            got = await asyncio.gather(
+                *(self._fetch_blob(d, n, inline.get(d)) for d, n in blobs.items())
             )
             self.store.put(entry)
-            return entry
+            return entry, {d: data for d, data in zip(blobs, got, strict=True) if data is not None}
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except CorruptCache as exc:
@@ -314,23 +317,25 @@ class RemoteCache:
             self._fault(f"entry {key[:12]} not stored locally ({exc.strerror})", down=False)
         return None
 
-    async def _fetch_blob(self, digest: str, size: int, inline: bytes | None) -> None:
+    async def _fetch_blob(self, digest: str, size: int, inline: bytes | None) -> bytes | None:
         """One blob into the local store: from the entry (`inline`, checked already), else
-        downloaded and checked; nothing when the store has it."""
+        downloaded and checked; nothing when the store has it. Its bytes, checked, when they
+        are in hand (None: stored before, or too large for memory)."""
         if self.store.has_blob(digest):
-            return
+            return inline
         if inline is not None:
-            self.store.put_blob(inline, digest)
-            return
+            self.store.add_blob(inline, digest)
+            return inline
         if size <= INLINE_MAX:
             data = await self._get(f"cas/{digest}", size)
             if data is None:
                 raise RemoteFault(f"blob {digest[:12]} missing (404)")
             if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
                 raise CorruptCache(f"blob {digest[:12]} is not what its name says")
-            self.store.put_blob(data, digest)
-            return
+            self.store.add_blob(data, digest)
+            return data
         await self._fetch_large(digest, size)
+        return None
 
     async def _fetch_large(self, digest: str, size: int) -> None:
         """A blob too large for memory: streamed into the store, checked there."""
