@@ -154,6 +154,7 @@ class RemoteCache:
         self.down = False  # unreachable: not asked again in this run
         self._warned = False
         self._client: httpx2.AsyncClient | None = None
+        self._base = ""  # the URL requests are made under, with a `/` at its end
         self._loaded: concurrent.futures.Future[None] | None = None
         # requests waiting on the remote, with their clocks: all cut short when it goes down
         self._waits: dict[asyncio.Timeout, asyncio.TimerHandle] = {}
@@ -180,7 +181,21 @@ class RemoteCache:
             await asyncio.wrap_future(self._loaded)
             if self._client is None:  # (the requests that waited with this one: made once)
                 self._client = self._new_client()
+                self._base = str(self._client.base_url)
         return self._client
+
+    def _prepared(
+        self, client: httpx2.AsyncClient, method: str, path: str, body: Any = None
+    ) -> httpx2.Request:
+        """A request to `path` below the remote's URL, as the client's `build_request` makes it
+        (its headers and cookies; its timeout, which `send` sets), with its URL parsed once
+        from the whole text rather than parsed and then merged with the client's base URL."""
+        import httpx2
+
+        url = httpx2.URL(self._base + path)
+        return httpx2.Request(
+            method, url, headers=client.headers, cookies=client.cookies, content=body
+        )
 
     def _new_client(self) -> httpx2.AsyncClient:
         import httpx2  # only when a remote is used
@@ -255,21 +270,28 @@ class RemoteCache:
                 client = await self._http()
                 if body is not None:
                     answered()
-                return await client.request(method, path, content=body)
+                return await client.send(self._prepared(client, method, path, body))
         except httpx2.TimeoutException:
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
         except httpx2.HTTPError as exc:
             raise RemoteFault(_transport_reason(exc)) from None
+
+    @contextlib.asynccontextmanager
+    async def _streamed(self, path: str) -> AsyncIterator[httpx2.Response]:
+        """A GET of `path` whose body is read as it comes (the client's `stream`), closed after."""
+        client = await self._http()
+        response = await client.send(self._prepared(client, "GET", path), stream=True)
+        try:
+            yield response
+        finally:
+            await response.aclose()
 
     async def _get(self, path: str, limit: int) -> bytes | None:
         """The body at `path` (None for 404), read up to `limit` bytes."""
         import httpx2
 
         try:
-            async with (
-                self._clock() as answered,
-                (await self._http()).stream("GET", path) as response,
-            ):
+            async with self._clock() as answered, self._streamed(path) as response:
                 answered()  # each read of the body waits at most the timeout (httpx2's own)
                 if response.status_code == 404:
                     return None
@@ -342,10 +364,7 @@ class RemoteCache:
         import httpx2
 
         try:
-            async with (
-                self._clock() as answered,
-                (await self._http()).stream("GET", f"cas/{digest}") as response,
-            ):
+            async with self._clock() as answered, self._streamed(f"cas/{digest}") as response:
                 answered()
                 if response.status_code != 200:
                     raise RemoteFault(f"GET blob answered {response.status_code}")
