@@ -36,6 +36,11 @@ from planrun.cache.store import (
 from planrun.errors import one_line
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+# A restore's rename refuses, atomically, what stands in the output's place.
+_IN_THE_WAY = {
+    errno.ELOOP: "a symbolic link is in the way",
+    errno.EISDIR: "a directory is in the way",
+}
 
 
 class OutputMissing(Exception):
@@ -282,7 +287,7 @@ def restore_outputs(
             try:
                 _restore_one(cwd, o, write, temp or own)  # type: ignore[arg-type]
             except OSError as exc:
-                why = "a symbolic link is in the way" if exc.errno == errno.ELOOP else exc.strerror
+                why = _IN_THE_WAY.get(exc.errno or 0, exc.strerror)
                 raise CorruptCache(f"cannot restore {o.path}: {why}") from None
             records.forget(o.path)
     finally:
@@ -316,9 +321,6 @@ def _restore_one(
             finally:
                 os.close(target)
             return
-        with contextlib.suppress(FileNotFoundError):
-            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                raise CorruptCache(f"cannot restore {o.path}: a directory is in the way")
-        temp.write(fd, name, write, mode)
+        temp.write(fd, name, write, mode)  # EISDIR: a directory is in the way
     finally:
         os.close(fd)
