@@ -46,16 +46,11 @@ def hash_file(path: str) -> str:
     without blocking, then refused). Plain reads on the descriptor, no file object: a fresh
     checkout hashes every source, and this is half the CPU of a buffered file (5,000 files of
     4 KB: ~60 ms instead of ~110 ms; worker threads were measured slower, not faster)."""
-    fd, st = regular_fd(path)
+    fd, _st = regular_fd(path)
     try:
-        data = os.read(fd, _READ)
-        h = hashlib.sha256(data)
-        # All the bytes fstat counts came in one read (a source file usually): no read more to
-        # see the end. Else (larger, read short, or a size the file system does not know): on
-        # to the end.
-        if len(data) != st.st_size or not data:
-            while chunk := os.read(fd, _READ):
-                h.update(chunk)
+        h = hashlib.sha256(os.read(fd, _READ))
+        while chunk := os.read(fd, _READ):
+            h.update(chunk)
         return h.hexdigest()
     finally:
         os.close(fd)
@@ -200,25 +195,14 @@ class StatRecords:
         read only when its size, mtime, inode or ctime differs from its record (or it has none).
         """
         out: dict[str, str] = {}
-        get, sigs, digests, fresh = self.index.get, self.sigs, self.digests, self.fresh.get
-        hashed: dict[str, tuple[Sig, str]] = {}  # recorded together at the end
-        join = os.path.join
-        start = time.time_ns()  # before any is read: the racy rule then holds for all
-        try:
-            for p, st in found.items():
-                sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
-                i = get(p)
-                if i is not None and sigs[i] == sig:
-                    out[p] = digests[i * 32 : i * 32 + 32].hex()
-                    continue
-                got = fresh(p)
-                if got is not None and got[0] == sig:
-                    out[p] = got[1]
-                    continue
-                out[p] = digest = hash_file(join(cwd, p))
-                hashed[p] = (sig, digest)
-        finally:
-            self._record(hashed, start)
+        get, sigs, digests = self.index.get, self.sigs, self.digests
+        for p, st in found.items():
+            sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+            i = get(p)
+            if i is not None and sigs[i] == sig:
+                out[p] = digests[i * 32 : i * 32 + 32].hex()
+            else:
+                out[p] = self._digest(cwd, p, sig)
         return out
 
     def _digest(self, cwd: str, rel: str, sig: Sig) -> str:
@@ -228,24 +212,13 @@ class StatRecords:
         got = self.fresh.get(rel)
         if got is not None and got[0] == sig:
             return got[1]
-        start = time.time_ns()
         digest = hash_file(os.path.join(cwd, rel))
-        self._record({rel: (sig, digest)}, start)
-        return digest
-
-    def _record(self, hashed: dict[str, tuple[Sig, str]], start: int) -> None:
-        """Keep the records of files just hashed (read after `start`, in ns), those whose mtime
-        and ctime are safely older than that (the racy rule: a younger one is hashed again next
-        time)."""
-        if not hashed:
-            return
         with self._lock:
-            for rel, record in hashed.items():
-                sig = record[0]
-                if start - max(sig[1], sig[3]) > RACY_NS:
-                    self.fresh[rel] = record
-                else:
-                    self.forget(rel)
+            if time.time_ns() - max(sig[1], sig[3]) > RACY_NS:
+                self.fresh[rel] = (sig, digest)
+            else:
+                self.forget(rel)
+        return digest
 
     def forget(self, rel: str) -> None:
         """Drop a file's record (planrun itself is about to replace the file)."""
