@@ -142,6 +142,23 @@ steps:
         assert all(not o["path"].startswith("out/") for o in doc["outputs"])
 
 
+def test_a_directory_where_an_output_goes_is_left_alone(tmp_path: Path) -> None:
+    """The hit cannot restore out/app.txt over a directory: a warning, the step runs (and
+    fails here, as its command cannot write there), the directory and what it holds stay."""
+    (tmp_path / "plan.yaml").write_text(BUILD.lstrip())
+    go(tmp_path)
+    (tmp_path / "out/app.txt").unlink()
+    (tmp_path / "out/app.txt").mkdir()
+    (tmp_path / "out/app.txt/kept").write_text("mine")
+    r = planrun("run", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert_no_traceback(r)
+    assert "cannot restore out/app.txt: a directory is in the way" in r.err, r
+    assert statuses(r) == {"build": "failed"}
+    assert (tmp_path / "out/app.txt/kept").read_text() == "mine"
+    temp = tmp_path / ".planrun/tmp"
+    assert not temp.exists() or not list(temp.iterdir())  # no temporary file left
+
+
 def test_outputs_behind_a_linked_file_are_not_stored(tmp_path: Path) -> None:
     plan = """
 steps:

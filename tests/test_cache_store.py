@@ -92,6 +92,44 @@ def test_a_freshly_written_file_is_not_trusted_by_its_stat(tmp_path: Path) -> No
     assert records.lookup("f.txt") is None  # same clock tick: could change without mtime moving
 
 
+def test_a_source_is_hashed_whole_whatever_its_size(tmp_path: Path) -> None:
+    """Every byte counts: files around the read size, an empty one, and one whose size the file
+    system does not know (fstat says 0: /proc)."""
+    import hashlib
+
+    from planrun.cache.statcache import hash_file
+
+    for size in (0, 1, 4096, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, (3 << 20) + 7):
+        data = os.urandom(size)
+        (tmp_path / "f").write_bytes(data)
+        assert hash_file(str(tmp_path / "f")) == hashlib.sha256(data).hexdigest(), size
+    proc = Path("/proc/self/cmdline")
+    if proc.exists() and proc.stat().st_size == 0:
+        assert hash_file(str(proc)) != hashlib.sha256(b"").hexdigest()
+
+
+def test_a_walk_hashed_at_once_is_recorded_and_its_young_files_are_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planrun.cache import statcache
+
+    tree(tmp_path, {"a.txt": "a", "b.txt": "b", "c.txt": "c"})
+    records = StatRecords.load(str(tmp_path / "rec"))
+    found = {n: os.stat(tmp_path / n) for n in ("a.txt", "b.txt", "c.txt")}
+    got = records.digests_of(str(tmp_path), found)
+    assert got == {n: hashlib_hex((tmp_path / n).read_bytes()) for n in found}
+    assert all(records.lookup(n) is None for n in found)  # written in this clock tick
+    monkeypatch.setattr(statcache, "RACY_NS", -1)  # (a file cannot be made older than its ctime)
+    records.digests_of(str(tmp_path), found)
+    assert {n for n in found if records.lookup(n) is not None} == set(found)
+
+
+def hashlib_hex(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def test_env_names_read_by_args() -> None:
     assert env_names(["${env.HOME}/x", "${env['A_B']}"]) == {"HOME", "A_B"}
     assert env_names(["${env | tojson}"]) == {"*"}

@@ -240,6 +240,22 @@ def test_small_outputs_come_inside_the_entry_one_request_per_hit(tmp_path: Path)
     )
 
 
+def test_a_remote_hit_writes_the_bytes_it_checked_not_a_bad_local_copy(tmp_path: Path) -> None:
+    """The local store holds a damaged blob under the name of size.txt's bytes: the remote hit
+    restores the bytes that came inside its entry, checked against that name."""
+    with nginx(tmp_path / "nginx") as (url, _data):
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        assert run(a, "--remote-cache", url).code == 0
+        blobs = b / ".planrun" / "cache" / "blobs"
+        blobs.mkdir(parents=True)
+        (blobs / sha((a / "out" / "size.txt").read_bytes())).write_bytes(b"damaged\n")
+        r = run(b, "--remote-cache", url)
+        assert r.code == 0, r
+        assert cached_sources(b) == {"build": "remote", "size": "remote", "note": "remote"}, r
+    for name in ("app.bin", "size.txt"):
+        assert (b / "out" / name).read_bytes() == (a / "out" / name).read_bytes()
+
+
 def test_an_entry_without_inline_bytes_still_hits(tmp_path: Path) -> None:
     """An entry written before small outputs went inside it: its blobs are fetched."""
     with nginx(tmp_path / "nginx", log=True) as (url, data):

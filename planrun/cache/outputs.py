@@ -8,7 +8,7 @@ import functools
 import hashlib
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import BinaryIO
 
 from planrun.cache.globs import (
@@ -36,6 +36,11 @@ from planrun.cache.store import (
 from planrun.errors import one_line
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+# A restore's rename refuses, atomically, what stands in the output's place.
+_IN_THE_WAY = {
+    errno.ELOOP: "a symbolic link is in the way",
+    errno.EISDIR: "a directory is in the way",
+}
 
 
 class OutputMissing(Exception):
@@ -251,16 +256,20 @@ def restore_outputs(
     todo: list[tuple[OutputFile, bool]],
     records: StatRecords,
     temp: RestoreTemp | None = None,
+    held: Mapping[str, bytes] | None = None,
 ) -> None:
     """Put each output back byte-identical with its permission bits. Every blob is read and
-    verified first, so a corrupt store changes no file (CorruptCache).
+    verified first, so a corrupt store changes no file (CorruptCache); `held`: blobs whose
+    bytes the caller holds, verified against their SHA-256 already (a remote hit's), which
+    are not read back from the store.
 
     Each file is written below the working directory one directory at a time, never through a
     symbolic link (`out -> /elsewhere` in a cloned repository): such a path cannot be restored
     (CorruptCache, and the step runs). It is written whole under a temporary name in `temp`
     (planrun's own directory; without one, next to it), then renamed into place."""
+    held = held or {}
     data = {
-        o.hash: store.read_blob(o.hash, o.size)
+        o.hash: held[o.hash] if o.hash in held else store.read_blob(o.hash, o.size)
         for o, needed in todo
         if needed and o.size <= INLINE_MAX
     }
@@ -278,7 +287,7 @@ def restore_outputs(
             try:
                 _restore_one(cwd, o, write, temp or own)  # type: ignore[arg-type]
             except OSError as exc:
-                why = "a symbolic link is in the way" if exc.errno == errno.ELOOP else exc.strerror
+                why = _IN_THE_WAY.get(exc.errno or 0, exc.strerror)
                 raise CorruptCache(f"cannot restore {o.path}: {why}") from None
             records.forget(o.path)
     finally:
@@ -312,9 +321,6 @@ def _restore_one(
             finally:
                 os.close(target)
             return
-        with contextlib.suppress(FileNotFoundError):
-            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                raise CorruptCache(f"cannot restore {o.path}: a directory is in the way")
-        temp.write(fd, name, write, mode)
+        temp.write(fd, name, write, mode)  # EISDIR: a directory is in the way
     finally:
         os.close(fd)

@@ -154,6 +154,7 @@ class RemoteCache:
         self.down = False  # unreachable: not asked again in this run
         self._warned = False
         self._client: httpx2.AsyncClient | None = None
+        self._base = ""  # the URL requests are made under, with a `/` at its end
         self._loaded: concurrent.futures.Future[None] | None = None
         # requests waiting on the remote, with their clocks: all cut short when it goes down
         self._waits: dict[asyncio.Timeout, asyncio.TimerHandle] = {}
@@ -180,7 +181,21 @@ class RemoteCache:
             await asyncio.wrap_future(self._loaded)
             if self._client is None:  # (the requests that waited with this one: made once)
                 self._client = self._new_client()
+                self._base = str(self._client.base_url)
         return self._client
+
+    def _prepared(
+        self, client: httpx2.AsyncClient, method: str, path: str, body: Any = None
+    ) -> httpx2.Request:
+        """A request to `path` below the remote's URL, as the client's `build_request` makes it
+        (its headers and cookies; its timeout, which `send` sets), with its URL parsed once
+        from the whole text rather than parsed and then merged with the client's base URL."""
+        import httpx2
+
+        url = httpx2.URL(self._base + path)
+        return httpx2.Request(
+            method, url, headers=client.headers, cookies=client.cookies, content=body
+        )
 
     def _new_client(self) -> httpx2.AsyncClient:
         import httpx2  # only when a remote is used
@@ -255,21 +270,28 @@ class RemoteCache:
                 client = await self._http()
                 if body is not None:
                     answered()
-                return await client.request(method, path, content=body)
+                return await client.send(self._prepared(client, method, path, body))
         except httpx2.TimeoutException:
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
         except httpx2.HTTPError as exc:
             raise RemoteFault(_transport_reason(exc)) from None
+
+    @contextlib.asynccontextmanager
+    async def _streamed(self, path: str) -> AsyncIterator[httpx2.Response]:
+        """A GET of `path` whose body is read as it comes (the client's `stream`), closed after."""
+        client = await self._http()
+        response = await client.send(self._prepared(client, "GET", path), stream=True)
+        try:
+            yield response
+        finally:
+            await response.aclose()
 
     async def _get(self, path: str, limit: int) -> bytes | None:
         """The body at `path` (None for 404), read up to `limit` bytes."""
         import httpx2
 
         try:
-            async with (
-                self._clock() as answered,
-                (await self._http()).stream("GET", path) as response,
-            ):
+            async with self._clock() as answered, self._streamed(path) as response:
                 answered()  # each read of the body waits at most the timeout (httpx2's own)
                 if response.status_code == 404:
                     return None
@@ -290,10 +312,12 @@ class RemoteCache:
 
     # ---- fetching ----------------------------------------------------------------------------
 
-    async def fetch(self, key: str) -> Entry | None:
+    async def fetch(self, key: str) -> tuple[Entry, dict[str, bytes]] | None:
         """Bring the entry `key` and its blobs into the local store; the entry when it is there
-        now (a miss, a fault or a rejected entry: None). The blobs inside the entry are checked
-        before anything is written; only the others are downloaded."""
+        now, with the bytes of the blobs this fetch had in hand, checked against their SHA-256
+        (digest -> bytes), which a restore then writes without reading them back (a miss, a
+        fault or a rejected entry: None). The blobs inside the entry are checked before
+        anything is written; only the others are downloaded."""
         if self.down or not is_key(key):
             return None
         try:
@@ -301,11 +325,12 @@ class RemoteCache:
             if body is None:
                 return None
             entry, inline = unpack(body, key, self.options.signing_key)
-            await asyncio.gather(
-                *(self._fetch_blob(d, n, inline.get(d)) for d, n in _blobs(entry).items())
+            blobs = _blobs(entry)
+            got = await asyncio.gather(
+                *(self._fetch_blob(d, n, inline.get(d)) for d, n in blobs.items())
             )
             self.store.put(entry)
-            return entry
+            return entry, {d: data for d, data in zip(blobs, got, strict=True) if data is not None}
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except CorruptCache as exc:
@@ -314,33 +339,32 @@ class RemoteCache:
             self._fault(f"entry {key[:12]} not stored locally ({exc.strerror})", down=False)
         return None
 
-    async def _fetch_blob(self, digest: str, size: int, inline: bytes | None) -> None:
+    async def _fetch_blob(self, digest: str, size: int, inline: bytes | None) -> bytes | None:
         """One blob into the local store: from the entry (`inline`, checked already), else
-        downloaded and checked; nothing when the store has it."""
+        downloaded and checked; nothing when the store has it. Its bytes, checked, when they
+        are in hand (None: stored before, or too large for memory)."""
         if self.store.has_blob(digest):
-            return
+            return inline
         if inline is not None:
-            self.store.put_blob(inline, digest)
-            return
+            self.store.add_blob(inline, digest)
+            return inline
         if size <= INLINE_MAX:
             data = await self._get(f"cas/{digest}", size)
             if data is None:
                 raise RemoteFault(f"blob {digest[:12]} missing (404)")
             if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
                 raise CorruptCache(f"blob {digest[:12]} is not what its name says")
-            self.store.put_blob(data, digest)
-            return
+            self.store.add_blob(data, digest)
+            return data
         await self._fetch_large(digest, size)
+        return None
 
     async def _fetch_large(self, digest: str, size: int) -> None:
         """A blob too large for memory: streamed into the store, checked there."""
         import httpx2
 
         try:
-            async with (
-                self._clock() as answered,
-                (await self._http()).stream("GET", f"cas/{digest}") as response,
-            ):
+            async with self._clock() as answered, self._streamed(f"cas/{digest}") as response:
                 answered()
                 if response.status_code != 200:
                     raise RemoteFault(f"GET blob answered {response.status_code}")

@@ -286,17 +286,27 @@ class CacheSession:
         reason = miss_reason(self.store, self.recent_key(sid), material)
         return Decision("miss", reason, key, None, material)
 
-    def _hit(self, sid: str, step: Step, entry: Entry, material: Material) -> Decision:
-        """A hit on `entry` (its outputs restored), or a miss when they cannot be."""
+    def _hit(
+        self,
+        sid: str,
+        step: Step,
+        entry: Entry,
+        material: Material,
+        held: Mapping[str, bytes] | None = None,
+    ) -> Decision:
+        """A hit on `entry` (its outputs restored), or a miss when they cannot be. `held`:
+        blob bytes in hand, verified already (restore_outputs)."""
         key = entry.key
         try:
-            self._restore(sid, step, entry)
+            self._restore(sid, step, entry, held)
             return Decision("hit", CACHED, key, entry, material)
         except CorruptCache as exc:
             self.warn(f"step '{sid}': cache entry {key[:12]} not usable ({exc}): running it")
             return Decision("miss", NO_ENTRY, key, None, material)
 
-    def _restore(self, sid: str, step: Step, entry: Entry) -> None:
+    def _restore(
+        self, sid: str, step: Step, entry: Entry, held: Mapping[str, bytes] | None = None
+    ) -> None:
         """Put a hit's outputs back where missing or different: only paths the step's own
         `outputs` match, never through a link (CorruptCache before anything is written)."""
         foreign = foreign_output(entry.outputs, list(step.outputs or ()), self._own)
@@ -319,7 +329,7 @@ class CacheSession:
             left.difference_update(t[0].path for t in todo)  # not written: a sibling's
             self.siblings.claim(parent, sid, [o.path for o in entry.outputs if o.path not in left])
         if todo:
-            restore_outputs(self.cwd, self.store, todo, self.records, self.temp)
+            restore_outputs(self.cwd, self.store, todo, self.records, self.temp, held)
 
     async def before(
         self, sid: str, step: Step, args: Any, upstream: Mapping[str, Any]
@@ -369,13 +379,14 @@ class CacheSession:
         then taken as any local entry is (every rule of a hit holds); else the miss."""
         assert self.remote is not None and decision.key is not None
         assert decision.material is not None
-        entry = await self.remote.fetch(decision.key)  # now in the local store too
-        if entry is None:
+        fetched = await self.remote.fetch(decision.key)  # now in the local store too
+        if fetched is None:
             return decision
+        entry, held = fetched
         parent = self._shared_parent(sid)
         if parent is not None:  # not a running instance after all: its siblings may store
             self.siblings.not_running(parent, sid)
-        found = self._hit(sid, step, entry, decision.material)
+        found = self._hit(sid, step, entry, decision.material, held)
         if found.status != "hit":
             return decision
         found.source = "remote"

@@ -298,11 +298,16 @@ class CacheStore:
 
     def put_blob(self, data: bytes, digest: str | None = None) -> str:
         """Store bytes under their SHA-256 (once); returns the digest."""
-        self._prepare()
         digest = digest or hashlib.sha256(data).hexdigest()
         if not self.has_blob(digest):
-            atomic_write(digest, data, dir_fd=self._dir("blobs"))
+            self.add_blob(data, digest)
         return digest
+
+    def add_blob(self, data: bytes, digest: str) -> None:
+        """Store bytes the caller has checked to be `digest`'s, without looking whether the blob
+        is there already (a caller that just looked: a rename over the same bytes is harmless)."""
+        self._prepare()
+        atomic_write(check_digest(digest), data, dir_fd=self._dir("blobs"))
 
     def put_blob_file(self, path: str, digest: str) -> str:
         """Store a file too large to hold in memory, copied in chunks; ValueError when its
