@@ -131,20 +131,8 @@ def methods_source(cls: type) -> str:
         hashed = "".join(
             f"self.{f.name}," for f in fields if (f.compare if f.hash is None else f.hash)
         )
-        names = "".join(f"{f.name!r}," for f in fields)
-        out += [
-            "    def __hash__(self):",
-            f"        return hash(({hashed}))",
-            "    def __setattr__(self, name, value):",
-            f"        if type(self) is __rec_cls or name in ({names}):",
-            '            raise __rec_frozen_error(f"cannot assign to field {name!r}")',
-            "        super(__rec_cls, self).__setattr__(name, value)",
-            "    def __delattr__(self, name):",
-            f"        if type(self) is __rec_cls or name in ({names}):",
-            '            raise __rec_frozen_error(f"cannot delete field {name!r}")',
-            "        super(__rec_cls, self).__delattr__(name)",
-        ]
-        made += ["__hash__", "__setattr__", "__delattr__"]
+        out += ["    def __hash__(self):", f"        return hash(({hashed}))"]
+        made.append("__hash__")
     out.append(f"    return {{{', '.join(f'{m!r}: {m}' for m in made)}}}")
     return "\n".join(out) + "\n"
 
@@ -177,6 +165,24 @@ def _guarded_repr(method: Callable[[Any], str]) -> Callable[[Any], str]:
     return __repr__
 
 
+def _refusing(owner: type) -> tuple[Callable[..., None], Callable[..., None]]:
+    """A frozen record's `__setattr__` and `__delattr__`, as dataclasses writes them: a field, or
+    any attribute of the class itself, cannot be assigned or deleted."""
+    names = frozenset(f.name for f in dataclasses.fields(owner))
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if self.__class__ is owner or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(owner, self).__setattr__(name, value)  # type: ignore[arg-type]  # (owner: a class)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if self.__class__ is owner or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(owner, self).__delattr__(name)  # type: ignore[arg-type]  # (owner: a class)
+
+    return __setattr__, __delattr__
+
+
 def _getstate(self: Any) -> list[Any]:
     return [getattr(self, f.name) for f in dataclasses.fields(self)]
 
@@ -206,6 +212,8 @@ def _finish(cls: type, frozen: bool, own_doc: bool) -> None:
     }
     methods = maker(cls, defaults, factories, FACTORY, dataclasses.FrozenInstanceError)
     methods["__repr__"] = _guarded_repr(methods["__repr__"])
+    if frozen:
+        methods["__setattr__"], methods["__delattr__"] = _refusing(cls)
     for name, method in methods.items():
         method.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, method)

@@ -25,15 +25,7 @@ def planrun_errors_Diagnostic(__rec_cls, __rec_defaults, __rec_factories, __rec_
         return NotImplemented
     def __hash__(self):
         return hash((self.file,self.line,self.col,self.severity,self.message,self.hint,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('file','line','col','severity','message','hint',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('file','line','col','severity','message','hint',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_Defaults(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, timeout: 'Duration | None' = __rec_defaults['timeout'], retries: 'Count' = __rec_defaults['retries'], retry_delay: 'Duration' = __rec_defaults['retry_delay'], on_failure: 'OnFailure' = __rec_defaults['on_failure']) -> None:
@@ -50,15 +42,7 @@ def planrun_plan_definition_Defaults(__rec_cls, __rec_defaults, __rec_factories,
         return NotImplemented
     def __hash__(self):
         return hash((self.timeout,self.retries,self.retry_delay,self.on_failure,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('timeout','retries','retry_delay','on_failure',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('timeout','retries','retry_delay','on_failure',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_ExecutorConfig(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, type: "Literal['local', 'dask']" = __rec_defaults['type'], address: 'str | None' = __rec_defaults['address']) -> None:
@@ -73,15 +57,7 @@ def planrun_plan_definition_ExecutorConfig(__rec_cls, __rec_defaults, __rec_fact
         return NotImplemented
     def __hash__(self):
         return hash((self.type,self.address,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('type','address',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('type','address',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_Limits(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, max_steps: 'PositiveCount | None' = __rec_defaults['max_steps'], max_replans: 'Count' = __rec_defaults['max_replans'], max_concurrency: 'PositiveCount | None' = __rec_defaults['max_concurrency'], tool_caps: 'dict[str, Count]' = __rec_factory) -> None:
@@ -98,15 +74,7 @@ def planrun_plan_definition_Limits(__rec_cls, __rec_defaults, __rec_factories, _
         return NotImplemented
     def __hash__(self):
         return hash((self.max_steps,self.max_replans,self.max_concurrency,self.tool_caps,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('max_steps','max_replans','max_concurrency','tool_caps',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('max_steps','max_replans','max_concurrency','tool_caps',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_Param(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, type: "Annotated[ParamType, Spec(description='What --var VALUE is converted to (default: string).')]" = __rec_defaults['type'], default: "Annotated[Any, Spec(description='The value without --var / --vars-file.')]" = __rec_defaults['default'], required: "Annotated[bool, Spec(description='A run without a value for it is refused (exit 2).')]" = __rec_defaults['required'], choices: "Annotated[list[Any] | None, Spec(description='The only values it may take.')]" = __rec_defaults['choices'], description: "Annotated[str | None, Spec(description='Shown by `planrun list`.')]" = __rec_defaults['description']) -> None:
@@ -124,15 +92,7 @@ def planrun_plan_definition_Param(__rec_cls, __rec_defaults, __rec_factories, __
         return NotImplemented
     def __hash__(self):
         return hash((self.type,self.default,self.required,self.choices,self.description,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('type','default','required','choices','description',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('type','default','required','choices','description',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_Plan(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, version: 'Version | None' = __rec_defaults['version'], name: "Annotated[str | None, Spec(description='Default: the file stem. Alias: id.')]" = __rec_defaults['name'], title: 'str | None' = __rec_defaults['title'], description: 'str | None' = __rec_defaults['description'], variables: "Annotated[dict[str, Any], Spec(json_schema_extra={'propertyNames': none_of(SCOPE_NAMES)})]" = __rec_factory, servers: 'dict[str, ServerEntry]' = __rec_factory, defaults: 'Defaults' = __rec_factory, limits: 'Limits' = __rec_factory, policy: 'Policy' = __rec_factory, replan: 'Replan | None' = __rec_defaults['replan'], secrets: 'list[str]' = __rec_factory, executor: 'ExecutorConfig | None' = __rec_defaults['executor'], dotenv: 'Annotated[list[str], Spec(description="KEY=VALUE files added to the steps\' environment; a name ending in ? is optional. Names may hold ${...} (variables).")]' = __rec_factory, grace: "Annotated[Duration | None, Spec(description='How long an interrupt waits for running steps to end before killing them (default 10s; --grace overrides).')]" = __rec_defaults['grace'], env: "Annotated[dict[str, str], Spec(description='Environment variables for every run, shell and python step (over dotenv files and the process environment). Values may hold ${...}.')]" = __rec_factory, default: "Annotated[list[StepId] | None, Spec(description='Step ids (or aliases) `planrun run` runs, with what they depend on, when no target is given; without it, every step.')]" = __rec_defaults['default'], params: 'Annotated[dict[str, Param], Spec(description="Variables that are the plan\'s command-line interface (--var NAME=...): typed, with a default, choices, required.", json_schema_extra={\'propertyNames\': {\'pattern\': NAME_PATTERN, **none_of(SCOPE_NAMES)}})]' = __rec_factory, steps: 'list[Step]' = __rec_factory) -> None:
@@ -164,15 +124,7 @@ def planrun_plan_definition_Plan(__rec_cls, __rec_defaults, __rec_factories, __r
         return NotImplemented
     def __hash__(self):
         return hash((self.version,self.name,self.title,self.description,self.variables,self.servers,self.defaults,self.limits,self.policy,self.replan,self.secrets,self.executor,self.dotenv,self.grace,self.env,self.default,self.params,self.steps,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('version','name','title','description','variables','servers','defaults','limits','policy','replan','secrets','executor','dotenv','grace','env','default','params','steps','_index',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('version','name','title','description','variables','servers','defaults','limits','policy','replan','secrets','executor','dotenv','grace','env','default','params','steps','_index',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_Policy(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, require_approval: 'list[str]' = __rec_factory, deny: 'list[str]' = __rec_factory) -> None:
@@ -187,15 +139,7 @@ def planrun_plan_definition_Policy(__rec_cls, __rec_defaults, __rec_factories, _
         return NotImplemented
     def __hash__(self):
         return hash((self.require_approval,self.deny,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('require_approval','deny',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('require_approval','deny',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_Replan(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, command: 'list[str] | str | None' = __rec_defaults['command'], tool: 'str | None' = __rec_defaults['tool'], timeout: 'Duration' = __rec_defaults['timeout']) -> None:
@@ -211,15 +155,7 @@ def planrun_plan_definition_Replan(__rec_cls, __rec_defaults, __rec_factories, _
         return NotImplemented
     def __hash__(self):
         return hash((self.command,self.tool,self.timeout,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('command','tool','timeout',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('command','tool','timeout',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_ServerEntry(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, type: "Literal['stdio', 'http', 'sse', 'streamable-http'] | None" = __rec_defaults['type'], command: 'str | None' = __rec_defaults['command'], args: 'list[str]' = __rec_factory, env: 'dict[str, str]' = __rec_factory, cwd: 'str | None' = __rec_defaults['cwd'], envFile: 'str | None' = __rec_defaults['envFile'], url: 'str | None' = __rec_defaults['url'], headers: 'dict[str, str]' = __rec_factory, connect_timeout: "Annotated[Duration | None, Spec(description='planrun: how long the start-up handshake may take (default 20s).')]" = __rec_defaults['connect_timeout']) -> None:
@@ -241,15 +177,7 @@ def planrun_plan_definition_ServerEntry(__rec_cls, __rec_defaults, __rec_factori
         return NotImplemented
     def __hash__(self):
         return hash((self.type,self.command,self.args,self.env,self.cwd,self.envFile,self.url,self.headers,self.connect_timeout,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('type','command','args','env','cwd','envFile','url','headers','connect_timeout',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('type','command','args','env','cwd','envFile','url','headers','connect_timeout',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_definition_Step(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, *, id: "Annotated[StepId, Spec(description='Unique step id ([A-Za-z0-9_.-]+). Alias: index.')]", title: 'str | None' = __rec_defaults['title'], tool: 'Annotated[str, Spec(description="Built-in tool name, or SERVER.TOOL for an MCP server. A step has \'tool\' or \'run\', not both (\'run\' is tool: shell).", json_schema_extra={\'minLength\': 1})]', args: 'dict[str, Any]' = __rec_factory, depends_on: 'list[StepId]' = __rec_factory, result_variable: 'Annotated[str | None, Spec(pattern=NAME_PATTERN, json_schema_extra=none_of(SCOPE_NAMES))]' = __rec_defaults['result_variable'], when: 'str | bool | None' = __rec_defaults['when'], timeout: 'Duration | None' = __rec_defaults['timeout'], retries: 'Count | None' = __rec_defaults['retries'], retry_delay: 'Duration | None' = __rec_defaults['retry_delay'], on_failure: 'OnFailure | None' = __rec_defaults['on_failure'], expected_outcome: 'str | None' = __rec_defaults['expected_outcome'], approval: 'Annotated[bool | ApprovalText, Spec(description="true: asked with the step\'s title (and command); a text: the question asked.")]' = __rec_defaults['approval'], description: 'str | None' = __rec_defaults['description'], resources: "Annotated[dict[str, float] | None, Spec(description='Dask worker resources this step needs, e.g. {cpu: 2}.')]" = __rec_defaults['resources'], sources: "Annotated[list[SourceGlob] | None, Spec(description='Files the step reads (globs, ** across directories, ! excludes): in its cache key.')]" = __rec_defaults['sources'], outputs: "Annotated[list[OutputGlob] | None, Spec(description='Files the step produces (globs): stored and restored by the cache.')]" = __rec_defaults['outputs'], cache: "Annotated[bool | None, Spec(description='Cache this step (default: true when sources or outputs are given).')]" = __rec_defaults['cache'], foreach: "Annotated[list[Any] | dict[str, Any] | ForeachExpression | None, Spec(description='Run the step once per element: a list, a mapping (elements {key, value}) or one ${expression} giving either. Instances are ID[0], ID[1], ...')]" = __rec_defaults['foreach'], as_: 'Annotated[str | None, Spec(alias=\'as\', pattern=NAME_PATTERN, description="The element\'s name in args, when and title (default: item).", json_schema_extra=none_of(SCOPE_NAMES | {INDEX_NAME}))]' = __rec_defaults['as_'], aliases: 'Annotated[list[StepId], Spec(description="Other names of the step as a target: `planrun run ALIAS`, --only, --force=ALIAS. None may be another step\'s id or alias.")]' = __rec_factory, internal: "Annotated[bool, Spec(description='A helper step: not shown by `list` (`list --all` shows it), refused as a target; runs as a dependency of the steps that need it.')]" = __rec_defaults['internal'], run: "Annotated[str | list[str] | None, Spec(description='A shell step (tool: shell) in short: a string is one script run by /bin/sh -e -c (it stops at its first failing command); a list runs each string by /bin/sh -c in order and stops at the first that fails. ${...} values are quoted for the shell.')]" = __rec_defaults['run'], env: 'Annotated[dict[str, str] | None, Spec(description="Environment variables for a run, shell or python step (over the plan\'s env; a shell step\'s args.env wins). Values may hold ${...}.")]' = __rec_defaults['env'], cwd: 'Annotated[str | None, Spec(description="The directory a run or shell step runs in, and a plan step\'s sub-plan runs in (relative to the working directory; may hold ${...}). The step\'s sources and outputs are relative to it.")]' = __rec_defaults['cwd'], always: "Annotated[bool, Spec(description='Run once every dependency has finished, whatever its status (also after an abort; not after an interrupt). Its failure fails the run.')]" = __rec_defaults['always'], matrix: "Annotated[dict[str, list[Any]] | None, Spec(description='Run the step once per combination of these lists (the first name varies slowest), each bound to `matrix` (${matrix.NAME}); `exclude: [{...}]` drops combinations. Instances are ID[0], ID[1], ...')]" = __rec_defaults['matrix'], max_parallel: "Annotated[PositiveCount | None, Spec(description='A foreach or matrix step: at most this many instances at once.')]" = __rec_defaults['max_parallel']) -> None:
@@ -290,15 +218,7 @@ def planrun_plan_definition_Step(__rec_cls, __rec_defaults, __rec_factories, __r
         return NotImplemented
     def __hash__(self):
         return hash((self.id,self.title,self.tool,self.args,self.depends_on,self.result_variable,self.when,self.timeout,self.retries,self.retry_delay,self.on_failure,self.expected_outcome,self.approval,self.description,self.resources,self.sources,self.outputs,self.cache,self.foreach,self.as_,self.aliases,self.internal,self.run,self.env,self.cwd,self.always,self.matrix,self.max_parallel,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('id','title','tool','args','depends_on','result_variable','when','timeout','retries','retry_delay','on_failure','expected_outcome','approval','description','resources','sources','outputs','cache','foreach','as_','aliases','internal','run','env','cwd','always','matrix','max_parallel',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('id','title','tool','args','depends_on','result_variable','when','timeout','retries','retry_delay','on_failure','expected_outcome','approval','description','resources','sources','outputs','cache','foreach','as_','aliases','internal','run','env','cwd','always','matrix','max_parallel',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_expressions_Expr(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, source: 'str', names: 'frozenset[str]', step_refs: 'frozenset[str]', ref: 'tuple[str, tuple[str | int, ...]] | None', steps_dynamic: 'bool' = __rec_defaults['steps_dynamic']) -> None:
@@ -316,15 +236,7 @@ def planrun_plan_expressions_Expr(__rec_cls, __rec_defaults, __rec_factories, __
         return NotImplemented
     def __hash__(self):
         return hash((self.source,self.names,self.step_refs,self.ref,self.steps_dynamic,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('source','names','step_refs','ref','steps_dynamic',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('source','names','step_refs','ref','steps_dynamic',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_plan_expressions_Template(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, parts: 'tuple[str | Expr, ...]') -> None:
@@ -338,15 +250,7 @@ def planrun_plan_expressions_Template(__rec_cls, __rec_defaults, __rec_factories
         return NotImplemented
     def __hash__(self):
         return hash((self.parts,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('parts',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('parts',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_run_context_ChildContext(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, request: 'RunRequest', prefix: 'str', stack: 'tuple[str, ...]', yes: 'bool', can_ask: 'bool', forced: 'tuple[str, ...]' = __rec_defaults['forced'], *, parent: 'ParentContext', step_id: 'str') -> None:
@@ -367,15 +271,7 @@ def planrun_run_context_ChildContext(__rec_cls, __rec_defaults, __rec_factories,
         return NotImplemented
     def __hash__(self):
         return hash((self.request,self.prefix,self.stack,self.yes,self.can_ask,self.forced,self.parent,self.step_id,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('request','prefix','stack','yes','can_ask','forced','parent','step_id',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('request','prefix','stack','yes','can_ask','forced','parent','step_id',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_run_context_RunContext(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, request: 'RunRequest', prefix: 'str', stack: 'tuple[str, ...]', yes: 'bool', can_ask: 'bool', forced: 'tuple[str, ...]' = __rec_defaults['forced']) -> None:
@@ -394,15 +290,7 @@ def planrun_run_context_RunContext(__rec_cls, __rec_defaults, __rec_factories, _
         return NotImplemented
     def __hash__(self):
         return hash((self.request,self.prefix,self.stack,self.yes,self.can_ask,self.forced,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('request','prefix','stack','yes','can_ask','forced',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('request','prefix','stack','yes','can_ask','forced',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 def planrun_run_request_RunRequest(__rec_cls, __rec_defaults, __rec_factories, __rec_factory, __rec_frozen_error):
     def __init__(self, plan: 'str', text: 'str | None' = __rec_defaults['text'], variables: 'dict[str, Any]' = __rec_factory, vars_file: 'str | None' = __rec_defaults['vars_file'], jobs: 'int | None' = __rec_defaults['jobs'], state: 'str | None' = __rec_defaults['state'], no_state: 'bool' = __rec_defaults['no_state'], resume: 'bool' = __rec_defaults['resume'], keep_going: 'bool' = __rec_defaults['keep_going'], yes: 'bool' = __rec_defaults['yes'], only: 'list[str]' = __rec_factory, dry_run: 'bool' = __rec_defaults['dry_run'], output: 'str' = __rec_defaults['output'], events: 'str | None' = __rec_defaults['events'], junit: 'str | None' = __rec_defaults['junit'], report: 'str | None' = __rec_defaults['report'], quiet: 'bool' = __rec_defaults['quiet'], stream: 'bool' = __rec_defaults['stream'], executor: 'str | None' = __rec_defaults['executor'], address: 'str | None' = __rec_defaults['address'], planner: 'str | None' = __rec_defaults['planner'], mcp_config: 'str | None' = __rec_defaults['mcp_config'], force: 'list[str]' = __rec_factory, no_cache: 'bool' = __rec_defaults['no_cache'], cache_dir: 'str | None' = __rec_defaults['cache_dir'], explain: 'bool' = __rec_defaults['explain'], remote_cache: 'str | None' = __rec_defaults['remote_cache'], remote_cache_read_only: 'bool' = __rec_defaults['remote_cache_read_only'], remote_cache_timeout: 'str | None' = __rec_defaults['remote_cache_timeout'], cwd: 'str' = __rec_factory, interactive: 'bool' = __rec_defaults['interactive'], console: 'bool' = __rec_defaults['console'], subscribers: 'list[Callable[[RunEvent], None]]' = __rec_factory, start_hint: 'str | None' = __rec_defaults['start_hint'], grace: 'float | None' = __rec_defaults['grace'], groups: 'ProcessGroups | None' = __rec_defaults['groups'], report_failures: 'WriteFailures' = __rec_factory, params_required: 'bool' = __rec_defaults['params_required'], plan_found: 'bool' = __rec_defaults['plan_found']) -> None:
@@ -540,15 +428,7 @@ def planrun_tools_base_Services(__rec_cls, __rec_defaults, __rec_factories, __re
         return NotImplemented
     def __hash__(self):
         return hash((self.mcp,self.notice,self.dotenv,self.groups,))
-    def __setattr__(self, name, value):
-        if type(self) is __rec_cls or name in ('mcp','notice','dotenv','groups',):
-            raise __rec_frozen_error(f"cannot assign to field {name!r}")
-        super(__rec_cls, self).__setattr__(name, value)
-    def __delattr__(self, name):
-        if type(self) is __rec_cls or name in ('mcp','notice','dotenv','groups',):
-            raise __rec_frozen_error(f"cannot delete field {name!r}")
-        super(__rec_cls, self).__delattr__(name)
-    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__, '__setattr__': __setattr__, '__delattr__': __delattr__}
+    return {'__init__': __init__, '__repr__': __repr__, '__eq__': __eq__, '__hash__': __hash__}
 
 MAKERS = {
     'planrun.errors.Diagnostic': ((True, True, False, (('file', 'str', False, False, True, True, True, None, False), ('line', 'int', False, False, True, True, True, None, False), ('col', 'int', False, False, True, True, True, None, False), ('severity', 'str', False, False, True, True, True, None, False), ('message', 'str', False, False, True, True, True, None, False), ('hint', 'str | None', True, False, True, True, True, None, False))), planrun_errors_Diagnostic, None),
