@@ -12,21 +12,16 @@ answer is one warning per run and a miss, never a failure. A server that cannot 
 not asked again in the same run, and every request still waiting on it gives up at that moment,
 so an unreachable remote costs one timeout in all, not one per step.
 
-Each request's clock starts when it is asked for, not when httpx2 gets to it: the wait for the
-HTTP client itself (imported in a thread at the first request, while the run goes on with the
-next steps' sources), for a free connection, for the connection and for the head of the answer
-all count. A body then streams
+Each request's clock starts when it is asked for, not when httpx2 gets to it: the wait for a
+free connection, for the connection and for the head of the answer all count. A body then streams
 with each read (or write) waiting at most the timeout (httpx2's own).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import hashlib
-import importlib
-import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,16 +51,6 @@ ENV_SIGNING_KEY = "PLANRUN_CACHE_SIGNING_KEY"
 DEFAULT_TIMEOUT = 5.0
 PARALLEL = 16  # transfers at once over one connection pool
 ASK_FIRST = 64 << 10  # a blob this large is uploaded only after a HEAD says the server lacks it
-# What the first request needs, imported in a thread while the run hashes the next steps'
-# sources (~0.4 s of CPU, over 1 s on a loaded machine): httpx2, its transport, its lazy
-# imports. Not at the run's start: a run whose steps all hit locally never needs them.
-_PRELOAD = (
-    "httpx2",
-    "httpcore2",
-    "anyio._backends._asyncio",
-    "httpcore2._backends.anyio",
-    "encodings.idna",
-)
 
 
 class RemoteFault(Exception):
@@ -155,7 +140,6 @@ class RemoteCache:
         self._warned = False
         self._client: httpx2.AsyncClient | None = None
         self._base = ""  # the URL requests are made under, with a `/` at its end
-        self._loaded: concurrent.futures.Future[None] | None = None
         # requests waiting on the remote, with their clocks: all cut short when it goes down
         self._waits: dict[asyncio.Timeout, asyncio.TimerHandle] = {}
 
@@ -166,22 +150,14 @@ class RemoteCache:
 
     # ---- the connection ----------------------------------------------------------------------
 
-    def warm(self) -> None:
-        """A lookup is coming: import the HTTP client in a thread from now on, while the run
-        goes on (it hashes the next steps' sources before any lookup is sent)."""
-        if self._loaded is None:
-            self._loaded = _preload()
-
-    async def _http(self) -> httpx2.AsyncClient:
+    def _http(self) -> httpx2.AsyncClient:
         """The run's one client (one pool of kept-alive HTTP/1.1 connections), made by the
-        first request once httpx2 is imported (in a thread: the event loop goes on meanwhile)."""
+        first request. httpx2 is imported then, in the event loop's thread: importing it in
+        another thread while this one hashes sources was measured slower (the two take turns
+        on the interpreter's lock at every system call of the hashing)."""
         if self._client is None:
-            self.warm()
-            assert self._loaded is not None
-            await asyncio.wrap_future(self._loaded)
-            if self._client is None:  # (the requests that waited with this one: made once)
-                self._client = self._new_client()
-                self._base = str(self._client.base_url)
+            self._client = self._new_client()
+            self._base = str(self._client.base_url)
         return self._client
 
     def _prepared(
@@ -267,7 +243,7 @@ class RemoteCache:
 
         try:
             async with self._clock() as answered:
-                client = await self._http()
+                client = self._http()
                 if body is not None:
                     answered()
                 return await client.send(self._prepared(client, method, path, body))
@@ -279,7 +255,7 @@ class RemoteCache:
     @contextlib.asynccontextmanager
     async def _streamed(self, path: str) -> AsyncIterator[httpx2.Response]:
         """A GET of `path` whose body is read as it comes (the client's `stream`), closed after."""
-        client = await self._http()
+        client = self._http()
         response = await client.send(self._prepared(client, "GET", path), stream=True)
         try:
             yield response
@@ -427,21 +403,6 @@ class RemoteCache:
         if response.status_code in (200, 404):
             return None
         return f"HEAD answered {response.status_code}"
-
-
-def _preload() -> concurrent.futures.Future[None]:
-    """Import the HTTP client in a thread, so that the run's first lookup does not wait for it
-    (done, also when an import failed: the request that needs it then says why)."""
-    loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
-
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            for name in _PRELOAD:
-                importlib.import_module(name)
-        loaded.set_result(None)
-
-    threading.Thread(target=load, name="planrun-remote-import", daemon=True).start()
-    return loaded
 
 
 def _blobs(entry: Entry) -> dict[str, int]:

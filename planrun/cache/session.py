@@ -359,20 +359,16 @@ class CacheSession:
         return self.decide(sid, step, args, deps)
 
     def asks_remote(self, decision: Decision) -> bool:
-        """Whether the remote is to be asked for this local miss (not for a forced step). When
-        it is, the remote's client starts loading (in a thread) while the run goes on."""
+        """Whether the remote is to be asked for this local miss (not for a forced step)."""
         remote = self.remote
-        if (
+        return not (
             remote is None
             or remote.down
             or self.dry_run
             or decision.status != "miss"
             or decision.reason == FORCED
             or decision.key is None
-        ):
-            return False
-        remote.warm()
-        return True
+        )
 
     async def ask_remote(self, sid: str, step: Step, decision: Decision) -> Decision:
         """A local miss asked of the remote: what it has is brought into the local store and
