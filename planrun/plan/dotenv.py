@@ -41,6 +41,8 @@ def parse_dotenv(text: str, file: str) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
+        if "\0" in line:  # no environment can hold one
+            raise invalid(file, number, line.index("\0") + 1, "dotenv: a NUL character")
         try:
             pair = _parse_line(line)
         except _LineError as exc:
@@ -143,15 +145,19 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
             raw = f.read(MAX_DOTENV_BYTES + 1)
     except OSError as exc:
         raise problem(f"cannot read dotenv file {entry.path}: {exc.strerror}") from None
+    return dotenv_pairs(raw, entry.path)
+
+
+def dotenv_pairs(raw: bytes, file: str) -> dict[str, str]:
+    """The KEY=VALUE pairs of a dotenv file's bytes (a plan's `dotenv:` file, an MCP server's
+    `envFile`); PlanInvalid at file:line:col for a byte that is not UTF-8, a NUL or a bad line."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise invalid(entry.path, line, col, "dotenv: not valid UTF-8 text") from None
-    if "\0" in text:
-        raise problem(f"dotenv file {entry.path} holds a NUL character")
-    return parse_dotenv(text, entry.path)
+        raise invalid(file, line, col, "dotenv: not valid UTF-8 text") from None
+    return parse_dotenv(text, file)
 
 
 def rendered_names(
