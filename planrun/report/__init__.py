@@ -57,7 +57,7 @@ def render_report(state: RunState, plan: PlanInfo) -> str:
 
 def write_report(path: str, html: str) -> None:
     """Write the page atomically (temp file + rename): a reader never sees half a report."""
-    from planrun.cache.safeio import atomic_write
+    from planrun.atomicwrite import atomic_write
 
     _only_regular(path)  # again: it may have appeared during the run
     try:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import tempfile
 from typing import Any
 
+from planrun.atomicwrite import atomic_write
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.tools import check_args, type_name
 from planrun.tools.base import MAX_RESULT_BYTES, ToolContext, ToolFailed, resolve_path
@@ -67,34 +66,24 @@ def _read_text(shown: str, path: str) -> str:
 
 def _write_atomic(shown: str, path: str, data: bytes) -> None:
     """Write to a temporary file beside `path`, then rename it over `path`."""
-    directory = os.path.dirname(path) or "."
     try:
-        os.makedirs(directory, exist_ok=True)
-        if os.path.isdir(path):
-            raise IsADirectoryError
-        fd, tmp = tempfile.mkstemp(
-            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
-        )
-    except IsADirectoryError:
-        raise ToolFailed(f"is a directory, not a file: {shown}") from None
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     except FileExistsError:
         raise ToolFailed(f"cannot create the directory for {shown}: a file is in the way") from None
-    except PermissionError:
-        raise ToolFailed(f"permission denied: {shown}") from None
     except OSError as exc:
-        raise ToolFailed(f"cannot write {shown}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        # mkstemp makes the file 0600; give it the mode a plain open() would have.
-        os.chmod(tmp, _existing_mode(path))
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise ToolFailed(f"cannot write {shown}: {exc.strerror or exc}") from None
-        raise
+        raise _write_failed(shown, exc) from None
+    if os.path.isdir(path):
+        raise ToolFailed(f"is a directory, not a file: {shown}")
+    try:  # the mode a plain open() would give, or the existing file's
+        atomic_write(path, data, _existing_mode(path))
+    except OSError as exc:
+        raise _write_failed(shown, exc) from None
+
+
+def _write_failed(shown: str, exc: OSError) -> ToolFailed:
+    if isinstance(exc, PermissionError):
+        return ToolFailed(f"permission denied: {shown}")
+    return ToolFailed(f"cannot write {shown}: {exc.strerror or exc}")
 
 
 def _existing_mode(path: str) -> int:
