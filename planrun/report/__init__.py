@@ -63,7 +63,7 @@ def write_report(path: str, html: str) -> None:
     try:
         # A value may hold half a surrogate pair (a Jinja literal or JSON can spell "\ud800"):
         # written as that escape, never an encoding error.
-        atomic_write(path, html.encode("utf-8", "backslashreplace"), 0o644)
+        atomic_write(path, html.encode("utf-8", "backslashreplace"))
     except OSError as exc:
         raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
 
