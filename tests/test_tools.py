@@ -391,6 +391,22 @@ def test_write_file_failures_say_what_is_in_the_way(ctx: ToolContext, tmp_path: 
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["d", "inner", "plain"]
 
 
+def test_plan_arguments_are_checked_as_every_tool_checks_its_own(ctx: ToolContext) -> None:
+    # Templated arguments reach the tool unchecked by validation: the same words as the
+    # other tools (and as validation says them for literal ones).
+    assert fails("plan", [], ctx).message == "plan: arguments must be a mapping, got array"  # type: ignore[arg-type]
+    assert fails("plan", {}, ctx).message == "plan: missing argument 'path'"
+    assert fails("plan", {"path": 5}, ctx).message == (
+        "plan: 'path' must be a non-empty string, got number"
+    )
+    assert fails("plan", {"path": "p.yaml", "variables": []}, ctx).message == (
+        "plan: 'variables' must be a mapping, got array"
+    )
+    assert fails("plan", {"path": "p.yaml", "vars": {}}, ctx).message == (
+        "plan: unknown argument 'vars' (allowed: cwd, path, variables)"
+    )
+
+
 # --- http -------------------------------------------------------------------------------------
 
 

@@ -9,14 +9,14 @@ from typing import Any
 
 from planrun.atomicwrite import atomic_write
 from planrun.inputfiles import NotARegularFile, read_regular_file
-from planrun.tools import check_args, type_name
+from planrun.tools import check_args, path_arg
 from planrun.tools.base import MAX_RESULT_BYTES, ToolContext, ToolFailed, resolve_path
 
 
 async def run_read_file(args: dict[str, Any], ctx: ToolContext) -> str:
     """The text of the file at `path` (relative to planrun's working directory), verbatim."""
     check_args("read_file", args, ("path",))
-    path = _path_arg("read_file", args)
+    path = path_arg("read_file", args)
     # A thread, so that a large file does not stall other steps' output.
     return await asyncio.to_thread(_read_text, path, resolve_path(path, ctx))
 
@@ -24,7 +24,7 @@ async def run_read_file(args: dict[str, Any], ctx: ToolContext) -> str:
 async def run_write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Write `content` to `path` atomically; result `{path, bytes}` with `path` as given."""
     check_args("write_file", args, ("path", "content"))
-    path = _path_arg("write_file", args)
+    path = path_arg("write_file", args)
     content = args["content"]
     if isinstance(content, str):
         data = content.encode("utf-8")
@@ -35,13 +35,6 @@ async def run_write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, An
             raise ToolFailed(f"write_file: 'content' is not JSON-serialisable: {exc}") from None
     await asyncio.to_thread(_write_atomic, path, resolve_path(path, ctx), data)
     return {"path": path, "bytes": len(data)}
-
-
-def _path_arg(tool: str, args: dict[str, Any]) -> str:
-    path = args["path"]
-    if not isinstance(path, str) or not path:
-        raise ToolFailed(f"{tool}: 'path' must be a non-empty string, got {type_name(path)}")
-    return path
 
 
 def _read_text(shown: str, path: str) -> str:
