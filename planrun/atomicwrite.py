@@ -12,14 +12,19 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 def atomic_write(
-    path: str, data: bytes, mode: int | None = None, *, dir_fd: int | None = None
+    path: str,
+    data: bytes,
+    mode: int | None = None,
+    *,
+    dir_fd: int | None = None,
+    new: int = 0o644,
 ) -> None:
     """Write `data` to `path` via a temporary file in the same directory and a rename (with
     `dir_fd`: `path` is a name in that directory). The temporary file is created anew, never
-    opened through a link."""
+    opened through a link; `mode` and `new` as for write_renamed."""
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
-    write_renamed(dir_fd, tmp, dir_fd, path, lambda f: f.write(data), mode)
+    write_renamed(dir_fd, tmp, dir_fd, path, lambda f: f.write(data), mode, new)
 
 
 def write_renamed(
@@ -29,13 +34,14 @@ def write_renamed(
     name: str,
     write: Callable[[BinaryIO], object],
     mode: int | None,
+    new: int = 0o644,
 ) -> None:
     """Create `tmp` anew in directory `src` (never through a link), write it with `write` and
-    give it `mode` (None: 0644), then rename it to `name` in directory `dst` (a link there is
-    replaced, not followed); `tmp` is removed on failure. A directory of None: `tmp` and
-    `name` are paths."""
+    give it `mode` (None: `new` less the umask, as a plain open gives), then rename it to
+    `name` in directory `dst` (a link there is replaced, not followed); `tmp` is removed on
+    failure. A directory of None: `tmp` and `name` are paths."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-    fd = os.open(tmp, flags, 0o644 if mode is None else 0o600, dir_fd=src)
+    fd = os.open(tmp, flags, new if mode is None else 0o600, dir_fd=src)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

@@ -67,8 +67,8 @@ def _write_atomic(shown: str, path: str, data: bytes) -> None:
         raise _write_failed(shown, exc) from None
     if os.path.isdir(path):
         raise ToolFailed(f"is a directory, not a file: {shown}")
-    try:  # the mode a plain open() would give, or the existing file's
-        atomic_write(path, data, _existing_mode(path))
+    try:  # the existing file's mode, or the one a plain open() would give
+        atomic_write(path, data, _existing_mode(path), new=0o666)
     except OSError as exc:
         raise _write_failed(shown, exc) from None
 
@@ -79,32 +79,8 @@ def _write_failed(shown: str, exc: OSError) -> ToolFailed:
     return ToolFailed(f"cannot write {shown}: {exc.strerror or exc}")
 
 
-def _existing_mode(path: str) -> int:
+def _existing_mode(path: str) -> int | None:
     try:
         return os.stat(path).st_mode & 0o7777
     except OSError:
-        return 0o666 & ~_umask()
-
-
-_UMASK: int | None = None
-
-
-def _umask() -> int:
-    global _UMASK
-    if _UMASK is None:
-        _UMASK = _read_umask()
-    return _UMASK
-
-
-def _read_umask() -> int:
-    # /proc avoids os.umask()'s set-and-restore, which races with other threads creating files.
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
+        return None
