@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-import stat
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from planrun.errors import Diagnostic, PlanInvalid
+from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.plan.loader import invalid
 
 MAX_DOTENV_BYTES = 1 << 20  # a dotenv file is a handful of settings, never megabytes
@@ -126,24 +127,21 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
         return invalid(plan_file, entry.line, entry.col, message)
 
     path = entry.path if os.path.isabs(entry.path) else os.path.join(cwd, entry.path)
-    try:
-        info = os.stat(path)
+    try:  # a FIFO or a device would block or never end: refused, never opened to block
+        raw = read_regular_file(path, MAX_DOTENV_BYTES)
     except FileNotFoundError:
         if entry.optional:
             return None
         raise problem(
             f"dotenv file not found: {entry.path} (end the name with '?' to make it optional)"
         ) from None
+    except NotARegularFile:
+        raise problem(f"dotenv file {entry.path} is not a regular file") from None
     except OSError as exc:
-        raise problem(f"cannot read dotenv file {entry.path}: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or never end
-        raise problem(f"dotenv file {entry.path} is not a regular file")
-    if info.st_size > MAX_DOTENV_BYTES:
-        raise problem(f"dotenv file {entry.path} is larger than {MAX_DOTENV_BYTES >> 20} MiB")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_DOTENV_BYTES + 1)
-    except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise problem(
+                f"dotenv file {entry.path} is larger than {MAX_DOTENV_BYTES >> 20} MiB"
+            ) from None
         raise problem(f"cannot read dotenv file {entry.path}: {exc.strerror}") from None
     return dotenv_pairs(raw, entry.path)
 
