@@ -15,16 +15,8 @@ import os
 import stat
 from typing import BinaryIO
 
-from planrun.atomicwrite import atomic_write, write_renamed
-
-__all__ = [
-    "atomic_write",
-    "open_regular",
-    "read_regular",
-    "read_regular_stat",
-    "regular_fd",
-    "write_renamed",
-]
+from planrun.atomicwrite import atomic_write as atomic_write
+from planrun.atomicwrite import write_renamed as write_renamed
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
