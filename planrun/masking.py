@@ -55,7 +55,11 @@ def shown_result(mask: Callable[[Any], Any] | None, result: Any, secret: bool) -
 
 def masked_by(secret: Any, value: Any) -> Any:
     """`value` with `secret` masked in it, in all its forms."""
-    forms, pattern = _forms_of(_key([secret]))
+    return _masked(value, [secret])
+
+
+def _masked(value: Any, secrets: list[Any]) -> Any:
+    forms, pattern = _forms_of(_key(secrets))
     return value if pattern is None else _mask(value, pattern, frozenset(forms))
 
 
@@ -85,12 +89,7 @@ class Masker:
 
     def __call__(self, value: Any) -> Any:
         secrets = self.secret_values()
-        if not secrets:
-            return value
-        forms, pattern = _forms_of(_key(secrets))
-        if pattern is None:
-            return value
-        return _mask(value, pattern, frozenset(forms))
+        return _masked(value, secrets) if secrets else value
 
 
 def _key(values: list[Any]) -> str:

@@ -98,6 +98,17 @@ def test_not_a_regular_file_never_hangs(run, write, tmp_path):
     assert r.code == 3 and "not a regular file" in r.out + r.err, r
 
 
+def test_a_file_too_large_or_a_directory_is_refused_at_its_name(run, write, tmp_path):
+    write("p.yaml", "dotenv: [.env]\nsteps: [{id: a, tool: echo, args: {value: 1}}]\n")
+    (tmp_path / ".env").write_text("A=" + "x" * (1 << 20) + "\n")
+    r = run("validate", "p.yaml")
+    assert r.code == 3 and "p.yaml:1:10: error: dotenv file .env is larger than 1 MiB" in r.out, r
+    (tmp_path / ".env").unlink()
+    (tmp_path / ".env").mkdir()
+    r = run("validate", "p.yaml")
+    assert r.code == 3 and "p.yaml:1:10: error: dotenv file .env is not a regular file" in r.out, r
+
+
 def test_dotenv_must_be_a_list_of_names(run, write):
     write("p.yaml", "dotenv: .env\nsteps: [{id: a, tool: echo, args: {value: 1}}]\n")
     r = run("validate", "p.yaml")

@@ -117,6 +117,26 @@ def test_missing_server_command_fails_the_step(run, write):
     assert_no_traceback(r)
 
 
+def test_bad_env_file_line_fails_the_step_with_its_position(run, write):
+    # envFile is read by the rules of a plan's dotenv files: a line that is not KEY=VALUE is
+    # an error at its file:line:col, never skipped; the server is not started.
+    write(".env", "GOOD=1\n= a value without its key\n")
+    write(
+        "p.yaml",
+        f"""
+        servers: {{probe: {{command: "{sys.executable}", envFile: .env}}}}
+        steps:
+          - {{id: a, tool: probe.anything}}
+    """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    err = r.json["steps"][0]["error"]
+    assert "probe" in err and ".env:2:1:" in err and "KEY=VALUE" in err
+    assert "\n" not in err
+    assert_no_traceback(r)
+
+
 def test_server_that_exits_mid_run(run, write):
     entry, mark = _server("crashy_server.py")
     write(

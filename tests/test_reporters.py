@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -249,6 +250,22 @@ def test_junit_counts_statuses_and_failure_text(tmp_path: Path) -> None:
     assert suite.get("timestamp") == "2026-11-26T02:07:04"
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["status"] == "failed" and props["reason"] == "step_failed"
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o077])
+def test_report_files_are_0644_less_the_umask(tmp_path: Path, umask: int) -> None:
+    # The JUnit file and the HTML report are written one way: readable by others, writable by
+    # you alone, and never more open than the umask allows (0644 with the usual 022).
+    from planrun.report import write_report
+
+    old = os.umask(umask)
+    try:
+        feed(JUnitReporter(tmp_path / "junit.xml"), failed_run())
+        write_report(str(tmp_path / "report.html"), "<html></html>")
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == {"junit.xml": 0o644 & ~umask, "report.html": 0o644 & ~umask}
 
 
 def test_junit_interrupted_and_resumed_run(tmp_path: Path) -> None:

@@ -376,6 +376,37 @@ def test_read_file_failures(ctx: ToolContext, tmp_path: Path) -> None:
     assert "'path' must be a non-empty string" in fails("read_file", {"path": 1}, ctx).message
 
 
+def test_write_file_failures_say_what_is_in_the_way(ctx: ToolContext, tmp_path: Path) -> None:
+    (tmp_path / "plain").write_text("a file")
+    assert fails("write_file", {"path": "plain/x.txt", "content": "x"}, ctx).message == (
+        "cannot create the directory for plain/x.txt: a file is in the way"
+    )
+    message = fails("write_file", {"path": "plain/sub/x.txt", "content": "x"}, ctx).message
+    assert message.startswith("cannot write plain/sub/x.txt: ")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "inner").mkdir()
+    assert fails("write_file", {"path": "d/inner", "content": "x"}, ctx).message == (
+        "is a directory, not a file: d/inner"
+    )
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["d", "inner", "plain"]
+
+
+def test_plan_arguments_are_checked_as_every_tool_checks_its_own(ctx: ToolContext) -> None:
+    # Templated arguments reach the tool unchecked by validation: the same words as the
+    # other tools (and as validation says them for literal ones).
+    assert fails("plan", [], ctx).message == "plan: arguments must be a mapping, got array"  # type: ignore[arg-type]
+    assert fails("plan", {}, ctx).message == "plan: missing argument 'path'"
+    assert fails("plan", {"path": 5}, ctx).message == (
+        "plan: 'path' must be a non-empty string, got number"
+    )
+    assert fails("plan", {"path": "p.yaml", "variables": []}, ctx).message == (
+        "plan: 'variables' must be a mapping, got array"
+    )
+    assert fails("plan", {"path": "p.yaml", "vars": {}}, ctx).message == (
+        "plan: unknown argument 'vars' (allowed: cwd, path, variables)"
+    )
+
+
 # --- http -------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
-"""Reading files the cache did not make itself: only regular files, never a blocking open;
-and writing its files atomically.
+"""Reading files the cache did not make itself: only regular files, never a blocking open.
+The cache writes its files with planrun.atomicwrite (its two writers are re-exported here).
 
 A FIFO put where an entry, a blob, a stat-record file or a source was would make a plain
 `open()` wait forever for a writer; opening non-blocking and checking `fstat` first turns
@@ -10,12 +10,13 @@ a link), so a link put in place of that directory later is never followed.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-from collections.abc import Callable
 from typing import BinaryIO
+
+from planrun.atomicwrite import atomic_write as atomic_write
+from planrun.atomicwrite import write_renamed as write_renamed
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -81,40 +82,3 @@ def read_regular_stat(
         return data, st
     finally:
         os.close(fd)
-
-
-def atomic_write(
-    path: str, data: bytes, mode: int | None = None, *, dir_fd: int | None = None
-) -> None:
-    """Write `data` to `path` via a temporary file in the same directory and a rename (with
-    `dir_fd`: `path` is a name in that directory). The temporary file is created anew, never
-    opened through a link."""
-    directory, name = os.path.split(path)
-    tmp = os.path.join(directory, f".{name}.{os.urandom(6).hex()}.tmp")
-    write_renamed(dir_fd, tmp, dir_fd, path, lambda f: f.write(data), mode)
-
-
-def write_renamed(
-    src: int | None,
-    tmp: str,
-    dst: int | None,
-    name: str,
-    write: Callable[[BinaryIO], object],
-    mode: int | None,
-) -> None:
-    """Create `tmp` anew in directory `src` (never through a link), write it with `write` and
-    give it `mode` (None: 0644), then rename it to `name` in directory `dst` (a link there is
-    replaced, not followed); `tmp` is removed on failure. A directory of None: `tmp` and
-    `name` are paths."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-    fd = os.open(tmp, flags, 0o644 if mode is None else 0o600, dir_fd=src)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
-        os.replace(tmp, name, src_dir_fd=src, dst_dir_fd=dst)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=src)
-        raise

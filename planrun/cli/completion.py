@@ -6,8 +6,8 @@ command line (or of the default plan) after `--only`, `--force` and as `run` tar
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: click's completion and the loader only while
-# completing.
+# Lazy imports (inside functions), for start-up time: click's completion, the loader and the plan
+# definition only while completing.
 import os
 import re
 from typing import Any
@@ -18,7 +18,6 @@ from planrun.plan.discovery import find_plan_upwards
 
 COMPLETE_VAR = "_PLANRUN_COMPLETE"
 MAX_PLAN_BYTES = 16 << 20  # completion must stay instant: larger plans are not read
-_ID = r"[A-Za-z0-9_.-]+"  # a step id (planrun.plan.model's rule); compiled while completing
 
 
 def completion_script(cli: Any, shell: str) -> str:
@@ -63,6 +62,7 @@ def _plan_on_line(ctx: Any, base: str) -> str | None:
 def step_ids(path: str) -> list[str]:
     """The step ids and aliases of the plan file at `path` as written, internal steps left
     out (they are no target); [] when it cannot be read."""
+    from planrun.plan.definition import STEP_ID_PATTERN
     from planrun.plan.loader import load_document
 
     try:
@@ -82,7 +82,7 @@ def step_ids(path: str) -> list[str]:
                 # only well-formed ids: the shell's script reads one value a line, and a hostile
                 # plan's `$(...)` or newline is no step id anyway
                 well_typed = isinstance(sid, str | int) and not isinstance(sid, bool)
-                if well_typed and re.fullmatch(_ID, str(sid)):
+                if well_typed and re.fullmatch(STEP_ID_PATTERN, str(sid)):
                     ids.append(str(sid))
     return ids
 

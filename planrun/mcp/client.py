@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from planrun.errors import exception_leaves
+from planrun.errors import PlanInvalid, exception_leaves
 from planrun.mcp.config import (
     HTTP_TYPES,
     load_env_file,
@@ -345,11 +345,13 @@ class ServerPool:
             env_file = os.path.join(self._cwd, entry.envFile)
             try:
                 env.update(load_env_file(env_file))
-            except (OSError, UnicodeDecodeError) as exc:
-                why = (exc.strerror if isinstance(exc, OSError) else None) or exc
+            except OSError as exc:
+                why = exc.strerror or exc
                 raise ToolFailed(
                     f"MCP server '{srv.name}': cannot read envFile {env_file}: {why}"
                 ) from None
+            except PlanInvalid as exc:  # file:line:col: error: dotenv: ...
+                raise ToolFailed(f"MCP server '{srv.name}': envFile {exc}") from None
         env.update({str(k): str(v) for k, v in entry.env.items()})
         params = StdioServerParameters(
             command=command, args=[str(a) for a in entry.args], env=env, cwd=cwd

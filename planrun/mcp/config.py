@@ -13,6 +13,7 @@ from planrun import untrusted_json
 from planrun.errors import UsageError
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.plan.definition import ServerEntry, transport_kind
+from planrun.plan.dotenv import MAX_DOTENV_BYTES, dotenv_pairs
 from planrun.suggest import did_you_mean
 
 HTTP_TYPES = ("http", "streamable-http", "sse")
@@ -174,16 +175,6 @@ def suggest_name(word: str, choices: Iterable[str]) -> str:
 
 
 def load_env_file(path: str) -> dict[str, str]:
-    """Read a dotenv file (`KEY=VALUE` lines, `#` comments, optional `export` and quotes)."""
-    env: dict[str, str] = {}
-    for line in read_regular_file(path).decode("utf-8").splitlines():  # never a FIFO
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip().removeprefix("export ").strip()
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        env[key] = value
-    return env
+    """Read an `envFile` by the rules of a plan's `dotenv:` files: PlanInvalid at file:line:col
+    for a bad line, OSError for a file that cannot be read (never a FIFO) or is over 1 MiB."""
+    return dotenv_pairs(read_regular_file(path, MAX_DOTENV_BYTES), path)

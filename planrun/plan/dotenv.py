@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-import stat
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from planrun.errors import Diagnostic, PlanInvalid
+from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.plan.loader import invalid
 
 MAX_DOTENV_BYTES = 1 << 20  # a dotenv file is a handful of settings, never megabytes
@@ -41,6 +42,8 @@ def parse_dotenv(text: str, file: str) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
+        if "\0" in line:  # no environment can hold one
+            raise invalid(file, number, line.index("\0") + 1, "dotenv: a NUL character")
         try:
             pair = _parse_line(line)
         except _LineError as exc:
@@ -124,34 +127,35 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
         return invalid(plan_file, entry.line, entry.col, message)
 
     path = entry.path if os.path.isabs(entry.path) else os.path.join(cwd, entry.path)
-    try:
-        info = os.stat(path)
+    try:  # a FIFO or a device would block or never end: refused, never opened to block
+        raw = read_regular_file(path, MAX_DOTENV_BYTES)
     except FileNotFoundError:
         if entry.optional:
             return None
         raise problem(
             f"dotenv file not found: {entry.path} (end the name with '?' to make it optional)"
         ) from None
+    except NotARegularFile:
+        raise problem(f"dotenv file {entry.path} is not a regular file") from None
     except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise problem(
+                f"dotenv file {entry.path} is larger than {MAX_DOTENV_BYTES >> 20} MiB"
+            ) from None
         raise problem(f"cannot read dotenv file {entry.path}: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block or never end
-        raise problem(f"dotenv file {entry.path} is not a regular file")
-    if info.st_size > MAX_DOTENV_BYTES:
-        raise problem(f"dotenv file {entry.path} is larger than {MAX_DOTENV_BYTES >> 20} MiB")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_DOTENV_BYTES + 1)
-    except OSError as exc:
-        raise problem(f"cannot read dotenv file {entry.path}: {exc.strerror}") from None
+    return dotenv_pairs(raw, entry.path)
+
+
+def dotenv_pairs(raw: bytes, file: str) -> dict[str, str]:
+    """The KEY=VALUE pairs of a dotenv file's bytes (a plan's `dotenv:` file, an MCP server's
+    `envFile`); PlanInvalid at file:line:col for a byte that is not UTF-8, a NUL or a bad line."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise invalid(entry.path, line, col, "dotenv: not valid UTF-8 text") from None
-    if "\0" in text:
-        raise problem(f"dotenv file {entry.path} holds a NUL character")
-    return parse_dotenv(text, entry.path)
+        raise invalid(file, line, col, "dotenv: not valid UTF-8 text") from None
+    return parse_dotenv(text, file)
 
 
 def rendered_names(

@@ -57,13 +57,13 @@ def render_report(state: RunState, plan: PlanInfo) -> str:
 
 def write_report(path: str, html: str) -> None:
     """Write the page atomically (temp file + rename): a reader never sees half a report."""
-    from planrun.cache.safeio import atomic_write
+    from planrun.atomicwrite import atomic_write
 
     _only_regular(path)  # again: it may have appeared during the run
     try:
         # A value may hold half a surrogate pair (a Jinja literal or JSON can spell "\ud800"):
         # written as that escape, never an encoding error.
-        atomic_write(path, html.encode("utf-8", "backslashreplace"), 0o644)
+        atomic_write(path, html.encode("utf-8", "backslashreplace"))
     except OSError as exc:
         raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
 
@@ -90,9 +90,7 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
         # A plan that needs --var values, or an edited, broken one, still has its last run
         # under its own name.
         name = state_name(plan_path)
-    path = Path(state) if state else Path(default_state_path(cwd, name))
-    if state and not path.is_absolute():
-        path = Path(cwd) / path
+    path = _state_file(state, cwd, name)
     if out is not None:
         from planrun.reporters.outpaths import refuse_clobbering
 
@@ -132,12 +130,13 @@ class ReportOnExit:
         """Write the report if a run started; False if none did (nothing to report)."""
         if self.plan is None:
             return False
-        if self.state:
-            path = Path(self.state) if os.path.isabs(self.state) else Path(self.cwd) / self.state
-        else:
-            path = Path(default_state_path(self.cwd, self.plan))
-        recorded = read_state(path, self.plan)
+        recorded = read_state(_state_file(self.state, self.cwd, self.plan), self.plan)
         if recorded is None:
             return False
         write_report(self.out, render_report(recorded, self.info))
         return True
+
+
+def _state_file(state: str | None, cwd: str, name: str) -> Path:
+    """The `--state` file (relative to `cwd`), else the plan's own under `cwd`."""
+    return Path(cwd, state) if state else Path(default_state_path(cwd, name))

@@ -20,7 +20,6 @@ How step statuses map to JUnit (CI systems only know passed / failure / error / 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
@@ -29,6 +28,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
+from planrun.atomicwrite import atomic_write
 from planrun.plan.instances import group_instances
 from planrun.reporters.failures import WriteFailures
 from planrun.run.events import (
@@ -215,16 +215,12 @@ class JUnitReporter:
         if self._closed:
             return
         self._closed = True
-        tree = ET.ElementTree(self.to_xml())
-        ET.indent(tree)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        try:
-            tree.write(tmp, encoding="utf-8", xml_declaration=True)
-            os.replace(tmp, self.path)
-        except OSError as exc:  # a full disk: no temp file left behind, one clear error
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+        root = self.to_xml()
+        ET.indent(root)
+        try:  # as the HTML report: a temporary file renamed (none left on a full disk), 0644
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(str(self.path), ET.tostring(root, "utf-8", xml_declaration=True))
+        except OSError as exc:
             self.failures.add(self.path, exc)
 
     def to_xml(self) -> ET.Element:

@@ -32,6 +32,14 @@ def check_args(
         )
 
 
+def path_arg(tool: str, args: dict[str, Any]) -> str:
+    """The tool's `path` argument: a non-empty string, else one clear line."""
+    path = args["path"]
+    if not isinstance(path, str) or not path:
+        raise ToolFailed(f"{tool}: 'path' must be a non-empty string, got {type_name(path)}")
+    return path
+
+
 def type_name(value: Any) -> str:
     """The JSON name of a value's type, for messages (`string`, `object`, ...)."""
     if value is None:

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import tempfile
 from typing import Any
 
+from planrun.atomicwrite import atomic_write
 from planrun.inputfiles import NotARegularFile, read_regular_file
-from planrun.tools import check_args, type_name
+from planrun.tools import check_args, path_arg
 from planrun.tools.base import MAX_RESULT_BYTES, ToolContext, ToolFailed, resolve_path
 
 
 async def run_read_file(args: dict[str, Any], ctx: ToolContext) -> str:
     """The text of the file at `path` (relative to planrun's working directory), verbatim."""
     check_args("read_file", args, ("path",))
-    path = _path_arg("read_file", args)
+    path = path_arg("read_file", args)
     # A thread, so that a large file does not stall other steps' output.
     return await asyncio.to_thread(_read_text, path, resolve_path(path, ctx))
 
@@ -25,7 +24,7 @@ async def run_read_file(args: dict[str, Any], ctx: ToolContext) -> str:
 async def run_write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Write `content` to `path` atomically; result `{path, bytes}` with `path` as given."""
     check_args("write_file", args, ("path", "content"))
-    path = _path_arg("write_file", args)
+    path = path_arg("write_file", args)
     content = args["content"]
     if isinstance(content, str):
         data = content.encode("utf-8")
@@ -36,13 +35,6 @@ async def run_write_file(args: dict[str, Any], ctx: ToolContext) -> dict[str, An
             raise ToolFailed(f"write_file: 'content' is not JSON-serialisable: {exc}") from None
     await asyncio.to_thread(_write_atomic, path, resolve_path(path, ctx), data)
     return {"path": path, "bytes": len(data)}
-
-
-def _path_arg(tool: str, args: dict[str, Any]) -> str:
-    path = args["path"]
-    if not isinstance(path, str) or not path:
-        raise ToolFailed(f"{tool}: 'path' must be a non-empty string, got {type_name(path)}")
-    return path
 
 
 def _read_text(shown: str, path: str) -> str:
@@ -67,62 +59,28 @@ def _read_text(shown: str, path: str) -> str:
 
 def _write_atomic(shown: str, path: str, data: bytes) -> None:
     """Write to a temporary file beside `path`, then rename it over `path`."""
-    directory = os.path.dirname(path) or "."
     try:
-        os.makedirs(directory, exist_ok=True)
-        if os.path.isdir(path):
-            raise IsADirectoryError
-        fd, tmp = tempfile.mkstemp(
-            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
-        )
-    except IsADirectoryError:
-        raise ToolFailed(f"is a directory, not a file: {shown}") from None
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     except FileExistsError:
         raise ToolFailed(f"cannot create the directory for {shown}: a file is in the way") from None
-    except PermissionError:
-        raise ToolFailed(f"permission denied: {shown}") from None
     except OSError as exc:
-        raise ToolFailed(f"cannot write {shown}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        # mkstemp makes the file 0600; give it the mode a plain open() would have.
-        os.chmod(tmp, _existing_mode(path))
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise ToolFailed(f"cannot write {shown}: {exc.strerror or exc}") from None
-        raise
+        raise _write_failed(shown, exc) from None
+    if os.path.isdir(path):
+        raise ToolFailed(f"is a directory, not a file: {shown}")
+    try:  # the existing file's mode, or the one a plain open() would give
+        atomic_write(path, data, _existing_mode(path), new=0o666)
+    except OSError as exc:
+        raise _write_failed(shown, exc) from None
 
 
-def _existing_mode(path: str) -> int:
+def _write_failed(shown: str, exc: OSError) -> ToolFailed:
+    if isinstance(exc, PermissionError):
+        return ToolFailed(f"permission denied: {shown}")
+    return ToolFailed(f"cannot write {shown}: {exc.strerror or exc}")
+
+
+def _existing_mode(path: str) -> int | None:
     try:
         return os.stat(path).st_mode & 0o7777
     except OSError:
-        return 0o666 & ~_umask()
-
-
-_UMASK: int | None = None
-
-
-def _umask() -> int:
-    global _UMASK
-    if _UMASK is None:
-        _UMASK = _read_umask()
-    return _UMASK
-
-
-def _read_umask() -> int:
-    # /proc avoids os.umask()'s set-and-restore, which races with other threads creating files.
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
+        return None

@@ -99,9 +99,13 @@ def run_args(
         quoted = shell_args(tpl, texts, {}, unknown, offset=offsets[n], where=where)
         scripts.append(quoted["cmd"])
         env.update(quoted.get("env") or {})
-    out: dict[str, Any] = {"run": scripts[0] if isinstance(run, str) else scripts, **rest}
+    return _with_env({"run": scripts[0] if isinstance(run, str) else scripts, **rest}, env)
+
+
+def _with_env(out: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    """`out` with the values passed by environment variable merged over the step's own `env`."""
     if env:
-        own = rest.get("env")
+        own = out.get("env")
         out["env"] = {**own, **env} if isinstance(own, dict) else env if own is None else own
     return out
 
@@ -144,8 +148,4 @@ def shell_args(
         raise ExpressionError(
             f"{where}: {exc}", at=where.removeprefix("args.").split("[")[0]
         ) from None
-    out = {"cmd": cmd, **rest}
-    if env:
-        own = rest.get("env")
-        out["env"] = {**own, **env} if isinstance(own, dict) else env if own is None else own
-    return out
+    return _with_env({"cmd": cmd, **rest}, env)

@@ -15,6 +15,7 @@ from planrun.run.context import child_context
 from planrun.run.parent import RunStopped
 from planrun.run.request import Finished, RunRequest
 from planrun.status import Status
+from planrun.tools import check_args, path_arg, type_name
 from planrun.tools.base import ToolContext, ToolFailed, resolve_path
 
 MAX_NESTING = 32
@@ -25,19 +26,13 @@ runs it is never "the same file", and would otherwise nest until memory runs out
 async def run_plan_step(args: dict[str, Any], ctx: ToolContext) -> Any:
     """Run the sub-plan at `path` with `variables` through the run path of the run this step
     is part of (`ctx.parent.run_plan`); a plan that includes itself is an error."""
-    path = args.get("path")
-    if not isinstance(path, str):
-        raise ToolFailed("plan: missing argument 'path' (the sub-plan file)")
-    variables = args.get("variables") or {}
-    if not isinstance(variables, dict):
-        raise ToolFailed("plan: 'variables' must be a mapping")
     # `cwd` is the step's own `cwd:` (planrun.run.stepcall): where the sub-plan runs; its `path`
     # stays relative to the working directory.
-    unknown = sorted(set(args) - {"path", "variables", "cwd"})
-    if unknown:
-        raise ToolFailed(
-            f"plan: unknown argument {', '.join(map(repr, unknown))} (allowed: path, variables)"
-        )
+    check_args("plan", args, ("path",), ("variables", "cwd"))
+    path = path_arg("plan", args)
+    variables = {} if args.get("variables") is None else args["variables"]
+    if not isinstance(variables, dict):
+        raise ToolFailed(f"plan: 'variables' must be a mapping, got {type_name(variables)}")
     parent = ctx.parent
     if parent is None or parent.run_plan is None:
         raise ToolFailed("plan: a sub-plan runs only as a step of a plan run")
@@ -49,7 +44,7 @@ async def run_plan_step(args: dict[str, Any], ctx: ToolContext) -> Any:
         raise ToolFailed(f"plan: sub-plans nested more than {MAX_NESTING} deep: {path}")
     where = args.get("cwd")
     if where is not None and not isinstance(where, str):
-        raise ToolFailed(f"plan: 'cwd' must be a string, got {where!r}")
+        raise ToolFailed(f"plan: 'cwd' must be a string, got {type_name(where)}")
     req = RunRequest(
         plan=path if where is None else resolve_path(path, ctx),
         variables=dict(variables),
