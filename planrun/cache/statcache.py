@@ -45,10 +45,27 @@ def hash_file(path: str) -> str:
     """SHA-256 of a regular file's bytes (hex); OSError for anything else (a FIFO is opened
     without blocking, then refused). Plain reads on the descriptor, no file object: a fresh
     checkout hashes every source, and this is half the CPU of a buffered file (5,000 files of
-    4 KB: ~60 ms instead of ~110 ms; worker threads were measured slower, not faster)."""
-    fd, _st = regular_fd(path)
+    4 KB: ~60 ms instead of ~110 ms; worker threads were measured slower, not faster).
+
+    A file smaller than the read size is read with one byte more asked than `fstat` gave when
+    it was opened: a read of a regular file that returns fewer bytes than asked is at the end
+    of the file (Linux reads the page cache up to the size, and a signal interrupts a read of
+    a local file only to end the process), so one read and no second, empty one to see the end
+    (one system call less per file; and a buffer of the file's size, not of 1 MiB, which glibc
+    would map and unmap for every file). What it returns is the bytes the file held when it
+    was opened, as a reader going on to an empty read would have had them with nothing
+    appended between its reads: an append after that read is a change after the hash either
+    way, and the stat records notice it (the size moved). Anything else reads on to an empty
+    read, as before: a size of 0 (a file system that does not know it: /proc), a read shorter
+    than the size (the file shrank, or a network file system or damaged disk cut the read
+    short, whose next read then says why) or longer (the file grew after `fstat`)."""
+    fd, st = regular_fd(path)
     try:
-        h = hashlib.sha256(os.read(fd, _READ))
+        size = st.st_size
+        data = os.read(fd, size + 1 if 0 < size < _READ else _READ)
+        h = hashlib.sha256(data)
+        if 0 < len(data) == size < _READ:
+            return h.hexdigest()
         while chunk := os.read(fd, _READ):
             h.update(chunk)
         return h.hexdigest()
