@@ -210,17 +210,42 @@ class StatRecords:
     def digests_of(self, cwd: str, found: dict[str, os.stat_result]) -> dict[str, str]:
         """path -> content hash for the files of a walk (in no order: the key sorts); a file is
         read only when its size, mtime, inode or ctime differs from its record (or it has none).
-        """
+
+        Each file is looked up once (its loaded record, then this run's), and the files read are
+        recorded together after the walk, under one lock, against one clock reading taken before
+        the first was read (stricter than each file's own moment: a file too recent then is not
+        trusted): a fresh checkout reads every file, and the Python around each read costs about
+        as much as its SHA-256."""
         out: dict[str, str] = {}
-        get, sigs, digests = self.index.get, self.sigs, self.digests
+        get, sigs, digests, fresh = self.index.get, self.sigs, self.digests, self.fresh.get
+        read: list[tuple[str, Sig, str]] = []
+        trusted_before = time.time_ns() - RACY_NS
+        join = os.path.join
         for p, st in found.items():
             sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
             i = get(p)
             if i is not None and sigs[i] == sig:
                 out[p] = digests[i * 32 : i * 32 + 32].hex()
-            else:
-                out[p] = self._digest(cwd, p, sig)
+                continue
+            got = fresh(p)
+            if got is not None and got[0] == sig:
+                out[p] = got[1]
+                continue
+            out[p] = digest = hash_file(join(cwd, p))
+            read.append((p, sig, digest))
+        if read:
+            self._record(read, trusted_before)
         return out
+
+    def _record(self, read: list[tuple[str, Sig, str]], trusted_before: int) -> None:
+        """Keep the records of files just read whose mtime and ctime are both before
+        `trusted_before`; a younger file's record is dropped (it could change unseen)."""
+        with self._lock:
+            for rel, sig, digest in read:
+                if max(sig[1], sig[3]) < trusted_before:
+                    self.fresh[rel] = (sig, digest)
+                else:
+                    self.forget(rel)
 
     def _digest(self, cwd: str, rel: str, sig: Sig) -> str:
         i = self.index.get(rel)
@@ -229,12 +254,9 @@ class StatRecords:
         got = self.fresh.get(rel)
         if got is not None and got[0] == sig:
             return got[1]
+        trusted_before = time.time_ns() - RACY_NS
         digest = hash_file(os.path.join(cwd, rel))
-        with self._lock:
-            if time.time_ns() - max(sig[1], sig[3]) > RACY_NS:
-                self.fresh[rel] = (sig, digest)
-            else:
-                self.forget(rel)
+        self._record([(rel, sig, digest)], trusted_before)
         return digest
 
     def forget(self, rel: str) -> None:
