@@ -2,8 +2,9 @@
 
 One file per working directory (`.planrun/stat-records`), never shared between machines. A
 record is kept only when the file's mtime and ctime are safely older than the moment it was
-hashed: a file written in the same clock tick as it was read could change again without its
-stat moving ("racily clean", as git calls it), so such a file is simply hashed next time too.
+hashed (taken as the moment its walk's files began to be read, which is earlier): a file
+written in the same clock tick as it was read could change again without its stat moving
+("racily clean", as git calls it), so such a file is simply hashed next time too.
 
 Walk digests: a step's source files enter its key as one digest of their sorted paths and
 content hashes (planrun.cache.keys.sources_part). It is remembered under a fingerprint of what
