@@ -108,6 +108,54 @@ def test_a_source_is_hashed_whole_whatever_its_size(tmp_path: Path) -> None:
         assert hash_file(str(proc)) != hashlib.sha256(b"").hexdigest()
 
 
+def test_a_file_growing_while_hashed_is_hashed_as_it_was_and_read_again_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A source appended to while it is hashed (by another process, in lines of 32 bytes, which
+    never straddle a page): every hash is of bytes the file held at one moment (whole lines of
+    what it ends as), never a read cut short taken as whole; the record made with the walk's
+    stat is not trusted once the file has grown."""
+    import hashlib
+    import subprocess
+    import sys
+
+    from planrun.cache import statcache
+    from planrun.cache.statcache import hash_file
+
+    monkeypatch.setattr(statcache, "RACY_NS", -1)  # (a file cannot be made older than its ctime)
+    f = tmp_path / "grows.txt"
+    f.write_bytes(b"start".ljust(31, b".") + b"\n")
+    walked = {"grows.txt": os.stat(f)}
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)\n"
+            "for i in range(30000):\n"
+            "    os.write(fd, b'%06d' % i + b'.' * 25 + b'\\n')\n",
+            str(f),
+        ]
+    )
+    records = StatRecords.load(str(tmp_path / "rec"))
+    seen = [records.digests_of(str(tmp_path), walked)["grows.txt"]]
+    while writer.poll() is None:
+        seen.append(hash_file(str(f)))
+    assert writer.wait() == 0
+    final = f.read_bytes()
+    h = hashlib.sha256()
+    whole_lines = set()
+    for at in range(0, len(final), 32):
+        h.update(final[at : at + 32])
+        whole_lines.add(h.hexdigest())
+    assert set(seen) <= whole_lines
+    assert hash_file(str(f)) == hashlib.sha256(final).hexdigest()
+    now = {"grows.txt": os.stat(f)}
+    assert records.digests_of(str(tmp_path), now) == {
+        "grows.txt": hashlib.sha256(final).hexdigest()
+    }
+
+
 def test_a_walk_hashed_at_once_is_recorded_and_its_young_files_are_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -301,12 +301,12 @@ class RemoteCache:
             if body is None:
                 return None
             entry, inline = unpack(body, key, self.options.signing_key)
-            blobs = _blobs(entry)
-            got = await asyncio.gather(
-                *(self._fetch_blob(d, n, inline.get(d)) for d, n in blobs.items())
-            )
+            held, wanted = self._blobs_in_hand(entry, inline)
+            if wanted:  # (a task per download; the others need none)
+                got = await asyncio.gather(*(self._fetch_blob(d, n) for d, n in wanted.items()))
+                held.update((d, b) for d, b in zip(wanted, got, strict=True) if b is not None)
             self.store.put(entry)
-            return entry, {d: data for d, data in zip(blobs, got, strict=True) if data is not None}
+            return entry, held
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except CorruptCache as exc:
@@ -315,15 +315,29 @@ class RemoteCache:
             self._fault(f"entry {key[:12]} not stored locally ({exc.strerror})", down=False)
         return None
 
-    async def _fetch_blob(self, digest: str, size: int, inline: bytes | None) -> bytes | None:
-        """One blob into the local store: from the entry (`inline`, checked already), else
-        downloaded and checked; nothing when the store has it. Its bytes, checked, when they
-        are in hand (None: stored before, or too large for memory)."""
-        if self.store.has_blob(digest):
-            return inline
-        if inline is not None:
-            self.store.add_blob(inline, digest)
-            return inline
+    def _blobs_in_hand(
+        self, entry: Entry, inline: dict[str, bytes]
+    ) -> tuple[dict[str, bytes], dict[str, int]]:
+        """The entry's blobs that need no request: those inside it (checked already) are put
+        into the local store unless it has them, those it has otherwise are left there.
+        Returns (digest -> bytes in hand, digest -> size of each blob still to download)."""
+        held: dict[str, bytes] = {}
+        wanted: dict[str, int] = {}
+        for digest, size in _blobs(entry).items():
+            data = inline.get(digest)
+            if self.store.has_blob(digest):
+                if data is not None:
+                    held[digest] = data
+            elif data is not None:
+                self.store.add_blob(data, digest)
+                held[digest] = data
+            else:
+                wanted[digest] = size
+        return held, wanted
+
+    async def _fetch_blob(self, digest: str, size: int) -> bytes | None:
+        """One blob the entry did not hold, downloaded into the local store and checked. Its
+        bytes (None: too large for memory, streamed into the store instead)."""
         if size <= INLINE_MAX:
             data = await self._get(f"cas/{digest}", size)
             if data is None:

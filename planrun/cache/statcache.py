@@ -2,8 +2,9 @@
 
 One file per working directory (`.planrun/stat-records`), never shared between machines. A
 record is kept only when the file's mtime and ctime are safely older than the moment it was
-hashed: a file written in the same clock tick as it was read could change again without its
-stat moving ("racily clean", as git calls it), so such a file is simply hashed next time too.
+hashed (taken as the moment its walk's files began to be read, which is earlier): a file
+written in the same clock tick as it was read could change again without its stat moving
+("racily clean", as git calls it), so such a file is simply hashed next time too.
 
 Walk digests: a step's source files enter its key as one digest of their sorted paths and
 content hashes (planrun.cache.keys.sources_part). It is remembered under a fingerprint of what
@@ -45,10 +46,27 @@ def hash_file(path: str) -> str:
     """SHA-256 of a regular file's bytes (hex); OSError for anything else (a FIFO is opened
     without blocking, then refused). Plain reads on the descriptor, no file object: a fresh
     checkout hashes every source, and this is half the CPU of a buffered file (5,000 files of
-    4 KB: ~60 ms instead of ~110 ms; worker threads were measured slower, not faster)."""
-    fd, _st = regular_fd(path)
+    4 KB: ~60 ms instead of ~110 ms; worker threads were measured slower, not faster).
+
+    A file smaller than the read size is read with one byte more asked than `fstat` gave when
+    it was opened: a read of a regular file that returns fewer bytes than asked is at the end
+    of the file (Linux reads the page cache up to the size, and a signal interrupts a read of
+    a local file only to end the process), so one read and no second, empty one to see the end
+    (one system call less per file; and a buffer of the file's size, not of 1 MiB, which glibc
+    would map and unmap for every file). What it returns is the bytes the file held when it
+    was opened, as a reader going on to an empty read would have had them with nothing
+    appended between its reads: an append after that read is a change after the hash either
+    way, and the stat records notice it (the size moved). Anything else reads on to an empty
+    read, as before: a size of 0 (a file system that does not know it: /proc), a read shorter
+    than the size (the file shrank, or a network file system or damaged disk cut the read
+    short, whose next read then says why) or longer (the file grew after `fstat`)."""
+    fd, st = regular_fd(path)
     try:
-        h = hashlib.sha256(os.read(fd, _READ))
+        size = st.st_size
+        data = os.read(fd, size + 1 if 0 < size < _READ else _READ)
+        h = hashlib.sha256(data)
+        if 0 < len(data) == size < _READ:
+            return h.hexdigest()
         while chunk := os.read(fd, _READ):
             h.update(chunk)
         return h.hexdigest()
@@ -193,17 +211,42 @@ class StatRecords:
     def digests_of(self, cwd: str, found: dict[str, os.stat_result]) -> dict[str, str]:
         """path -> content hash for the files of a walk (in no order: the key sorts); a file is
         read only when its size, mtime, inode or ctime differs from its record (or it has none).
-        """
+
+        Each file is looked up once (its loaded record, then this run's), and the files read are
+        recorded together after the walk, under one lock, against one clock reading taken before
+        the first was read (stricter than each file's own moment: a file too recent then is not
+        trusted): a fresh checkout reads every file, and the Python around each read costs about
+        as much as its SHA-256."""
         out: dict[str, str] = {}
-        get, sigs, digests = self.index.get, self.sigs, self.digests
+        get, sigs, digests, fresh = self.index.get, self.sigs, self.digests, self.fresh.get
+        read: list[tuple[str, Sig, str]] = []
+        trusted_before = time.time_ns() - RACY_NS
+        join = os.path.join
         for p, st in found.items():
             sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
             i = get(p)
             if i is not None and sigs[i] == sig:
                 out[p] = digests[i * 32 : i * 32 + 32].hex()
-            else:
-                out[p] = self._digest(cwd, p, sig)
+                continue
+            got = fresh(p)
+            if got is not None and got[0] == sig:
+                out[p] = got[1]
+                continue
+            out[p] = digest = hash_file(join(cwd, p))
+            read.append((p, sig, digest))
+        if read:
+            self._record(read, trusted_before)
         return out
+
+    def _record(self, read: list[tuple[str, Sig, str]], trusted_before: int) -> None:
+        """Keep the records of files just read whose mtime and ctime are both before
+        `trusted_before`; a younger file's record is dropped (it could change unseen)."""
+        with self._lock:
+            for rel, sig, digest in read:
+                if max(sig[1], sig[3]) < trusted_before:
+                    self.fresh[rel] = (sig, digest)
+                else:
+                    self.forget(rel)
 
     def _digest(self, cwd: str, rel: str, sig: Sig) -> str:
         i = self.index.get(rel)
@@ -212,12 +255,9 @@ class StatRecords:
         got = self.fresh.get(rel)
         if got is not None and got[0] == sig:
             return got[1]
+        trusted_before = time.time_ns() - RACY_NS
         digest = hash_file(os.path.join(cwd, rel))
-        with self._lock:
-            if time.time_ns() - max(sig[1], sig[3]) > RACY_NS:
-                self.fresh[rel] = (sig, digest)
-            else:
-                self.forget(rel)
+        self._record([(rel, sig, digest)], trusted_before)
         return digest
 
     def forget(self, rel: str) -> None:
