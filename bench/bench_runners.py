@@ -371,16 +371,26 @@ def cli_startup(d: Path, reps: int, baseline: Path | None, rev: str) -> list[Tim
 
 
 def imported_modules(argv: list[str], *, cwd: Path) -> list[str]:
-    """The modules `planrun ARGV...` imports, in import order, as
-    `python -X importtime` lists them (interpreter start-up's own included)."""
+    """The modules `planrun ARGV...` imports (interpreter start-up's own included), each
+    before the modules it imports, read from `python -X importtime`."""
     cmd = [sys.executable, "-X", "importtime", "-m", "planrun", *argv]
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
-    names = [
-        line.rsplit("|", 1)[1].strip()
-        for line in proc.stderr.splitlines()
-        if line.startswith("import time:") and line.count("|") == 2
-    ]
-    return [n for n in names if n != "imported package"]
+    # importtime prints a module when its import ends, indented by depth: its imports come
+    # first. Importing in that order would start a module inside a cycle (genericpath before
+    # os) where the run never does; so each subtree is put back parents first.
+    subtrees: list[tuple[int, list[str]]] = []  # (depth, its modules parents first)
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        column = line.rsplit("|", 1)[1]
+        name, depth = column.strip(), len(column) - len(column.lstrip())
+        if name == "imported package":
+            continue
+        below: list[str] = []
+        while subtrees and subtrees[-1][0] > depth:
+            below[:0] = subtrees.pop()[1]
+        subtrees.append((depth, [name, *below]))
+    return [name for _, names in subtrees for name in names]
 
 
 FLOOR_SCRIPT = """import importlib
