@@ -657,6 +657,9 @@ FAST_TAKEN = [
     # a flow collection of plain keys with double-quoted values (bench_runners' plans)
     'steps:\n  - id: a\n    tool: shell\n    args: {cmd: "true"}\n',
     'a: {k: "x: y", u: "it\'s #1", v: "{", w: ""}\nb: [p, "q r", "[", "true"]\n',
+    # JSON objects with spaces inside the braces, and bench_cache's lists of quoted paths
+    'a: { "k": "v", "n": [1, 2.5]}\nb: {  "x": {}, "y": "z" }\n',
+    'steps:\n  - id: d00\n    sources: ["src/d00"]\n    outputs: ["out/d00.txt"]\n',
 ]
 
 

@@ -239,6 +239,22 @@ def _fast_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_json_decoder: json.JSONDecoder | None = None
+
+
+def _json_flow() -> json.JSONDecoder:
+    """The decoder of JSON-style flow values, made once (`json.loads` with these options
+    makes a decoder and its scanner at every call)."""
+    global _json_decoder
+    if _json_decoder is None:
+        _json_decoder = json.JSONDecoder(
+            parse_float=_fast_json_float,
+            parse_constant=_fast_json_bail,
+            object_pairs_hook=_fast_json_object,
+        )
+    return _json_decoder
+
+
 def _fast_inline(rest: str) -> Any:
     """The value written after "key: " or "- " on one line."""
     first = rest[0]
@@ -257,16 +273,12 @@ def _fast_inline(rest: str) -> Any:
     if first == "[" or first == "{":
         if rest.count("[") + rest.count("{") > _FAST_MAX_FLOW:
             raise Bail  # possibly deep: libyaml's path counts the levels exactly
-        if '"' in rest and "\\u" not in rest:
+        if '"' in rest and "\\u" not in rest and (first == "[" or rest[1:].lstrip(" ")[:1] == '"'):
             # A flow collection written as JSON (`{"host": "a.b"}`): JSON reads it as YAML
-            # does, but for exponents, NaN and duplicate keys, which go to libyaml.
+            # does, but for exponents, NaN and duplicate keys, which go to libyaml. (A mapping
+            # whose first key is plain, `{cmd: "true"}`, is no JSON: not tried.)
             with contextlib.suppress(ValueError):
-                return json.loads(
-                    rest.rstrip(" "),
-                    parse_float=_fast_json_float,
-                    parse_constant=_fast_json_bail,
-                    object_pairs_hook=_fast_json_object,
-                )
+                return _json_flow().decode(rest.rstrip(" "))
         close = rest.find("]" if first == "[" else "}")
         if close < 0:
             raise Bail
