@@ -143,11 +143,13 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
             raw = f.read(MAX_DOTENV_BYTES + 1)
     except OSError as exc:
         raise problem(f"cannot read dotenv file {entry.path}: {exc.strerror}") from None
+    start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0  # a BOM: dropped, in no position
     try:
-        text = raw.decode("utf-8-sig")
+        text = (raw[start:] if start else raw).decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        offset = start + exc.start
+        line = raw[:offset].count(b"\n") + 1
+        col = offset - max(raw.rfind(b"\n", 0, offset) + 1, start) + 1
         raise invalid(entry.path, line, col, "dotenv: not valid UTF-8 text") from None
     if "\0" in text:
         raise problem(f"dotenv file {entry.path} holds a NUL character")
