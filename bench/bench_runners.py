@@ -56,6 +56,7 @@ from _common import (  # noqa: E402
 )
 
 STEP_OVERHEAD_TARGET_US = 100.0
+NO_LIMIT = float("nan")  # a Goal row that is a reference figure, not a goal
 
 
 @dataclass(frozen=True)
@@ -369,6 +370,54 @@ def cli_startup(d: Path, reps: int, baseline: Path | None, rev: str) -> list[Tim
     return rows
 
 
+def imported_modules(argv: list[str], *, cwd: Path) -> list[str]:
+    """The modules `planrun ARGV...` imports (interpreter start-up's own included), each
+    before the modules it imports, read from `python -X importtime`."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "planrun", *argv]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+    # importtime prints a module when its import ends, indented by depth: its imports come
+    # first. Importing in that order would start a module inside a cycle (genericpath before
+    # os) where the run never does; so each subtree is put back parents first.
+    subtrees: list[tuple[int, list[str]]] = []  # (depth, its modules parents first)
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        column = line.rsplit("|", 1)[1]
+        name, depth = column.strip(), len(column) - len(column.lstrip())
+        if name == "imported package":
+            continue
+        below: list[str] = []
+        while subtrees and subtrees[-1][0] > depth:
+            below[:0] = subtrees.pop()[1]
+        subtrees.append((depth, [name, *below]))
+    return [name for _, names in subtrees for name in names]
+
+
+FLOOR_SCRIPT = """import importlib
+for name in {names!r}:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+"""
+
+
+def floor_rows(d: Path, argv: list[str], reps: int) -> list[Timing]:
+    """What no planrun can go below: the interpreter, and the interpreter importing every
+    module a warm run of `argv` imports (the standard library, click), planrun's own left
+    out. The list is taken from `-X importtime` of a warm run now, so it follows the code."""
+    clear_state(d)()
+    names = imported_modules(argv, cwd=d)
+    others = [n for n in names if n != "planrun" and not n.startswith("planrun.")]
+    script = d / "floor.py"
+    script.write_text(FLOOR_SCRIPT.format(names=others))
+    label = f"floor: the {len(others)} modules a warm run imports, planrun's own excluded"
+    return [
+        time_command(label, [sys.executable, script.name], cwd=d, reps=reps),
+        time_command("floor: python -c pass", [sys.executable, "-c", "pass"], cwd=d, reps=reps),
+    ]
+
+
 def verify() -> bool:
     """Check every tool really runs every step once, in dependency order (small graphs)."""
     planrun = planrun_cmd()
@@ -426,6 +475,14 @@ class Goal:
     def met_cpu(self) -> bool:
         return self.cpu == self.cpu and self.cpu <= self.limit
 
+    @property
+    def ok(self) -> bool | None:
+        """Met or not; None for a reference row (no limit)."""
+        return None if self.limit != self.limit else self.met
+
+    def verdict(self, met: bool) -> str:
+        return "-" if self.ok is None else "met" if met else "NOT met"
+
 
 def ratio_goal(name: str, target: str, ours: Timing, ref: Timing | None, limit: float) -> Goal:
     """planrun / reference, wall and CPU; not met when either could not be measured."""
@@ -450,8 +507,8 @@ def print_goals(goals: list[Goal]) -> None:
             g.name,
             g.target,
             g.shown,
-            "met" if g.met else "NOT met",
-            "met" if g.met_cpu else "NOT met",
+            g.verdict(g.met),
+            g.verdict(g.met_cpu),
         ]
         for g in goals
     ]
@@ -495,7 +552,7 @@ def main(argv: list[str] | None = None) -> list[Figure]:
     goals = run_scenarios(which, opts, figures)
     if goals:
         print_goals(goals)
-        figures += [Figure(f"goal {g.name}", g.shown, g.target, g.met) for g in goals]
+        figures += [Figure(f"goal {g.name}", g.shown, g.target, g.ok) for g in goals]
     return figures
 
 
@@ -587,7 +644,8 @@ def scenario_s(
     fresh = time_command(
         "planrun fresh checkout", argv, cwd=d, reps=opts.reps, setup=fresh_checkout(d)
     )
-    print_rows("s) start-up: a one-step `true` plan", [*ts, fresh])
+    floor = floor_rows(d, argv[len(planrun) :], opts.reps)
+    print_rows("s) start-up: a one-step `true` plan", [*ts, fresh, *floor])
     ratio_figure("s) one-step plan", ts)
     go_task, doit = find(ts, "go-task"), find(ts, "doit")
     with_state = find(ts, "planrun (state)") or ts[0]
@@ -596,6 +654,7 @@ def scenario_s(
         ratio_goal(
             "s) one-step plan, .planrun/ present", "≤ 1.2× go-task", with_state, go_task, 1.2
         ),
+        *(ratio_goal(f"s) {t.label}", "(reference: no goal)", t, go_task, NO_LIMIT) for t in floor),
         ratio_goal("s) one-step plan vs doit", "< 1× doit", ts[0], doit, 0.999),
     ]
     baseline = baseline_tree(opts.baseline)

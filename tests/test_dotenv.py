@@ -91,6 +91,18 @@ def test_malformed_lines_give_file_line_col_and_exit_3(run, write, tmp_path, tex
     assert_no_traceback(r)
 
 
+@pytest.mark.parametrize(
+    ("raw", "where"), [(b"A=1\nB=caf\xe9\n", ":2:6:"), (b"A=caf\xe9\n", ":1:6:")]
+)
+def test_a_bad_byte_after_a_bom_is_placed_as_without_it(run, write, tmp_path, raw, where):
+    write("p.yaml", "dotenv: [.env]\nsteps: [{id: a, tool: shell, args: {cmd: 'touch ran'}}]\n")
+    (tmp_path / ".env").write_bytes(b"\xef\xbb\xbf" + raw)
+    r = run("run", "p.yaml")
+    assert r.code == 3, r
+    assert f".env{where} error: dotenv: not valid UTF-8" in r.out + r.err
+    assert_no_traceback(r)
+
+
 def test_not_a_regular_file_never_hangs(run, write, tmp_path):
     write("p.yaml", "dotenv: [.env]\nsteps: [{id: a, tool: echo, args: {value: 1}}]\n")
     os.mkfifo(tmp_path / ".env")

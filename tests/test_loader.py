@@ -145,6 +145,18 @@ def test_non_utf8_bytes_point_at_the_bad_byte(tmp_path: Path) -> None:
     assert message == "plan file is not valid UTF-8: byte 0xe9 at offset 18"
 
 
+def test_non_utf8_bytes_after_a_bom_point_at_the_bad_byte(tmp_path: Path) -> None:
+    # The offset counts the file's bytes (the BOM's three included); a column does not count
+    # the BOM, as no position in the plan does.
+    bom = b"\xef\xbb\xbf"
+    line, col, message = invalid(tmp_path, "p.yaml", bom + b"name: x\ntitle: caf\xe9 ok\n")
+    assert (line, col) == (2, 11)
+    assert message == "plan file is not valid UTF-8: byte 0xe9 at offset 21"
+    line, col, message = invalid(tmp_path, "p.yaml", bom + b"name: caf\xe9\n")
+    assert (line, col) == (1, 10)
+    assert message == "plan file is not valid UTF-8: byte 0xe9 at offset 12"
+
+
 def test_utf16_is_named(tmp_path: Path) -> None:
     content = "name: x\n".encode("utf-16")
     assert invalid(tmp_path, "p.yaml", content) == (
@@ -657,6 +669,9 @@ FAST_TAKEN = [
     # a flow collection of plain keys with double-quoted values (bench_runners' plans)
     'steps:\n  - id: a\n    tool: shell\n    args: {cmd: "true"}\n',
     'a: {k: "x: y", u: "it\'s #1", v: "{", w: ""}\nb: [p, "q r", "[", "true"]\n',
+    # JSON objects with spaces inside the braces, and bench_cache's lists of quoted paths
+    'a: { "k": "v", "n": [1, 2.5]}\nb: {  "x": {}, "y": "z" }\n',
+    'steps:\n  - id: d00\n    sources: ["src/d00"]\n    outputs: ["out/d00.txt"]\n',
 ]
 
 

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterator
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any
 
 from planrun.plan.expressions import ExpressionError, format_path, parse_template
 from planrun.suggest import closest
@@ -32,16 +32,27 @@ _WORDS = {
 }
 
 
-class ArgProblem(NamedTuple):
+class ArgProblem:
     """One thing wrong with a step's arguments; `path` starts at the step (`("args", ...)`).
-    A NamedTuple, not a dataclass (a fifth of the cost to create at import): read by field
-    only, never replaced, compared or written out."""
+    A plain class, not a NamedTuple or dataclass (a tenth of a NamedTuple's cost to create at
+    import, which every fresh check pays): read by field only, never replaced, compared or
+    written out."""
 
-    path: Path
-    message: str
-    hint: str | None = None
-    key: bool = False  # the position is the key's (an unknown argument), not the value's
-    names: str | None = None  # the argument it is missing, or the one it may have meant
+    __slots__ = ("path", "message", "hint", "key", "names")
+
+    def __init__(
+        self,
+        path: Path,
+        message: str,
+        hint: str | None = None,
+        key: bool = False,  # the position is the key's (an unknown argument), not the value's
+        names: str | None = None,  # the argument it is missing, or the one it may have meant
+    ) -> None:
+        self.path = path
+        self.message = message
+        self.hint = hint
+        self.key = key
+        self.names = names
 
 
 @cache

@@ -149,11 +149,13 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
 def dotenv_pairs(raw: bytes, file: str) -> dict[str, str]:
     """The KEY=VALUE pairs of a dotenv file's bytes (a plan's `dotenv:` file, an MCP server's
     `envFile`); PlanInvalid at file:line:col for a byte that is not UTF-8, a NUL or a bad line."""
+    start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0  # a BOM: dropped, in no position
     try:
-        text = raw.decode("utf-8-sig")
+        text = (raw[start:] if start else raw).decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        offset = start + exc.start
+        line = raw[:offset].count(b"\n") + 1
+        col = offset - max(raw.rfind(b"\n", 0, offset) + 1, start) + 1
         raise invalid(file, line, col, "dotenv: not valid UTF-8 text") from None
     return parse_dotenv(text, file)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 # for the expressions that need them.
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -359,10 +359,20 @@ def template_strings(
         if isinstance(item, str):
             if "${" in item:
                 found.append((where, item))
-        elif isinstance(item, dict):
-            stack.extend(((*where, k), v) for k, v in reversed(item.items()))
+            continue
+        if isinstance(item, dict):
+            children: Iterable[tuple[str | int, Any]] = reversed(item.items())
         elif isinstance(item, list):
-            stack.extend(((*where, i), v) for i, v in reversed(list(enumerate(item))))
+            children = reversed(list(enumerate(item)))
+        else:
+            continue
+        # Only what can hold a template gets a path: most strings hold none.
+        for k, v in children:
+            if isinstance(v, str):
+                if "${" in v:
+                    stack.append(((*where, k), v))
+            elif isinstance(v, dict | list):
+                stack.append(((*where, k), v))
     return found
 
 

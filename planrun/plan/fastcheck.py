@@ -44,21 +44,32 @@ def _node(name: str, data: Any) -> Any:
     if name == "Step":
         data = plan.with_run_tool(data)
     cls = getattr(plan, name)
-    table = written_table(cls)
-    if table is None:  # planrun/plan/definition.py changed since the tables were written
+    keys = _keys(cls)
+    if keys is None:  # planrun/plan/definition.py changed since the tables were written
         raise _Undecided
     kwargs = {}
-    for attr, key, _, _, check in table:
-        if key in data:
-            kwargs[attr] = _value(check, data[key])
-    if len(kwargs) != len(data):  # an unknown key
-        raise _Undecided
+    for key, value in data.items():  # the keys written, not every field of the class
+        row = keys.get(key)
+        if row is None:  # an unknown key
+            raise _Undecided
+        kwargs[row[0]] = _value(row[1], value)
     made = cls(**kwargs)  # a required key missing: TypeError
     if name == "ServerEntry" and plan.server_problem(made.command, made.url):
         raise _Undecided
     if name == "Replan" and plan.replan_problem(made.command, made.tool):
         raise _Undecided
     return made
+
+
+_KEYS: dict[type, dict[str, tuple[str, Any]] | None] = {}
+
+
+def _keys(cls: type) -> dict[str, tuple[str, Any]] | None:
+    """key -> (attribute, check) of a plan class, from its written table (None: no table)."""
+    if cls not in _KEYS:
+        table = written_table(cls)
+        _KEYS[cls] = None if table is None else {key: (a, check) for a, key, *_, check in table}
+    return _KEYS[cls]
 
 
 def _value(check: Any, value: Any) -> Any:  # noqa: C901 - one branch per kind of check

@@ -31,12 +31,14 @@ class Bail(Exception):
 
 
 _FAST_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]{0,200}):(?: +(.*))?\Z")
-_FAST_SQUOTED = re.compile(r"'((?:[^']|'')*)'")
 _FAST_DQUOTED = re.compile(r'"([^"\\]*)"')
+# Compiled at their first use (re's cache), not at import: many plans hold no single-quoted
+# value and no plain value in a flow collection, and a compile costs ~60-200 µs.
+_FAST_SQUOTED = r"'((?:[^']|'')*)'"
 # First characters of a plain scalar the fast reader takes as is ('-' only before a digit
 # or a dot, as in -1 or -.5).
 _FAST_BAD_FIRST = frozenset("?:,[]{}#&*!|>'\"%@`")
-_FAST_FLOW_BAD = re.compile(r"[\[\]{}\"'#:]")
+_FAST_FLOW_BAD = r"[\[\]{}\"'#:]"
 _KEY, _ITEM = 0, 1
 
 
@@ -239,6 +241,22 @@ def _fast_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+_json_decoder: json.JSONDecoder | None = None
+
+
+def _json_flow() -> json.JSONDecoder:
+    """The decoder of JSON-style flow values, made once (`json.loads` with these options
+    makes a decoder and its scanner at every call)."""
+    global _json_decoder
+    if _json_decoder is None:
+        _json_decoder = json.JSONDecoder(
+            parse_float=_fast_json_float,
+            parse_constant=_fast_json_bail,
+            object_pairs_hook=_fast_json_object,
+        )
+    return _json_decoder
+
+
 def _fast_inline(rest: str) -> Any:
     """The value written after "key: " or "- " on one line."""
     first = rest[0]
@@ -249,7 +267,7 @@ def _fast_inline(rest: str) -> Any:
         _fast_tail(rest, close + 1)
         return rest[1:close]
     if first == "'":
-        quoted = _FAST_SQUOTED.match(rest)
+        quoted = re.match(_FAST_SQUOTED, rest)
         if quoted is None:
             raise Bail
         _fast_tail(rest, quoted.end())
@@ -257,16 +275,12 @@ def _fast_inline(rest: str) -> Any:
     if first == "[" or first == "{":
         if rest.count("[") + rest.count("{") > _FAST_MAX_FLOW:
             raise Bail  # possibly deep: libyaml's path counts the levels exactly
-        if '"' in rest and "\\u" not in rest:
+        if '"' in rest and "\\u" not in rest and (first == "[" or rest[1:].lstrip(" ")[:1] == '"'):
             # A flow collection written as JSON (`{"host": "a.b"}`): JSON reads it as YAML
-            # does, but for exponents, NaN and duplicate keys, which go to libyaml.
+            # does, but for exponents, NaN and duplicate keys, which go to libyaml. (A mapping
+            # whose first key is plain, `{cmd: "true"}`, is no JSON: not tried.)
             with contextlib.suppress(ValueError):
-                return json.loads(
-                    rest.rstrip(" "),
-                    parse_float=_fast_json_float,
-                    parse_constant=_fast_json_bail,
-                    object_pairs_hook=_fast_json_object,
-                )
+                return _json_flow().decode(rest.rstrip(" "))
         close = rest.find("]" if first == "[" else "}")
         if close < 0:
             raise Bail
@@ -298,7 +312,7 @@ def _fast_flow_value(text: str) -> Any:
     quoted = _FAST_DQUOTED.fullmatch(text)
     if quoted is not None:
         return quoted.group(1)
-    if _FAST_FLOW_BAD.search(text):
+    if re.search(_FAST_FLOW_BAD, text):
         raise Bail
     return _fast_plain(text)
 

@@ -39,9 +39,10 @@ _WORDS: dict[str, Any] = {
 }
 # Numbers a la JSON, restricted to what YAML 1.1 (PyYAML's dumper) also reads as numbers,
 # so text PyYAML writes always reads back unchanged: no 0x/0o/underscores/60:30, and
-# floats need a dot (1.5, 1.0e+3).  Anything else is a string.
-_INT_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)\Z")
-_FLOAT_RE = re.compile(r"(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?\Z")
+# floats need a dot (1.5, 1.0e+3).  Anything else is a string.  Compiled at their first use
+# (re's cache), not at import: a plan without a plain number needs neither.
+_INT_RE = r"[-+]?(?:0|[1-9][0-9]*)\Z"
+_FLOAT_RE = r"(?:[-+]?[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+][0-9]+)?\Z"
 
 
 def plain_value(value: str) -> Any:
@@ -50,11 +51,11 @@ def plain_value(value: str) -> Any:
         return None
     if value in _WORDS:
         return _WORDS[value]
-    if _INT_RE.match(value):
+    if re.match(_INT_RE, value):
         try:
             return int(value)
         except ValueError:  # more digits than Python converts: keep the text
             return value
-    if _FLOAT_RE.match(value):
+    if re.match(_FLOAT_RE, value):
         return float(value)
     return value
