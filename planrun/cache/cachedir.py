@@ -20,7 +20,7 @@ import os
 import re
 import stat
 
-from planrun.cache.safeio import atomic_write
+from planrun.atomicwrite import atomic_write
 
 SUBDIRS = ("entries", "blobs")
 TAG_NAME = "CACHEDIR.TAG"

@@ -19,8 +19,9 @@ import struct
 import threading
 import time
 
+from planrun.atomicwrite import atomic_write
 from planrun.cache import statcache
-from planrun.cache.safeio import atomic_write, read_regular
+from planrun.cache.safeio import read_regular
 
 _MAGIC = b"planrun-listings 1\n"
 _STAT = struct.Struct("<QqQq")

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import BinaryIO
 
-from planrun.cache.safeio import write_renamed
+from planrun.atomicwrite import write_renamed
 from planrun.state.lock import pid_alive
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW

@@ -1,5 +1,5 @@
-"""Reading files the cache did not make itself: only regular files, never a blocking open.
-The cache writes its files with planrun.atomicwrite (its two writers are re-exported here).
+"""Reading files the cache did not make itself: only regular files, never a blocking open
+(the cache writes its own files with planrun.atomicwrite).
 
 A FIFO put where an entry, a blob, a stat-record file or a source was would make a plain
 `open()` wait forever for a writer; opening non-blocking and checking `fstat` first turns
@@ -14,9 +14,6 @@ import errno
 import os
 import stat
 from typing import BinaryIO
-
-from planrun.atomicwrite import atomic_write as atomic_write
-from planrun.atomicwrite import write_renamed as write_renamed
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from planrun.atomicwrite import atomic_write
 from planrun.cache import CACHED, FORCED, NO_ENTRY, OFF, step_cached
 from planrun.cache.globs import compile_patterns, file_stat, match_stats
 from planrun.cache.keys import (
@@ -41,7 +42,7 @@ from planrun.cache.outputs import (
     snapshot,
 )
 from planrun.cache.restoretmp import RestoreTemp
-from planrun.cache.safeio import atomic_write, read_regular
+from planrun.cache.safeio import read_regular
 from planrun.cache.siblings import Siblings
 from planrun.cache.statcache import StatRecords
 from planrun.cache.store import CacheStore, CorruptCache, Entry

@@ -27,9 +27,10 @@ import struct
 import threading
 import time
 
+from planrun.atomicwrite import atomic_write
 from planrun.cache.globs import FileStat
 from planrun.cache.keys import sources_part
-from planrun.cache.safeio import atomic_write, read_regular, regular_fd
+from planrun.cache.safeio import read_regular, regular_fd
 
 RACY_NS = 2_000_000_000  # mtime granularity on the coarsest common file systems, and some slack
 _MAGIC = b"planrun-stat-records 4\n"

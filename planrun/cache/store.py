@@ -20,15 +20,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, BinaryIO
 
+from planrun.atomicwrite import atomic_write, write_renamed
 from planrun.cache.cachedir import DIR_FLAGS, SUBDIRS, NotACache, mark, open_subdir, refusal
 from planrun.cache.keys import CACHE_FORMAT
-from planrun.cache.safeio import (
-    atomic_write,
-    open_regular,
-    read_regular,
-    read_regular_stat,
-    write_renamed,
-)
+from planrun.cache.safeio import open_regular, read_regular, read_regular_stat
 from planrun.untrusted_json import loads
 
 _HEADER = "planrun-cache-entry"

@@ -341,7 +341,7 @@ class PlanStore:
                     os.mkdir(d, 0o700)
                 if not stat.S_ISDIR(os.lstat(d).st_mode):  # never through a link
                     return
-            from planrun.cache.safeio import atomic_write
+            from planrun.atomicwrite import atomic_write
 
             atomic_write(os.path.join(self.dir, f"{key}.json"), blob, 0o600)
             self.prune()
