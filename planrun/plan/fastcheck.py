@@ -11,6 +11,7 @@ in the plan cache (a fresh checkout) about 500 M instructions; this costs a few.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, TypeVar
 
@@ -61,15 +62,11 @@ def _node(name: str, data: Any) -> Any:
     return made
 
 
-_KEYS: dict[type, dict[str, tuple[str, Any]] | None] = {}
-
-
+@functools.cache
 def _keys(cls: type) -> dict[str, tuple[str, Any]] | None:
     """key -> (attribute, check) of a plan class, from its written table (None: no table)."""
-    if cls not in _KEYS:
-        table = written_table(cls)
-        _KEYS[cls] = None if table is None else {key: (a, check) for a, key, *_, check in table}
-    return _KEYS[cls]
+    table = written_table(cls)
+    return None if table is None else {key: (a, check) for a, key, *_, check in table}
 
 
 def _value(check: Any, value: Any) -> Any:  # noqa: C901 - one branch per kind of check

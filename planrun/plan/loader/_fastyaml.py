@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 from typing import Any
@@ -241,20 +242,15 @@ def _fast_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-_json_decoder: json.JSONDecoder | None = None
-
-
+@functools.cache
 def _json_flow() -> json.JSONDecoder:
     """The decoder of JSON-style flow values, made once (`json.loads` with these options
     makes a decoder and its scanner at every call)."""
-    global _json_decoder
-    if _json_decoder is None:
-        _json_decoder = json.JSONDecoder(
-            parse_float=_fast_json_float,
-            parse_constant=_fast_json_bail,
-            object_pairs_hook=_fast_json_object,
-        )
-    return _json_decoder
+    return json.JSONDecoder(
+        parse_float=_fast_json_float,
+        parse_constant=_fast_json_bail,
+        object_pairs_hook=_fast_json_object,
+    )
 
 
 def _fast_inline(rest: str) -> Any:
