@@ -26,6 +26,7 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Iterable
 
 from planrun.atomicwrite import atomic_write
 from planrun.cache.globs import FileStat
@@ -173,7 +174,7 @@ class StatRecords:
 
     def digest(self, cwd: str, f: FileStat) -> str:
         """The content hash of `f`, from its record when its stat is unchanged, else read."""
-        return self._digest(cwd, f.path, (f.size, f.mtime_ns, f.inode, f.ctime_ns))
+        return self._hashes(cwd, [(f.path, (f.size, f.mtime_ns, f.inode, f.ctime_ns))])[f.path]
 
     def walk_digest(
         self, cwd: str, found: dict[str, os.stat_result]
@@ -218,13 +219,22 @@ class StatRecords:
         the first was read (stricter than each file's own moment: a file too recent then is not
         trusted): a fresh checkout reads every file, and the Python around each read costs about
         as much as its SHA-256."""
+        return self._hashes(
+            cwd,
+            (
+                (p, (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
+                for p, st in found.items()
+            ),
+        )
+
+    def _hashes(self, cwd: str, files: Iterable[tuple[str, Sig]]) -> dict[str, str]:
+        """path -> content hash of each (path, stat signature), as digests_of says."""
         out: dict[str, str] = {}
         get, sigs, digests, fresh = self.index.get, self.sigs, self.digests, self.fresh.get
         read: list[tuple[str, Sig, str]] = []
         trusted_before = time.time_ns() - RACY_NS
         join = os.path.join
-        for p, st in found.items():
-            sig = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        for p, sig in files:
             i = get(p)
             if i is not None and sigs[i] == sig:
                 out[p] = digests[i * 32 : i * 32 + 32].hex()
@@ -248,18 +258,6 @@ class StatRecords:
                     self.fresh[rel] = (sig, digest)
                 else:
                     self.forget(rel)
-
-    def _digest(self, cwd: str, rel: str, sig: Sig) -> str:
-        i = self.index.get(rel)
-        if i is not None and self.sigs[i] == sig:
-            return self.digests[i * 32 : i * 32 + 32].hex()
-        got = self.fresh.get(rel)
-        if got is not None and got[0] == sig:
-            return got[1]
-        trusted_before = time.time_ns() - RACY_NS
-        digest = hash_file(os.path.join(cwd, rel))
-        self._record([(rel, sig, digest)], trusted_before)
-        return digest
 
     def forget(self, rel: str) -> None:
         """Drop a file's record (planrun itself is about to replace the file)."""
