@@ -103,6 +103,18 @@ def test_a_bad_byte_after_a_bom_is_placed_as_without_it(run, write, tmp_path, ra
     assert_no_traceback(r)
 
 
+def test_a_bad_byte_is_placed_by_characters_as_in_a_plan_file(run, write, tmp_path):
+    # "é" is two bytes and one column: the bad byte after it is at column 4, as a plan file's
+    # would be, with the byte and its offset in the file
+    write("p.yaml", "dotenv: [.env]\nsteps: [{id: a, tool: shell, args: {cmd: 'touch ran'}}]\n")
+    (tmp_path / ".env").write_bytes(b"A=1\nB=\xc3\xa9\xe9\n")
+    r = run("run", "p.yaml")
+    assert r.code == 3, r
+    assert ".env:2:4: error: dotenv: not valid UTF-8: byte 0xe9 at offset 8" in r.out + r.err
+    assert not (tmp_path / "ran").exists()
+    assert_no_traceback(r)
+
+
 def test_not_a_regular_file_never_hangs(run, write, tmp_path):
     write("p.yaml", "dotenv: [.env]\nsteps: [{id: a, tool: echo, args: {value: 1}}]\n")
     os.mkfifo(tmp_path / ".env")

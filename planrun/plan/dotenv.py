@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.inputfiles import NotARegularFile, read_regular_file
-from planrun.plan.loader import invalid
+from planrun.plan.loader import invalid, utf8_text
 
 MAX_DOTENV_BYTES = 1 << 20  # a dotenv file is a handful of settings, never megabytes
 _KEY = r"[A-Za-z_][A-Za-z0-9_]*"  # compiled on first use (re's cache), not at import
@@ -149,15 +149,7 @@ def read_dotenv_file(entry: DotenvEntry, cwd: str, plan_file: str) -> dict[str, 
 def dotenv_pairs(raw: bytes, file: str) -> dict[str, str]:
     """The KEY=VALUE pairs of a dotenv file's bytes (a plan's `dotenv:` file, an MCP server's
     `envFile`); PlanInvalid at file:line:col for a byte that is not UTF-8, a NUL or a bad line."""
-    start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0  # a BOM: dropped, in no position
-    try:
-        text = (raw[start:] if start else raw).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        offset = start + exc.start
-        line = raw[:offset].count(b"\n") + 1
-        col = offset - max(raw.rfind(b"\n", 0, offset) + 1, start) + 1
-        raise invalid(file, line, col, "dotenv: not valid UTF-8 text") from None
-    return parse_dotenv(text, file)
+    return parse_dotenv(utf8_text(raw, file, "dotenv: not valid UTF-8"), file)
 
 
 def rendered_names(

@@ -32,6 +32,7 @@ from planrun.plan.loader._base import (
     check_top_level,
     gc_paused,
     invalid,
+    utf8_text,
 )
 
 # PyYAML (loader/_compose.py) is imported on first use: when the fast reader (_fastyaml.py)
@@ -119,22 +120,7 @@ def _decode(raw: bytes, file: str) -> str:
     """UTF-8 (a BOM is allowed); anything else is an error pointing at the first bad byte."""
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise invalid(file, 1, 1, "plan file is not UTF-8 (it looks like UTF-16); save it as UTF-8")
-    # The BOM is dropped here, not by the "utf-8-sig" codec: its error offsets would leave the
-    # BOM out (and the codec is one more module to import at each fresh check).
-    start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
-    try:
-        return (raw[start:] if start else raw).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        offset = start + exc.start  # in the file's bytes
-        line_start = max(raw.rfind(b"\n", 0, offset) + 1, start)  # a column counts no BOM
-        line = raw.count(b"\n", 0, offset) + 1
-        col = len(raw[line_start:offset].decode("utf-8", errors="replace")) + 1
-        raise invalid(
-            file,
-            line,
-            col,
-            f"plan file is not valid UTF-8: byte 0x{raw[offset]:02x} at offset {offset}",
-        ) from None
+    return utf8_text(raw, file, "plan file is not valid UTF-8")
 
 
 def _load_yaml(text: str, file: str) -> Document:

@@ -90,6 +90,24 @@ def invalid(file: str, line: int, col: int, message: str) -> PlanInvalid:
     return PlanInvalid([Diagnostic(file, line, col, "error", message)])
 
 
+def utf8_text(raw: bytes, file: str, message: str) -> str:
+    """`raw` as UTF-8, a leading byte-order mark dropped; else PlanInvalid at the first bad byte
+    (its line and column; a column counts characters and no byte-order mark): `message`, then
+    the byte and its offset in the file's bytes. The mark is dropped here, not by the
+    "utf-8-sig" codec, whose error offsets would leave it out."""
+    start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        return (raw[start:] if start else raw).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = start + exc.start
+        line_start = max(raw.rfind(b"\n", 0, offset) + 1, start)
+        line = raw.count(b"\n", 0, offset) + 1
+        col = len(raw[line_start:offset].decode("utf-8", errors="replace")) + 1
+        raise invalid(
+            file, line, col, f"{message}: byte 0x{raw[offset]:02x} at offset {offset}"
+        ) from None
+
+
 def check_top_level(data: Any, file: str, where: Callable[[], Position]) -> None:
     if isinstance(data, dict):
         return
