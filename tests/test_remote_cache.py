@@ -596,3 +596,86 @@ def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:
         r = run(b, "--remote-cache", url)
         assert statuses(r) == {"big": "cached"}, r
         assert (b / "out" / "big.bin").read_bytes() == (a / "out" / "big.bin").read_bytes()
+
+
+# ---- the remote's credentials are secrets of every run ---------------------------------------
+
+LEAK = (
+    "steps:\n  - id: leak\n    tool: shell\n"
+    '    args: {cmd: "echo token=$PLANRUN_REMOTE_CACHE_TOKEN url=$PLANRUN_REMOTE_CACHE"}\n'
+)
+
+
+def recorded(cwd: Path, r: Any) -> str:
+    """All a run showed and kept: its console, its JSON, its events and its state."""
+    kept = [(cwd / "ev.jsonl").read_text()]
+    kept += [p.read_text() for p in (cwd / ".planrun" / "state").glob("*.json")]
+    return r.out + r.err + "".join(kept)
+
+
+@pytest.mark.parametrize(
+    ("cached", "flags"),
+    [("    cache: true\n", ["--no-cache"]), ("", []), ("    cache: true\n", [])],
+    ids=["no-cache", "no-cached-step", "cached-step"],
+)
+def test_the_token_and_the_url_s_password_are_masked_in_every_run(
+    tmp_path: Path, cached: str, flags: list[str]
+) -> None:
+    """A step sees the environment: the bearer token and a password inside the remote's URL are
+    masked in what the run shows and keeps, whether or not the run uses the cache."""
+    token, password = "tok-" + os.urandom(8).hex(), "pw-" + os.urandom(8).hex()
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        remote = url.replace("http://", f"http://me:{password}@")
+        env = {"PLANRUN_REMOTE_CACHE_TOKEN": token, "PLANRUN_REMOTE_CACHE": remote}
+        (tmp_path / "plan.yaml").write_text(LEAK + cached)
+        r = run(tmp_path, *flags, env=env)
+    assert r.code == 0, r
+    assert "token=***" in r.out, r
+    shown = recorded(tmp_path, r)
+    assert token not in shown and password not in shown, shown
+
+
+def test_a_password_spelled_with_escapes_in_the_url_is_masked_as_sent_too(tmp_path: Path) -> None:
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        remote = url.replace("http://", "http://me:s3cret%2Fw0rd@")
+        (tmp_path / "plan.yaml").write_text(
+            LEAK + '  - id: decoded\n    tool: echo\n    args: {value: "s3cret/w0rd"}\n'
+        )
+        r = run(tmp_path, env={"PLANRUN_REMOTE_CACHE": remote})
+    assert r.code == 0, r
+    shown = recorded(tmp_path, r)
+    assert "s3cret%2Fw0rd" not in shown and "s3cret/w0rd" not in shown, shown
+
+
+def test_a_server_that_compresses_what_it_may_still_serves(tmp_path: Path) -> None:
+    """planrun reads the bytes as stored: it must not offer an encoding it does not decode (a
+    server or proxy that gzips whatever the client accepts would turn every entry corrupt)."""
+    import gzip
+
+    stub = Stub("ok")
+    accepted: list[str | None] = []
+
+    class Gzipping(stub.handler()):  # type: ignore[misc]
+        def _send(self, code: int, body: bytes = b"", length: int | None = None) -> None:
+            offer = self.headers.get("Accept-Encoding") or ""
+            accepted.append(offer)
+            if code != 200 or "gzip" not in offer or self.command != "GET":
+                return super()._send(code, body, length)
+            packed = gzip.compress(body)
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(packed)))
+            self.end_headers()
+            self.wfile.write(packed)
+            return None
+
+    with serve_http(Gzipping) as url:
+        a = checkout(tmp_path / "a")
+        assert run(a, "--remote-cache", url).code == 0
+        b = checkout(tmp_path / "b")
+        r = run(b, "--remote-cache", url)
+    assert set(statuses(r).values()) == {"cached"}, r
+    assert "remote cache" not in r.err, r
+    assert (b / "out" / "app.bin").read_bytes() == (a / "out" / "app.bin").read_bytes()

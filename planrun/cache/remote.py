@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from planrun.cache import ENV_TOKEN, ENV_URL
 from planrun.cache.remote_entry import pack, unpack
 from planrun.cache.store import (
     CHUNK,
@@ -39,14 +40,11 @@ from planrun.cache.store import (
     parse_entry,
 )
 from planrun.errors import UsageError
-from planrun.masking import Masker
 
 if TYPE_CHECKING:
     import httpx2
 
-ENV_URL = "PLANRUN_REMOTE_CACHE"
 ENV_READ_ONLY = "PLANRUN_REMOTE_CACHE_READ_ONLY"
-ENV_TOKEN = "PLANRUN_REMOTE_CACHE_TOKEN"
 ENV_SIGNING_KEY = "PLANRUN_CACHE_SIGNING_KEY"
 DEFAULT_TIMEOUT = 5.0
 PARALLEL = 16  # transfers at once over one connection pool
@@ -143,11 +141,6 @@ class RemoteCache:
         # requests waiting on the remote, with their clocks: all cut short when it goes down
         self._waits: dict[asyncio.Timeout, asyncio.TimerHandle] = {}
 
-    def masker(self) -> Masker:
-        """Masks the bearer token wherever a run shows or stores something."""
-        token = self.options.token
-        return Masker([ENV_TOKEN], {}, {ENV_TOKEN: token} if token else {})
-
     # ---- the connection ----------------------------------------------------------------------
 
     def _http(self) -> httpx2.AsyncClient:
@@ -176,7 +169,9 @@ class RemoteCache:
     def _new_client(self) -> httpx2.AsyncClient:
         import httpx2  # only when a remote is used
 
-        headers = {"User-Agent": "planrun"}
+        # The bytes are read as the server holds them (`aiter_raw`): offer no encoding they
+        # would have to be decoded from (httpx2 offers gzip and deflate by default).
+        headers = {"User-Agent": "planrun", "Accept-Encoding": "identity"}
         if self.options.token:
             headers["Authorization"] = f"Bearer {self.options.token}"
         # Plain http needs no TLS context (loading the CA bundle costs ~50 ms).
