@@ -580,6 +580,23 @@ def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
         assert len(r.err.strip().splitlines()) == 1, r
 
 
+@pytest.mark.parametrize("token", ["t\u00f8ken", "tok\nen", "tok\r\nX-Evil: 1"])
+def test_a_token_no_header_can_carry_is_a_usage_error(tmp_path: Path, token: str) -> None:
+    """A token that cannot go in an `Authorization` header (beyond ASCII, a line break) stops
+    the run and `cache info` before anything is sent, on one line that does not show it."""
+    a = checkout(tmp_path / "a")
+    env = {"PLANRUN_REMOTE_CACHE_TOKEN": token}
+    remote = ("--remote-cache", f"http://127.0.0.1:{free_port()}")
+    for args in (("run", "plan.yaml", *remote), ("cache", "info", "--check", *remote)):
+        r = planrun(*args, cwd=a, env=env)
+        assert_no_traceback(r)
+        assert r.code == 2, r
+        assert r.err.startswith("planrun: error: PLANRUN_REMOTE_CACHE_TOKEN"), r
+        assert len(r.err.strip().splitlines()) == 1, r
+        assert token not in r.err, r
+    assert not (a / "out").exists()  # no step ran
+
+
 def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:
     """An output over the size held in memory goes up and comes down in parts, checked."""
     big = (

@@ -116,11 +116,15 @@ def remote_options(
         raise UsageError(f"--remote-cache: {_shown_safely(url)!r} is not an http(s) URL") from None
     if timeout is not None and not timeout > 0:
         raise UsageError("--remote-cache-timeout must be more than 0 seconds")
+    token = environ.get(ENV_TOKEN) or None
+    if token is not None and not (token.isascii() and token.isprintable()):
+        # (httpx2 would fail on it at the first request, beyond ASCII with an error of its own)
+        raise UsageError(f"{ENV_TOKEN} cannot go in an HTTP header: use printable ASCII only")
     flag = environ.get(ENV_READ_ONLY, "").strip().lower()
     key = environ.get(ENV_SIGNING_KEY)
     return RemoteOptions(
         url=url.rstrip("/"),
-        token=environ.get(ENV_TOKEN) or None,
+        token=token,
         signing_key=key.encode() if key else None,
         timeout=timeout or DEFAULT_TIMEOUT,
         read_only=read_only or flag in ("1", "true", "yes"),
