@@ -19,6 +19,7 @@ ALL_FORCED = "*"  # what a bare --force stands for among the --force IDs
 
 ENV_URL = "PLANRUN_REMOTE_CACHE"  # the remote cache (planrun.cache.remote)
 ENV_TOKEN = "PLANRUN_REMOTE_CACHE_TOKEN"
+ENV_SIGNING_KEY = "PLANRUN_CACHE_SIGNING_KEY"  # (planrun.cache.sealing, planrun.cache.remote)
 
 
 def step_cached(step: Step) -> bool:
@@ -32,14 +33,15 @@ def step_cached(step: Step) -> bool:
     return bool(step.sources or step.outputs)
 
 
-def remote_credentials(url: str | None, environ: Mapping[str, str]) -> Masker | None:
-    """The remote cache's secrets, masked by every run: the bearer token and the password
-    inside the remote's URL (`--remote-cache URL`, and the environment's, which every step
-    receives), as written and percent-decoded; None when there is none.
+def cache_credentials(url: str | None, environ: Mapping[str, str]) -> Masker | None:
+    """The cache's secrets, masked by every run (and so never stored): the signing key, the
+    remote's bearer token and the password inside the remote's URL (`--remote-cache URL`, and
+    the environment's, which every step receives), as written and percent-decoded; None when
+    there is none.
 
     Here, not in planrun.cache.remote: a run that does not use the cache (`--no-cache`, a plan
     caching nothing) masks them all the same, without importing the cache machinery."""
-    found = {ENV_TOKEN: environ.get(ENV_TOKEN) or ""}
+    found = {name: environ.get(name) or "" for name in (ENV_TOKEN, ENV_SIGNING_KEY)}
     for n, text in enumerate((url, environ.get(ENV_URL))):
         password = _password(text or "")
         found[f"{ENV_URL} password {n}"] = password

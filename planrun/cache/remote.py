@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from planrun.cache import ENV_TOKEN, ENV_URL
+from planrun.cache import ENV_SIGNING_KEY, ENV_TOKEN, ENV_URL
 from planrun.cache.remote_entry import pack, unpack
 from planrun.cache.store import (
     CHUNK,
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     import httpx2
 
 ENV_READ_ONLY = "PLANRUN_REMOTE_CACHE_READ_ONLY"
-ENV_SIGNING_KEY = "PLANRUN_CACHE_SIGNING_KEY"
 DEFAULT_TIMEOUT = 5.0
 PARALLEL = 16  # transfers at once over one connection pool
 ASK_FIRST = 64 << 10  # a blob this large is uploaded only after a HEAD says the server lacks it
