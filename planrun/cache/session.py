@@ -419,7 +419,7 @@ class CacheSession:
             keep = self.siblings.keeper(parent, sid, now)
         try:
             collected = collect_outputs(
-                self.cwd, list(step.outputs or ()), [self.root], self.records, keep
+                self.cwd, list(step.outputs or ()), [self.root], self.records, keep, self._own
             )
         except OutputMissing as exc:
             return str(exc)
@@ -431,6 +431,13 @@ class CacheSession:
                 f"step '{sid}': output {one_line(collected.linked[0])}"
                 + (f" (+{more} more)" if more else "")
                 + " is behind a symbolic link: not stored in the cache"
+            )
+        if collected.owned:
+            more = len(collected.owned) - 1
+            self.warn(
+                f"step '{sid}': output {one_line(collected.owned[0])}"
+                + (f" (+{more} more)" if more else "")
+                + " is in planrun's own directory: not stored in the cache"
             )
         self.keys[sid] = decision.key
         if step.sources:
