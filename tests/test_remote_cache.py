@@ -696,3 +696,59 @@ def test_a_server_that_compresses_what_it_may_still_serves(tmp_path: Path) -> No
     assert set(statuses(r).values()) == {"cached"}, r
     assert "remote cache" not in r.err, r
     assert (b / "out" / "app.bin").read_bytes() == (a / "out" / "app.bin").read_bytes()
+
+
+class Dripping(Stub):
+    """A remote that sends its answers one byte at a time (`what`: `GET` drips the bodies of
+    entries, `PUT` the answers to uploads), each byte within the timeout."""
+
+    def __init__(self, what: str, pause: float) -> None:
+        super().__init__("ok")
+        self.what, self.pause, self.dripping = what, pause, False
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        stub, base = self, super().handler()
+
+        class Handler(base):  # type: ignore[misc, valid-type]
+            def _drip(self, data: bytes) -> None:
+                with contextlib.suppress(OSError):
+                    for n in range(len(data)):
+                        self.wfile.write(data[n : n + 1])
+                        self.wfile.flush()
+                        threading.Event().wait(stub.pause)
+                self.close_connection = True
+
+            def do_GET(self) -> None:
+                body = stub.files.get(self.path)
+                if not stub.dripping or stub.what != "GET" or "/ac/" not in self.path or not body:
+                    return super().do_GET()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                return self._drip(body)
+
+            def do_PUT(self) -> None:
+                if not stub.dripping or stub.what != "PUT":
+                    return super().do_PUT()
+                stub.files[self.path] = self.rfile.read(int(self.headers["Content-Length"]))
+                pad = b"X-Pad: " + b"x" * 200 + b"\r\n"  # 250 bytes: a minute dripped
+                return self._drip(b"HTTP/1.1 201 Created\r\n" + pad + b"Content-Length: 0\r\n\r\n")
+
+        return Handler
+
+
+@pytest.mark.parametrize("what", ["GET", "PUT"])
+def test_a_remote_that_drips_its_answers_costs_about_one_timeout(tmp_path: Path, what: str) -> None:
+    """Each byte comes within the timeout, so no read ever times out; the answer as a whole
+    must still keep pace (the entry alone would take minutes), and the run goes on without it."""
+    stub = Dripping(what, pause=0.2)
+    with serve_http(stub.handler()) as url:
+        if what == "GET":
+            assert run(checkout(tmp_path / "a"), "--remote-cache", url).code == 0
+        stub.dripping = True
+        b = checkout(tmp_path / "b")
+        r = run(b, "--remote-cache", url, "--remote-cache-timeout", "0.5")
+    assert r.code == 0, r
+    assert set(statuses(r).values()) == {"succeeded"}, r
+    assert r.err.count("remote cache") == 1, r.err
+    assert r.json["duration_s"] < 20, r.json  # dripped whole, the first answer alone: minutes
