@@ -33,11 +33,11 @@ def step_cached(step: Step) -> bool:
     return bool(step.sources or step.outputs)
 
 
-def cache_credentials(url: str | None, environ: Mapping[str, str]) -> Masker | None:
-    """The cache's secrets, masked by every run (and so never stored): the signing key, the
-    remote's bearer token and the password inside the remote's URL (`--remote-cache URL`, and
-    the environment's, which every step receives), as written and percent-decoded; None when
-    there is none.
+def cache_credentials(url: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """The cache's secrets, masked by every run, its dry run and `show` (and so never stored):
+    the signing key, the remote's bearer token and the password inside the remote's URL
+    (`--remote-cache URL`, and the environment's, which every step receives), as written and
+    percent-decoded; name -> value, for a Masker.
 
     Here, not in planrun.cache.remote: a run that does not use the cache (`--no-cache`, a plan
     caching nothing) masks them all the same, without importing the cache machinery."""
@@ -46,7 +46,12 @@ def cache_credentials(url: str | None, environ: Mapping[str, str]) -> Masker | N
         password = _password(text or "")
         found[f"{ENV_URL} password {n}"] = password
         found[f"{ENV_URL} password {n}, decoded"] = _decoded(password)
-    found = {name: value for name, value in found.items() if value}
+    return {name: value for name, value in found.items() if value}
+
+
+def credentials_masker(url: str | None, environ: Mapping[str, str]) -> Masker | None:
+    """A Masker of cache_credentials; None when there is none."""
+    found = cache_credentials(url, environ)
     if not found:
         return None
     from planrun.masking import Masker

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from planrun.cache import cache_credentials, step_cached
+from planrun.cache import credentials_masker, step_cached
 from planrun.plan.definition import Plan, Policy
 from planrun.records import record
 from planrun.reporters.termsafe import terminal_safe
@@ -182,7 +182,7 @@ class RootContext(RunContext):
 
         req = self.request
         masks = MaskChain()
-        credentials = cache_credentials(req.cache_request.remote, os.environ)
+        credentials = credentials_masker(req.cache_request.remote, os.environ)
         if credentials is not None:  # the signing key, the remote's token and password
             masks.add(credentials)
         bus = EventBus(mask=masks)
