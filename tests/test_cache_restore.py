@@ -176,6 +176,29 @@ steps:
     assert [o["path"] for o in doc["outputs"]] == ["out/app.txt"]
 
 
+def test_an_output_in_planrun_s_own_directory_is_not_stored(tmp_path: Path) -> None:
+    """A restore never writes into `.planrun/`, so an entry naming a file there would be
+    refused at every hit: such an output is not stored (with a warning), and the rest is."""
+    plan = """
+steps:
+  - id: build
+    tool: shell
+    args: {cmd: "mkdir -p out && echo built > out/app.txt && echo own > .planrun/own.txt"}
+    outputs: ["out/app.txt", ".planrun/own.txt"]
+"""
+    (tmp_path / "plan.yaml").write_text(plan.lstrip())
+    r = go(tmp_path)
+    assert ".planrun/own.txt" in r.err and "not stored" in r.err, r
+    [entry] = entries(tmp_path)
+    doc = json.loads(entry.read_bytes().partition(b"\n")[2])
+    assert [o["path"] for o in doc["outputs"]] == ["out/app.txt"]
+    (tmp_path / "out" / "app.txt").unlink()
+    again = go(tmp_path)
+    assert statuses(again) == {"build": "cached"}, again
+    assert "not usable" not in again.err, again
+    assert (tmp_path / "out" / "app.txt").read_text() == "built\n"
+
+
 # ---- foreach instances sharing an output glob -----------------------------------------------
 
 SHARED = """

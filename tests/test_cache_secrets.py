@@ -258,3 +258,56 @@ def test_a_cache_hit_that_holds_a_secret_is_produced_again_on_resume(run, write,
     assert "received-real-value" in again.err
     for r in (first, again):
         assert RESULT_TOKEN not in r.out + r.err
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-cache"]], ids=["cache", "no-cache"])
+def test_the_signing_key_is_a_secret_of_every_run(tmp_path: Path, flags: list[str]) -> None:
+    """The signing key unlocks every digest that protects a secret, and signs entries: a step
+    that prints it (it is in every step's environment) shows `***`, and is not stored."""
+    key = "team-key-" + "Qm7x" * 4
+    plan = """
+steps:
+  - {id: leak, tool: shell, args: {cmd: "echo key=$PLANRUN_CACHE_SIGNING_KEY"}, cache: true}
+  - {id: echo, tool: echo, args: {value: "${env.PLANRUN_CACHE_SIGNING_KEY}"}, cache: true}
+"""
+    (tmp_path / "plan.yaml").write_text(plan)
+    r = go(tmp_path, "--events", "ev.jsonl", *flags, env={"PLANRUN_CACHE_SIGNING_KEY": key})
+    assert r.code == 0, r
+    assert statuses(r) == {"leak": "succeeded", "echo": "succeeded"}
+    assert "key=***" in r.out, r
+    kept = [(tmp_path / "ev.jsonl").read_text(), r.out, r.err]
+    kept += [
+        p.read_text(errors="replace") for p in (tmp_path / ".planrun").rglob("*") if p.is_file()
+    ]
+    assert not [text for text in kept if key in text]
+
+
+def test_the_dry_run_and_show_mask_the_cache_s_credentials(tmp_path: Path) -> None:
+    """What a run masks, its preview masks too: args that read the signing key, the remote's
+    token or the password in its URL show `***`."""
+    key, token, password = "key-" + "Qm7x" * 3, "tok-" + "Zp4w" * 3, "pw-" + "Lk2r" * 3
+    plan = """
+steps:
+  - id: leak
+    tool: echo
+    args:
+      value: "${env.PLANRUN_CACHE_SIGNING_KEY} ${env.PLANRUN_REMOTE_CACHE_TOKEN} ${env.REMOTE}"
+    cache: true
+"""
+    (tmp_path / "plan.yaml").write_text(plan)
+    env = {
+        "PLANRUN_CACHE_SIGNING_KEY": key,
+        "PLANRUN_REMOTE_CACHE_TOKEN": token,
+        "PLANRUN_REMOTE_CACHE": f"http://me:{password}@127.0.0.1:9",
+        "REMOTE": f"http://me:{password}@127.0.0.1:9",
+    }
+    for args in (
+        ("run", "plan.yaml", "--dry-run"),
+        ("run", "plan.yaml", "--dry-run", "--output", "json"),
+        ("show", "plan.yaml", "leak"),
+    ):
+        r = planrun(*args, cwd=tmp_path, env=env)
+        assert_no_traceback(r)
+        assert r.code == 0, r
+        assert "***" in r.out, r
+        assert not [s for s in (key, token, password) if s in r.out + r.err], r

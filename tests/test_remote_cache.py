@@ -580,6 +580,23 @@ def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
         assert len(r.err.strip().splitlines()) == 1, r
 
 
+@pytest.mark.parametrize("token", ["t\u00f8ken", "tok\nen", "tok\r\nX-Evil: 1"])
+def test_a_token_no_header_can_carry_is_a_usage_error(tmp_path: Path, token: str) -> None:
+    """A token that cannot go in an `Authorization` header (beyond ASCII, a line break) stops
+    the run and `cache info` before anything is sent, on one line that does not show it."""
+    a = checkout(tmp_path / "a")
+    env = {"PLANRUN_REMOTE_CACHE_TOKEN": token}
+    remote = ("--remote-cache", f"http://127.0.0.1:{free_port()}")
+    for args in (("run", "plan.yaml", *remote), ("cache", "info", "--check", *remote)):
+        r = planrun(*args, cwd=a, env=env)
+        assert_no_traceback(r)
+        assert r.code == 2, r
+        assert r.err.startswith("planrun: error: PLANRUN_REMOTE_CACHE_TOKEN"), r
+        assert len(r.err.strip().splitlines()) == 1, r
+        assert token not in r.err, r
+    assert not (a / "out").exists()  # no step ran
+
+
 def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:
     """An output over the size held in memory goes up and comes down in parts, checked."""
     big = (
@@ -596,3 +613,142 @@ def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:
         r = run(b, "--remote-cache", url)
         assert statuses(r) == {"big": "cached"}, r
         assert (b / "out" / "big.bin").read_bytes() == (a / "out" / "big.bin").read_bytes()
+
+
+# ---- the remote's credentials are secrets of every run ---------------------------------------
+
+LEAK = (
+    "steps:\n  - id: leak\n    tool: shell\n"
+    '    args: {cmd: "echo token=$PLANRUN_REMOTE_CACHE_TOKEN url=$PLANRUN_REMOTE_CACHE"}\n'
+)
+
+
+def recorded(cwd: Path, r: Any) -> str:
+    """All a run showed and kept: its console, its JSON, its events and its state."""
+    kept = [(cwd / "ev.jsonl").read_text()]
+    kept += [p.read_text() for p in (cwd / ".planrun" / "state").glob("*.json")]
+    return r.out + r.err + "".join(kept)
+
+
+@pytest.mark.parametrize(
+    ("cached", "flags"),
+    [("    cache: true\n", ["--no-cache"]), ("", []), ("    cache: true\n", [])],
+    ids=["no-cache", "no-cached-step", "cached-step"],
+)
+def test_the_token_and_the_url_s_password_are_masked_in_every_run(
+    tmp_path: Path, cached: str, flags: list[str]
+) -> None:
+    """A step sees the environment: the bearer token and a password inside the remote's URL are
+    masked in what the run shows and keeps, whether or not the run uses the cache."""
+    token, password = "tok-" + os.urandom(8).hex(), "pw-" + os.urandom(8).hex()
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        remote = url.replace("http://", f"http://me:{password}@")
+        env = {"PLANRUN_REMOTE_CACHE_TOKEN": token, "PLANRUN_REMOTE_CACHE": remote}
+        (tmp_path / "plan.yaml").write_text(LEAK + cached)
+        r = run(tmp_path, *flags, env=env)
+    assert r.code == 0, r
+    assert "token=***" in r.out, r
+    shown = recorded(tmp_path, r)
+    assert token not in shown and password not in shown, shown
+
+
+def test_a_password_spelled_with_escapes_in_the_url_is_masked_as_sent_too(tmp_path: Path) -> None:
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        remote = url.replace("http://", "http://me:s3cret%2Fw0rd@")
+        (tmp_path / "plan.yaml").write_text(
+            LEAK + '  - id: decoded\n    tool: echo\n    args: {value: "s3cret/w0rd"}\n'
+        )
+        r = run(tmp_path, env={"PLANRUN_REMOTE_CACHE": remote})
+    assert r.code == 0, r
+    shown = recorded(tmp_path, r)
+    assert "s3cret%2Fw0rd" not in shown and "s3cret/w0rd" not in shown, shown
+
+
+def test_a_server_that_compresses_what_it_may_still_serves(tmp_path: Path) -> None:
+    """planrun reads the bytes as stored: it must not offer an encoding it does not decode (a
+    server or proxy that gzips whatever the client accepts would turn every entry corrupt)."""
+    import gzip
+
+    stub = Stub("ok")
+    accepted: list[str | None] = []
+
+    class Gzipping(stub.handler()):  # type: ignore[misc]
+        def _send(self, code: int, body: bytes = b"", length: int | None = None) -> None:
+            offer = self.headers.get("Accept-Encoding") or ""
+            accepted.append(offer)
+            if code != 200 or "gzip" not in offer or self.command != "GET":
+                return super()._send(code, body, length)
+            packed = gzip.compress(body)
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(packed)))
+            self.end_headers()
+            self.wfile.write(packed)
+            return None
+
+    with serve_http(Gzipping) as url:
+        a = checkout(tmp_path / "a")
+        assert run(a, "--remote-cache", url).code == 0
+        b = checkout(tmp_path / "b")
+        r = run(b, "--remote-cache", url)
+    assert set(statuses(r).values()) == {"cached"}, r
+    assert "remote cache" not in r.err, r
+    assert (b / "out" / "app.bin").read_bytes() == (a / "out" / "app.bin").read_bytes()
+
+
+class Dripping(Stub):
+    """A remote that sends its answers one byte at a time (`what`: `GET` drips the bodies of
+    entries, `PUT` the answers to uploads), each byte within the timeout."""
+
+    def __init__(self, what: str, pause: float) -> None:
+        super().__init__("ok")
+        self.what, self.pause, self.dripping = what, pause, False
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        stub, base = self, super().handler()
+
+        class Handler(base):  # type: ignore[misc, valid-type]
+            def _drip(self, data: bytes) -> None:
+                with contextlib.suppress(OSError):
+                    for n in range(len(data)):
+                        self.wfile.write(data[n : n + 1])
+                        self.wfile.flush()
+                        threading.Event().wait(stub.pause)
+                self.close_connection = True
+
+            def do_GET(self) -> None:
+                body = stub.files.get(self.path)
+                if not stub.dripping or stub.what != "GET" or "/ac/" not in self.path or not body:
+                    return super().do_GET()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                return self._drip(body)
+
+            def do_PUT(self) -> None:
+                if not stub.dripping or stub.what != "PUT":
+                    return super().do_PUT()
+                stub.files[self.path] = self.rfile.read(int(self.headers["Content-Length"]))
+                pad = b"X-Pad: " + b"x" * 200 + b"\r\n"  # 250 bytes: a minute dripped
+                return self._drip(b"HTTP/1.1 201 Created\r\n" + pad + b"Content-Length: 0\r\n\r\n")
+
+        return Handler
+
+
+@pytest.mark.parametrize("what", ["GET", "PUT"])
+def test_a_remote_that_drips_its_answers_costs_about_one_timeout(tmp_path: Path, what: str) -> None:
+    """Each byte comes within the timeout, so no read ever times out; the answer as a whole
+    must still keep pace (the entry alone would take minutes), and the run goes on without it."""
+    stub = Dripping(what, pause=0.2)
+    with serve_http(stub.handler()) as url:
+        if what == "GET":
+            assert run(checkout(tmp_path / "a"), "--remote-cache", url).code == 0
+        stub.dripping = True
+        b = checkout(tmp_path / "b")
+        r = run(b, "--remote-cache", url, "--remote-cache-timeout", "0.5")
+    assert r.code == 0, r
+    assert set(statuses(r).values()) == {"succeeded"}, r
+    assert r.err.count("remote cache") == 1, r.err
+    assert r.json["duration_s"] < 20, r.json  # dripped whole, the first answer alone: minutes

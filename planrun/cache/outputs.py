@@ -50,7 +50,7 @@ class OutputMissing(Exception):
 class Collected:
     """A run's output files: their manifest and their bytes."""
 
-    __slots__ = ("files", "contents", "large", "linked")
+    __slots__ = ("files", "contents", "large", "linked", "owned")
 
     def __init__(
         self,
@@ -58,11 +58,13 @@ class Collected:
         contents: dict[str, bytes],
         large: dict[str, str] | None = None,
         linked: list[str] | None = None,
+        owned: list[str] | None = None,
     ) -> None:
         self.files = files
         self.contents = contents  # hash -> bytes, to be stored as blobs
         self.large = large or {}  # hash -> path of a file over INLINE_MAX: copied in chunks
         self.linked = linked or []  # matched, but reached through a symbolic link: not stored
+        self.owned = owned or []  # matched, but in planrun's own directories: not stored
 
     def holds(self, needles: list[bytes]) -> bool:
         """Whether any output file contains one of `needles` (large files read in chunks)."""
@@ -92,21 +94,29 @@ def collect_outputs(
     skip: list[str],
     records: StatRecords,
     keep: Callable[[FileStat], bool] | None = None,
+    own: list[str] | None = None,
 ) -> Collected:
     """Read every file the `outputs` patterns match; OutputMissing names a pattern that matched
     nothing (each pattern on its own must match, `!` excludes apply to all). A file reached
-    through a symbolic link is not read (`Collected.linked`); nor is one `keep` refuses."""
+    through a symbolic link is not read (`Collected.linked`); nor is one `keep` refuses, nor one
+    in planrun's own directories (`.planrun/`, the cache directory's path `own` when it lies
+    inside the working directory: `Collected.owned`), which a hit would refuse to restore."""
     excludes = tuple(p for p in patterns if p.startswith("!"))
     files: dict[str, OutputFile] = {}
     contents: dict[str, bytes] = {}
     large: dict[str, str] = {}
     linked: list[str] = []
+    owned: list[str] = []
     for pattern in (p for p in patterns if not p.startswith("!")):
         found = match_files(cwd, compile_patterns((pattern, *excludes)), skip)
         if not found:
             raise OutputMissing(f"declared output not produced: {one_line(pattern)}")
         for f in found:
             if f.path in files or f.path in linked or (keep is not None and not keep(f)):
+                continue
+            if in_own_directory(f.path, f.path.split("/"), own or []):
+                if f.path not in owned:
+                    owned.append(f.path)
                 continue
             if linked_part(cwd, f.path, set()) is not None:
                 linked.append(f.path)
@@ -122,7 +132,9 @@ def collect_outputs(
                 contents[digest] = data
             files[f.path] = OutputFile(f.path, digest, f.mode, size)
             records.forget(f.path)  # just written: its stat is racy; hash it afresh next time
-    return Collected([files[k] for k in sorted(files)], contents, large, sorted(linked))
+    return Collected(
+        [files[k] for k in sorted(files)], contents, large, sorted(linked), sorted(owned)
+    )
 
 
 def snapshot(cwd: str, patterns: list[str], skip: list[str]) -> dict[str, tuple[int, ...]]:
@@ -151,12 +163,16 @@ def foreign_output(outputs: list[OutputFile], patterns: list[str], skip: list[st
         if (
             "" in parts
             or "." in parts
-            or parts[0] in ALWAYS_SKIPPED
-            or any(o.path == s or o.path.startswith(s + "/") for s in skip)
+            or in_own_directory(o.path, parts, skip)
             or not takes(o.path, parts)
         ):
             return o.path
     return None
+
+
+def in_own_directory(path: str, parts: list[str], own: list[str]) -> bool:
+    """Whether a relative path lies in `.planrun/` or in one of the directories `own`."""
+    return parts[0] in ALWAYS_SKIPPED or any(path == s or path.startswith(s + "/") for s in own)
 
 
 def _outputs_taker(patterns: list[str]) -> Callable[[str, list[str]], bool]:

@@ -14,7 +14,8 @@ so an unreachable remote costs one timeout in all, not one per step.
 
 Each request's clock starts when it is asked for, not when httpx2 gets to it: the wait for a
 free connection, for the connection and for the head of the answer all count. A body then streams
-with each read (or write) waiting at most the timeout (httpx2's own).
+with each read (or write) waiting at most the timeout (httpx2's own), and the transfer as a whole
+keeping pace: PACE bytes per timeout on average, a first timeout of grace.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from planrun.cache import ENV_SIGNING_KEY, ENV_TOKEN, ENV_URL
 from planrun.cache.remote_entry import pack, unpack
 from planrun.cache.store import (
     CHUNK,
@@ -39,18 +41,17 @@ from planrun.cache.store import (
     parse_entry,
 )
 from planrun.errors import UsageError
-from planrun.masking import Masker
 
 if TYPE_CHECKING:
     import httpx2
 
-ENV_URL = "PLANRUN_REMOTE_CACHE"
 ENV_READ_ONLY = "PLANRUN_REMOTE_CACHE_READ_ONLY"
-ENV_TOKEN = "PLANRUN_REMOTE_CACHE_TOKEN"
-ENV_SIGNING_KEY = "PLANRUN_CACHE_SIGNING_KEY"
 DEFAULT_TIMEOUT = 5.0
 PARALLEL = 16  # transfers at once over one connection pool
 ASK_FIRST = 64 << 10  # a blob this large is uploaded only after a HEAD says the server lacks it
+# A transfer must move this much per timeout on average (after a first timeout of grace): a
+# server that sends (or takes) one byte within each timeout would otherwise hold a run for hours.
+PACE = 1 << 20
 
 
 class RemoteFault(Exception):
@@ -118,11 +119,15 @@ def remote_options(
         raise UsageError(f"--remote-cache: {_shown_safely(url)!r} is not an http(s) URL") from None
     if timeout is not None and not timeout > 0:
         raise UsageError("--remote-cache-timeout must be more than 0 seconds")
+    token = environ.get(ENV_TOKEN) or None
+    if token is not None and not (token.isascii() and token.isprintable()):
+        # (httpx2 would fail on it at the first request, beyond ASCII with an error of its own)
+        raise UsageError(f"{ENV_TOKEN} cannot go in an HTTP header: use printable ASCII only")
     flag = environ.get(ENV_READ_ONLY, "").strip().lower()
     key = environ.get(ENV_SIGNING_KEY)
     return RemoteOptions(
         url=url.rstrip("/"),
-        token=environ.get(ENV_TOKEN) or None,
+        token=token,
         signing_key=key.encode() if key else None,
         timeout=timeout or DEFAULT_TIMEOUT,
         read_only=read_only or flag in ("1", "true", "yes"),
@@ -142,11 +147,6 @@ class RemoteCache:
         self._base = ""  # the URL requests are made under, with a `/` at its end
         # requests waiting on the remote, with their clocks: all cut short when it goes down
         self._waits: dict[asyncio.Timeout, asyncio.TimerHandle] = {}
-
-    def masker(self) -> Masker:
-        """Masks the bearer token wherever a run shows or stores something."""
-        token = self.options.token
-        return Masker([ENV_TOKEN], {}, {ENV_TOKEN: token} if token else {})
 
     # ---- the connection ----------------------------------------------------------------------
 
@@ -176,7 +176,9 @@ class RemoteCache:
     def _new_client(self) -> httpx2.AsyncClient:
         import httpx2  # only when a remote is used
 
-        headers = {"User-Agent": "planrun"}
+        # The bytes are read as the server holds them (`aiter_raw`): offer no encoding they
+        # would have to be decoded from (httpx2 offers gzip and deflate by default).
+        headers = {"User-Agent": "planrun", "Accept-Encoding": "identity"}
         if self.options.token:
             headers["Authorization"] = f"Bearer {self.options.token}"
         # Plain http needs no TLS context (loading the CA bundle costs ~50 ms).
@@ -275,7 +277,7 @@ class RemoteCache:
                     raise RemoteFault(f"GET answered {response.status_code}")
                 parts: list[bytes] = []
                 size = 0
-                async for chunk in response.aiter_raw():
+                async for chunk in self._paced(response.aiter_raw()):
                     size += len(chunk)
                     if size > limit:
                         raise CorruptCache("answer larger than expected")
@@ -285,6 +287,23 @@ class RemoteCache:
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
         except httpx2.HTTPError as exc:
             raise RemoteFault(_transport_reason(exc)) from None
+
+    def _allowed(self, size: int) -> float:
+        """The seconds a transfer of `size` bytes may take in all."""
+        return self.options.timeout * (1 + size / PACE)
+
+    def _too_slow(self) -> RemoteFault:
+        return RemoteFault(f"slower than {PACE >> 20} MiB per {self.options.timeout:g} s")
+
+    async def _paced(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """The parts of an answer's body, as long as they keep pace (RemoteFault when not)."""
+        loop = asyncio.get_running_loop()
+        start, got = loop.time(), 0
+        async for chunk in chunks:
+            got += len(chunk)
+            if loop.time() - start > self._allowed(got):
+                raise self._too_slow()
+            yield chunk
 
     # ---- fetching ----------------------------------------------------------------------------
 
@@ -358,7 +377,9 @@ class RemoteCache:
                 answered()
                 if response.status_code != 200:
                     raise RemoteFault(f"GET blob answered {response.status_code}")
-                await self.store.put_blob_chunks(digest, size, response.aiter_raw(CHUNK))
+                await self.store.put_blob_chunks(
+                    digest, size, self._paced(response.aiter_raw(CHUNK))
+                )
         except httpx2.TimeoutException:
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
         except httpx2.HTTPError as exc:
@@ -382,7 +403,8 @@ class RemoteCache:
             await asyncio.gather(
                 *(self._put_blob(d, n, small.get(d)) for d, n in _blobs(entry).items())
             )
-            await self._put(f"ac/{key}", pack(entry, small, self.options.signing_key))
+            packed = pack(entry, small, self.options.signing_key)
+            await self._put(f"ac/{key}", packed, len(packed))
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except (CorruptCache, OSError) as exc:
@@ -395,11 +417,16 @@ class RemoteCache:
             return
         # streamed: the receiver checks it against its name
         await self._put(
-            f"cas/{digest}", data if data is not None else self.store.blob_chunks(digest)
+            f"cas/{digest}", data if data is not None else self.store.blob_chunks(digest), size
         )
 
-    async def _put(self, path: str, body: bytes | AsyncIterator[bytes]) -> None:
-        response = await self._request("PUT", path, body)
+    async def _put(self, path: str, body: bytes | AsyncIterator[bytes], size: int) -> None:
+        """An upload of `size` bytes, its answer included, within the time its size allows."""
+        try:
+            async with asyncio.timeout(self._allowed(size) + self.options.timeout):
+                response = await self._request("PUT", path, body)
+        except TimeoutError:
+            raise self._too_slow() from None
         if response.status_code not in (200, 201, 204):
             raise RemoteFault(f"PUT answered {response.status_code}")
 

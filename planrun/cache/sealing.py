@@ -25,10 +25,11 @@ import os
 import re
 from collections.abc import Iterable
 
+from planrun.cache import ENV_SIGNING_KEY
 from planrun.cache.keys import Seal
 from planrun.usersecret import user_secret
 
-ENV_KEY = "PLANRUN_CACHE_SIGNING_KEY"
+ENV_KEY = ENV_SIGNING_KEY
 _LABEL = b"planrun cache: key material of steps that read a secret"
 _own: list[bytes] = []  # the process's key, made when there is no other
 

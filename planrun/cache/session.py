@@ -419,19 +419,14 @@ class CacheSession:
             keep = self.siblings.keeper(parent, sid, now)
         try:
             collected = collect_outputs(
-                self.cwd, list(step.outputs or ()), [self.root], self.records, keep
+                self.cwd, list(step.outputs or ()), [self.root], self.records, keep, self._own
             )
         except OutputMissing as exc:
             return str(exc)
         except OSError as exc:
             return f"cannot read an output of step '{sid}': {exc.strerror}"
-        if collected.linked:
-            more = len(collected.linked) - 1
-            self.warn(
-                f"step '{sid}': output {one_line(collected.linked[0])}"
-                + (f" (+{more} more)" if more else "")
-                + " is behind a symbolic link: not stored in the cache"
-            )
+        self._warn_unstored(sid, collected.linked, "is behind a symbolic link")
+        self._warn_unstored(sid, collected.owned, "is in planrun's own directory")
         self.keys[sid] = decision.key
         if step.sources:
             matcher = compile_patterns(tuple(step.sources))
@@ -484,6 +479,14 @@ class CacheSession:
             return None
         self._set_recent(sid, decision.key)
         return None
+
+    def _warn_unstored(self, sid: str, paths: list[str], why: str) -> None:
+        """One warning for the matched outputs `paths` that are not stored, and `why`."""
+        if paths:
+            more = f" (+{len(paths) - 1} more)" if len(paths) > 1 else ""
+            self.warn(
+                f"step '{sid}': output {one_line(paths[0])}{more} {why}: not stored in the cache"
+            )
 
     def _named_by_secret(self, names: Iterable[str]) -> bool:
         forms = self._forms()

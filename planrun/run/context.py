@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from planrun.cache import step_cached
+from planrun.cache import credentials_masker, step_cached
 from planrun.plan.definition import Plan, Policy
 from planrun.records import record
 from planrun.reporters.termsafe import terminal_safe
@@ -182,6 +182,9 @@ class RootContext(RunContext):
 
         req = self.request
         masks = MaskChain()
+        credentials = credentials_masker(req.cache_request.remote, os.environ)
+        if credentials is not None:  # the signing key, the remote's token and password
+            masks.add(credentials)
         bus = EventBus(mask=masks)
         try:
             # --explain (and --no-cache: each step says `cache off`) when the cache can matter

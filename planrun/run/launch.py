@@ -119,8 +119,6 @@ async def _schedule(
     masker = prep.masker(variables)  # live: result variables count once bound
     if plan.secrets:
         here.masks.add(masker)
-    if cache is not None and cache.remote is not None:
-        here.masks.add(cache.remote.masker())  # its token, if any, is a secret of the run
     # Fingerprints and results, as stored. The tree's chain even when empty now: a sub-plan
     # adds its secrets to it, and they are masked in this run's record of its `plan` step.
     mask = here.masks

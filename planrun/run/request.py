@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, NamedTuple
 
+from planrun.cache import cache_credentials
 from planrun.errors import ExitCode
 from planrun.masking import Masker
 from planrun.plan.checked import CheckedPlan
@@ -176,9 +177,14 @@ class Prepared:
         return step_environment(self.dotenv, dict(os.environ))
 
     def masker(self, variables: dict[str, Any]) -> Masker:
-        """Masks `secrets:`, whether variables or environment values (a dotenv secret)."""
+        """Masks `secrets:`, whether variables or environment values (a dotenv secret), and the
+        cache's credentials that the environment holds (planrun.cache.cache_credentials)."""
         env = self.environment() if self.plan.secrets and self.dotenv else None
-        return Masker(self.plan.secrets, variables, env)
+        credentials = cache_credentials(None, os.environ)
+        if not credentials:
+            return Masker(self.plan.secrets, variables, env)
+        names = [*self.plan.secrets, *(n for n in credentials if n not in self.plan.secrets)]
+        return Masker(names, variables, {**credentials, **(env or {})})
 
 
 class Finished:
