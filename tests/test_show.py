@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 PLAN = """
     variables: {version: "1.0", files: [a.py, b.py]}
     secrets: [token]
@@ -96,3 +98,37 @@ def test_show_an_unknown_step_exits_2_with_a_hint(run, write, tmp_path):
     assert "Traceback" not in r.err
     assert run("show").code == 2
     assert run("show", "nope.yaml", "upload").code == 2
+
+
+def test_show_takes_an_alias_and_shows_the_step_under_its_id(run, write):
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: test, aliases: [t], run: echo test, description: Unit tests}
+        """,
+    )
+    r = run("show", "t", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["id"] == "test" and r.json["description"] == "Unit tests"
+    text = run("show", "t")
+    assert text.code == 0, text
+    assert text.out.startswith("test\n")
+
+
+def test_show_without_a_required_param_keeps_a_placeholder_naming_it(run, write):
+    write(
+        "planrun.yaml",
+        """
+        params:
+          version: {required: true}
+        steps:
+          - {id: b, title: "Build ${version}", run: "echo ${version}"}
+        """,
+    )
+    r = run("show", "b", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["title"] == "Build ${version}"
+    shown = json.dumps(r.json["args"])
+    assert "<--var version>" in shown
+    assert "error" not in shown

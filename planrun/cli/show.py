@@ -47,7 +47,11 @@ def show_document(
         params_required=False,  # SPEC 13: no error for `show`; what reads one stays as written
     )
     prep = prepare(root_context(req))  # the plan checked; an unknown id named, with a hint
-    doc = dry_run_document(prep.plan, prep.graph, prep.selected, prep.variables, prep.environment())
+    step_id = (prep.targets or [step_id])[0]  # an alias shows the step under its id
+    unset = {n: f"<--var {n}>" for n in prep.plan.params if n not in prep.variables}
+    doc = dry_run_document(
+        prep.plan, prep.graph, prep.selected, prep.variables, prep.environment(), unset
+    )
     preview_dry_run(req.cache_request, req.cwd, prep, doc)
     entries = [e for e in doc["steps"] if step_id in (e["id"], e.get("instance_of"))]
     step = prep.plan.step(step_id)
