@@ -163,6 +163,40 @@ def test_undefined_names_in_paths_and_env_are_validation_errors(run, write):
     assert "did you mean 'stage'?" in r.out, r.out
 
 
+def test_env_names_a_command_cannot_receive_are_validation_errors(run, write):
+    write(
+        "p.yaml",
+        """
+        env: {"": x}
+        steps:
+          - id: s
+            run: echo
+            env: {"A=B": x}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert_no_traceback(r)
+    assert "p.yaml:1:7: error: env: '' is not an environment variable name" in r.out, r.out
+    assert "p.yaml:5:11: error: step 's': env: 'A=B' is not an environment variable name" in r.out
+
+
+def test_args_on_a_run_step_are_an_error_not_ignored(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: s
+            run: echo run
+            args: {cmd: echo args}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert "p.yaml:4:5: error: step 's': a 'run' step takes no 'args'" in r.out, r.out
+    assert run("run", "p.yaml").code == 3
+
+
 ENV_MODULE = """
 import os
 import subprocess
