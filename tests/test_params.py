@@ -158,3 +158,25 @@ def test_show_and_list_need_no_required_param(run, write):
     r = run("show", "plan.yaml", "deploy", "--var", "version=1.2", "--output", "json")
     assert json.loads(r.out)["title"] == "Deploy 1.2 to dev", r
     assert run("run", "plan.yaml", "--dry-run").code == 2  # a run needs it, dry or not
+
+
+def test_a_param_that_is_not_a_mapping_or_has_a_reserved_name_is_one_clear_error(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          n: 3
+          env: {}
+          steps: {default: x}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert "plan.yaml:2:6: error: params.n: expected a mapping, got 3" in r.out, r.out
+    reserved = "the name 'env' is reserved (the process environment)"
+    assert f"plan.yaml:3:3: error: param 'env': {reserved}" in r.out, r.out
+    assert "plan.yaml:4:3: error: param 'steps': the name 'steps' is reserved" in r.out, r.out
+    assert "--var" not in r.out and "plan.yaml:1:1" not in r.out, r.out
+    assert len(r.out.splitlines()) == 3, r.out

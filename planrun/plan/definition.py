@@ -59,6 +59,14 @@ STEP_ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 SCOPE_NAMES = frozenset({"env", "steps"})
 """Names every expression can read: no variable, result variable or `as` may take them."""
+
+
+def reserved(name: str) -> str:
+    """Why a variable cannot be called `env` or `steps`."""
+    what = "the process environment" if name == "env" else "the steps' status, result and error"
+    return f"the name '{name}' is reserved ({what})"
+
+
 INDEX_NAME = "index"
 """The name a `foreach` instance's position is bound to."""
 RUN_TOOL = "shell"

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from planrun.errors import UsageError
-from planrun.plan.definition import NAME_PATTERN, SCOPE_NAMES, Param
+from planrun.plan.definition import NAME_PATTERN, SCOPE_NAMES, Param, reserved
 
 Path = tuple[str | int, ...]
 
@@ -144,7 +144,9 @@ def param_problems(
         at: Path = ("params", name)
         if name in variables:
             yield at, f"'{name}' is in both params and variables (a name is one or the other)"
-        if not re.fullmatch(NAME_PATTERN, name) or name in SCOPE_NAMES:
+        if name in SCOPE_NAMES:
+            yield at, f"param '{name}': {reserved(name)}"
+        elif not re.fullmatch(NAME_PATTERN, name):
             yield at, f"param name '{name}' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
         yield from _declaration_problems(name, _fields(param), at)
 

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
+from planrun.plan.definition import STEP_ID_PATTERN
 from planrun.plan.expressions import format_path
 from planrun.suggest import did_you_mean
 
@@ -94,6 +95,11 @@ def schema_errors(
                 path,
                 f"{_label(path[:-1], steps)}: bad step id {node!r}: use letters, digits, '_', '.', '-'",
             )
+        elif kind == "string_pattern_mismatch" and _is_step_name(err):  # alias, depends_on
+            out.add(
+                path,
+                f"{_label(path, steps)}: bad step name {node!r}: use letters, digits, '_', '.', '-'",
+            )
         elif kind == "string_pattern_mismatch" and loc and loc[-1] in ("result_variable", "as"):
             what = "result_variable" if loc[-1] == "result_variable" else "'as' name"
             out.add(
@@ -115,6 +121,11 @@ def schema_errors(
         else:
             where = _label(path, steps) or "plan"
             out.add(path, f"{where}: {msg}")
+
+
+def _is_step_name(err: Any) -> bool:
+    """A text that must be a step id (a `depends_on` entry, an alias, a `default` name)."""
+    return (err.get("ctx") or {}).get("pattern") == STEP_ID_PATTERN
 
 
 # A field the plan may write under its alias: a plan's `name` as `id`, a step's `id` as `index`.
@@ -177,6 +188,9 @@ _EXPECTED = {
     "float_type": "a number",
     "string_type": "a string",
     "dict_type": "a mapping",
+    "model_type": "a mapping",  # a nested object (a param, a server, `limits`, ...)
+    "model_attributes_type": "a mapping",
+    "dataclass_type": "a mapping",
     "list_type": "a list",
 }
 
