@@ -73,10 +73,13 @@ def schema_errors(
     steps: list[Any],
 ) -> None:
     seen: set[Path] = set()
-    for err in exc.errors():
-        loc, node = _located(err, data)
+    errors = [(err, *_located(err, data)) for err in exc.errors()]
+    # A union (`run: str | list[str]`) fails once per member: an error inside the value (at
+    # `run[1]`) says more than the member it is not (`run: expected a string`).
+    deeper = {tuple(loc[:n]) for _, loc, _ in errors for n in range(len(loc))}
+    for err, loc, node in errors:
         path = (*base, *loc)
-        if path in seen:
+        if path in seen or (tuple(loc) in deeper and err["type"] in _EXPECTED):
             continue
         seen.add(path)
         kind = err["type"]
@@ -138,6 +141,8 @@ def _located(err: Any, data: Any) -> tuple[list[str | int], Any]:
     loc: list[str | int] = []
     node = data
     for part in err["loc"]:
+        if isinstance(node, list) and isinstance(part, str):
+            continue  # a union member's tag (`list[str]`): not in the data
         alias = _WRITTEN_AS.get(part) if isinstance(part, str) else None
         if isinstance(node, dict) and part not in node and alias in node:
             part = alias  # the model's `name` / `id`, written `id` / `index`: point at that
