@@ -134,6 +134,18 @@ def test_list_hides_internal_steps_and_list_all_shows_them(run, write):
     assert {s["id"] for s in every.json["steps"]} == {"setup", "build", "test", "docs"}
 
 
+def test_list_all_marks_the_internal_steps(run, write):
+    write("planrun.yaml", PLAN)
+    every = run("list", "planrun.yaml", "--all", "--output", "json")
+    assert every.code == 0, every
+    marked = {s["id"]: s.get("internal", False) for s in every.json["steps"]}
+    assert marked == {"setup": True, "build": False, "test": False, "docs": False}
+    text = run("list", "planrun.yaml", "--all")
+    setup = next(line for line in text.out.splitlines() if line.strip().startswith("setup "))
+    assert setup.endswith("(internal)"), text
+    assert "(internal)" not in run("list", "planrun.yaml").out
+
+
 @pytest.mark.parametrize("how", [("setup",), ("--only", "setup")])
 def test_an_internal_step_is_refused_as_a_target(run, write, tmp_path, how):
     write("planrun.yaml", PLAN)

@@ -45,7 +45,8 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
 def step_rows(
     plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
 ) -> dict[str, Any]:
-    """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?}]} of a
+    """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?,
+    internal?}]} of a
     valid plan (PlanInvalid if not).
 
     `depends_on` holds the effective dependencies: explicit and data-flow (an internal step
@@ -77,6 +78,7 @@ def step_rows(
                 "tool": graph.tools[sid],
                 "depends_on": list(graph.deps[sid]),
                 **({"aliases": list(aliases)} if (aliases := plan.step(sid).aliases) else {}),
+                **({"internal": True} if plan.step(sid).internal else {}),
             }
             for sid in graph.order
             if every or not plan.step(sid).internal
@@ -102,6 +104,8 @@ def render_steps(doc: dict[str, Any]) -> str:
             line += f"  after: {', '.join(s['depends_on'])}"
         if s.get("aliases"):
             line += f"  aliases: {', '.join(s['aliases'])}"
+        if s.get("internal"):
+            line += "  (internal)"
         lines.append(line.rstrip())
         if s.get("description"):
             lines.extend(f"  {' ' * id_w}  {part}" for part in s["description"].splitlines())
