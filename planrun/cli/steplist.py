@@ -46,8 +46,7 @@ def step_rows(
     plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
 ) -> dict[str, Any]:
     """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?,
-    internal?}]} of a
-    valid plan (PlanInvalid if not).
+    internal?}]} of a valid plan (PlanInvalid if not).
 
     `depends_on` holds the effective dependencies: explicit and data-flow (an internal step
     among them too). `variables`: those given on the command line, which the plan's
