@@ -180,3 +180,18 @@ def test_a_param_that_is_not_a_mapping_or_has_a_reserved_name_is_one_clear_error
     assert "plan.yaml:4:3: error: param 'steps': the name 'steps' is reserved" in r.out, r.out
     assert "--var" not in r.out and "plan.yaml:1:1" not in r.out, r.out
     assert len(r.out.splitlines()) == 3, r.out
+
+
+def test_empty_choices_allow_no_value_and_are_a_validation_error(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          n: {choices: []}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert "plan.yaml:2:16: error: param 'n': choices: an empty list allows no value" in r.out

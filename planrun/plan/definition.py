@@ -265,7 +265,10 @@ class Param(PlanNode):
     required: Annotated[
         bool, Spec(description="A run without a value for it is refused (exit 2).")
     ] = False
-    choices: Annotated[list[Any] | None, Spec(description="The only values it may take.")] = None
+    choices: Annotated[
+        list[Any] | None,
+        Spec(description="The only values it may take.", json_schema_extra={"minItems": 1}),
+    ] = None
     description: Annotated[str | None, Spec(description="Shown by `planrun list`.")] = None
 
 

@@ -171,6 +171,8 @@ def _declaration_problems(
     kind, default, choices = fields
     if not kind:
         return  # an unknown type: the schema says so
+    if choices == []:
+        yield (*at, "choices"), f"param '{name}': choices: an empty list allows no value"
     for i, choice in enumerate(choices or ()):
         try:
             of_type(kind, choice)
