@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from tests.conftest import planrun
+
 PLAN = """
     variables: {version: "1.0", files: [a.py, b.py]}
     secrets: [token]
@@ -132,3 +134,20 @@ def test_show_without_a_required_param_keeps_a_placeholder_naming_it(run, write)
     shown = json.dumps(r.json["args"])
     assert "<--var version>" in shown
     assert "error" not in shown
+
+
+def test_show_finds_the_default_plan_in_a_parent_directory_as_list_does(run, write, tmp_path):
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: where, run: "echo ${invocation_dir}"}
+        """,
+    )
+    below = tmp_path / "a" / "b"
+    below.mkdir(parents=True)
+    (below / "vars.yaml").write_text("x: 1\n")
+    r = planrun("show", "where", "--vars-file", "vars.yaml", "--output", "json", cwd=below)
+    assert r.code == 0, r
+    assert r.json["id"] == "where"
+    assert str(below) in json.dumps(r.json["args"]), r.json

@@ -9,15 +9,16 @@ import json
 from typing import Any
 
 from planrun.errors import UsageError
-from planrun.plan.defaultplan import plan_or_default
+from planrun.plan.discovery import Found, plan_or_found
 
 
-def show_target(words: tuple[str, ...], cwd: str) -> tuple[str, str]:
-    """(plan file, step id) from `[PLAN] ID`: without PLAN, the default plan."""
+def show_target(words: tuple[str, ...]) -> tuple[Found, str]:
+    """(plan, step id) from `[PLAN] ID`: without PLAN, the default plan, found here or above
+    (its directory becomes the working directory, as for `run`)."""
     if len(words) == 2:
-        return words[0], words[1]
+        return plan_or_found(words[0]), words[1]
     if len(words) == 1:
-        return plan_or_default(None, cwd), words[0]
+        return plan_or_found(None), words[0]
     raise UsageError("show takes [PLAN] ID: the id of one step (see 'planrun list')")
 
 
