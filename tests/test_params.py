@@ -195,3 +195,28 @@ def test_empty_choices_allow_no_value_and_are_a_validation_error(run, write):
     r = run("validate", "plan.yaml")
     assert r.code == 3, r
     assert "plan.yaml:2:16: error: param 'n': choices: an empty list allows no value" in r.out
+
+
+def test_values_in_param_errors_are_written_as_json_not_python(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        params:
+          l: {type: list}
+          b: {type: boolean, choices: [true]}
+          d: {type: list, default: {a: null}}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert 'default expected a list, got {"a": null}' in r.out, r.out
+    write("plan.yaml", (tmp_path / "plan.yaml").read_text().replace("{a: null}", "[]"))
+    write("vars.yaml", "l: {a: true}\n")
+    r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
+    assert r.code == 2, r
+    assert 'l: expected a list, got {"a": true}' in r.err, r.err
+    r = run("run", "plan.yaml", "--var", "b=false")
+    assert r.code == 2, r
+    assert "--var b: false is not one of true" in r.err, r.err
