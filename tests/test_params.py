@@ -220,3 +220,23 @@ def test_values_in_param_errors_are_written_as_json_not_python(run, write, tmp_p
     r = run("run", "plan.yaml", "--var", "b=false")
     assert r.code == 2, r
     assert "--var b: false is not one of true" in r.err, r.err
+
+
+def test_a_number_param_is_finite_as_its_var_is(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        params:
+          x: {type: number, default: .nan}
+        steps:
+          - {id: a, tool: echo, args: {value: "${x}"}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert "plan.yaml:2:30: error: param 'x': default expected a number, got NaN" in r.out, r.out
+    write("plan.yaml", (tmp_path / "plan.yaml").read_text().replace(".nan", "1"))
+    write("vars.yaml", "x: .inf\n")
+    r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
+    assert r.code == 2, r
+    assert "x: expected a number, got Infinity" in r.err, r.err

@@ -74,7 +74,9 @@ def of_type(kind: str, value: Any, shown: Any = None) -> Any:
     ok = {
         "string": isinstance(value, str),
         "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        # finite, as `--var x=nan` is refused
+        "number": (isinstance(value, int) and not isinstance(value, bool))
+        or (isinstance(value, float) and math.isfinite(value)),
         "boolean": isinstance(value, bool),
         "list": isinstance(value, list),
         "mapping": isinstance(value, dict),
