@@ -240,3 +240,16 @@ def test_a_number_param_is_finite_as_its_var_is(run, write, tmp_path):
     r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
     assert r.code == 2, r
     assert "x: expected a number, got Infinity" in r.err, r.err
+
+
+def test_validate_checks_a_given_var_against_its_param(run, write):
+    write("plan.yaml", PLAN)
+    r = run("validate", "plan.yaml", "--var", "target=qa")
+    assert r.code == 2, r
+    assert "--var target: 'qa' is not one of dev, staging, prod" in r.err
+    r = run("validate", "plan.yaml", "--var", "n=x")
+    assert r.code == 2, r
+    assert "--var n: expected an integer, got 'x'" in r.err
+    assert_no_traceback(r)
+    assert run("validate", "plan.yaml", "--var", "target=prod", "--var", "n=3").code == 0
+    assert run("validate", "plan.yaml").code == 0  # a required param may be missing here

@@ -101,7 +101,10 @@ def validate(
             found.extend(checked.diagnostics)
             if checked.ok:
                 from planrun.plan.dotenv import dotenv_problems
+                from planrun.plan.params import bind_params
 
+                if checked.plan is not None:  # a --var that its param refuses: exit 2
+                    bind_params(checked.plan.params, extra, required=False)
                 found.extend(dotenv_problems(checked, os.getcwd(), extra))
             if check_tools and checked.plan is not None:
                 # Servers that exist are checked even when another one is unknown.
