@@ -197,6 +197,28 @@ def test_args_on_a_run_step_are_an_error_not_ignored(run, write):
     assert run("run", "p.yaml").code == 3
 
 
+def test_env_or_cwd_on_a_tool_that_ignores_them_is_an_error_not_ignored(run, write):
+    write(
+        "p.yaml",
+        """
+        env: {PLAN: "ok"}
+        steps:
+          - {id: e, tool: echo, args: {value: 1}, env: {A: b}}
+          - {id: r, tool: read_file, args: {path: x.txt}, cwd: sub}
+          - {id: s, tool: echo, args: {value: 1}, cwd: sub, sources: [a.txt]}
+          - {id: p, tool: plan, args: {path: c.yaml}, env: {A: b}}
+          - {id: y, tool: python, args: {function: "os:getcwd"}, env: {A: b}}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    lines = r.out.splitlines()
+    assert lines[0].startswith("p.yaml:3:43: error: step 'e': 'echo' takes no env"), r.out
+    assert lines[1].startswith("p.yaml:4:51: error: step 'r': 'read_file' takes no cwd"), r.out
+    assert lines[2].startswith("p.yaml:6:47: error: step 'p': 'plan' takes no env"), r.out
+    assert len(lines) == 3, r.out  # a plan's env, python's env, cwd placing sources: fine
+
+
 ENV_MODULE = """
 import os
 import subprocess

@@ -40,6 +40,32 @@ def check_run(s: Step, i: int, out: Collector) -> None:
             key=True,
         )
     check_env_names(s.env or {}, ("steps", i, "env"), f"step '{s.id}': ", out)
+    check_env_cwd(s, i, out)
+
+
+def check_env_cwd(s: Step, i: int, out: Collector) -> None:
+    """A step's `env` and `cwd` reach only the tools that take them (run and shell steps; a
+    python step's environment; a plan step's directory): on another tool they would be
+    ignored. A `cwd` that places the step's `sources` or `outputs` is used all the same."""
+    from planrun.tools import tool_spec  # Lazy import: the registry, only for such a step
+
+    if not s.env and s.cwd is None:
+        return
+    spec = tool_spec(s.tool)
+    if spec is None and "." not in s.tool:
+        return  # an unknown tool: said once, elsewhere
+    takes = {
+        "env": spec is not None and spec.step_env,
+        "cwd": spec is not None and spec.step_cwd or bool(s.sources or s.outputs),
+    }
+    why = {
+        "env": "only run, shell and python steps get one",
+        "cwd": "only run, shell and plan steps run in one, or it places sources and outputs",
+    }
+    for key, written in (("env", bool(s.env)), ("cwd", s.cwd is not None)):
+        if written and not takes[key]:
+            message = f"step '{s.id}': '{s.tool}' takes no {key} ({why[key]})"
+            out.add(("steps", i, key), message, key=True)
 
 
 def check_env_names(env: dict[str, Any], at: Path, who: str, out: Collector) -> None:
