@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from tests.conftest import assert_no_traceback
 from tests.testkit import steps_by_id
@@ -345,3 +346,33 @@ def test_shell_env_is_merged_over_planruns_environment_and_output_is_verbatim(ru
     assert s["s"]["result"]["stdout"] == f"parent|set-by-step|{tmp_path.resolve()}|  path ok\n\n"
     assert s["s"]["result"]["stderr"] == " err \n"
     assert s["dollar"]["result"]["stdout"] == "parent sub\n"
+
+
+ECHO_BACK_PLANNER = """
+import json, sys
+ctx = json.load(sys.stdin)
+done = set(ctx["completed"]) | {ctx["failed_step"]["id"]}
+rest = [s for s in ctx["plan"]["steps"] if s["id"] not in done]  # as given, env and all
+for s in rest:
+    s["depends_on"] = ["fixed"]
+print(json.dumps([{"id": "fixed", "run": "echo fixed $PLAN_VAR"}, *rest]))
+"""
+
+
+def test_a_planner_may_hand_back_the_steps_it_was_given(run, write):
+    write("planner.py", ECHO_BACK_PLANNER)
+    write(
+        "p.yaml",
+        f"""
+        env: {{PLAN_VAR: set}}
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        steps:
+          - {{id: b, run: exit 1, on_failure: replan}}
+          - {{id: c, tool: echo, args: {{value: 1}}, depends_on: [b]}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert steps["fixed"]["result"]["stdout"] == "fixed set\n"
+    assert steps["c"]["status"] == "succeeded"
