@@ -151,3 +151,27 @@ def test_show_finds_the_default_plan_in_a_parent_directory_as_list_does(run, wri
     assert r.code == 0, r
     assert r.json["id"] == "where"
     assert str(below) in json.dumps(r.json["args"]), r.json
+
+
+def test_show_a_matrix_step_lists_its_instances_and_a_run_step_its_script(run, write):
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - id: smoke
+            title: "Smoke ${matrix.py}"
+            matrix: {py: ["3.11", "3.12"]}
+            run: echo ${matrix.py}
+        """,
+    )
+    r = run("show", "smoke", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["title"] == "Smoke ${matrix.py}"
+    assert r.json["args"] == {"run": "echo ${matrix.py}"}
+    assert r.json["matrix"] == {"py": ["3.11", "3.12"]}
+    assert [(i["id"], i["title"], i["args"]) for i in r.json["instances"]] == [
+        ("smoke[0]", "Smoke 3.11", {"run": "echo 3.11"}),
+        ("smoke[1]", "Smoke 3.12", {"run": "echo 3.12"}),
+    ]
+    text = run("show", "smoke").out
+    assert "matrix:" in text and "smoke[1]  Smoke 3.12" in text, text

@@ -10,6 +10,7 @@ from typing import Any
 
 from planrun.errors import UsageError
 from planrun.plan.discovery import Found, plan_or_found
+from planrun.plan.fanout import fans_out
 
 
 def show_target(words: tuple[str, ...]) -> tuple[Found, str]:
@@ -65,7 +66,7 @@ def show_document(
         "outputs": list(step.outputs or []),
     }
     _render_patterns(shown, step, scope)
-    if step.foreach is not None:
+    if fans_out(step):
         shown["instances"] = [
             {k: e.get(k) for k in ("id", "title", "description", "args", "cache")} for e in entries
         ]
@@ -82,12 +83,13 @@ def _known(prep: Any) -> dict[str, Any]:
 
 
 def _own_entry(step: Any, entries: list[dict[str, Any]], scope: dict[str, Any]) -> dict[str, Any]:
-    """The step's own fields: its dry-run entry, or for a foreach step its fields as written
+    """The step's own fields: its dry-run entry, or for a foreach or matrix step its fields as written
     with the title and description as far as they render without an element."""
     keys = ("title", "description", "tool", "args", "depends_on", "cache", "approval", "when")
-    if step.foreach is None:
+    if not fans_out(step):
         return {k: entries[0].get(k) for k in keys}
     from planrun.run.scope import rendered_text, rendered_title
+    from planrun.run.stepcall import call_template
 
     first = entries[0] if entries else {}
     return {
@@ -95,12 +97,12 @@ def _own_entry(step: Any, entries: list[dict[str, Any]], scope: dict[str, Any]) 
         "title": rendered_title(step, lambda: scope),
         "description": rendered_text(step.description, lambda: scope),
         "tool": step.tool,
-        "args": step.args,
+        "args": call_template(step),  # as written (a `run` step's script under `run`)
         "depends_on": first.get("depends_on", []),
         "cache": None,  # per instance
         "approval": first.get("approval", False),
         "when": step.when,
-        "foreach": step.foreach,
+        **({"foreach": step.foreach} if step.matrix is None else {"matrix": step.matrix}),
     }
 
 
@@ -128,6 +130,7 @@ def render_show(doc: dict[str, Any]) -> str:
         ("args", json.dumps(doc["args"], ensure_ascii=False) if doc["args"] else None),
         ("after", ", ".join(doc["depends_on"])),
         ("foreach", _text(doc.get("foreach"))),
+        ("matrix", _text(doc.get("matrix"))),
         ("sources", ", ".join(doc["sources"])),
         ("outputs", ", ".join(doc["outputs"])),
         ("cache", _cache(doc.get("cache"))),
