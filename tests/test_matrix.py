@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 from planrun.plan.fanout import combinations
@@ -143,3 +144,19 @@ def test_max_parallel_two_lets_two_run_at_once(run, write, tmp_path):
     )
     r = run("run", "plan.yaml", "-j", "4")
     assert r.code == 0, r
+
+
+def test_a_written_matrix_too_large_to_run_is_a_validation_error(run, write):
+    write(
+        "plan.json",
+        json.dumps(
+            {
+                "steps": [
+                    {"id": "s", "run": "echo", "matrix": {"a": [*range(400)], "b": [*range(400)]}}
+                ]
+            }
+        ),
+    )
+    r = run("validate", "plan.json")
+    assert r.code == 3, r
+    assert "step 's': matrix gives 160,000 combinations; a step runs at most 100,000" in r.out

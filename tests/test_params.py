@@ -158,3 +158,98 @@ def test_show_and_list_need_no_required_param(run, write):
     r = run("show", "plan.yaml", "deploy", "--var", "version=1.2", "--output", "json")
     assert json.loads(r.out)["title"] == "Deploy 1.2 to dev", r
     assert run("run", "plan.yaml", "--dry-run").code == 2  # a run needs it, dry or not
+
+
+def test_a_param_that_is_not_a_mapping_or_has_a_reserved_name_is_one_clear_error(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          n: 3
+          env: {}
+          steps: {default: x}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert "plan.yaml:2:6: error: params.n: expected a mapping, got 3" in r.out, r.out
+    reserved = "the name 'env' is reserved (the process environment)"
+    assert f"plan.yaml:3:3: error: param 'env': {reserved}" in r.out, r.out
+    assert "plan.yaml:4:3: error: param 'steps': the name 'steps' is reserved" in r.out, r.out
+    assert "--var" not in r.out and "plan.yaml:1:1" not in r.out, r.out
+    assert len(r.out.splitlines()) == 3, r.out
+
+
+def test_empty_choices_allow_no_value_and_are_a_validation_error(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          n: {choices: []}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert "plan.yaml:2:16: error: param 'n': choices: an empty list allows no value" in r.out
+
+
+def test_values_in_param_errors_are_written_as_json_not_python(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        params:
+          l: {type: list}
+          b: {type: boolean, choices: [true]}
+          d: {type: list, default: {a: null}}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert 'default expected a list, got {"a": null}' in r.out, r.out
+    write("plan.yaml", (tmp_path / "plan.yaml").read_text().replace("{a: null}", "[]"))
+    write("vars.yaml", "l: {a: true}\n")
+    r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
+    assert r.code == 2, r
+    assert 'l: expected a list, got {"a": true}' in r.err, r.err
+    r = run("run", "plan.yaml", "--var", "b=false")
+    assert r.code == 2, r
+    assert "--var b: false is not one of true" in r.err, r.err
+
+
+def test_a_number_param_is_finite_as_its_var_is(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        params:
+          x: {type: number, default: .nan}
+        steps:
+          - {id: a, tool: echo, args: {value: "${x}"}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert "plan.yaml:2:30: error: param 'x': default expected a number, got NaN" in r.out, r.out
+    write("plan.yaml", (tmp_path / "plan.yaml").read_text().replace(".nan", "1"))
+    write("vars.yaml", "x: .inf\n")
+    r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
+    assert r.code == 2, r
+    assert "x: expected a number, got Infinity" in r.err, r.err
+
+
+def test_validate_checks_a_given_var_against_its_param(run, write):
+    write("plan.yaml", PLAN)
+    r = run("validate", "plan.yaml", "--var", "target=qa")
+    assert r.code == 2, r
+    assert "--var target: 'qa' is not one of dev, staging, prod" in r.err
+    r = run("validate", "plan.yaml", "--var", "n=x")
+    assert r.code == 2, r
+    assert "--var n: expected an integer, got 'x'" in r.err
+    assert_no_traceback(r)
+    assert run("validate", "plan.yaml", "--var", "target=prod", "--var", "n=3").code == 0
+    assert run("validate", "plan.yaml").code == 0  # a required param may be missing here

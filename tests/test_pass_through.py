@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 PLAN = """
 steps:
   - id: test
@@ -49,3 +51,22 @@ def test_validate_and_dry_run_know_cli_args(run, write):
     r = run("run", "plan.yaml", "--dry-run", "--", "-x")
     assert r.code == 0, r
     assert "-x" in r.out
+
+
+def test_the_resume_hint_repeats_the_words_after_the_separator(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, run: "printf '<%s>' ${cli_args} > got"}
+          - {id: b, run: exit 1, depends_on: [a]}
+        """,
+    )
+    r = run("run", "plan.yaml", "--", "-k", "a b", "$(id)")
+    assert r.code == 1, r
+    hint = r.err.split("resume with: ", 1)[1].splitlines()[0]
+    assert hint == "planrun resume plan.yaml -- -k 'a b' '$(id)'", hint
+    again = run(*shlex.split(hint)[1:])
+    assert again.code == 1, again
+    assert (tmp_path / "got").read_text() == "<-k><a b><$(id)>"
+    assert "resume with: planrun resume plan.yaml -- -k 'a b' '$(id)'" in again.err, again

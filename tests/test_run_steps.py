@@ -180,3 +180,17 @@ def test_the_schema_knows_run(run):
     step = json.loads(r.out)["$defs"]["Step"]
     assert "run" in step["properties"] and step["properties"]["run"]["description"]
     assert "tool" not in step.get("required", [])
+
+
+def test_a_run_list_with_a_command_that_is_not_text_is_placed_at_that_command(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: s
+            run: [echo a, 3]
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert r.out == "p.yaml:3:19: error: step 's': run[1]: expected a string, got 3\n", r.out

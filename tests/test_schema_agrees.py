@@ -171,6 +171,8 @@ BAD: dict[str, Any] = {
     "result-variable-steps": step(result_variable="steps"),
     "variable-named-env": plan(variables={"env": 1}),
     "variable-named-steps": plan(variables={"steps": 1}),
+    "param-empty-choices": plan(params={"n": {"choices": []}}),
+    "run-with-args": {"steps": [{"id": "a", "run": "echo", "args": {"cmd": "x"}}]},
 }
 
 

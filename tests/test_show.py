@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+from tests.conftest import planrun
+
 PLAN = """
     variables: {version: "1.0", files: [a.py, b.py]}
     secrets: [token]
@@ -96,3 +100,78 @@ def test_show_an_unknown_step_exits_2_with_a_hint(run, write, tmp_path):
     assert "Traceback" not in r.err
     assert run("show").code == 2
     assert run("show", "nope.yaml", "upload").code == 2
+
+
+def test_show_takes_an_alias_and_shows_the_step_under_its_id(run, write):
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: test, aliases: [t], run: echo test, description: Unit tests}
+        """,
+    )
+    r = run("show", "t", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["id"] == "test" and r.json["description"] == "Unit tests"
+    text = run("show", "t")
+    assert text.code == 0, text
+    assert text.out.startswith("test\n")
+
+
+def test_show_without_a_required_param_keeps_a_placeholder_naming_it(run, write):
+    write(
+        "planrun.yaml",
+        """
+        params:
+          version: {required: true}
+        steps:
+          - {id: b, title: "Build ${version}", run: "echo ${version}"}
+        """,
+    )
+    r = run("show", "b", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["title"] == "Build ${version}"
+    shown = json.dumps(r.json["args"])
+    assert "<--var version>" in shown
+    assert "error" not in shown
+
+
+def test_show_finds_the_default_plan_in_a_parent_directory_as_list_does(run, write, tmp_path):
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: where, run: "echo ${invocation_dir}"}
+        """,
+    )
+    below = tmp_path / "a" / "b"
+    below.mkdir(parents=True)
+    (below / "vars.yaml").write_text("x: 1\n")
+    r = planrun("show", "where", "--vars-file", "vars.yaml", "--output", "json", cwd=below)
+    assert r.code == 0, r
+    assert r.json["id"] == "where"
+    assert str(below) in json.dumps(r.json["args"]), r.json
+
+
+def test_show_a_matrix_step_lists_its_instances_and_a_run_step_its_script(run, write):
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - id: smoke
+            title: "Smoke ${matrix.py}"
+            matrix: {py: ["3.11", "3.12"]}
+            run: echo ${matrix.py}
+        """,
+    )
+    r = run("show", "smoke", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["title"] == "Smoke ${matrix.py}"
+    assert r.json["args"] == {"run": "echo ${matrix.py}"}
+    assert r.json["matrix"] == {"py": ["3.11", "3.12"]}
+    assert [(i["id"], i["title"], i["args"]) for i in r.json["instances"]] == [
+        ("smoke[0]", "Smoke 3.11", {"run": "echo 3.11"}),
+        ("smoke[1]", "Smoke 3.12", {"run": "echo 3.12"}),
+    ]
+    text = run("show", "smoke").out
+    assert "matrix:" in text and "smoke[1]  Smoke 3.12" in text, text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from tests.conftest import assert_no_traceback
 from tests.testkit import steps_by_id
@@ -163,6 +164,62 @@ def test_undefined_names_in_paths_and_env_are_validation_errors(run, write):
     assert "did you mean 'stage'?" in r.out, r.out
 
 
+def test_env_names_a_command_cannot_receive_are_validation_errors(run, write):
+    write(
+        "p.yaml",
+        """
+        env: {"": x}
+        steps:
+          - id: s
+            run: echo
+            env: {"A=B": x}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert_no_traceback(r)
+    assert "p.yaml:1:7: error: env: '' is not an environment variable name" in r.out, r.out
+    assert "p.yaml:5:11: error: step 's': env: 'A=B' is not an environment variable name" in r.out
+
+
+def test_args_on_a_run_step_are_an_error_not_ignored(run, write):
+    write(
+        "p.yaml",
+        """
+        steps:
+          - id: s
+            run: echo run
+            args: {cmd: echo args}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert "p.yaml:4:5: error: step 's': a 'run' step takes no 'args'" in r.out, r.out
+    assert run("run", "p.yaml").code == 3
+
+
+def test_env_or_cwd_on_a_tool_that_ignores_them_is_an_error_not_ignored(run, write):
+    write(
+        "p.yaml",
+        """
+        env: {PLAN: "ok"}
+        steps:
+          - {id: e, tool: echo, args: {value: 1}, env: {A: b}}
+          - {id: r, tool: read_file, args: {path: x.txt}, cwd: sub}
+          - {id: s, tool: echo, args: {value: 1}, cwd: sub, sources: [a.txt]}
+          - {id: p, tool: plan, args: {path: c.yaml}, env: {A: b}}
+          - {id: y, tool: python, args: {function: "os:getcwd"}, env: {A: b}}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    lines = r.out.splitlines()
+    assert lines[0].startswith("p.yaml:3:43: error: step 'e': 'echo' takes no env"), r.out
+    assert lines[1].startswith("p.yaml:4:51: error: step 'r': 'read_file' takes no cwd"), r.out
+    assert lines[2].startswith("p.yaml:6:47: error: step 'p': 'plan' takes no env"), r.out
+    assert len(lines) == 3, r.out  # a plan's env, python's env, cwd placing sources: fine
+
+
 ENV_MODULE = """
 import os
 import subprocess
@@ -289,3 +346,33 @@ def test_shell_env_is_merged_over_planruns_environment_and_output_is_verbatim(ru
     assert s["s"]["result"]["stdout"] == f"parent|set-by-step|{tmp_path.resolve()}|  path ok\n\n"
     assert s["s"]["result"]["stderr"] == " err \n"
     assert s["dollar"]["result"]["stdout"] == "parent sub\n"
+
+
+ECHO_BACK_PLANNER = """
+import json, sys
+ctx = json.load(sys.stdin)
+done = set(ctx["completed"]) | {ctx["failed_step"]["id"]}
+rest = [s for s in ctx["plan"]["steps"] if s["id"] not in done]  # as given, env and all
+for s in rest:
+    s["depends_on"] = ["fixed"]
+print(json.dumps([{"id": "fixed", "run": "echo fixed $PLAN_VAR"}, *rest]))
+"""
+
+
+def test_a_planner_may_hand_back_the_steps_it_was_given(run, write):
+    write("planner.py", ECHO_BACK_PLANNER)
+    write(
+        "p.yaml",
+        f"""
+        env: {{PLAN_VAR: set}}
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        steps:
+          - {{id: b, run: exit 1, on_failure: replan}}
+          - {{id: c, tool: echo, args: {{value: 1}}, depends_on: [b]}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert steps["fixed"]["result"]["stdout"] == "fixed set\n"
+    assert steps["c"]["status"] == "succeeded"

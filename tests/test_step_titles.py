@@ -123,3 +123,18 @@ def test_kept_steps_show_their_rendered_titles(run, write, tmp_path):
     assert "a (Prepare 1.0) kept from the previous run" in r.err
     kept = next(e for e in _events(tmp_path / "e.jsonl") if e["event"] == "step.resumed")
     assert kept["title"] == "Prepare 1.0"
+
+
+def test_an_undefined_name_in_a_description_is_a_validation_error(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {version: "1.0"}
+        steps:
+          - {id: a, run: echo, title: "A ${version}", description: "Ships ${verison}"}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert "p.yaml:3:60: error: step 'a': description: undefined name 'verison'" in r.out, r.out
+    assert "did you mean 'version'?" in r.out

@@ -134,6 +134,18 @@ def test_list_hides_internal_steps_and_list_all_shows_them(run, write):
     assert {s["id"] for s in every.json["steps"]} == {"setup", "build", "test", "docs"}
 
 
+def test_list_all_marks_the_internal_steps(run, write):
+    write("planrun.yaml", PLAN)
+    every = run("list", "planrun.yaml", "--all", "--output", "json")
+    assert every.code == 0, every
+    marked = {s["id"]: s.get("internal", False) for s in every.json["steps"]}
+    assert marked == {"setup": True, "build": False, "test": False, "docs": False}
+    text = run("list", "planrun.yaml", "--all")
+    setup = next(line for line in text.out.splitlines() if line.strip().startswith("setup "))
+    assert setup.endswith("(internal)"), text
+    assert "(internal)" not in run("list", "planrun.yaml").out
+
+
 @pytest.mark.parametrize("how", [("setup",), ("--only", "setup")])
 def test_an_internal_step_is_refused_as_a_target(run, write, tmp_path, how):
     write("planrun.yaml", PLAN)
@@ -343,3 +355,37 @@ def test_targets_add_to_only_and_one_unknown_target_runs_nothing(run, write, tmp
     r = run("run", "ci.yaml", "--only", "bulid", "--no-state")
     assert r.code == 2 and "no step 'bulid'" in r.err and "did you mean 'build'?" in r.err, r
     assert not any((tmp_path / f).exists() for f in ("built", "docs", "tested"))
+
+
+def test_a_bad_alias_or_dependency_name_says_what_a_step_name_may_hold(run, write):
+    write(
+        "plan.yaml",
+        """
+        default: ["a b"]
+        steps:
+          - {id: a, run: echo, aliases: ["x y"], depends_on: ["c d"]}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    rule = "use letters, digits, '_', '.', '-'"
+    assert f"plan.yaml:1:11: error: default[0]: bad step name 'a b': {rule}" in r.out, r.out
+    assert f"plan.yaml:3:34: error: step 'a': aliases[0]: bad step name 'x y': {rule}" in r.out
+    assert f"plan.yaml:3:55: error: step 'a': depends_on[0]: bad step name 'c d': {rule}" in r.out
+    assert "pattern" not in r.out
+
+
+def test_an_alias_in_depends_on_is_named_as_the_alias_of_its_step(run, write):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: test, run: echo, aliases: [t]}
+          - {id: after, run: echo, depends_on: [t]}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert (
+        "step 'after' depends on unknown step 't' (did you mean 'test'? 't' is its alias" in r.out
+    )

@@ -101,7 +101,10 @@ def validate(
             found.extend(checked.diagnostics)
             if checked.ok:
                 from planrun.plan.dotenv import dotenv_problems
+                from planrun.plan.params import bind_params
 
+                if checked.plan is not None:  # a --var that its param refuses: exit 2
+                    bind_params(checked.plan.params, extra, required=False)
                 found.extend(dotenv_problems(checked, os.getcwd(), extra))
             if check_tools and checked.plan is not None:
                 # Servers that exist are checked even when another one is unknown.
@@ -266,12 +269,12 @@ def show(words: tuple[str, ...], output: str, var: tuple[str, ...], vars_file: s
     status with its reason, approval and condition."""
     from planrun.cli.show import render_show, show_document, show_target
 
-    plan, step_id = show_target(words, os.getcwd())
-    if not os.path.exists(plan):
-        raise UsageError(f"plan file not found: {plan}")
-    _echo_doc(
-        output, show_document(plan, step_id, parse_vars(var), vars_file, os.getcwd()), render_show
-    )
+    found, step_id = show_target(words)  # the default plan's directory becomes the cwd
+    if not os.path.exists(found.plan):
+        raise UsageError(f"plan file not found: {found.plan}")
+    variables, vars_file = with_builtins(found, parse_vars(var)), found.given_path(vars_file)
+    doc = show_document(found.plan, step_id, variables, vars_file, os.getcwd())
+    _echo_doc(output, doc, render_show)
 
 
 @click.command()

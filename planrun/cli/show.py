@@ -9,15 +9,17 @@ import json
 from typing import Any
 
 from planrun.errors import UsageError
-from planrun.plan.defaultplan import plan_or_default
+from planrun.plan.discovery import Found, plan_or_found
+from planrun.plan.fanout import fans_out
 
 
-def show_target(words: tuple[str, ...], cwd: str) -> tuple[str, str]:
-    """(plan file, step id) from `[PLAN] ID`: without PLAN, the default plan."""
+def show_target(words: tuple[str, ...]) -> tuple[Found, str]:
+    """(plan, step id) from `[PLAN] ID`: without PLAN, the default plan, found here or above
+    (its directory becomes the working directory, as for `run`)."""
     if len(words) == 2:
-        return words[0], words[1]
+        return plan_or_found(words[0]), words[1]
     if len(words) == 1:
-        return plan_or_default(None, cwd), words[0]
+        return plan_or_found(None), words[0]
     raise UsageError("show takes [PLAN] ID: the id of one step (see 'planrun list')")
 
 
@@ -47,7 +49,11 @@ def show_document(
         params_required=False,  # SPEC 13: no error for `show`; what reads one stays as written
     )
     prep = prepare(root_context(req))  # the plan checked; an unknown id named, with a hint
-    doc = dry_run_document(prep.plan, prep.graph, prep.selected, prep.variables, prep.environment())
+    step_id = (prep.targets or [step_id])[0]  # an alias shows the step under its id
+    unset = {n: f"<--var {n}>" for n in prep.plan.params if n not in prep.variables}
+    doc = dry_run_document(
+        prep.plan, prep.graph, prep.selected, prep.variables, prep.environment(), unset
+    )
     preview_dry_run(req.cache_request, req.cwd, prep, doc)
     entries = [e for e in doc["steps"] if step_id in (e["id"], e.get("instance_of"))]
     step = prep.plan.step(step_id)
@@ -60,7 +66,7 @@ def show_document(
         "outputs": list(step.outputs or []),
     }
     _render_patterns(shown, step, scope)
-    if step.foreach is not None:
+    if fans_out(step):
         shown["instances"] = [
             {k: e.get(k) for k in ("id", "title", "description", "args", "cache")} for e in entries
         ]
@@ -77,12 +83,13 @@ def _known(prep: Any) -> dict[str, Any]:
 
 
 def _own_entry(step: Any, entries: list[dict[str, Any]], scope: dict[str, Any]) -> dict[str, Any]:
-    """The step's own fields: its dry-run entry, or for a foreach step its fields as written
+    """The step's own fields: its dry-run entry, or for a foreach or matrix step its fields as written
     with the title and description as far as they render without an element."""
     keys = ("title", "description", "tool", "args", "depends_on", "cache", "approval", "when")
-    if step.foreach is None:
+    if not fans_out(step):
         return {k: entries[0].get(k) for k in keys}
     from planrun.run.scope import rendered_text, rendered_title
+    from planrun.run.stepcall import call_template
 
     first = entries[0] if entries else {}
     return {
@@ -90,12 +97,12 @@ def _own_entry(step: Any, entries: list[dict[str, Any]], scope: dict[str, Any]) 
         "title": rendered_title(step, lambda: scope),
         "description": rendered_text(step.description, lambda: scope),
         "tool": step.tool,
-        "args": step.args,
+        "args": call_template(step),  # as written (a `run` step's script under `run`)
         "depends_on": first.get("depends_on", []),
         "cache": None,  # per instance
         "approval": first.get("approval", False),
         "when": step.when,
-        "foreach": step.foreach,
+        **({"foreach": step.foreach} if step.matrix is None else {"matrix": step.matrix}),
     }
 
 
@@ -123,6 +130,7 @@ def render_show(doc: dict[str, Any]) -> str:
         ("args", json.dumps(doc["args"], ensure_ascii=False) if doc["args"] else None),
         ("after", ", ".join(doc["depends_on"])),
         ("foreach", _text(doc.get("foreach"))),
+        ("matrix", _text(doc.get("matrix"))),
         ("sources", ", ".join(doc["sources"])),
         ("outputs", ", ".join(doc["outputs"])),
         ("cache", _cache(doc.get("cache"))),

@@ -45,8 +45,8 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
 def step_rows(
     plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
 ) -> dict[str, Any]:
-    """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?}]} of a
-    valid plan (PlanInvalid if not).
+    """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?,
+    internal?}]} of a valid plan (PlanInvalid if not).
 
     `depends_on` holds the effective dependencies: explicit and data-flow (an internal step
     among them too). `variables`: those given on the command line, which the plan's
@@ -77,6 +77,7 @@ def step_rows(
                 "tool": graph.tools[sid],
                 "depends_on": list(graph.deps[sid]),
                 **({"aliases": list(aliases)} if (aliases := plan.step(sid).aliases) else {}),
+                **({"internal": True} if plan.step(sid).internal else {}),
             }
             for sid in graph.order
             if every or not plan.step(sid).internal
@@ -102,6 +103,8 @@ def render_steps(doc: dict[str, Any]) -> str:
             line += f"  after: {', '.join(s['depends_on'])}"
         if s.get("aliases"):
             line += f"  aliases: {', '.join(s['aliases'])}"
+        if s.get("internal"):
+            line += "  (internal)"
         lines.append(line.rstrip())
         if s.get("description"):
             lines.extend(f"  {' ' * id_w}  {part}" for part in s["description"].splitlines())

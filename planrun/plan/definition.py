@@ -59,6 +59,14 @@ STEP_ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 SCOPE_NAMES = frozenset({"env", "steps"})
 """Names every expression can read: no variable, result variable or `as` may take them."""
+
+
+def reserved(name: str) -> str:
+    """Why a variable cannot be called `env` or `steps`."""
+    what = "the process environment" if name == "env" else "the steps' status, result and error"
+    return f"the name '{name}' is reserved ({what})"
+
+
 INDEX_NAME = "index"
 """The name a `foreach` instance's position is bound to."""
 RUN_TOOL = "shell"
@@ -257,7 +265,10 @@ class Param(PlanNode):
     required: Annotated[
         bool, Spec(description="A run without a value for it is refused (exit 2).")
     ] = False
-    choices: Annotated[list[Any] | None, Spec(description="The only values it may take.")] = None
+    choices: Annotated[
+        list[Any] | None,
+        Spec(description="The only values it may take.", json_schema_extra={"minItems": 1}),
+    ] = None
     description: Annotated[str | None, Spec(description="Shown by `planrun list`.")] = None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 # (validate and graph import this module without it).
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, Protocol
@@ -63,8 +64,13 @@ def matrix_problems(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
         ]
     if step.matrix is None:
         return []
-    if not [n for n in step.matrix if n != EXCLUDE]:
+    names = [n for n in step.matrix if n != EXCLUDE]
+    if not names:
         return [(("matrix",), "matrix: no names to combine")]
+    if all(isinstance(step.matrix[n], list) for n in names):  # as written: its size is known
+        size = math.prod(len(step.matrix[n]) for n in names)
+        if size > MAX_INSTANCES:
+            return [(("matrix",), f"matrix {_too_many(size)}")]
     exclude = step.matrix.get(EXCLUDE, [])
     bad = [n for n, e in enumerate(exclude) if not isinstance(e, Mapping)]
     if bad:
@@ -93,15 +99,17 @@ def combinations(matrix: Mapping[str, Any]) -> list[dict[str, Any]]:
     for name in names:
         size *= len(matrix[name])
     if size > MAX_INSTANCES:
-        raise FanOutError(
-            f"matrix gives {size:,} combinations; a step runs at most {MAX_INSTANCES:,} instances"
-        )
+        raise FanOutError(f"matrix {_too_many(size)}")
     out = []
     for values in itertools.product(*(matrix[n] for n in names)):
         combo = dict(zip(names, values, strict=True))
         if not any(all(combo.get(k) == v for k, v in e.items()) for e in excluded):
             out.append(combo)
     return out
+
+
+def _too_many(size: int) -> str:
+    return f"gives {size:,} combinations; a step runs at most {MAX_INSTANCES:,} instances"
 
 
 def foreach_problem(step: Step) -> str | None:

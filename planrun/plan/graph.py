@@ -26,7 +26,7 @@ def when_source(when: str) -> str:
 
 def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
     """(path, text) for every `${...}` string a step holds: foreach, args, run, env, cwd, when,
-    title, approval, sources, outputs."""
+    title, description, approval, sources, outputs."""
     if step.foreach is not None:
         yield from template_strings(step.foreach, ("foreach",))
     if step.matrix is not None:
@@ -42,6 +42,8 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
         yield from template_strings(when_source(step.when), ("when",))
     if step.title:
         yield from template_strings(step.title, ("title",))
+    if step.description:
+        yield from template_strings(step.description, ("description",))
     if isinstance(step.approval, str):  # the question asked
         yield from template_strings(step.approval, ("approval",))
     if step.sources:

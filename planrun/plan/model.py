@@ -282,6 +282,11 @@ def plan_json_schema() -> dict[str, Any]:
     step["allOf"] = [
         {"oneOf": [{"required": ["id"]}, {"required": ["index"]}]},
         {"oneOf": [{"required": ["tool"]}, {"required": ["run"]}]},
+        # a `run` step takes no `args` (validate: "a 'run' step takes no 'args'")
+        {
+            "if": {"required": ["run"], "properties": {"run": {"not": {"type": "null"}}}},
+            "then": {"properties": {"args": {"maxProperties": 0}}},
+        },
     ]
     # `as` (a name, not null) names the element of a `foreach` (one that is not null)
     step["if"] = {"required": ["as"], "properties": {"as": {"type": "string"}}}

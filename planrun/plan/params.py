@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from planrun.errors import UsageError
-from planrun.plan.definition import NAME_PATTERN, SCOPE_NAMES, Param
+from planrun.plan.definition import NAME_PATTERN, SCOPE_NAMES, Param, reserved
 
 Path = tuple[str | int, ...]
 
@@ -74,14 +74,30 @@ def of_type(kind: str, value: Any, shown: Any = None) -> Any:
     ok = {
         "string": isinstance(value, str),
         "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        # finite, as `--var x=nan` is refused
+        "number": (isinstance(value, int) and not isinstance(value, bool))
+        or (isinstance(value, float) and math.isfinite(value)),
         "boolean": isinstance(value, bool),
         "list": isinstance(value, list),
         "mapping": isinstance(value, dict),
     }[kind]
     if not ok:
-        raise ParamError(f"expected {_ARTICLE[kind]}, got {value if shown is None else shown!r}")
+        raise ParamError(
+            f"expected {_ARTICLE[kind]}, got {_quoted(value if shown is None else shown)}"
+        )
     return value
+
+
+def _plain(value: Any) -> str:
+    """A value in a message: a string as it is, anything else as JSON (`true`, `{"a": 1}`)."""
+    return value if isinstance(value, str) else _quoted(value)
+
+
+def _quoted(value: Any) -> str:
+    """A value in a message: a string quoted ('x'), anything else as JSON."""
+    if isinstance(value, str):
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def read_given(params: Mapping[str, Param], given: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,8 +139,8 @@ def bind_params(
             raise UsageError(f"{where}: {exc}") from None
         choices = params[name].choices if name in params else None
         if choices is not None and out[name] not in choices:
-            shown = ", ".join(str(c) for c in choices)
-            raise UsageError(f"{where}: {out[name]!r} is not one of {shown}")
+            shown = ", ".join(_plain(c) for c in choices)
+            raise UsageError(f"{where}: {_quoted(out[name])} is not one of {shown}")
     missing = [n for n, p in params.items() if p.required and n not in out]
     if missing and required:
         names = ", ".join(missing)
@@ -144,7 +160,9 @@ def param_problems(
         at: Path = ("params", name)
         if name in variables:
             yield at, f"'{name}' is in both params and variables (a name is one or the other)"
-        if not re.fullmatch(NAME_PATTERN, name) or name in SCOPE_NAMES:
+        if name in SCOPE_NAMES:
+            yield at, f"param '{name}': {reserved(name)}"
+        elif not re.fullmatch(NAME_PATTERN, name):
             yield at, f"param name '{name}' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
         yield from _declaration_problems(name, _fields(param), at)
 
@@ -169,6 +187,8 @@ def _declaration_problems(
     kind, default, choices = fields
     if not kind:
         return  # an unknown type: the schema says so
+    if choices == []:
+        yield (*at, "choices"), f"param '{name}': choices: an empty list allows no value"
     for i, choice in enumerate(choices or ()):
         try:
             of_type(kind, choice)
@@ -182,8 +202,8 @@ def _declaration_problems(
         yield (*at, "default"), f"param '{name}': default {exc}"
         return
     if choices is not None and default not in choices:
-        shown = ", ".join(str(c) for c in choices)
-        yield (*at, "default"), f"param '{name}': default {default!r} is not one of {shown}"
+        shown = ", ".join(_plain(c) for c in choices)
+        yield (*at, "default"), f"param '{name}': default {_quoted(default)} is not one of {shown}"
 
 
 def param_rows(params: Mapping[str, Param]) -> dict[str, dict[str, Any]]:
@@ -213,7 +233,7 @@ def render_params(rows: Mapping[str, Mapping[str, Any]]) -> list[str]:
         elif row["default"] is not None:
             parts.append(f"default {json.dumps(row['default'], ensure_ascii=False)}")
         if row["choices"] is not None:
-            parts.append("one of " + ", ".join(str(c) for c in row["choices"]))
+            parts.append("one of " + ", ".join(_plain(c) for c in row["choices"]))
         text = f"  {name.ljust(width)}  ({'; '.join(parts)})"
         lines.append(text + (f"  {row['description']}" if row["description"] else ""))
     return lines

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
+from planrun.plan.definition import STEP_ID_PATTERN
 from planrun.plan.expressions import format_path
 from planrun.suggest import did_you_mean
 
@@ -72,10 +73,13 @@ def schema_errors(
     steps: list[Any],
 ) -> None:
     seen: set[Path] = set()
-    for err in exc.errors():
-        loc, node = _located(err, data)
+    errors = [(err, *_located(err, data)) for err in exc.errors()]
+    # A union (`run: str | list[str]`) fails once per member: an error inside the value (at
+    # `run[1]`) says more than the member it is not (`run: expected a string`).
+    deeper = {tuple(loc[:n]) for _, loc, _ in errors for n in range(len(loc))}
+    for err, loc, node in errors:
         path = (*base, *loc)
-        if path in seen:
+        if path in seen or (tuple(loc) in deeper and err["type"] in _EXPECTED):
             continue
         seen.add(path)
         kind = err["type"]
@@ -93,6 +97,11 @@ def schema_errors(
             out.add(
                 path,
                 f"{_label(path[:-1], steps)}: bad step id {node!r}: use letters, digits, '_', '.', '-'",
+            )
+        elif kind == "string_pattern_mismatch" and _is_step_name(err):  # alias, depends_on
+            out.add(
+                path,
+                f"{_label(path, steps)}: bad step name {node!r}: use letters, digits, '_', '.', '-'",
             )
         elif kind == "string_pattern_mismatch" and loc and loc[-1] in ("result_variable", "as"):
             what = "result_variable" if loc[-1] == "result_variable" else "'as' name"
@@ -117,6 +126,11 @@ def schema_errors(
             out.add(path, f"{where}: {msg}")
 
 
+def _is_step_name(err: Any) -> bool:
+    """A text that must be a step id (a `depends_on` entry, an alias, a `default` name)."""
+    return (err.get("ctx") or {}).get("pattern") == STEP_ID_PATTERN
+
+
 # A field the plan may write under its alias: a plan's `name` as `id`, a step's `id` as `index`.
 _WRITTEN_AS = {"name": "id", "id": "index"}
 
@@ -127,6 +141,8 @@ def _located(err: Any, data: Any) -> tuple[list[str | int], Any]:
     loc: list[str | int] = []
     node = data
     for part in err["loc"]:
+        if isinstance(node, list) and isinstance(part, str):
+            continue  # a union member's tag (`list[str]`): not in the data
         alias = _WRITTEN_AS.get(part) if isinstance(part, str) else None
         if isinstance(node, dict) and part not in node and alias in node:
             part = alias  # the model's `name` / `id`, written `id` / `index`: point at that
@@ -177,6 +193,9 @@ _EXPECTED = {
     "float_type": "a number",
     "string_type": "a string",
     "dict_type": "a mapping",
+    "model_type": "a mapping",  # a nested object (a param, a server, `limits`, ...)
+    "model_attributes_type": "a mapping",
+    "dataclass_type": "a mapping",
     "list_type": "a list",
 }
 

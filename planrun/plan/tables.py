@@ -242,7 +242,8 @@ FIELDS = {'Plan': (('version', 'Version | None'),
             "Annotated[bool, Spec(description='A run without a value for it is refused (exit "
             "2).')]"),
            ('choices',
-            "Annotated[list[Any] | None, Spec(description='The only values it may take.')]"),
+            "Annotated[list[Any] | None, Spec(description='The only values it may take.', "
+            "json_schema_extra={'minItems': 1})]"),
            ('description', "Annotated[str | None, Spec(description='Shown by `planrun list`.')]")),
  'ServerEntry': (('type', "Literal['stdio', 'http', 'sse', 'streamable-http'] | None"),
                  ('command', 'str | None'),

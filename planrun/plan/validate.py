@@ -14,7 +14,7 @@ from planrun.plan import fastcheck
 from planrun.plan.builtin_args import check_builtin_args
 from planrun.plan.checked import CheckedPlan
 from planrun.plan.conditions import when_problem
-from planrun.plan.definition import SCOPE_NAMES, Plan, ServerEntry, Step, replace
+from planrun.plan.definition import SCOPE_NAMES, Plan, ServerEntry, Step, replace, reserved
 from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.plan.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
 from planrun.plan.graph import PlanGraph, step_strings
@@ -36,12 +36,6 @@ BUILTIN_TOOLS = tuple(builtin_registry().names())
 
 Path = tuple[str | int, ...]
 Header = Plan  # the plan's keys but its steps, checked (its `steps` empty)
-
-
-def reserved(name: str) -> str:
-    """Why a variable cannot be called `env` or `steps`."""
-    what = "the process environment" if name == "env" else "the steps' status, result and error"
-    return f"the name '{name}' is reserved ({what})"
 
 
 def default_name(file: str) -> str:
@@ -93,7 +87,8 @@ def check_document(
     plan_vars = dict(header.variables) if header else _raw_mapping(data, "variables")
     params = dict(header.params) if header else _raw_mapping(data, "params")
     for at, message in param_problems(params, plan_vars):
-        out.add(at, message)
+        out.add(at, message, key=len(at) == 2)  # a name at fault: at the name
+    given = set(variables or {})  # --var and --vars-file
     variables = {CLI_ARGS: [], **params, **(variables or {})}  # known in every run
     # A header error elsewhere (say a typo in `defaults`) must not make every variable
     # "undefined" and every server "unknown": fall back to the names as written.
@@ -104,11 +99,12 @@ def check_document(
     }
     bound = {s.result_variable for s in steps if s.result_variable}
     known_names = set(plan_vars) | set(variables or {}) | bound | SCOPE_NAMES
-    _check_names(header, plan_vars, set(variables or {}), bound, out)
+    _check_names(header, plan_vars, set(variables or {}), given, bound, out)
     id_set = {s.id for s in steps}
     seen_ids: dict[str, int] = {}  # step id -> index of its first definition
+    alias_of = {a: s.id for s in steps for a in s.aliases}
     for s, i in zip(steps, step_paths, strict=True):
-        _check_id_and_deps(s, i, seen_ids, id_set, out)
+        _check_id_and_deps(s, i, seen_ids, id_set, out, alias_of)
         _check_step_rules(s, i, servers, header, out)
         _check_foreach(s, i, out)
         check_run(s, i, out)
@@ -131,9 +127,15 @@ def check_document(
 
 
 def _check_id_and_deps(
-    s: Step, i: int, seen_ids: dict[str, int], id_set: set[str], out: Collector
+    s: Step,
+    i: int,
+    seen_ids: dict[str, int],
+    id_set: set[str],
+    out: Collector,
+    alias_of: dict[str, str],
 ) -> None:
-    """The step's id is its own (noted in `seen_ids`); each dependency is a step, not itself."""
+    """The step's id is its own (noted in `seen_ids`); each dependency is a step, not itself
+    (an alias is named as one: `depends_on` takes ids)."""
     if s.id in seen_ids:
         out.add(
             ("steps", i, "id"),
@@ -146,7 +148,11 @@ def _check_id_and_deps(
             out.add(
                 ("steps", i, "depends_on", j),
                 f"step '{s.id}' depends on unknown step '{dep}'",
-                hint=did_you_mean(dep, id_set),
+                hint=(
+                    f"did you mean '{alias_of[dep]}'? '{dep}' is its alias; depends_on takes ids"
+                    if dep in alias_of
+                    else did_you_mean(dep, id_set)
+                ),
             )
         elif dep == s.id:
             out.add(("steps", i, "depends_on", j), f"dependency cycle: {s.id} -> {s.id}")
@@ -168,13 +174,15 @@ def _check_names(
     header: Header | None,
     plan_vars: dict[str, Any],
     variables: set[str],
+    given: set[str],
     bound: set[str],
     out: Collector,
 ) -> None:
-    """Secrets name known variables; no variable is called `env` or `steps`; plan variables
+    """Secrets name known variables; no variable is called `env` or `steps` (`given`: those
+    from --var and --vars-file; a param's name is checked with the params); plan variables
     read only what is defined before them."""
     _check_secrets(header, set(plan_vars) | variables | bound, out)
-    for name in sorted(variables & SCOPE_NAMES):
+    for name in sorted(given & SCOPE_NAMES):
         out.add((), f"variable '{name}' (from --var or --vars-file): {reserved(name)}")
     for name in plan_vars:
         if name in SCOPE_NAMES:

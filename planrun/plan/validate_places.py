@@ -28,9 +28,53 @@ def run_or_tool(raw: dict[str, Any], i: int, out: Collector) -> dict[str, Any]:
 
 
 def check_run(s: Step, i: int, out: Collector) -> None:
-    """A `run` list has at least one command."""
+    """A `run` list has at least one command; a `run` step has no `args` (they would be
+    ignored); a step's `env` names are names a command can receive."""
     if isinstance(s.run, list) and not s.run:
         out.add(("steps", i, "run"), f"step '{s.id}': run: an empty list runs nothing")
+    if s.run is not None and s.args:
+        out.add(
+            ("steps", i, "args"),
+            f"step '{s.id}': a 'run' step takes no 'args' (its environment and directory are "
+            "'env' and 'cwd'; 'tool: shell' takes args)",
+            key=True,
+        )
+    check_env_names(s.env or {}, ("steps", i, "env"), f"step '{s.id}': ", out)
+    check_env_cwd(s, i, out)
+
+
+def check_env_cwd(s: Step, i: int, out: Collector) -> None:
+    """A step's `env` and `cwd` reach only the tools that take them (run and shell steps; a
+    python step's environment; a plan step's directory): on another tool they would be
+    ignored. A `cwd` that places the step's `sources` or `outputs` is used all the same."""
+    from planrun.tools import tool_spec  # Lazy import: the registry, only for such a step
+
+    if not s.env and s.cwd is None:
+        return
+    spec = tool_spec(s.tool)
+    if spec is None and "." not in s.tool:
+        return  # an unknown tool: said once, elsewhere
+    takes = {
+        "env": spec is not None and spec.step_env,
+        "cwd": spec is not None and spec.step_cwd or bool(s.sources or s.outputs),
+    }
+    why = {
+        "env": "only run, shell and python steps get one",
+        "cwd": "only run, shell and plan steps run in one, or it places sources and outputs",
+    }
+    for key, written in (("env", bool(s.env)), ("cwd", s.cwd is not None)):
+        if written and not takes[key]:
+            message = f"step '{s.id}': '{s.tool}' takes no {key} ({why[key]})"
+            out.add(("steps", i, key), message, key=True)
+
+
+def check_env_names(env: dict[str, Any], at: Path, who: str, out: Collector) -> None:
+    """Each name of an `env` mapping is one a process can receive: not empty, no `=`, no NUL."""
+    for name in env:
+        if not name or "=" in name or "\0" in name:
+            out.add(
+                (*at, name), f"{who}env: {name!r} is not an environment variable name", key=True
+            )
 
 
 def check_plan_templates(header: Any, names: set[str], out: Collector) -> None:
@@ -38,6 +82,7 @@ def check_plan_templates(header: Any, names: set[str], out: Collector) -> None:
     (`dotenv`) or for every step (`env`), so they read variables and `env` only."""
     if header is None:
         return
+    check_env_names(dict(header.env), ("env",), "", out)
     found = template_strings(dict(header.env), ("env",))
     found += template_strings(list(header.dotenv), ("dotenv",))
     check_before_any_step(found, names, out, format_path, "read before any step")

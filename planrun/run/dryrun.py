@@ -31,10 +31,13 @@ def dry_run_document(
     selected: list[str],
     variables: dict[str, Any],
     env: dict[str, str] | None = None,
+    unknown: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The dry-run document (docs/reference.md, Documents): start order in waves, resolved args with placeholders.
 
-    `env` is what `env` reads (the process environment over the plan's dotenv values)."""
+    `env` is what `env` reads (the process environment over the plan's dotenv values);
+    `unknown` names variables with no value yet and the placeholder each reads as (`show`
+    without a required param)."""
     keep = set(selected)
     sub = PlanGraph(
         order=[s for s in graph.order if s in keep],
@@ -44,7 +47,7 @@ def dry_run_document(
         tools=graph.tools,
     )
     waves = sub.waves()
-    producers = placeholders(plan)
+    producers = {**placeholders(plan), **(unknown or {})}
     scope = known_scope(variables, dict(os.environ) if env is None else env)
     steps_out: list[dict[str, Any]] = []
     out_waves: list[list[str]] = []

@@ -1,6 +1,6 @@
 """The `resume with: ...` hint of a failed or interrupted run: the command that resumes the
-same selection, with the targets, `--var`s and options that selected the run, quoted for the
-shell. A `--var` of a secret is left out and named in a shell comment at the end (its value is
+same selection, with the targets, `--var`s and options that selected the run and the words
+after `--` (`cli_args`), quoted for the shell. A `--var` of a secret is left out and named in a shell comment at the end (its value is
 never shown, and `***` would resume with the wrong value)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from planrun.plan.defaultplan import looks_like_plan
 from planrun.plan.discovery import INVOCATION_DIR
-from planrun.plan.params import GivenText
+from planrun.plan.params import CLI_ARGS, GivenText
 from planrun.run.request import RunRequest
 
 __all__ = ["resume_hint"]
@@ -44,9 +44,11 @@ def resume_hint(
         words.append(f"--only={t}" if t.startswith("-") or plan_like else t)
     hidden = set(secrets)
     left_out = []
+    passed = req.variables.get(CLI_ARGS)
+    after = passed if isinstance(passed, list) and all(isinstance(w, str) for w in passed) else []
     for name, value in req.variables.items():
-        if name == INVOCATION_DIR:
-            continue  # planrun's own: set again by the resume
+        if name == INVOCATION_DIR or (name == CLI_ARGS and value is after):
+            continue  # planrun's own: set again by the resume (the words after `--` at the end)
         if name in hidden:
             left_out.append(name)
         else:
@@ -57,6 +59,8 @@ def resume_hint(
             words += [option, str(value)]
     if req.keep_going:
         words.append("--keep-going")
+    if after:
+        words += ["--", *after]
     command = " ".join(map(_quote, words))
     if left_out:
         names = " ".join(f"--var {name}=..." for name in left_out)

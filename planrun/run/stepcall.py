@@ -87,11 +87,17 @@ def under(place: str, pattern: str) -> str:
 
 
 def fold_plan_env(steps: list[Step], env: Mapping[str, str]) -> list[Step]:
-    """Each step with the plan's `env` under its own (the same steps when there is none;
-    folding again changes nothing)."""
+    """Each step whose tool gets an environment with the plan's `env` under its own (the same
+    steps when there is none; folding again changes nothing). Other steps are left as written,
+    so a step handed back by a planner is still valid (a step `env` there is an error)."""
     if not env:
         return steps
-    return [replace(s, env={**env, **(s.env or {})}) for s in steps]
+    return [replace(s, env={**env, **(s.env or {})}) if _gets_env(s) else s for s in steps]
+
+
+def _gets_env(step: Step) -> bool:
+    spec = tool_spec(step.tool)
+    return spec is not None and spec.step_env
 
 
 __all__ = [
