@@ -462,11 +462,7 @@ class Scheduler:
         except RunStopped as exc:  # a sub-plan's gate or a shared budget stops the run
             self._stopped_by_sub_plan(sid, step, exc, time.monotonic() - started)
         except asyncio.CancelledError:
-            rec = self.records[sid]
-            rec.status = Status.INTERRUPTED
-            rec.duration_s = round(time.monotonic() - started, 3)
-            name = self.plan.name or ""
-            self.emit(StepInterrupted(name, sid, rec.status, rec.attempts, rec.duration_s))
+            self._interrupted(sid, time.monotonic() - started)
             raise
         finally:
             self.slots.release(step.tool)
@@ -477,11 +473,14 @@ class Scheduler:
             self._finish_failure(sid, step, AttemptFailed(exc.message), duration, budget=True)
             self.stop_error = exc.message  # the budget as the sub-plan named it
             return
+        self._interrupted(sid, duration)
+        self._stop(reason, exc.message)
+
+    def _interrupted(self, sid: str, duration: float) -> None:
         rec = self.records[sid]
         rec.status, rec.duration_s = Status.INTERRUPTED, round(duration, 3)
         name = self.plan.name or ""
         self.emit(StepInterrupted(name, sid, rec.status, rec.attempts, rec.duration_s))
-        self._stop(reason, exc.message)
 
     async def _attempts(
         self, sid: str, step: Step, args: dict[str, Any], ctx: ToolContext
