@@ -55,12 +55,11 @@ class Expr:
             value = scope[root]
             walked = root
             for acc in accessors:
+                walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
                 try:
                     value = value[acc]
                 except (KeyError, IndexError, TypeError):
-                    label = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
-                    raise ExpressionError(f"undefined name '{label}'", name=label) from None
-                walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
+                    raise ExpressionError(f"undefined name '{walked}'", name=walked) from None
             return value
         # Only the names it reads: the scope may hold thousands of result variables.
         return _evaluate_jinja(self.source, {n: scope[n] for n in self.names if n in scope})
