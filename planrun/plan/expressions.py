@@ -182,9 +182,7 @@ def parse_template(text: str) -> Template | None:
     literal = "".join(buf)
     if literal:
         parts.append(literal)
-    if not any(isinstance(p, Expr) for p in parts):
-        return None if not parts else Template(tuple(parts))
-    return Template(tuple(parts))
+    return Template(tuple(parts))  # never empty: it holds an expression or a `$${` made `${`
 
 
 PLAIN_REFERENCES = True
