@@ -87,13 +87,7 @@ class Template:
         whole = self.whole
         if whole is not None:
             return detached(evaluate(whole))
-        out = []
-        for part in self.parts:
-            if isinstance(part, str):
-                out.append(part)
-            else:
-                out.append(to_text(evaluate(part)))
-        return "".join(out)
+        return "".join([p if isinstance(p, str) else to_text(evaluate(p)) for p in self.parts])
 
 
 Evaluate = Callable[[Expr], Any]
