@@ -192,12 +192,10 @@ def parse_expr(source: str) -> Expr:
     m = re.match(_REF_RE, source) if PLAIN_REFERENCES else None
     if m and m.group(1) not in _CONSTANTS:
         root = m.group(1)
-        accessors: list[str | int] = []
-        for a, idx, sq, dq in re.findall(_ACCESSOR_RE, m.group(2)):
-            if idx:
-                accessors.append(int(idx))
-            else:
-                accessors.append(a or sq or dq)
+        accessors: list[str | int] = [
+            int(idx) if idx else a or sq or dq
+            for a, idx, sq, dq in re.findall(_ACCESSOR_RE, m.group(2))
+        ]
         step_refs: frozenset[str] = frozenset()
         if root == "steps" and accessors and isinstance(accessors[0], str):
             step_refs = frozenset([accessors[0]])
