@@ -97,8 +97,7 @@ class PlanGraph:
                 if d in known and d != s.id and d not in mine:
                     mine[d] = None
                     kinds[(d, s.id)] = "explicit"
-            for name, ref in data_sources(s, binders, known):
-                del name
+            for _, ref in data_sources(s, binders, known):
                 if ref != s.id and ref not in mine:
                     mine[ref] = None
                     kinds[(ref, s.id)] = "data"
