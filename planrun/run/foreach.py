@@ -146,7 +146,7 @@ class ForeachSteps:
             self._bindings[inst.id] = bindings(step, item, n)
             host.steps[inst.id], host.records[inst.id] = inst, StepRecord()
             host.graph.deps[inst.id] = host.graph.deps[sid]
-        self._expansions[sid] = _Expansion(ids, time.monotonic(), set(ids))
+        self._expansions[sid] = _Expansion(list(ids), time.monotonic(), set(ids))
         rec = host.records[sid]
         rec.status = Status.RUNNING
         rec.fingerprint = expansion_fingerprint(step, views)
@@ -251,7 +251,7 @@ class ForeachSteps:
         host = self.host
         step, rec, expansion = host.steps[sid], host.records[sid], self._expansions[sid]
         expansion.open.clear()
-        ids = expansion.ids
+        ids = list(expansion.ids)  # the events get lists of their own
         verdict = summarize(ids, host.records)
         duration = round(time.monotonic() - expansion.started, 3)
         kept = bool(ids) and all(host.records[i].kept for i in ids)
