@@ -55,12 +55,11 @@ class Expr:
             value = scope[root]
             walked = root
             for acc in accessors:
+                walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
                 try:
                     value = value[acc]
                 except (KeyError, IndexError, TypeError):
-                    label = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
-                    raise ExpressionError(f"undefined name '{label}'", name=label) from None
-                walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
+                    raise ExpressionError(f"undefined name '{walked}'", name=walked) from None
             return value
         # Only the names it reads: the scope may hold thousands of result variables.
         return _evaluate_jinja(self.source, {n: scope[n] for n in self.names if n in scope})
@@ -88,13 +87,7 @@ class Template:
         whole = self.whole
         if whole is not None:
             return detached(evaluate(whole))
-        out = []
-        for part in self.parts:
-            if isinstance(part, str):
-                out.append(part)
-            else:
-                out.append(to_text(evaluate(part)))
-        return "".join(out)
+        return "".join([p if isinstance(p, str) else to_text(evaluate(p)) for p in self.parts])
 
 
 Evaluate = Callable[[Expr], Any]
@@ -183,9 +176,7 @@ def parse_template(text: str) -> Template | None:
     literal = "".join(buf)
     if literal:
         parts.append(literal)
-    if not any(isinstance(p, Expr) for p in parts):
-        return None if not parts else Template(tuple(parts))
-    return Template(tuple(parts))
+    return Template(tuple(parts))  # never empty: it holds an expression or a `$${` made `${`
 
 
 PLAIN_REFERENCES = True
@@ -201,12 +192,10 @@ def parse_expr(source: str) -> Expr:
     m = re.match(_REF_RE, source) if PLAIN_REFERENCES else None
     if m and m.group(1) not in _CONSTANTS:
         root = m.group(1)
-        accessors: list[str | int] = []
-        for a, idx, sq, dq in re.findall(_ACCESSOR_RE, m.group(2)):
-            if idx:
-                accessors.append(int(idx))
-            else:
-                accessors.append(a or sq or dq)
+        accessors: list[str | int] = [
+            int(idx) if idx else a or sq or dq
+            for a, idx, sq, dq in re.findall(_ACCESSOR_RE, m.group(2))
+        ]
         step_refs: frozenset[str] = frozenset()
         if root == "steps" and accessors and isinstance(accessors[0], str):
             step_refs = frozenset([accessors[0]])

@@ -12,13 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from planrun.plan.definition import INDEX_NAME, Step, replace
 from planrun.plan.expressions import ExpressionError, parse_template, resolve
-from planrun.plan.instances import grouped, instance_id, parent_of
+from planrun.plan.instances import instance_id, parent_of
 from planrun.text import kind_of
 
 DEFAULT_AS = "item"
@@ -271,77 +270,6 @@ def summarize(ids: list[str], records: Mapping[str, InstanceRecord]) -> Verdict:
     if statuses == {"skipped"}:
         return Verdict("skipped", result, None)
     return Verdict("succeeded", result, None)
-
-
-class _Expansion:
-    """One expanded foreach step: its instance ids, when it expanded, the ids not yet done."""
-
-    __slots__ = ("ids", "started", "open")
-
-    def __init__(self, ids: list[str], started: float, open: set[str] | None = None) -> None:
-        self.ids = ids
-        self.started = started
-        self.open = set() if open is None else open
-
-
-class FanOuts:
-    """The foreach steps of one run: their instances, what each reads, which are still open."""
-
-    def __init__(self) -> None:
-        self._expansions: dict[str, _Expansion] = {}
-        self._bindings: dict[str, dict[str, Any]] = {}  # instance id -> {as: element, index: n}
-
-    def waiting(self, sid: str, steps: Mapping[str, Step], records: Mapping[str, Any]) -> bool:
-        """Whether `sid` is a foreach step still to expand (it is ready when asked)."""
-        step = steps.get(sid)
-        return step is not None and fans_out(step) and records[sid].status == "pending"
-
-    def expand(self, step: Step, items: list[Any]) -> list[Step]:
-        """The instances of `step` over `items`, now open."""
-        instances = [instance_step(step, n) for n in range(len(items))]
-        for n, (inst, item) in enumerate(zip(instances, items, strict=True)):
-            self._bindings[inst.id] = bindings(step, item, n)
-        ids = [inst.id for inst in instances]
-        self._expansions[step.id] = _Expansion(ids, time.monotonic(), set(ids))
-        return instances
-
-    def kept(self, sid: str, ids: list[str]) -> None:
-        """A foreach step kept whole from the previous run, with these instances (all done)."""
-        self._expansions[sid] = _Expansion(ids, time.monotonic(), set())
-
-    def scope(self, sid: str, base: Mapping[str, Any]) -> Mapping[str, Any]:
-        names = self._bindings.get(sid)
-        return InstanceScope(base, names) if names is not None else base
-
-    def finish(self, iid: str) -> bool:
-        """Mark an instance done; True when it was its step's last open one."""
-        parent = parent_of(iid)
-        expansion = self._expansions.get(parent) if parent else None
-        if expansion is None or iid not in expansion.open:
-            return False
-        expansion.open.discard(iid)
-        return not expansion.open
-
-    def ids(self, sid: str) -> list[str]:
-        expansion = self._expansions.get(sid)
-        return list(expansion.ids) if expansion else []
-
-    def verdict(
-        self, sid: str, records: Mapping[str, InstanceRecord]
-    ) -> tuple[Verdict, float, bool]:
-        """(verdict, duration in seconds, whether every instance was kept from the last run)."""
-        expansion = self._expansions[sid]
-        expansion.open.clear()
-        verdict = summarize(expansion.ids, records)
-        kept = bool(expansion.ids) and all(records[i].kept for i in expansion.ids)
-        return verdict, round(time.monotonic() - expansion.started, 3), kept
-
-    def unfinished(self) -> list[str]:
-        return [sid for sid, e in self._expansions.items() if e.open]
-
-    def grouped(self, order: Iterable[str]) -> list[str]:
-        """`order` with each expanded step's instances right after it."""
-        return grouped(order, {sid: e.ids for sid, e in self._expansions.items()})
 
 
 __all__ = ["instance_id", "parent_of"]

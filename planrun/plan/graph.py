@@ -27,29 +27,24 @@ def when_source(when: str) -> str:
 def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
     """(path, text) for every `${...}` string a step holds: foreach, args, run, env, cwd, when,
     title, description, approval, sources, outputs."""
-    if step.foreach is not None:
-        yield from template_strings(step.foreach, ("foreach",))
-    if step.matrix is not None:
-        yield from template_strings(step.matrix, ("matrix",))
-    yield from template_strings(step.args, ("args",))
-    if step.run is not None:
-        yield from template_strings(step.run, ("run",))
-    if step.env:
-        yield from template_strings(step.env, ("env",))
-    if step.cwd is not None:
-        yield from template_strings(step.cwd, ("cwd",))
-    if isinstance(step.when, str):
-        yield from template_strings(when_source(step.when), ("when",))
-    if step.title:
-        yield from template_strings(step.title, ("title",))
-    if step.description:
-        yield from template_strings(step.description, ("description",))
-    if isinstance(step.approval, str):  # the question asked
-        yield from template_strings(step.approval, ("approval",))
-    if step.sources:
-        yield from template_strings(step.sources, ("sources",))
-    if step.outputs:
-        yield from template_strings(step.outputs, ("outputs",))
+    when = when_source(step.when) if isinstance(step.when, str) else None
+    approval = step.approval if isinstance(step.approval, str) else None  # the question asked
+    for key, value in (
+        ("foreach", step.foreach),
+        ("matrix", step.matrix),
+        ("args", step.args),
+        ("run", step.run),
+        ("env", step.env),
+        ("cwd", step.cwd),
+        ("when", when),
+        ("title", step.title),
+        ("description", step.description),
+        ("approval", approval),
+        ("sources", step.sources),
+        ("outputs", step.outputs),
+    ):
+        if value:  # an empty value holds no `${...}`
+            yield from template_strings(value, (key,))
 
 
 class PlanGraph:
@@ -103,8 +98,7 @@ class PlanGraph:
                 if d in known and d != s.id and d not in mine:
                     mine[d] = None
                     kinds[(d, s.id)] = "explicit"
-            for name, ref in data_sources(s, binders, known):
-                del name
+            for _, ref in data_sources(s, binders, known):
                 if ref != s.id and ref not in mine:
                     mine[ref] = None
                     kinds[(ref, s.id)] = "data"

@@ -291,20 +291,19 @@ def _check_graph(
     ids = [s.id for s in steps]
     unique = [s for k, s in enumerate(steps) if seen_ids.get(s.id) == step_paths[k]]
     graph = PlanGraph.build(unique)
-    if graph is not None:
-        cycle = graph.find_cycle()
-        if cycle:
-            first = cycle[0]
-            i = step_paths[ids.index(first)]
-            s = steps[ids.index(first)]
-            where: Path = (
-                ("steps", i, "depends_on", s.depends_on.index(cycle[1]))
-                if cycle[1] in s.depends_on
-                else ("steps", i, *_data_edge_path(s, cycle[1], unique))
-            )
-            out.add(where, f"dependency cycle: {' -> '.join(cycle)}")
-        else:
-            _concurrent_binders(steps, step_paths, graph, out)
+    cycle = graph.find_cycle()
+    if cycle:
+        first = cycle[0]
+        i = step_paths[ids.index(first)]
+        s = steps[ids.index(first)]
+        where: Path = (
+            ("steps", i, "depends_on", s.depends_on.index(cycle[1]))
+            if cycle[1] in s.depends_on
+            else ("steps", i, *_data_edge_path(s, cycle[1], unique))
+        )
+        out.add(where, f"dependency cycle: {' -> '.join(cycle)}")
+    else:
+        _concurrent_binders(steps, step_paths, graph, out)
 
 
 def _check_expressions(

@@ -83,7 +83,7 @@ def tool_context(
     """What the step's tool may know of the run (its timeout: the step's, else the plan's)."""
     return ToolContext(
         step_id=sid,
-        cwd=settings.cwd,
+        cwd=settings.parent.cwd,
         env=settings.env,
         timeout=step.timeout if step.timeout is not None else default_timeout,
         on_output=on_output,

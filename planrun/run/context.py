@@ -295,28 +295,16 @@ class ChildContext(RunContext):
     def tree(
         self, plan: Plan, attached: Attached, executor: ToolCaller, opened: OpenedState
     ) -> ParentContext:
-        parent, req = self.parent, self.request
-        own = plan.limits.max_concurrency
-        return ParentContext(
+        """The parent's, but for its place, policy, concurrency and own budget (its `groups`
+        and `run_plan` are set by the run path, as a top-level run's are)."""
+        parent, own = self.parent, plan.limits.max_concurrency
+        return parent._replace(
             prefix=self.prefix,
-            plan=parent.plan,
             plan_stack=self.stack,
-            cwd=req.cwd,
-            yes=parent.yes,
-            ask=parent.ask,
+            cwd=self.request.cwd,
             policy=plan.policy,  # merged in prepare()
             jobs=min(parent.jobs, own) if own else parent.jobs,
-            slots=parent.slots,
             budget=Budget(plan.limits, plan.name or "plan", parent.budget),
-            masks=parent.masks,
-            emit=parent.emit,
-            executor=parent.executor,
-            keep_going=parent.keep_going,
-            stream=parent.stream,
-            notice=parent.notice,
-            mcp_config=parent.mcp_config,
-            run_id=parent.run_id,
-            previous=parent.previous,
         )
 
     def inherited_groups(self) -> ProcessGroups | None:

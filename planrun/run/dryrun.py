@@ -170,9 +170,8 @@ def _preview(value: Any, scope: dict[str, Any], producers: dict[str, str]) -> An
         tpl = parse_template(value)
     except ExpressionError as exc:
         return f"<error: {exc.message}>"
-    if tpl is None:
-        return value.replace("$${", "${")
-
+    if tpl is None:  # no `${` in it
+        return value
     if tpl.whole is not None:
         return _one(tpl.whole, scope, producers)[0]
     return "".join(

@@ -43,7 +43,7 @@ when it cannot be rendered yet):
 import math
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 from planrun.masking import mask_keeping_names
 from planrun.run.runtree import MaskChain
@@ -328,21 +328,7 @@ StepEvent = (
 )
 Subscriber = Callable[[RunEvent], None]
 KINDS: dict[str, type[Any]] = {  # the kinds by name (each one's `event` property)
-    kind.event.fget(None): kind  # type: ignore[union-attr]
-    for kind in (
-        RunStarted,
-        StepStarted,
-        StepOutput,
-        StepRetrying,
-        StepSucceeded,
-        StepFailed,
-        StepSkipped,
-        StepInterrupted,
-        StepCached,
-        StepResumed,
-        PlanDiff,
-        RunFinished,
-    )
+    kind.event.fget(None): kind for kind in get_args(RunEvent)
 }
 ENVELOPE = ("plan", "step", "ts")
 

@@ -9,6 +9,7 @@ from the previous run), and records what the step comes to when the last of them
 from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: the resume rules only on resume.
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,15 +19,18 @@ from planrun.plan.definition import Plan, Step
 from planrun.plan.expressions import ExpressionError
 from planrun.plan.fanout import (
     FanOutError,
-    FanOuts,
+    InstanceScope,
+    bindings,
     expansion_fingerprint,
     fans_out,
     instance_id,
+    instance_step,
     instance_views,
     resolve_elements,
+    summarize,
 )
 from planrun.plan.graph import PlanGraph
-from planrun.plan.instances import parent_of
+from planrun.plan.instances import grouped, parent_of
 from planrun.run.events import (
     RunEvent,
     StepFailed,
@@ -69,12 +73,24 @@ class Host(Protocol):
     def note_failed(self) -> None: ...
 
 
+class _Expansion:
+    """One expanded foreach step: its instance ids, when it expanded, the ids not yet done."""
+
+    __slots__ = ("ids", "started", "open")
+
+    def __init__(self, ids: list[str], started: float, open: set[str]) -> None:
+        self.ids = ids
+        self.started = started
+        self.open = open
+
+
 class ForeachSteps:
     """The foreach steps of one scheduler's run."""
 
     def __init__(self, host: Host) -> None:
         self.host = host
-        self.fanouts = FanOuts()
+        self._expansions: dict[str, _Expansion] = {}
+        self._bindings: dict[str, dict[str, Any]] = {}  # instance id -> {as: element, index: n}
         self._running: dict[str, int] = {}  # step id -> its instances running now
 
     def held(self, sid: str) -> bool:
@@ -100,11 +116,13 @@ class ForeachSteps:
     def waiting(self, sid: str) -> bool:
         """Whether `sid` is a foreach step still to expand (it is ready when asked); a step
         the planner put back (pending again) is expanded afresh."""
-        return self.fanouts.waiting(sid, self.host.steps, self.host.records)
+        step = self.host.steps.get(sid)
+        return step is not None and fans_out(step) and self.host.records[sid].status == "pending"
 
     def scope(self, sid: str, base: Mapping[str, Any]) -> Mapping[str, Any]:
         """`base` with the element and index on top when `sid` is an instance."""
-        return self.fanouts.scope(sid, base)
+        names = self._bindings.get(sid)
+        return InstanceScope(base, names) if names is not None else base
 
     def expand(self, sid: str) -> list[str] | None:
         """The instances of a ready foreach step, now registered with the scheduler; None when
@@ -122,10 +140,13 @@ class ForeachSteps:
             return None
         views = instance_views(step, items, scope, host.mask)
         ids = []
-        for inst in self.fanouts.expand(step, items):
+        for n, item in enumerate(items):
+            inst = instance_step(step, n)
             ids.append(inst.id)
+            self._bindings[inst.id] = bindings(step, item, n)
             host.steps[inst.id], host.records[inst.id] = inst, StepRecord()
             host.graph.deps[inst.id] = host.graph.deps[sid]
+        self._expansions[sid] = _Expansion(list(ids), time.monotonic(), set(ids))
         rec = host.records[sid]
         rec.status = Status.RUNNING
         rec.fingerprint = expansion_fingerprint(step, views)
@@ -210,26 +231,33 @@ class ForeachSteps:
                 self._restore(iid, kept_record(prev))
             else:  # not in the state (an older planrun wrote it): its result is the step's
                 self._restore(iid, replace(rec, result=rec.result[n], attempts=1))
-        self.fanouts.kept(sid, ids)
+        self._expansions[sid] = _Expansion(ids, time.monotonic(), set())  # every one done
 
     def settled(self, sid: str) -> str | None:
         """Note that instance `sid` is done; its step's id when that was the last one (the
         step is then finished), else None."""
         parent = parent_of(sid)
-        if parent is not None and self.fanouts.finish(sid):
-            self.finish_step(parent)
-            return parent
-        return None
+        expansion = self._expansions.get(parent) if parent is not None else None
+        if parent is None or expansion is None or sid not in expansion.open:
+            return None
+        expansion.open.discard(sid)
+        if expansion.open:
+            return None
+        self.finish_step(parent)
+        return parent
 
     def finish_step(self, sid: str) -> None:
         """Record what a foreach step came to from its instances, and bind its result list."""
         host = self.host
-        step, rec = host.steps[sid], host.records[sid]
-        verdict, duration, kept = self.fanouts.verdict(sid, host.records)
+        step, rec, expansion = host.steps[sid], host.records[sid], self._expansions[sid]
+        expansion.open.clear()
+        ids = list(expansion.ids)  # the events get lists of their own
+        verdict = summarize(ids, host.records)
+        duration = round(time.monotonic() - expansion.started, 3)
+        kept = bool(ids) and all(host.records[i].kept for i in ids)
         rec.status, rec.result, rec.error = Status(verdict.status), verdict.result, verdict.error
         rec.duration_s, rec.kept = duration, kept
         rec.attempts = 0 if kept else 1
-        ids = self.fanouts.ids(sid)
         rec.result_masked = any(host.records[i].result_masked for i in ids if i in host.records)
         name, title = host.plan.name or "", host.title(step)
         # its list is not the value when masked: resume makes it again when read
@@ -260,11 +288,12 @@ class ForeachSteps:
 
     def close(self) -> None:
         """After a stop: a foreach step with unfinished instances is recorded as it stands."""
-        for sid in self.fanouts.unfinished():
+        for sid in [sid for sid, e in self._expansions.items() if e.open]:
             rec = self.host.records.get(sid)
             if rec is not None and rec.status == Status.RUNNING:
                 self.finish_step(sid)
 
     def grouped(self, order: list[str]) -> list[str]:
         """`order` with each expanded step's instances right after it."""
-        return [sid for sid in self.fanouts.grouped(order) if sid in self.host.records]
+        instances = {sid: e.ids for sid, e in self._expansions.items()}
+        return [sid for sid in grouped(order, instances) if sid in self.host.records]

@@ -35,19 +35,6 @@ class CacheRequest(NamedTuple):
     timeout: str | None = None  # --remote-cache-timeout, in seconds as given
 
 
-class OutputRequest(NamedTuple):
-    """Where a top-level run's events go besides its state: the console, --events, --junit,
-    --report (written by the CLI) and library subscribers (read by planrun.run.runopen)."""
-
-    console: bool = False  # human progress on stderr
-    quiet: bool = False
-    stream: bool = False
-    events: str | None = None
-    junit: str | None = None
-    report: str | None = None
-    subscribers: tuple[Callable[[RunEvent], None], ...] = ()
-
-
 class ExecutorRequest(NamedTuple):
     """--executor and --address, as given (the plan's `executor:` fills in what is not)."""
 
@@ -114,19 +101,6 @@ class RunRequest:
             self.remote_cache,
             self.remote_cache_read_only,
             self.remote_cache_timeout,
-        )
-
-    @property
-    def output_request(self) -> OutputRequest:
-        """Where the run's events go, as one value for the reporters' wiring."""
-        return OutputRequest(
-            self.console,
-            self.quiet,
-            self.stream,
-            self.events,
-            self.junit,
-            self.report,
-            tuple(self.subscribers),
         )
 
     @property

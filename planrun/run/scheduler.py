@@ -44,7 +44,7 @@ from planrun.run.events import (
 )
 from planrun.run.foreach import ForeachSteps
 from planrun.run.outcome import Outcome, first_failure, result_document, verdict
-from planrun.run.runtree import Budget, RunStopped, Slots
+from planrun.run.runtree import RunStopped
 from planrun.run.scope import (
     Scope,
     StepRecord,
@@ -89,6 +89,7 @@ class Scheduler:
         self.executor = executor
         self.bus = bus
         self.settings = settings
+        self.here = settings.parent  # this run in its tree: -j, --yes, prefix, bounds, secrets
         self.resume = resume
         self.replanner = replanner
         self.variables = variables  # input variables + result variables bound so far
@@ -97,9 +98,10 @@ class Scheduler:
         self.cache_reasons: dict[str, str] = {}  # why the cache did not have it
         self.foreach = ForeachSteps(self)
         self._set_steps(plan.steps, selected, graph)
-        # Budgets are per invocation: a resume starts from zero (steps, tool caps, replans).
-        self.budget = settings.budget or Budget(plan.limits, plan.name or "plan")
-        self.slots = settings.slots or Slots(settings.jobs)
+        # This plan's limits, charged with every enclosing plan's; per invocation: a resume
+        # starts from zero (steps, tool caps, replans). The slots are the tree's: -j in all.
+        self.budget = self.here.budget
+        self.slots = self.here.slots
         self.revisions: list[dict[str, Any]] = [] if revisions is None else revisions
         self.stop_reason: Reason | None = None
         self.stop_error: str | None = None
@@ -130,7 +132,7 @@ class Scheduler:
 
     @property
     def mask(self) -> Callable[[Any], Any] | None:
-        return self.settings.mask
+        return self.here.masks
 
     def report_order(self) -> list[str]:
         """Step ids in run order, each foreach step followed by its instances."""
@@ -204,7 +206,7 @@ class Scheduler:
 
     async def _run_instances(self, ids: list[str], max_parallel: int | None) -> None:
         """Run a foreach step's instances, at most `-j` (and `max_parallel`) at once, in order."""
-        limit, running, queue = max(1, min(self.settings.jobs, max_parallel or 1 << 30)), 0, ids
+        limit, running, queue = max(1, min(self.here.jobs, max_parallel or 1 << 30)), 0, ids
         try:
             async with asyncio.TaskGroup() as tg:
                 while queue or running:
@@ -243,7 +245,7 @@ class Scheduler:
         heap: list[tuple[int, int, str]] = []  # (file position, instance index or -1, id)
         held: list[tuple[int, int, str]] = []  # instances waiting for their step's max_parallel
         running = 0
-        jobs = max(1, self.settings.jobs)
+        jobs = max(1, self.here.jobs)
         try:
             async with asyncio.TaskGroup() as tg:
                 while sorter.is_active():
@@ -396,7 +398,7 @@ class Scheduler:
             if not step_condition(step, scope):
                 self._skip(sid, CONDITION_FALSE)
                 return None
-            return (*step_args(step, scope, self.settings.mask), with_patterns(step, scope))
+            return (*step_args(step, scope, self.here.masks), with_patterns(step, scope))
         except ExpressionError as exc:
             self.fail_before_start(sid, f"step '{sid}': {exc.message}")
             return None
@@ -404,11 +406,11 @@ class Scheduler:
     async def _approved(self, sid: str, step: Step, args: dict[str, Any]) -> bool:
         """Whether a step may start: approval given (`--yes`, a "y" at the prompt) or not needed.
         A "no" stops the run like abort, the steps still running included."""
-        if self.settings.yes or not self.plan.needs_approval(step):
+        if self.here.yes or not self.plan.needs_approval(step):
             return True
         ask = self.settings.ask
         if ask is None:  # a gated step the up-front check could not see (added by the planner)
-            text = f"approval required for step '{self.settings.prefix}{sid}'"
+            text = f"approval required for step '{self.here.prefix}{sid}'"
             self._stop(Reason.APPROVAL_REQUIRED, text)
             return False
         from planrun.run.approval import approval_question  # Lazy import: only at a prompt
@@ -418,7 +420,7 @@ class Scheduler:
         rec = self.records[sid]
         rec.status = Status.INTERRUPTED
         self.emit(StepInterrupted(self.plan.name or "", sid, rec.status, 0, 0.0))
-        self._stop(Reason.DENIED, f"approval denied for step '{self.settings.prefix}{sid}'")
+        self._stop(Reason.DENIED, f"approval denied for step '{self.here.prefix}{sid}'")
         return False
 
     def title(self, step: Step) -> str:
@@ -446,7 +448,7 @@ class Scheduler:
         started = time.monotonic()
         self.records[sid].fingerprint = fp
         secret = self._binds_secret(sid)  # not streamed: known only at its end
-        out = self._output_cb(sid) if self.settings.stream and not secret else None
+        out = self._output_cb(sid) if self.here.stream and not secret else None
         ctx = tool_context(sid, step, self.plan.defaults.timeout, self.settings, out)
         # Before the step starts, so not part of its timeout; cancelled here, it stays pending.
         await self.slots.acquire(step.tool)
@@ -462,11 +464,7 @@ class Scheduler:
         except RunStopped as exc:  # a sub-plan's gate or a shared budget stops the run
             self._stopped_by_sub_plan(sid, step, exc, time.monotonic() - started)
         except asyncio.CancelledError:
-            rec = self.records[sid]
-            rec.status = Status.INTERRUPTED
-            rec.duration_s = round(time.monotonic() - started, 3)
-            name = self.plan.name or ""
-            self.emit(StepInterrupted(name, sid, rec.status, rec.attempts, rec.duration_s))
+            self._interrupted(sid, time.monotonic() - started)
             raise
         finally:
             self.slots.release(step.tool)
@@ -477,11 +475,14 @@ class Scheduler:
             self._finish_failure(sid, step, AttemptFailed(exc.message), duration, budget=True)
             self.stop_error = exc.message  # the budget as the sub-plan named it
             return
+        self._interrupted(sid, duration)
+        self._stop(reason, exc.message)
+
+    def _interrupted(self, sid: str, duration: float) -> None:
         rec = self.records[sid]
         rec.status, rec.duration_s = Status.INTERRUPTED, round(duration, 3)
         name = self.plan.name or ""
         self.emit(StepInterrupted(name, sid, rec.status, rec.attempts, rec.duration_s))
-        self._stop(reason, exc.message)
 
     async def _attempts(
         self, sid: str, step: Step, args: dict[str, Any], ctx: ToolContext
@@ -599,12 +600,12 @@ class Scheduler:
         )
         self.emit(event)
         if budget:
-            self._stop(Reason.STEP_BUDGET, f"step '{self.settings.prefix}{sid}': {failure.error}")
+            self._stop(Reason.STEP_BUDGET, f"step '{self.here.prefix}{sid}': {failure.error}")
         elif policy == OnFailure.replan and self.replanner is not None:
             failed = parent_of(sid) or sid  # the step as written (once for a foreach step)
             if all(step_id != failed for step_id, _ in self._replan_requests):
                 self._replan_requests.append((failed, failure.error))
-        elif policy in (OnFailure.abort, OnFailure.replan) and not self.settings.keep_going:
+        elif policy in (OnFailure.abort, OnFailure.replan) and not self.here.keep_going:
             self._stop(Reason.STEP_FAILED)
 
     # ---- replanning ----------------------------------------------------------------------

@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from planrun.run.parent import ParentContext
-from planrun.run.runtree import Budget, Slots
 from planrun.tools.base import Services
 
 if TYPE_CHECKING:  # the cache package is imported only by runs that use it
@@ -40,48 +39,6 @@ class RunSettings:
         self.services = Services() if services is None else services
         self.cache = cache
 
-    # What the run's context says, under the names the scheduler reads.
-
-    @property
-    def jobs(self) -> int:
-        return self.parent.jobs
-
-    @property
-    def keep_going(self) -> bool:
-        return self.parent.keep_going
-
-    @property
-    def yes(self) -> bool:
-        return self.parent.yes
-
-    @property
-    def stream(self) -> bool:
-        return self.parent.stream
-
-    @property
-    def cwd(self) -> str:
-        return self.parent.cwd
-
-    @property
-    def mask(self) -> Callable[[Any], Any]:
-        """Secrets -> *** (for fingerprints and results): every run's of the tree."""
-        return self.parent.masks
-
-    @property
-    def slots(self) -> Slots:
-        """Shared with sub-plans: at most `-j` steps of the tree at once."""
-        return self.parent.slots
-
-    @property
-    def budget(self) -> Budget:
-        """This plan's limits, charged with every enclosing plan's."""
-        return self.parent.budget
-
-    @property
-    def prefix(self) -> str:
-        """`PARENT_STEP/` for a sub-plan: how its step ids show in messages."""
-        return self.parent.prefix
-
     async def outputs_made(self, sid: str, step: Step, result: Any, secret: bool) -> str | None:
         """After a step succeeded: store it when the cache missed it (its outputs checked then);
         for a step that declares outputs with the cache off, check them alone. The error when
@@ -94,4 +51,4 @@ class RunSettings:
 
         from planrun.cache.outputs import unproduced_output  # only for a step declaring some
 
-        return await asyncio.to_thread(unproduced_output, self.cwd, list(step.outputs), [])
+        return await asyncio.to_thread(unproduced_output, self.parent.cwd, list(step.outputs), [])

@@ -93,21 +93,17 @@ def load_text(text: str | bytes, file: str = "<inline>", fmt: str | None = None)
 def _load(text: str, file: str, fmt: str | None) -> Document:
     if not text.strip():
         raise invalid(file, 1, 1, "plan file is empty")
-    if fmt is None:
-        fmt = "json" if text.lstrip()[:1] in ("{", "[") else "yaml"
-        if fmt == "json":
-            # A file that merely looks like JSON may be YAML flow style ({a: 1}): if JSON
-            # refuses it, give YAML a chance, and report the JSON problem if both refuse.
+    if fmt is None and text.lstrip()[:1] in ("{", "["):
+        # A file that merely looks like JSON may be YAML flow style ({a: 1}): if JSON
+        # refuses it, give YAML a chance, and report the JSON problem if both refuse.
+        try:
+            return _load_json(text, file)
+        except PlanInvalid as json_error:
             try:
-                return _load_json(text, file)
-            except PlanInvalid as json_error:
-                try:
-                    return _load_yaml(text, file)
-                except PlanInvalid:
-                    raise json_error from None
-    if fmt == "json":
-        return _load_json(text, file)
-    return _load_yaml(text, file)
+                return _load_yaml(text, file)
+            except PlanInvalid:
+                raise json_error from None
+    return _load_json(text, file) if fmt == "json" else _load_yaml(text, file)
 
 
 def _load_json(text: str, file: str) -> Document:
