@@ -411,3 +411,45 @@ def test_policy_deny_covers_the_planner_tool(run, write, tmp_path):
     r = run("run", "parent.yaml", "--output", "json")
     assert r.code == 1, r
     assert "planner tool 'srv.echo' is denied by policy of the enclosing plan" in str(r.json), r
+
+
+@pytest.mark.parametrize(
+    ("replan", "words"),
+    [
+        ('{tool: ""}', "replan: planner tool '' is not SERVER.TOOL"),
+        ("{tool: nodot}", "replan: planner tool 'nodot' is not SERVER.TOOL"),
+        ("{tool: srv.}", "replan: planner tool 'srv.' is not SERVER.TOOL"),
+        ("{tool: other.echo}", "replan: unknown MCP server 'other' in planner tool 'other.echo'"),
+        ('{command: ""}', "replan: the planner command is empty"),
+        ("{command: []}", "replan: the planner command is empty"),
+        ('{command: [""]}', "replan: the planner command is empty"),
+        ("{command: 'python \"unclosed'}", "replan: the planner command does not parse"),
+    ],
+)
+def test_a_planner_that_cannot_be_called_is_an_invalid_plan(run, write, replan, words):
+    """A planner tool must name a configured server's tool and a planner command a program:
+    anything else is an error at its position before the run (it was an internal error at the
+    first replan)."""
+    write(
+        "p.yaml",
+        f"""
+        servers: {{srv: {{command: "{sys.executable}"}}}}
+        replan: {replan}
+        steps:
+          - {{id: a, run: "false", on_failure: replan}}
+        """,
+    )
+    for command in (("validate", "p.yaml"), ("run", "p.yaml")):
+        r = run(*command)
+        assert r.code == 3, r
+        assert words in r.out + r.err, r
+        assert "internal error" not in r.out + r.err, r
+
+
+@pytest.mark.parametrize("planner", ["", "   ", 'python "unclosed'])
+def test_a_planner_option_that_names_no_program_is_a_usage_error(run, write, planner):
+    write("p.yaml", 'steps:\n  - {id: a, run: "false", on_failure: replan}\n')
+    r = run("run", "p.yaml", "--planner", planner)
+    assert r.code == 2, r
+    assert "--planner: the planner command" in r.err, r
+    assert "internal error" not in r.out + r.err, r

@@ -160,6 +160,19 @@ def _grace(text: str | None) -> float | None:
         raise UsageError(f"--grace: {exc}") from None
 
 
+def _planner(command: str | None) -> str | None:
+    """`--planner COMMAND`: a command that names no program is a usage error."""
+    if command is None:
+        return None
+    from planrun.plan.definition import planner_argv
+
+    try:
+        planner_argv(command)
+    except ValueError as exc:
+        raise UsageError(f"--planner: {exc}") from None
+    return command
+
+
 def do_run(force_resume: bool, **kw: Any) -> None:
     """`planrun run` (`force_resume`: `planrun resume`) with click's keyword arguments."""
     from planrun.plan.discovery import split_run_args
@@ -229,6 +242,7 @@ def _run_once(
             "plan_found": found.moved,  # `resume with: planrun resume ...` finds it again
             "force": force,
             "grace": _grace(kw.get("grace")),
+            "planner": _planner(kw.get("planner")),
             "cwd": os.getcwd(),
             "interactive": sys.stdin.isatty() and sys.stderr.isatty(),
             "subscribers": [reporter.handle] if reporter else [],

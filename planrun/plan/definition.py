@@ -311,6 +311,23 @@ def replan_problem(command: object, tool: object) -> str | None:
     return None
 
 
+def planner_argv(command: list[str] | str) -> list[str]:
+    """A planner `command` as the words it runs (a string is split as the shell splits words);
+    ValueError saying why it names no program."""
+    if isinstance(command, str):
+        import shlex  # (only where a planner is used)
+
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"the planner command does not parse ({exc})") from None
+    else:
+        argv = list(command)
+    if not argv or not argv[0].strip():
+        raise ValueError("the planner command is empty")
+    return argv
+
+
 def transport_kind(type_: str | None, url: object, command: object) -> str:
     """A server entry's transport: its `type`; without one, http for a url and no command,
     else stdio. (Also applied to a config file's raw entry before it is a ServerEntry.)"""

@@ -14,7 +14,15 @@ from planrun.plan import fastcheck
 from planrun.plan.builtin_args import check_builtin_args
 from planrun.plan.checked import CheckedPlan
 from planrun.plan.conditions import when_problem
-from planrun.plan.definition import SCOPE_NAMES, Plan, ServerEntry, Step, replace, reserved
+from planrun.plan.definition import (
+    SCOPE_NAMES,
+    Plan,
+    ServerEntry,
+    Step,
+    planner_argv,
+    replace,
+    reserved,
+)
 from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.plan.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
 from planrun.plan.graph import PlanGraph, step_strings
@@ -111,7 +119,7 @@ def check_document(
         _check_expressions(s, i, known_names, id_set, out)
     _check_server_templates(header, set(plan_vars) | set(variables or {}), bound, out)
     check_plan_templates(header, set(plan_vars) | set(variables or {}), out)
-    _check_planner_tool(header, out)
+    _check_planner(header, servers, out)
 
     plan: Plan | None = None
     _check_graph(steps, step_paths, seen_ids, out)
@@ -437,11 +445,29 @@ def _check_tool(
                 break
 
 
-def _check_planner_tool(header: Header | None, out: Collector) -> None:
-    """`replan: {tool: SERVER.TOOL}` is a tool call like a step's: `policy.deny` covers it."""
-    if header is None or header.replan is None or header.replan.tool is None:
+def _check_planner(header: Header | None, servers: dict[str, Any], out: Collector) -> None:
+    """The planner (`replan:`) must be callable: a command names a program, and a tool is
+    SERVER.TOOL of a configured server, a tool call like a step's (`policy.deny` covers it)."""
+    if header is None or header.replan is None:
         return
-    tool = header.replan.tool
+    command, tool = header.replan.command, header.replan.tool
+    if command is not None:
+        try:
+            planner_argv(command)
+        except ValueError as exc:
+            out.add(("replan", "command"), f"replan: {exc}")
+    if tool is None:
+        return
+    server, dot, name = tool.partition(".")
+    if not (server and dot and name):
+        out.add(("replan", "tool"), f"replan: planner tool '{tool}' is not SERVER.TOOL")
+        return
+    if server not in servers:
+        out.add(
+            ("replan", "tool"),
+            f"replan: unknown MCP server '{server}' in planner tool '{tool}'",
+            hint=did_you_mean(server, set(servers)),
+        )
     for pattern in header.policy.deny:
         if fnmatch.fnmatchcase(tool, pattern):
             out.add(

@@ -14,13 +14,12 @@ import asyncio
 import contextlib
 import json
 import os
-import shlex
 import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from planrun import untrusted_json
-from planrun.plan.definition import Plan, Step
+from planrun.plan.definition import Plan, Step, planner_argv
 from planrun.run.planner import Replanner, ReplanRequest, ReplanStop, Revision
 from planrun.status import Reason
 
@@ -79,7 +78,7 @@ def make_replanner(
 async def _run_command(
     command: list[str] | str, context: dict[str, Any], cwd: str, timeout: float
 ) -> Any:
-    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    argv = planner_argv(command)  # (validation and the command line checked it)
     label = " ".join(argv)
     try:
         proc = await asyncio.create_subprocess_exec(
