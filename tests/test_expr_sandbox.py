@@ -421,3 +421,23 @@ def test_a_text_or_list_repeated_past_the_limit_is_still_refused(run, write):
     )
     r = run("run", "p.yaml", "--no-state", "--output", "json")
     assert "the repeated value is too large" in one_step_error(r)
+
+
+@pytest.mark.parametrize(
+    "expr, word",
+    [
+        ("${ 1e308 * 10 }", "infinity"),
+        ("${ [1, -1e308 * 10] }", "infinity"),
+        ("${ {'k': (1e308 * 10) - (1e308 * 10)} }", "NaN"),
+        ("at ${ 1e308 * 10 } degrees", "infinity"),
+    ],
+)
+def test_an_expression_giving_infinity_or_nan_fails_its_step(run, write, expr, word):
+    # JSON has no number for them: taken as a value, they would make the run's documents
+    # (--output json, events, state) something no JSON reader takes.
+    write("p.yaml", f"steps:\n  - {{id: e, tool: echo, args: {{value: {json.dumps(expr)}}}}}\n")
+    r = run("run", "p.yaml", "--no-state", "--output", "json")
+    error = one_step_error(r)
+    assert error.startswith("step 'e': args.value: in '${") and error.endswith(
+        f"the value is {word}, which JSON has no number for"
+    ), error
