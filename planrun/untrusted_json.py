@@ -4,11 +4,17 @@ so that whatever the bytes are, the caller sees a value or a ValueError.
 `json.loads` raises RecursionError, not ValueError, for data nested a few thousand levels deep
 (`[[[[…`); every reader of such a file already treats ValueError as "corrupt", so it is turned
 into one here rather than caught at each reader.
+
+`loads_strict` is for JSON another program sends (an HTTP body, a planner's answer, an MCP
+tool's text): only what RFC 8259 calls JSON. Python's reader also takes `NaN`, `Infinity` and
+`1e999` (read as infinity), which no JSON writer may write back: taken in, they would make the
+run's own documents (`--output json`, events, state) something jq and other readers refuse.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 
@@ -16,5 +22,25 @@ def loads(data: bytes | str) -> Any:
     """The parsed value; ValueError for anything that is not JSON planrun can hold."""
     try:
         return json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):
+        raise ValueError(f"{number[:40]} is too large for a JSON number")
+    return value
+
+
+def loads_strict(data: bytes | str) -> Any:
+    """The parsed value of strict JSON; ValueError for anything else, `NaN`, `Infinity` and a
+    number past the largest float included."""
+    try:
+        return json.loads(data, parse_constant=_not_json, parse_float=_finite)
     except RecursionError:
         raise ValueError("nested too deeply") from None

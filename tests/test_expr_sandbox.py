@@ -389,3 +389,55 @@ def test_wordwrap_of_one_long_word_is_refused_not_quadratic(tmp_path: Path) -> N
     a, b = steps["a"], steps["b"]
     assert a["status"] == "failed" and "too large" in a["error"], a
     assert b["status"] == "succeeded", b  # many short words are cheap at any width
+
+
+def test_arithmetic_on_big_numbers_is_not_taken_for_repetition(run, write):
+    # `n * 1.5` multiplies numbers: only a text or a list times a count repeats anything, so a
+    # large number times a float is arithmetic, at validation and at run time alike.
+    write(
+        "p.yaml",
+        """
+        variables: {n: 2000000, f: 1.5}
+        steps:
+          - {id: a, tool: echo, args: {value: "${ n * 1.5 }"}}
+          - {id: b, tool: echo, args: {value: "${ f * n }"}}
+          - {id: c, tool: echo, args: {value: "${ 2000000 * 1.5 }"}}
+          - {id: d, tool: echo, args: {value: "${ 3000000 * 0.5 * n }"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state", "--output", "json")
+    assert r.code == 0, r
+    assert [s["result"] for s in r.json["steps"]] == [3e6, 3e6, 3e6, 3e12]
+
+
+def test_a_text_or_list_repeated_past_the_limit_is_still_refused(run, write):
+    write(
+        "p.yaml",
+        """
+        variables: {n: 2000000}
+        steps:
+          - {id: a, tool: echo, args: {value: "${ 'ab' * n }"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--no-state", "--output", "json")
+    assert "the repeated value is too large" in one_step_error(r)
+
+
+@pytest.mark.parametrize(
+    "expr, word",
+    [
+        ("${ 1e308 * 10 }", "infinity"),
+        ("${ [1, -1e308 * 10] }", "infinity"),
+        ("${ {'k': (1e308 * 10) - (1e308 * 10)} }", "NaN"),
+        ("at ${ 1e308 * 10 } degrees", "infinity"),
+    ],
+)
+def test_an_expression_giving_infinity_or_nan_fails_its_step(run, write, expr, word):
+    # JSON has no number for them: taken as a value, they would make the run's documents
+    # (--output json, events, state) something no JSON reader takes.
+    write("p.yaml", f"steps:\n  - {{id: e, tool: echo, args: {{value: {json.dumps(expr)}}}}}\n")
+    r = run("run", "p.yaml", "--no-state", "--output", "json")
+    error = one_step_error(r)
+    assert error.startswith("step 'e': args.value: in '${") and error.endswith(
+        f"the value is {word}, which JSON has no number for"
+    ), error

@@ -71,6 +71,24 @@ def test_unparsable_json_reports_json_lineno_and_colno(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "value, word",
+    [("NaN", "NaN"), ("-Infinity", "-Infinity"), ("1e999", "1e999"), ("-2.5E+400", "-2.5E+400")],
+)
+def test_json_without_nan_or_infinity_is_json(tmp_path: Path, value: str, word: str) -> None:
+    # Python's reader takes NaN, Infinity and 1e999 (as infinity); JSON has none of them, and
+    # the run's documents could not carry them on as JSON: an error at the value, as for any
+    # other text that is not JSON.
+    text = '{"variables": {"ok": 1.5e300,\n  "x": [1, ' + value + ']},\n "steps": []}\n'
+    assert invalid(tmp_path, "p.json", text) == (
+        2,
+        12,
+        f"invalid JSON: {word} is not a JSON number (JSON has no NaN or infinity)",
+    )
+    r = planrun("validate", "p.json", cwd=tmp_path)
+    assert r.code == ExitCode.INVALID_PLAN and "p.json:2:12: error: invalid JSON" in r.out, r
+
+
 def test_duplicate_key_is_reported_at_its_second_occurrence(tmp_path: Path) -> None:
     text = "name: a\nsteps:\n  - id: x\n    tool: shell\n    tool: http\n"
     assert invalid(tmp_path, "p.yaml", text) == (5, 5, "duplicate key 'tool' (first at line 4)")

@@ -36,6 +36,8 @@ elif mode == "empty":
     out = []
 elif mode == "garbage":
     print("this is not json"); sys.exit(0)
+elif mode == "nan":  # Python's json writes it, but NaN is not JSON
+    print('[{"id": "alt", "tool": "echo", "args": {"value": NaN}}]'); sys.exit(0)
 elif mode == "crash":
     sys.exit(3)
 elif mode == "hang":
@@ -141,7 +143,13 @@ def test_empty_revision_is_no_plan(run, tmp_path, setup):
 
 
 @pytest.mark.parametrize(
-    "mode, words", [("garbage", "not JSON"), ("crash", "exited with code 3"), ("hang", "timed out")]
+    "mode, words",
+    [
+        ("garbage", "not JSON"),
+        ("nan", "NaN is not JSON"),
+        ("crash", "exited with code 3"),
+        ("hang", "timed out"),
+    ],
 )
 def test_planner_failures_fail_the_replan_clearly(run, tmp_path, setup, mode, words):
     setup(mode, max_replans=1, timeout="1s")

@@ -538,5 +538,8 @@ def test_sleep_refuses_nan_and_infinity(tmp_path: Path) -> None:
     r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
     assert r.code == 1, r
     assert_no_traceback(r)
-    for step in json.loads(r.out)["steps"]:
+    a, b, c = json.loads(r.out)["steps"]
+    for step in (a, c):
         assert step["status"] == "failed" and "sleep: 'seconds'" in step["error"], step
+    # infinity made by an expression fails as the expression's value, before sleep sees it
+    assert b["status"] == "failed" and "the value is infinity" in b["error"], b

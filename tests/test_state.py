@@ -31,6 +31,7 @@ from planrun.state import (
 )
 from planrun.state.files import path_text
 from planrun.state.model import STATE_VERSION, state_time
+from tests.conftest import planrun
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = "demo"
@@ -1074,3 +1075,25 @@ def test_a_step_record_of_the_wrong_shape_is_corrupt_and_unknown_keys_are_droppe
     state = StateStore(store.path, PLAN).load()
     assert state is not None and state.steps["a"].title == "A"
     assert state.steps["a"].to_json() == {**record, "title": "A"}
+
+
+def test_plan_names_a_file_name_cannot_hold_get_state_files_of_their_own(tmp_path: Path) -> None:
+    # A name with '/' is flattened to a file name; two plans named 'ci/build' and 'ci_build'
+    # must still not share one state file (the second would be refused as foreign), and a name
+    # too long for a file name must not stop the run.
+    names = ["ci/build", "ci_build", "ci\\build", "..", "_", "n" * 300, "n" * 300 + "x"]
+    for i, name in enumerate(names):
+        (tmp_path / f"p{i}.yaml").write_text(
+            f"name: {json.dumps(name)}\nsteps:\n  - {{id: a, tool: echo}}\n"
+        )
+        r = planrun("run", f"p{i}.yaml", cwd=tmp_path)
+        assert r.code == 0, r
+    for i, name in enumerate(names):
+        r = planrun("status", f"p{i}.yaml", "--output", "json", cwd=tmp_path)
+        assert r.code == 0 and r.json["plan"] == name, r
+    files = sorted(p.name for p in (tmp_path / ".planrun" / "state").iterdir())
+    assert len(files) == len(names) and "ci_build.json" in files
+    assert all(len(f.encode()) <= 255 and "/" not in f for f in files)
+    assert {default_state_path(str(tmp_path), n) for n in names} == {
+        str(tmp_path / ".planrun" / "state" / f) for f in files
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import socket
 import subprocess
@@ -707,6 +708,9 @@ class _ContentTypeHandler(BaseHTTPRequestHandler):
         "/odd": (399, "text/plain", "three-nine-nine"),
         "/bad": (400, "application/json", '{"why": "bad"}'),
         "/gone": (410, "text/plain", "gone"),
+        "/nan": (200, "application/json", '{"v": NaN}'),
+        "/infinity": (200, "application/json", "[-Infinity]"),
+        "/overflow": (200, "application/json", "[1e999]"),
     }
 
     def do_GET(self) -> None:
@@ -759,3 +763,35 @@ def test_http_json_or_text_by_content_type_and_failure_from_400(run, write, cont
     assert s["bad"]["result"]["json"] == {"why": "bad"}
     assert s["expected"]["status"] == "succeeded"
     assert s["expected"]["result"]["text"] == "gone"
+
+
+def _strict_json(text: str) -> Any:
+    """JSON as RFC 8259 has it: no NaN, no infinity (what jq and every other reader expects)."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    def finite(number: str) -> float:
+        value = float(number)
+        if not math.isfinite(value):
+            raise ValueError(f"{number} is not a JSON number a reader can hold")
+        return value
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
+def test_http_body_with_nan_or_infinity_is_text_not_json(run, write, content_type_server):
+    # NaN, Infinity and 1e999 are not JSON: a body holding them does not parse, so the result
+    # has `text`, and the run's JSON document stays JSON.
+    routes = ["nan", "infinity", "overflow"]
+    steps = "\n".join(
+        f"  - {{id: '{name}', tool: http, args: {{url: '{content_type_server}/{name}'}}}}"
+        for name in routes
+    )
+    write("p.yaml", f"steps:\n{steps}\n")
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    s = steps_by_id(_strict_json(r.out))
+    texts = {name: s[name]["result"].get("text") for name in routes}
+    assert texts == {"nan": '{"v": NaN}', "infinity": "[-Infinity]", "overflow": "[1e999]"}
+    assert all("json" not in s[name]["result"] for name in routes)

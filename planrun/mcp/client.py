@@ -7,7 +7,6 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: the MCP SDK, httpx2, jsonschema and pydantic
 # only once a server is started or checked (`--mcp-config` alone reads JSON).
 import asyncio
-import json
 import logging
 import math
 import os
@@ -17,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from planrun import untrusted_json
 from planrun.errors import PlanInvalid, exception_leaves
 from planrun.mcp.config import (
     HTTP_TYPES,
@@ -102,7 +102,7 @@ def _maybe_json(text: str) -> Any:
     if not stripped:
         return text
     try:
-        return json.loads(stripped)
+        return untrusted_json.loads_strict(stripped)  # NaN, or nesting too deep, stays text
     except ValueError:
         return text
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: jinja2, the sandbox and the loader only
 # for the expressions that need them.
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
@@ -283,17 +284,26 @@ def _compiled(source: str) -> Any:
 _UNDEFINED_RE = r"^'([^']+)' is undefined$"
 
 
+class _NotFinite(Exception):
+    """An expression gave infinity or NaN, which JSON has no number for."""
+
+
 def _reject_undefined(value: Any, undefined: type) -> None:
-    """Raise the UndefinedError of the first undefined value anywhere in `value`.
+    """Raise the UndefinedError of the first undefined value anywhere in `value`, or
+    _NotFinite for infinity or NaN.
 
     A filter such as `map(attribute='a')` over a list holding null yields undefined values
     inside a list; they must fail the expression here, not later when the value is used.
+    Infinity and NaN (`1e308 * 10`) would be written into the run's documents as `Infinity`
+    and `NaN`, which no JSON reader takes.
     """
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, undefined):
             item._fail_with_undefined_error()  # type: ignore[attr-defined]
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise _NotFinite("NaN" if math.isnan(item) else "infinity")
         elif isinstance(item, dict):
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
@@ -317,6 +327,10 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
         raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None
     except TooLarge as exc:
         raise ExpressionError(f"in '${{{source}}}': {exc}") from None
+    except _NotFinite as exc:
+        raise ExpressionError(
+            f"in '${{{source}}}': the value is {exc}, which JSON has no number for"
+        ) from None
     except SecurityError as exc:
         raise ExpressionError(f"in '${{{source}}}': not allowed: {exc}") from None
     except TemplateError as exc:

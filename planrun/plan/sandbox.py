@@ -140,9 +140,10 @@ def _check_binop(op: str, left: Any, right: Any) -> None:
     elif op == "*":
         if _is_int(left) and _is_int(right):
             _check_int_bits("the product", left.bit_length() + right.bit_length())
-        elif _is_int(right) and not _is_int(left):
+        # Only a sequence times a count repeats anything; a number times a float is arithmetic.
+        elif _is_int(right) and isinstance(left, str | list | tuple):
             _check_growth("the repeated value", _size(left, MAX_SIZE) * max(right, 0), left)
-        elif _is_int(left) and not _is_int(right):
+        elif _is_int(left) and isinstance(right, str | list | tuple):
             _check_growth("the repeated value", _size(right, MAX_SIZE) * max(left, 0), right)
     elif op == "%" and isinstance(left, str):
         _check_percent(left, right)

@@ -107,16 +107,15 @@ async def _run_command(
         raise PlannerError(f"planner exited with code {proc.returncode}: {label}: {tail[0]}")
     text = out.decode(errors="replace").strip()
     try:
-        return untrusted_json.loads(text)
+        return untrusted_json.loads_strict(text)
     except json.JSONDecodeError as exc:
         raise PlannerError(
             f"planner printed something that is not JSON ({exc.msg} at line {exc.lineno} "
             f"column {exc.colno}): {text[:80]!r}"
         ) from None
-    except ValueError:  # a number too long for Python to read, or nesting too deep
+    except ValueError as exc:  # NaN, a number too long or too large, nesting too deep
         raise PlannerError(
-            f"planner printed JSON planrun cannot read (a number too long or nesting too "
-            f"deep): {text[:80]!r}"
+            f"planner printed JSON planrun cannot read ({str(exc)[:80]}): {text[:80]!r}"
         ) from None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import field, fields
@@ -109,11 +110,22 @@ RUN_SCALARS = ("version", "plan") + tuple(
 )
 
 
+# The most of a plan name kept in its state file's name, in bytes: the longest name beside it
+# (`.NAME.json.<12 hex>.tmp`, the temporary snapshot) stays under 255 bytes, the usual limit.
+_NAME_BYTES = 200
+
+
 def default_state_path(cwd: str, plan_name: str) -> str:
-    """`<cwd>/.planrun/state/<plan name>.json` (a name that could escape the dir is flattened)."""
+    """`<cwd>/.planrun/state/<plan name>.json`. A name no file name can hold as it is (a `/`,
+    `..`, too long) is flattened and shortened, and gets a digest of the whole name, so two
+    such plans never share one state file (the second would be refused as foreign)."""
     name = plan_name.replace("/", "_").replace("\\", "_").replace("\0", "_")
     if name in ("", ".", ".."):
         name = name.replace(".", "_") or "_"
+    if name != plan_name or len(name.encode("utf-8", "surrogatepass")) > _NAME_BYTES:
+        kept = name.encode("utf-8", "surrogatepass")[:_NAME_BYTES].decode("utf-8", "ignore")
+        digest = hashlib.sha256(plan_name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        name = f"{kept}-{digest}"
     return os.path.join(cwd, ".planrun", "state", f"{name}.json")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import re
 from typing import Any
 
@@ -45,6 +46,8 @@ def load_json(text: str, file: str) -> Document:
     too_deep = _too_deep_path(data) if text.count("[") + text.count("{") > MAX_DEPTH else None
     if too_deep is not None:
         raise invalid(file, *locator.pos(too_deep, False), TOO_DEEP)
+    if _MAYBE_NOT_FINITE.search(text) is not None:
+        _check_finite(data, text, file, locator)
     if duplicates:
         raise PlanInvalid(
             [
@@ -59,6 +62,42 @@ def load_json(text: str, file: str) -> Document:
         )
     check_top_level(data, file, lambda: locator.pos((), False))
     return Document(file, data, locator)
+
+
+# What Python's reader takes for a number JSON does not have: NaN, Infinity, and a literal past
+# the largest double (an exponent of 3 digits or more, or 309 digits before the point) that it
+# reads as infinity. Only a text with one of these is walked.
+_MAYBE_NOT_FINITE = re.compile(r"NaN|Infinity|[eE][+-]?\d{3}|\d{309}")
+_NUMBER_WORD = re.compile(r"-?[0-9A-Za-z.+-]+")
+
+
+def _check_finite(data: Any, text: str, file: str, locator: _JsonLocator) -> None:
+    """Refuse NaN and infinity, at the value: JSON has neither, and no document could carry
+    them on as JSON."""
+    found = _not_finite_below(data) if data.__class__ is dict or data.__class__ is list else None
+    if found is None:
+        return
+    line, col = locator.pos(tuple(reversed(found)), False)
+    written = _NUMBER_WORD.match(text.splitlines()[line - 1], col - 1)
+    word = written.group() if written is not None else repr(found)
+    raise invalid(
+        file, line, col, f"invalid JSON: {word} is not a JSON number (JSON has no NaN or infinity)"
+    )
+
+
+def _not_finite_below(value: Any) -> list[PathPart] | None:
+    # Recursion is bounded by MAX_DEPTH (checked before); the path is built reversed.
+    items = value.items() if value.__class__ is dict else enumerate(value)
+    for key, child in items:
+        if child.__class__ is float:
+            if not math.isfinite(child):
+                return [key]
+        elif child.__class__ is dict or child.__class__ is list:
+            below = _not_finite_below(child)
+            if below is not None:
+                below.append(key)
+                return below
+    return None
 
 
 # An escaped backslash, a surrogate pair (one character), or half of a pair alone.
