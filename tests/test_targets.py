@@ -68,6 +68,17 @@ def test_an_unknown_id_in_default_is_invalid_at_its_position(run, write):
     assert "did you mean 'test'?" in r.out
 
 
+def test_an_empty_default_is_invalid_rather_than_running_nothing(run, write, tmp_path):
+    write("planrun.yaml", PLAN.replace("default: [test]", "default: []"))
+    r = run("validate")
+    assert r.code == 3, r
+    assert "planrun.yaml:1:10: error: default names no step" in r.out, r
+    r = run("run")
+    assert r.code == 3 and "default names no step" in r.out, r
+    assert_no_traceback(r)
+    assert not list(tmp_path.glob("*.log"))
+
+
 def test_default_may_name_an_alias_but_not_an_internal_step(run, write):
     write("planrun.yaml", PLAN.replace("default: [test]", "default: [t]"))
     assert run("validate").code == 0
