@@ -113,6 +113,22 @@ def clean(cache_dir: str | None) -> None:
     root = _root(cache_dir, changes=True)
     n = do_clean(root)
     click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
+    _say_kept(root)
+
+
+def _say_kept(root: str) -> None:
+    """One line per path under a name planrun writes that planrun did not write (kept)."""
+    from planrun.cache.prune import squatters
+
+    kept = squatters(root)
+    for path in kept[:5]:
+        click.echo(
+            f"kept {path}: not planrun's (it is not a file planrun wrote); remove it yourself"
+            " to let planrun store what belongs under that name",
+            err=True,
+        )
+    if len(kept) > 5:
+        click.echo(f"kept {len(kept) - 5} more such paths", err=True)
 
 
 @cache.command()
@@ -136,3 +152,4 @@ def prune(max_size: str | None, older_than: str | None, cache_dir: str | None) -
     root = _root(cache_dir, changes=True)
     n = do_prune(root, size, age)
     click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
+    _say_kept(root)
