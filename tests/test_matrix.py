@@ -212,3 +212,4 @@ def test_console_words_a_matrix_step_as_a_matrix(run, write):
     write("plan.yaml", MATRIX)
     r = run("run", "plan.yaml")
     assert "smoke started [echo]: matrix, 3 instances" in r.err, r
+    assert "; 3 matrix instances (3 succeeded)" in r.err, r
