@@ -346,15 +346,20 @@ class CacheStore:
             atomic_write(check_digest(digest), data, dir_fd=self._dir("blobs"))
 
     def put_blob_file(self, path: str, digest: str) -> str:
-        """Store a file too large to hold in memory, copied in chunks; ValueError when its
-        bytes no longer have `digest` (changed since it was hashed: nothing is stored)."""
+        """Store a file too large to hold in memory, copied in chunks; ValueError when it can no
+        longer be read or its bytes no longer have `digest` (changed since it was hashed:
+        nothing is stored)."""
         self._prepare()
         if self.has_blob(digest):
             return digest
         fd = self._dir("blobs")
 
         def copy(out: BinaryIO) -> None:
-            with open_regular(path) as src:
+            try:  # (the output's own fault, not the store's: said as such, not as a write)
+                src = open_regular(path)
+            except OSError as exc:
+                raise ValueError(f"cannot read {path}: {os_cause(exc)}") from None
+            with src:
                 if copy_hashed(src, out)[0] != digest:
                     raise ValueError(f"{path} changed while it was stored")
 
