@@ -1,5 +1,5 @@
 """Text shown in one line: the first line of an error or a description, cut to a width; a value's
-kind; a duration."""
+kind; a duration; why a file operation failed, in plain words."""
 
 from __future__ import annotations
 
@@ -45,3 +45,28 @@ def format_duration(seconds: object) -> str:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
+
+
+def os_cause(exc: OSError) -> str:
+    """Why a file operation failed, in plain words (`a directory is in the way`), for a message
+    that names the path itself: never the system's `[Errno 21] Is a directory: '...'`."""
+    import errno  # Lazy import: only for an error
+
+    causes = {
+        errno.EISDIR: "a directory is in the way",
+        errno.ENOTDIR: "a file is in the way of a directory",
+        errno.ELOOP: "a symbolic link is in the way",
+        errno.ENOENT: "it does not exist",
+        errno.EEXIST: "something is in the way",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.ENOSPC: "no space left on the device",
+        errno.EDQUOT: "the disk quota is used up",
+        errno.EROFS: "the file system is read-only",
+        errno.ENAMETOOLONG: "the name is too long",
+    }
+    cause = causes.get(exc.errno or 0)
+    if cause is not None:
+        return cause
+    text = exc.strerror or first_line(exc) or type(exc).__name__
+    return text[:1].lower() + text[1:]

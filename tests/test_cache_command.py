@@ -110,3 +110,31 @@ def test_sizes_are_powers_of_1024(tmp_path: Path, unit: str) -> None:
     assert r.code == 0 and "removed 0 entries" in r.err, (size, r)
     r = planrun("cache", "prune", "--max-size", str(used - 1), cwd=tmp_path)
     assert r.code == 0 and "removed 0 entries" not in r.err, r
+
+
+def test_a_directory_squatting_a_blob_s_name_is_named_with_a_hint_and_kept_by_clean(
+    tmp_path: Path,
+) -> None:
+    """A directory planrun did not write, under a blob's name: the step is not stored, with one
+    warning naming the path in plain words and saying what to do; `cache clean` removes only
+    what planrun wrote (the directory stays) and says so."""
+    import hashlib
+
+    plan = 'steps:\n  - id: b\n    tool: shell\n    args: {cmd: "echo WORD > out.txt"}\n'
+    (tmp_path / "plan.yaml").write_text(plan.replace("WORD", "first") + "    outputs: [out.txt]\n")
+    assert planrun("run", "plan.yaml", cwd=tmp_path).code == 0  # the cache is planrun's
+    (tmp_path / "plan.yaml").write_text(plan.replace("WORD", "hi") + "    outputs: [out.txt]\n")
+    squat = tmp_path / ".planrun/cache/blobs" / hashlib.sha256(b"hi\n").hexdigest()
+    squat.mkdir()
+    r = planrun("run", "plan.yaml", cwd=tmp_path)
+    assert r.code == 0, r
+    warning = [line for line in r.err.splitlines() if "not stored in the cache" in line]
+    assert len(warning) == 1, r
+    assert "Errno" not in warning[0] and "Is a directory" not in warning[0]
+    assert str(squat) in warning[0] or f".planrun/cache/blobs/{squat.name}" in warning[0]
+    assert "a directory planrun did not write" in warning[0]
+    assert "remove it" in warning[0]
+    c = planrun("cache", "clean", cwd=tmp_path)
+    assert c.code == 0, c
+    assert squat.is_dir()
+    assert squat.name in c.err and "not planrun's" in c.err, c

@@ -159,6 +159,21 @@ def test_a_directory_where_an_output_goes_is_left_alone(tmp_path: Path) -> None:
     assert not temp.exists() or not list(temp.iterdir())  # no temporary file left
 
 
+def test_a_file_where_an_output_s_directory_goes_is_said_in_plain_words(tmp_path: Path) -> None:
+    """out/ is a file now: the hit cannot restore out/app.txt, and the warning says why in
+    planrun's words, not the system's."""
+    (tmp_path / "plan.yaml").write_text(BUILD.lstrip())
+    go(tmp_path)
+    (tmp_path / "out/app.txt").unlink()
+    (tmp_path / "out").rmdir()
+    (tmp_path / "out").write_text("mine")
+    r = planrun("run", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert_no_traceback(r)
+    assert "cannot restore out/app.txt: a file is in the way of a directory" in r.err, r
+    assert "Not a directory" not in r.err and "Errno" not in r.err
+    assert (tmp_path / "out").read_text() == "mine"
+
+
 def test_outputs_behind_a_linked_file_are_not_stored(tmp_path: Path) -> None:
     plan = """
 steps:

@@ -160,3 +160,56 @@ def test_a_written_matrix_too_large_to_run_is_a_validation_error(run, write):
     r = run("validate", "plan.json")
     assert r.code == 3, r
     assert "step 's': matrix gives 160,000 combinations; a step runs at most 100,000" in r.out
+
+
+EMPTY_MATRIX = """
+steps:
+  - id: smoke
+    matrix:
+      os: [linux]
+      exclude: [{os: linux}]
+    tool: echo
+    args: {value: "${matrix.os}"}
+  - {id: lint, foreach: [], tool: echo, args: {value: "${item}"}}
+"""
+
+
+def test_dry_run_words_a_matrix_step_as_a_matrix(run, write):
+    write("plan.yaml", EMPTY_MATRIX)
+    r = run("run", "plan.yaml", "--dry-run")
+    assert r.code == 0, r
+    assert "matrix: no combination left: runs nothing, result []" in r.out
+    assert "foreach: an empty list: runs nothing, result []" in r.out  # lint keeps its words
+    assert r.out.count("foreach:") == 1
+    doc = run("run", "plan.yaml", "--dry-run", "--output", "json").json
+    entries = {e["id"]: e for e in doc["steps"]}
+    assert entries["smoke"]["matrix"] == [] and "foreach" not in entries["smoke"]
+    assert entries["lint"]["foreach"] == []
+    write("plan.yaml", MATRIX)
+    r = run("run", "plan.yaml", "--dry-run")
+    assert "2 steps (3 matrix instances)" in r.out, r
+
+
+def test_graph_words_a_matrix_step_as_a_matrix(run, write):
+    write("plan.yaml", EMPTY_MATRIX)
+    r = run("graph", "plan.yaml")
+    assert r.code == 0, r
+    assert "(no instances: no combination left)" in r.out
+    assert "(no instances: the list is empty)" in r.out  # lint's
+    write("plan.yaml", MATRIX)
+    r = run("graph", "plan.yaml", "--format", "mermaid")
+    assert "matrix: 3 instances" in r.out and "foreach" not in r.out, r
+    r = run("graph", "plan.yaml", "--format", "dot")
+    assert "matrix: 3 instances" in r.out and "foreach" not in r.out, r
+
+
+def test_console_words_a_matrix_step_as_a_matrix(run, write):
+    write("plan.yaml", EMPTY_MATRIX)
+    r = run("run", "plan.yaml")
+    assert r.code == 0, r
+    assert "smoke started [echo]: matrix, no combination left" in r.err
+    assert "lint started [echo]: foreach, empty" in r.err
+    write("plan.yaml", MATRIX)
+    r = run("run", "plan.yaml")
+    assert "smoke started [echo]: matrix, 3 instances" in r.err, r
+    assert "; 3 matrix instances (3 succeeded)" in r.err, r

@@ -565,6 +565,32 @@ def test_cache_info_shows_and_checks_the_remote(tmp_path: Path) -> None:
     assert r.code == 0 and "does not answer" in r.out, r
 
 
+def test_cache_info_check_gives_up_after_the_remote_cache_timeout(tmp_path: Path) -> None:
+    """`--check` asks the remote, so it takes `--remote-cache-timeout` as `run` does: a remote
+    that never answers is given that long, not the default 5 s."""
+    import time
+
+    with black_hole() as (url, accepted):
+        started = time.monotonic()
+        r = planrun(
+            "cache",
+            "info",
+            "--remote-cache",
+            url,
+            "--check",
+            "--remote-cache-timeout",
+            "0.5",
+            cwd=tmp_path,
+        )
+        took = time.monotonic() - started
+    assert r.code == 0, r
+    assert "does not answer (no answer within 0.5 s)" in r.out, r
+    assert took < 4, took
+    assert len(accepted) == 1
+    bad = planrun("cache", "info", "--remote-cache-timeout", "soon", cwd=tmp_path)
+    assert bad.code == 2 and "--remote-cache-timeout: 'soon' is not a number of seconds" in bad.err
+
+
 def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
     a = checkout(tmp_path / "a")
     r = planrun("run", "plan.yaml", "--remote-cache", "ftp://x", cwd=a)

@@ -68,6 +68,17 @@ def test_an_unknown_id_in_default_is_invalid_at_its_position(run, write):
     assert "did you mean 'test'?" in r.out
 
 
+def test_an_empty_default_is_invalid_rather_than_running_nothing(run, write, tmp_path):
+    write("planrun.yaml", PLAN.replace("default: [test]", "default: []"))
+    r = run("validate")
+    assert r.code == 3, r
+    assert "planrun.yaml:1:10: error: default names no step" in r.out, r
+    r = run("run")
+    assert r.code == 3 and "default names no step" in r.out, r
+    assert_no_traceback(r)
+    assert not list(tmp_path.glob("*.log"))
+
+
 def test_default_may_name_an_alias_but_not_an_internal_step(run, write):
     write("planrun.yaml", PLAN.replace("default: [test]", "default: [t]"))
     assert run("validate").code == 0
@@ -256,6 +267,40 @@ def test_a_hint_names_the_state_file_it_resumes(run, write):
     write("planrun.yaml", GATED)
     r = run("run", "wheel", "--state", "s.json")
     assert "resume with: planrun resume planrun.yaml wheel --state s.json" in r.err, r
+
+
+def test_the_resume_hint_repeats_the_remote_cache_options_never_its_password(run, write, tmp_path):
+    """A resume of a CI job shares the cache the run shared: the remote, read-only (a
+    pull-request build resumed must not upload) and its timeout are repeated; a URL with a
+    password is left out and named in the comment, as a secret `--var` is."""
+    from bench._nginx import free_port
+
+    write("planrun.yaml", GATED)
+    url = f"http://127.0.0.1:{free_port()}/cache"  # nothing listens: one warning, the run goes on
+    r = run(
+        "run",
+        "wheel",
+        "--remote-cache",
+        url,
+        "--remote-cache-read-only",
+        "--remote-cache-timeout",
+        "0.5",
+    )
+    assert r.code == 1, r
+    words = _hint_words(r)
+    assert words[words.index("--remote-cache") + 1] == url, words
+    assert "--remote-cache-read-only" in words
+    assert words[words.index("--remote-cache-timeout") + 1] == "0.5", words
+    (tmp_path / "fixed").touch()
+    again = run(*words[1:], "--output", "json")
+    assert again.code == 0 and statuses(again) == {"test": "succeeded", "wheel": "succeeded"}
+    secret = url.replace("http://", "http://ci:pa55@")
+    (tmp_path / "fixed").unlink()
+    r = run("run", "wheel", "--remote-cache", secret, "--remote-cache-timeout", "0.5")
+    assert r.code == 1, r
+    hint = next(line for line in r.err.splitlines() if line.startswith("resume with: "))
+    assert "pa55" not in hint and "--remote-cache" not in _hint_words(r), hint
+    assert "# and --remote-cache URL: its password is not repeated" in hint, hint
 
 
 def test_completion_offers_aliases_and_no_internal_step(tmp_path):

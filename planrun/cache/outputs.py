@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import hashlib
 import os
@@ -34,13 +33,9 @@ from planrun.cache.store import (
     safe_relpath,
 )
 from planrun.errors import one_line
+from planrun.text import os_cause
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-# A restore's rename refuses, atomically, what stands in the output's place.
-_IN_THE_WAY = {
-    errno.ELOOP: "a symbolic link is in the way",
-    errno.EISDIR: "a directory is in the way",
-}
 
 
 class OutputMissing(Exception):
@@ -303,8 +298,7 @@ def restore_outputs(
             try:
                 _restore_one(cwd, o, write, temp or own)  # type: ignore[arg-type]
             except OSError as exc:
-                why = _IN_THE_WAY.get(exc.errno or 0, exc.strerror)
-                raise CorruptCache(f"cannot restore {o.path}: {why}") from None
+                raise CorruptCache(f"cannot restore {o.path}: {os_cause(exc)}") from None
             records.forget(o.path)
     finally:
         if own is not None:

@@ -93,6 +93,28 @@ def _files(fd: int | None, sub: str, *, temporary: bool = False) -> list[_File]:
     return out
 
 
+def squatters(root: str) -> list[str]:
+    """Paths in `entries/` and `blobs/` under a name planrun writes that hold something else
+    (a directory, a link...): planrun did not write them, so `clean` and `prune` keep them, and
+    no step whose file has that name can be stored until they are removed."""
+    out = []
+    for sub in SUBDIRS:
+        with _opened(root, sub) as fd:
+            if fd is None:
+                continue
+            try:
+                names = sorted(os.listdir(fd))
+            except OSError:
+                continue
+            for name in names:
+                if not own_name(sub, name):
+                    continue
+                with contextlib.suppress(OSError):
+                    if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                        out.append(os.path.join(root, sub, name))
+    return out
+
+
 def directory_bytes(root: str) -> int:
     """The cache directory's size on disk (like `du`), its own directories included."""
     total = 0

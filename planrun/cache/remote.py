@@ -39,6 +39,7 @@ from planrun.cache.store import (
     Entry,
     is_key,
     parse_entry,
+    write_problem,
 )
 from planrun.errors import UsageError
 
@@ -331,7 +332,7 @@ class RemoteCache:
         except CorruptCache as exc:
             self._fault(f"entry {key[:12]} rejected ({exc}): treated as a miss", down=False)
         except OSError as exc:  # the local store could not take it
-            self._fault(f"entry {key[:12]} not stored locally ({exc.strerror})", down=False)
+            self._fault(f"entry {key[:12]} not stored locally: {write_problem(exc)}", down=False)
         return None
 
     def _blobs_in_hand(

@@ -45,11 +45,12 @@ from planrun.cache.restoretmp import RestoreTemp
 from planrun.cache.safeio import read_regular
 from planrun.cache.siblings import Siblings
 from planrun.cache.statcache import StatRecords
-from planrun.cache.store import CacheStore, CorruptCache, Entry
+from planrun.cache.store import CacheStore, CorruptCache, Entry, write_problem
 from planrun.errors import one_line
 from planrun.plan.instances import parent_of
 from planrun.run.events import StepCached
 from planrun.run.stepcall import call_template
+from planrun.text import os_cause
 from planrun.untrusted_json import loads
 
 if TYPE_CHECKING:
@@ -424,7 +425,8 @@ class CacheSession:
         except OutputMissing as exc:
             return str(exc)
         except OSError as exc:
-            return f"cannot read an output of step '{sid}': {exc.strerror}"
+            where = f" {exc.filename}," if exc.filename else ""
+            return f"cannot read{where} an output of step '{sid}': {os_cause(exc)}"
         self._warn_unstored(sid, collected.linked, "is behind a symbolic link")
         self._warn_unstored(sid, collected.owned, "is in planrun's own directory")
         self.keys[sid] = decision.key
@@ -474,7 +476,10 @@ class CacheSession:
                     created=time.time(),
                 )
             )
-        except (OSError, TypeError, ValueError) as exc:
+        except OSError as exc:
+            self.warn(f"step '{sid}': not stored in the cache: {write_problem(exc)}")
+            return None
+        except (TypeError, ValueError) as exc:
             self.warn(f"step '{sid}': not stored in the cache ({exc})")
             return None
         self._set_recent(sid, decision.key)

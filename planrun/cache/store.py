@@ -17,13 +17,14 @@ import os
 import stat
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, BinaryIO
 
 from planrun.atomicwrite import atomic_write, write_renamed
 from planrun.cache.cachedir import DIR_FLAGS, SUBDIRS, NotACache, mark, open_subdir, refusal
 from planrun.cache.keys import CACHE_FORMAT
 from planrun.cache.safeio import open_regular, read_regular, read_regular_stat
+from planrun.text import os_cause
 from planrun.untrusted_json import loads
 
 _HEADER = "planrun-cache-entry"
@@ -42,6 +43,28 @@ Warn = Callable[[str], None]
 
 class CorruptCache(Exception):
     """Something in the cache directory is not what it claims to be."""
+
+
+class Squatted(IsADirectoryError):
+    """A directory planrun did not write stands where the store writes a file (`filename`)."""
+
+
+def _blob_unreadable(digest: str, exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"blob {digest[:12]} missing"
+    return f"blob {digest[:12]} unreadable ({os_cause(exc)})"
+
+
+def write_problem(exc: OSError) -> str:
+    """Why the store could not write a file, in one plain sentence naming it (the store's
+    OSErrors name the file in the cache directory), with what to do when planrun cannot."""
+    if isinstance(exc, Squatted):
+        return (
+            f"{exc.filename} is a directory planrun did not write: remove it to cache this step"
+            " (planrun cache clean keeps what planrun did not write)"
+        )
+    where = f"cannot write {exc.filename}" if exc.filename else "cannot write to the cache"
+    return f"{where}: {os_cause(exc)}"
 
 
 class OutputFile:
@@ -238,7 +261,8 @@ class CacheStore:
             return None
         except OSError as exc:
             if not quiet:
-                self.warn(f"cache entry {key[:12]} unreadable ({exc.strerror}): treated as a miss")
+                why = os_cause(exc)
+                self.warn(f"cache entry {key[:12]} unreadable ({why}): treated as a miss")
             return None
         try:
             return parse_entry(raw, key)
@@ -264,7 +288,23 @@ class CacheStore:
         raw = entry_bytes(entry.to_json())
         if len(raw) > MAX_ENTRY_BYTES:
             return  # it could never be read back
-        atomic_write(f"{check_digest(entry.key)}.json", raw, dir_fd=self._dir("entries"))
+        name = f"{check_digest(entry.key)}.json"
+        with self._writing("entries", name):
+            atomic_write(name, raw, dir_fd=self._dir("entries"))
+
+    @contextlib.contextmanager
+    def _writing(self, sub: str, name: str) -> Iterator[None]:
+        """An OSError writing `sub/name` raised again naming that file (the system's names a
+        temporary file relative to the directory); Squatted when a directory holds the name."""
+        try:
+            yield
+        except OSError as exc:
+            path = os.path.join(self.root, sub, name)
+            squatted = False
+            with contextlib.suppress(OSError):
+                squatted = stat.S_ISDIR(os.lstat(path).st_mode)
+            kind = Squatted if squatted else OSError
+            raise kind(exc.errno, exc.strerror, path) from None
 
     def touch(self, key: str, *, now: bool = False) -> None:
         """Mark an entry used (least-recently-used pruning reads the mtime). An entry marked
@@ -302,22 +342,29 @@ class CacheStore:
         """Store bytes the caller has checked to be `digest`'s, without looking whether the blob
         is there already (a caller that just looked: a rename over the same bytes is harmless)."""
         self._prepare()
-        atomic_write(check_digest(digest), data, dir_fd=self._dir("blobs"))
+        with self._writing("blobs", digest):
+            atomic_write(check_digest(digest), data, dir_fd=self._dir("blobs"))
 
     def put_blob_file(self, path: str, digest: str) -> str:
-        """Store a file too large to hold in memory, copied in chunks; ValueError when its
-        bytes no longer have `digest` (changed since it was hashed: nothing is stored)."""
+        """Store a file too large to hold in memory, copied in chunks; ValueError when it can no
+        longer be read or its bytes no longer have `digest` (changed since it was hashed:
+        nothing is stored)."""
         self._prepare()
         if self.has_blob(digest):
             return digest
         fd = self._dir("blobs")
 
         def copy(out: BinaryIO) -> None:
-            with open_regular(path) as src:
+            try:  # (the output's own fault, not the store's: said as such, not as a write)
+                src = open_regular(path)
+            except OSError as exc:
+                raise ValueError(f"cannot read {path}: {os_cause(exc)}") from None
+            with src:
                 if copy_hashed(src, out)[0] != digest:
                     raise ValueError(f"{path} changed while it was stored")
 
-        write_renamed(fd, f".{digest}.{os.urandom(6).hex()}.tmp", fd, digest, copy, None)
+        with self._writing("blobs", digest):
+            write_renamed(fd, f".{digest}.{os.urandom(6).hex()}.tmp", fd, digest, copy, None)
         return digest
 
     async def blob_chunks(self, digest: str) -> AsyncIterator[bytes]:
@@ -362,7 +409,7 @@ class CacheStore:
                     raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
                 got, _size = copy_hashed(src, out)
         except OSError as exc:
-            raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
+            raise CorruptCache(_blob_unreadable(digest, exc)) from None
         if got != digest:
             self._drop_blob(fd, digest)
             raise CorruptCache(f"blob {digest[:12]} is corrupt")
@@ -375,7 +422,7 @@ class CacheStore:
             fd = self._dir("blobs")
             data = read_regular(digest, size, flags=os.O_NOFOLLOW, dir_fd=fd)
         except OSError as exc:
-            raise CorruptCache(f"blob {digest[:12]} missing ({exc.strerror})") from None
+            raise CorruptCache(_blob_unreadable(digest, exc)) from None
         if hashlib.sha256(data).hexdigest() != digest:
             self._drop_blob(fd, digest)  # the next run that produces it stores it afresh
             raise CorruptCache(f"blob {digest[:12]} is corrupt")

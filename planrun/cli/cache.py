@@ -47,11 +47,14 @@ def _human(n: int) -> str:
     return str(n)
 
 
-def _remote_info(url: str | None, check: bool) -> dict[str, Any] | None:
-    """The remote cache as `info` shows it; with `check`, whether it answers (and why not)."""
+def _remote_info(url: str | None, check: bool, timeout: str | None) -> dict[str, Any] | None:
+    """The remote cache as `info` shows it; with `check`, whether it answers (and why not)
+    within `timeout` (--remote-cache-timeout, read as `run` reads it)."""
     from planrun.cache.remote import remote_options
+    from planrun.cache.wiring import seconds
 
-    options = remote_options(url, False, None, os.environ)
+    limit = seconds(timeout)  # checked even when there is no remote, as by `run`
+    options = remote_options(url, False, limit, os.environ)
     if options is None:
         return None
     doc: dict[str, Any] = {"url": options.shown, "read_only": options.read_only}
@@ -81,13 +84,24 @@ def cache() -> None:
     "--remote-cache", metavar="URL", help="Remote cache URL (default $PLANRUN_REMOTE_CACHE)."
 )
 @click.option("--check", is_flag=True, help="Ask the remote cache whether it answers.")
+@click.option(
+    "--remote-cache-timeout",
+    metavar="SECONDS",
+    help="Seconds the --check request may take (default 5).",
+)
 @guard
-def info(cache_dir: str | None, output: str, remote_cache: str | None, check: bool) -> None:
+def info(
+    cache_dir: str | None,
+    output: str,
+    remote_cache: str | None,
+    check: bool,
+    remote_cache_timeout: str | None,
+) -> None:
     """Show the cache directory, its number of entries and its size on disk."""
     from planrun.cache.prune import cache_info
 
     doc: dict[str, Any] = dict(cache_info(_root(cache_dir)))
-    remote = _remote_info(remote_cache, check)
+    remote = _remote_info(remote_cache, check, remote_cache_timeout)
     if remote is not None:
         doc["remote"] = remote
     if output == "json":
@@ -113,6 +127,22 @@ def clean(cache_dir: str | None) -> None:
     root = _root(cache_dir, changes=True)
     n = do_clean(root)
     click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
+    _say_kept(root)
+
+
+def _say_kept(root: str) -> None:
+    """One line per path under a name planrun writes that planrun did not write (kept)."""
+    from planrun.cache.prune import squatters
+
+    kept = squatters(root)
+    for path in kept[:5]:
+        click.echo(
+            f"kept {path}: not planrun's (it is not a file planrun wrote); remove it yourself"
+            " to let planrun store what belongs under that name",
+            err=True,
+        )
+    if len(kept) > 5:
+        click.echo(f"kept {len(kept) - 5} more such paths", err=True)
 
 
 @cache.command()
@@ -136,3 +166,4 @@ def prune(max_size: str | None, older_than: str | None, cache_dir: str | None) -
     root = _root(cache_dir, changes=True)
     n = do_prune(root, size, age)
     click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
+    _say_kept(root)

@@ -50,7 +50,7 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
 class PlanGraph:
     """Steps in file order with their effective dependencies (in file order)."""
 
-    __slots__ = ("order", "deps", "kinds", "titles", "tools", "instances")
+    __slots__ = ("order", "deps", "kinds", "titles", "tools", "instances", "matrices")
 
     def __init__(
         self,
@@ -60,6 +60,7 @@ class PlanGraph:
         titles: dict[str, str] | None = None,
         tools: dict[str, str] | None = None,
         instances: dict[str, list[str] | str] | None = None,
+        matrices: frozenset[str] = frozenset(),
     ) -> None:
         self.order = order
         self.deps = deps
@@ -68,15 +69,22 @@ class PlanGraph:
         self.tools = {} if tools is None else tools
         # foreach steps: instance ids when known, else a placeholder (`<foreach over <a result>>`)
         self.instances = {} if instances is None else instances
+        self.matrices = matrices  # the ids of matrix steps (the others with instances: foreach)
+
+    def fan_key(self, sid: str) -> str:
+        """How the step fans out, in its views' words: `matrix` or `foreach`."""
+        return "matrix" if sid in self.matrices else "foreach"
 
     def foreach_note(self, sid: str) -> str | None:
-        """`foreach: 3 instances` / `foreach over <a result>` for a foreach step, else None."""
+        """`foreach: 3 instances` / `foreach over <a result>` for a foreach step (`matrix: ...`
+        for a matrix step), else None."""
         found = self.instances.get(sid)
         if found is None:
             return None
+        key = self.fan_key(sid)
         if isinstance(found, str):
-            return found[1:-1] if found.startswith("<foreach") else f"foreach: {found}"
-        return f"foreach: {len(found)} instance{'s' if len(found) != 1 else ''}"
+            return found[1:-1] if found.startswith(f"<{key} over") else f"{key}: {found}"
+        return f"{key}: {len(found)} instance{'s' if len(found) != 1 else ''}"
 
     @classmethod
     def build(cls, steps: list[Step]) -> PlanGraph:
@@ -109,6 +117,7 @@ class PlanGraph:
             kinds=kinds,
             titles={s.id: s.title or s.id for s in steps},
             tools={s.id: s.tool for s in steps},
+            matrices=frozenset(s.id for s in steps if s.matrix is not None),
         )
 
     def copy(self) -> PlanGraph:
@@ -120,6 +129,7 @@ class PlanGraph:
             titles=dict(self.titles),
             tools=dict(self.tools),
             instances={k: list(v) if isinstance(v, list) else v for k, v in self.instances.items()},
+            matrices=self.matrices,
         )
 
     def find_cycle(self) -> list[str] | None:
@@ -232,7 +242,7 @@ def _node(graph: PlanGraph, sid: str) -> dict[str, Any]:
         node["instances"] = found
     elif found is not None:
         node["instances"] = [f"{sid}[*]"]
-        node["foreach"] = found
+        node[graph.fan_key(sid)] = found
     return node
 
 
@@ -302,7 +312,7 @@ _MERMAID_SAFE_ID = (
 
 
 def _instance_lines(graph: PlanGraph, sid: str, statuses: dict[str, str]) -> list[str]:
-    """A foreach step's instances under it (from the last run when it has them)."""
+    """A foreach or matrix step's instances under it (from the last run when it has them)."""
     found = graph.instances.get(sid)
     if found is None:
         return []
@@ -311,7 +321,8 @@ def _instance_lines(graph: PlanGraph, sid: str, statuses: dict[str, str]) -> lis
     if isinstance(ids, str):
         return [f"      └ {sid}[*]  {ids}"]
     if not ids:
-        return ["      └ (no instances: the list is empty)"]
+        empty = "no combination left" if sid in graph.matrices else "the list is empty"
+        return [f"      └ (no instances: {empty})"]
     shown = ids[:20]
     lines = [
         f"      {'└' if k == len(ids) - 1 else '├'} {GLYPHS.get(statuses.get(i), '○')} {i}"

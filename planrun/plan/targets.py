@@ -29,9 +29,10 @@ def target_names(steps: Iterable[Step]) -> dict[str, str]:
 
 
 def check_targets(header: Any, steps: Sequence[Step], step_paths: Sequence[int], out: Any) -> None:
-    """Aliases that clash with an id or another alias; `default` ids that are no step's name,
-    or name an internal step. `out` is validation's Collector; `header` the checked plan header
-    (None when it did not check)."""
+    """Aliases that clash with an id or another alias; a `default` that names no step (an empty
+    list would run nothing and say nothing), `default` ids that are no step's name, or name an
+    internal step. `out` is validation's Collector; `header` the checked plan header (None when
+    it did not check)."""
     ids = {s.id for s in steps}
     owner: dict[str, str] = {}
     for s, i in zip(steps, step_paths, strict=True):
@@ -46,6 +47,12 @@ def check_targets(header: Any, steps: Sequence[Step], step_paths: Sequence[int],
                 out.add(where, message)
             owner.setdefault(alias, s.id)
     if header is None or header.default is None:
+        return
+    if not header.default:
+        out.add(
+            ("default",),
+            "default names no step: list the steps to run, or leave it out to run every step",
+        )
         return
     names = target_names(steps)
     internal = {s.id for s in steps if s.internal}

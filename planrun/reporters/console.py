@@ -12,7 +12,7 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
@@ -76,6 +76,7 @@ class ConsoleReporter:
         live: bool | None = None,
         resume_hint: str | None = None,
         explain: bool = False,
+        matrix_steps: Collection[str] = (),
     ) -> None:
         self._stream: TextIO = stream if stream is not None else sys.stderr
         tty = is_terminal(self._stream)
@@ -91,6 +92,7 @@ class ConsoleReporter:
         self._live_forced = live is True and not tty
         self.resume_hint = resume_hint
         self.explain = explain  # --explain: say why for every step, "cache off" included
+        self.matrix_steps = frozenset(matrix_steps)  # said `matrix`, the other fan-outs `foreach`
         # On GitHub Actions: step output in collapsible groups, failures as annotations.
         self.github = on_github_actions(os.environ)
 
@@ -300,7 +302,10 @@ class ConsoleReporter:
         instances = event.instances
         if isinstance(instances, list):
             n = len(instances)
-            text += f": foreach, {n} instance{'s' if n != 1 else ''}" if n else ": foreach, empty"
+            matrix = event.step in self.matrix_steps
+            empty = "no combination left" if matrix else "empty"
+            count = f"{n} instance{'s' if n != 1 else ''}" if n else empty
+            text += f": {'matrix' if matrix else 'foreach'}, {count}"
         if reason and not again and (self.explain or reason != "cache off") and attempt == 1:
             text += f": {reason}"  # why it runs (the cache's reason)
         self._write(self._line(event.ts, "start", text))
@@ -422,6 +427,13 @@ class ConsoleReporter:
 
     # -- summary -----------------------------------------------------------------------------
 
+    def _instances_kind(self) -> str:
+        """How the summary names the run's instances: `matrix` when all are a matrix step's,
+        `foreach` when none is, and plain `instances` for a mix."""
+        parents = {parent_of(i) for i in self.tally.instances}
+        matrices = len(parents & self.matrix_steps)
+        return "matrix" if matrices == len(parents) else "" if matrices else "foreach"
+
     def summary(self, event: RunFinished) -> str:
         """The closing text: counts per status, failed steps with their error, resume hint."""
         status = str(event.status or "finished")
@@ -435,8 +447,8 @@ class ConsoleReporter:
         took = event.duration_s
         if isinstance(took, int | float):  # unknown: no "in -"
             text += f" in {format_duration(took)}"
-        if counts.total_instances:  # foreach instances, counted apart from their steps
-            text += f"; {instances_text(counts)}"
+        if counts.total_instances:  # foreach/matrix instances, counted apart from their steps
+            text += f"; {instances_text(counts, self._instances_kind())}"
         out = self._line(event.ts or time.time(), kind, text)
         error = first_line(event.error)
         # "step 'b' failed: <error>" only repeats the failed-steps list below

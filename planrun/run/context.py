@@ -190,7 +190,10 @@ class RootContext(RunContext):
             # --explain (and --no-cache: each step says `cache off`) when the cache can matter
             explain = explains and (req.explain or req.no_cache)
             hint = resume_hint(req, prep.targets, prep.plan.secrets, prep.plan.params)
-            console, closers = attach_reporters(req, bus, store, prep.plan.dotenv, explain, hint)
+            matrices = frozenset(s.id for s in prep.plan.steps if s.matrix is not None)
+            console, closers = attach_reporters(
+                req, bus, store, prep.plan.dotenv, explain, hint, matrices
+            )
         except BaseException:
             if store is not None:
                 store.release()

@@ -84,11 +84,13 @@ def placeholders(plan: Plan) -> dict[str, str]:
 def _entries(
     step: Step, entry: dict[str, Any], scope: dict[str, Any], producers: dict[str, str]
 ) -> list[dict[str, Any]]:
-    """The dry-run entries of a step: itself, or one per foreach instance (`ID[*]` when the
-    list is not known before the run)."""
+    """The dry-run entries of a step: itself, or one per foreach or matrix instance (`ID[*]`
+    when the list is not known before the run), under the key its step fans out by (a matrix
+    instance carries its combination there)."""
     if not fans_out(step):
         args = _preview_args(step, scope, producers)
         return [{**entry, **_texts(step, scope, producers), "args": args}]
+    key = fan_source(step)[0]
     names = loop_names(step)
     mine = {k: v for k, v in producers.items() if k not in names}
     items = foreach_preview(step, scope, producers)
@@ -103,18 +105,19 @@ def _entries(
                 **_texts(step, scope, unknown),
                 "args": args,
                 "instance_of": step.id,
-                "foreach": items,
+                key: items,
             }
         ]
     if not items:
-        return [{**entry, "args": {}, "instance_of": None, "foreach": []}]
+        return [{**entry, "args": {}, "instance_of": None, key: []}]
     out = []
     for n, item in enumerate(items):
         inner = {**scope, **bindings(step, item, n)}
         iid = instance_id(step.id, n)
         args = _preview_args(step, inner, mine)
         texts = _texts(step, inner, mine)
-        out.append({**entry, "id": iid, **texts, "args": args, "instance_of": step.id})
+        one = {**entry, "id": iid, **texts, "args": args, "instance_of": step.id}
+        out.append({**one, "matrix": item} if key == "matrix" else one)
     return out
 
 
@@ -230,13 +233,19 @@ def mark_resume(doc: dict[str, Any], kept: Mapping[str, Any], reasons: Mapping[s
 
 
 def _counted(entries: list[dict[str, Any]]) -> str:
-    """`5 steps`, or `3 steps (4 foreach instances)` when foreach entries stand for steps."""
+    """`5 steps`, or `3 steps (4 foreach instances, 2 matrix instances)` when instance entries
+    stand for steps."""
     instances = [e for e in entries if e.get("instance_of")]
     steps = len(entries) - len(instances) + len({e["instance_of"] for e in instances})
     text = f"{steps} step{'s' if steps != 1 else ''}"
     known = [e for e in instances if not e["id"].endswith("[*]")]
-    if known:
-        text += f" ({len(known)} foreach instance{'s' if len(known) != 1 else ''})"
+    kinds = {
+        kind: sum(1 for e in known if ("matrix" in e) == (kind == "matrix"))
+        for kind in ("foreach", "matrix")
+    }
+    counted = [f"{n} {kind} instance{'s' if n != 1 else ''}" for kind, n in kinds.items() if n]
+    if counted:
+        text += f" ({', '.join(counted)})"
     return text
 
 
@@ -271,6 +280,11 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
             if "foreach" in s:
                 over = s["foreach"] if s["foreach"] else "an empty list: runs nothing, result []"
                 lines.append(f"      foreach: {over}")
+            elif isinstance(s.get("matrix"), list | str):  # the step's, not an instance's
+                over = (
+                    s["matrix"] if s["matrix"] else "no combination left: runs nothing, result []"
+                )
+                lines.append(f"      matrix: {over}")
             cache = s.get("cache") or {}
             if cache.get("status") == "hit":
                 lines.append("      cache: hit")

@@ -19,12 +19,15 @@ from planrun.run.request import RunRequest
 __all__ = ["resume_hint"]
 
 # Options that decide what a resume runs and how (repeated as given); the others (output,
-# reports, the cache directory...) are the reader's to add.
+# reports, the cache directory...) are the reader's to add. The remote cache is repeated: a
+# resumed CI job shares what the run shared, and a read-only run (a pull-request build) must
+# not upload when resumed.
 _REPEATED = (
     ("vars_file", "--vars-file"),
     ("state", "--state"),
     ("mcp_config", "--mcp-config"),
     ("planner", "--planner"),
+    ("remote_cache_timeout", "--remote-cache-timeout"),
 )
 
 
@@ -57,15 +60,37 @@ def resume_hint(
         value = getattr(req, attribute)
         if value:
             words += [option, str(value)]
+    remote = req.remote_cache
+    remote_left_out = bool(remote) and _has_credentials(str(remote))
+    if remote and not remote_left_out:
+        words += ["--remote-cache", remote]
+    if req.remote_cache_read_only:
+        words.append("--remote-cache-read-only")
     if req.keep_going:
         words.append("--keep-going")
     if after:
         words += ["--", *after]
     command = " ".join(map(_quote, words))
+    notes = []
     if left_out:
         names = " ".join(f"--var {name}=..." for name in left_out)
-        command += f"  # and {names}: secrets are not repeated"
+        notes.append(f"and {names}: secrets are not repeated")
+    if remote_left_out:
+        notes.append("and --remote-cache URL: its password is not repeated")
+    if notes:
+        command += "  # " + "; ".join(notes)
     return command
+
+
+def _has_credentials(url: str) -> bool:
+    """Whether a --remote-cache URL carries a user name or password (never put in a hint)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        return parts.username is not None or parts.password is not None
+    except ValueError:
+        return "@" in url
 
 
 _SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)

@@ -81,9 +81,11 @@ def attach_reporters(
     dotenv: list[str],
     explain: bool = False,
     resume_hint: str | None = None,
+    matrix_steps: frozenset[str] = frozenset(),
 ) -> tuple[Any, list[Callable[[], None]]]:
     """Subscribe the console, the state store, --events, --junit and library subscribers.
-    `explain`: the console says why each step runs, `cache off` included.
+    `explain`: the console says why each step runs, `cache off` included; `matrix_steps`: the
+    fan-out steps it calls matrix steps (the others are foreach steps).
 
     Returns (console, closers). Sub-plans' steps reach them all, as PARENT_STEP/CHILD_STEP.
     UsageError, before any file is touched, when a report file names a file the run reads
@@ -101,6 +103,7 @@ def attach_reporters(
             stream_output=req.stream,
             resume_hint=(resume_hint or req.plan) if store is not None else None,
             explain=explain,
+            matrix_steps=matrix_steps,
         )
         bus.subscribe(console.handle)
         closers.append(console.close)

@@ -95,14 +95,14 @@ def steps_text(counts: StepCounts) -> str:
     return f"{text} ({', '.join(parts)})" if parts else text
 
 
-def instances_text(counts: StepCounts) -> str:
-    """`3 foreach instances (2 succeeded, 1 failed)`, or "" when the run has none."""
+def instances_text(counts: StepCounts, kind: str = "foreach") -> str:
+    """`3 foreach instances (2 succeeded, 1 failed)`, or "" when the run has none. `kind`: the
+    word before `instances` (`matrix` when every instance is a matrix step's; "" for a mix)."""
     n = counts.total_instances
     if not n:
         return ""
-    return (
-        f"{n} foreach instance{'s' if n != 1 else ''} ({', '.join(status_parts(counts.instances))})"
-    )
+    word = f"{kind} instance" if kind else "instance"
+    return f"{n} {word}{'s' if n != 1 else ''} ({', '.join(status_parts(counts.instances))})"
 
 
 def counts_text(counts: StepCounts) -> str:
