@@ -226,3 +226,51 @@ def test_silent_server_is_bounded_by_the_step_timeout(run, write):
     assert r.code == 1, r  # the step's 1 s, not the 20 s default connect timeout:
     assert r.json["steps"][0]["error"] == "MCP server 'mute' tool 'anything': timed out after 1s"
     assert_no_process_left(mark)
+
+
+def test_tools_names_a_server_that_cannot_start_in_one_line(run, write):
+    entry, _ = _server("hostile_server.py")
+    write(
+        "p.yaml",
+        f"""
+        servers:
+          fine: {entry}}}
+          gone: {{command: planrun-no-such-server}}
+        steps:
+          - {{id: a, tool: gone.x}}
+    """,
+    )
+    r = run("tools", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.err.strip() == (
+        "planrun: error: MCP server 'gone': command not found: planrun-no-such-server"
+    )
+    assert r.json == {
+        "error": "MCP server 'gone': command not found: planrun-no-such-server",
+        "exit_code": 1,
+    }
+    assert_no_traceback(r)
+
+
+def test_a_server_with_a_malformed_tool_list_fails_its_steps_not_planrun(run, write):
+    entry, mark = _server("hostile_server.py")
+    entry = entry.replace('"]', '", "--bad-schema"]')
+    write(
+        "p.yaml",
+        f"""
+        servers: {{h: {entry}}}}}
+        steps:
+          - {{id: a, tool: h.say, args: {{text: hi}}}}
+    """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 1, r
+    error = r.json["steps"][0]["error"]
+    assert error.startswith("MCP server 'h' tool 'say': malformed tools/list answer"), error
+    assert "internal error" not in r.err
+    assert_no_traceback(r)
+    assert_no_process_left(mark)
+    r = run("tools", "p.yaml")
+    assert r.code == 1, r
+    assert r.err.startswith("planrun: error: MCP server 'h' tools/list: malformed answer"), r
+    assert_no_traceback(r)

@@ -138,11 +138,17 @@ async def _server_tools(servers: dict[str, ServerEntry], cwd: str) -> list[dict[
     import asyncio
 
     from planrun.mcp.client import ServerPool
+    from planrun.tools.base import ToolFailed
 
     async with ServerPool(servers, cwd=cwd) as pool:
-        lists = await asyncio.gather(*(pool.list_tools(n) for n in servers))
+        lists = await asyncio.gather(*(pool.list_tools(n) for n in servers), return_exceptions=True)
     out = []
     for name, tools in zip(servers, lists, strict=True):
+        # a server that cannot start or answers garbage: one line, exit 1
+        if isinstance(tools, ToolFailed):
+            raise PlanrunError(tools.message)
+        if isinstance(tools, BaseException):
+            raise tools
         for t in tools:
             out.append(
                 {

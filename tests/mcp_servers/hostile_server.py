@@ -1,0 +1,103 @@
+"""An MCP server written by hand (no SDK) that misbehaves on request, for planrun's tests.
+
+It answers the handshake and tools/list properly; each tool misbehaves in its own way:
+
+- `nan`: text content `NaN`; `nan_json`: text content `{"x": NaN, "y": Infinity}`;
+  `nan_structured`: structured content holding NaN (a JSON-RPC line with a bare NaN in it)
+- `garbage`: a line that is not JSON, then nothing
+- `wrong_id`: an answer under another request id, then nothing
+- `huge`: a text content of `size` characters (argument, default 8 MB)
+- `say`: text content `text` (argument) as is
+- `odd.name`: a tool whose name holds a dot
+"""
+
+import json
+import sys
+
+TOOLS = [
+    {"name": "nan", "inputSchema": {"type": "object"}},
+    {"name": "nan_json", "inputSchema": {"type": "object"}},
+    {"name": "nan_structured", "inputSchema": {"type": "object"}},
+    {"name": "garbage", "inputSchema": {"type": "object"}},
+    {"name": "wrong_id", "inputSchema": {"type": "object"}},
+    {"name": "huge", "inputSchema": {"type": "object"}},
+    {"name": "say", "inputSchema": {"type": "object"}},
+    {"name": "odd.name", "inputSchema": {"type": "object"}},
+]
+if "--bad-schema" in sys.argv:
+    TOOLS.append({"name": "broken", "inputSchema": "not a schema"})
+
+
+def send(msg: object) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def text(request_id: object, value: str) -> None:
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"content": [{"type": "text", "text": value}]},
+        }
+    )
+
+
+def call(request_id: object, name: str, args: dict) -> None:
+    if name == "nan":
+        text(request_id, "NaN")
+    elif name == "nan_json":
+        text(request_id, '{"x": NaN, "y": Infinity}')
+    elif name == "nan_structured":
+        result = {"content": [], "structuredContent": {"x": float("nan")}}
+        send({"jsonrpc": "2.0", "id": request_id, "result": result})  # json writes NaN as is
+    elif name == "garbage":
+        sys.stdout.write("this is not JSON-RPC\n")
+        sys.stdout.flush()
+    elif name == "wrong_id":
+        text(f"{request_id}-other", "for someone else")
+    elif name == "huge":
+        text(request_id, "x" * int(args.get("size", 8_000_000)))
+    elif name == "say":
+        text(request_id, str(args.get("text", "")))
+    elif name == "odd.name":
+        text(request_id, "odd")
+    else:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": -32602, "message": f"Unknown tool: {name}"},
+            }
+        )
+
+
+def main() -> None:
+    print("hostile: started", file=sys.stderr, flush=True)
+    for line in sys.stdin:
+        msg = json.loads(line)
+        method, request_id = msg.get("method"), msg.get("id")
+        if request_id is None:
+            continue  # a notification
+        if method == "initialize":
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": msg["params"]["protocolVersion"],
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "hostile", "version": "0"},
+                    },
+                }
+            )
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+        elif method == "tools/call":
+            call(request_id, msg["params"]["name"], msg["params"].get("arguments") or {})
+        else:
+            send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+
+
+if __name__ == "__main__":
+    main()
