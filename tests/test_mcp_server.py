@@ -382,6 +382,24 @@ def test_list_and_schema(tmp_path: Path) -> None:
     assert "steps" in doc["properties"]
 
 
+def test_list_keeps_plans_whose_title_is_not_text(tmp_path: Path) -> None:
+    from tests.conftest import planrun
+
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "a.yaml").write_text("title: {executor: null}\nsteps: []\n")
+    (plans / "b.yaml").write_text("title: 3\nsteps: []\n")
+
+    async def body(c: Client) -> Any:
+        return await c.call_tool("plan_list", {})
+
+    listing = session(tmp_path, body)
+    assert not listing.is_error, listing.content
+    cli = planrun("list", "plans", "--output", "json", cwd=tmp_path)
+    assert listing.structured_content["result"] == cli.json
+    assert [r["title"] for r in cli.json] == [{"executor": None}, 3]
+
+
 def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
     """Raw JSON-RPC over the server's pipes: steps that print (an in-process `python` step,
     a shell step writing to its inherited stdout) or read stdin must not touch the channel."""
