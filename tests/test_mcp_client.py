@@ -487,6 +487,17 @@ def test_check_tool_args_tolerates_empty_and_broken_schemas() -> None:
     assert errors == [] and warnings[0].startswith("the tool's input schema is invalid")
 
 
+def test_check_tool_args_with_a_reference_that_does_not_resolve() -> None:
+    for ref in ("#/defs/nowhere", "http://127.0.0.1:9/schema.json"):  # never fetched
+        schema = {"type": "object", "properties": {"x": {"$ref": ref}}}
+        errors, warnings = check_tool_args(schema, {"x": 1})
+        assert errors == [], ref
+        assert len(warnings) == 1 and warnings[0].startswith(
+            "the tool's input schema is invalid, arguments not checked: "
+        ), warnings
+        assert ref.lstrip("#") in warnings[0] and "\n" not in warnings[0]
+
+
 @needs_time
 def test_check_tool_args_with_a_real_schema(tmp_path: Path) -> None:
     async def main() -> dict[str, Any]:

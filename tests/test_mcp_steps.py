@@ -274,3 +274,24 @@ def test_a_server_with_a_malformed_tool_list_fails_its_steps_not_planrun(run, wr
     assert r.code == 1, r
     assert r.err.startswith("planrun: error: MCP server 'h' tools/list: malformed answer"), r
     assert_no_traceback(r)
+
+
+def test_a_tool_schema_with_a_dangling_reference_is_not_checked(run, write):
+    entry, mark = _server("hostile_server.py")
+    write(
+        "p.yaml",
+        f"""
+        servers: {{h: {entry}}}}}
+        steps:
+          - {{id: a, tool: h.refy, args: {{text: hi, x: 1}}}}
+          - {{id: b, tool: h.odd.name}}
+    """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    assert [s["result"] for s in r.json["steps"]] == ["hi", "odd"]
+    assert_no_traceback(r)
+    assert_no_process_left(mark)
+    r = run("validate", "p.yaml", "--check-tools")
+    assert r.code == 0, r
+    assert "arguments not checked" in r.out, r

@@ -61,9 +61,19 @@ def check_tool_args(
     except js_exceptions.SchemaError as exc:
         warnings.append(f"the tool's input schema is invalid, arguments not checked: {exc.message}")
         return errors, warnings
-    for err in sorted(
-        cls(input_schema).iter_errors(args), key=lambda e: list(map(str, e.absolute_path))
-    ):
+    from referencing.exceptions import Unresolvable
+
+    try:
+        found = sorted(
+            cls(input_schema).iter_errors(args), key=lambda e: list(map(str, e.absolute_path))
+        )
+    except Unresolvable as exc:  # a `$ref` to nowhere (never fetched from the network)
+        warnings.append(
+            "the tool's input schema is invalid, arguments not checked: "
+            f"$ref {first_line(str(exc.ref))[:200]!r} does not resolve"
+        )
+        return errors, warnings
+    for err in found:
         where = ".".join(str(p) for p in err.absolute_path)
         errors.append(f"{where}: {err.message}" if where else err.message)
     props = input_schema.get("properties")

@@ -9,6 +9,7 @@ It answers the handshake and tools/list properly; each tool misbehaves in its ow
 - `huge`: a text content of `size` characters (argument, default 8 MB)
 - `say`: text content `text` (argument) as is
 - `odd.name`: a tool whose name holds a dot
+- `refy`: an input schema whose `$ref` resolves nowhere (answers like `say`)
 """
 
 import json
@@ -23,6 +24,7 @@ TOOLS = [
     {"name": "huge", "inputSchema": {"type": "object"}},
     {"name": "say", "inputSchema": {"type": "object"}},
     {"name": "odd.name", "inputSchema": {"type": "object"}},
+    {"name": "refy", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}},
 ]
 if "--bad-schema" in sys.argv:
     TOOLS.append({"name": "broken", "inputSchema": "not a schema"})
@@ -58,7 +60,7 @@ def call(request_id: object, name: str, args: dict) -> None:
         text(f"{request_id}-other", "for someone else")
     elif name == "huge":
         text(request_id, "x" * int(args.get("size", 8_000_000)))
-    elif name == "say":
+    elif name in ("say", "refy"):
         text(request_id, str(args.get("text", "")))
     elif name == "odd.name":
         text(request_id, "odd")
