@@ -295,3 +295,19 @@ def test_a_tool_schema_with_a_dangling_reference_is_not_checked(run, write):
     r = run("validate", "p.yaml", "--check-tools")
     assert r.code == 0, r
     assert "arguments not checked" in r.out, r
+
+
+def test_tools_shows_odd_tool_listings_safely(run, write):
+    entry, mark = _server("hostile_server.py")
+    entry = entry.replace('"]', '", "--odd-tools"]')
+    write("p.yaml", f"servers: {{h: {entry}}}}}\nsteps: []\n")
+    r = run("tools", "p.yaml")
+    assert r.code == 0, r
+    assert "\x1b" not in r.out and "\x07" not in r.out
+    odd = [line for line in r.out.splitlines() if line.startswith("h.odd\\")]
+    assert odd == ["h.odd\\x1b[31m(a\\nb?)  [h]  \\x1b]0;pwned\\x07 line one"], r.out
+    r = run("tools", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    rows = {t["name"]: t for t in r.json}
+    assert rows["h.odd\x1b[31m"]["description"] == "\x1b]0;pwned\x07 line one\nline two"
+    assert_no_process_left(mark)

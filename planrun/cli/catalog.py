@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planrun.errors import PlanInvalid, PlanrunError
+from planrun.errors import PlanInvalid, PlanrunError, one_line
 from planrun.plan.definition import ServerEntry
 from planrun.tools import builtin_registry
 
@@ -168,5 +168,7 @@ def render_tools(rows: list[dict[str, Any]]) -> str:
         required = set((r["input_schema"] or {}).get("required", []))
         args = ", ".join(f"{k}{'' if k in required else '?'}" for k in props)
         desc = (r["description"] or "").strip().splitlines()[0] if r["description"] else ""
-        lines.append(f"{r['name']}({args})  [{r['source']}]  {desc}")
+        # An MCP server names and describes its tools: no escape sequence of its reaches the
+        # terminal, and each tool stays one line.
+        lines.append(one_line(f"{r['name']}({args})  [{r['source']}]  {desc}"))
     return "\n".join(lines) + "\n"

@@ -28,6 +28,14 @@ TOOLS = [
 ]
 if "--bad-schema" in sys.argv:
     TOOLS.append({"name": "broken", "inputSchema": "not a schema"})
+if "--odd-tools" in sys.argv:  # control characters in a name and a description
+    TOOLS.append(
+        {
+            "name": "odd\x1b[31m",
+            "description": "\x1b]0;pwned\x07 line one\nline two",
+            "inputSchema": {"type": "object", "properties": {"a\nb": {}}},
+        }
+    )
 
 
 def send(msg: object) -> None:
