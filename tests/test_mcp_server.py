@@ -465,6 +465,52 @@ def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
     assert proc.returncode == 0
 
 
+def test_a_request_too_deep_for_the_sdk_gets_an_error_answer(tmp_path: Path) -> None:
+    """The SDK parses each line with a nesting limit and drops a line past it unanswered: the
+    client would wait for its own timeout. Such a request gets a JSON-RPC error instead."""
+
+    def line(request_id: int, depth: int) -> str:
+        return (
+            f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", "params": {{"name":'
+            ' "plan_validate", "arguments": {"plan": "steps: []", "variables": {"v": '
+            + "[" * depth
+            + "]" * depth
+            + "}}}}\n"
+        )
+
+    after = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "plan_schema"}}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "mcp"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        opening = "".join(json.dumps(r) + "\n" for r in OPENING)
+        proc.stdin.write(opening + "garbage that is not JSON\n")
+        proc.stdin.write(line(2, 300))  # past the SDK's parser: Python still reads it
+        proc.stdin.write(line(4, 100_000))  # past Python's too
+        proc.stdin.write(json.dumps(after) + "\n")
+        proc.stdin.close()  # every answer is written before the server leaves
+        out = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    answers = {m.get("id"): m for m in map(json.loads, out.splitlines())}
+    for request_id in (2, 4):
+        refused = answers[request_id]["error"]
+        assert refused["code"] == -32600, refused  # invalid request
+        assert "nested" in refused["message"] and len(refused["message"]) < 300, refused
+    assert "result" in answers[3]  # the server goes on serving
+    assert set(answers) == {1, 2, 3, 4}  # the garbage line (no id) has no answer
+
+
 def test_streamable_http(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "planrun", "mcp", "--http", "127.0.0.1:0"],
