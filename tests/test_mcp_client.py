@@ -310,6 +310,17 @@ def test_answers_never_sent_are_bounded_by_the_call_timeout(tmp_path: Path) -> N
     run(main)
 
 
+def test_notifications_and_requests_from_the_server_neither_leak_nor_stall(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    async def main() -> Any:
+        async with ServerPool({"h": HOSTILE}, cwd=str(tmp_path)) as pool:
+            return await pool.call("h", "chatty", {}, timeout=10)
+
+    assert run(main) == "chatted"
+    assert capfd.readouterr().err == ""  # its log line goes nowhere near planrun's stderr
+
+
 def test_a_malformed_tool_list_is_one_clear_failure(tmp_path: Path) -> None:
     entry = ServerEntry(command=HOSTILE.command, args=[*HOSTILE.args, "--bad-schema"])
 

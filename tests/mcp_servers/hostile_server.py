@@ -9,6 +9,8 @@ It answers the handshake and tools/list properly; each tool misbehaves in its ow
 - `huge`: a text content of `size` characters (argument, default 8 MB)
 - `say`: text content `text` (argument) as is
 - `odd.name`: a tool whose name holds a dot
+- `chatty`: a log notification, a stray progress notification and two requests to the client
+  (roots, sampling) before its answer
 - `refy`: an input schema whose `$ref` resolves nowhere (answers like `say`)
 """
 
@@ -24,6 +26,7 @@ TOOLS = [
     {"name": "huge", "inputSchema": {"type": "object"}},
     {"name": "say", "inputSchema": {"type": "object"}},
     {"name": "odd.name", "inputSchema": {"type": "object"}},
+    {"name": "chatty", "inputSchema": {"type": "object"}},
     {"name": "refy", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}},
 ]
 if "--bad-schema" in sys.argv:
@@ -68,6 +71,19 @@ def call(request_id: object, name: str, args: dict) -> None:
         text(f"{request_id}-other", "for someone else")
     elif name == "huge":
         text(request_id, "x" * int(args.get("size", 8_000_000)))
+    elif name == "chatty":  # a log message, a progress note and a request to the client first
+        note = {"level": "error", "data": "\x1b[31mserver log line"}
+        send({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": 1, "progress": 1},
+            }
+        )
+        send({"jsonrpc": "2.0", "id": "srv-1", "method": "roots/list"})
+        send({"jsonrpc": "2.0", "id": "srv-2", "method": "sampling/createMessage", "params": {}})
+        text(request_id, "chatted")
     elif name in ("say", "refy"):
         text(request_id, str(args.get("text", "")))
     elif name == "odd.name":
@@ -87,8 +103,8 @@ def main() -> None:
     for line in sys.stdin:
         msg = json.loads(line)
         method, request_id = msg.get("method"), msg.get("id")
-        if request_id is None:
-            continue  # a notification
+        if request_id is None or "method" not in msg:
+            continue  # a notification, or the client's answer to a request of ours
         if method == "initialize":
             send(
                 {
