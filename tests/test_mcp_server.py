@@ -400,6 +400,22 @@ def test_list_keeps_plans_whose_title_is_not_text(tmp_path: Path) -> None:
     assert [r["title"] for r in cli.json] == [{"executor": None}, 3]
 
 
+def test_results_are_strict_json_in_both_forms(tmp_path: Path) -> None:
+    plan = "name: odd\nsteps:\n  - {id: a, tool: echo, args: {value: [.nan, .inf, -.inf, 1.5]}}\n"
+
+    def strict(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    async def body(c: Client) -> Any:
+        return await c.call_tool("plan_run", {"plan": plan})
+
+    res = session(tmp_path, body)
+    assert not res.is_error, res.content
+    text = json.loads(res.content[0].text, parse_constant=strict)
+    assert text == res.structured_content
+    assert text["steps"][0]["result"] == [None, None, None, 1.5]
+
+
 def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
     """Raw JSON-RPC over the server's pipes: steps that print (an in-process `python` step,
     a shell step writing to its inherited stdout) or read stdin must not touch the channel."""
