@@ -30,6 +30,7 @@ SERVERS_DIR = Path(__file__).parent / "mcp_servers"
 CRASHY = ServerEntry(command=sys.executable, args=[str(SERVERS_DIR / "crashy_server.py")])
 SILENT = ServerEntry(command=sys.executable, args=[str(SERVERS_DIR / "silent_server.py")])
 TIME = ServerEntry(command="mcp-server-time")
+HOSTILE = ServerEntry(command=sys.executable, args=[str(SERVERS_DIR / "hostile_server.py")])
 
 needs_time = pytest.mark.skipif(
     shutil.which("mcp-server-time") is None, reason="mcp-server-time not installed"
@@ -267,6 +268,79 @@ def test_call_timeout_and_cancellation_keep_the_session(tmp_path: Path) -> None:
     run(main)
 
 
+def test_text_that_is_not_strict_json_stays_text(tmp_path: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # JSON, but nested deeper than planrun can hold
+
+    async def main() -> list[Any]:
+        async with ServerPool({"h": HOSTILE}, cwd=str(tmp_path)) as pool:
+            return [
+                await pool.call("h", "nan", {}),
+                await pool.call("h", "nan_json", {}),
+                await pool.call("h", "say", {"text": "Infinity"}),
+                await pool.call("h", "say", {"text": deep}),
+                await pool.call("h", "say", {"text": '{"ok": [1, 2.5, null]}'}),
+            ]
+
+    nan, nan_json, inf, nested, strict = run(main)
+    assert nan == "NaN" and inf == "Infinity"
+    assert nan_json == '{"x": NaN, "y": Infinity}'
+    assert nested == deep
+    assert strict == {"ok": [1, 2.5, None]}
+
+
+def test_structured_content_that_json_cannot_hold_fails_the_call(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ServerPool({"h": HOSTILE}, cwd=str(tmp_path)) as pool:
+            with pytest.raises(ToolFailed) as err:
+                await pool.call("h", "nan_structured", {})
+            assert err.value.message.startswith("MCP server 'h' tool 'nan_structured': ")
+            assert "NaN" in err.value.message and "\n" not in err.value.message
+            assert await pool.call("h", "say", {"text": "still here"}) == "still here"
+
+    run(main)
+
+
+def test_answers_never_sent_are_bounded_by_the_call_timeout(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with ServerPool({"h": HOSTILE}, cwd=str(tmp_path)) as pool:
+            for tool in ("garbage", "wrong_id"):  # a non-JSON line; an answer to another id
+                with pytest.raises(ToolFailed, match=f"^MCP server 'h' tool '{tool}': no answer"):
+                    await pool.call("h", tool, {}, timeout=0.5)
+            assert await pool.call("h", "odd.name", {}) == "odd"  # a dot in a tool's name
+
+    run(main)
+
+
+def test_notifications_and_requests_from_the_server_neither_leak_nor_stall(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    async def main() -> Any:
+        async with ServerPool({"h": HOSTILE}, cwd=str(tmp_path)) as pool:
+            return await pool.call("h", "chatty", {}, timeout=10)
+
+    assert run(main) == "chatted"
+    assert capfd.readouterr().err == ""  # its log line goes nowhere near planrun's stderr
+
+
+def test_a_malformed_tool_list_is_one_clear_failure(tmp_path: Path) -> None:
+    entry = ServerEntry(command=HOSTILE.command, args=[*HOSTILE.args, "--bad-schema"])
+
+    async def main() -> None:
+        async with ServerPool({"h": entry}, cwd=str(tmp_path)) as pool:
+            with pytest.raises(ToolFailed) as err:
+                await pool.list_tools("h")
+            assert err.value.message.startswith("MCP server 'h' tools/list: malformed answer")
+            assert "\n" not in err.value.message
+            # The SDK lists the tools to check each result: a call fails as clearly.
+            with pytest.raises(ToolFailed) as err:
+                await pool.call("h", "say", {"text": "hello"})
+            assert err.value.message.startswith(
+                "MCP server 'h' tool 'say': malformed tools/list answer"
+            )
+
+    run(main)
+
+
 def test_cancelling_the_run_shuts_servers_down(tmp_path: Path) -> None:
     async def main() -> None:
         up = asyncio.Event()
@@ -423,6 +497,17 @@ def test_check_tool_args_tolerates_empty_and_broken_schemas() -> None:
     assert check_tool_args({}, {"a": 1}) == ([], [])
     errors, warnings = check_tool_args({"type": "objekt"}, {"a": 1})
     assert errors == [] and warnings[0].startswith("the tool's input schema is invalid")
+
+
+def test_check_tool_args_with_a_reference_that_does_not_resolve() -> None:
+    for ref in ("#/defs/nowhere", "http://127.0.0.1:9/schema.json"):  # never fetched
+        schema = {"type": "object", "properties": {"x": {"$ref": ref}}}
+        errors, warnings = check_tool_args(schema, {"x": 1})
+        assert errors == [], ref
+        assert len(warnings) == 1 and warnings[0].startswith(
+            "the tool's input schema is invalid, arguments not checked: "
+        ), warnings
+        assert ref.lstrip("#") in warnings[0] and "\n" not in warnings[0]
 
 
 @needs_time

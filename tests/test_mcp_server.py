@@ -382,6 +382,40 @@ def test_list_and_schema(tmp_path: Path) -> None:
     assert "steps" in doc["properties"]
 
 
+def test_list_keeps_plans_whose_title_is_not_text(tmp_path: Path) -> None:
+    from tests.conftest import planrun
+
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    (plans / "a.yaml").write_text("title: {executor: null}\nsteps: []\n")
+    (plans / "b.yaml").write_text("title: 3\nsteps: []\n")
+
+    async def body(c: Client) -> Any:
+        return await c.call_tool("plan_list", {})
+
+    listing = session(tmp_path, body)
+    assert not listing.is_error, listing.content
+    cli = planrun("list", "plans", "--output", "json", cwd=tmp_path)
+    assert listing.structured_content["result"] == cli.json
+    assert [r["title"] for r in cli.json] == [{"executor": None}, 3]
+
+
+def test_results_are_strict_json_in_both_forms(tmp_path: Path) -> None:
+    plan = "name: odd\nsteps:\n  - {id: a, tool: echo, args: {value: [.nan, .inf, -.inf, 1.5]}}\n"
+
+    def strict(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    async def body(c: Client) -> Any:
+        return await c.call_tool("plan_run", {"plan": plan})
+
+    res = session(tmp_path, body)
+    assert not res.is_error, res.content
+    text = json.loads(res.content[0].text, parse_constant=strict)
+    assert text == res.structured_content
+    assert text["steps"][0]["result"] == [None, None, None, 1.5]
+
+
 def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
     """Raw JSON-RPC over the server's pipes: steps that print (an in-process `python` step,
     a shell step writing to its inherited stdout) or read stdin must not touch the channel."""
@@ -445,6 +479,52 @@ def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
     assert not any("NOISE" in x for x in out)
     del err
     assert proc.returncode == 0
+
+
+def test_a_request_too_deep_for_the_sdk_gets_an_error_answer(tmp_path: Path) -> None:
+    """The SDK parses each line with a nesting limit and drops a line past it unanswered: the
+    client would wait for its own timeout. Such a request gets a JSON-RPC error instead."""
+
+    def line(request_id: int, depth: int) -> str:
+        return (
+            f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", "params": {{"name":'
+            ' "plan_validate", "arguments": {"plan": "steps: []", "variables": {"v": '
+            + "[" * depth
+            + "]" * depth
+            + "}}}}\n"
+        )
+
+    after = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "plan_schema"}}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "mcp"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        opening = "".join(json.dumps(r) + "\n" for r in OPENING)
+        proc.stdin.write(opening + "garbage that is not JSON\n")
+        proc.stdin.write(line(2, 300))  # past the SDK's parser: Python still reads it
+        proc.stdin.write(line(4, 100_000))  # past Python's too
+        proc.stdin.write(json.dumps(after) + "\n")
+        proc.stdin.close()  # every answer is written before the server leaves
+        out = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    answers = {m.get("id"): m for m in map(json.loads, out.splitlines())}
+    for request_id in (2, 4):
+        refused = answers[request_id]["error"]
+        assert refused["code"] == -32600, refused  # invalid request
+        assert "nested" in refused["message"] and len(refused["message"]) < 300, refused
+    assert "result" in answers[3]  # the server goes on serving
+    assert set(answers) == {1, 2, 3, 4}  # the garbage line (no id) has no answer
 
 
 def test_streamable_http(tmp_path: Path) -> None:

@@ -226,3 +226,88 @@ def test_silent_server_is_bounded_by_the_step_timeout(run, write):
     assert r.code == 1, r  # the step's 1 s, not the 20 s default connect timeout:
     assert r.json["steps"][0]["error"] == "MCP server 'mute' tool 'anything': timed out after 1s"
     assert_no_process_left(mark)
+
+
+def test_tools_names_a_server_that_cannot_start_in_one_line(run, write):
+    entry, _ = _server("hostile_server.py")
+    write(
+        "p.yaml",
+        f"""
+        servers:
+          fine: {entry}}}
+          gone: {{command: planrun-no-such-server}}
+        steps:
+          - {{id: a, tool: gone.x}}
+    """,
+    )
+    r = run("tools", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.err.strip() == (
+        "planrun: error: MCP server 'gone': command not found: planrun-no-such-server"
+    )
+    assert r.json == {
+        "error": "MCP server 'gone': command not found: planrun-no-such-server",
+        "exit_code": 1,
+    }
+    assert_no_traceback(r)
+
+
+def test_a_server_with_a_malformed_tool_list_fails_its_steps_not_planrun(run, write):
+    entry, mark = _server("hostile_server.py")
+    entry = entry.replace('"]', '", "--bad-schema"]')
+    write(
+        "p.yaml",
+        f"""
+        servers: {{h: {entry}}}}}
+        steps:
+          - {{id: a, tool: h.say, args: {{text: hi}}}}
+    """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 1, r
+    error = r.json["steps"][0]["error"]
+    assert error.startswith("MCP server 'h' tool 'say': malformed tools/list answer"), error
+    assert "internal error" not in r.err
+    assert_no_traceback(r)
+    assert_no_process_left(mark)
+    r = run("tools", "p.yaml")
+    assert r.code == 1, r
+    assert r.err.startswith("planrun: error: MCP server 'h' tools/list: malformed answer"), r
+    assert_no_traceback(r)
+
+
+def test_a_tool_schema_with_a_dangling_reference_is_not_checked(run, write):
+    entry, mark = _server("hostile_server.py")
+    write(
+        "p.yaml",
+        f"""
+        servers: {{h: {entry}}}}}
+        steps:
+          - {{id: a, tool: h.refy, args: {{text: hi, x: 1}}}}
+          - {{id: b, tool: h.odd.name}}
+    """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    assert [s["result"] for s in r.json["steps"]] == ["hi", "odd"]
+    assert_no_traceback(r)
+    assert_no_process_left(mark)
+    r = run("validate", "p.yaml", "--check-tools")
+    assert r.code == 0, r
+    assert "arguments not checked" in r.out, r
+
+
+def test_tools_shows_odd_tool_listings_safely(run, write):
+    entry, mark = _server("hostile_server.py")
+    entry = entry.replace('"]', '", "--odd-tools"]')
+    write("p.yaml", f"servers: {{h: {entry}}}}}\nsteps: []\n")
+    r = run("tools", "p.yaml")
+    assert r.code == 0, r
+    assert "\x1b" not in r.out and "\x07" not in r.out
+    odd = [line for line in r.out.splitlines() if line.startswith("h.odd\\")]
+    assert odd == ["h.odd\\x1b[31m(a\\nb?)  [h]  \\x1b]0;pwned\\x07 line one"], r.out
+    r = run("tools", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    rows = {t["name"]: t for t in r.json}
+    assert rows["h.odd\x1b[31m"]["description"] == "\x1b]0;pwned\x07 line one\nline two"
+    assert_no_process_left(mark)

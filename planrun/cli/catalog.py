@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planrun.errors import PlanInvalid, PlanrunError
+from planrun.errors import PlanInvalid, PlanrunError, one_line
 from planrun.plan.definition import ServerEntry
 from planrun.tools import builtin_registry
 
@@ -138,11 +138,17 @@ async def _server_tools(servers: dict[str, ServerEntry], cwd: str) -> list[dict[
     import asyncio
 
     from planrun.mcp.client import ServerPool
+    from planrun.tools.base import ToolFailed
 
     async with ServerPool(servers, cwd=cwd) as pool:
-        lists = await asyncio.gather(*(pool.list_tools(n) for n in servers))
+        lists = await asyncio.gather(*(pool.list_tools(n) for n in servers), return_exceptions=True)
     out = []
     for name, tools in zip(servers, lists, strict=True):
+        # a server that cannot start or answers garbage: one line, exit 1
+        if isinstance(tools, ToolFailed):
+            raise PlanrunError(tools.message)
+        if isinstance(tools, BaseException):
+            raise tools
         for t in tools:
             out.append(
                 {
@@ -162,5 +168,7 @@ def render_tools(rows: list[dict[str, Any]]) -> str:
         required = set((r["input_schema"] or {}).get("required", []))
         args = ", ".join(f"{k}{'' if k in required else '?'}" for k in props)
         desc = (r["description"] or "").strip().splitlines()[0] if r["description"] else ""
-        lines.append(f"{r['name']}({args})  [{r['source']}]  {desc}")
+        # An MCP server names and describes its tools: no escape sequence of its reaches the
+        # terminal, and each tool stays one line.
+        lines.append(one_line(f"{r['name']}({args})  [{r['source']}]  {desc}"))
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: the MCP SDK, httpx2, jsonschema and pydantic
 # only once a server is started or checked (`--mcp-config` alone reads JSON).
 import asyncio
+import json
 import logging
 import math
 import os
@@ -61,9 +62,19 @@ def check_tool_args(
     except js_exceptions.SchemaError as exc:
         warnings.append(f"the tool's input schema is invalid, arguments not checked: {exc.message}")
         return errors, warnings
-    for err in sorted(
-        cls(input_schema).iter_errors(args), key=lambda e: list(map(str, e.absolute_path))
-    ):
+    from referencing.exceptions import Unresolvable
+
+    try:
+        found = sorted(
+            cls(input_schema).iter_errors(args), key=lambda e: list(map(str, e.absolute_path))
+        )
+    except Unresolvable as exc:  # a `$ref` to nowhere (never fetched from the network)
+        warnings.append(
+            "the tool's input schema is invalid, arguments not checked: "
+            f"$ref {first_line(str(exc.ref))[:200]!r} does not resolve"
+        )
+        return errors, warnings
+    for err in found:
         where = ".".join(str(p) for p in err.absolute_path)
         errors.append(f"{where}: {err.message}" if where else err.message)
     props = input_schema.get("properties")
@@ -81,9 +92,13 @@ def check_tool_args(
 
 
 def map_tool_result(result: Any) -> Any:
-    """Structured content if any, else the text content (JSON-decoded when JSON)."""
+    """Structured content if any, else the text content (JSON-decoded when JSON).
+
+    ValueError when the structured content holds what JSON cannot (NaN, infinity: the SDK
+    parses them), which no result, state file or `--output json` document may carry.
+    """
     if result.structured_content is not None:
-        return result.structured_content
+        return _strict_json(result.structured_content)
     items = [_map_content(c) for c in result.content]
     if not items:
         return None
@@ -98,6 +113,8 @@ def _map_content(item: Any) -> Any:
 
 
 def _maybe_json(text: str) -> Any:
+    """The text's JSON value when it is strict JSON planrun can hold, else the text itself:
+    `NaN`, `Infinity` and arrays nested a hundred thousand deep stay text."""
     stripped = text.strip()
     if not stripped:
         return text
@@ -105,6 +122,17 @@ def _maybe_json(text: str) -> Any:
         return untrusted_json.loads_strict(stripped)  # NaN, or nesting too deep, stays text
     except ValueError:
         return text
+
+
+def _strict_json(value: Any) -> Any:
+    """`value` if JSON can hold it as it is; ValueError naming what it cannot."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise ValueError("holds NaN or infinity, which JSON cannot hold") from None
+    except (TypeError, RecursionError):
+        raise ValueError("is not JSON planrun can hold") from None
+    return value
 
 
 def _error_text(result: Any) -> str:
@@ -183,29 +211,41 @@ class ServerPool:
         except MCPError as exc:
             raise self._mcp_error(srv, f"tool '{tool}'", exc, timeout) from None
         except ValidationError as exc:
+            # The SDK lists the tools to check a result against its output schema.
+            what = "tools/list answer" if exc.title == "ListToolsResult" else "result"
             raise ToolFailed(
-                f"MCP server '{server}' tool '{tool}': malformed result ({exc.error_count()} validation errors)",
+                f"MCP server '{server}' tool '{tool}': malformed {what} ({exc.error_count()} validation errors)",
                 detail=str(exc),
             ) from None
         except RuntimeError as exc:  # the SDK's output_schema check, among others
             raise ToolFailed(
                 f"MCP server '{server}' tool '{tool}': {first_line(str(exc))}", detail=str(exc)
             ) from None
+        try:
+            value = map_tool_result(result)
+        except ValueError as exc:
+            if result.is_error:  # the tool's own message says more than its broken content
+                value = None
+            else:
+                raise ToolFailed(
+                    f"MCP server '{server}' tool '{tool}': malformed result: structured content {exc}"
+                ) from None
         if result.is_error:
             text = _error_text(result)
             first, _, rest = text.partition("\n")
             raise ToolFailed(
                 f"MCP server '{server}' tool '{tool}' failed: {first}",
                 detail=text if rest else None,
-                result=map_tool_result(result) if result.structured_content is not None else None,
+                result=value if result.structured_content is not None else None,
             )
-        return map_tool_result(result)
+        return value
 
     async def list_tools(self, server: str) -> list[dict[str, Any]]:
         """Every tool of `server` as {name, description, input_schema}, across pages."""
         client = await self._client(server)
         srv = self._servers[server]
         from mcp.shared.exceptions import MCPError
+        from pydantic import ValidationError
 
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
@@ -225,6 +265,11 @@ class ServerPool:
                     break
         except MCPError as exc:
             raise self._mcp_error(srv, "tools/list", exc, None) from None
+        except ValidationError as exc:  # e.g. an inputSchema that is not an object
+            raise ToolFailed(
+                f"MCP server '{server}' tools/list: malformed answer ({exc.error_count()} validation errors)",
+                detail=str(exc),
+            ) from None
         return tools
 
     async def aclose(self) -> None:

@@ -72,7 +72,7 @@ class RunDoc(TypedDict):
 class PlanRowDoc(TypedDict):
     path: str
     name: str
-    title: str | None
+    title: Any  # as the file says: a plan that is not valid may give a number or a mapping
     steps: int
     last_status: str | None
 

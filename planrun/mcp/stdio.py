@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from io import TextIOWrapper
@@ -20,6 +21,8 @@ from typing import Any
 import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+
+from planrun.text import first_line
 
 
 class Answers:
@@ -112,6 +115,73 @@ async def serve_stdio(server: Server[Any], answers: Answers) -> None:
     out, give_back = claim_stdout()
     try:
         async with stdio_server(stdout=Wire(out, answers)) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            sifted, receive = anyio.create_memory_object_stream[Any](0)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_answer_unreadable, read, sifted, write)
+                await server.run(receive, write, server.create_initialization_options())
+                tg.cancel_scope.cancel()
     finally:
         give_back()
+
+
+async def _answer_unreadable(read: Any, forward: Any, write: Any) -> None:
+    """Pass the client's messages on; answer a request that the SDK could not read.
+
+    The SDK parses each line with a nesting limit, and hands on a line it cannot parse as an
+    exception the server drops, unanswered: the client would wait for its own timeout. A line
+    that is JSON with a request id (nested past that limit, say) gets an error answer instead.
+    """
+    async with read, forward:
+        async for item in read:
+            refusal = _refusal(item) if isinstance(item, Exception) else None
+            if refusal is None:
+                await forward.send(item)
+            else:
+                await write.send(refusal)
+
+
+def _refusal(exc: Exception) -> Any:
+    """A JSON-RPC "invalid request" answer for a line the SDK could not parse, if it has an id."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError) or exc.error_count() != 1:
+        return None
+    error = exc.errors()[0]
+    line = error.get("input")
+    if error.get("type") != "json_invalid" or not isinstance(line, str):
+        return None
+    request_id = _request_id(line)
+    if request_id is None:
+        return None
+    why = error.get("msg", "unreadable")
+    reason = "nested too deeply" if "recursion limit" in why else first_line(why, 200)
+    return SessionMessage(
+        JSONRPCError(
+            jsonrpc="2.0",
+            id=request_id,
+            error=ErrorData(code=INVALID_REQUEST, message=f"invalid request: {reason}"),
+        )
+    )
+
+
+def _request_id(line: str) -> int | str | None:
+    """The id of the request on `line` (None for no JSON, a notification, an answer)."""
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None  # not JSON at all: there is no request id to answer
+    except RecursionError:  # deeper than Python reads: the members before the first nested one
+        head = _HEAD.match(line)
+        try:
+            msg = json.loads("{" + head.group(1).rsplit(",", 1)[0] + "}") if head else None
+        except ValueError:
+            return None
+    request_id = msg.get("id") if isinstance(msg, dict) and "method" in msg else None
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return request_id
+
+
+_HEAD = re.compile(r"\s*\{([^{}\[\]]*)")

@@ -1,0 +1,129 @@
+"""An MCP server written by hand (no SDK) that misbehaves on request, for planrun's tests.
+
+It answers the handshake and tools/list properly; each tool misbehaves in its own way:
+
+- `nan`: text content `NaN`; `nan_json`: text content `{"x": NaN, "y": Infinity}`;
+  `nan_structured`: structured content holding NaN (a JSON-RPC line with a bare NaN in it)
+- `garbage`: a line that is not JSON, then nothing
+- `wrong_id`: an answer under another request id, then nothing
+- `huge`: a text content of `size` characters (argument, default 8 MB)
+- `say`: text content `text` (argument) as is
+- `odd.name`: a tool whose name holds a dot
+- `chatty`: a log notification, a stray progress notification and two requests to the client
+  (roots, sampling) before its answer
+- `refy`: an input schema whose `$ref` resolves nowhere (answers like `say`)
+"""
+
+import json
+import sys
+
+TOOLS = [
+    {"name": "nan", "inputSchema": {"type": "object"}},
+    {"name": "nan_json", "inputSchema": {"type": "object"}},
+    {"name": "nan_structured", "inputSchema": {"type": "object"}},
+    {"name": "garbage", "inputSchema": {"type": "object"}},
+    {"name": "wrong_id", "inputSchema": {"type": "object"}},
+    {"name": "huge", "inputSchema": {"type": "object"}},
+    {"name": "say", "inputSchema": {"type": "object"}},
+    {"name": "odd.name", "inputSchema": {"type": "object"}},
+    {"name": "chatty", "inputSchema": {"type": "object"}},
+    {"name": "refy", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}},
+]
+if "--bad-schema" in sys.argv:
+    TOOLS.append({"name": "broken", "inputSchema": "not a schema"})
+if "--odd-tools" in sys.argv:  # control characters in a name and a description
+    TOOLS.append(
+        {
+            "name": "odd\x1b[31m",
+            "description": "\x1b]0;pwned\x07 line one\nline two",
+            "inputSchema": {"type": "object", "properties": {"a\nb": {}}},
+        }
+    )
+
+
+def send(msg: object) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def text(request_id: object, value: str) -> None:
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"content": [{"type": "text", "text": value}]},
+        }
+    )
+
+
+def call(request_id: object, name: str, args: dict) -> None:
+    if name == "nan":
+        text(request_id, "NaN")
+    elif name == "nan_json":
+        text(request_id, '{"x": NaN, "y": Infinity}')
+    elif name == "nan_structured":
+        result = {"content": [], "structuredContent": {"x": float("nan")}}
+        send({"jsonrpc": "2.0", "id": request_id, "result": result})  # json writes NaN as is
+    elif name == "garbage":
+        sys.stdout.write("this is not JSON-RPC\n")
+        sys.stdout.flush()
+    elif name == "wrong_id":
+        text(f"{request_id}-other", "for someone else")
+    elif name == "huge":
+        text(request_id, "x" * int(args.get("size", 8_000_000)))
+    elif name == "chatty":  # a log message, a progress note and a request to the client first
+        note = {"level": "error", "data": "\x1b[31mserver log line"}
+        send({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": 1, "progress": 1},
+            }
+        )
+        send({"jsonrpc": "2.0", "id": "srv-1", "method": "roots/list"})
+        send({"jsonrpc": "2.0", "id": "srv-2", "method": "sampling/createMessage", "params": {}})
+        text(request_id, "chatted")
+    elif name in ("say", "refy"):
+        text(request_id, str(args.get("text", "")))
+    elif name == "odd.name":
+        text(request_id, "odd")
+    else:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": -32602, "message": f"Unknown tool: {name}"},
+            }
+        )
+
+
+def main() -> None:
+    print("hostile: started", file=sys.stderr, flush=True)
+    for line in sys.stdin:
+        msg = json.loads(line)
+        method, request_id = msg.get("method"), msg.get("id")
+        if request_id is None or "method" not in msg:
+            continue  # a notification, or the client's answer to a request of ours
+        if method == "initialize":
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": msg["params"]["protocolVersion"],
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "hostile", "version": "0"},
+                    },
+                }
+            )
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+        elif method == "tools/call":
+            call(request_id, msg["params"]["name"], msg["params"].get("arguments") or {})
+        else:
+            send({"jsonrpc": "2.0", "id": request_id, "result": {}})
+
+
+if __name__ == "__main__":
+    main()
