@@ -118,6 +118,10 @@ def _as_typed(value: Any) -> str:
     anything else as JSON (YAML's flow style reads it)."""
     from planrun.plan.expressions import parse_cli_value
 
-    if isinstance(value, str) and parse_cli_value(value) == value:
-        return value
+    if isinstance(value, str):
+        try:
+            if parse_cli_value(value) == value:
+                return value
+        except ValueError:  # `.nan` as text: quoted, or --var would refuse it
+            pass
     return json.dumps(value, ensure_ascii=False)
