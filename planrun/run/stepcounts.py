@@ -72,6 +72,11 @@ def count_steps(statuses: Mapping[str, str], kept: Iterable[str] = ()) -> StepCo
     return StepCounts(steps, instances, n_kept)
 
 
+def counted(n: int, word: str) -> str:
+    """`1 step`, `2 steps`: a count and its noun, singular for one."""
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
 def status_parts(by_status: Mapping[str, int]) -> list[str]:
     """ "N succeeded", "M failed"... in summary order (unknown statuses last, as they are)."""
     parts = [f"{by_status[key]} {word}" for key, word in SUMMARY_ORDER if by_status.get(key)]
@@ -91,7 +96,7 @@ def steps_text(counts: StepCounts) -> str:
     """`7 steps (5 succeeded, 2 cached; 1 kept from the previous run)`."""
     n = counts.total
     parts = step_parts(counts)
-    text = f"{n} step{'s' if n != 1 else ''}"
+    text = counted(n, "step")
     return f"{text} ({', '.join(parts)})" if parts else text
 
 
@@ -102,7 +107,7 @@ def instances_text(counts: StepCounts, kind: str = "foreach") -> str:
     if not n:
         return ""
     word = f"{kind} instance" if kind else "instance"
-    return f"{n} {word}{'s' if n != 1 else ''} ({', '.join(status_parts(counts.instances))})"
+    return f"{counted(n, word)} ({', '.join(status_parts(counts.instances))})"
 
 
 def counts_text(counts: StepCounts) -> str:
