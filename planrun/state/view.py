@@ -62,14 +62,18 @@ def render_status_text(state: RunState) -> str:
         lines.append(f"error: {first_line(state.error, 200)}")
     if state.steps:  # counted as the console, the report and JUnit count them
         lines.append(counts_text(state_counts(state.steps)))
-    rows = [("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR")]
+    # ERROR holds a step's error only; NOTE why it ended as it did without one (a skip's
+    # reason, "unchanged since last run" for a step a resume kept).
+    rows = [("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR", "NOTE")]
     for sid, st in _in_tree_order(state.steps):
-        note = first_line(st.error, 80) or (st.reason or "")
-        rows.append((sid, st.status, str(st.attempts), format_duration(st.duration_s), note))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        error = first_line(st.error, 80)
+        note = "" if error else first_line(st.reason or "", 80)
+        rows.append((sid, st.status, str(st.attempts), format_duration(st.duration_s), error, note))
+    last = len(rows[0]) - 1
+    widths = [max(len(r[i]) for r in rows) for i in range(last)]
     lines.append("")
     for r in rows:
-        cells = [r[i].ljust(widths[i]) for i in range(4)] + [r[4]]
+        cells = [r[i].ljust(widths[i]) for i in range(last)] + [r[last]]
         lines.append("  ".join(cells).rstrip())
     if state.revisions:
         lines.append("")
