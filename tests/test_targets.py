@@ -464,3 +464,13 @@ def test_an_alias_in_depends_on_is_named_as_the_alias_of_its_step(run, write):
     assert (
         "step 'after' depends on unknown step 't' (did you mean 'test'? 't' is its alias" in r.out
     )
+
+
+def test_a_hint_gives_a_text_that_reads_as_nan_back_as_text():
+    # A variable given as a value (an MCP client's, not typed on a command line) holding the
+    # text `.nan`: repeated quoted, as `--var v=.nan` is refused (YAML reads it as NaN).
+    from planrun.run.request import RunRequest
+    from planrun.run.resumehint import resume_hint
+
+    hint = resume_hint(RunRequest(plan="p.yaml", variables={"v": ".nan", "w": "x"}), None, ())
+    assert shlex.split(hint) == ["planrun", "resume", "p.yaml", "--var", 'v=".nan"', "--var", "w=x"]
