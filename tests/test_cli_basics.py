@@ -463,6 +463,20 @@ def test_plans_are_listed():
     assert "ci" in {row["name"] for row in r.json}
 
 
+def test_a_count_of_one_is_worded_in_the_singular(run, write):
+    write("one.yaml", "steps:\n  - {id: a, tool: echo, args: {value: 1}}\n")
+    r = run("list", ".")
+    assert r.code == 0 and "one.yaml     1 step   never run" in r.out, r
+    r = run("run", "one.yaml", "--dry-run")
+    assert r.code == 0 and "plan one: 1 step in 1 wave (dry run)" in r.out, r
+    r = run("run", "one.yaml")
+    assert r.code == 0, r
+    r = run("status", "one.yaml")
+    assert r.code == 0 and "\n1 step (1 succeeded)\n" in r.out, r
+    for shown in (run("list", ".").out, run("run", "one.yaml", "--dry-run").out):
+        assert " 1 steps" not in shown and " 1 waves" not in shown, shown
+
+
 def test_every_example_file_is_exercised():
     """Each file in examples/ is run by a test here, or named (examples/NAME) by another test file."""
     files = {

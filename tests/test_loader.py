@@ -89,6 +89,48 @@ def test_json_without_nan_or_infinity_is_json(tmp_path: Path, value: str, word: 
     assert r.code == ExitCode.INVALID_PLAN and "p.json:2:12: error: invalid JSON" in r.out, r
 
 
+NOT_FINITE = "is not a JSON number (JSON has no NaN or infinity; quote it for the text)"
+
+
+@pytest.mark.parametrize("fast", ["0", "1"])
+@pytest.mark.parametrize(
+    "value, col, word",
+    [
+        (".nan", 6, ".nan"),
+        (".NaN", 6, ".NaN"),
+        ("-.Inf", 6, "-.Inf"),
+        ("+.INF", 6, "+.INF"),
+        ("1.0e+999", 6, "1.0e+999"),
+        ("[1, .inf]", 10, ".inf"),
+        ("{k: -.inf}", 10, "-.inf"),
+        ("!!float .nan", 6, ".nan"),
+        ("1" * 400 + ".0", 6, "1" * 400 + ".0"),
+    ],
+    ids=lambda value: str(value)[:12],
+)
+def test_yaml_infinity_and_nan_are_not_json_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: str, value: str, col: int, word: str
+) -> None:
+    # YAML reads .inf and .nan as floats; no JSON reader takes what they would be written as
+    # (NaN, Infinity), and every document of a run is JSON: an error at the value, as in a
+    # JSON plan, on the fast reader's path and on libyaml's alike.
+    monkeypatch.setenv("PLANRUN_NO_FAST_YAML", "0" if fast == "1" else "1")
+    text = "variables:\n  ok: 1.5e+300\n  x: " + value + "\nsteps: []\n"
+    assert invalid(tmp_path, "p.yaml", text) == (3, col, f"{word} {NOT_FINITE}")
+
+
+def test_quoted_infinity_and_nan_are_text() -> None:
+    data = load_text("a: '.nan'\nb: \".inf\"\nc: [!!str -.inf]\nd: .info\ne: nan\n").data
+    assert data == {"a": ".nan", "b": ".inf", "c": ["-.inf"], "d": ".info", "e": "nan"}
+
+
+def test_yaml_infinity_in_a_plan_exits_3(tmp_path: Path) -> None:
+    write(tmp_path, "p.yaml", "steps:\n  - {id: a, tool: echo, args: {value: .inf}}\n")
+    r = planrun("run", "p.yaml", "--no-state", cwd=tmp_path)
+    assert r.code == ExitCode.INVALID_PLAN, r
+    assert f"p.yaml:2:39: error: .inf {NOT_FINITE}" in r.out + r.err, r
+
+
 def test_duplicate_key_is_reported_at_its_second_occurrence(tmp_path: Path) -> None:
     text = "name: a\nsteps:\n  - id: x\n    tool: shell\n    tool: http\n"
     assert invalid(tmp_path, "p.yaml", text) == (5, 5, "duplicate key 'tool' (first at line 4)")

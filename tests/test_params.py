@@ -234,12 +234,15 @@ def test_a_number_param_is_finite_as_its_var_is(run, write, tmp_path):
     )
     r = run("validate", "plan.yaml")
     assert r.code == 3, r
-    assert "plan.yaml:2:30: error: param 'x': default expected a number, got NaN" in r.out, r.out
+    # YAML's .nan is refused as it is read: JSON has no NaN
+    assert "plan.yaml:2:30: error: .nan is not a JSON number" in r.out, r.out
     write("plan.yaml", (tmp_path / "plan.yaml").read_text().replace(".nan", "1"))
     write("vars.yaml", "x: .inf\n")
     r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
     assert r.code == 2, r
-    assert "x: expected a number, got Infinity" in r.err, r.err
+    assert "vars file vars.yaml:1:4: .inf is not a JSON number" in r.err, r.err
+    r = run("run", "plan.yaml", "--var", "x=nan")
+    assert r.code == 2 and "--var x: expected a number, got 'nan'" in r.err, r.err
 
 
 def test_validate_checks_a_given_var_against_its_param(run, write):
@@ -253,3 +256,25 @@ def test_validate_checks_a_given_var_against_its_param(run, write):
     assert_no_traceback(r)
     assert run("validate", "plan.yaml", "--var", "target=prod", "--var", "n=3").code == 0
     assert run("validate", "plan.yaml").code == 0  # a required param may be missing here
+
+
+def test_infinity_or_nan_in_a_var_or_vars_file_is_a_usage_error(run, write):
+    # YAML reads them as floats, which no document of the run could carry as JSON.
+    write(
+        "plan.yaml",
+        "params: {p: {type: list}}\nsteps:\n  - {id: a, tool: echo, args: {value: '${v}'}}\n",
+    )
+    for given in ("v=.nan", "v=-.inf", "v=[1, .Inf]", "p=[.nan]"):
+        r = run("run", "plan.yaml", "--no-state", "--var", "v=1", "--var", "p=[]", "--var", given)
+        assert r.code == 2, (given, r)
+        name, _, _ = given.partition("=")
+        assert f"--var {name}: " in r.err and "is not a JSON number" in r.err, (given, r.err)
+        assert_no_traceback(r)
+    r = run(
+        "run", "plan.yaml", "--no-state", "--var", "v='.nan'", "--var", "p=[]", "--output", "json"
+    )
+    assert r.code == 0 and r.json["steps"][0]["result"] == ".nan", r
+    write("vars.yaml", "p: []\nv:\n  - .nan\n")
+    r = run("run", "plan.yaml", "--no-state", "--vars-file", "vars.yaml")
+    assert r.code == 2, r
+    assert "vars file vars.yaml:3:5: .nan is not a JSON number" in r.err, r.err

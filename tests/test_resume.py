@@ -257,6 +257,37 @@ def test_status_and_list(run, write, tmp_path):
     assert "one.yaml" in r.out and "never run" in r.out
 
 
+def _status_rows(text: str) -> dict[str, dict[str, str]]:
+    """`status`'s table: {step id: {column header: cell}}, cut at the headers' columns."""
+    lines = text.split("\n\n", 1)[1].splitlines()
+    starts = [
+        i for i, ch in enumerate(lines[0]) if ch != " " and (i == 0 or lines[0][i - 1] == " ")
+    ]
+    heads = lines[0].split()
+    rows = {}
+    for line in lines[1:]:
+        if not line.strip():
+            break
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        rows[cells[0]] = dict(zip(heads, cells, strict=True))
+    return rows
+
+
+def test_status_keeps_its_error_column_for_errors(run, write, tmp_path):
+    write("p.yaml", CHAIN)
+    assert run("run", "p.yaml").code == 1
+    rows = _status_rows(run("status", "p.yaml").out)
+    assert "exited with code 1" in rows["b"]["ERROR"], rows
+    (tmp_path / "fixed").touch()
+    assert run("resume", "p.yaml").code == 0
+    rows = _status_rows(run("status", "p.yaml").out)
+    # `a` was kept from the first run: not an error, a note
+    assert rows["a"]["ERROR"] == "" and rows["a"]["NOTE"] == "unchanged since last run", rows
+    assert rows["b"]["ERROR"] == rows["c"]["ERROR"] == "", rows
+    doc = run("status", "p.yaml", "--output", "json").json
+    assert [step["error"] for step in doc["steps"]] == [None, None, None], doc
+
+
 @pytest.mark.slow  # real signals to a real run
 def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
     sleeper = unique_sleep(33)

@@ -524,13 +524,13 @@ def test_a_yaml_plan_with_millions_of_values_is_refused_early(tmp_path: Path) ->
 
 
 def test_sleep_refuses_nan_and_infinity(tmp_path: Path) -> None:
-    # NaN slept not at all and succeeded; infinity (1e308 * 10) slept forever.
+    # NaN slept not at all and succeeded; infinity (1e308 * 10) slept forever. (YAML's
+    # .nan and .inf are refused as the plan is read.)
     write_p_yaml(
         tmp_path,
         """
         variables: {big: 1.0e+308}
         steps:
-          - {id: a, tool: sleep, args: {seconds: .nan}, on_failure: continue}
           - {id: b, tool: sleep, args: {seconds: "${ big * 10 }"}, on_failure: continue}
           - {id: c, tool: sleep, args: {seconds: "${ 2 ** 1100 }"}}
         """,
@@ -538,8 +538,7 @@ def test_sleep_refuses_nan_and_infinity(tmp_path: Path) -> None:
     r = bounded_planrun(tmp_path, "run", "p.yaml", "--no-state", "--output", "json")
     assert r.code == 1, r
     assert_no_traceback(r)
-    a, b, c = json.loads(r.out)["steps"]
-    for step in (a, c):
-        assert step["status"] == "failed" and "sleep: 'seconds'" in step["error"], step
+    b, c = json.loads(r.out)["steps"]
+    assert c["status"] == "failed" and "sleep: 'seconds'" in c["error"], c
     # infinity made by an expression fails as the expression's value, before sleep sees it
     assert b["status"] == "failed" and "the value is infinity" in b["error"], b

@@ -71,3 +71,47 @@ def test_the_count_itself() -> None:
         " 1 kept from the previous run); 2 foreach instances (1 succeeded, 1 failed)"
     )
     assert counts_text(count_steps({"a": "succeeded"})) == "1 step (1 succeeded)"
+
+
+MATRIX_PLAN = """
+steps:
+  - id: smoke
+    matrix: {os: [linux, macos]}
+    tool: echo
+    args: {value: "${matrix.os}"}
+  - {id: after, tool: echo, args: {value: 1}, depends_on: [smoke]}
+"""
+
+
+def _views(tmp_path: Path) -> tuple[str, str, str, str]:
+    """The count as the console, `status`, the report and JUnit say it."""
+    r = planrun("run", "plan.yaml", "--report", "report.html", "--junit", "junit.xml", cwd=tmp_path)
+    assert r.code == 0, r
+    console = re.sub(r" in [0-9.]+m?s", "", r.err.strip().splitlines()[-1])
+    status = planrun("status", "plan.yaml", cwd=tmp_path).out.splitlines()[1]
+    page = unescape(re.sub(r"<[^>]+>", "", (tmp_path / "report.html").read_text()))
+    report = next(line.strip() for line in page.splitlines() if "instances" in line)
+    again = planrun("report", "plan.yaml", "-o", "again.html", cwd=tmp_path)
+    assert again.code == 0, again
+    page = unescape(re.sub(r"<[^>]+>", "", (tmp_path / "again.html").read_text()))
+    assert report == next(line.strip() for line in page.splitlines() if "instances" in line)
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    junit = {p.get("name"): p.get("value") for p in suite.iter("property")}["counts"]
+    return console, status, report, str(junit)
+
+
+def test_every_view_words_matrix_instances_as_matrix_instances(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(MATRIX_PLAN.lstrip())
+    said = "2 steps (2 succeeded); 2 matrix instances (2 succeeded)"
+    console, status, report, junit = _views(tmp_path)
+    assert console.endswith(f"run succeeded: {said}"), console
+    assert (status, report, junit) == (said, said, said)
+    # a foreach step beside it: plain "instances", as the console says it
+    (tmp_path / "plan.yaml").write_text(
+        MATRIX_PLAN.lstrip() + "  - {id: each, foreach: [1], tool: echo, args: {value: 1}}\n"
+    )
+    said = "3 steps (3 succeeded); 3 instances (3 succeeded)"
+    console, status, report, junit = _views(tmp_path)
+    assert console.endswith(f"run succeeded: {said}"), console
+    assert (status, report, junit) == (said, said, said)

@@ -303,6 +303,36 @@ def test_the_resume_hint_repeats_the_remote_cache_options_never_its_password(run
     assert "# and --remote-cache URL: its password is not repeated" in hint, hint
 
 
+def test_the_resume_hint_repeats_the_cache_directory(run, write, tmp_path):
+    """A CI job keeps its step cache in a directory of its own (`--cache-dir`): its resume
+    uses that cache too, the path as given (relative to where planrun started)."""
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: build, run: "echo x > out.txt", outputs: [out.txt]}
+          - {id: test, run: "test -f fixed", depends_on: [build]}
+        """,
+    )
+    r = run("run", "--cache-dir", "ci cache")
+    assert r.code == 1, r
+    words = _hint_words(r)
+    assert words[words.index("--cache-dir") + 1] == "ci cache", words
+    assert (tmp_path / "ci cache").is_dir()
+    (tmp_path / "fixed").touch()
+    again = run(*words[1:], "--output", "json")
+    assert again.code == 0 and statuses(again) == {"build": "succeeded", "test": "succeeded"}
+    assert not (tmp_path / ".planrun" / "cache").exists()
+    # from a directory below, where the plan is found: the path stays as it was given there
+    (tmp_path / "fixed").unlink()
+    here = tmp_path / "sub"
+    here.mkdir()
+    r = run("run", "--cache-dir", "../ci cache", cwd=here)
+    assert r.code == 1, r
+    words = _hint_words(r)
+    assert words[words.index("--cache-dir") + 1] == "../ci cache", words
+
+
 def test_completion_offers_aliases_and_no_internal_step(tmp_path):
     from tests.test_completion import complete
 
@@ -434,3 +464,13 @@ def test_an_alias_in_depends_on_is_named_as_the_alias_of_its_step(run, write):
     assert (
         "step 'after' depends on unknown step 't' (did you mean 'test'? 't' is its alias" in r.out
     )
+
+
+def test_a_hint_gives_a_text_that_reads_as_nan_back_as_text():
+    # A variable given as a value (an MCP client's, not typed on a command line) holding the
+    # text `.nan`: repeated quoted, as `--var v=.nan` is refused (YAML reads it as NaN).
+    from planrun.run.request import RunRequest
+    from planrun.run.resumehint import resume_hint
+
+    hint = resume_hint(RunRequest(plan="p.yaml", variables={"v": ".nan", "w": "x"}), None, ())
+    assert shlex.split(hint) == ["planrun", "resume", "p.yaml", "--var", 'v=".nan"', "--var", "w=x"]

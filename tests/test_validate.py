@@ -833,6 +833,22 @@ def test_a_bad_value_under_an_alias_is_reported_at_that_value(run, write):
     ]
 
 
+def test_a_boolean_step_id_is_named_as_the_plan_writes_it(run, write):
+    # YAML's `true` is named `true`, never Python's `True`; an integer id (the mcp-cli
+    # format's `index`) is named as written.
+    write(
+        "p.yaml",
+        "steps:\n  - {id: true, tool: echo, args: {value: 1}}\n"
+        "  - {index: false, run: x, tool: echo}\n  - {index: 3, tool: echo, args: {value: 1}, note: 1}\n",
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert "'True'" not in r.out and "'False'" not in r.out, r.out
+    assert "p.yaml:2:10: error: step 'true': id: expected a string, got true" in r.out, r.out
+    assert "p.yaml:3:20: error: step 'false' has both 'run' and 'tool'" in r.out, r.out
+    assert "p.yaml:4:46: error: unknown key 'note' in step '3'" in r.out, r.out
+
+
 def test_a_bad_foreach_as_name_is_planruns_own_message(run, write):
     write("p.yaml", 'steps:\n  - {id: c, tool: echo, foreach: [1], as: "bad name", args: {}}\n')
     r = run("validate", "p.yaml")

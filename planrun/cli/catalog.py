@@ -87,7 +87,8 @@ def render_list(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         title = r["title"] or ""
         lines.append(
-            f"{r['path']:<{width}}  {r['steps']:>4} steps  {r['last_status'] or 'never run':<11}  {title}"
+            f"{r['path']:<{width}}  {r['steps']:>4} {'step ' if r['steps'] == 1 else 'steps'}"
+            f"  {r['last_status'] or 'never run':<11}  {title}"
         )
     return "\n".join(lines) + "\n"
 

@@ -229,7 +229,7 @@ def _run_once(
         if kw["no_state"]:
             raise UsageError("--report is built from the run's state: drop --no-state")
         check_report_path(kw["report"])
-        reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd())
+        reporter = ReportOnExit(kw["report"], kw["state"], os.getcwd(), found.plan)
     # An option named as a request field goes in as given; the rest is worked out here.
     given = {f.name: kw[f.name] for f in fields(RunRequest) if f.name in kw}
     req = RunRequest(

@@ -222,7 +222,9 @@ def status(plan: str | None, state: str | None, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(status_document(st), indent=2, ensure_ascii=False, default=str))
     else:
-        click.echo(render_status_text(st), nl=False)
+        from planrun.run.stepcounts import matrix_steps_in
+
+        click.echo(render_status_text(st, matrix_steps_in(plan)), nl=False)
 
 
 @click.command(name="list")

@@ -434,13 +434,17 @@ def parse_cli_value(text: str) -> Any:
     """`--var K=V`: V as a YAML scalar or flow value (`3` int, `[1,2]` list, `'3'` string).
 
     Read by the plan loader, so it yields what the same text in a plan file would: JSON
-    types only (`yes` and `2026-11-26` stay strings). Text that is not YAML stays as typed.
+    types only (`yes` and `2026-11-26` stay strings). Text that is not YAML stays as typed;
+    YAML's infinity or NaN (`.nan`, `[1, .inf]`) is a ValueError (no document of a run could
+    carry it as JSON), its message the loader's.
     """
-    from planrun.plan.loader import load_text
+    from planrun.plan.loader import NotJsonNumber, load_text
 
     if not text.strip() or "\n" in text:
         return text
     try:
         return load_text(f"v: {text}", "--var", "yaml").data["v"]
+    except NotJsonNumber as exc:
+        raise ValueError(exc.diagnostics[0].message) from None
     except (PlanInvalid, KeyError, TypeError):
         return text

@@ -63,9 +63,7 @@ def from_text(kind: str, text: str) -> Any:
     if kind == "boolean" and stripped.lower() in _TRUE | _FALSE:
         return stripped.lower() in _TRUE
     if kind in ("list", "mapping"):
-        from planrun.plan.expressions import parse_cli_value
-
-        return of_type(kind, parse_cli_value(text), text)
+        return of_type(kind, _cli_value(text), text)
     raise ParamError(f"expected {_ARTICLE[kind]}, got {text!r}")
 
 
@@ -117,11 +115,19 @@ def _read(params: Mapping[str, Param], name: str, value: Any) -> Any:
     param = params.get(name)
     if isinstance(value, GivenText):
         if param is None:
-            from planrun.plan.expressions import parse_cli_value
-
-            return parse_cli_value(str(value))
+            return _cli_value(str(value))
         return from_text(param.type, str(value))
     return value if param is None else of_type(param.type, value)
+
+
+def _cli_value(text: str) -> Any:
+    """A --var value of no declared type (or a list or mapping one), read as YAML."""
+    from planrun.plan.expressions import parse_cli_value
+
+    try:
+        return parse_cli_value(text)
+    except ValueError as exc:  # infinity or NaN
+        raise ParamError(str(exc)) from None
 
 
 def bind_params(

@@ -52,13 +52,22 @@ def _doc_path(data: Any, path: Path) -> Path:
     return path
 
 
+def step_label(sid: Any, i: int) -> str:
+    """A step named in a message by the id it was written with (`step 'build'`, `step '3'`,
+    a boolean as YAML and JSON write it: `step 'true'`), else by its place (`step #2`): an
+    id that is itself the error is not printed raw (a line feed, an escape sequence)."""
+    if sid is True or sid is False:
+        return f"step '{'true' if sid else 'false'}'"
+    if isinstance(sid, str | int) and str(sid).isprintable():
+        return f"step '{sid}'"
+    return f"step #{i + 1}"
+
+
 def _label(path: Path, steps: list[Any]) -> str:
     if len(path) >= 2 and path[0] == "steps" and isinstance(path[1], int):
         raw = steps[path[1]] if path[1] < len(steps) else None
         sid = raw.get("id", raw.get("index")) if isinstance(raw, dict) else None
-        # An id that is itself the error is not printed raw (a line feed, an escape sequence).
-        good = isinstance(sid, (str, int)) and str(sid).isprintable()
-        who = f"step '{sid}'" if good else f"step #{path[1] + 1}"
+        who = step_label(sid, path[1])
         rest = format_path(path[2:])
         return f"{who}: {rest}" if rest else who
     return format_path(path)

@@ -8,7 +8,7 @@ from typing import Any
 
 from planrun.plan.definition import Step
 from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
-from planrun.plan.schema_errors import Collector, Path
+from planrun.plan.schema_errors import Collector, Path, step_label
 from planrun.suggest import did_you_mean
 
 
@@ -17,8 +17,7 @@ def run_or_tool(raw: dict[str, Any], i: int, out: Collector) -> dict[str, Any]:
     (at `run`) and checked as its `tool` says."""
     if "run" not in raw or "tool" not in raw:
         return raw
-    sid = raw.get("id", raw.get("index"))
-    who = f"step '{sid}'" if isinstance(sid, str | int) else f"step #{i + 1}"
+    who = step_label(raw.get("id", raw.get("index")), i)
     out.add(
         ("steps", i, "run"),
         f"{who} has both 'run' and 'tool': a step has one or the other ('run' is tool: shell)",

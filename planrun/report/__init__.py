@@ -73,7 +73,10 @@ def plan_info(plan: Plan) -> PlanInfo:
     from planrun.plan.graph import PlanGraph
 
     graph = PlanGraph.build(plan.steps)
-    return PlanInfo(plan.title or "", dict(graph.titles), dict(graph.tools), dict(graph.deps))
+    matrix = frozenset(s.id for s in plan.steps if s.matrix is not None)
+    return PlanInfo(
+        plan.title or "", dict(graph.titles), dict(graph.tools), dict(graph.deps), matrix
+    )
 
 
 def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None = None) -> str:
@@ -89,7 +92,10 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
     except PlanInvalid:
         # A plan that needs --var values, or an edited, broken one, still has its last run
         # under its own name.
+        from planrun.run.stepcounts import matrix_steps_in
+
         name = state_name(plan_path)
+        info = PlanInfo(matrix=matrix_steps_in(plan_path))
     path = _state_file(state, cwd, name)
     if out is not None:
         from planrun.reporters.outpaths import refuse_clobbering
@@ -107,10 +113,11 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
 class ReportOnExit:
     """Bus subscriber for `run --report`: remembers the run's steps, writes the page at the end."""
 
-    def __init__(self, out: str, state: str | None, cwd: str) -> None:
+    def __init__(self, out: str, state: str | None, cwd: str, plan_file: str = "") -> None:
         self.out = out
         self.state = state
         self.cwd = cwd
+        self.plan_file = plan_file  # read for its matrix steps (run.started names no kind)
         self.plan: str | None = None
         self.info = PlanInfo()
 
@@ -124,6 +131,16 @@ class ReportOnExit:
             titles={str(s.get("id")): str(s.get("title") or s.get("id")) for s in steps},
             tools={str(s.get("id")): str(s.get("tool") or "") for s in steps},
             deps={str(s.get("id")): [str(d) for d in s.get("depends_on") or []] for s in steps},
+            matrix=self._matrix_steps(),
+        )
+
+    def _matrix_steps(self) -> frozenset[str]:
+        from planrun.run.stepcounts import matrix_steps_in
+
+        return (
+            matrix_steps_in(os.path.join(self.cwd, self.plan_file))
+            if self.plan_file
+            else frozenset()
         )
 
     def write(self) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 from planrun.plan.expressions import ExpressionError, resolve, to_text
 from planrun.plan.instances import group_instances
-from planrun.run.stepcounts import KEPT_REASON, counts_text, state_counts
+from planrun.run.stepcounts import KEPT_REASON, counts_text, matrix_steps_of, state_counts
 from planrun.state import RunState, StepState
 from planrun.text import format_duration
 
@@ -72,6 +72,7 @@ class PlanInfo:
     titles: Mapping[str, str] = field(default_factory=dict)
     tools: Mapping[str, str] = field(default_factory=dict)
     deps: Mapping[str, list[str]] = field(default_factory=dict)
+    matrix: frozenset[str] = frozenset()  # the matrix steps (the others fan out by foreach)
 
 
 def _ts(text: str | None) -> float | None:
@@ -228,7 +229,9 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
         span_s=span,
         jobs=jobs if isinstance(jobs := getattr(state, "jobs", None), int) else None,
         steps=rows,
-        counts=counts_text(state_counts(state.steps)),
+        counts=counts_text(
+            state_counts(state.steps), plan.matrix | matrix_steps_of((), state.revisions)
+        ),
         critical_s=_busy(times[s] for s in path),
     )
 

@@ -427,13 +427,6 @@ class ConsoleReporter:
 
     # -- summary -----------------------------------------------------------------------------
 
-    def _instances_kind(self) -> str:
-        """How the summary names the run's instances: `matrix` when all are a matrix step's,
-        `foreach` when none is, and plain `instances` for a mix."""
-        parents = {parent_of(i) for i in self.tally.instances}
-        matrices = len(parents & self.matrix_steps)
-        return "matrix" if matrices == len(parents) else "" if matrices else "foreach"
-
     def summary(self, event: RunFinished) -> str:
         """The closing text: counts per status, failed steps with their error, resume hint."""
         status = str(event.status or "finished")
@@ -448,7 +441,7 @@ class ConsoleReporter:
         if isinstance(took, int | float):  # unknown: no "in -"
             text += f" in {format_duration(took)}"
         if counts.total_instances:  # foreach/matrix instances, counted apart from their steps
-            text += f"; {instances_text(counts, self._instances_kind())}"
+            text += f"; {instances_text(counts, counts.kind(self.matrix_steps))}"
         out = self._line(event.ts or time.time(), kind, text)
         error = first_line(event.error)
         # "step 'b' failed: <error>" only repeats the failed-steps list below

@@ -25,6 +25,7 @@ import re
 import socket
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -115,8 +116,14 @@ class _Suite:
 class JUnitReporter:
     """EventBus subscriber collecting step results; `close()` writes the XML file."""
 
-    def __init__(self, path: str | os.PathLike[str], failures: WriteFailures | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        failures: WriteFailures | None = None,
+        matrix_steps: Collection[str] = (),
+    ) -> None:
         self.path = Path(path)
+        self.matrix_steps = frozenset(matrix_steps)  # their instances are counted as matrix ones
         # Where a write that fails is remembered: the run's record, told by the command.
         self.failures = WriteFailures() if failures is None else failures
         self._suites: dict[str, _Suite] = {}
@@ -232,7 +239,7 @@ class JUnitReporter:
         for index, suite in enumerate(self._suites.values()):
             # Run properties once, on the run's own suite: readers such as xunitparser
             # merge all suites' properties and refuse a name seen twice.
-            element, counts, seconds = _suite_xml(suite, properties=index == 0)
+            element, counts, seconds = _suite_xml(suite, index == 0, self.matrix_steps)
             root.append(element)
             for key in totals:
                 totals[key] += counts[key]
@@ -294,7 +301,9 @@ def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, i
     return out
 
 
-def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, int], float]:
+def _suite_xml(
+    suite: _Suite, properties: bool, matrix_steps: Collection[str] = ()
+) -> tuple[ET.Element, dict[str, int], float]:
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     element = ET.Element("testsuite", name=suite.plan)
     props = {
@@ -306,7 +315,8 @@ def _suite_xml(suite: _Suite, properties: bool) -> tuple[ET.Element, dict[str, i
             count_steps(
                 {sid: c.status for sid, c in suite.cases.items()},
                 [sid for sid, c in suite.cases.items() if _KEPT_NOTE in c.notes],
-            )
+            ),
+            matrix_steps,
         ),
     }
     if properties:

@@ -22,6 +22,7 @@ from planrun.plan.fanout import (
 from planrun.plan.graph import PlanGraph
 from planrun.run.scope import known_scope, rendered_text, rendered_title
 from planrun.run.stepcall import call_template, placed
+from planrun.run.stepcounts import counted
 from planrun.tools import renderer
 
 
@@ -237,21 +238,22 @@ def _counted(entries: list[dict[str, Any]]) -> str:
     stand for steps."""
     instances = [e for e in entries if e.get("instance_of")]
     steps = len(entries) - len(instances) + len({e["instance_of"] for e in instances})
-    text = f"{steps} step{'s' if steps != 1 else ''}"
+    text = counted(steps, "step")
     known = [e for e in instances if not e["id"].endswith("[*]")]
     kinds = {
         kind: sum(1 for e in known if ("matrix" in e) == (kind == "matrix"))
         for kind in ("foreach", "matrix")
     }
-    counted = [f"{n} {kind} instance{'s' if n != 1 else ''}" for kind, n in kinds.items() if n]
-    if counted:
-        text += f" ({', '.join(counted)})"
+    shown = [counted(n, f"{kind} instance") for kind, n in kinds.items() if n]
+    if shown:
+        text += f" ({', '.join(shown)})"
     return text
 
 
 def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
     """Dry-run text: waves in start order, each step with tool, args, dependencies, condition."""
-    lines = [f"plan {doc['plan']}: {_counted(doc['steps'])} in {len(doc['waves'])} waves (dry run)"]
+    waves = counted(len(doc["waves"]), "wave")
+    lines = [f"plan {doc['plan']}: {_counted(doc['steps'])} in {waves} (dry run)"]
     by_id = {s["id"]: s for s in doc["steps"]}
     for n, wave in enumerate(doc["waves"], 1):
         lines.append(f"wave {n}" + (f" ({len(wave)} in parallel)" if len(wave) > 1 else ""))

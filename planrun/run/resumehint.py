@@ -19,12 +19,13 @@ from planrun.run.request import RunRequest
 __all__ = ["resume_hint"]
 
 # Options that decide what a resume runs and how (repeated as given); the others (output,
-# reports, the cache directory...) are the reader's to add. The remote cache is repeated: a
-# resumed CI job shares what the run shared, and a read-only run (a pull-request build) must
-# not upload when resumed.
+# reports...) are the reader's to add. The caches are repeated: a resumed CI job shares what
+# the run shared (its --cache-dir, the remote), and a read-only run (a pull-request build)
+# must not upload when resumed.
 _REPEATED = (
     ("vars_file", "--vars-file"),
     ("state", "--state"),
+    ("cache_dir", "--cache-dir"),
     ("mcp_config", "--mcp-config"),
     ("planner", "--planner"),
     ("remote_cache_timeout", "--remote-cache-timeout"),
@@ -59,7 +60,7 @@ def resume_hint(
     for attribute, option in _REPEATED:
         value = getattr(req, attribute)
         if value:
-            words += [option, str(value)]
+            words += [option, _as_given_path(req, str(value)) if option in _PATHS else str(value)]
     remote = req.remote_cache
     remote_left_out = bool(remote) and _has_credentials(str(remote))
     if remote and not remote_left_out:
@@ -80,6 +81,18 @@ def resume_hint(
     if notes:
         command += "  # " + "; ".join(notes)
     return command
+
+
+_PATHS = frozenset(("--vars-file", "--state", "--mcp-config", "--cache-dir"))
+
+
+def _as_given_path(req: RunRequest, path: str) -> str:
+    """A path option as it was given where planrun started: a run whose plan was found in a
+    parent directory has its paths joined to that directory (the resume starts there too)."""
+    started = req.variables.get(INVOCATION_DIR)
+    if req.plan_found and isinstance(started, str) and path.startswith(started + os.sep):
+        return path[len(started) + 1 :]
+    return path
 
 
 def _has_credentials(url: str) -> bool:
@@ -118,6 +131,10 @@ def _as_typed(value: Any) -> str:
     anything else as JSON (YAML's flow style reads it)."""
     from planrun.plan.expressions import parse_cli_value
 
-    if isinstance(value, str) and parse_cli_value(value) == value:
-        return value
+    if isinstance(value, str):
+        try:
+            if parse_cli_value(value) == value:
+                return value
+        except ValueError:  # `.nan` as text: quoted, or --var would refuse it
+            pass
     return json.dumps(value, ensure_ascii=False)

@@ -85,7 +85,7 @@ def attach_reporters(
 ) -> tuple[Any, list[Callable[[], None]]]:
     """Subscribe the console, the state store, --events, --junit and library subscribers.
     `explain`: the console says why each step runs, `cache off` included; `matrix_steps`: the
-    fan-out steps it calls matrix steps (the others are foreach steps).
+    fan-out steps the console and JUnit call matrix steps (the others are foreach steps).
 
     Returns (console, closers). Sub-plans' steps reach them all, as PARENT_STEP/CHILD_STEP.
     UsageError, before any file is touched, when a report file names a file the run reads
@@ -119,7 +119,7 @@ def attach_reporters(
         if req.junit:
             from planrun.reporters.junit import JUnitReporter
 
-            ju = JUnitReporter(abs_path(req.junit, req.cwd), req.report_failures)
+            ju = JUnitReporter(abs_path(req.junit, req.cwd), req.report_failures, matrix_steps)
             bus.subscribe(ju.handle)
             closers.append(ju.close)
     except OSError as exc:

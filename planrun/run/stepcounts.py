@@ -1,14 +1,15 @@
 """How a run's steps are counted, the one definition every view uses (console summary,
-`status`, the HTML report, JUnit): the plan's own steps by status, a `foreach` step counted
-once as a step and its instances (`ID[N]`) counted apart as "foreach instances", a sub-plan's
-steps (`PARENT/CHILD`) not at all (their parent step is counted).
+`status`, the HTML report, JUnit): the plan's own steps by status, a `foreach` or `matrix`
+step counted once as a step and its instances (`ID[N]`) counted apart as "foreach instances"
+("matrix instances" when all are a matrix step's; the plan says which steps are), a
+sub-plan's steps (`PARENT/CHILD`) not at all (their parent step is counted).
 
 Kept free of heavy imports: `planrun status` reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from planrun.plan.instances import parent_of
@@ -33,20 +34,31 @@ _FINAL = frozenset(("succeeded", "cached", "failed", "ignored", "skipped", "inte
 class StepCounts:
     """Steps and foreach instances by status; `kept`: steps kept from the previous run."""
 
-    __slots__ = ("steps", "instances", "kept")
+    __slots__ = ("steps", "instances", "kept", "fanned")
     steps: dict[str, int]
     instances: dict[str, int]
     kept: int
+    fanned: frozenset[str]  # the steps whose instances are counted
 
     def __init__(
         self,
         steps: dict[str, int] | None = None,
         instances: dict[str, int] | None = None,
         kept: int = 0,
+        fanned: frozenset[str] = frozenset(),
     ) -> None:
         self.steps = {} if steps is None else steps
         self.instances = {} if instances is None else instances
         self.kept = kept
+        self.fanned = fanned
+
+    def kind(self, matrix_steps: Collection[str]) -> str:
+        """The word for the instances in a count: `matrix` when all are a matrix step's
+        (`matrix_steps`: the plan's), `foreach` when none is, "" for a mix."""
+        matrices = sum(1 for sid in self.fanned if sid in matrix_steps)
+        if matrices and matrices == len(self.fanned):
+            return "matrix"
+        return "" if matrices else "foreach"
 
     @property
     def total(self) -> int:
@@ -62,14 +74,23 @@ def count_steps(statuses: Mapping[str, str], kept: Iterable[str] = ()) -> StepCo
     retrying counts as running (`unfinished`)."""
     steps: dict[str, int] = {}
     instances: dict[str, int] = {}
+    fanned: set[str] = set()
     for sid, status in statuses.items():
         if "/" in sid:
             continue
         key = "running" if status == "retrying" else str(status)
-        into = instances if parent_of(sid) is not None else steps
+        parent = parent_of(sid)
+        if parent is not None:
+            fanned.add(parent)
+        into = instances if parent is not None else steps
         into[key] = into.get(key, 0) + 1
     n_kept = sum(1 for sid in set(kept) if statuses.get(sid) in _FINAL and "/" not in sid)
-    return StepCounts(steps, instances, n_kept)
+    return StepCounts(steps, instances, n_kept, frozenset(fanned))
+
+
+def counted(n: int, word: str) -> str:
+    """`1 step`, `2 steps`: a count and its noun, singular for one."""
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def status_parts(by_status: Mapping[str, int]) -> list[str]:
@@ -91,7 +112,7 @@ def steps_text(counts: StepCounts) -> str:
     """`7 steps (5 succeeded, 2 cached; 1 kept from the previous run)`."""
     n = counts.total
     parts = step_parts(counts)
-    text = f"{n} step{'s' if n != 1 else ''}"
+    text = counted(n, "step")
     return f"{text} ({', '.join(parts)})" if parts else text
 
 
@@ -102,12 +123,41 @@ def instances_text(counts: StepCounts, kind: str = "foreach") -> str:
     if not n:
         return ""
     word = f"{kind} instance" if kind else "instance"
-    return f"{n} {word}{'s' if n != 1 else ''} ({', '.join(status_parts(counts.instances))})"
+    return f"{counted(n, word)} ({', '.join(status_parts(counts.instances))})"
 
 
-def counts_text(counts: StepCounts) -> str:
-    """The whole count: steps, then foreach instances when there are any."""
-    more = instances_text(counts)
+def matrix_steps_of(steps: Any, revisions: Any = ()) -> frozenset[str]:
+    """The ids of the matrix steps among a plan's `steps` as written (plain data, checked or
+    not) and the steps of the last of a state's `revisions` (a planner's): how `status` and
+    the report word the instances of a run, whose state holds no step's kind."""
+    last = revisions[-1] if isinstance(revisions, list) and revisions else None
+    revised = last.get("steps") if isinstance(last, dict) else None
+    return frozenset(
+        str(step.get("id", step.get("index")))
+        for listed in (steps, revised)
+        if isinstance(listed, list)
+        for step in listed
+        if isinstance(step, dict) and step.get("matrix") is not None
+    )
+
+
+def matrix_steps_in(plan_file: str) -> frozenset[str]:
+    """The matrix steps of the plan file as written (read, not checked: `status` shows the
+    last run of a plan that no longer validates too); none when it cannot be read."""
+    from planrun.errors import PlanrunError
+    from planrun.plan.loader import load_document
+
+    try:
+        data = load_document(plan_file).data
+    except PlanrunError:
+        return frozenset()
+    return matrix_steps_of(data.get("steps") if isinstance(data, dict) else None)
+
+
+def counts_text(counts: StepCounts, matrix_steps: Collection[str] = ()) -> str:
+    """The whole count: steps, then foreach instances when there are any (matrix instances
+    when they are all of `matrix_steps`)."""
+    more = instances_text(counts, counts.kind(matrix_steps))
     return steps_text(counts) + (f"; {more}" if more else "")
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 # Lazy imports (inside functions), for start-up time: sub-plan step ordering only for a run that
 # has sub-plan steps.
+from collections.abc import Collection
 from typing import Any
 
 from planrun.plan.instances import group_instances
-from planrun.run.stepcounts import counts_text, state_counts
+from planrun.run.stepcounts import counts_text, matrix_steps_of, state_counts
 from planrun.state.model import RunState, StepState
 from planrun.text import first_line, format_duration
 
@@ -49,8 +50,9 @@ def _in_tree_order(steps: dict[str, StepState]) -> list[tuple[str, StepState]]:
     return [(sid, steps[sid]) for sid in group_instances(tree_order(steps))]
 
 
-def render_status_text(state: RunState) -> str:
-    """A plain-text table: the run's status line, then one row per step."""
+def render_status_text(state: RunState, matrix_steps: Collection[str] = ()) -> str:
+    """A plain-text table: the run's status line, then one row per step. `matrix_steps`: the
+    plan's matrix steps (the state holds no step's kind), whose instances are counted as such."""
     head = f"plan {state.plan}: {state.status}"
     if state.reason:
         head += f" ({state.reason})"
@@ -61,15 +63,20 @@ def render_status_text(state: RunState) -> str:
     if state.error:
         lines.append(f"error: {first_line(state.error, 200)}")
     if state.steps:  # counted as the console, the report and JUnit count them
-        lines.append(counts_text(state_counts(state.steps)))
-    rows = [("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR")]
+        matrices = {*matrix_steps, *matrix_steps_of((), state.revisions)}
+        lines.append(counts_text(state_counts(state.steps), matrices))
+    # ERROR holds a step's error only; NOTE why it ended as it did without one (a skip's
+    # reason, "unchanged since last run" for a step a resume kept).
+    rows = [("STEP", "STATUS", "ATTEMPTS", "DURATION", "ERROR", "NOTE")]
     for sid, st in _in_tree_order(state.steps):
-        note = first_line(st.error, 80) or (st.reason or "")
-        rows.append((sid, st.status, str(st.attempts), format_duration(st.duration_s), note))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        error = first_line(st.error, 80)
+        note = "" if error else first_line(st.reason or "", 80)
+        rows.append((sid, st.status, str(st.attempts), format_duration(st.duration_s), error, note))
+    last = len(rows[0]) - 1
+    widths = [max(len(r[i]) for r in rows) for i in range(last)]
     lines.append("")
     for r in rows:
-        cells = [r[i].ljust(widths[i]) for i in range(4)] + [r[4]]
+        cells = [r[i].ljust(widths[i]) for i in range(last)] + [r[last]]
         lines.append("  ".join(cells).rstrip())
     if state.revisions:
         lines.append("")

@@ -29,6 +29,7 @@ from planrun.plan.loader._base import (
     TOO_DEEP,
     Document,
     LazyDocument,
+    NotJsonNumber,
     check_top_level,
     gc_paused,
     invalid,
@@ -39,7 +40,15 @@ from planrun.plan.loader._base import (
 # gives up, or a position is asked for (_positions.py). A plan from the plan cache
 # (planrun/plan/cache.py) or in the fast reader's subset costs no `import yaml`.
 
-__all__ = ["Document", "LazyDocument", "load_bytes", "load_document", "load_text", "read_plan"]
+__all__ = [
+    "Document",
+    "LazyDocument",
+    "NotJsonNumber",
+    "load_bytes",
+    "load_document",
+    "load_text",
+    "read_plan",
+]
 
 _JSON_EXTENSIONS = {".json"}
 _YAML_EXTENSIONS = {".yaml", ".yml"}
@@ -163,12 +172,14 @@ def _parse_yaml(text: str, file: str) -> Any:
     try:
         data = builder.build(root)
     except BuildError as exc:
-        raise node_error(file, exc.node, exc.message) from None
+        diagnostics = node_error(file, exc.node, exc.message).diagnostics
+        raise (NotJsonNumber if builder.not_finite else PlanInvalid)(diagnostics) from None
     except RecursionError:
         raise invalid(file, 1, 1, TOO_DEEP) from None
     if builder.errors:
         diagnostics = [node_diagnostic(file, node, message) for node, message in builder.errors]
-        raise PlanInvalid(sorted(diagnostics, key=lambda diag: (diag.line, diag.col)))
+        diagnostics.sort(key=lambda diag: (diag.line, diag.col))
+        raise (NotJsonNumber if builder.not_finite else PlanInvalid)(diagnostics)
     root_pos = (root.start_mark.line + 1, root.start_mark.column + 1)
     del root, builder
     check_top_level(data, file, lambda: root_pos)

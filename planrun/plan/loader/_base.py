@@ -24,6 +24,11 @@ MAX_NODES = 500_000
 TOO_MANY = f"plan has too many values (more than {MAX_NODES:,})"
 
 
+class NotJsonNumber(PlanInvalid):
+    """A plan holds a number JSON has not (YAML's `.inf`, `.nan`; JSON's `NaN`): told apart
+    so that a `--var` value holding one is refused, not kept as text."""
+
+
 class _Locator(Protocol):
     def pos(self, path: tuple[PathPart, ...], key: bool) -> Position: ...
 

@@ -29,6 +29,7 @@ from planrun.plan.loader._scalars import (
     SEQ,
     STR,
     TAG,
+    NotFinite,
     plain_value,
 )
 
@@ -180,6 +181,7 @@ class Builder:
         self.active: set[int] = set()  # collections being built (alias cycles)
         self.budget = 100_000 + 2 * len(text)  # values built, against alias bombs
         self.errors: list[tuple[Node, str]] = []
+        self.not_finite = False  # a scalar read as infinity or NaN is among the errors
 
     def build(self, node: Node, depth: int = 0) -> Any:
         cls = node.__class__
@@ -188,7 +190,12 @@ class Builder:
             if tag.__class__ is slice:
                 value = node.value
                 if tag.step[0] and (not value or value[0] in MAYBE_NOT_STR):
-                    return plain_value(value)
+                    try:
+                        return plain_value(value)
+                    except NotFinite as exc:
+                        self.not_finite = True
+                        self.errors.append((node, str(exc)))
+                        return None
                 return value
             return self._tagged_scalar(node)
         if depth >= MAX_DEPTH:
@@ -268,7 +275,12 @@ class Builder:
         if tag == STR:
             return value
         if tag in (INT, FLOAT, BOOL, NULL_SCALAR):
-            result = plain_value(value.strip()) if value.strip() else None
+            try:
+                result = plain_value(value.strip()) if value.strip() else None
+            except NotFinite as exc:
+                self.not_finite = True
+                self.errors.append((node, str(exc)))
+                return None
             if tag == FLOAT and isinstance(result, int) and not isinstance(result, bool):
                 result = float(result)
             wanted = {INT: int, FLOAT: float, BOOL: bool, NULL_SCALAR: type(None)}[tag]

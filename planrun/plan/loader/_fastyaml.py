@@ -5,11 +5,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import re
 from typing import Any
 
 from planrun.plan.loader._base import MAX_DEPTH, MAX_NODES
-from planrun.plan.loader._scalars import MAYBE_NOT_STR, plain_value
+from planrun.plan.loader._scalars import MAYBE_NOT_STR, NotFinite, plain_value
 
 # The fast reader leaves anything that might come near MAX_DEPTH to libyaml's path, which
 # counts exactly: flow values with more brackets than this, block nesting deeper than the rest.
@@ -228,7 +229,10 @@ def _fast_literal(header: str, lines: list[str], i: int, owner: int) -> tuple[st
 def _fast_json_float(text: str) -> float:
     if "e" in text or "E" in text:
         raise Bail  # YAML 1.1 reads 1e3 as a string
-    return float(text)
+    number = float(text)
+    if math.isinf(number):
+        raise Bail  # 400 digits: libyaml's path refuses it at its position
+    return number
 
 
 def _fast_json_bail(text: str) -> Any:
@@ -322,7 +326,10 @@ def _fast_plain(text: str) -> Any:
     ):
         raise Bail
     if first in MAYBE_NOT_STR:
-        return plain_value(text)
+        try:
+            return plain_value(text)
+        except NotFinite:
+            raise Bail from None  # libyaml's path refuses it at its position
     return text
 
 

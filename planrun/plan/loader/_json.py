@@ -13,6 +13,7 @@ from planrun.plan.loader._base import (
     MAX_DEPTH,
     TOO_DEEP,
     Document,
+    NotJsonNumber,
     PathPart,
     Position,
     check_top_level,
@@ -80,9 +81,8 @@ def _check_finite(data: Any, text: str, file: str, locator: _JsonLocator) -> Non
     line, col = locator.pos(tuple(reversed(found)), False)
     written = _NUMBER_WORD.match(text.splitlines()[line - 1], col - 1)
     word = written.group() if written is not None else repr(found)
-    raise invalid(
-        file, line, col, f"invalid JSON: {word} is not a JSON number (JSON has no NaN or infinity)"
-    )
+    message = f"invalid JSON: {word} is not a JSON number (JSON has no NaN or infinity)"
+    raise NotJsonNumber(invalid(file, line, col, message).diagnostics)
 
 
 def _not_finite_below(value: Any) -> list[PathPart] | None:
