@@ -401,19 +401,25 @@ def test_list_keeps_plans_whose_title_is_not_text(tmp_path: Path) -> None:
 
 
 def test_results_are_strict_json_in_both_forms(tmp_path: Path) -> None:
-    plan = "name: odd\nsteps:\n  - {id: a, tool: echo, args: {value: [.nan, .inf, -.inf, 1.5]}}\n"
+    """No value JSON cannot hold reaches an answer: a plan holding `.nan` or `.inf` is refused
+    at the value, and the answer (text and structured) is strict JSON."""
+    plan = "name: odd\nsteps:\n  - {id: a, tool: echo, args: {value: [.nan, .inf, 1.5]}}\n"
 
     def strict(constant: str) -> Any:
         raise ValueError(f"{constant} is not JSON")
 
     async def body(c: Client) -> Any:
-        return await c.call_tool("plan_run", {"plan": plan})
+        return await c.call_tool("plan_run", {"plan": plan}), await c.call_tool(
+            "plan_run", {"plan": plan.replace(".nan, .inf, ", "")}
+        )
 
-    res = session(tmp_path, body)
-    assert not res.is_error, res.content
-    text = json.loads(res.content[0].text, parse_constant=strict)
-    assert text == res.structured_content
-    assert text["steps"][0]["result"] == [None, None, None, 1.5]
+    refused, ran = session(tmp_path, body)
+    assert refused.is_error, refused.content
+    assert ".nan is not a JSON number" in refused.content[0].text, refused.content
+    assert not ran.is_error, ran.content
+    text = json.loads(ran.content[0].text, parse_constant=strict)
+    assert text == ran.structured_content
+    assert text["steps"][0]["result"] == [1.5]
 
 
 def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:

@@ -1097,3 +1097,26 @@ def test_plan_names_a_file_name_cannot_hold_get_state_files_of_their_own(tmp_pat
     assert {default_state_path(str(tmp_path), n) for n in names} == {
         str(tmp_path / ".planrun" / "state" / f) for f in files
     }
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_state_file_holding_what_json_cannot_is_corrupt(tmp_path: Path, value: str) -> None:
+    """A state file edited to hold NaN or infinity (Python's reader takes them) is corrupt:
+    `status --output json` must not print a document no JSON reader takes."""
+    (tmp_path / "p.yaml").write_text(
+        "name: odd\nsteps:\n  - {id: a, tool: echo, args: {value: 1.5}}\n"
+    )
+    assert planrun("run", "p.yaml", "-q", cwd=tmp_path).code == 0
+    state = tmp_path / ".planrun" / "state" / "odd.json"
+    text = state.read_text()
+    assert '"result":1.5' in text
+    state.write_text(text.replace('"result":1.5', f'"result":{value}'))
+    r = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
+    assert r.code == ExitCode.STATE_ERROR, r
+    assert "Traceback" not in r.out + r.err, r
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in the document: {r.out}")
+
+    doc = json.loads(r.out, parse_constant=refuse)  # the error document is itself JSON
+    assert "corrupt" in doc["error"], r

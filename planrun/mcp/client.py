@@ -119,7 +119,7 @@ def _maybe_json(text: str) -> Any:
     if not stripped:
         return text
     try:
-        return untrusted_json.loads_strict(stripped)  # NaN, or nesting too deep, stays text
+        return untrusted_json.loads(stripped)  # NaN, or nesting too deep, stays text
     except ValueError:
         return text
 

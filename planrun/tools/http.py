@@ -150,7 +150,7 @@ def _json_body(content_type: str, text: str) -> Any:
     if media != "application/json" and not media.endswith("+json"):
         return _NOT_JSON
     try:
-        return untrusted_json.loads_strict(text)  # NaN, or nesting a million deep, is not JSON
+        return untrusted_json.loads(text)  # NaN, or nesting a million deep, is not JSON
     except ValueError:
         return _NOT_JSON
 
