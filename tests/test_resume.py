@@ -288,6 +288,19 @@ def test_status_keeps_its_error_column_for_errors(run, write, tmp_path):
     assert [step["error"] for step in doc["steps"]] == [None, None, None], doc
 
 
+def test_status_of_a_plan_that_no_longer_parses_says_why_it_finds_no_state(run, write):
+    """The state is kept under the plan's name; a plan file that does not parse has none, so
+    status looks under the file's stem and says why, with the parse error's place."""
+    write("p.yaml", "name: m\nsteps:\n  - {id: a, tool: echo, args: {value: 1}}\n")
+    assert run("run", "p.yaml").code == 0
+    write("p.yaml", "name: m\nsteps: [\n")
+    r = run("status", "p.yaml")
+    assert r.code == 4, r
+    assert "no state for plan 'p'" in r.err, r
+    assert "p.yaml does not parse (p.yaml:" in r.err, r
+    assert "so its name is the file's" in r.err, r
+
+
 @pytest.mark.slow  # real signals to a real run
 def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
     sleeper = unique_sleep(33)

@@ -216,15 +216,28 @@ def status(plan: str | None, state: str | None, output: str) -> None:
     name = state_name(plan)
     st = _read_state(name, state)
     if st is None:
-        raise StateError(
-            f"no state for plan '{name}' at {_state_path(name, state)}: run it first with 'planrun run {plan}'"
-        )
+        where = f"no state for plan '{name}' at {_state_path(name, state)}"
+        why = _parse_error(plan)
+        if why is not None:  # its state is kept under the name the file no longer gives
+            raise StateError(f"{where}: {plan} does not parse ({why}), so its name is the file's")
+        raise StateError(f"{where}: run it first with 'planrun run {plan}'")
     if output == "json":
         click.echo(json.dumps(status_document(st), indent=2, ensure_ascii=False, default=str))
     else:
         from planrun.run.stepcounts import matrix_steps_in
 
         click.echo(render_status_text(st, matrix_steps_in(plan)), nl=False)
+
+
+def _parse_error(plan: str) -> str | None:
+    """The plan file's first parse error, rendered; None when it parses."""
+    from planrun.plan.loader import load_document
+
+    try:
+        load_document(plan)
+    except PlanInvalid as exc:
+        return str(exc)
+    return None
 
 
 @click.command(name="list")
