@@ -695,3 +695,16 @@ def test_run_report_is_written_when_the_run_is_blocked(run, write, tmp_path):
     assert r.code == 5, r
     text = (tmp_path / "r.html").read_text()
     assert "blocked" in text and "approval_required" in text
+
+
+def test_report_of_a_plan_that_no_longer_parses_says_why_it_finds_no_state(run, write):
+    """As `status`: the state is kept under the name the file gave; when the file no longer
+    parses, the report says so instead of asking for a run of a plan that cannot run."""
+    write("p.yaml", "name: m\nsteps:\n  - {id: a, tool: echo, args: {value: 1}}\n")
+    assert run("run", "p.yaml").code == 0
+    write("p.yaml", "name: m\nsteps: [\n")
+    r = run("report", "p.yaml", "-o", "r.html")
+    assert r.code == 4, r
+    assert "no state for plan 'p'" in r.err, r
+    assert "p.yaml does not parse (p.yaml:" in r.err, r
+    assert "run it first" not in r.err, r

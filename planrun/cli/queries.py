@@ -17,7 +17,7 @@ import click
 
 from planrun.cli.completion import complete_plan_files
 from planrun.cli.edge import guard, parse_vars, print_diagnostics
-from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError, one_line
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, one_line
 from planrun.plan.discovery import (
     Found,
     enter_default_plan,
@@ -208,36 +208,22 @@ def _revised_plan(plan: Plan, state: str | None) -> Plan:
 @guard
 def status(plan: str | None, state: str | None, output: str) -> None:
     """Show the last run of PLAN: status, reason and every step."""
-    from planrun.plan.validate import state_name
-    from planrun.state import render_status_text, status_document
+    from planrun.plan.validate import written_plan
+    from planrun.state import no_state, render_status_text, status_document
 
     found = plan_or_found(plan)  # the default plan's directory becomes the cwd
     plan, state = found.plan, found.given_path(state)
-    name = state_name(plan)
-    st = _read_state(name, state)
+    written = written_plan(plan)
+    st = _read_state(written.name, state)
     if st is None:
-        where = f"no state for plan '{name}' at {_state_path(name, state)}"
-        why = _parse_error(plan)
-        if why is not None:  # its state is kept under the name the file no longer gives
-            raise StateError(f"{where}: {plan} does not parse ({why}), so its name is the file's")
-        raise StateError(f"{where}: run it first with 'planrun run {plan}'")
+        path = _state_path(written.name, state)
+        raise no_state(written.name, path, plan, f"'planrun run {plan}'", written.unreadable)
     if output == "json":
         click.echo(json.dumps(status_document(st), indent=2, ensure_ascii=False, default=str))
     else:
-        from planrun.run.stepcounts import matrix_steps_in
+        from planrun.run.stepcounts import matrix_steps_of
 
-        click.echo(render_status_text(st, matrix_steps_in(plan)), nl=False)
-
-
-def _parse_error(plan: str) -> str | None:
-    """The plan file's first parse error, rendered; None when it parses."""
-    from planrun.plan.loader import load_document
-
-    try:
-        load_document(plan)
-    except PlanInvalid as exc:
-        return str(exc)
-    return None
+        click.echo(render_status_text(st, matrix_steps_of(written.steps)), nl=False)
 
 
 @click.command(name="list")

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from planrun.errors import ExitCode, PlanInvalid, PlanrunError, StateError, UsageError, quoted
+from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError, quoted
 from planrun.mcp.http import listen, parse_http_address, serve_http
 from planrun.mcp.progress import ProgressReporter
 from planrun.mcp.runs import Runs
@@ -138,22 +138,17 @@ def validate_document(plan: str, variables: dict[str, Any] | None, cwd: str) -> 
     return {"valid": valid, "diagnostics": [d.to_json() for d in diags]}
 
 
-def plan_name(src: PlanSource) -> str:
-    """The name a run of this plan keeps its state under (as `planrun status` finds it)."""
-    from planrun.plan.validate import state_name
-
-    return state_name(src.label, text=src.text, label=src.label)
-
-
 def status_doc(plan: str, cwd: str) -> dict[str, Any]:
     """`planrun status --output json`; StateError when the plan never ran here."""
-    from planrun.state import default_state_path, read_state, status_document
+    from planrun.plan.validate import written_plan
+    from planrun.state import default_state_path, no_state, read_state, status_document
 
-    name = plan_name(PlanSource(plan, cwd))
-    path = default_state_path(cwd, name)
-    state = read_state(path, name)
+    src = PlanSource(plan, cwd)
+    written = written_plan(src.label, text=src.text, label=src.label)
+    path = default_state_path(cwd, written.name)
+    state = read_state(path, written.name)
     if state is None:
-        raise StateError(f"no state for plan '{name}' at {path}: run it first with plan_run")
+        raise no_state(written.name, path, src.label, "plan_run", written.unreadable)
     return status_document(state)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from planrun.errors import Diagnostic, PlanInvalid
 from planrun.plan import fastcheck
@@ -528,26 +528,39 @@ def load_plan(
     return checked.plan
 
 
-def state_name(source: str, *, text: str | None = None, label: str | None = None) -> str:
-    """The name a run of this plan keeps its state under: what `planrun status` looks up.
+class WrittenPlan(NamedTuple):
+    """What `status` and `report` read of a plan file without running it."""
 
-    Read without the run's variables (a plan whose expressions read a `--var` name does not
-    check without them, and still has its name), and from an invalid plan too: its state, from
-    an earlier valid version, is kept under that name. `label` names inline `text`.
+    name: str  # the name its runs keep their state under
+    steps: Any  # its `steps` as written (None when it does not parse)
+    unreadable: str | None  # why it does not parse (its first error, rendered), else None
+
+
+def written_plan(source: str, *, text: str | None = None, label: str | None = None) -> WrittenPlan:
+    """The plan as `planrun status` reads it: without the run's variables (a plan whose
+    expressions read a `--var` name does not check without them, and still has its name), and
+    from an invalid plan too: its state, from an earlier valid version, is kept under that name.
+    A file that does not parse gives no name: its stem stands in. `label` names inline `text`.
     """
     label = label or source
     try:
         checked = load_and_check(source, text=text)
-    except PlanInvalid:
-        return default_name(label)
-    if checked.plan is not None and checked.plan.name:
-        return checked.plan.name
+    except PlanInvalid as exc:
+        return WrittenPlan(default_name(label), None, str(exc))
     data = getattr(checked.doc, "data", None)
+    steps = data.get("steps") if isinstance(data, dict) else None
+    if checked.plan is not None and checked.plan.name:
+        return WrittenPlan(checked.plan.name, steps, None)
     if isinstance(data, dict):
         raw = data.get("name", data.get("id"))
         if isinstance(raw, str | int) and not isinstance(raw, bool) and str(raw):
-            return str(raw)
-    return default_name(label)
+            return WrittenPlan(str(raw), steps, None)
+    return WrittenPlan(default_name(label), steps, None)
+
+
+def state_name(source: str, *, text: str | None = None, label: str | None = None) -> str:
+    """The name a run of this plan keeps its state under: what `planrun status` looks up."""
+    return written_plan(source, text=text, label=label).name
 
 
 def validate_plan(source: str, variables: Mapping[str, Any] | None = None) -> list[Diagnostic]:

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from planrun.errors import PlanInvalid, StateError, UsageError
+from planrun.errors import PlanInvalid, UsageError
 from planrun.report.model import PlanInfo, build_report
 from planrun.run.events import RunEvent, RunStarted, iso_ts
-from planrun.state import RunState, default_state_path, read_state
+from planrun.state import RunState, default_state_path, no_state, read_state
 
 if TYPE_CHECKING:
     from planrun.plan.definition import Plan
@@ -82,9 +82,10 @@ def plan_info(plan: Plan) -> PlanInfo:
 def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None = None) -> str:
     """`planrun report`: the page for the last run of the plan at `plan_path`; UsageError when
     `out` (where it goes) is the plan file or the state file."""
-    from planrun.plan.validate import default_name, load_plan, state_name
+    from planrun.plan.validate import default_name, load_plan, written_plan
 
     info = PlanInfo()
+    unreadable = None
     try:
         plan = load_plan(plan_path)
         name = plan.name or default_name(plan_path)
@@ -92,10 +93,11 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
     except PlanInvalid:
         # A plan that needs --var values, or an edited, broken one, still has its last run
         # under its own name.
-        from planrun.run.stepcounts import matrix_steps_in
+        from planrun.run.stepcounts import matrix_steps_of
 
-        name = state_name(plan_path)
-        info = PlanInfo(matrix=matrix_steps_in(plan_path))
+        written = written_plan(plan_path)
+        name, unreadable = written.name, written.unreadable
+        info = PlanInfo(matrix=matrix_steps_of(written.steps))
     path = _state_file(state, cwd, name)
     if out is not None:
         from planrun.reporters.outpaths import refuse_clobbering
@@ -104,9 +106,7 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
         refuse_clobbering([("-o", out)], inputs, cwd)
     recorded = read_state(path, name)
     if recorded is None:
-        raise StateError(
-            f"no state for plan '{name}' at {path}: run it first with 'planrun run {plan_path}'"
-        )
+        raise no_state(name, str(path), plan_path, f"'planrun run {plan_path}'", unreadable)
     return render_report(recorded, info)
 
 

@@ -18,7 +18,7 @@ the whole file after every step would. A written line is in the kernel, so it su
 the snapshot at run start, when it grows past the snapshot's size, and at `close()`.
 """
 
-from planrun.state.journal import read_state
+from planrun.state.journal import no_state, read_state
 from planrun.state.model import RunState, StepState, default_state_path
 from planrun.state.store import StateStore
 from planrun.state.view import render_status_text, status_document
@@ -28,6 +28,7 @@ __all__ = [
     "StateStore",
     "StepState",
     "default_state_path",
+    "no_state",
     "read_state",
     "render_status_text",
     "status_document",

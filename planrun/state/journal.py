@@ -163,6 +163,19 @@ def _replay_journal(state: RunState, data: bytes, token: str | None, journal: st
             ) from None
 
 
+def no_state(
+    name: str, path: str, plan_file: str, first: str, unreadable: str | None
+) -> StateError:
+    """The error of a query for a plan with no state at `path` (exit 4): `first` says how to
+    make one; `unreadable`, why `plan_file` gave no name (its stem stood in for it)."""
+    where = f"no state for plan '{name}' at {path}"
+    if unreadable is not None:  # its state is kept under the name the file no longer gives
+        return StateError(
+            f"{where}: {plan_file} does not parse ({unreadable}), so its name is the file's"
+        )
+    return StateError(f"{where}: run it first with {first}")
+
+
 def read_state(
     path: str | os.PathLike[str], plan_name: str, *, as_recorded: bool = False
 ) -> RunState | None:
