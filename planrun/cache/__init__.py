@@ -59,12 +59,16 @@ def credentials_masker(url: str | None, environ: Mapping[str, str]) -> Masker | 
     return Masker(list(found), {}, found)
 
 
-def _password(url: str) -> str:
-    """The password of a URL's user information (`http://me:PASSWORD@host/`), read as plain
-    text so that a URL that does not parse gives it too."""
+def url_userinfo(url: str) -> str:
+    """A URL's user information (`http://me:PASSWORD@host/` gives `me:PASSWORD`; none, ""),
+    read as plain text so that a URL that does not parse gives it too."""
     rest = url.partition("://")[2]
     authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
-    return authority.rpartition("@")[0].partition(":")[2]
+    return authority.rpartition("@")[0]
+
+
+def _password(url: str) -> str:
+    return url_userinfo(url).partition(":")[2]
 
 
 def _decoded(text: str) -> str:

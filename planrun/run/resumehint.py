@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from planrun.cache import url_userinfo
 from planrun.plan.defaultplan import looks_like_plan
 from planrun.plan.discovery import INVOCATION_DIR
 from planrun.plan.params import CLI_ARGS, GivenText
@@ -62,7 +63,7 @@ def resume_hint(
         if value:
             words += [option, _as_given_path(req, str(value)) if option in _PATHS else str(value)]
     remote = req.remote_cache
-    remote_left_out = bool(remote) and _has_credentials(str(remote))
+    remote_left_out = bool(remote) and bool(url_userinfo(str(remote)))  # never in a hint
     if remote and not remote_left_out:
         words += ["--remote-cache", remote]
     if req.remote_cache_read_only:
@@ -93,17 +94,6 @@ def _as_given_path(req: RunRequest, path: str) -> str:
     if req.plan_found and isinstance(started, str) and path.startswith(started + os.sep):
         return path[len(started) + 1 :]
     return path
-
-
-def _has_credentials(url: str) -> bool:
-    """Whether a --remote-cache URL carries a user name or password (never put in a hint)."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        return parts.username is not None or parts.password is not None
-    except ValueError:
-        return "@" in url
 
 
 _SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
