@@ -93,15 +93,8 @@ def error_text(exc: BaseException) -> str:
 
 
 def _json_safe(doc: Any) -> Any:
-    """As `--output json` prints it (default=str): a value the runner left as a Path, a set…
-
-    NaN and infinity (YAML's `.nan`, `.inf`) become null: JSON has no way to write them, and
-    the SDK writes them as null in the structured content, so the text block says the same."""
-    return json.loads(json.dumps(doc, ensure_ascii=False, default=str), parse_constant=_null)
-
-
-def _null(_constant: str) -> None:
-    return None
+    """As `--output json` prints it (default=str): a value the runner left as a Path, a set…"""
+    return json.loads(json.dumps(doc, ensure_ascii=False, default=str))
 
 
 async def _answer(work: Callable[[], Awaitable[Any]]) -> CallToolResult:
