@@ -510,15 +510,25 @@ def test_a_request_too_deep_for_the_sdk_gets_an_error_answer(tmp_path: Path) -> 
         text=True,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or []], daemon=True)
+    reader.start()
     try:
         opening = "".join(json.dumps(r) + "\n" for r in OPENING)
         proc.stdin.write(opening + "garbage that is not JSON\n")
         proc.stdin.write(line(2, 300))  # past the SDK's parser: Python still reads it
         proc.stdin.write(line(4, 100_000))  # past Python's too
         proc.stdin.write(json.dumps(after) + "\n")
-        proc.stdin.close()  # every answer is written before the server leaves
-        out = proc.stdout.read()
+        proc.stdin.flush()
+        got: list[str] = []  # the answers, waited for before hanging up (as a client does)
+        while not {2, 3, 4} <= {json.loads(x).get("id") for x in got}:
+            got.append(lines.get(timeout=30))
+        proc.stdin.close()
         assert proc.wait(timeout=30) == 0
+        reader.join(5)
+        while not lines.empty():
+            got.append(lines.get())
+        out = "".join(got)
     finally:
         if proc.poll() is None:
             proc.kill()
