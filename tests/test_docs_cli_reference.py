@@ -1,0 +1,130 @@
+"""The command line as the pages tell it: docs/reference.md's and the README's synopses name
+every option of every command and no option that is gone, and every exit-code table in the
+docs, and `planrun --help`, lists exactly the codes of `planrun.errors.ExitCode`."""
+
+from __future__ import annotations
+
+import re
+
+import click
+import pytest
+
+from planrun.cli.commands import main
+from planrun.errors import ExitCode
+from tests.conftest import ROOT, planrun
+
+SYNOPSES = {"docs/reference.md": "## 5. Command line", "README.md": "## Commands"}
+OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
+
+
+def commands() -> dict[str, set[str]]:
+    """Each command ('run', 'cache info', '' for planrun itself) and its option names."""
+    found: dict[str, set[str]] = {}
+
+    def walk(path: str, command: click.Command) -> None:
+        ctx = click.Context(command)
+        names = {n for p in command.get_params(ctx) for n in [*p.opts, *p.secondary_opts]}
+        found[path] = {n for n in names if n.startswith("-")} - {"-h", "--help"}
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(ctx):
+                sub_command = command.get_command(ctx, sub)
+                assert sub_command is not None
+                walk(f"{path} {sub}".strip(), sub_command)
+
+    walk("", main)
+    return found
+
+
+def synopsis(page: str) -> dict[str, set[str]]:
+    """The options the page's synopsis block gives each command (continuation lines included)."""
+    text = (ROOT / page).read_text()
+    block = text[text.index(SYNOPSES[page]) :].split("```", 2)[1]
+    documented: dict[str, set[str]] = {}
+    names: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("planrun "):
+            words = line.split()[1:]
+            if words[0].startswith("-"):  # planrun -C DIR COMMAND ...
+                names = [""]
+            elif is_group(words[0]):  # cache info|clean|prune
+                names = [f"{words[0]} {sub}" for sub in words[1].split("|")]
+            else:
+                names = [words[0]]
+            for name in names:
+                documented.setdefault(name, set())
+        for name in names:
+            documented[name] |= {o.split("=")[0] for o in OPTION.findall(line)}
+    return documented
+
+
+def is_group(name: str) -> bool:
+    return isinstance(main.get_command(click.Context(main), name), click.Group)
+
+
+@pytest.mark.parametrize("page", sorted(SYNOPSES))
+def test_the_synopsis_names_every_command_and_option_and_nothing_that_is_gone(page):
+    real = commands()
+    documented = synopsis(page)
+    if "resume" in documented and not documented["resume"]:  # [same options]
+        documented["resume"] = documented["run"]
+    documented.setdefault("", set()).add("--version")  # `planrun --version`: in its own line
+    assert sorted(set(real) - set(documented) - {"cache"}) == [], f"{page}: commands missing"
+    assert sorted(set(documented) - set(real)) == [], f"{page}: commands that are gone"
+    problems = []
+    for command, options in real.items():
+        said = documented.get(command, set())
+        # An option is documented by any of its names (`-j N` for `-j, --jobs`)...
+        missing = sorted(o for o in options if not said & aliases(command, o))
+        if missing:
+            problems.append(f"`planrun {command}` does not document {missing}")
+        # ...and every name the page gives is one the command takes.
+        if gone := sorted(said - options):
+            problems.append(f"`planrun {command}` has no option {gone}")
+    assert not problems, f"{page}:\n" + "\n".join(problems)
+
+
+def aliases(command: str, option: str) -> set[str]:
+    """Every name of the option that has the name OPTION (`-j` -> {-j, --jobs})."""
+    cmd: click.Command = main
+    ctx = click.Context(main)
+    for word in command.split():
+        assert isinstance(cmd, click.Group)
+        sub = cmd.get_command(ctx, word)
+        assert sub is not None
+        cmd = sub
+    for param in cmd.get_params(click.Context(cmd)):
+        names = {*param.opts, *param.secondary_opts}
+        if option in names:
+            return names
+    return {option}
+
+
+def exit_code_tables() -> list[tuple[str, dict[int, str]]]:
+    """Each table whose first column is headed `code` or `exit`, per page."""
+    tables = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = page.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"\|\s*(code|exit)\s*\|", line):
+                rows = {}
+                for row in lines[i + 2 :]:
+                    cells = [c.strip() for c in row.strip().strip("|").split("|")]
+                    if not row.startswith("|") or not cells[0].isdigit():
+                        break
+                    rows[int(cells[0])] = cells[1]
+                tables.append((str(page.relative_to(ROOT)), rows))
+    return tables
+
+
+def test_every_exit_code_table_lists_the_codes_planrun_exits_with():
+    tables = exit_code_tables()
+    assert {page for page, _ in tables} >= {"README.md", "docs/reference.md"}
+    for page, rows in tables:
+        assert sorted(rows) == sorted(int(c) for c in ExitCode), page
+
+
+def test_help_lists_the_codes_planrun_exits_with(tmp_path):
+    r = planrun("--help", cwd=tmp_path)
+    table = r.out[r.out.index("Exit codes:") :].splitlines()[1:]
+    listed = [int(line.split()[0]) for line in table if line.strip()[:1].isdigit()]
+    assert listed == sorted(int(c) for c in ExitCode)
