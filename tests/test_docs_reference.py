@@ -1,9 +1,11 @@
-"""The command line as the pages tell it: docs/reference.md's and the README's synopses name
-every option of every command and no option that is gone, and every exit-code table in the
-docs, and `planrun --help`, lists exactly the codes of `planrun.errors.ExitCode`."""
+"""The reference as the code has it: docs/reference.md's and the README's synopses name every
+option of every command and no option that is gone; every exit-code table in the docs, and
+`planrun --help`, lists exactly the codes of `planrun.errors.ExitCode`; the reference's key
+tables name every key of the plan format (`planrun schema`), and no key that is gone."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import click
@@ -128,3 +130,20 @@ def test_help_lists_the_codes_planrun_exits_with(tmp_path):
     table = r.out[r.out.index("Exit codes:") :].splitlines()[1:]
     listed = [int(line.split()[0]) for line in table if line.strip()[:1].isdigit()]
     assert listed == sorted(int(c) for c in ExitCode)
+
+
+def key_table(heading: str, first_row: str) -> set[str]:
+    """The keys in the first column of the table under HEADING that starts with FIRST_ROW."""
+    text = (ROOT / "docs/reference.md").read_text()
+    section = text[text.index(heading) :]
+    lines = section[section.index(first_row) :].splitlines()
+    rows = [line for line in lines[: next(i for i, ln in enumerate(lines) if not ln)]]
+    return {key for row in rows for key in re.findall(r"`(\w+)`", row.split("|")[1])}
+
+
+def test_the_key_tables_name_every_key_of_the_plan_format(tmp_path):
+    schema = json.loads(planrun("schema", cwd=tmp_path).out)
+    plan_keys = key_table("## 1. Plan files", "| `version` |")
+    step_keys = key_table("## 1. Plan files", "| `id` (alias `index`")
+    assert plan_keys == set(schema["properties"])
+    assert step_keys == set(schema["$defs"]["Step"]["properties"])
