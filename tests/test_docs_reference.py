@@ -147,3 +147,21 @@ def test_the_key_tables_name_every_key_of_the_plan_format(tmp_path):
     step_keys = key_table("## 1. Plan files", "| `id` (alias `index`")
     assert plan_keys == set(schema["properties"])
     assert step_keys == set(schema["$defs"]["Step"]["properties"])
+
+
+def test_the_tool_table_names_every_argument_of_every_built_in_tool(tmp_path):
+    tools = {
+        t["name"]: set(t["input_schema"]["properties"])
+        for t in json.loads(planrun("tools", "--output", "json", cwd=tmp_path).out)
+    }
+    text = (ROOT / "docs/reference.md").read_text()
+    section = text[text.index("## 4. Built-in tools") :]
+    section = section[section.index("| tool |") :]
+    table = section[: section.index("\n\n")].splitlines()[2:]
+    documented = {}
+    for row in table:
+        cells = row.split("|")
+        name = cells[1].strip().strip("`")
+        if name != "SERVER.TOOL":
+            documented[name] = set(re.findall(r"`(\w+)`", cells[2]))
+    assert documented == tools
