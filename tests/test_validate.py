@@ -405,6 +405,31 @@ def test_undefined_names_and_unknown_step_refs(check):
     ]
 
 
+def test_a_name_read_twice_in_one_string_is_one_problem(check):
+    # Two `${…}` in one string reading one undefined name (or the step itself): one line, in
+    # every place a string is checked.
+    out = check("""
+        variables: {v: "${q}-${q}"}
+        env: {A: "${w}-${w}"}
+        servers:
+          s: {command: x, args: ["${k}-${k}"]}
+        steps:
+          - id: create
+            tool: http
+            args: {url: "https://${api.host}/${api.version}/items"}
+          - id: loop
+            tool: echo
+            args: {value: "${steps.loop.status} ${steps.loop.error}"}
+    """)
+    assert out == [
+        "plan.yaml:1:16: error: variable 'v': undefined name 'q'",
+        "plan.yaml:2:10: error: env.A: undefined name 'w'",
+        "plan.yaml:4:26: error: server 's': args[0]: undefined name 'k'",
+        "plan.yaml:8:17: error: step 'create': args.url: undefined name 'api'",
+        "plan.yaml:11:19: error: dependency cycle: loop -> loop",
+    ]
+
+
 def test_variables_given_to_validate_define_names(check):
     text = "steps:\n  - {id: a, tool: echo, args: {value: '${target}'}}\n"
     assert check(text) == ["plan.yaml:2:39: error: step 'a': args.value: undefined name 'target'"]
