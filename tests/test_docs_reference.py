@@ -1,7 +1,9 @@
 """The reference as the code has it: docs/reference.md's and the README's synopses name every
 option of every command and no option that is gone; every exit-code table in the docs, and
 `planrun --help`, lists exactly the codes of `planrun.errors.ExitCode`; the reference's key
-tables name every key of the plan format (`planrun schema`), and no key that is gone."""
+tables name every key of the plan format (`planrun schema`), and no key that is gone; the tool
+table every argument of every built-in tool; and every `planrun …` command a page shows takes
+the options it is shown with."""
 
 from __future__ import annotations
 
@@ -165,3 +167,57 @@ def test_the_tool_table_names_every_argument_of_every_built_in_tool(tmp_path):
         if name != "SERVER.TOOL":
             documented[name] = set(re.findall(r"`(\w+)`", cells[2]))
     assert documented == tools
+
+
+def command_lines() -> list[tuple[str, str]]:
+    """Each planrun command a page shows: a code span that starts with `planrun `, and each
+    line of a shell or output block that runs one (`planrun …`, `$ planrun …`, `&& planrun …`)."""
+    fence = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
+    found = []
+    for page in [
+        ROOT / "README.md",
+        ROOT / "CONTRIBUTING.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]:
+        text = page.read_text()
+        name = str(page.relative_to(ROOT))
+        spans = re.findall(r"`([^`\n]+)`", fence.sub("", text))
+        found += [(name, s) for s in spans if s.startswith("planrun ")]
+        for lang, block in fence.findall(text):
+            if lang in ("", "sh", "console"):
+                for line in block.splitlines():
+                    for m in re.finditer(r"(?:^\s*|^\$ |&& |\$\()(planrun [^|;&)`\"#]*)", line):
+                        found.append((name, m.group(1)))
+    return found
+
+
+def test_every_command_a_page_shows_takes_the_options_it_is_shown_with():
+    ctx = click.Context(main)
+    top = {n for p in main.get_params(ctx) for n in [*p.opts, *p.secondary_opts]}
+    top |= {"-h", "--help"}
+    wrong: list[str] = []
+    for page, line in command_lines():
+        words = line.split()[1:]
+        while words[:1] == ["-C"]:
+            words = words[2:]
+        if not words or not re.fullmatch(r"[a-z]+|-.*", words[0]):
+            continue  # `planrun -C DIR COMMAND ...`, or planrun's own output (`planrun mcp: …`)
+        if words[0].startswith("-"):  # planrun's own options: --help, --version
+            wrong += [f"{page}: `{line}`: no option {w}" for w in words if w not in top]
+            continue
+        command = main.get_command(ctx, words[0])
+        if command is None:
+            wrong.append(f"{page}: `{line}`: no such command")
+            continue
+        words = words[1:]
+        if isinstance(command, click.Group) and words:
+            sub = command.get_command(ctx, words[0].split("|")[0])
+            if sub is not None:
+                command, words = sub, words[1:]
+        names = top | {n for p in command.get_params(ctx) for n in [*p.opts, *p.secondary_opts]}
+        for word in words:
+            if word == "--":  # what follows is the steps' (cli_args)
+                break
+            if word.startswith("-") and word.split("=")[0] not in names:
+                wrong.append(f"{page}: `{line}`: no option {word}")
+    assert not wrong, "\n".join(wrong)
