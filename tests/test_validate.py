@@ -919,6 +919,8 @@ OVERLAP = """
 
 def test_outputs_overlapping_their_own_sources_warn_at_validation(tmp_path: Path) -> None:
     write_indented_plan(tmp_path, OVERLAP)
+    (tmp_path / "src").mkdir()  # the sources match a file: the overlap is the one warning
+    (tmp_path / "src/a.py").write_text("a\n")
     r = planrun("validate", "plan.yaml", "--format", "json", cwd=tmp_path)
     assert r.code == 0, r
     (d,) = r.json["diagnostics"]
@@ -927,6 +929,42 @@ def test_outputs_overlapping_their_own_sources_warn_at_validation(tmp_path: Path
     assert "never hit" in d["message"]
     text = planrun("validate", "plan.yaml", cwd=tmp_path)
     assert text.code == 0 and "plan.yaml:6:29: warning: step 'gen'" in text.out, text
+
+
+UNMATCHED = """
+    variables: {where: src}
+    steps:
+      - id: build
+        run: echo build
+        sources: ["src/**/*.py", "missing/**", "!src/skip/**", "${where}/*.txt"]
+      - id: pkg
+        run: echo pkg
+        cwd: pkg
+        sources: ["src", "docs/*.md"]
+"""
+
+
+def test_a_sources_pattern_that_matches_no_file_warns_at_validation(tmp_path: Path) -> None:
+    write_indented_plan(tmp_path, UNMATCHED)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.py").write_text("a\n")
+    (tmp_path / "pkg/src").mkdir(parents=True)
+    (tmp_path / "pkg/src/b.py").write_text("b\n")
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    # Patterns are read from each step's directory; an exclude and a `${…}` (rendered only
+    # when the step runs) are not looked at. A warning: the run goes on with an empty set.
+    assert r.code == 0, r
+    assert r.out.splitlines() == [
+        "plan.yaml:5:30: warning: step 'build': sources[1] 'missing/**' matches no file",
+        "plan.yaml:9:22: warning: step 'pkg': sources[1] 'docs/*.md' matches no file",
+    ]
+    # The files are read each time (the plan cache keeps no verdict about them).
+    (tmp_path / "missing").mkdir()
+    (tmp_path / "missing/c").write_text("c\n")
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert r.out.splitlines() == [
+        "plan.yaml:9:22: warning: step 'pkg': sources[1] 'docs/*.md' matches no file"
+    ]
 
 
 def test_a_pattern_whose_braces_expand_past_the_limit_is_a_validation_error(
