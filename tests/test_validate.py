@@ -405,6 +405,31 @@ def test_undefined_names_and_unknown_step_refs(check):
     ]
 
 
+def test_a_name_read_twice_in_one_string_is_one_problem(check):
+    # Two `${…}` in one string reading one undefined name (or the step itself): one line, in
+    # every place a string is checked.
+    out = check("""
+        variables: {v: "${q}-${q}"}
+        env: {A: "${w}-${w}"}
+        servers:
+          s: {command: x, args: ["${k}-${k}"]}
+        steps:
+          - id: create
+            tool: http
+            args: {url: "https://${api.host}/${api.version}/items"}
+          - id: loop
+            tool: echo
+            args: {value: "${steps.loop.status} ${steps.loop.error}"}
+    """)
+    assert out == [
+        "plan.yaml:1:16: error: variable 'v': undefined name 'q'",
+        "plan.yaml:2:10: error: env.A: undefined name 'w'",
+        "plan.yaml:4:26: error: server 's': args[0]: undefined name 'k'",
+        "plan.yaml:8:17: error: step 'create': args.url: undefined name 'api'",
+        "plan.yaml:11:19: error: dependency cycle: loop -> loop",
+    ]
+
+
 def test_variables_given_to_validate_define_names(check):
     text = "steps:\n  - {id: a, tool: echo, args: {value: '${target}'}}\n"
     assert check(text) == ["plan.yaml:2:39: error: step 'a': args.value: undefined name 'target'"]
@@ -894,6 +919,8 @@ OVERLAP = """
 
 def test_outputs_overlapping_their_own_sources_warn_at_validation(tmp_path: Path) -> None:
     write_indented_plan(tmp_path, OVERLAP)
+    (tmp_path / "src").mkdir()  # the sources match a file: the overlap is the one warning
+    (tmp_path / "src/a.py").write_text("a\n")
     r = planrun("validate", "plan.yaml", "--format", "json", cwd=tmp_path)
     assert r.code == 0, r
     (d,) = r.json["diagnostics"]
@@ -902,6 +929,42 @@ def test_outputs_overlapping_their_own_sources_warn_at_validation(tmp_path: Path
     assert "never hit" in d["message"]
     text = planrun("validate", "plan.yaml", cwd=tmp_path)
     assert text.code == 0 and "plan.yaml:6:29: warning: step 'gen'" in text.out, text
+
+
+UNMATCHED = """
+    variables: {where: src}
+    steps:
+      - id: build
+        run: echo build
+        sources: ["src/**/*.py", "missing/**", "!src/skip/**", "${where}/*.txt"]
+      - id: pkg
+        run: echo pkg
+        cwd: pkg
+        sources: ["src", "docs/*.md"]
+"""
+
+
+def test_a_sources_pattern_that_matches_no_file_warns_at_validation(tmp_path: Path) -> None:
+    write_indented_plan(tmp_path, UNMATCHED)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.py").write_text("a\n")
+    (tmp_path / "pkg/src").mkdir(parents=True)
+    (tmp_path / "pkg/src/b.py").write_text("b\n")
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    # Patterns are read from each step's directory; an exclude and a `${…}` (rendered only
+    # when the step runs) are not looked at. A warning: the run goes on with an empty set.
+    assert r.code == 0, r
+    assert r.out.splitlines() == [
+        "plan.yaml:5:30: warning: step 'build': sources[1] 'missing/**' matches no file",
+        "plan.yaml:9:22: warning: step 'pkg': sources[1] 'docs/*.md' matches no file",
+    ]
+    # The files are read each time (the plan cache keeps no verdict about them).
+    (tmp_path / "missing").mkdir()
+    (tmp_path / "missing/c").write_text("c\n")
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert r.out.splitlines() == [
+        "plan.yaml:9:22: warning: step 'pkg': sources[1] 'docs/*.md' matches no file"
+    ]
 
 
 def test_a_pattern_whose_braces_expand_past_the_limit_is_a_validation_error(

@@ -102,10 +102,12 @@ def validate(
             if checked.ok:
                 from planrun.plan.dotenv import dotenv_problems
                 from planrun.plan.params import bind_params
+                from planrun.plan.unmatched import unmatched_sources
 
                 if checked.plan is not None:  # a --var that its param refuses: exit 2
                     bind_params(checked.plan.params, extra, required=False)
                 found.extend(dotenv_problems(checked, os.getcwd(), extra))
+                found.extend(unmatched_sources(checked, os.getcwd()))
             if check_tools and checked.plan is not None:
                 # Servers that exist are checked even when another one is unknown.
                 from planrun.run.checktools import check_plan_tools

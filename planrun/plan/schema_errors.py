@@ -24,6 +24,9 @@ class Collector:
     def __init__(self, doc: Any) -> None:
         self.doc = doc
         self.items: list[Diagnostic] = []
+        # A problem is said once: a string with two `${...}` reading one undefined name is
+        # one problem at one place, however many checks walk its expressions.
+        self._said: set[tuple[int, int, str, str]] = set()
 
     def add(
         self,
@@ -35,6 +38,9 @@ class Collector:
         severity: str = "error",
     ) -> None:
         line, col = self.doc.pos(_doc_path(self.doc.data, path), key=key)
+        if (line, col, severity, message) in self._said:
+            return
+        self._said.add((line, col, severity, message))
         self.items.append(Diagnostic(self.doc.file, line, col, severity, message, hint))
 
 
