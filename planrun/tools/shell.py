@@ -5,14 +5,13 @@ from __future__ import annotations
 # Lazy import (inside a function), for start-up time: shlex only to show a list `cmd`.
 import asyncio
 import contextlib
-import json
 import os
 import signal
 from typing import Any, NamedTuple
 
 from planrun.run.procgroups import ProcessGroups, signal_group
 from planrun.tools import check_args, type_name
-from planrun.tools.base import OutputCallback, ToolContext, ToolFailed
+from planrun.tools.base import OutputCallback, ToolContext, ToolFailed, env_text
 from planrun.tools.cmdoutput import CappedOutput, collect_output, output_sinks
 from planrun.tools.spawned import SpawnedChild, pidfd_supported, spawn_child
 
@@ -201,7 +200,7 @@ def command_env(
     extra: Any, base: dict[str, str], marks: dict[str, str] | None = None
 ) -> dict[str, str]:
     """`extra` merged over `base` and `marks`; None unsets a variable, other values become
-    text. (One copy of `base`: the caller's dict is never changed.)"""
+    text (`env_text`). (One copy of `base`: the caller's dict is never changed.)"""
     if extra is None:
         return base if marks is None else {**base, **marks}
     if not isinstance(extra, dict):
@@ -210,25 +209,21 @@ def command_env(
     if marks is not None:
         env.update(marks)
     for key, value in extra.items():
-        if not str(key) or "=" in str(key):  # the environment is NAME=VALUE lines
+        name = str(key)
+        if not name or "=" in name:  # the environment is NAME=VALUE lines
             raise ToolFailed(
-                f"shell: env name {str(key)!r} is not a variable name (empty, or holds '=')"
+                f"shell: env name {name!r} is not a variable name (empty, or holds '=')"
             )
-        if value is None:
-            env.pop(str(key), None)
-        elif isinstance(value, str):
-            env[str(key)] = value
-        elif isinstance(value, bool):
-            env[str(key)] = "true" if value else "false"  # as YAML wrote it, not Python's True
-        elif isinstance(value, int | float):
-            env[str(key)] = str(value)
+        text = env_text(value)
+        if text is None:
+            env.pop(name, None)
         else:
-            env[str(key)] = json.dumps(value)
-        if "\0" in env.get(str(key), "") or "\0" in str(key):
+            env[name] = text
+        if "\0" in name + (text or ""):
             raise ToolFailed(
-                f"shell: env {str(key)!r} contains a NUL byte, which no command can receive"
+                f"shell: env {name!r} contains a NUL byte, which no command can receive"
             )
-        _unicode(f"env {str(key)!r}", str(key) + env.get(str(key), ""))
+        _unicode(f"env {name!r}", name + (text or ""))
     return env
 
 
