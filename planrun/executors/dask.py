@@ -389,26 +389,13 @@ def _not_ok(reply: dict[str, Any], ctx: ToolContext) -> ToolFailed:
     return ToolFailed(f"step {ctx.step_id} was cancelled on worker {reply.get('worker')}")
 
 
-def _launch_error(request: dict[str, Any], reply: dict[str, Any]) -> ToolFailed:
-    """The local shell tool's message for a command that could not start."""
-    cwd, argv0, error = request["cwd"], request["argv"][0], reply.get("error")
-    if error == "FileNotFoundError":
-        if reply.get("filename") == cwd:
-            return ToolFailed(f"shell: no such directory: {cwd}")
-        return ToolFailed(f"command not found: {argv0}")
-    if error == "NotADirectoryError":
-        return ToolFailed(f"shell: not a directory: {cwd}")
-    if error == "PermissionError":
-        return ToolFailed(f"permission denied: {reply.get('filename') or argv0}")
-    return ToolFailed(f"cannot run {argv0}: {reply.get('strerror')}")
-
-
 def _shell_outcome(request: dict[str, Any], reply: dict[str, Any], ctx: ToolContext) -> Any:
     """The shell tool's result or failure, exactly as the local tool reports it."""
-    from planrun.tools.shell import command_failed
+    from planrun.tools.shell import command_failed, launch_failed
 
     if reply.get("status") == "launch_error":
-        raise _launch_error(request, reply)
+        why, argv0 = str(reply.get("strerror")), request["argv"][0]
+        raise launch_failed(reply.get("error"), reply.get("filename"), why, argv0, request["cwd"])
     if reply.get("status") != "ok":
         raise _not_ok(reply, ctx)
     result = {"stdout": reply["stdout"], "stderr": reply["stderr"], "exit_code": reply["exit_code"]}

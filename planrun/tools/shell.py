@@ -274,17 +274,24 @@ async def _spawn(
         except asyncio.CancelledError:
             await _stop_started(starting, groups)
             raise
-    except FileNotFoundError as exc:
-        # The child reports which of cwd or the executable was missing via `filename`.
-        if exc.filename == cwd:
-            raise ToolFailed(f"shell: no such directory: {cwd}") from None
-        raise ToolFailed(f"command not found: {argv[0]}") from None
-    except NotADirectoryError:
-        raise ToolFailed(f"shell: not a directory: {cwd}") from None
-    except PermissionError as exc:
-        raise ToolFailed(f"permission denied: {exc.filename or argv[0]}") from None
     except OSError as exc:
-        raise ToolFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+        error, why = type(exc).__name__, exc.strerror or str(exc)
+        raise launch_failed(error, exc.filename, why, argv[0], cwd) from None
+
+
+def launch_failed(error: str | None, filename: Any, why: str, argv0: str, cwd: str) -> ToolFailed:
+    """The failure of a command that could not start (shared with remote executors, which
+    send the OSError's class name, its filename and its strerror)."""
+    if error == "FileNotFoundError":
+        # The child reports which of cwd or the executable was missing via `filename`.
+        if filename == cwd:
+            return ToolFailed(f"shell: no such directory: {cwd}")
+        return ToolFailed(f"command not found: {argv0}")
+    if error == "NotADirectoryError":
+        return ToolFailed(f"shell: not a directory: {cwd}")
+    if error == "PermissionError":
+        return ToolFailed(f"permission denied: {filename or argv0}")
+    return ToolFailed(f"cannot run {argv0}: {why}")
 
 
 async def _stop_started(starting: asyncio.Future[Any], groups: ProcessGroups) -> None:
