@@ -190,7 +190,8 @@ class DaskExecutor:
         except KilledWorker as exc:
             # The dead worker's process group lives on in its own session: have the
             # surviving workers on that host reap it.
-            await self._reap_orphans()
+            what = "reaping the processes of a lost worker"
+            await self._on_workers(what, _CLEANUP_TIMEOUT_S, _worker.reap_orphans)
             raise ToolFailed(
                 f"worker lost while running step {step_id}: "
                 + self._reexecution_note(key, exc.allowed_failures + 1),
@@ -224,21 +225,15 @@ class DaskExecutor:
         await killing
 
     async def _kill_task(self, key: str, sig: int, grace: float) -> None:
-        try:
-            await asyncio.wait_for(
-                self.client.run(_worker.kill_task, key, sig, grace, on_error="ignore"),
-                _CLEANUP_TIMEOUT_S + grace,
-            )
-        except Exception as exc:
-            log.warning("killing %s on the workers failed: %s", key, exc)
+        what, timeout = f"killing {key} on the workers", _CLEANUP_TIMEOUT_S + grace
+        await self._on_workers(what, timeout, _worker.kill_task, key, sig, grace)
 
-    async def _reap_orphans(self) -> None:
+    async def _on_workers(self, what: str, timeout: float, fn: Any, *args: Any) -> None:
+        """Run `fn(*args)` on every worker, best effort: a failure is logged, never raised."""
         try:
-            await asyncio.wait_for(
-                self.client.run(_worker.reap_orphans, on_error="ignore"), _CLEANUP_TIMEOUT_S
-            )
+            await asyncio.wait_for(self.client.run(fn, *args, on_error="ignore"), timeout)
         except Exception as exc:
-            log.warning("reaping the processes of a lost worker failed: %s", exc)
+            log.warning("%s failed: %s", what, exc)
 
     async def _check_resources(self, step_id: str, resources: dict[str, float]) -> None:
         """Fail when no worker offers the resources (Dask would queue the task forever), after
