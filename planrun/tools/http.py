@@ -9,7 +9,8 @@ import ssl
 from typing import TYPE_CHECKING, Any
 
 from planrun import untrusted_json
-from planrun.tools import check_args, type_name
+from planrun.text import type_name
+from planrun.tools import check_args
 from planrun.tools.base import MAX_RESULT_BYTES, ToolContext, ToolFailed
 
 if TYPE_CHECKING:

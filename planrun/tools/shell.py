@@ -10,7 +10,8 @@ import signal
 from typing import Any, NamedTuple
 
 from planrun.run.procgroups import ProcessGroups, signal_group
-from planrun.tools import check_args, type_name
+from planrun.text import type_name
+from planrun.tools import check_args
 from planrun.tools.base import OutputCallback, ToolContext, ToolFailed, env_text
 from planrun.tools.cmdoutput import CappedOutput, collect_output, output_sinks
 from planrun.tools.spawned import SpawnedChild, pidfd_supported, spawn_child
