@@ -123,27 +123,27 @@ def shell_args(
     Words, one value a word); the values passed by environment variable are merged into `env`
     (over the step's own). The template's values are `texts[offset:]`; the words of the ones
     before keep their numbers (a `run` list's scripts never share a value's name)."""
-    from planrun.tools.shellquote import QuotingError, quote_command, template_items
+    from planrun.tools.shellquote import Hole, Item, QuotingError, quote_command
 
-    parts: list[str | int] = []
+    items: list[Item] = []  # the template's characters, a Hole for each value's word
     flat: list[str] = [word for t in texts[:offset] for word in (t if isinstance(t, list) else [t])]
     unknown_flat: set[int] = set()
     n = offset
     for part in tpl.parts:
         if isinstance(part, str):
-            parts.append(part)
+            items.extend(part)
             continue
         text = texts[n]
         for j, word in enumerate(text if isinstance(text, list) else [text]):
             if j:
-                parts.append(" ")
+                items.append(" ")
             if n in unknown:
                 unknown_flat.add(len(flat))
-            parts.append(len(flat))
+            items.append(Hole(len(flat)))
             flat.append(word)
         n += 1
     try:
-        cmd, env = quote_command(template_items(parts), flat, frozenset(unknown_flat))
+        cmd, env = quote_command(items, flat, frozenset(unknown_flat))
     except QuotingError as exc:
         raise ExpressionError(
             f"{where}: {exc}", at=where.removeprefix("args.").split("[")[0]

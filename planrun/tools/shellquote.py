@@ -469,14 +469,3 @@ def _value(n: int, text: str, lexer: _Lexer, env: dict[str, str], unknown: bool)
         return "''"
     env[f"{ENV_PREFIX}{n}"] = text
     return _reference(n, context)
-
-
-def template_items(parts: list[str | int]) -> list[Item]:
-    """A template's parts (literal text, or the index of a value) as the items quote_command reads."""
-    items: list[Item] = []
-    for part in parts:
-        if isinstance(part, int):
-            items.append(Hole(part))
-        else:
-            items.extend(part)
-    return items
