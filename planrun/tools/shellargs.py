@@ -61,43 +61,29 @@ def _texts(
 
 def _render_run(args: dict[str, Any], evaluate: Evaluate) -> dict[str, Any]:
     """A `run` step's args: each script with its values quoted by context (a list's values
-    numbered across the list, so that no two scripts' environment values share a name)."""
+    numbered across the list, so that no two scripts' environment values share a name).
+    Every script is parsed, then every value evaluated, then each script quoted."""
     run = args["run"]
     scripts = [run] if isinstance(run, str) else list(run)
     rest = render_value({k: v for k, v in args.items() if k != "run"}, evaluate, ("args",))
     templates = [_template(s, "run") for s in scripts]
+    wheres = ["run" if isinstance(run, str) else f"run[{n}]" for n in range(len(scripts))]
     texts: list[str | list[str]] = []
     unknown: frozenset[int] = frozenset()
     offsets: list[int] = []
-    for n, tpl in enumerate(templates):
+    for tpl, where in zip(templates, wheres, strict=True):
         offsets.append(len(texts))
         if tpl is not None:
-            where = "run" if isinstance(run, str) else f"run[{n}]"
             more, placeholders = _texts(tpl, evaluate, where, len(texts))
             texts.extend(more)
             unknown |= placeholders
-    return run_args(run, templates, offsets, texts, rest, unknown)
-
-
-def run_args(
-    run: str | list[str],
-    templates: list[Template | None],
-    offsets: list[int],
-    texts: list[str | list[str]],
-    rest: dict[str, Any],
-    unknown: frozenset[int] = frozenset(),
-) -> dict[str, Any]:
-    """`{run, **rest}` with the values `texts` put into each script safely (as shell_args)."""
-    scripts: list[str] = []
     env: dict[str, str] = {}
     for n, tpl in enumerate(templates):
-        script = run if isinstance(run, str) else run[n]
         if tpl is None:
-            scripts.append(script.replace("$${", "${"))
+            scripts[n] = scripts[n].replace("$${", "${")
             continue
-        where = "run" if isinstance(run, str) else f"run[{n}]"
-        quoted = shell_args(tpl, texts, {}, unknown, offset=offsets[n], where=where)
-        scripts.append(quoted["cmd"])
+        quoted = shell_args(tpl, texts, {}, unknown, offset=offsets[n], where=wheres[n])
+        scripts[n] = quoted["cmd"]
         env.update(quoted.get("env") or {})
     return _with_env({"run": scripts[0] if isinstance(run, str) else scripts, **rest}, env)
 
