@@ -3,6 +3,8 @@ kind; a duration; why a file operation failed, in plain words."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def first_line(text: object, width: int | None = None) -> str:
     """The first non-blank-trimmed line of `text` ("" for None or blank), at most `width`
@@ -14,21 +16,32 @@ def first_line(text: object, width: int | None = None) -> str:
     return line
 
 
+# A value's type as messages name it: (class, its JSON name, its kind in words or "" for its
+# type's name); the first row that matches.
+_NAMES: tuple[tuple[Any, str, str], ...] = (
+    (bool, "boolean", "a boolean"),
+    (int | float, "number", "a number"),
+    (str, "string", "a string"),
+    (list, "array", "a list"),
+    (tuple, "array", ""),
+    (dict, "object", "a mapping"),
+)
+
+
+def type_name(value: object) -> str:
+    """The JSON name of a value's type, for messages (`string`, `object`, ...)."""
+    return _named(value, 1) or type(value).__name__
+
+
 def kind_of(value: object) -> str:
     """A JSON value's kind as messages name it: "null", "a boolean", "a number", "a string", ..."""
+    return _named(value, 2) or f"a {type(value).__name__}"
+
+
+def _named(value: object, column: int) -> str:
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"a {type(value).__name__}"
+    return next((row[column] for row in _NAMES if isinstance(value, row[0])), "")
 
 
 def format_duration(seconds: object) -> str:

@@ -125,15 +125,15 @@ def clean(cache_dir: str | None) -> None:
     from planrun.cache.prune import clean as do_clean
 
     root = _root(cache_dir, changes=True)
-    n = do_clean(root)
-    click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
-    _say_kept(root)
+    _say_removed(do_clean(root), root)
 
 
-def _say_kept(root: str) -> None:
-    """One line per path under a name planrun writes that planrun did not write (kept)."""
+def _say_removed(n: int, root: str) -> None:
+    """How many entries were removed, then one line per path under a name planrun writes that
+    planrun did not write (kept)."""
     from planrun.cache.prune import squatters
 
+    click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
     kept = squatters(root)
     for path in kept[:5]:
         click.echo(
@@ -164,6 +164,4 @@ def prune(max_size: str | None, older_than: str | None, cache_dir: str | None) -
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     root = _root(cache_dir, changes=True)
-    n = do_prune(root, size, age)
-    click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
-    _say_kept(root)
+    _say_removed(do_prune(root, size, age), root)

@@ -97,7 +97,7 @@ def list_tools(
     plan_path: str | None, cwd: str, mcp_config: str | None = None
 ) -> list[dict[str, Any]]:
     """[{name, source, description, input_schema}]: built-ins, then each server's tools."""
-    rows: list[dict[str, Any]] = [
+    rows: list[dict[str, Any]] = [  # by name, as the registry lists them
         {
             "name": s.name,
             "source": "builtin",
@@ -106,7 +106,6 @@ def list_tools(
         }
         for s in builtin_registry().specs()
     ]
-    rows.sort(key=lambda r: r["name"])
     if plan_path is None and mcp_config is None:
         return rows
     from planrun.mcp.client import parse_mcp_config

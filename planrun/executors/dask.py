@@ -190,7 +190,8 @@ class DaskExecutor:
         except KilledWorker as exc:
             # The dead worker's process group lives on in its own session: have the
             # surviving workers on that host reap it.
-            await self._reap_orphans()
+            what = "reaping the processes of a lost worker"
+            await self._on_workers(what, _CLEANUP_TIMEOUT_S, _worker.reap_orphans)
             raise ToolFailed(
                 f"worker lost while running step {step_id}: "
                 + self._reexecution_note(key, exc.allowed_failures + 1),
@@ -224,21 +225,15 @@ class DaskExecutor:
         await killing
 
     async def _kill_task(self, key: str, sig: int, grace: float) -> None:
-        try:
-            await asyncio.wait_for(
-                self.client.run(_worker.kill_task, key, sig, grace, on_error="ignore"),
-                _CLEANUP_TIMEOUT_S + grace,
-            )
-        except Exception as exc:
-            log.warning("killing %s on the workers failed: %s", key, exc)
+        what, timeout = f"killing {key} on the workers", _CLEANUP_TIMEOUT_S + grace
+        await self._on_workers(what, timeout, _worker.kill_task, key, sig, grace)
 
-    async def _reap_orphans(self) -> None:
+    async def _on_workers(self, what: str, timeout: float, fn: Any, *args: Any) -> None:
+        """Run `fn(*args)` on every worker, best effort: a failure is logged, never raised."""
         try:
-            await asyncio.wait_for(
-                self.client.run(_worker.reap_orphans, on_error="ignore"), _CLEANUP_TIMEOUT_S
-            )
+            await asyncio.wait_for(self.client.run(fn, *args, on_error="ignore"), timeout)
         except Exception as exc:
-            log.warning("reaping the processes of a lost worker failed: %s", exc)
+            log.warning("%s failed: %s", what, exc)
 
     async def _check_resources(self, step_id: str, resources: dict[str, float]) -> None:
         """Fail when no worker offers the resources (Dask would queue the task forever), after
@@ -389,26 +384,13 @@ def _not_ok(reply: dict[str, Any], ctx: ToolContext) -> ToolFailed:
     return ToolFailed(f"step {ctx.step_id} was cancelled on worker {reply.get('worker')}")
 
 
-def _launch_error(request: dict[str, Any], reply: dict[str, Any]) -> ToolFailed:
-    """The local shell tool's message for a command that could not start."""
-    cwd, argv0, error = request["cwd"], request["argv"][0], reply.get("error")
-    if error == "FileNotFoundError":
-        if reply.get("filename") == cwd:
-            return ToolFailed(f"shell: no such directory: {cwd}")
-        return ToolFailed(f"command not found: {argv0}")
-    if error == "NotADirectoryError":
-        return ToolFailed(f"shell: not a directory: {cwd}")
-    if error == "PermissionError":
-        return ToolFailed(f"permission denied: {reply.get('filename') or argv0}")
-    return ToolFailed(f"cannot run {argv0}: {reply.get('strerror')}")
-
-
 def _shell_outcome(request: dict[str, Any], reply: dict[str, Any], ctx: ToolContext) -> Any:
     """The shell tool's result or failure, exactly as the local tool reports it."""
-    from planrun.tools.shell import command_failed
+    from planrun.tools.shell import command_failed, launch_failed
 
     if reply.get("status") == "launch_error":
-        raise _launch_error(request, reply)
+        why, argv0 = str(reply.get("strerror")), request["argv"][0]
+        raise launch_failed(reply.get("error"), reply.get("filename"), why, argv0, request["cwd"])
     if reply.get("status") != "ok":
         raise _not_ok(reply, ctx)
     result = {"stdout": reply["stdout"], "stderr": reply["stderr"], "exit_code": reply["exit_code"]}

@@ -91,7 +91,8 @@ def _write_record(key: str) -> str | None:
         return None
 
 
-def _drop_record(path: str | None) -> None:
+def _remove(path: str | None) -> None:
+    """Remove a file of ours (a task's record, a run list's index file) if it is there."""
     if path:
         with contextlib.suppress(OSError):
             os.unlink(path)
@@ -135,8 +136,7 @@ def reap_orphans() -> list[int]:
         except (OSError, psutil.Error):
             pass  # gone, or not ours to read
     for path in orphaned.values():
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        _remove(path)
     return sorted(killed)
 
 
@@ -300,7 +300,7 @@ def _run_process(
     record = _write_record(key)
     with _lock:
         if key in _cancelled:
-            _drop_record(record)
+            _remove(record)
             return {**base, "status": "cancelled", "stdout": "", "stderr": "", "exit_code": None}
         try:
             proc = subprocess.Popen(
@@ -313,7 +313,7 @@ def _run_process(
                 start_new_session=True,  # its own process group: cancel kills the whole tree
             )
         except OSError as exc:
-            _drop_record(record)
+            _remove(record)
             return {
                 **base,
                 "status": "launch_error",
@@ -341,7 +341,7 @@ def _run_process(
         with _lock:
             _running.pop(key, None)
             _cancelled.pop(key, None)
-        _drop_record(record)
+        _remove(record)
     for t in threads:
         # A background child that kept the pipes open would block us forever; its output is lost.
         t.join(timeout=None if status == "ok" else KILL_GRACE_S)
@@ -393,9 +393,7 @@ def run_shell(key: str, request: dict[str, Any]) -> dict[str, Any]:
                 text = f.read().strip()
             result["failed_index"] = int(text) if text.isdigit() else None
     finally:
-        if index_file is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(index_file)
+        _remove(index_file)
     return result
 
 

@@ -73,7 +73,7 @@ def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list
     """One line per way `arguments` does not match `schema` (empty when they match)."""
     from jsonschema import Draft202012Validator
 
-    from planrun.tools import type_name
+    from planrun.text import type_name
 
     if not isinstance(arguments, dict):
         return [f"{tool}: arguments must be an object, got {type_name(arguments)}"]

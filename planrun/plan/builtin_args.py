@@ -17,7 +17,8 @@ from typing import Any
 
 from planrun.plan.expressions import ExpressionError, format_path, parse_template
 from planrun.suggest import closest
-from planrun.tools import builtin_registry, type_name
+from planrun.text import type_name
+from planrun.tools import builtin_registry
 
 Path = tuple[str | int, ...]
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from planrun.plan.expressions import render_args
+from planrun.text import type_name
 from planrun.tools.base import RenderFn, ToolContext, ToolFailed, ToolFn, ToolRegistry, ToolSpec
 
 __all__ = ["builtin_registry", "check_args", "renderer", "tool_spec"]
@@ -38,23 +39,6 @@ def path_arg(tool: str, args: dict[str, Any]) -> str:
     if not isinstance(path, str) or not path:
         raise ToolFailed(f"{tool}: 'path' must be a non-empty string, got {type_name(path)}")
     return path
-
-
-def type_name(value: Any) -> str:
-    """The JSON name of a value's type, for messages (`string`, `object`, ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 # The wrappers below import each tool's module on first use, so that importing

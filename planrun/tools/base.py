@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import field
@@ -153,3 +154,15 @@ def resolve_path(path: str, ctx: ToolContext) -> str:
     if "\0" in path:
         raise ToolFailed(f"path {path!r} contains a NUL byte, which no file name can hold")
     return path if os.path.isabs(path) else os.path.join(ctx.cwd, path)
+
+
+def env_text(value: Any) -> str | None:
+    """An `env` value as an environment holds it (shell and python steps alike): None for null
+    (unset the name), true/false and numbers as YAML writes them, other values as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"  # not Python's True
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value)

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from planrun.tools.base import ToolFailed
+from planrun.tools.base import ToolFailed, env_text
 
 T = TypeVar("T")
 
@@ -29,8 +28,7 @@ T = TypeVar("T")
 def step_overlay(base: Mapping[str, str], extra: Any, tool: str) -> dict[str, str | None]:
     """What a python step's environment changes in planrun's: the names `base` (the steps'
     environment: dotenv values under the process environment) sets otherwise, then the step's
-    `env` over them (null unsets a name; true/false and numbers as YAML writes them, other
-    values as JSON, as the shell tool does)."""
+    `env` over them (each value as `env_text` reads it)."""
     overlay: dict[str, str | None] = {k: v for k, v in base.items() if os.environ.get(k) != v}
     if extra is None:
         return overlay
@@ -40,14 +38,7 @@ def step_overlay(base: Mapping[str, str], extra: Any, tool: str) -> dict[str, st
         name = str(key)
         if not name or "=" in name or "\0" in name:
             raise ToolFailed(f"{tool}: env name {name!r} is not a variable name")
-        if value is None or isinstance(value, str):
-            text = value
-        elif isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, int | float):
-            text = str(value)
-        else:
-            text = json.dumps(value)
+        text = env_text(value)
         if text is not None and "\0" in text:
             raise ToolFailed(f"{tool}: env {name!r} contains a NUL byte")
         overlay[name] = text

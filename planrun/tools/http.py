@@ -9,7 +9,8 @@ import ssl
 from typing import TYPE_CHECKING, Any
 
 from planrun import untrusted_json
-from planrun.tools import check_args, type_name
+from planrun.text import type_name
+from planrun.tools import check_args
 from planrun.tools.base import MAX_RESULT_BYTES, ToolContext, ToolFailed
 
 if TYPE_CHECKING:
@@ -97,18 +98,11 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     else:
         result["text"] = text
     status = response.status_code
-    if expect is None:
-        if status >= 400:
-            raise ToolFailed(
-                f"HTTP {status} from {method} {url}", detail=text[:_DETAIL_CHARS], result=result
-            )
-    elif status not in expect:
-        wanted = ", ".join(str(s) for s in expect)
-        raise ToolFailed(
-            f"HTTP {status} from {method} {url} (expected {wanted})",
-            detail=text[:_DETAIL_CHARS],
-            result=result,
-        )
+    refused = status >= 400 if expect is None else status not in expect
+    if refused:
+        wanted = "" if expect is None else f" (expected {', '.join(map(str, expect))})"
+        message = f"HTTP {status} from {method} {url}{wanted}"
+        raise ToolFailed(message, detail=text[:_DETAIL_CHARS], result=result)
     return result
 
 

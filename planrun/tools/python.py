@@ -15,7 +15,8 @@ import sys
 import traceback
 from typing import Any
 
-from planrun.tools import check_args, type_name
+from planrun.text import type_name
+from planrun.tools import check_args
 from planrun.tools.base import ToolContext, ToolFailed
 from planrun.tools.capture import captured
 from planrun.tools.environ import GATE, in_thread, step_overlay

@@ -5,14 +5,14 @@ from __future__ import annotations
 # Lazy import (inside a function), for start-up time: shlex only to show a list `cmd`.
 import asyncio
 import contextlib
-import json
 import os
 import signal
 from typing import Any, NamedTuple
 
 from planrun.run.procgroups import ProcessGroups, signal_group
-from planrun.tools import check_args, type_name
-from planrun.tools.base import OutputCallback, ToolContext, ToolFailed
+from planrun.text import type_name
+from planrun.tools import check_args
+from planrun.tools.base import OutputCallback, ToolContext, ToolFailed, env_text
 from planrun.tools.cmdoutput import CappedOutput, collect_output, output_sinks
 from planrun.tools.spawned import SpawnedChild, pidfd_supported, spawn_child
 
@@ -201,7 +201,7 @@ def command_env(
     extra: Any, base: dict[str, str], marks: dict[str, str] | None = None
 ) -> dict[str, str]:
     """`extra` merged over `base` and `marks`; None unsets a variable, other values become
-    text. (One copy of `base`: the caller's dict is never changed.)"""
+    text (`env_text`). (One copy of `base`: the caller's dict is never changed.)"""
     if extra is None:
         return base if marks is None else {**base, **marks}
     if not isinstance(extra, dict):
@@ -210,25 +210,21 @@ def command_env(
     if marks is not None:
         env.update(marks)
     for key, value in extra.items():
-        if not str(key) or "=" in str(key):  # the environment is NAME=VALUE lines
+        name = str(key)
+        if not name or "=" in name:  # the environment is NAME=VALUE lines
             raise ToolFailed(
-                f"shell: env name {str(key)!r} is not a variable name (empty, or holds '=')"
+                f"shell: env name {name!r} is not a variable name (empty, or holds '=')"
             )
-        if value is None:
-            env.pop(str(key), None)
-        elif isinstance(value, str):
-            env[str(key)] = value
-        elif isinstance(value, bool):
-            env[str(key)] = "true" if value else "false"  # as YAML wrote it, not Python's True
-        elif isinstance(value, int | float):
-            env[str(key)] = str(value)
+        text = env_text(value)
+        if text is None:
+            env.pop(name, None)
         else:
-            env[str(key)] = json.dumps(value)
-        if "\0" in env.get(str(key), "") or "\0" in str(key):
+            env[name] = text
+        if "\0" in name + (text or ""):
             raise ToolFailed(
-                f"shell: env {str(key)!r} contains a NUL byte, which no command can receive"
+                f"shell: env {name!r} contains a NUL byte, which no command can receive"
             )
-        _unicode(f"env {str(key)!r}", str(key) + env.get(str(key), ""))
+        _unicode(f"env {name!r}", name + (text or ""))
     return env
 
 
@@ -279,17 +275,24 @@ async def _spawn(
         except asyncio.CancelledError:
             await _stop_started(starting, groups)
             raise
-    except FileNotFoundError as exc:
-        # The child reports which of cwd or the executable was missing via `filename`.
-        if exc.filename == cwd:
-            raise ToolFailed(f"shell: no such directory: {cwd}") from None
-        raise ToolFailed(f"command not found: {argv[0]}") from None
-    except NotADirectoryError:
-        raise ToolFailed(f"shell: not a directory: {cwd}") from None
-    except PermissionError as exc:
-        raise ToolFailed(f"permission denied: {exc.filename or argv[0]}") from None
     except OSError as exc:
-        raise ToolFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+        error, why = type(exc).__name__, exc.strerror or str(exc)
+        raise launch_failed(error, exc.filename, why, argv[0], cwd) from None
+
+
+def launch_failed(error: str | None, filename: Any, why: str, argv0: str, cwd: str) -> ToolFailed:
+    """The failure of a command that could not start (shared with remote executors, which
+    send the OSError's class name, its filename and its strerror)."""
+    if error == "FileNotFoundError":
+        # The child reports which of cwd or the executable was missing via `filename`.
+        if filename == cwd:
+            return ToolFailed(f"shell: no such directory: {cwd}")
+        return ToolFailed(f"command not found: {argv0}")
+    if error == "NotADirectoryError":
+        return ToolFailed(f"shell: not a directory: {cwd}")
+    if error == "PermissionError":
+        return ToolFailed(f"permission denied: {filename or argv0}")
+    return ToolFailed(f"cannot run {argv0}: {why}")
 
 
 async def _stop_started(starting: asyncio.Future[Any], groups: ProcessGroups) -> None:

@@ -61,43 +61,29 @@ def _texts(
 
 def _render_run(args: dict[str, Any], evaluate: Evaluate) -> dict[str, Any]:
     """A `run` step's args: each script with its values quoted by context (a list's values
-    numbered across the list, so that no two scripts' environment values share a name)."""
+    numbered across the list, so that no two scripts' environment values share a name).
+    Every script is parsed, then every value evaluated, then each script quoted."""
     run = args["run"]
     scripts = [run] if isinstance(run, str) else list(run)
     rest = render_value({k: v for k, v in args.items() if k != "run"}, evaluate, ("args",))
     templates = [_template(s, "run") for s in scripts]
+    wheres = ["run" if isinstance(run, str) else f"run[{n}]" for n in range(len(scripts))]
     texts: list[str | list[str]] = []
     unknown: frozenset[int] = frozenset()
     offsets: list[int] = []
-    for n, tpl in enumerate(templates):
+    for tpl, where in zip(templates, wheres, strict=True):
         offsets.append(len(texts))
         if tpl is not None:
-            where = "run" if isinstance(run, str) else f"run[{n}]"
             more, placeholders = _texts(tpl, evaluate, where, len(texts))
             texts.extend(more)
             unknown |= placeholders
-    return run_args(run, templates, offsets, texts, rest, unknown)
-
-
-def run_args(
-    run: str | list[str],
-    templates: list[Template | None],
-    offsets: list[int],
-    texts: list[str | list[str]],
-    rest: dict[str, Any],
-    unknown: frozenset[int] = frozenset(),
-) -> dict[str, Any]:
-    """`{run, **rest}` with the values `texts` put into each script safely (as shell_args)."""
-    scripts: list[str] = []
     env: dict[str, str] = {}
     for n, tpl in enumerate(templates):
-        script = run if isinstance(run, str) else run[n]
         if tpl is None:
-            scripts.append(script.replace("$${", "${"))
+            scripts[n] = scripts[n].replace("$${", "${")
             continue
-        where = "run" if isinstance(run, str) else f"run[{n}]"
-        quoted = shell_args(tpl, texts, {}, unknown, offset=offsets[n], where=where)
-        scripts.append(quoted["cmd"])
+        quoted = shell_args(tpl, texts, {}, unknown, offset=offsets[n], where=wheres[n])
+        scripts[n] = quoted["cmd"]
         env.update(quoted.get("env") or {})
     return _with_env({"run": scripts[0] if isinstance(run, str) else scripts, **rest}, env)
 
@@ -123,27 +109,27 @@ def shell_args(
     Words, one value a word); the values passed by environment variable are merged into `env`
     (over the step's own). The template's values are `texts[offset:]`; the words of the ones
     before keep their numbers (a `run` list's scripts never share a value's name)."""
-    from planrun.tools.shellquote import QuotingError, quote_command, template_items
+    from planrun.tools.shellquote import Hole, Item, QuotingError, quote_command
 
-    parts: list[str | int] = []
+    items: list[Item] = []  # the template's characters, a Hole for each value's word
     flat: list[str] = [word for t in texts[:offset] for word in (t if isinstance(t, list) else [t])]
     unknown_flat: set[int] = set()
     n = offset
     for part in tpl.parts:
         if isinstance(part, str):
-            parts.append(part)
+            items.extend(part)
             continue
         text = texts[n]
         for j, word in enumerate(text if isinstance(text, list) else [text]):
             if j:
-                parts.append(" ")
+                items.append(" ")
             if n in unknown:
                 unknown_flat.add(len(flat))
-            parts.append(len(flat))
+            items.append(Hole(len(flat)))
             flat.append(word)
         n += 1
     try:
-        cmd, env = quote_command(template_items(parts), flat, frozenset(unknown_flat))
+        cmd, env = quote_command(items, flat, frozenset(unknown_flat))
     except QuotingError as exc:
         raise ExpressionError(
             f"{where}: {exc}", at=where.removeprefix("args.").split("[")[0]

@@ -62,20 +62,14 @@ class _Heredoc:
     __slots__ = ("delimiter", "quoted", "strip_tabs", "word", "body", "holes", "in_backticks")
 
     def __init__(
-        self,
-        delimiter: str,
-        quoted: bool,
-        strip_tabs: bool,
-        word: tuple[int, int],
-        body: tuple[int, int] = (0, 0),
-        holes: list[int] | None = None,
+        self, delimiter: str, quoted: bool, strip_tabs: bool, word: tuple[int, int]
     ) -> None:
         self.delimiter = delimiter
         self.quoted = quoted
         self.strip_tabs = strip_tabs
         self.word = word  # the delimiter word's span in the items
-        self.body = body  # the body's span (terminator line excluded)
-        self.holes = [] if holes is None else holes
+        self.body = (0, 0)  # the body's span (terminator line excluded), once it is read
+        self.holes: list[int] = []
         self.in_backticks = False  # they would undo the escaping of a rewritten body
 
 
@@ -84,10 +78,10 @@ class _Frame:
 
     __slots__ = ("kind", "close", "depth", "in_dq", "word", "command", "cases")
 
-    def __init__(self, kind: str, close: str = "", depth: int = 0, in_dq: bool = False) -> None:
+    def __init__(self, kind: str, close: str = "", in_dq: bool = False) -> None:
         self.kind = kind  # cmd | sq | dq | heredoc | param | arith | comment
         self.close = close  # ends a cmd frame: ")" for $(…), "`" for backticks, "" at top level
-        self.depth = depth
+        self.depth = 0  # brackets opened inside it
         self.in_dq = in_dq  # a ${…}, $((…)) or backticks in double quotes (or a here-document)
         self.word = ""  # a cmd frame's current word, as written (a value in it is a NUL)
         self.command = True  # whether that word is where a command name (or reserved word) goes
@@ -469,14 +463,3 @@ def _value(n: int, text: str, lexer: _Lexer, env: dict[str, str], unknown: bool)
         return "''"
     env[f"{ENV_PREFIX}{n}"] = text
     return _reference(n, context)
-
-
-def template_items(parts: list[str | int]) -> list[Item]:
-    """A template's parts (literal text, or the index of a value) as the items quote_command reads."""
-    items: list[Item] = []
-    for part in parts:
-        if isinstance(part, int):
-            items.append(Hole(part))
-        else:
-            items.extend(part)
-    return items

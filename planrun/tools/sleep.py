@@ -6,7 +6,8 @@ import asyncio
 import math
 from typing import Any
 
-from planrun.tools import check_args, type_name
+from planrun.text import type_name
+from planrun.tools import check_args
 from planrun.tools.base import ToolContext, ToolFailed
 
 

@@ -11,6 +11,7 @@ as asyncio's path ends (a grandchild still holding a pipe keeps the step running
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 from typing import Any
@@ -24,18 +25,14 @@ _CHUNK = 65536
 _STREAMS = ("stdout", "stderr")
 
 
-_PIDFD: list[bool] = []  # whether this kernel has pidfd_open, once known
-
-
+@functools.cache
 def pidfd_supported() -> bool:
     """Whether children can be watched through a pidfd (Linux 5.3+), probed once."""
-    if not _PIDFD:
-        try:
-            os.close(os.pidfd_open(os.getpid()))
-            _PIDFD.append(True)
-        except (AttributeError, OSError):
-            _PIDFD.append(False)
-    return _PIDFD[0]
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
 
 
 def spawn_child(

@@ -15,7 +15,8 @@ from planrun.run.context import child_context
 from planrun.run.parent import RunStopped
 from planrun.run.request import Finished, RunRequest
 from planrun.status import Status
-from planrun.tools import check_args, path_arg, type_name
+from planrun.text import type_name
+from planrun.tools import check_args, path_arg
 from planrun.tools.base import ToolContext, ToolFailed, resolve_path
 
 MAX_NESTING = 32
