@@ -33,12 +33,25 @@ def _plan(tmp_path: Path, cmd: str) -> None:
 GRACE = ("--grace", "1s")
 
 
+def _hangup_as_default() -> None:
+    """planrun started as from a terminal: SIGHUP not ignored, whoever started the suite
+    (under `nohup` or a CI runner that ignores it, planrun would rightly keep ignoring it)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def test_sighup_interrupts_the_run_and_stops_its_commands(tmp_path: Path) -> None:
     mark = unique_mark()
     waiting = unique_sleep(60)
     _plan(tmp_path, f"touch started; : {mark}; {waiting}")
     proc = spawn_planrun(
-        "run", "p.yaml", "-q", *GRACE, cwd=tmp_path, stderr=subprocess.PIPE, text=True
+        "run",
+        "p.yaml",
+        "-q",
+        *GRACE,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_hangup_as_default,
     )
     wait_for_command(waiting)
     proc.send_signal(signal.SIGHUP)
