@@ -12,7 +12,7 @@ from typing import Any
 
 from planrun.plan.expressions import ExpressionError, resolve, to_text
 from planrun.plan.instances import group_instances
-from planrun.run.stepcounts import KEPT_REASON, counts_text, matrix_steps_of, state_counts
+from planrun.run.stepcounts import counts_text, matrix_steps_of, state_counts
 from planrun.state import RunState, StepState
 from planrun.text import format_duration
 
@@ -169,7 +169,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
     times: dict[str, tuple[float, float]] = {}
     rows: list[StepRow] = []
     for sid, st in state.steps.items():
-        kept = st.reason == KEPT_REASON
+        kept = st.kept
         start = _ts(st.started_at)
         end = _ts(st.ended_at) or (now if st.status == "running" and start else None)
         if kept or run_start is None or start is None or start < run_start - 1:
@@ -212,7 +212,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
                 cached=_is_cached(st),
                 remote=st.reason == REMOTE_REASON,
                 retries=retries_text(st),
-                kept=st.reason == KEPT_REASON,
+                kept=st.kept,
                 critical=sid in critical,
                 group=bool(instances.get(sid)),
                 instance=base_id(sid) != sid,

@@ -162,7 +162,7 @@ def counts_text(counts: StepCounts, matrix_steps: Collection[str] = ()) -> str:
 
 
 def state_counts(steps: Mapping[str, Any]) -> StepCounts:
-    """The count of a run state's steps ({id: StepState}: anything with `status`, `reason`)."""
+    """The count of a run state's steps ({id: StepState}: anything with `status`, `kept`)."""
     statuses = {sid: str(st.status) for sid, st in steps.items()}
-    kept = [sid for sid, st in steps.items() if st.reason == KEPT_REASON]
+    kept = [sid for sid, st in steps.items() if st.kept]
     return count_steps(statuses, kept)

@@ -15,6 +15,7 @@ from planrun.run.events import (
     StepSucceeded,
     present,
 )
+from planrun.run.stepcounts import KEPT_REASON
 from planrun.state.model import RunState, StepState
 from planrun.status import Status
 
@@ -124,7 +125,8 @@ def keep_step(step: StepState, event: StepResumed) -> None:
     step.result = event.result
     step.error = present(event.error)
     step.result_masked = bool(event.result_masked)
-    step.reason = present(event.reason) or "unchanged since last run"
+    step.reason = present(event.reason) or KEPT_REASON  # a skip's stays
+    step.kept = True  # what every view counts as kept, skipped and cached steps too
     step.cache_key = event.key if isinstance(event.key, str) else None
     if event.attempts is not None:
         step.attempts = event.attempts
