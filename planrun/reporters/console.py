@@ -302,7 +302,7 @@ class ConsoleReporter:
         instances = event.instances
         if isinstance(instances, list):
             n = len(instances)
-            matrix = event.step in self.matrix_steps
+            matrix = bool(event.matrix)  # a sub-plan's too: the event says which it is
             empty = "no combination left" if matrix else "empty"
             count = f"{n} instance{'s' if n != 1 else ''}" if n else empty
             text += f": {'matrix' if matrix else 'foreach'}, {count}"
