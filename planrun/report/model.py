@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from planrun.plan.expressions import ExpressionError, resolve, to_text
-from planrun.plan.instances import group_instances
 from planrun.run.stepcounts import counts_text, matrix_steps_of, state_counts
+from planrun.run.substeps import row_order
 from planrun.state import RunState, StepState
 from planrun.text import format_duration
 
@@ -193,7 +193,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
     path = critical_path(ran, {sid: _deps_of(sid, plan, instances) for sid in ran})
     # a foreach step is on the critical path when one of its instances is
     critical = path | {base_id(sid) for sid in path if base_id(sid) in state.steps}
-    for sid in group_instances(state.steps):  # in state order, instances under their step
+    for sid in row_order(state.steps):  # as every view lists them (planrun.run.substeps)
         st = state.steps[sid]
         start_end = times.get(sid)
         rows.append(

@@ -30,7 +30,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from planrun.atomicwrite import atomic_write
-from planrun.plan.instances import group_instances
 from planrun.reporters.failures import WriteFailures
 from planrun.reporters.tally import RunTally
 from planrun.run.events import (
@@ -51,6 +50,7 @@ from planrun.run.events import (
     present,
 )
 from planrun.run.stepcounts import counts_text
+from planrun.run.substeps import row_order
 from planrun.text import format_duration
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
@@ -331,8 +331,8 @@ def _suite_xml(suite: _Suite, said: str | None) -> tuple[ET.Element, dict[str, i
         stopped = f"run {suite.status}"
     case_time = 0.0
     for case in (
-        suite.cases[sid] for sid in group_instances(suite.cases)
-    ):  # instances after their step
+        suite.cases[sid] for sid in row_order(suite.cases)
+    ):  # as every view lists them: sub-plan steps and instances after their step
         counts["tests"] += 1
         case_time += case.duration_s
         tc = ET.SubElement(

@@ -111,6 +111,7 @@ def apply_step_event(step: StepState, event: StepEvent, ts: str) -> bool:
             step.fingerprint, step.cache_key = event.fingerprint, event.key
             step.result_variable = event.result_variable or step.result_variable
             step.started_at = step.ended_at = ts
+            step.duration_s = event.duration_s  # 0: as the run document has it
             step.reason = str(event.reason or "cached")  # "cached (remote)" from the remote
         case StepResumed():
             keep_step(step, event)
