@@ -47,6 +47,17 @@ def format_duration(seconds: object) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def title_beyond_id(step_id: str, title: object) -> str | None:
+    """A step's title where it says more than the step's id, else None: every view (the
+    console, JUnit, the report) names a step by its id, then this title when there is one. A
+    title is compared with the step's own id (`grid` for a sub-plan's `sp/grid`: an untitled
+    step's title is its id), ignoring case."""
+    if not isinstance(title, str) or not title:
+        return None
+    own_id = step_id.rpartition("/")[2]
+    return None if title.casefold() == own_id.casefold() else title
+
+
 def os_cause(exc: OSError) -> str:
     """Why a file operation failed, in plain words (`a directory is in the way`), for a message
     that names the path itself: never the system's `[Errno 21] Is a directory: '...'`."""

@@ -141,3 +141,20 @@ def test_every_view_lists_a_mixed_run_alike(tmp_path: Path) -> None:
     page = _Rows()
     page.feed((tmp_path / "r.html").read_text())
     assert page.rows == statuses and list(page.rows) == order
+
+
+def test_every_view_shows_a_title_only_where_it_says_more_than_the_id(tmp_path: Path) -> None:
+    """A step without a title is named by its id alone, a sub-plan's (`sp/grid`, whose own id
+    `grid` is its title) as the plan's own: in the console, JUnit and the report alike."""
+    r = _mixed_run(tmp_path)
+    assert "a (Step A) succeeded" in r.err and "sp/grid (grid)" not in r.err
+    out = {
+        str(tc.get("name")): tc.findtext("system-out") or ""
+        for tc in ET.parse(tmp_path / "j.xml").iter("testcase")
+    }
+    assert out["a"].splitlines()[0] == "Step A"
+    assert not out["sp/grid"].startswith("grid"), out["sp/grid"]
+    assert not out["sp/each[0]"].startswith("each"), out["sp/each[0]"]
+    page = (tmp_path / "r.html").read_text()
+    assert "a: Step A" in page
+    assert "sp/grid: grid" not in page and "sp/each[0]: each" not in page

@@ -14,7 +14,7 @@ from planrun.plan.expressions import ExpressionError, resolve, to_text
 from planrun.run.stepcounts import counts_text, matrix_steps_of, state_counts
 from planrun.run.substeps import row_order
 from planrun.state import RunState, StepState
-from planrun.text import format_duration
+from planrun.text import format_duration, title_beyond_id
 
 OUTPUT_TAIL_LINES = 30
 OUTPUT_TAIL_CHARS = 4000
@@ -199,7 +199,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
         rows.append(
             StepRow(
                 id=sid,
-                title=_title(st, sid, plan, state.variables),
+                title=title_beyond_id(sid, _title(st, sid, plan, state.variables)) or sid,
                 tool=plan.tools.get(base_id(sid), ""),
                 status=st.status,
                 attempts=st.attempts,

@@ -48,7 +48,7 @@ from planrun.run.events import (
 )
 from planrun.run.stepcounts import instances_text, steps_text
 from planrun.status import Status
-from planrun.text import first_line, format_duration
+from planrun.text import first_line, format_duration, title_beyond_id
 
 
 class ConsoleReporter:
@@ -265,9 +265,8 @@ class ConsoleReporter:
 
     def _name(self, event: StepEvent) -> str:
         """The step as people read it: its id (plan:id for a sub-plan's), then its title."""
-        title = self.tally.title(event.plan, event.step)
-        own_id = event.step.rpartition("/")[2]  # a sub-plan's step: PARENT/ID
-        if not title or title.casefold() == own_id.casefold():
+        title = title_beyond_id(event.step, self.tally.title(event.plan, event.step))
+        if title is None:
             return self._id(event)  # "build (Build)" would only repeat the id
         return f"{self._id(event)} ({title})"
 

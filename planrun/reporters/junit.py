@@ -51,7 +51,7 @@ from planrun.run.events import (
 )
 from planrun.run.stepcounts import counts_text
 from planrun.run.substeps import row_order
-from planrun.text import format_duration
+from planrun.text import format_duration, title_beyond_id
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -261,8 +261,9 @@ def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, i
     """Mark test case `tc` failed, skipped or in error as its step ended (counting it), and
     return the lines for its system-out."""
     out: list[str] = list(case.notes)
-    if case.title and case.title != case.id:  # the step as people read it, first
-        out.insert(0, case.title)
+    title = title_beyond_id(case.id, case.title)
+    if title is not None:  # the step as people read it, first
+        out.insert(0, title)
     status = case.status
     if status == "failed":
         counts["failures"] += 1
