@@ -51,11 +51,15 @@ def title_beyond_id(step_id: str, title: object) -> str | None:
     """A step's title where it says more than the step's id, else None: every view (the
     console, JUnit, the report) names a step by its id, then this title when there is one. A
     title is compared with the step's own id (`grid` for a sub-plan's `sp/grid`: an untitled
-    step's title is its id), ignoring case."""
+    step's title is its id), and an instance's (`lint[2]`) with its step's id too, ignoring
+    case."""
     if not isinstance(title, str) or not title:
         return None
-    own_id = step_id.rpartition("/")[2]
-    return None if title.casefold() == own_id.casefold() else title
+    own_id = step_id.rpartition("/")[2].casefold()
+    said = title.casefold()
+    if said == own_id or (own_id.endswith("]") and said == own_id.rpartition("[")[0]):
+        return None
+    return title
 
 
 def os_cause(exc: OSError) -> str:
