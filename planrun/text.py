@@ -60,6 +60,21 @@ def format_duration(seconds: object) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def title_beyond_id(step_id: str, title: object) -> str | None:
+    """A step's title where it says more than the step's id, else None: every view (the
+    console, JUnit, the report) names a step by its id, then this title when there is one. A
+    title is compared with the step's own id (`grid` for a sub-plan's `sp/grid`: an untitled
+    step's title is its id), and an instance's (`lint[2]`) with its step's id too, ignoring
+    case."""
+    if not isinstance(title, str) or not title:
+        return None
+    own_id = step_id.rpartition("/")[2].casefold()
+    said = title.casefold()
+    if said == own_id or (own_id.endswith("]") and said == own_id.rpartition("[")[0]):
+        return None
+    return title
+
+
 def os_cause(exc: OSError) -> str:
     """Why a file operation failed, in plain words (`a directory is in the way`), for a message
     that names the path itself: never the system's `[Errno 21] Is a directory: '...'`."""

@@ -213,3 +213,34 @@ def test_console_words_a_matrix_step_as_a_matrix(run, write):
     r = run("run", "plan.yaml")
     assert "smoke started [echo]: matrix, 3 instances" in r.err, r
     assert "; 3 matrix instances (3 succeeded)" in r.err, r
+
+
+SUB_PLAN_MATRIX = """
+name: child
+steps:
+  - id: grid
+    matrix: {os: [linux, macos]}
+    tool: echo
+    args: {value: "${matrix.os}"}
+  - {id: each, foreach: [1, 2], tool: echo, args: {value: "${item}"}}
+"""
+
+
+def test_a_matrix_step_in_a_sub_plan_is_worded_as_a_matrix(run, write, tmp_path):
+    """The parent's views know the sub-plan's steps only from their events: a matrix step's
+    step.started says it is one, and the console and JUnit word it so (its foreach sibling
+    stays foreach)."""
+    write("sub.yaml", SUB_PLAN_MATRIX)
+    write("plan.yaml", "steps:\n  - {id: sp, tool: plan, args: {path: sub.yaml}}\n")
+    r = run("run", "plan.yaml", "--events", "ev.jsonl", "--junit", "j.xml")
+    assert r.code == 0, r
+    assert "sp/grid started [echo]: matrix, 2 instances" in r.err, r
+    assert "sp/each started [echo]: foreach, 2 instances" in r.err, r
+    started = {
+        e["step"]: e
+        for e in map(json.loads, (tmp_path / "ev.jsonl").read_text().splitlines())
+        if e["event"] == "step.started"
+    }
+    assert started["sp/grid"].get("matrix") is True
+    assert "matrix" not in started["sp/each"]
+    assert "foreach" not in (tmp_path / "j.xml").read_text()

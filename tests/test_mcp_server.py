@@ -543,6 +543,47 @@ def test_a_request_too_deep_for_the_sdk_gets_an_error_answer(tmp_path: Path) -> 
     assert set(answers) == {1, 2, 3, 4}  # the garbage line (no id) has no answer
 
 
+def test_every_request_before_end_of_input_is_answered(tmp_path: Path) -> None:
+    """A client that writes its requests and closes stdin (`printf ... | planrun mcp`) gets
+    every answer: the SDK stops serving at end of input and cancels the calls in flight, so the
+    end of input reaches it only once each request read has its answer on stdout."""
+    (tmp_path / "plan.yaml").write_text(
+        "name: p\nsteps:\n  - {id: a, tool: shell, args: {cmd: 'echo hi'}}\n"
+    )
+    calls = [
+        ("plan_validate", {"plan": "plan.yaml"}),
+        ("plan_dry_run", {"plan": "plan.yaml"}),
+        ("plan_schema", {}),
+        ("plan_list", {}),
+        ("plan_run", {"plan": "plan.yaml"}),
+        ("plan_status", {"plan": "plan.yaml"}),
+    ]
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 10 + n,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": args},
+        }
+        for n, (name, args) in enumerate(calls)
+    ]
+    requests.append({"jsonrpc": "2.0", "id": "last", "method": "tools/list"})
+    text = "".join(json.dumps(m) + "\n" for m in [*OPENING, *requests])
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-m", "planrun", "mcp"],
+            cwd=tmp_path,
+            input=text,  # written whole, then end of input
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        answers = {m.get("id"): m for m in map(json.loads, proc.stdout.splitlines()) if "id" in m}
+        assert set(answers) == {1, "last", *(r["id"] for r in requests)}, proc.stdout[-2000:]
+        assert all("result" in answers[r["id"]] for r in requests), proc.stdout[-2000:]
+
+
 def test_streamable_http(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "planrun", "mcp", "--http", "127.0.0.1:0"],

@@ -311,3 +311,60 @@ def test_tools_shows_odd_tool_listings_safely(run, write):
     rows = {t["name"]: t for t in r.json}
     assert rows["h.odd\x1b[31m"]["description"] == "\x1b]0;pwned\x07 line one\nline two"
     assert_no_process_left(mark)
+
+
+def test_a_run_s_duration_covers_starting_its_servers_in_every_view(run, write, tmp_path):
+    """The run starts when it opens, before its MCP servers start and their tools are listed
+    and checked: `run.started`'s time, the state's `started_at`, and one duration from there
+    to its end, the same in the console, `--output json`, the state, JUnit and the report."""
+    import json
+    import xml.etree.ElementTree as ET
+    from datetime import datetime
+
+    from planrun.text import format_duration
+
+    entry, mark = _server("hostile_server.py")
+    # the server notes when it was started, then serves as usual
+    entry = entry.replace(
+        f'args: ["{SERVERS / "hostile_server.py"}"',
+        "args: [\"-c\", \"import runpy, sys, time; open('server-started', 'w').write(repr("
+        f"time.time())); sys.argv = sys.argv[:1] + sys.argv[2:]; runpy.run_path('"
+        f"{SERVERS / 'hostile_server.py'}', run_name='__main__')\", \"-\"",
+    )
+    write(
+        "p.yaml",
+        f"""
+        name: timed
+        servers: {{h: {entry}}}}}
+        steps:
+          - {{id: a, tool: h.say, args: {{text: hi}}}}
+        """,
+    )
+    r = run(
+        "run", "p.yaml", "--output", "json", "--events", "ev.jsonl", "--junit", "j.xml",
+        "--report", "r.html",
+    )  # fmt: skip
+    assert r.code == 0, r
+    assert_no_process_left(mark)
+    events = {
+        e["event"]: e for e in map(json.loads, (tmp_path / "ev.jsonl").read_text().splitlines())
+    }
+
+    def at(iso: str) -> float:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+    began, ended = at(events["run.started"]["ts"]), at(events["run.finished"]["ts"])
+    server = float((tmp_path / "server-started").read_text())
+    assert began <= server, "the run started after its server"
+    took = r.json["duration_s"]
+    assert took >= ended - server - 0.002  # milliseconds in the events' times
+    assert abs(took - (ended - began)) < 0.05, (took, ended - began)
+    assert events["run.finished"]["duration_s"] == took
+    assert r.err.strip().splitlines()[-1].endswith(f"in {format_duration(took)}"), r.err
+    state = run("status", "p.yaml", "--output", "json").json
+    assert state["duration_s"] == took
+    snapshot = json.loads((tmp_path / ".planrun/state/timed.json").read_text())
+    assert snapshot["started_at"] == events["run.started"]["ts"]
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("time") == f"{took:.3f}"
+    assert format_duration(took) in (tmp_path / "r.html").read_text()

@@ -227,8 +227,8 @@ def test_junit_counts_statuses_and_failure_text(tmp_path: Path) -> None:
     assert list(cases) == [s for s, _ in STEPS]  # plan order, not finishing order
     assert all(tc.get("classname") == PLAN for tc in cases.values())
     assert cases["build"].get("time") == "0.520"
-    # the step's title first, then its output
-    assert cases["build"].findtext("system-out") == "Build\nbuild line 1\nbuild line 2\n"
+    # its output; its title `Build` only repeats the id: not shown, as on the console
+    assert cases["build"].findtext("system-out") == "build line 1\nbuild line 2\n"
     assert len(cases["build"]) == 1
     # retried then passed: passed, with the retry noted
     assert cases["test"].find("failure") is None

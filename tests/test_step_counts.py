@@ -115,3 +115,81 @@ def test_every_view_words_matrix_instances_as_matrix_instances(tmp_path: Path) -
     console, status, report, junit = _views(tmp_path)
     assert console.endswith(f"run succeeded: {said}"), console
     assert (status, report, junit) == (said, said, said)
+
+
+KEPT_PLAN = """
+steps:
+  - {id: a, tool: echo, args: {value: A}}
+  - {id: s, tool: echo, args: {value: S}, when: "${false}"}
+  - {id: c, tool: echo, args: {value: C}, cache: true}
+  - {id: f, tool: shell, args: {cmd: "test -e fixed"}, depends_on: [a, s, c]}
+"""
+
+
+def test_every_view_counts_kept_skipped_and_cached_steps_as_kept(tmp_path: Path) -> None:
+    """A resume keeps a succeeded step, a step skipped by `when` and a cached one alike: the
+    console, `status`, the report and JUnit all say three were kept, from the state's record
+    of each step (a kept step's skip or cache reason is no sign of whether it was kept)."""
+    (tmp_path / "plan.yaml").write_text(KEPT_PLAN.lstrip())
+    assert planrun("run", "plan.yaml", cwd=tmp_path).code == 1  # c stored in the cache
+    assert planrun("run", "plan.yaml", cwd=tmp_path).code == 1  # c cached
+    (tmp_path / "fixed").touch()
+    r = planrun(
+        "resume", "plan.yaml", "--report", "report.html", "--junit", "junit.xml", cwd=tmp_path
+    )
+    assert r.code == 0, r
+    said = "4 steps (2 succeeded, 1 cached, 1 skipped; 3 kept from the previous run)"
+    console = re.sub(r" in [0-9.]+m?s", "", r.err.strip().splitlines()[-1])
+    assert console.endswith(f"run succeeded: {said}"), r.err
+    status = planrun("status", "plan.yaml", cwd=tmp_path)
+    assert said in status.out.splitlines(), status.out
+    page = unescape(re.sub(r"<[^>]+>", "", (tmp_path / "report.html").read_text()))
+    assert said in page
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props.get("counts") == said
+    # the report marks the three as kept, and draws no bar for them
+    again = planrun("report", "plan.yaml", "-o", "again.html", cwd=tmp_path)
+    assert again.code == 0, again
+    kept = re.findall(
+        r'data-step="([^"]+)"[^>]*data-kept="true"', (tmp_path / "again.html").read_text()
+    )
+    assert sorted(set(kept)) == ["a", "c", "s"]
+
+
+KEPT_FANOUT_PLAN = """
+steps:
+  - {id: a, tool: echo, args: {value: A}}
+  - id: m
+    matrix: {x: [1, 2]}
+    tool: shell
+    args: {cmd: "test ${matrix.x} = 1 || test -e fixed"}
+    on_failure: continue
+  - {id: fe, foreach: [1, 2], tool: echo, args: {value: "${item}"}}
+"""
+
+
+def test_kept_instances_are_not_counted_as_kept_steps(tmp_path: Path) -> None:
+    """`N kept from the previous run` counts steps, as the steps' part of the count it ends:
+    a foreach step kept whole is one kept step (not three), an instance kept while its step
+    runs again is none; every view says so. A kept instance is named by its id alone."""
+    (tmp_path / "plan.yaml").write_text(KEPT_FANOUT_PLAN.lstrip())
+    assert planrun("run", "plan.yaml", cwd=tmp_path).code == 1  # m[1] failed
+    (tmp_path / "fixed").touch()
+    r = planrun(
+        "resume", "plan.yaml", "--report", "report.html", "--junit", "junit.xml", cwd=tmp_path
+    )
+    assert r.code == 0, r
+    said = "3 steps (3 succeeded; 2 kept from the previous run); 4 instances (4 succeeded)"
+    console = re.sub(r" in [0-9.]+m?s", "", r.err.strip().splitlines()[-1])
+    assert console.endswith(f"run succeeded: {said}"), r.err
+    assert "fe[0] kept from the previous run" in r.err and "(fe)" not in r.err, r.err
+    status = planrun("status", "plan.yaml", cwd=tmp_path)
+    assert said in status.out.splitlines(), status.out
+    page = unescape(re.sub(r"<[^>]+>", "", (tmp_path / "report.html").read_text()))
+    assert said in page
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props.get("counts") == said

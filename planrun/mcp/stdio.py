@@ -2,8 +2,13 @@
 
 A server leaving on a signal ends with `os._exit` (the SDK reads stdin in a thread nothing can
 interrupt, so the process would not end by itself), and nothing written after that point
-reaches the client. So the tool calls in flight are noted here, and each is crossed off once its
+reaches the client. So the requests read are noted here, and each is crossed off once its
 answer has been written to stdout and flushed: the server leaves when the ones it waits for are.
+
+The same ledger holds back the end of input: the SDK stops serving when its input ends and
+cancels the requests in flight, unanswered. A client that writes its requests and closes stdin
+(`printf '...' | planrun mcp`) expects every answer, so the SDK sees the end of input only once
+every request read has its answer on stdout (the transport itself stays the SDK's).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from planrun.text import first_line
 
 
 class Answers:
-    """The tool calls (by JSON-RPC request id) whose answers have not reached stdout yet."""
+    """The requests (by JSON-RPC request id) whose answers have not reached stdout yet."""
 
     def __init__(self) -> None:
         self.owed: set[str] = set()
@@ -43,15 +48,30 @@ class Answers:
             self.settle(request_id)  # not answered, but no longer owed
             raise
 
+    def read(self, item: Any) -> None:
+        """Note a message read from the client: a request is owed its answer from now on; a
+        `notifications/cancelled` crosses its request off (a cancelled request is not answered)."""
+        from mcp_types import JSONRPCNotification, JSONRPCRequest
+
+        message = getattr(item, "message", None)
+        if isinstance(message, JSONRPCRequest):
+            self.owed.add(str(message.id))
+        elif (
+            isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled"
+        ):
+            params = message.params if isinstance(message.params, dict) else {}
+            if "requestId" in params:
+                self.settle(str(params["requestId"]))
+
     def settle(self, request_id: str) -> None:
         """The call is no longer owed: its answer is on stdout, or it was cancelled."""
         if request_id in self.owed:
             self.owed.discard(request_id)
             self._flushed.set()
 
-    async def until_answered(self, ids: set[str], timeout_s: float) -> None:
-        """Wait until every call of `ids` has its answer on stdout, or `timeout_s` passed (a
-        client that stops reading stdout must not keep a stopping server alive)."""
+    async def until_answered(self, ids: set[str], timeout_s: float | None) -> None:
+        """Wait until every request of `ids` has its answer on stdout, or `timeout_s` passed (a
+        client that stops reading stdout must not keep a stopping server alive; None: no bound)."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 while ids & self.owed:
@@ -117,27 +137,32 @@ async def serve_stdio(server: Server[Any], answers: Answers) -> None:
         async with stdio_server(stdout=Wire(out, answers)) as (read, write):
             sifted, receive = anyio.create_memory_object_stream[Any](0)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_answer_unreadable, read, sifted, write)
+                tg.start_soon(_answer_unreadable, read, sifted, write, answers)
                 await server.run(receive, write, server.create_initialization_options())
                 tg.cancel_scope.cancel()
     finally:
         give_back()
 
 
-async def _answer_unreadable(read: Any, forward: Any, write: Any) -> None:
-    """Pass the client's messages on; answer a request that the SDK could not read.
+async def _answer_unreadable(read: Any, forward: Any, write: Any, answers: Answers) -> None:
+    """Pass the client's messages on, noting the requests; answer a request that the SDK could
+    not read; pass the end of input on once every request read has its answer.
 
     The SDK parses each line with a nesting limit, and hands on a line it cannot parse as an
     exception the server drops, unanswered: the client would wait for its own timeout. A line
     that is JSON with a request id (nested past that limit, say) gets an error answer instead.
     """
-    async with read, forward:
-        async for item in read:
-            refusal = _refusal(item) if isinstance(item, Exception) else None
-            if refusal is None:
-                await forward.send(item)
-            else:
-                await write.send(refusal)
+    async with forward:
+        async with read:
+            async for item in read:
+                refusal = _refusal(item) if isinstance(item, Exception) else None
+                if refusal is None:
+                    answers.read(item)
+                    await forward.send(item)
+                else:
+                    await write.send(refusal)
+        # End of input: the SDK would cancel the requests still running (module docstring).
+        await answers.until_answered(set(answers.owed), timeout_s=None)
 
 
 def _refusal(exc: Exception) -> Any:

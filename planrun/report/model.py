@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from planrun.plan.expressions import ExpressionError, resolve, to_text
-from planrun.plan.instances import group_instances
-from planrun.run.stepcounts import KEPT_REASON, counts_text, matrix_steps_of, state_counts
+from planrun.run.stepcounts import counts_text, matrix_steps_of, state_counts
+from planrun.run.substeps import row_order
 from planrun.state import RunState, StepState
-from planrun.text import format_duration
+from planrun.text import format_duration, title_beyond_id
 
 OUTPUT_TAIL_LINES = 30
 OUTPUT_TAIL_CHARS = 4000
@@ -169,7 +169,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
     times: dict[str, tuple[float, float]] = {}
     rows: list[StepRow] = []
     for sid, st in state.steps.items():
-        kept = st.reason == KEPT_REASON
+        kept = st.kept
         start = _ts(st.started_at)
         end = _ts(st.ended_at) or (now if st.status == "running" and start else None)
         if kept or run_start is None or start is None or start < run_start - 1:
@@ -193,13 +193,13 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
     path = critical_path(ran, {sid: _deps_of(sid, plan, instances) for sid in ran})
     # a foreach step is on the critical path when one of its instances is
     critical = path | {base_id(sid) for sid in path if base_id(sid) in state.steps}
-    for sid in group_instances(state.steps):  # in state order, instances under their step
+    for sid in row_order(state.steps):  # as every view lists them (planrun.run.substeps)
         st = state.steps[sid]
         start_end = times.get(sid)
         rows.append(
             StepRow(
                 id=sid,
-                title=_title(st, sid, plan, state.variables),
+                title=title_beyond_id(sid, _title(st, sid, plan, state.variables)) or sid,
                 tool=plan.tools.get(base_id(sid), ""),
                 status=st.status,
                 attempts=st.attempts,
@@ -212,7 +212,7 @@ def build_report(state: RunState, plan: PlanInfo, now: float) -> RunReport:
                 cached=_is_cached(st),
                 remote=st.reason == REMOTE_REASON,
                 retries=retries_text(st),
-                kept=st.reason == KEPT_REASON,
+                kept=st.kept,
                 critical=sid in critical,
                 group=bool(instances.get(sid)),
                 instance=base_id(sid) != sid,

@@ -48,7 +48,7 @@ from planrun.run.events import (
 )
 from planrun.run.stepcounts import instances_text, steps_text
 from planrun.status import Status
-from planrun.text import first_line, format_duration
+from planrun.text import first_line, format_duration, title_beyond_id
 
 
 class ConsoleReporter:
@@ -265,9 +265,8 @@ class ConsoleReporter:
 
     def _name(self, event: StepEvent) -> str:
         """The step as people read it: its id (plan:id for a sub-plan's), then its title."""
-        title = self.tally.title(event.plan, event.step)
-        own_id = event.step.rpartition("/")[2]  # a sub-plan's step: PARENT/ID
-        if not title or title.casefold() == own_id.casefold():
+        title = title_beyond_id(event.step, self.tally.title(event.plan, event.step))
+        if title is None:
             return self._id(event)  # "build (Build)" would only repeat the id
         return f"{self._id(event)} ({title})"
 
@@ -302,7 +301,7 @@ class ConsoleReporter:
         instances = event.instances
         if isinstance(instances, list):
             n = len(instances)
-            matrix = event.step in self.matrix_steps
+            matrix = bool(event.matrix)  # a sub-plan's too: the event says which it is
             empty = "no combination left" if matrix else "empty"
             count = f"{n} instance{'s' if n != 1 else ''}" if n else empty
             text += f": {'matrix' if matrix else 'foreach'}, {count}"

@@ -30,8 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from planrun.atomicwrite import atomic_write
-from planrun.plan.instances import group_instances
 from planrun.reporters.failures import WriteFailures
+from planrun.reporters.tally import RunTally
 from planrun.run.events import (
     PlanDiff,
     RunEvent,
@@ -49,8 +49,9 @@ from planrun.run.events import (
     StepSucceeded,
     present,
 )
-from planrun.run.stepcounts import count_steps, counts_text
-from planrun.text import format_duration
+from planrun.run.stepcounts import counts_text
+from planrun.run.substeps import row_order
+from planrun.text import format_duration, title_beyond_id
 
 # XML 1.0 cannot hold most control characters; tool output often has them (ANSI colours).
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -127,6 +128,7 @@ class JUnitReporter:
         # Where a write that fails is remembered: the run's record, told by the command.
         self.failures = WriteFailures() if failures is None else failures
         self._suites: dict[str, _Suite] = {}
+        self.tally = RunTally()  # the run's count, kept as the console keeps it
         self._closed = False
         # Fail now (OSError), not after the run, when the report cannot be written there.
         try:
@@ -145,6 +147,7 @@ class JUnitReporter:
     def handle(self, event: RunEvent) -> None:
         if isinstance(event, StepOutput):
             return
+        self.tally.apply(event)
         suite = self._suite(event.plan)
         match event:
             case RunStarted():
@@ -237,9 +240,11 @@ class JUnitReporter:
         totals = dict.fromkeys(("tests", "failures", "errors"), 0)
         total_time = 0.0
         for index, suite in enumerate(self._suites.values()):
-            # Run properties once, on the run's own suite: readers such as xunitparser
-            # merge all suites' properties and refuse a name seen twice.
-            element, counts, seconds = _suite_xml(suite, index == 0, self.matrix_steps)
+            # The run's properties (its count as the console, `status` and the report say it)
+            # on the run's own suite only: readers such as xunitparser merge all suites'
+            # properties and refuse a name seen twice.
+            said = counts_text(self.tally.step_counts(), self.matrix_steps) if index == 0 else None
+            element, counts, seconds = _suite_xml(suite, said)
             root.append(element)
             for key in totals:
                 totals[key] += counts[key]
@@ -256,8 +261,9 @@ def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, i
     """Mark test case `tc` failed, skipped or in error as its step ended (counting it), and
     return the lines for its system-out."""
     out: list[str] = list(case.notes)
-    if case.title and case.title != case.id:  # the step as people read it, first
-        out.insert(0, case.title)
+    title = title_beyond_id(case.id, case.title)
+    if title is not None:  # the step as people read it, first
+        out.insert(0, title)
     status = case.status
     if status == "failed":
         counts["failures"] += 1
@@ -301,9 +307,9 @@ def _case_outcome(tc: ET.Element, case: _Case, stopped: str, counts: dict[str, i
     return out
 
 
-def _suite_xml(
-    suite: _Suite, properties: bool, matrix_steps: Collection[str] = ()
-) -> tuple[ET.Element, dict[str, int], float]:
+def _suite_xml(suite: _Suite, said: str | None) -> tuple[ET.Element, dict[str, int], float]:
+    """One suite's element, its test counts and its time; `said`: the run's count, given for
+    the run's own suite only, which alone carries the run's properties."""
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     element = ET.Element("testsuite", name=suite.plan)
     props = {
@@ -311,15 +317,9 @@ def _suite_xml(
         "status": suite.status,
         "reason": suite.reason,
         "resumed": str(suite.resumed).lower(),
-        "counts": counts_text(  # as the console, `status` and the report count the run
-            count_steps(
-                {sid: c.status for sid, c in suite.cases.items()},
-                [sid for sid, c in suite.cases.items() if _KEPT_NOTE in c.notes],
-            ),
-            matrix_steps,
-        ),
+        "counts": said,
     }
-    if properties:
+    if said is not None:  # run properties once: readers such as xunitparser refuse a name twice
         listed = ET.SubElement(element, "properties")
         for key, value in props.items():
             if value is not None:
@@ -332,8 +332,8 @@ def _suite_xml(
         stopped = f"run {suite.status}"
     case_time = 0.0
     for case in (
-        suite.cases[sid] for sid in group_instances(suite.cases)
-    ):  # instances after their step
+        suite.cases[sid] for sid in row_order(suite.cases)
+    ):  # as every view lists them: sub-plan steps and instances after their step
         counts["tests"] += 1
         case_time += case.duration_s
         tc = ET.SubElement(

@@ -13,7 +13,7 @@ when it cannot be rendered yet):
                    ran before: why it runs again; else the cache's reason, "cache off" for a step
                    the cache does not cover)
                    A foreach step's own step.started has instances: [ids] (no attempt runs
-                   for it), its title and a reason too ("each instance asks the cache" when the
+                   for it; a matrix step's has matrix=true too), its title and a reason too ("each instance asks the cache" when the
                    cache covers it, each instance then giving its own); its instances `ID[N]` have the events of any step, and the step
                    closes with step.succeeded | step.failed | step.skipped | step.interrupted
                    (or step.resumed) carrying the instances and the result list.
@@ -112,6 +112,7 @@ class StepStarted(NamedTuple):
     reason: str | None = None  # the first attempt's only
     again: bool | None = None  # on resume only
     instances: list[str] | None = None  # a foreach step's only
+    matrix: bool | None = None  # a matrix step's only: true
     ts: float = 0.0
 
     @property
@@ -361,7 +362,7 @@ def iso_ts(ts: float) -> str:
 # Keys left out when None (each kind's others are written, null or not).
 _OMIT_NONE: dict[type[Any], frozenset[str]] = {
     RunStarted: frozenset({"kept"}),
-    StepStarted: frozenset({"reason", "again", "instances", "title"}),
+    StepStarted: frozenset({"reason", "again", "instances", "matrix", "title"}),
     StepRetrying: frozenset({"title"}),
     StepSucceeded: frozenset({"result_masked", "instances", "title"}),
     StepFailed: frozenset({"result_masked", "instances", "title"}),
@@ -388,6 +389,7 @@ _FOREACH_STARTED = (
     "tool",
     "title",
     "instances",
+    "matrix",
     "attempt",
     "fingerprint",
     "reason",

@@ -153,7 +153,10 @@ class ForeachSteps:
         reason, again = self._why(sid, step)
         title, fp = host.title(step), rec.fingerprint
         name = host.plan.name or ""
-        host.emit(StepStarted(name, sid, rec.status, 1, fp, step.tool, title, reason, again, ids))
+        matrix = True if step.matrix is not None else None  # how its views word it
+        host.emit(
+            StepStarted(name, sid, rec.status, 1, fp, step.tool, title, reason, again, ids, matrix)
+        )
         if host.resume is not None:
             self._keep_instances(sid, ids, views)
         if not ids:

@@ -7,6 +7,7 @@ from __future__ import annotations
 # scheduler's helpers only for the runs that use them.
 import asyncio
 import os
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,9 @@ async def launch(ctx: RunContext, prep: Prepared, run_plan: RunPlanFn) -> Finish
     to run a sub-plan."""
     from planrun.executors.local import LocalExecutor
 
+    # The run starts here: its duration covers starting its MCP servers (their tools listed
+    # and checked) and its executor, which it waits for as it waits for its steps.
+    began = (time.time(), time.monotonic())
     req = ctx.request
     if tuple(prep.forced) != ctx.forced:  # a top-level --force, as selected (planrun.plan.targets)
         ctx = replace(ctx, forced=tuple(prep.forced))
@@ -87,7 +91,7 @@ async def launch(ctx: RunContext, prep: Prepared, run_plan: RunPlanFn) -> Finish
 
             # A result holding a secret of the tree (the remote's token too) is not stored.
             cache = open_run_cache(req.cwd, prep, cache_options, attached.notice, here.masks.values)
-        return await _schedule(ctx, prep, opened, attached, here, services, cache)
+        return await _schedule(ctx, prep, opened, attached, here, services, began, cache)
     finally:
         if cache is not None:
             await cache.aclose()
@@ -110,8 +114,11 @@ async def _schedule(
     attached: Attached,
     here: ParentContext,
     services: Services,
+    began: tuple[float, float],
     cache: CacheSession | None = None,
 ) -> Finished:
+    """Schedule the run's steps; `began`: when the run started (time.time(), time.monotonic()),
+    the time of its run.started event and the start of its duration."""
     from planrun.run.scheduler import RunSettings, Scheduler, result_document
 
     plan, bus = prep.plan, attached.bus
@@ -147,8 +154,10 @@ async def _schedule(
     run_id = ctx.run_id(here)
     resumed = opened.previous is not None
     kept = list(resume.kept) if resume is not None else None
-    bus.emit(started_event(prep, dict(prep.variables), resumed, here.jobs, run_id, kept))
+    started = started_event(prep, dict(prep.variables), resumed, here.jobs, run_id, kept)
+    bus.emit(started._replace(ts=began[0]))
     outcome = await sched.run()
+    outcome.duration_s = round(time.monotonic() - began[1], 3)  # the run's, not only its steps'
     bus.emit(RunFinished(name, outcome.status, outcome.reason, outcome.duration_s, outcome.error))
     doc = result_document(name, sched.report_order(), sched.records, outcome, sched.variables)
     if sched.revisions:

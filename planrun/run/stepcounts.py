@@ -71,7 +71,8 @@ class StepCounts:
 
 def count_steps(statuses: Mapping[str, str], kept: Iterable[str] = ()) -> StepCounts:
     """Count `statuses` ({id: status}, steps and instances in any order). A step still
-    retrying counts as running (`unfinished`)."""
+    retrying counts as running (`unfinished`); `kept`: ids kept from the previous run, of which
+    the plan's own steps are counted (an instance kept is counted as what it is, not as kept)."""
     steps: dict[str, int] = {}
     instances: dict[str, int] = {}
     fanned: set[str] = set()
@@ -84,7 +85,12 @@ def count_steps(statuses: Mapping[str, str], kept: Iterable[str] = ()) -> StepCo
             fanned.add(parent)
         into = instances if parent is not None else steps
         into[key] = into.get(key, 0) + 1
-    n_kept = sum(1 for sid in set(kept) if statuses.get(sid) in _FINAL and "/" not in sid)
+    # kept steps, as the steps' part of the count they end: not instances, nor sub-plan steps
+    n_kept = sum(
+        1
+        for sid in set(kept)
+        if statuses.get(sid) in _FINAL and "/" not in sid and parent_of(sid) is None
+    )
     return StepCounts(steps, instances, n_kept, frozenset(fanned))
 
 
@@ -162,7 +168,7 @@ def counts_text(counts: StepCounts, matrix_steps: Collection[str] = ()) -> str:
 
 
 def state_counts(steps: Mapping[str, Any]) -> StepCounts:
-    """The count of a run state's steps ({id: StepState}: anything with `status`, `reason`)."""
+    """The count of a run state's steps ({id: StepState}: anything with `status`, `kept`)."""
     statuses = {sid: str(st.status) for sid, st in steps.items()}
-    kept = [sid for sid, st in steps.items() if st.reason == KEPT_REASON]
+    kept = [sid for sid, st in steps.items() if st.kept]
     return count_steps(statuses, kept)

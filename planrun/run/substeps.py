@@ -43,6 +43,14 @@ def tree_order(ids: Iterable[str]) -> list[str]:
     return out
 
 
+def row_order(ids: Iterable[str]) -> list[str]:
+    """The rows of every view of a run (`--output json`, `status`, JUnit, the report): each
+    step followed by its sub-plan's steps and its foreach instances (in index order)."""
+    from planrun.plan.instances import group_instances
+
+    return group_instances(tree_order(ids))
+
+
 def pending_row(sid: str) -> dict[str, Any]:
     """A step's row in a run document before anything happened to it."""
     return {

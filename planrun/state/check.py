@@ -72,6 +72,8 @@ def check_step_fields(doc: Any, statuses: Collection[str]) -> None:
     _number_or_null(doc.get("duration_s"), "step duration_s")
     if not isinstance(doc.get("result_masked", False), bool):
         raise ValueError("step result_masked is not a boolean")
+    if not isinstance(doc.get("kept", False), bool):
+        raise ValueError("step kept is not a boolean")
     log = doc.get("attempts_log", [])
     if not isinstance(log, list) or not all(isinstance(e, dict) for e in log):
         raise ValueError("step attempts_log is not a list of objects")

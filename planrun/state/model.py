@@ -45,6 +45,7 @@ class StepState:
     title: str | None = None  # the title as rendered when it last started (for reports)
     result_masked: bool = False  # a secret was masked in `result`: it is not the value
     cache_key: str | None = None  # the key the cache gave it (its dependents' keys name it)
+    kept: bool = False  # kept from the previous run by `resume` (step.resumed), whatever its status
     # each failed attempt of its last run: {attempt, error, stderr_tail, duration_s}
     attempts_log: list[dict[str, Any]] = field(default_factory=list)
 
@@ -65,6 +66,7 @@ class StepState:
             "title": self.title,
             "result_masked": self.result_masked,
             "cache_key": self.cache_key,
+            "kept": self.kept,
             "attempts_log": self.attempts_log,
         }
 

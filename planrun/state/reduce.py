@@ -15,6 +15,7 @@ from planrun.run.events import (
     StepSucceeded,
     present,
 )
+from planrun.run.stepcounts import KEPT_REASON
 from planrun.state.model import RunState, StepState
 from planrun.status import Status
 
@@ -110,6 +111,7 @@ def apply_step_event(step: StepState, event: StepEvent, ts: str) -> bool:
             step.fingerprint, step.cache_key = event.fingerprint, event.key
             step.result_variable = event.result_variable or step.result_variable
             step.started_at = step.ended_at = ts
+            step.duration_s = event.duration_s  # 0: as the run document has it
             step.reason = str(event.reason or "cached")  # "cached (remote)" from the remote
         case StepResumed():
             keep_step(step, event)
@@ -124,7 +126,8 @@ def keep_step(step: StepState, event: StepResumed) -> None:
     step.result = event.result
     step.error = present(event.error)
     step.result_masked = bool(event.result_masked)
-    step.reason = present(event.reason) or "unchanged since last run"
+    step.reason = present(event.reason) or KEPT_REASON  # a skip's stays
+    step.kept = True  # what every view counts as kept, skipped and cached steps too
     step.cache_key = event.key if isinstance(event.key, str) else None
     if event.attempts is not None:
         step.attempts = event.attempts

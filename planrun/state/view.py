@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from planrun.plan.instances import group_instances
 from planrun.run.stepcounts import counts_text, matrix_steps_of, state_counts
 from planrun.state.model import RunState, StepState
 from planrun.text import first_line, format_duration
@@ -45,9 +44,9 @@ def status_document(state: RunState) -> dict[str, Any]:
 def _in_tree_order(steps: dict[str, StepState]) -> list[tuple[str, StepState]]:
     """The plan's steps, each followed by its sub-plan's steps (PARENT/CHILD ids) and its
     foreach instances (ID[N], in index order)."""
-    from planrun.run.substeps import tree_order
+    from planrun.run.substeps import row_order
 
-    return [(sid, steps[sid]) for sid in group_instances(tree_order(steps))]
+    return [(sid, steps[sid]) for sid in row_order(steps)]
 
 
 def render_status_text(state: RunState, matrix_steps: Collection[str] = ()) -> str:
