@@ -130,3 +130,70 @@ def test_an_always_foreach_or_matrix_step_runs_its_instances_after_an_abort(run,
     assert (tmp_path / "cleaned-b").read_text() == "b\n"
     assert (tmp_path / "wiped-linux").read_text() == "failed\n"
     assert (tmp_path / "wiped-mac").read_text() == "failed\n"
+
+
+# A step that waits until the events file shows a step failed (a bounded poll on what planrun
+# wrote, not a sleep): it is running at the moment of the abort, and ends after it.
+def after_the_failure(name: str) -> str:
+    return (
+        f"touch started-{name}; "
+        f"until grep -q step.failed ev.jsonl; do sleep 0.02; done; echo done > cleaned-{name}"
+    )
+
+
+def test_an_abort_elsewhere_lets_a_running_always_step_finish(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        f"""
+        steps:
+          - {{id: setup, run: "true"}}
+          - id: cleanup
+            run: "{after_the_failure("x")}"
+            depends_on: [setup]
+            always: true
+            timeout: 60s
+          - {{id: build, run: "until [ -e started-x ]; do sleep 0.02; done; exit 3"}}
+          - {{id: deploy, run: "true", depends_on: [build]}}
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 1, r
+    assert r.json["reason"] == "step_failed", r
+    statuses = {sid: s["status"] for sid, s in steps_of(r).items()}
+    assert statuses == {
+        "setup": "succeeded",
+        "cleanup": "succeeded",
+        "build": "failed",
+        "deploy": "pending",
+    }, r
+    assert (tmp_path / "cleaned-x").read_text() == "done\n"
+
+
+def test_an_abort_elsewhere_lets_an_always_foreach_step_finish_its_instances(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        f"""
+        steps:
+          - {{id: setup, run: "true"}}
+          - id: cleanup
+            foreach: [a, b]
+            max_parallel: 1
+            run: "{after_the_failure("${item}")}"
+            depends_on: [setup]
+            always: true
+            timeout: 60s
+          - {{id: build, run: "until [ -e started-a ]; do sleep 0.02; done; exit 3"}}
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 1, r
+    statuses = {sid: s["status"] for sid, s in steps_of(r).items()}
+    assert statuses == {
+        "setup": "succeeded",
+        "cleanup": "succeeded",
+        "cleanup[0]": "succeeded",
+        "cleanup[1]": "succeeded",
+        "build": "failed",
+    }, r
+    assert (tmp_path / "cleaned-a").read_text() == "done\n"
+    assert (tmp_path / "cleaned-b").read_text() == "done\n"

@@ -170,6 +170,7 @@ class Scheduler:
             if task is not None:
                 task.uncancel()
             self.stop_reason = Reason.INTERRUPTED
+            self.foreach.close()  # an always step an abort had left open: as it stands
         status, reason = verdict(self.stop_reason, self.failed_any)
         error = self.stop_error
         if error is None and status == Status.FAILED:
@@ -191,11 +192,18 @@ class Scheduler:
 
     async def _run_always(self) -> None:
         """After an abort: the `always` steps that did not run, one by one in run order (each
-        one's `when` still decides; a foreach or matrix step's instances run as in a pass).
-        The run stays failed."""
+        one's `when` still decides; a foreach or matrix step's instances run as in a pass, and
+        one the abort came in the middle of runs the instances it had not started). The run
+        stays failed."""
         for sid in self.order:
             step = self.steps[sid]
-            if not step.always or self.records[sid].status != Status.PENDING:
+            if not step.always:
+                continue
+            left = self.foreach.open_instances(sid)
+            if left:
+                await self._run_instances(left, step.max_parallel)
+                continue
+            if self.records[sid].status != Status.PENDING:
                 continue
             if self.foreach.waiting(sid):
                 await self._run_instances(self.foreach.expand(sid) or [], step.max_parallel)
@@ -222,7 +230,7 @@ class Scheduler:
                         self.foreach.settled(await self._done.get())
                         running -= 1
         finally:
-            self.foreach.close()
+            self.foreach.close(self._finishes_after_abort)
 
     def _stopping(self) -> bool:
         return self.stop_reason is not None or bool(self._replan_requests)
@@ -233,9 +241,15 @@ class Scheduler:
             return
         self.stop_reason, self.stop_error = reason, error
         current = asyncio.current_task()
-        for task in self._tasks.values():
-            if task is not current:
+        for sid, task in self._tasks.items():
+            if task is not current and not self._finishes_after_abort(sid):
                 task.cancel()
+
+    def _finishes_after_abort(self, sid: str) -> bool:
+        """Whether `sid` is an `always` step (or an instance of one) and the run was stopped by
+        an abort: the abort stops everything else, it runs to its end."""
+        step = self.steps.get(parent_of(sid) or sid)
+        return self.stop_reason == Reason.STEP_FAILED and step is not None and step.always
 
     async def _run_pass(self) -> None:
         """One pass of the ready loop over the current steps (replanning starts another)."""
@@ -292,8 +306,8 @@ class Scheduler:
                             heapq.heappush(heap, entry)
                         held.clear()
                     self._settled(sorter, sid)
-        finally:
-            self.foreach.close()  # a stop leaves a foreach step with open instances
+        finally:  # a stop leaves a foreach step with open instances (an abort: not an always one)
+            self.foreach.close(self._finishes_after_abort)
 
     def _settled(self, sorter: graphlib.TopologicalSorter[str], sid: str) -> bool:
         """Mark `sid` done (an instance: its step, with the last of its siblings). True when
