@@ -2,6 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import (
+    assert_no_process_left,
+    planrun,
+    spawn_planrun,
+    unique_sleep,
+    wait_for_command,
+)
+
 
 def steps_of(r):
     return {s["id"]: s for s in r.json["steps"]}
@@ -197,3 +212,114 @@ def test_an_abort_elsewhere_lets_an_always_foreach_step_finish_its_instances(run
     }, r
     assert (tmp_path / "cleaned-a").read_text() == "done\n"
     assert (tmp_path / "cleaned-b").read_text() == "done\n"
+
+
+def test_always_after_ignore_a_skipped_or_a_cached_dependency(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: lenient, run: "exit 1", on_failure: ignore}
+          - {id: off, run: "true", when: "${false}"}
+          - {id: made, run: "echo hi > made.txt", outputs: [made.txt]}
+          - id: cleanup
+            run: "echo ${steps.lenient.status} ${steps.off.status} >> cleaned"
+            depends_on: [lenient, off, made]
+            always: true
+        """,
+    )
+    first = run("run", "plan.yaml", "--output", "json")
+    assert first.code == 0, first
+    again = run("run", "plan.yaml", "--output", "json")
+    assert again.code == 0, again
+    statuses = {sid: s["status"] for sid, s in steps_of(again).items()}
+    assert statuses == {
+        "lenient": "ignored",
+        "off": "skipped",
+        "made": "cached",
+        "cleanup": "succeeded",
+    }, again
+    assert (tmp_path / "cleaned").read_text() == "ignored skipped\n" * 2
+
+
+def test_a_target_selects_its_cleanup_only_when_the_cleanup_is_the_target(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: build, run: "exit 1"}
+          - {id: cleanup, run: "touch cleaned", depends_on: [build], always: true}
+        """,
+    )
+    r = run("run", "plan.yaml", "build", "--output", "json")
+    assert r.code == 1, r
+    assert list(steps_of(r)) == ["build"], r
+    assert not (tmp_path / "cleaned").exists()
+    r = run("run", "plan.yaml", "cleanup", "--output", "json")
+    assert r.code == 1, r
+    assert {sid: s["status"] for sid, s in steps_of(r).items()} == {
+        "build": "failed",
+        "cleanup": "succeeded",
+    }, r
+
+
+def _statuses(tmp_path: Path) -> dict[str, str]:
+    status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
+    assert status.code == 0, status
+    doc = json.loads(status.out)
+    return {"run": doc["status"], **{s["id"]: s["status"] for s in doc["steps"]}}
+
+
+def _cleanup_plan(tmp_path: Path) -> str:
+    """build waits (a unique sleep) until a file `go` exists; cleanup logs what build came to."""
+    sleep = unique_sleep(600)
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsteps:\n"
+        f'  - {{id: build, run: "echo build >> log; test -e go || {sleep}"}}\n'
+        '  - {id: cleanup, run: "echo cleanup-${steps.build.status} >> log", '
+        "depends_on: [build], always: true}\n"
+    )
+    return sleep
+
+
+@pytest.mark.slow  # real processes and signals
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_after_an_interrupt_always_does_not_run_and_resume_runs_it_after(
+    tmp_path: Path, sig: int
+) -> None:
+    sleep = _cleanup_plan(tmp_path)
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    wait_for_command(sleep)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert _statuses(tmp_path) == {
+        "run": "interrupted",
+        "build": "interrupted",
+        "cleanup": "pending",
+    }
+    assert (tmp_path / "log").read_text() == "build\n"
+    assert_no_process_left(sleep)
+    (tmp_path / "go").touch()
+    again = planrun("resume", "p.yaml", "-q", cwd=tmp_path)
+    assert again.code == 0, again
+    assert (tmp_path / "log").read_text() == "build\nbuild\ncleanup-succeeded\n"
+
+
+@pytest.mark.slow  # real processes and kill -9
+def test_after_kill_9_resume_runs_the_interrupted_step_then_always(tmp_path: Path) -> None:
+    sleep = _cleanup_plan(tmp_path)
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.DEVNULL)
+    wait_for_command(sleep)
+    proc.kill()  # its command lives on in its own group: the resume stops it
+    proc.wait()
+    (tmp_path / "go").touch()
+    assert _statuses(tmp_path) == {
+        "run": "interrupted",
+        "build": "interrupted",
+        "cleanup": "pending",
+    }
+    again = planrun("resume", "p.yaml", "-q", cwd=tmp_path)
+    assert again.code == 0, again
+    assert (tmp_path / "log").read_text() == "build\nbuild\ncleanup-succeeded\n"
+    assert_no_process_left(sleep)
