@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -323,3 +324,51 @@ def test_after_kill_9_resume_runs_the_interrupted_step_then_always(tmp_path: Pat
     assert again.code == 0, again
     assert (tmp_path / "log").read_text() == "build\nbuild\ncleanup-succeeded\n"
     assert_no_process_left(sleep)
+
+
+def test_always_runs_after_a_budget_stops_the_run(run, write, tmp_path):
+    write(
+        "plan.yaml",
+        """
+        limits: {tool_caps: {shell: 1}}
+        steps:
+          - {id: a, run: "true"}
+          - {id: b, run: "true", depends_on: [a]}
+          - id: cleanup
+            tool: write_file
+            args: {path: cleaned, content: "${steps.b.status}"}
+            depends_on: [b]
+            always: true
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["reason"] == "step_budget", r
+    assert {sid: s["status"] for sid, s in steps_of(r).items()} == {
+        "a": "succeeded",
+        "b": "failed",
+        "cleanup": "succeeded",
+    }, r
+    assert (tmp_path / "cleaned").read_text() == "failed"
+
+
+def test_always_runs_when_the_planner_gives_up(run, write, tmp_path):
+    write("planner.py", "print('[]')\n")
+    write(
+        "plan.yaml",
+        f"""
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        steps:
+          - {{id: a, run: "exit 1", on_failure: replan}}
+          - id: cleanup
+            tool: write_file
+            args: {{path: cleaned, content: "${{steps.a.status}}"}}
+            depends_on: [a]
+            always: true
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["reason"] == "no_plan", r
+    assert steps_of(r)["cleanup"]["status"] == "succeeded", r
+    assert (tmp_path / "cleaned").read_text() == "failed"

@@ -57,6 +57,12 @@ from planrun.run.settings import RunSettings
 from planrun.status import COMPLETED, CONDITION_FALSE, Reason, Status
 from planrun.tools.base import ToolCaller, ToolContext
 
+FAILED_STOPS = frozenset(
+    {Reason.STEP_FAILED, Reason.STEP_BUDGET, Reason.REPLAN_BUDGET, Reason.NO_PLAN}
+)
+"""The stops of a run that failed (an abort, a budget, the planner giving up): the `always`
+steps still run after them, never after an interrupt or an approval not given."""
+
 if TYPE_CHECKING:
     from planrun.cache.session import Decision
     from planrun.run.planner import Replanner
@@ -163,7 +169,7 @@ class Scheduler:
                     break
                 requests, self._replan_requests = self._replan_requests, []
                 await self._replan(requests)
-            if self.stop_reason == Reason.STEP_FAILED:  # an abort: not an interrupt, not a "no"
+            if self.stop_reason in FAILED_STOPS:  # not an interrupt, not a "no"
                 await self._run_always()
         except asyncio.CancelledError:
             task = asyncio.current_task()
@@ -191,7 +197,7 @@ class Scheduler:
             self.emit(kept_event(self.plan.name or "", sid, rec, self.steps[sid]))
 
     async def _run_always(self) -> None:
-        """After an abort: the `always` steps that did not run, one by one in run order (each
+        """After an abort (or a budget, or the planner, ending the run): the `always` steps that did not run, one by one in run order (each
         one's `when` still decides; a foreach or matrix step's instances run as in a pass, and
         one the abort came in the middle of runs the instances it had not started). The run
         stays failed."""
@@ -247,9 +253,9 @@ class Scheduler:
 
     def _finishes_after_abort(self, sid: str) -> bool:
         """Whether `sid` is an `always` step (or an instance of one) and the run was stopped by
-        an abort: the abort stops everything else, it runs to its end."""
+        a failure (FAILED_STOPS): that stops everything else, it runs to its end."""
         step = self.steps.get(parent_of(sid) or sid)
-        return self.stop_reason == Reason.STEP_FAILED and step is not None and step.always
+        return self.stop_reason in FAILED_STOPS and step is not None and step.always
 
     async def _run_pass(self) -> None:
         """One pass of the ready loop over the current steps (replanning starts another)."""
