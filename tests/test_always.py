@@ -372,3 +372,35 @@ def test_always_runs_when_the_planner_gives_up(run, write, tmp_path):
     assert r.json["reason"] == "no_plan", r
     assert steps_of(r)["cleanup"]["status"] == "succeeded", r
     assert (tmp_path / "cleaned").read_text() == "failed"
+
+
+def test_an_abort_in_the_parent_runs_a_running_sub_plans_always_steps(run, write, tmp_path):
+    write(
+        "sub.yaml",
+        """
+        steps:
+          - {id: up, run: "touch started; sleep 600", timeout: 10m}
+          - {id: down, run: "echo ${steps.up.status} > down", depends_on: [up], always: true}
+          - {id: later, run: "touch later", depends_on: [up]}
+        """,
+    )
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: env, tool: plan, args: {path: sub.yaml}}
+          - {id: lint, run: "until [ -e started ]; do sleep 0.02; done; exit 1"}
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["reason"] == "step_failed", r
+    statuses = {sid: s["status"] for sid, s in steps_of(r).items()}
+    assert statuses == {
+        "env": "interrupted",
+        "env/up": "interrupted",
+        "env/down": "succeeded",
+        "lint": "failed",
+    }, r
+    assert (tmp_path / "down").read_text() == "interrupted\n"
+    assert not (tmp_path / "later").exists()

@@ -112,6 +112,7 @@ class Scheduler:
         self.stop_reason: Reason | None = None
         self.stop_error: str | None = None
         self.failed_any = False
+        self._aborted_from_above = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._done: asyncio.Queue[str] = asyncio.Queue()
         self._asking: set[str] = set()  # steps waiting for the remote cache's answer
@@ -161,6 +162,9 @@ class Scheduler:
 
     async def run(self) -> Outcome:
         start = time.monotonic()
+        aborts = self.here.aborts if self.here.prefix else None  # a sub-plan's
+        if aborts is not None:
+            aborts[self.here.prefix] = self._abort_from_above
         try:
             self._keep_previous()
             while True:
@@ -171,12 +175,17 @@ class Scheduler:
                 await self._replan(requests)
             if self.stop_reason in FAILED_STOPS:  # not an interrupt, not a "no"
                 await self._run_always()
+            if self._aborted_from_above:  # its `plan` step was stopped: it is interrupted
+                self.stop_reason = Reason.INTERRUPTED
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
             self.stop_reason = Reason.INTERRUPTED
             self.foreach.close()  # an always step an abort had left open: as it stands
+        finally:
+            if aborts is not None:
+                aborts.pop(self.here.prefix, None)
         status, reason = verdict(self.stop_reason, self.failed_any)
         error = self.stop_error
         if error is None and status == Status.FAILED:
@@ -247,9 +256,21 @@ class Scheduler:
             return
         self.stop_reason, self.stop_error = reason, error
         current = asyncio.current_task()
-        for sid, task in self._tasks.items():
-            if task is not current and not self._finishes_after_abort(sid):
+        aborts = self.here.aborts if reason in FAILED_STOPS else None
+        for sid, task in list(self._tasks.items()):
+            if task is current or self._finishes_after_abort(sid):
+                continue
+            abort = aborts.get(self.here.child_prefix(sid)) if aborts is not None else None
+            if abort is not None:  # a sub-plan running: it stops as an abort stops it
+                abort()
+            else:
                 task.cancel()
+
+    def _abort_from_above(self) -> None:
+        """This sub-plan's `plan` step is stopped by its parent's failure: stop as an abort
+        does (its `always` steps still run), then end interrupted."""
+        self._aborted_from_above = True
+        self._stop(Reason.STEP_FAILED)
 
     def _finishes_after_abort(self, sid: str) -> bool:
         """Whether `sid` is an `always` step (or an instance of one) and the run was stopped by
