@@ -375,13 +375,14 @@ def test_always_runs_when_the_planner_gives_up(run, write, tmp_path):
 
 
 def test_an_abort_in_the_parent_runs_a_running_sub_plans_always_steps(run, write, tmp_path):
+    sleep = unique_sleep(600)
     write(
         "sub.yaml",
-        """
+        f"""
         steps:
-          - {id: up, run: "touch started; sleep 600", timeout: 10m}
-          - {id: down, run: "echo ${steps.up.status} > down", depends_on: [up], always: true}
-          - {id: later, run: "touch later", depends_on: [up]}
+          - {{id: up, run: "touch started; {sleep}", timeout: 10m}}
+          - {{id: down, run: "echo ${{steps.up.status}} > down", depends_on: [up], always: true}}
+          - {{id: later, run: "touch later", depends_on: [up]}}
         """,
     )
     write(
@@ -404,3 +405,4 @@ def test_an_abort_in_the_parent_runs_a_running_sub_plans_always_steps(run, write
     }, r
     assert (tmp_path / "down").read_text() == "interrupted\n"
     assert not (tmp_path / "later").exists()
+    assert_no_process_left(sleep)
