@@ -206,10 +206,10 @@ class Scheduler:
             self.emit(kept_event(self.plan.name or "", sid, rec, self.steps[sid]))
 
     async def _run_always(self) -> None:
-        """After an abort (or a budget, or the planner, ending the run): the `always` steps that did not run, one by one in run order (each
-        one's `when` still decides; a foreach or matrix step's instances run as in a pass, and
-        one the abort came in the middle of runs the instances it had not started). The run
-        stays failed."""
+        """After a failed stop (FAILED_STOPS): the `always` steps that did not run, one by one
+        in run order (each one's `when` still decides; a foreach or matrix step's instances run
+        as in a pass, and one the stop came in the middle of runs the instances it had not
+        started). The run stays failed."""
         for sid in self.order:
             step = self.steps[sid]
             if not step.always:
