@@ -24,6 +24,7 @@ from tests.conftest import (
     unique_sleep,
     wait_for_command,
     wait_for_file,
+    wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -205,3 +206,50 @@ def test_ctrl_c_at_a_terminal_lets_the_cleanup_finish(tmp_path: Path) -> None:
     assert _status_of(tmp_path) == {"run": "interrupted", "deploy": "interrupted"}
     assert_no_process_left(mark)
     assert_no_process_left(sleep)
+
+
+def test_a_step_that_traps_the_signal_and_exits_non_zero_is_interrupted_not_failed(
+    tmp_path: Path,
+) -> None:
+    mark = unique_mark()
+    waiting = unique_sleep(60)
+    cmd = (
+        f"test -e fixed && exit 0; trap 'echo trapped > trapped; exit 3' TERM; : {mark}; {waiting}"
+    )
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsteps:\n"
+        f"  - {{id: deploy, tool: shell, args: {{cmd: {json.dumps(cmd)}}}}}\n"
+        "  - {id: after, tool: shell, args: {cmd: 'touch after'}, depends_on: [deploy]}\n"
+    )
+    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    wait_for_command(waiting)
+    err = _stop(proc, signal.SIGTERM)
+    assert proc.returncode == 130, err
+    assert (tmp_path / "trapped").exists()
+    assert _status_of(tmp_path) == {
+        "run": "interrupted",
+        "deploy": "interrupted",
+        "after": "pending",
+    }
+    assert_no_process_left(mark)
+    (tmp_path / "fixed").touch()
+    again = planrun("resume", "p.yaml", "-q", cwd=tmp_path)
+    assert again.code == 0, again
+    assert _status_of(tmp_path) == {"run": "succeeded", "deploy": "succeeded", "after": "succeeded"}
+
+
+def test_a_step_waiting_to_retry_is_interrupted_without_waiting(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsteps:\n"
+        "  - {id: flaky, run: 'touch tried; exit 1', retries: 3, retry_delay: 1h}\n"
+    )
+    proc = spawn_planrun(
+        "run", "p.yaml", "--events", "ev.jsonl", cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    events = tmp_path / "ev.jsonl"
+    wait_until(lambda: events.exists() and "step.retrying" in events.read_text())
+    err = _stop(proc, signal.SIGINT)  # the wait is an hour: only the interrupt ends it
+    assert proc.returncode == 130, err
+    status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
+    (step,) = json.loads(status.out)["steps"]
+    assert (step["status"], step["attempts"]) == ("interrupted", 1), status

@@ -202,6 +202,60 @@ def test_sigint_while_mcp_servers_start_still_prints_the_document(write, tmp_pat
     assert_no_process_left(mark)
 
 
+LINGERING_SERVER = """
+import pathlib, time
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("lingering")
+
+@server.tool()
+def hello() -> str:
+    return "hi"
+
+server.run()  # until stdin closes: the run is over
+pathlib.Path("closing").touch()
+time.sleep(60)  # planrun's shutdown of it ends this (stdin closed, a grace, then a signal)
+"""
+
+
+def test_sigint_while_mcp_servers_shut_down_keeps_the_finished_run(write, tmp_path: Path) -> None:
+    # Every step has run and the run is recorded; the signal comes while a server shuts down.
+    mark = unique_mark()
+    write("lingering_server.py", LINGERING_SERVER)
+    write(
+        "p.yaml",
+        f"""
+        servers:
+          ling: {{command: {sys.executable}, args: [lingering_server.py, {mark}]}}
+        steps:
+          - {{id: a, tool: ling.hello, args: {{}}}}
+        """,
+    )
+    proc = spawn_planrun(
+        "run",
+        "p.yaml",
+        "--output",
+        "json",
+        "--events",
+        "e.jsonl",
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for_file(tmp_path / "closing")
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc, timeout=60)
+    assert "Traceback" not in err, err
+    doc = json.loads(out)
+    assert (doc["status"], doc["reason"]) == ("succeeded", "completed"), out
+    assert code == 0, err
+    assert steps_of(tmp_path) == {"a": "succeeded"}
+    events = [json.loads(line)["event"] for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert events[-1] == "run.finished"
+    assert_no_process_left(mark)
+
+
 def test_mcp_http_server_stops_on_sigint(tmp_path: Path) -> None:
     proc = spawn_planrun(
         "mcp",

@@ -240,6 +240,7 @@ class RootContext(RunContext):
             mcp_config=req.mcp_config,
             run_id=new_run_id(),
             previous=previous,
+            aborts={},
         )
 
     def step_ask(self, here: ParentContext) -> AskFn | None:

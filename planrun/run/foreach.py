@@ -289,9 +289,20 @@ class ForeachSteps:
         else:
             host.emit(StepInterrupted(name, sid, **data))
 
-    def close(self) -> None:
-        """After a stop: a foreach step with unfinished instances is recorded as it stands."""
+    def open_instances(self, sid: str) -> list[str]:
+        """The instances of expanded step `sid` not yet done, in order (none once it is
+        finished)."""
+        expansion = self._expansions.get(sid)
+        if expansion is None or self.host.records[sid].status != Status.RUNNING:
+            return []
+        return [iid for iid in expansion.ids if iid in expansion.open]
+
+    def close(self, keep_open: Callable[[str], bool] | None = None) -> None:
+        """After a stop: a foreach step with unfinished instances is recorded as it stands
+        (but for the steps `keep_open` names: they go on later)."""
         for sid in [sid for sid, e in self._expansions.items() if e.open]:
+            if keep_open is not None and keep_open(sid):
+                continue
             rec = self.host.records.get(sid)
             if rec is not None and rec.status == Status.RUNNING:
                 self.finish_step(sid)

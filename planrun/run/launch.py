@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from planrun.executors.base import Executor
     from planrun.executors.local import LocalExecutor
     from planrun.mcp.client import ServerPool
+    from planrun.state import StateStore
 
 
 async def _check_mcp_tools(
@@ -68,6 +69,7 @@ async def launch(ctx: RunContext, prep: Prepared, run_plan: RunPlanFn) -> Finish
     pool: ServerPool | None = None
     cache = None
     own: Executor | None = None  # started (and closed) by this run
+    finished: Finished | None = None  # the run's result, once its scheduler has returned
     shared = ctx.inherited_executor()
     executor: ToolCaller = shared if shared is not None else LocalExecutor()
     try:
@@ -91,20 +93,46 @@ async def launch(ctx: RunContext, prep: Prepared, run_plan: RunPlanFn) -> Finish
 
             # A result holding a secret of the tree (the remote's token too) is not stored.
             cache = open_run_cache(req.cwd, prep, cache_options, attached.notice, here.masks.values)
-        return await _schedule(ctx, prep, opened, attached, here, services, began, cache)
+        finished = await _schedule(ctx, prep, opened, attached, here, services, began, cache)
+        return finished
     finally:
+        try:
+            await _close_run(cache, pool, own, attached, store)
+        except asyncio.CancelledError:
+            if finished is None:
+                raise
+            # The run has ended and is recorded: an interrupt while its servers and executor
+            # shut down (each within its bound) does not undo its result.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+
+
+async def _close_run(
+    cache: CacheSession | None,
+    pool: ServerPool | None,
+    own: Executor | None,
+    attached: Attached,
+    store: StateStore | None,
+) -> None:
+    """Close what the run opened, each part even when closing one before it was cancelled or
+    failed (that is passed on at the end)."""
+    try:
         if cache is not None:
             await cache.aclose()
+    finally:
         try:
             if pool is not None:
                 await pool.aclose()
-            if own is not None:
-                await own.aclose()
         finally:
-            for close in attached.closers:
-                close()
-            if store is not None:
-                store.close()
+            try:
+                if own is not None:
+                    await own.aclose()
+            finally:
+                for close in attached.closers:
+                    close()
+                if store is not None:
+                    store.close()
 
 
 async def _schedule(

@@ -75,6 +75,9 @@ class ParentContext(NamedTuple):
     # a sub-plan started again keeps its steps that succeeded, as a plan resumed on its own.
     previous: Mapping[str, Any] | None = None
     run_plan: RunPlanFn | None = None  # the one run path, for the `plan` tool's sub-plans
+    # The tree's sub-plans running now, by their prefix (`deploy/`): how a parent stopped by a
+    # failure stops them as an abort does (their `always` steps still run), not as an interrupt.
+    aborts: dict[str, Callable[[], None]] | None = None
 
     def child_prefix(self, step_id: str) -> str:
         return f"{self.prefix}{step_id}{STEP_SEPARATOR}"

@@ -57,6 +57,12 @@ from planrun.run.settings import RunSettings
 from planrun.status import COMPLETED, CONDITION_FALSE, Reason, Status
 from planrun.tools.base import ToolCaller, ToolContext
 
+FAILED_STOPS = frozenset(
+    {Reason.STEP_FAILED, Reason.STEP_BUDGET, Reason.REPLAN_BUDGET, Reason.NO_PLAN}
+)
+"""The stops of a run that failed (an abort, a budget, the planner giving up): the `always`
+steps still run after them, never after an interrupt or an approval not given."""
+
 if TYPE_CHECKING:
     from planrun.cache.session import Decision
     from planrun.run.planner import Replanner
@@ -106,6 +112,7 @@ class Scheduler:
         self.stop_reason: Reason | None = None
         self.stop_error: str | None = None
         self.failed_any = False
+        self._aborted_from_above = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._done: asyncio.Queue[str] = asyncio.Queue()
         self._asking: set[str] = set()  # steps waiting for the remote cache's answer
@@ -155,6 +162,9 @@ class Scheduler:
 
     async def run(self) -> Outcome:
         start = time.monotonic()
+        aborts = self.here.aborts if self.here.prefix else None  # a sub-plan's
+        if aborts is not None:
+            aborts[self.here.prefix] = self._abort_from_above
         try:
             self._keep_previous()
             while True:
@@ -163,13 +173,19 @@ class Scheduler:
                     break
                 requests, self._replan_requests = self._replan_requests, []
                 await self._replan(requests)
-            if self.stop_reason == Reason.STEP_FAILED:  # an abort: not an interrupt, not a "no"
+            if self.stop_reason in FAILED_STOPS:  # not an interrupt, not a "no"
                 await self._run_always()
+            if self._aborted_from_above:  # its `plan` step was stopped: it is interrupted
+                self.stop_reason = Reason.INTERRUPTED
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
             self.stop_reason = Reason.INTERRUPTED
+            self.foreach.close()  # an always step an abort had left open: as it stands
+        finally:
+            if aborts is not None:
+                aborts.pop(self.here.prefix, None)
         status, reason = verdict(self.stop_reason, self.failed_any)
         error = self.stop_error
         if error is None and status == Status.FAILED:
@@ -190,12 +206,19 @@ class Scheduler:
             self.emit(kept_event(self.plan.name or "", sid, rec, self.steps[sid]))
 
     async def _run_always(self) -> None:
-        """After an abort: the `always` steps that did not run, one by one in run order (each
-        one's `when` still decides; a foreach or matrix step's instances run as in a pass).
-        The run stays failed."""
+        """After a failed stop (FAILED_STOPS): the `always` steps that did not run, one by one
+        in run order (each one's `when` still decides; a foreach or matrix step's instances run
+        as in a pass, and one the stop came in the middle of runs the instances it had not
+        started). The run stays failed."""
         for sid in self.order:
             step = self.steps[sid]
-            if not step.always or self.records[sid].status != Status.PENDING:
+            if not step.always:
+                continue
+            left = self.foreach.open_instances(sid)
+            if left:
+                await self._run_instances(left, step.max_parallel)
+                continue
+            if self.records[sid].status != Status.PENDING:
                 continue
             if self.foreach.waiting(sid):
                 await self._run_instances(self.foreach.expand(sid) or [], step.max_parallel)
@@ -222,7 +245,7 @@ class Scheduler:
                         self.foreach.settled(await self._done.get())
                         running -= 1
         finally:
-            self.foreach.close()
+            self.foreach.close(self._finishes_after_abort)
 
     def _stopping(self) -> bool:
         return self.stop_reason is not None or bool(self._replan_requests)
@@ -233,9 +256,27 @@ class Scheduler:
             return
         self.stop_reason, self.stop_error = reason, error
         current = asyncio.current_task()
-        for task in self._tasks.values():
-            if task is not current:
+        aborts = self.here.aborts if reason in FAILED_STOPS else None
+        for sid, task in list(self._tasks.items()):
+            if task is current or self._finishes_after_abort(sid):
+                continue
+            abort = aborts.get(self.here.child_prefix(sid)) if aborts is not None else None
+            if abort is not None:  # a sub-plan running: it stops as an abort stops it
+                abort()
+            else:
                 task.cancel()
+
+    def _abort_from_above(self) -> None:
+        """This sub-plan's `plan` step is stopped by its parent's failure: stop as an abort
+        does (its `always` steps still run), then end interrupted."""
+        self._aborted_from_above = True
+        self._stop(Reason.STEP_FAILED)
+
+    def _finishes_after_abort(self, sid: str) -> bool:
+        """Whether `sid` is an `always` step (or an instance of one) and the run was stopped by
+        a failure (FAILED_STOPS): that stops everything else, it runs to its end."""
+        step = self.steps.get(parent_of(sid) or sid)
+        return self.stop_reason in FAILED_STOPS and step is not None and step.always
 
     async def _run_pass(self) -> None:
         """One pass of the ready loop over the current steps (replanning starts another)."""
@@ -292,8 +333,8 @@ class Scheduler:
                             heapq.heappush(heap, entry)
                         held.clear()
                     self._settled(sorter, sid)
-        finally:
-            self.foreach.close()  # a stop leaves a foreach step with open instances
+        finally:  # a stop leaves a foreach step with open instances (an abort: not an always one)
+            self.foreach.close(self._finishes_after_abort)
 
     def _settled(self, sorter: graphlib.TopologicalSorter[str], sid: str) -> bool:
         """Mark `sid` done (an instance: its step, with the last of its siblings). True when
