@@ -310,15 +310,19 @@ class RemoteCache:
         import httpx2
 
         try:
-            async with self._clock() as answered, self._streamed(path) as response:
-                answered()  # each read of the body waits at most the timeout (httpx2's own)
-                if response.status_code == 404:
-                    return None
-                if response.status_code != 200:
-                    raise RemoteFault(f"GET answered {response.status_code}")
-                expected = _content_length(response.headers.get("content-length"), limit)
-                async with self._budget.hold(expected):
-                    return await self._body(response, expected)
+            # The part of the budget is given back once the answer is closed, with no wait
+            # between that and the caller's check of the body (nothing else runs meanwhile).
+            async with contextlib.AsyncExitStack() as held:
+                async with self._clock() as answered, self._streamed(path) as response:
+                    answered()  # each read of the body waits at most the timeout (httpx2's)
+                    if response.status_code == 404:
+                        return None
+                    if response.status_code != 200:
+                        raise RemoteFault(f"GET answered {response.status_code}")
+                    expected = _content_length(response.headers.get("content-length"), limit)
+                    await held.enter_async_context(self._budget.hold(expected))
+                    body = await self._body(response, expected)
+                return body
         except httpx2.TimeoutException:
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
         except httpx2.HTTPError as exc:
@@ -331,6 +335,7 @@ class RemoteCache:
         async for chunk in self._paced(response.aiter_raw()):
             size += len(chunk)
             if size > limit:
+                parts.clear()  # (not kept alive by the exception while the answer closes)
                 raise CorruptCache("answer larger than expected")
             parts.append(chunk)
         return b"".join(parts)
