@@ -517,3 +517,33 @@ def test_plain_outputs_take_the_paths_their_matcher_takes(patterns: list[str]) -
         manifest = [OutputFile(path, "0" * 64, 0o644, 1)]
         compiled = foreign_output(manifest, [*patterns, "!no-such-*"], [".planrun/cache"])
         assert foreign_output(manifest, patterns, [".planrun/cache"]) == compiled, path
+
+
+@pytest.mark.slow
+def test_many_small_outputs_are_restored_without_holding_them_all(tmp_path: Path) -> None:
+    """An entry may list any number of outputs each small enough to be held in memory (8 MiB):
+    a restore holds at most outputs.HELD_BYTES of them at once (and so does storing them), so a run capped far below
+    their sum (100 x 8 MiB) stores and restores them all, byte-identical."""
+    from tests.testkit import bounded_planrun
+
+    count, size = 100, 8 << 20
+    cmd = f"mkdir -p out && for n in $(seq {count}); do head -c {size} /dev/urandom > out/$n; done"
+    (tmp_path / "plan.yaml").write_text(
+        f"steps:\n  - id: many\n    tool: shell\n    args: {{cmd: '{cmd}'}}\n"
+        '    outputs: ["out/*"]\n'
+    )
+    stored = bounded_planrun(tmp_path, "run", "plan.yaml")
+    assert stored.code == 0, stored
+    digests = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "out").iterdir()
+    }
+    for p in (tmp_path / "out").iterdir():
+        p.unlink()
+    r = bounded_planrun(tmp_path, "run", "plan.yaml", "--output", "json")
+    assert r.code == 0, r
+    assert_no_traceback(r)
+    assert json.loads(r.out)["steps"][0]["status"] == "cached", r
+    restored = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (tmp_path / "out").iterdir()
+    }
+    assert restored == digests

@@ -15,7 +15,13 @@ from xml.etree import ElementTree
 import pytest
 
 from tests.conftest import assert_no_traceback, planrun
-from tests.testkit import cache_entry_files, one_line_error, run_plan, write_indented_plan
+from tests.testkit import (
+    bounded_planrun,
+    cache_entry_files,
+    one_line_error,
+    run_plan,
+    write_indented_plan,
+)
 
 BUILD = """
 steps:
@@ -1127,6 +1133,40 @@ def test_a_hostile_recent_entry_file_only_costs_the_reason(tmp_path: Path, recen
     r = run_plan(tmp_path, "--events", "e.jsonl")
     assert r.code == 0, r
     assert started_reasons(tmp_path / "e.jsonl")["build"] == "no cache entry"
+
+
+@pytest.mark.slow  # a 100 MB result
+def test_a_result_too_large_for_an_entry_is_said_not_to_be_stored(tmp_path: Path) -> None:
+    """An entry is at most 96 MiB (store.MAX_ENTRY_BYTES): a step whose result is larger runs,
+    succeeds, and is said not to be stored, each time it runs."""
+    (tmp_path / "big.py").write_text("def big():\n    return 'x' * (100 << 20)\n")
+    (tmp_path / "plan.yaml").write_text(
+        "steps:\n  - {id: big, tool: python, args: {function: 'big:big'}, cache: true}\n"
+    )
+    for _ in range(2):
+        r = run_plan(tmp_path, "--no-state", "-q")
+        assert r.code == 0, r
+        assert "step 'big': not stored in the cache (its entry would be 100 MiB, over the" in r.err
+    assert cache_entry_files(tmp_path) == []
+
+
+def test_a_huge_file_in_place_of_a_source_manifest_is_not_read(tmp_path: Path) -> None:
+    """The reason of a miss reads the previous entry's list of sources from the shared cache
+    directory: a file of gigabytes put under that blob's name is not read (it is not what its
+    name says, whatever it holds), and the run, its memory capped, only loses the file names."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    (entry,) = [e for e in cache_entry_files(tmp_path) if '"step": "build"' in e.read_text()]
+    doc = json.loads(entry.read_bytes().partition(b"\n")[2])
+    manifest = tmp_path / ".planrun/cache/blobs" / doc["material"]["sources"]
+    manifest.unlink()
+    with manifest.open("wb") as f:  # sparse: no disk, but 1 GiB to read
+        f.truncate(1 << 30)
+    (tmp_path / "src/m0.py").write_text("print('changed')\n")
+    r = bounded_planrun(tmp_path, "run", "plan.yaml", "--events", "e.jsonl")
+    assert r.code == 0, r
+    assert_no_traceback(r)
+    assert started_reasons(tmp_path / "e.jsonl")["build"] == "sources changed", r
 
 
 def test_content_not_mtime_decides(tmp_path: Path) -> None:

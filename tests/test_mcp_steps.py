@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -368,3 +369,43 @@ def test_a_run_s_duration_covers_starting_its_servers_in_every_view(run, write, 
     suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("time") == f"{took:.3f}"
     assert format_duration(took) in (tmp_path / "r.html").read_text()
+
+
+@pytest.mark.parametrize("lines", [1, 1000])
+def test_a_server_s_megabyte_error_is_kept_cut_everywhere(run, write, tmp_path, lines):
+    """A tool error and a JSON-RPC error of 1 MB (one line, or a thousand): the step fails with
+    the first line cut, the text kept up to client.ERROR_TEXT_CHARS with a marker saying how
+    much more there was, in its result, events, state, console and report."""
+    entry, mark = _server("hostile_server.py")
+    write(
+        "p.yaml",
+        f"""
+        servers: {{h: {entry}}}}}
+        defaults: {{on_failure: continue}}
+        steps:
+          - {{id: a, tool: h.fail, args: {{size: 1000000, lines: {lines}}}}}
+          - {{id: b, tool: h.rpc_error, args: {{size: 1000000, lines: {lines}}}}}
+    """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl")
+    assert r.code == 1, r
+    assert_no_traceback(r)
+    assert_no_process_left(mark)
+    assert [s["status"] for s in r.json["steps"]] == ["failed", "failed"], r
+    events = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    failed = [e for e in events if e["event"] == "step.failed"]
+    assert len(failed) == 2, failed
+    for event in failed:
+        assert len(event["error"]) < 2200, event["error"][:300]
+        assert "more characters" in event["detail"], event["detail"][-300:]
+        assert len(event["detail"]) < 17_000
+    kept = {
+        "console": r.err,
+        "events": (tmp_path / "ev.jsonl").read_text(),
+        "state": "".join(p.read_text() for p in (tmp_path / ".planrun" / "state").glob("*")),
+    }
+    report = run("report", "p.yaml", "-o", "report.html")
+    assert report.code == 0, report
+    kept["report"] = (tmp_path / "report.html").read_text()
+    for where, text in kept.items():
+        assert len(text) < 200_000, f"{where}: {len(text)} characters"

@@ -778,3 +778,93 @@ def test_a_remote_that_drips_its_answers_costs_about_one_timeout(tmp_path: Path,
     assert set(statuses(r).values()) == {"succeeded"}, r
     assert r.err.count("remote cache") == 1, r.err
     assert r.json["duration_s"] < 20, r.json  # dripped whole, the first answer alone: minutes
+
+
+# ---- memory stays bounded whatever the remote sends ------------------------------------------
+
+HUGE = 200 << 20  # an entry body far past any planrun writes (MAX_PACKED: 98 MiB)
+MANY = 16  # steps asking at once: every transfer the client runs in parallel
+PEAK_RSS = 300 << 20
+"""The most a run may take, whatever the remote sends: planrun itself (~50 MB with httpx2)
+plus the bodies held at once (remote.BODY_BUDGET, 98 MiB) while one is read, with room (170
+MiB measured); the MANY answers read whole took 4.3 GiB."""
+
+
+class Huge(BaseHTTPRequestHandler):
+    """A remote whose every entry is HUGE bytes of junk, said in a Content-Length (`length`)
+    or not (the body then ends when the connection closes)."""
+
+    protocol_version = "HTTP/1.1"
+    length = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if not self.path.startswith("/ac/"):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        if self.length:
+            self.send_header("Content-Length", str(HUGE))
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        junk = bytes(1 << 20)
+        with contextlib.suppress(OSError):  # planrun hangs up as soon as it has seen enough
+            for _ in range(HUGE >> 20):
+                self.wfile.write(junk)
+
+
+def peak_run(cwd: Path, *args: str) -> tuple[Any, int]:
+    """Run `python -m planrun ARGS` in a real process; its result and its peak RSS in bytes."""
+    import subprocess
+    import sys
+
+    from tests.conftest import Result
+
+    out, err = cwd / "out.txt", cwd / "err.txt"
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planrun", *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=o,
+            stderr=e,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return Result(proc.returncode, out.read_text(), err.read_text()), usage.ru_maxrss << 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("length", "many"), [(True, MANY), (False, 4)], ids=["content-length", "no-length"]
+)
+def test_huge_entries_for_many_steps_at_once_cost_bounded_memory(
+    tmp_path: Path, length: bool, many: int
+) -> None:
+    """Every step misses, runs, and the run warns once; the bodies held at once stay within the
+    budget: an answer over what an entry may be is refused unread when it says its length, and
+    read up to that, one at a time, when it does not (4 of them, each 98 MiB read: a few s)."""
+    steps = "".join(
+        f"  - id: s{n}\n    tool: shell\n    args: {{cmd: 'echo {n}'}}\n    cache: true\n"
+        for n in range(many)
+    )
+    (tmp_path / "plan.yaml").write_text(f"steps:\n{steps}")
+    handler = type("Handler", (Huge,), {"length": length})
+    with serve_http(handler) as url:
+        r, peak = peak_run(
+            tmp_path, "run", "plan.yaml", "-j", str(many), "--output", "json",
+            "--remote-cache", url, "--remote-cache-read-only",
+        )  # fmt: skip
+    assert r.code == 0, r
+    assert_no_traceback(r)
+    assert set(statuses(r).values()) == {"succeeded"}, r
+    assert r.err.count("remote cache") == 1, r.err
+    assert "rejected" in r.err, r.err
+    assert peak < PEAK_RSS, f"peak RSS {peak >> 20} MiB"

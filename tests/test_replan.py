@@ -40,6 +40,11 @@ elif mode == "nan":  # Python's json writes it, but NaN is not JSON
     print('[{"id": "alt", "tool": "echo", "args": {"value": NaN}}]'); sys.exit(0)
 elif mode == "crash":
     sys.exit(3)
+elif mode in ("flood", "flood_err"):  # 1 GiB on stdout (or stderr, then a failure)
+    stream = sys.stdout if mode == "flood" else sys.stderr
+    for _ in range(1024):
+        stream.write("x" * (1 << 20))
+    sys.exit(0 if mode == "flood" else 1)
 elif mode == "hang":
     import time; time.sleep(600)
 elif mode == "slow_after":
@@ -157,6 +162,25 @@ def test_planner_failures_fail_the_replan_clearly(run, tmp_path, setup, mode, wo
     assert r.code == 1 and r.json["reason"] == "replan_budget", r
     assert words in r.json["error"] or words in r.err
     assert "Traceback" not in r.err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mode", "words"), [("flood", "more than 16 MiB"), ("flood_err", "exited with code 1")]
+)
+def test_a_planner_printing_a_gigabyte_costs_bounded_memory(tmp_path, setup, mode, words):
+    """What a planner prints is read up to 16 MiB (the most a plan file may be) and the tail of
+    its stderr: a run with its memory capped ends the replan in one line."""
+    from tests.testkit import bounded_planrun
+
+    setup(mode, max_replans=1, timeout="60s")
+    r = bounded_planrun(tmp_path, "run", "p.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert "Traceback" not in r.err and "internal error" not in r.err + r.out, r
+    doc = json.loads(r.out)
+    assert doc["reason"] == "replan_budget", r
+    assert words in doc["error"], doc["error"]
+    assert len(doc["error"]) < 1000, doc["error"][:300]
 
 
 @pytest.mark.slow  # real signals to a real run

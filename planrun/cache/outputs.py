@@ -36,6 +36,10 @@ from planrun.errors import one_line
 from planrun.text import os_cause
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+# Bytes of small output files (INLINE_MAX at most each) one store or restore holds in memory at
+# once; past that, the others are hashed and copied in chunks as a large one is (an entry may
+# list any number of files).
+HELD_BYTES = 64 << 20
 
 
 class OutputMissing(Exception):
@@ -102,6 +106,7 @@ def collect_outputs(
     large: dict[str, str] = {}
     linked: list[str] = []
     owned: list[str] = []
+    held = 0
     for pattern in (p for p in patterns if not p.startswith("!")):
         found = match_files(cwd, compile_patterns((pattern, *excludes)), skip)
         if not found:
@@ -117,14 +122,15 @@ def collect_outputs(
                 linked.append(f.path)
                 continue
             path = os.path.join(cwd, f.path)
-            if f.size > INLINE_MAX:  # hashed now, copied into the store in chunks
-                with open_regular(path) as src:
+            if f.size > INLINE_MAX or held + f.size > HELD_BYTES:
+                with open_regular(path) as src:  # hashed now, copied into the store in chunks
                     digest, size = copy_hashed(src, None)
                 large[digest] = path
             else:
                 data = read_regular(path)
                 digest, size = hashlib.sha256(data).hexdigest(), len(data)
                 contents[digest] = data
+                held += size
             files[f.path] = OutputFile(f.path, digest, f.mode, size)
             records.forget(f.path)  # just written: its stat is racy; hash it afresh next time
     return Collected(
@@ -270,7 +276,8 @@ def restore_outputs(
     held: Mapping[str, bytes] | None = None,
 ) -> None:
     """Put each output back byte-identical with its permission bits. Every blob is read and
-    verified first, so a corrupt store changes no file (CorruptCache); `held`: blobs whose
+    verified first (HELD_BYTES of them kept in hand, the others read again to be copied), so
+    a corrupt store changes no file (CorruptCache); `held`: blobs whose
     bytes the caller holds, verified against their SHA-256 already (a remote hit's), which
     are not read back from the store.
 
@@ -279,13 +286,17 @@ def restore_outputs(
     (CorruptCache, and the step runs). It is written whole under a temporary name in `temp`
     (planrun's own directory; without one, next to it), then renamed into place."""
     held = held or {}
-    data = {
-        o.hash: held[o.hash] if o.hash in held else store.read_blob(o.hash, o.size)
-        for o, needed in todo
-        if needed and o.size <= INLINE_MAX
-    }
+    data: dict[str, bytes] = {}
+    room = HELD_BYTES
     for o, needed in todo:
-        if needed and o.size > INLINE_MAX:
+        if not needed or o.hash in data:
+            continue
+        if o.hash in held:
+            data[o.hash] = held[o.hash]
+        elif o.size <= INLINE_MAX and o.size <= room:
+            data[o.hash] = store.read_blob(o.hash, o.size)
+            room -= o.size
+        else:
             store.copy_blob(o.hash, o.size, None)  # checked now, copied in chunks below
     own = RestoreTemp(cwd) if temp is None else None
     try:

@@ -6,7 +6,7 @@ from typing import Any
 
 from planrun.cache import NO_ENTRY
 from planrun.cache.keys import Material, first_difference
-from planrun.cache.store import CacheStore, CorruptCache, is_key
+from planrun.cache.store import MAX_ENTRY_BYTES, CacheStore, CorruptCache, is_key
 from planrun.errors import one_line
 from planrun.untrusted_json import loads
 
@@ -47,7 +47,8 @@ def _changed_paths(store: CacheStore, blob: Any, now: dict[str, str]) -> list[st
     if not isinstance(blob, str):
         return []
     try:
-        old = loads(store.read_blob(blob))
+        # (bounded: anyone sharing the directory may have put any file under that name)
+        old = loads(store.read_blob(blob, MAX_ENTRY_BYTES))
         before = {str(p): str(h) for p, h in old}
     except (CorruptCache, ValueError, TypeError):
         return []

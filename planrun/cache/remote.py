@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from planrun.cache import ENV_SIGNING_KEY, ENV_TOKEN, ENV_URL
-from planrun.cache.remote_entry import pack, unpack
+from planrun.cache.remote_entry import INLINE_BLOB, INLINE_TOTAL, MAX_PACKED, pack, unpack
 from planrun.cache.store import (
     CHUNK,
     INLINE_MAX,
-    MAX_ENTRY_BYTES,
     CacheStore,
     CorruptCache,
     Entry,
@@ -53,10 +52,49 @@ ASK_FIRST = 64 << 10  # a blob this large is uploaded only after a HEAD says the
 # A transfer must move this much per timeout on average (after a first timeout of grace): a
 # server that sends (or takes) one byte within each timeout would otherwise hold a run for hours.
 PACE = 1 << 20
+# Bodies of answers held at once, whatever the remote sends: a GET reserves what its answer's
+# Content-Length says before it reads (the most an entry may be when the answer says nothing;
+# a Content-Length over that is refused unread), an upload what its entry holds. Ordinary
+# entries are kilobytes and go PARALLEL at a time; one of the largest goes alone.
+BODY_BUDGET = MAX_PACKED
+# Bytes of downloaded blobs one hit keeps in hand for its restore; the others are read back
+# from the local store (an entry may list any number of them).
+HELD_MAX = 64 << 20
 
 
 class RemoteFault(Exception):
     """The remote did not answer as a cache should (why, in a few words)."""
+
+
+class ByteBudget:
+    """Bytes held at once by the tasks of one event loop: `hold(n)` waits while others hold
+    so much that `n` more would pass the total (a hold of more than the total is the total:
+    it waits for every other to end, then goes alone)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.held = total, 0
+        self._waiting: list[asyncio.Future[None]] = []
+
+    @contextlib.asynccontextmanager
+    async def hold(self, size: int) -> AsyncIterator[None]:
+        size = min(size, self.total)
+        while self.held + size > self.total:
+            freed = asyncio.get_running_loop().create_future()
+            self._waiting.append(freed)
+            try:
+                await freed
+            finally:
+                if freed in self._waiting:
+                    self._waiting.remove(freed)
+        self.held += size
+        try:
+            yield
+        finally:
+            self.held -= size
+            waiting, self._waiting = self._waiting, []
+            for freed in waiting:  # each looks again whether its part fits now
+                if not freed.done():
+                    freed.set_result(None)
 
 
 @dataclass(frozen=True)
@@ -148,6 +186,7 @@ class RemoteCache:
         self._base = ""  # the URL requests are made under, with a `/` at its end
         # requests waiting on the remote, with their clocks: all cut short when it goes down
         self._waits: dict[asyncio.Timeout, asyncio.TimerHandle] = {}
+        self._budget = ByteBudget(BODY_BUDGET)
 
     # ---- the connection ----------------------------------------------------------------------
 
@@ -266,28 +305,40 @@ class RemoteCache:
             await response.aclose()
 
     async def _get(self, path: str, limit: int) -> bytes | None:
-        """The body at `path` (None for 404), read up to `limit` bytes."""
+        """The body at `path` (None for 404), read up to `limit` bytes once the run's budget
+        has room for what its Content-Length says (for `limit` when it says nothing)."""
         import httpx2
 
         try:
-            async with self._clock() as answered, self._streamed(path) as response:
-                answered()  # each read of the body waits at most the timeout (httpx2's own)
-                if response.status_code == 404:
-                    return None
-                if response.status_code != 200:
-                    raise RemoteFault(f"GET answered {response.status_code}")
-                parts: list[bytes] = []
-                size = 0
-                async for chunk in self._paced(response.aiter_raw()):
-                    size += len(chunk)
-                    if size > limit:
-                        raise CorruptCache("answer larger than expected")
-                    parts.append(chunk)
-                return b"".join(parts)
+            # The part of the budget is given back once the answer is closed, with no wait
+            # between that and the caller's check of the body (nothing else runs meanwhile).
+            async with contextlib.AsyncExitStack() as held:
+                async with self._clock() as answered, self._streamed(path) as response:
+                    answered()  # each read of the body waits at most the timeout (httpx2's)
+                    if response.status_code == 404:
+                        return None
+                    if response.status_code != 200:
+                        raise RemoteFault(f"GET answered {response.status_code}")
+                    expected = _content_length(response.headers.get("content-length"), limit)
+                    await held.enter_async_context(self._budget.hold(expected))
+                    body = await self._body(response, expected)
+                return body
         except httpx2.TimeoutException:
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
         except httpx2.HTTPError as exc:
             raise RemoteFault(_transport_reason(exc)) from None
+
+    async def _body(self, response: httpx2.Response, limit: int) -> bytes:
+        """An answer's body, read as it comes; CorruptCache past `limit` bytes."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self._paced(response.aiter_raw()):
+            size += len(chunk)
+            if size > limit:
+                parts.clear()  # (not kept alive by the exception while the answer closes)
+                raise CorruptCache("answer larger than expected")
+            parts.append(chunk)
+        return b"".join(parts)
 
     def _allowed(self, size: int) -> float:
         """The seconds a transfer of `size` bytes may take in all."""
@@ -317,19 +368,22 @@ class RemoteCache:
         if self.down or not is_key(key):
             return None
         try:
-            body = await self._get(f"ac/{key}", MAX_ENTRY_BYTES + 128)
+            body = await self._get(f"ac/{key}", MAX_PACKED)
             if body is None:
                 return None
+            # (checked as soon as it is read, no await between: no other body is read meanwhile)
             entry, inline = unpack(body, key, self.options.signing_key)
+            del body
             held, wanted = self._blobs_in_hand(entry, inline)
-            if wanted:  # (a task per download; the others need none)
-                got = await asyncio.gather(*(self._fetch_blob(d, n) for d, n in wanted.items()))
-                held.update((d, b) for d, b in zip(wanted, got, strict=True) if b is not None)
+            if wanted:
+                held.update(
+                    await self._fetch_blobs(wanted, HELD_MAX - sum(map(len, held.values())))
+                )
             self.store.put(entry)
             return entry, held
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
-        except CorruptCache as exc:
+        except (CorruptCache, ValueError) as exc:  # (ValueError: too large for the local store)
             self._fault(f"entry {key[:12]} rejected ({exc}): treated as a miss", down=False)
         except OSError as exc:  # the local store could not take it
             self._fault(f"entry {key[:12]} not stored locally: {write_problem(exc)}", down=False)
@@ -354,6 +408,36 @@ class RemoteCache:
             else:
                 wanted[digest] = size
         return held, wanted
+
+    async def _fetch_blobs(self, wanted: dict[str, int], room: int) -> dict[str, bytes]:
+        """Download the blobs `wanted` (digest -> size) into the local store, PARALLEL at a time
+        (an entry may list any number); the bytes of those that fit in `room` bytes, in order,
+        which the restore then need not read back. The first failure stops the others from
+        starting more and is raised."""
+        keep: set[str] = set()
+        for digest, size in wanted.items():
+            if size <= INLINE_MAX and size <= room:
+                keep.add(digest)
+                room -= size
+        todo = iter(wanted.items())
+        got: dict[str, bytes] = {}
+        failed = False
+
+        async def download() -> None:
+            nonlocal failed
+            for digest, size in todo:
+                if failed:
+                    return
+                try:
+                    data = await self._fetch_blob(digest, size)
+                except BaseException:
+                    failed = True
+                    raise
+                if data is not None and digest in keep:
+                    got[digest] = data
+
+        await asyncio.gather(*(download() for _ in range(min(PARALLEL, len(wanted)))))
+        return got
 
     async def _fetch_blob(self, digest: str, size: int) -> bytes | None:
         """One blob the entry did not hold, downloaded into the local store and checked. Its
@@ -394,22 +478,33 @@ class RemoteCache:
         if self.down or self.options.read_only:
             return
         try:
-            raw = self.store.get_raw(key)
-            if raw is None:
-                return
-            entry = parse_entry(raw, key)
-            small = {
-                d: self.store.read_blob(d, n) for d, n in _blobs(entry).items() if n <= INLINE_MAX
-            }
-            await asyncio.gather(
-                *(self._put_blob(d, n, small.get(d)) for d, n in _blobs(entry).items())
-            )
-            packed = pack(entry, small, self.options.signing_key)
-            await self._put(f"ac/{key}", packed, len(packed))
+            async with self._budget.hold(self.store.entry_size(key)):
+                await self._upload(key)
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except (CorruptCache, OSError) as exc:
             self._fault(f"entry {key[:12]} not uploaded ({exc})", down=False)
+
+    async def _upload(self, key: str) -> None:
+        raw = self.store.get_raw(key)
+        if raw is None:
+            return
+        entry = parse_entry(raw, key)
+        del raw
+        blobs = _blobs(entry)
+        inline = {d: self.store.read_blob(d, n) for d, n in _inlined(blobs).items()}
+        todo = iter(blobs.items())
+
+        async def send() -> None:  # PARALLEL at a time: an entry may list any number
+            for d, n in todo:
+                data = inline.get(d)
+                if data is None and n <= INLINE_MAX:
+                    data = self.store.read_blob(d, n)
+                await self._put_blob(d, n, data)
+
+        await asyncio.gather(*(send() for _ in range(min(PARALLEL, len(blobs)))))
+        packed = pack(entry, inline, self.options.signing_key)
+        await self._put(f"ac/{key}", packed, len(packed))
 
     async def _put_blob(self, digest: str, size: int, data: bytes | None) -> None:
         """A small blob (`data`, read already) is sent at once (one request, not two); a larger
@@ -445,6 +540,30 @@ class RemoteCache:
         if response.status_code in (200, 404):
             return None
         return f"HEAD answered {response.status_code}"
+
+
+def _inlined(blobs: dict[str, int]) -> dict[str, int]:
+    """The blobs (digest -> size) whose bytes go inside the entry (remote_entry.pack takes
+    those of at most INLINE_BLOB bytes, INLINE_TOTAL in all): only those are read to upload;
+    every other is streamed from its file."""
+    chosen: dict[str, int] = {}
+    total = 0
+    for digest, size in blobs.items():
+        if size <= INLINE_BLOB and total + size <= INLINE_TOTAL:
+            chosen[digest] = size
+            total += size
+    return chosen
+
+
+def _content_length(header: str | None, limit: int) -> int:
+    """The bytes an answer says its body holds (`limit` when it says nothing it can be taken
+    at); CorruptCache, before anything is read, when that is over `limit`."""
+    if header is None or not header.strip().isdigit():
+        return limit
+    size = int(header)
+    if size > limit:
+        raise CorruptCache(f"answer of {size >> 20} MiB, over the {limit >> 20} MiB it may hold")
+    return size
 
 
 def _blobs(entry: Entry) -> dict[str, int]:

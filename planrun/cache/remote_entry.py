@@ -25,10 +25,13 @@ import hmac
 from collections.abc import Mapping
 from typing import Any
 
-from planrun.cache.store import CorruptCache, Entry, entry_bytes, entry_doc, is_key
+from planrun.cache.store import MAX_ENTRY_BYTES, CorruptCache, Entry, entry_bytes, entry_doc, is_key
 
 INLINE_BLOB = 16 << 10  # an output file at most this large travels inside its entry
 INLINE_TOTAL = 1 << 20  # and those of one entry together up to this
+# The most an entry on the remote may be: a local entry, its inline blobs in base64 and JSON,
+# and a signature line. A larger answer is refused before it is read.
+MAX_PACKED = MAX_ENTRY_BYTES + (2 << 20)
 _B64_MAX = 4 * -(-INLINE_BLOB // 3)  # INLINE_BLOB bytes in base64
 _SIGNED = b"planrun-signed "
 

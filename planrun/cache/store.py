@@ -31,9 +31,11 @@ _HEADER = "planrun-cache-entry"
 _HEX = frozenset("0123456789abcdef")
 MODE_BITS = 0o777  # restored: permissions; set-user/group-ID and sticky bits never are
 TOUCH_S = 60.0  # an entry used less than this long ago is not marked used again
-# Bounds memory whatever the directory holds. An entry is a result plus stdout and stderr,
-# each capped at 1 MiB when captured; a larger one is neither stored nor read.
-MAX_ENTRY_BYTES = 256 << 20
+# Bounds memory whatever the directory (or a remote) holds: an entry planrun writes is a result
+# (64 MiB at most from the tools that read text: tools/base.py MAX_RESULT_BYTES) and the output
+# it replays (1 MiB a stream by default), with room for JSON's escapes. A larger one is neither
+# stored (the step is said not to be, and runs each time) nor read (a miss).
+MAX_ENTRY_BYTES = 96 << 20
 # Output files up to this size are held in memory whole; larger ones are streamed in chunks
 # into the store and back (a build's artifact may be larger than the memory planrun has).
 INLINE_MAX = 8 << 20
@@ -283,11 +285,24 @@ class CacheStore:
         except (OSError, CorruptCache):
             return None
 
+    def entry_size(self, key: str) -> int:
+        """The bytes of the entry file for `key` as it is now (0 when there is none)."""
+        try:
+            st = os.stat(
+                f"{check_digest(key)}.json", dir_fd=self._dir("entries"), follow_symlinks=False
+            )
+        except (OSError, CorruptCache):
+            return 0
+        return st.st_size
+
     def put(self, entry: Entry) -> None:
         self._prepare()
         raw = entry_bytes(entry.to_json())
-        if len(raw) > MAX_ENTRY_BYTES:
-            return  # it could never be read back
+        if len(raw) > MAX_ENTRY_BYTES:  # it could never be read back
+            raise ValueError(
+                f"its entry would be {len(raw) >> 20} MiB, over the {MAX_ENTRY_BYTES >> 20} MiB"
+                " an entry may hold"
+            )
         name = f"{check_digest(entry.key)}.json"
         with self._writing("entries", name):
             atomic_write(name, raw, dir_fd=self._dir("entries"))

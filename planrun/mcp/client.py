@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from planrun import untrusted_json
-from planrun.errors import PlanInvalid, exception_leaves
+from planrun.errors import PlanInvalid, exception_leaves, quoted
 from planrun.mcp.config import (
     HTTP_TYPES,
     load_env_file,
@@ -28,6 +28,7 @@ from planrun.mcp.config import (
 from planrun.plan.definition import ServerEntry
 from planrun.text import first_line
 from planrun.tools.base import ToolFailed
+from planrun.tools.capture import Capture
 
 __all__ = ["ServerPool", "check_tool_args", "load_env_file", "map_tool_result", "parse_mcp_config"]
 
@@ -37,6 +38,12 @@ CONNECT_MODE = "legacy"
 
 STDERR_TAIL_LINES = 20
 _STDERR_TAIL_BYTES = 16_384
+# What planrun keeps of an error text a server sends (a tool's error result, a JSON-RPC error's
+# message, what the SDK says of a malformed answer): its first line in the step's error, cut
+# to ERROR_LINE_CHARS, and the text in its detail up to ERROR_TEXT_CHARS, with a line saying
+# how many more characters there were (as a step's printed output is kept: tools/capture.py).
+ERROR_LINE_CHARS = 2000
+ERROR_TEXT_CHARS = 16_384
 
 # --------------------------------------------------------------------------- argument checks
 
@@ -140,6 +147,18 @@ def _error_text(result: Any) -> str:
     return "\n".join(texts).strip() or "the tool reported an error with no message"
 
 
+def server_text(text: str) -> tuple[str, str | None]:
+    """An error text a server sent, as a step keeps it: (its first line, cut to
+    ERROR_LINE_CHARS; the text, cut to ERROR_TEXT_CHARS, when it says more than that line)."""
+    text = text.strip()
+    first, _, rest = text.partition("\n")
+    if not rest and len(first) <= ERROR_LINE_CHARS:
+        return first, None
+    kept = Capture(ERROR_TEXT_CHARS)
+    kept.add("stderr", text)
+    return quoted(first, ERROR_LINE_CHARS), kept.text()
+
+
 # --------------------------------------------------------------------------- server pool
 
 
@@ -215,11 +234,12 @@ class ServerPool:
             what = "tools/list answer" if exc.title == "ListToolsResult" else "result"
             raise ToolFailed(
                 f"MCP server '{server}' tool '{tool}': malformed {what} ({exc.error_count()} validation errors)",
-                detail=str(exc),
+                detail=server_text(str(exc))[1] or str(exc),
             ) from None
         except RuntimeError as exc:  # the SDK's output_schema check, among others
+            first, detail = server_text(str(exc))
             raise ToolFailed(
-                f"MCP server '{server}' tool '{tool}': {first_line(str(exc))}", detail=str(exc)
+                f"MCP server '{server}' tool '{tool}': {first}", detail=detail or str(exc)
             ) from None
         try:
             value = map_tool_result(result)
@@ -231,11 +251,10 @@ class ServerPool:
                     f"MCP server '{server}' tool '{tool}': malformed result: structured content {exc}"
                 ) from None
         if result.is_error:
-            text = _error_text(result)
-            first, _, rest = text.partition("\n")
+            first, detail = server_text(_error_text(result))
             raise ToolFailed(
                 f"MCP server '{server}' tool '{tool}' failed: {first}",
-                detail=text if rest else None,
+                detail=detail,
                 result=value if result.structured_content is not None else None,
             )
         return value
@@ -268,7 +287,7 @@ class ServerPool:
         except ValidationError as exc:  # e.g. an inputSchema that is not an object
             raise ToolFailed(
                 f"MCP server '{server}' tools/list: malformed answer ({exc.error_count()} validation errors)",
-                detail=str(exc),
+                detail=server_text(str(exc))[1] or str(exc),
             ) from None
         return tools
 
@@ -425,13 +444,14 @@ class ServerPool:
             if leaf.code == -32000:  # CONNECTION_CLOSED
                 return ToolFailed(f"MCP server '{name}': exited during start-up", detail=tail)
             via = f" with {srv.entry.url}" if srv.entry.url else ""
+            first, _ = server_text(leaf.message)
             return ToolFailed(
-                f"MCP server '{name}': handshake{via} failed: {leaf.message} (MCP error {leaf.code})",
+                f"MCP server '{name}': handshake{via} failed: {first} (MCP error {leaf.code})",
                 detail=tail,
             )
         if isinstance(leaf, asyncio.CancelledError):
             return ToolFailed(f"MCP server '{name}': start-up was cancelled")
-        text = first_line(str(leaf)) or type(leaf).__name__
+        text = server_text(first_line(str(leaf)))[0] or type(leaf).__name__
         if srv.entry.url is not None:
             return ToolFailed(f"MCP server '{name}': cannot connect to {srv.entry.url}: {text}")
         return ToolFailed(f"MCP server '{name}': failed to start: {text}", detail=tail)
@@ -449,10 +469,8 @@ class ServerPool:
             return ToolFailed(
                 f"{prefix}: no answer within {timeout:g}s" if timeout else f"{prefix}: timed out"
             )
-        return ToolFailed(
-            f"{prefix}: {first_line(exc.message)} (MCP error {code})",
-            detail=exc.message if "\n" in exc.message else None,
-        )
+        first, detail = server_text(exc.message)
+        return ToolFailed(f"{prefix}: {first} (MCP error {code})", detail=detail)
 
 
 @asynccontextmanager

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from planrun import untrusted_json
+from planrun.errors import quoted
 from planrun.plan.definition import Plan, Step, planner_argv
 from planrun.run.planner import Replanner, ReplanRequest, ReplanStop, Revision
 from planrun.status import Reason
@@ -95,16 +96,18 @@ async def _run_command(
         ) from None
     try:
         async with asyncio.timeout(timeout):
-            out, err = await proc.communicate(json.dumps(context, default=str).encode())
-    except (TimeoutError, asyncio.CancelledError) as exc:
+            out, err = await _answer(proc, json.dumps(context, default=str).encode(), label)
+    except (TimeoutError, asyncio.CancelledError, PlannerError) as exc:
         _kill(proc)
         await proc.wait()
-        if isinstance(exc, asyncio.CancelledError):
+        if isinstance(exc, asyncio.CancelledError | PlannerError):
             raise
         raise PlannerError(f"planner timed out after {timeout:g}s: {label}") from None
     if proc.returncode != 0:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        raise PlannerError(f"planner exited with code {proc.returncode}: {label}: {tail[0]}")
+        raise PlannerError(
+            f"planner exited with code {proc.returncode}: {label}: {quoted(tail[0])}"
+        )
     text = out.decode(errors="replace").strip()
     try:
         return untrusted_json.loads(text)
@@ -117,6 +120,50 @@ async def _run_command(
         raise PlannerError(
             f"planner printed JSON planrun cannot read ({str(exc)[:80]}): {text[:80]!r}"
         ) from None
+
+
+# What is read of a planner: its answer up to the most a plan file may be (inputfiles.py), the
+# end of its stderr for the message of a failure. It may print anything, for as long as it runs.
+MAX_ANSWER_BYTES = 16 << 20
+_STDERR_TAIL_BYTES = 4096
+
+
+async def _answer(proc: asyncio.subprocess.Process, data: bytes, label: str) -> tuple[bytes, bytes]:
+    """Feed `data` to the planner and read its stdout (PlannerError past MAX_ANSWER_BYTES) and
+    the tail of its stderr until it exits."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+
+    async def feed() -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(data)
+            await stdin.drain()
+            stdin.close()
+
+    async def tail() -> bytes:
+        kept = b""
+        while chunk := await stderr.read(1 << 16):
+            kept = (kept + chunk)[-_STDERR_TAIL_BYTES:]
+        return kept
+
+    feeding, reading = asyncio.create_task(feed()), asyncio.create_task(tail())
+    try:
+        parts: list[bytes] = []
+        size = 0
+        while chunk := await stdout.read(1 << 16):
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise PlannerError(
+                    f"planner printed more than {MAX_ANSWER_BYTES >> 20} MiB: {label}"
+                )
+            parts.append(chunk)
+        err = await reading
+        await feeding
+        await proc.wait()
+    finally:
+        feeding.cancel()
+        reading.cancel()
+    return b"".join(parts), err
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

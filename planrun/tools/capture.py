@@ -20,15 +20,17 @@ MAX_CAPTURE_CHARS = 1 << 20
 
 
 class Capture:
-    """What one step printed, in order, as (stream, text) chunks."""
+    """What one step printed, in order, as (stream, text) chunks: the first `limit` characters,
+    the rest counted (and said in `text`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_CAPTURE_CHARS) -> None:
+        self.limit = limit
         self.chunks: list[tuple[str, str]] = []
         self.size = 0
         self.dropped = 0
 
     def add(self, stream: str, text: str) -> None:
-        room = MAX_CAPTURE_CHARS - self.size
+        room = self.limit - self.size
         if len(text) > room:
             self.dropped += len(text) - max(room, 0)
             text = text[: max(room, 0)]

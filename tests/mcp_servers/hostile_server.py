@@ -12,6 +12,8 @@ It answers the handshake and tools/list properly; each tool misbehaves in its ow
 - `chatty`: a log notification, a stray progress notification and two requests to the client
   (roots, sampling) before its answer
 - `refy`: an input schema whose `$ref` resolves nowhere (answers like `say`)
+- `fail`: a tool error (`isError`) whose text is `lines` lines of `size` characters in all
+  (arguments, default 1 MB in one line); `rpc_error`: a JSON-RPC error whose message is that
 """
 
 import json
@@ -27,6 +29,8 @@ TOOLS = [
     {"name": "say", "inputSchema": {"type": "object"}},
     {"name": "odd.name", "inputSchema": {"type": "object"}},
     {"name": "chatty", "inputSchema": {"type": "object"}},
+    {"name": "fail", "inputSchema": {"type": "object"}},
+    {"name": "rpc_error", "inputSchema": {"type": "object"}},
     {"name": "refy", "inputSchema": {"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}}},
 ]
 if "--bad-schema" in sys.argv:
@@ -71,6 +75,16 @@ def call(request_id: object, name: str, args: dict) -> None:
         text(f"{request_id}-other", "for someone else")
     elif name == "huge":
         text(request_id, "x" * int(args.get("size", 8_000_000)))
+    elif name in ("fail", "rpc_error"):
+        size, lines = int(args.get("size", 1_000_000)), int(args.get("lines", 1))
+        message = "\n".join("e" * (size // lines) for _ in range(lines))
+        if name == "fail":
+            content = [{"type": "text", "text": message}]
+            result = {"content": content, "isError": True}
+            send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        else:
+            error = {"code": -32603, "message": message}
+            send({"jsonrpc": "2.0", "id": request_id, "error": error})
     elif name == "chatty":  # a log message, a progress note and a request to the client first
         note = {"level": "error", "data": "\x1b[31mserver log line"}
         send({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
