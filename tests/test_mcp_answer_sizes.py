@@ -5,6 +5,7 @@ short. Each case runs planrun as a real process, its memory capped, and measures
 
 from __future__ import annotations
 
+import codecs
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from planrun.mcp.limits import MAX_MESSAGE_BYTES, MAX_TOOL_LIST_BYTES
+from planrun.mcp.limits import MAX_MESSAGE_BYTES, MAX_TOOL_LIST_BYTES, Guard, stdio_encoding
 from tests.conftest import (
     ROOT,
     Result,
@@ -23,8 +24,8 @@ from tests.conftest import (
 )
 from tests.testkit import peak_run
 
-# MCP servers take seconds to start: `pytest -m 'not slow'` skips these.
-pytestmark = pytest.mark.slow
+# MCP servers take seconds to start: `pytest -m 'not slow'` skips those tests.
+slow = pytest.mark.slow
 
 HOSTILE = ROOT / "tests" / "mcp_servers" / "hostile_server.py"
 GIB = 1 << 30
@@ -59,6 +60,7 @@ def _refused(step: dict[str, Any], tool: str) -> None:
     assert f"{MAX_MESSAGE_BYTES >> 20} MiB" in error, error
 
 
+@slow
 def test_a_stdio_line_past_the_limit_ends_the_server_in_bounded_memory(tmp_path: Path) -> None:
     mark = unique_mark()
     _plan(
@@ -76,6 +78,7 @@ def test_a_stdio_line_past_the_limit_ends_the_server_in_bounded_memory(tmp_path:
     assert_no_process_left(mark)
 
 
+@slow
 def test_a_later_call_to_a_refused_server_fails_with_the_same_reason(tmp_path: Path) -> None:
     mark = unique_mark()
     _plan(
@@ -92,6 +95,7 @@ def test_a_later_call_to_a_refused_server_fails_with_the_same_reason(tmp_path: P
     assert_no_process_left(mark)
 
 
+@slow
 def test_a_stdio_answer_just_under_the_limit_is_read(tmp_path: Path) -> None:
     mark = unique_mark()
     size = MAX_MESSAGE_BYTES - (1 << 20)
@@ -103,6 +107,7 @@ def test_a_stdio_answer_just_under_the_limit_is_read(tmp_path: Path) -> None:
     assert_no_process_left(mark)
 
 
+@slow
 def test_a_tool_list_without_end_is_cut_short_in_bounded_memory(tmp_path: Path) -> None:
     """Pages of 100 tools with 64 KiB descriptions, each with a next cursor, forever."""
     mark = unique_mark()
@@ -122,6 +127,7 @@ def test_a_tool_list_without_end_is_cut_short_in_bounded_memory(tmp_path: Path) 
     assert_no_process_left(mark)
 
 
+@slow
 def test_a_tool_list_of_many_small_pages_is_cut_short(tmp_path: Path) -> None:
     mark = unique_mark()
     flags = ("--pages", "--tools", "1", "--description", "1")
@@ -158,6 +164,7 @@ def http_server() -> Iterator[Any]:
         proc.wait(10)
 
 
+@slow
 @pytest.mark.parametrize("answers", ["json", "sse"])
 def test_an_http_answer_past_the_limit_ends_the_session_in_bounded_memory(
     tmp_path: Path, http_server: Any, answers: str
@@ -177,6 +184,7 @@ def test_an_http_answer_past_the_limit_ends_the_session_in_bounded_memory(
     assert peak < PEAK, f"peak RSS {peak >> 20} MiB"
 
 
+@slow
 @pytest.mark.parametrize("answers", ["json", "sse"])
 def test_an_http_answer_of_megabytes_is_read(
     tmp_path: Path, http_server: Any, answers: str
@@ -187,3 +195,60 @@ def test_an_http_answer_of_megabytes_is_read(
     steps = _steps(r)
     assert r.code == 0, r.err[-2000:]
     assert steps["a"]["result"] == "x" * (8 << 20)
+
+
+@slow
+def test_a_compressed_http_answer_is_refused(tmp_path: Path, http_server: Any) -> None:
+    """planrun asks for answers as they are: a compressed one (which may unpack to gigabytes)
+    is refused, whatever its size."""
+    _plan(tmp_path, http_server("--gzip"), "{id: a, tool: h.say, args: {text: hi}}")
+    r, _ = peak_run(tmp_path, "run", "p.yaml", "--output", "json", "--no-state", **BOUNDED)
+    steps = _steps(r)
+    assert r.code == 1, r
+    error = steps["a"]["error"]
+    assert error.startswith("MCP server 'h'") and "compressed" in error and "\n" not in error
+
+
+# ---- the stdio codec, byte by byte ----------------------------------------------------------
+
+
+def _decoder(limit: int) -> tuple[Any, Guard, list[int]]:
+    ended: list[int] = []
+    guard = Guard(lambda: ended.append(1), limit=limit)
+    name = stdio_encoding(guard)
+    return codecs.getincrementaldecoder(name)(), guard, ended
+
+
+def test_the_stdio_codec_hands_on_whole_lines_across_chunks() -> None:
+    decoder, guard, ended = _decoder(10)
+    assert decoder.decode(b'{"a":1}\n{"b"') == '{"a":1}\n'
+    assert decoder.decode(b":2}") == ""
+    assert decoder.decode(b"\n") == '{"b":2}\n'
+    assert decoder.decode("é\n".encode()[:1]) == ""  # half a character, then the rest
+    assert decoder.decode("é\n".encode()[1:] + b"1\n22\n3") == "é\n1\n22\n"
+    assert decoder.decode(b"", final=True) == "3"
+    assert decoder.decode(b"x" * 10 + b"\n") == "x" * 10 + "\n"  # exactly the limit
+    assert guard.reason is None and not ended
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"x" * 11],  # no line end yet
+        [b"x" * 6, b"x" * 5],  # across chunks
+        [b"x" * 6, b"x" * 5 + b"\nok\n"],  # the line ends, past the limit
+        [b"ok\n" + b"x" * 11 + b"\nok\n"],  # a line inside one chunk
+        [b"ok\n" + b"x" * 11],  # what follows the last line end
+    ],
+)
+def test_the_stdio_codec_refuses_a_line_past_the_limit_once(chunks: list[bytes]) -> None:
+    decoder, guard, ended = _decoder(10)
+    text = "".join(decoder.decode(c) for c in [*chunks, b"more\n", b"x" * 100])
+    assert "x" not in text and "more" not in text, text
+    assert ended == [1]
+    assert guard.reason is not None and "larger than" in guard.reason
+
+
+def test_the_stdio_codec_writes_utf_8() -> None:
+    _, guard, _ = _decoder(10)
+    assert "é\n".encode(stdio_encoding(guard)) == "é\n".encode()

@@ -20,10 +20,12 @@ It answers the handshake and tools/list properly; each tool misbehaves in its ow
 `--pages`: tools/list answers page after page, each with another `nextCursor` and `tools` tools
 (`--tools N`, default 100) whose descriptions are `--description N` characters (default 64 KiB).
 `--http`: serve streamable HTTP on 127.0.0.1 (prints `listening PORT` on stdout); each answer
-is a JSON body, except `long_line` under `--sse-answers`: one server-sent event that long.
+is a JSON body, except `long_line` under `--sse-answers`: one server-sent event that long;
+`--gzip`: every answer compressed (`content-encoding: gzip`), whatever the client asked for.
 """
 
 import contextlib
+import gzip
 import json
 import sys
 
@@ -214,8 +216,17 @@ def serve_http() -> None:
             )
             self.send_response(200)
             self.send_header("content-type", "text/event-stream" if sse else "application/json")
+            if "--gzip" in sys.argv:  # the whole answer, compressed (small answers only)
+                held: list[str] = []
+                Out.write = held.append  # type: ignore[method-assign]
+                Out.flush = lambda: None  # type: ignore[method-assign]
+                answer(msg)
+                self.send_header("content-encoding", "gzip")
+                self.end_headers()
+                self.wfile.write(gzip.compress("".join(held).encode()))
+                return
             self.end_headers()
-            body = self.wfile
+            body = self.wfile  # (one request at a time: Out is shared)
             if sse:
                 body.write(b"event: message\ndata: ")
             Out.write = lambda text: body.write(text.encode())  # type: ignore[method-assign]
