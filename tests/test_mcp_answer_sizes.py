@@ -96,6 +96,20 @@ def test_a_later_call_to_a_refused_server_fails_with_the_same_reason(tmp_path: P
 
 
 @slow
+def test_a_handshake_answer_past_the_limit_fails_the_start_at_once(tmp_path: Path) -> None:
+    mark = unique_mark()
+    _plan(tmp_path, _stdio(mark, "--long-hello"), "{id: a, tool: h.say, args: {text: hi}}")
+    r, peak = peak_run(tmp_path, "run", "p.yaml", "--output", "json", "--no-state", **BOUNDED)
+    steps = _steps(r)
+    assert r.code == 1, r
+    error = steps["a"]["error"]  # not the handshake's 20 s timeout
+    assert error.startswith("MCP server 'h': the server sent a message larger than 64 MiB"), error
+    assert "\n" not in error, error
+    assert peak < PEAK, f"peak RSS {peak >> 20} MiB"
+    assert_no_process_left(mark)
+
+
+@slow
 def test_a_stdio_answer_just_under_the_limit_is_read(tmp_path: Path) -> None:
     mark = unique_mark()
     size = MAX_MESSAGE_BYTES - (1 << 20)

@@ -56,19 +56,21 @@ class Guard:
 _PREFIX = "planrun_mcp_lines_"
 _guards: dict[str, Guard] = {}
 _ids = itertools.count(1)
+_free: list[str] = []  # names released: Python keeps every codec it has looked up, so reuse
 
 
 def stdio_encoding(guard: Guard) -> str:
     """A codec name for StdioServerParameters.encoding: UTF-8 read under `guard`; release()
-    it once the server is gone."""
+    it once the server is gone (its decoder took the guard when the server started)."""
     _register()
-    name = f"{_PREFIX}{next(_ids)}"
+    name = _free.pop() if _free else f"{_PREFIX}{next(_ids)}"
     _guards[name] = guard
     return name
 
 
 def release(name: str) -> None:
-    _guards.pop(name, None)
+    if _guards.pop(name, None) is not None:
+        _free.append(name)
 
 
 @functools.cache

@@ -17,6 +17,7 @@ It answers the handshake and tools/list properly; each tool misbehaves in its ow
 - `long_line`: an answer `size` bytes long (argument, default 1 GiB), written 1 MiB at a time
   (the server never holds it), a text content the client must refuse to read whole
 
+`--long-hello`: the answer to `initialize` is 1 GiB long, as `long_line`'s.
 `--pages`: tools/list answers page after page, each with another `nextCursor` and `tools` tools
 (`--tools N`, default 100) whose descriptions are `--description N` characters (default 64 KiB).
 `--http`: serve streamable HTTP on 127.0.0.1 (prints `listening PORT` on stdout); each answer
@@ -173,7 +174,9 @@ def call(request_id: object, name: str, args: dict) -> None:
 def answer(msg: dict) -> None:
     """Answer one request from the client."""
     method, request_id = msg.get("method"), msg.get("id")
-    if method == "initialize":
+    if method == "initialize" and "--long-hello" in sys.argv:
+        long_line(request_id, 1 << 30)
+    elif method == "initialize":
         send(
             {
                 "jsonrpc": "2.0",
