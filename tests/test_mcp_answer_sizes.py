@@ -6,6 +6,7 @@ short. Each case runs planrun as a real process, its memory capped, and measures
 from __future__ import annotations
 
 import codecs
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,13 +15,20 @@ from typing import Any
 
 import pytest
 
-from planrun.mcp.limits import MAX_MESSAGE_BYTES, MAX_TOOL_LIST_BYTES, Guard, stdio_encoding
+from planrun.mcp.limits import (
+    MAX_MESSAGE_BYTES,
+    MAX_TOOL_LIST_BYTES,
+    SDK_SSE_EVENT_BYTES,
+    Guard,
+    stdio_encoding,
+)
 from tests.conftest import (
     ROOT,
     Result,
     assert_no_process_left,
     assert_no_traceback,
     unique_mark,
+    wait_until,
 )
 from tests.testkit import peak_run
 
@@ -266,3 +274,49 @@ def test_the_stdio_codec_refuses_a_line_past_the_limit_once(chunks: list[bytes])
 def test_the_stdio_codec_writes_utf_8() -> None:
     _, guard, _ = _decoder(10)
     assert "é\n".encode(stdio_encoding(guard)) == "é\n".encode()
+
+
+@slow
+def test_a_legacy_sse_event_past_the_sdk_s_limit_names_that_limit(tmp_path: Path) -> None:
+    """A legacy SSE server's events pass through the SDK's own 1 MiB bound, which planrun
+    cannot raise: an answer past it fails with that limit named, not as a crashed server."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    crashy = ROOT / "tests" / "mcp_servers" / "crashy_server.py"
+    proc = subprocess.Popen(
+        [sys.executable, str(crashy), "--sse", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: _listening(port) or proc.poll() is not None, timeout=300)
+        assert proc.poll() is None, "server did not start"
+        server = f"{{type: sse, url: 'http://127.0.0.1:{port}/sse'}}"
+        text = "y" * (SDK_SSE_EVENT_BYTES + 1000)
+        _plan(
+            tmp_path,
+            server,
+            "{id: a, tool: h.echo, args: {text: small}}",
+            f"{{id: b, tool: h.echo, args: {{text: {text}}}, depends_on: [a]}}",
+        )
+        r, _ = peak_run(tmp_path, "run", "p.yaml", "--output", "json", "--no-state", **BOUNDED)
+        steps = _steps(r)
+        assert r.code == 1, r
+        assert steps["a"]["status"] == "succeeded", steps["a"]
+        error = steps["b"]["error"]
+        assert error.startswith("MCP server 'h' tool 'echo': the server sent an event larger"), (
+            error
+        )
+        assert f"{SDK_SSE_EVENT_BYTES >> 20} MiB" in error, error
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+    except OSError:
+        return False
+    return True
