@@ -20,12 +20,13 @@ MAX_TOOL_PAGES = 100
 MAX_TOOLS = 10_000
 
 
-def mib(size: int) -> str:
-    return f"{size >> 20} MiB"
-
-
 SDK_SSE_EVENT_BYTES = 1 << 20
 """The SDK's own limit on one event of a legacy SSE server (sse_client takes no other)."""
+
+
+def mib(size: int) -> str:
+    """A limit as messages name it."""
+    return f"{size >> 20} MiB"
 
 
 class Guard:
