@@ -20,6 +20,7 @@ import pytest
 
 from bench._nginx import free_port, nginx_binary, nginx_server
 from tests.conftest import assert_no_traceback, planrun, serve_http
+from tests.testkit import peak_run
 
 PLAN = """
 name: remote
@@ -817,28 +818,6 @@ class Huge(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):  # planrun hangs up as soon as it has seen enough
             for _ in range(HUGE >> 20):
                 self.wfile.write(junk)
-
-
-def peak_run(cwd: Path, *args: str) -> tuple[Any, int]:
-    """Run `python -m planrun ARGS` in a real process; its result and its peak RSS in bytes."""
-    import subprocess
-    import sys
-
-    from tests.conftest import Result
-
-    out, err = cwd / "out.txt", cwd / "err.txt"
-    with out.open("wb") as o, err.open("wb") as e:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "planrun", *args],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=o,
-            stderr=e,
-            env={**os.environ, "NO_COLOR": "1"},
-        )
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return Result(proc.returncode, out.read_text(), err.read_text()), usage.ru_maxrss << 10
 
 
 @pytest.mark.slow

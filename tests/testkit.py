@@ -8,11 +8,17 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import os
+import resource
+import subprocess
+import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import (
+    MEMORY_LIMIT,
     Result,
     assert_no_traceback,
     planrun,
@@ -150,3 +156,36 @@ def written_by_planrun(tmp_path: Path, *outputs: str) -> str:
         if f.is_file() and (".planrun" in f.parts or f.suffix in (".jsonl", ".xml", ".html")):
             texts.append(f.read_text(errors="replace"))
     return "\n".join(texts)
+
+
+def peak_run(
+    cwd: Path, *args: str, capped: bool = False, timeout: float | None = None
+) -> tuple[Any, int]:
+    """Run `python -m planrun ARGS` in a real process; its result and its peak RSS in bytes.
+    `capped`: its memory capped at MEMORY_LIMIT; `timeout`: killed (exit -9) after that long,
+    so that a hang fails the test instead of stalling it."""
+    out, err = cwd / "out.txt", cwd / "err.txt"
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planrun", *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=o,
+            stderr=e,
+            env={**os.environ, "NO_COLOR": "1"},
+            preexec_fn=_cap_memory if capped else None,
+        )
+        timer = threading.Timer(timeout, proc.kill) if timeout else None
+        if timer:
+            timer.start()
+        try:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            if timer:
+                timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return Result(proc.returncode, out.read_text(), err.read_text()), usage.ru_maxrss << 10
+
+
+def _cap_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))

@@ -12,13 +12,14 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from planrun import untrusted_json
 from planrun.errors import PlanInvalid, exception_leaves, quoted
+from planrun.mcp import limits
 from planrun.mcp.config import (
     HTTP_TYPES,
     load_env_file,
@@ -142,6 +143,18 @@ def _strict_json(value: Any) -> Any:
     return value
 
 
+def _tool_size(tool: Any) -> int:
+    """About how much of planrun's memory one listed tool takes: its name, description and
+    schemas as JSON text."""
+    size = len(tool.name) + len(tool.description or "")
+    for schema in (tool.input_schema, tool.output_schema):
+        try:
+            size += len(json.dumps(schema)) if schema else 0
+        except (TypeError, ValueError, RecursionError):
+            size += limits.MAX_TOOL_LIST_BYTES  # not JSON planrun would keep
+    return size
+
+
 def _error_text(result: Any) -> str:
     texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
     return "\n".join(texts).strip() or "the tool reported an error with no message"
@@ -181,6 +194,32 @@ class _Server:
     task: asyncio.Task[None] | None = None
     scope: Any = None  # the anyio CancelScope around the session, to abort a pending start
     stderr: IO[bytes] | None = None
+    guard: limits.Guard = field(init=False)  # what the server may send; why it was refused
+    encoding: str | None = None  # the codec reading a stdio server's stdout (limits.py)
+
+    def __post_init__(self) -> None:
+        self.guard = limits.Guard(self._end)
+        if self.entry.transport == "sse":  # the SDK's own bound on a legacy SSE event
+            self.guard.event_limit = limits.SDK_SSE_EVENT_BYTES
+
+    def _end(self) -> None:
+        """The server sent more than planrun reads: end its session, or its start."""
+        self.closing.set()
+        if not self.ready.done() and self.scope is not None:
+            self.scope.cancel()
+
+    @contextmanager
+    def refusal(self, what: str) -> Iterator[None]:
+        """A request to a server planrun stopped reading from fails with why, whatever the SDK
+        made of it (a closed connection, a parse error, a transport error)."""
+        if self.guard.reason is not None:
+            raise ToolFailed(f"MCP server '{self.name}' {what}: {self.guard.reason}")
+        try:
+            yield
+        except Exception:
+            if self.guard.reason is None:
+                raise
+            raise ToolFailed(f"MCP server '{self.name}' {what}: {self.guard.reason}") from None
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         """The last lines the server wrote to stderr ('' for remote servers)."""
@@ -225,22 +264,23 @@ class ServerPool:
         from mcp.shared.exceptions import MCPError
         from pydantic import ValidationError
 
-        try:
-            result = await client.call_tool(tool, args, read_timeout_seconds=timeout)
-        except MCPError as exc:
-            raise self._mcp_error(srv, f"tool '{tool}'", exc, timeout) from None
-        except ValidationError as exc:
-            # The SDK lists the tools to check a result against its output schema.
-            what = "tools/list answer" if exc.title == "ListToolsResult" else "result"
-            raise ToolFailed(
-                f"MCP server '{server}' tool '{tool}': malformed {what} ({exc.error_count()} validation errors)",
-                detail=server_text(str(exc))[1] or str(exc),
-            ) from None
-        except RuntimeError as exc:  # the SDK's output_schema check, among others
-            first, detail = server_text(str(exc))
-            raise ToolFailed(
-                f"MCP server '{server}' tool '{tool}': {first}", detail=detail or str(exc)
-            ) from None
+        with srv.refusal(f"tool '{tool}'"):
+            try:
+                result = await client.call_tool(tool, args, read_timeout_seconds=timeout)
+            except MCPError as exc:
+                raise self._mcp_error(srv, f"tool '{tool}'", exc, timeout) from None
+            except ValidationError as exc:
+                # The SDK lists the tools to check a result against its output schema.
+                what = "tools/list answer" if exc.title == "ListToolsResult" else "result"
+                raise ToolFailed(
+                    f"MCP server '{server}' tool '{tool}': malformed {what} ({exc.error_count()} validation errors)",
+                    detail=server_text(str(exc))[1] or str(exc),
+                ) from None
+            except RuntimeError as exc:  # the SDK's output_schema check, among others
+                first, detail = server_text(str(exc))
+                raise ToolFailed(
+                    f"MCP server '{server}' tool '{tool}': {first}", detail=detail or str(exc)
+                ) from None
         try:
             value = map_tool_result(result)
         except ValueError as exc:
@@ -267,29 +307,43 @@ class ServerPool:
         from pydantic import ValidationError
 
         tools: list[dict[str, Any]] = []
+        kept = 0  # characters of the names, descriptions and schemas kept
         cursor: str | None = None
-        try:
-            for _ in range(1000):  # a paginator that never ends must not hang the run
-                page = await client.list_tools(cursor=cursor)
-                tools.extend(
-                    {
-                        "name": t.name,
-                        "description": t.description or "",
-                        "input_schema": t.input_schema,
-                    }
-                    for t in page.tools
-                )
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-        except MCPError as exc:
-            raise self._mcp_error(srv, "tools/list", exc, None) from None
-        except ValidationError as exc:  # e.g. an inputSchema that is not an object
-            raise ToolFailed(
-                f"MCP server '{server}' tools/list: malformed answer ({exc.error_count()} validation errors)",
-                detail=server_text(str(exc))[1] or str(exc),
-            ) from None
-        return tools
+        with srv.refusal("tools/list"):
+            try:
+                # A server that pages on and on, or lists huge tools, must not hold the run
+                # nor its memory: the SDK keeps each tool's output schema, planrun the rest.
+                for _ in range(limits.MAX_TOOL_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    for t in page.tools:
+                        kept += _tool_size(t)
+                        tools.append(
+                            {
+                                "name": t.name,
+                                "description": t.description or "",
+                                "input_schema": t.input_schema,
+                            }
+                        )
+                    if len(tools) > limits.MAX_TOOLS:
+                        why = f"has more than {limits.MAX_TOOLS} tools"
+                        break
+                    if kept > limits.MAX_TOOL_LIST_BYTES:
+                        size = limits.mib(limits.MAX_TOOL_LIST_BYTES)
+                        why = f"holds more than {size} of names, descriptions and schemas"
+                        break
+                    cursor = page.next_cursor
+                    if not cursor:
+                        return tools
+                else:
+                    why = f"goes on past {limits.MAX_TOOL_PAGES} pages"
+            except MCPError as exc:
+                raise self._mcp_error(srv, "tools/list", exc, None) from None
+            except ValidationError as exc:  # e.g. an inputSchema that is not an object
+                raise ToolFailed(
+                    f"MCP server '{server}' tools/list: malformed answer ({exc.error_count()} validation errors)",
+                    detail=server_text(str(exc))[1] or str(exc),
+                ) from None
+        raise ToolFailed(f"MCP server '{server}' tools/list: the tool list {why}, planrun's limit")
 
     async def aclose(self) -> None:
         """Shut every started server down and wait for it, even if this call is cancelled."""
@@ -314,6 +368,8 @@ class ServerPool:
         for srv in self._servers.values():
             if srv.stderr is not None:
                 srv.stderr.close()
+            if srv.encoding is not None:
+                limits.release(srv.encoding)
 
     # ----------------------------------------------------------------------- internals
 
@@ -378,7 +434,9 @@ class ServerPool:
             return
         if not srv.ready.done():  # the handshake ran out of time, or aclose() aborted it
             message = (
-                f"MCP server '{srv.name}': start-up abandoned, the run is ending"
+                f"MCP server '{srv.name}': {srv.guard.reason}"
+                if srv.guard.reason
+                else f"MCP server '{srv.name}': start-up abandoned, the run is ending"
                 if self._closed
                 else f"MCP server '{srv.name}': no answer to the MCP handshake within {self._connect_timeout:g}s"
             )
@@ -393,7 +451,7 @@ class ServerPool:
         if kind in HTTP_TYPES:
             if not entry.url:
                 raise ToolFailed(f"MCP server '{srv.name}': no url")
-            return _http_transport(kind, str(entry.url), dict(entry.headers))
+            return _http_transport(kind, str(entry.url), dict(entry.headers), srv.guard)
         if kind != "stdio":
             raise ToolFailed(f"MCP server '{srv.name}': unknown type {kind!r}")
         from mcp import StdioServerParameters
@@ -417,8 +475,14 @@ class ServerPool:
             except PlanInvalid as exc:  # file:line:col: error: dotenv: ...
                 raise ToolFailed(f"MCP server '{srv.name}': envFile {exc}") from None
         env.update({str(k): str(v) for k, v in entry.env.items()})
+        # Its stdout is read through planrun's codec, which refuses a line past the limit.
+        srv.encoding = limits.stdio_encoding(srv.guard)
         params = StdioServerParameters(
-            command=command, args=[str(a) for a in entry.args], env=env, cwd=cwd
+            command=command,
+            args=[str(a) for a in entry.args],
+            env=env,
+            cwd=cwd,
+            encoding=srv.encoding,
         )
         # The server's stderr goes to an unlinked temp file: out of planrun's output, but its
         # tail is at hand for the error message when the server fails.
@@ -432,6 +496,8 @@ class ServerPool:
 
         leaf = _pick_leaf(exc)
         name, tail = srv.name, srv.stderr_tail() or None
+        if srv.guard.reason:
+            return ToolFailed(f"MCP server '{name}': {srv.guard.reason}")
         command = srv.entry.command or ""
         if isinstance(leaf, FileNotFoundError):
             where = srv.entry.cwd
@@ -474,21 +540,41 @@ class ServerPool:
 
 
 @asynccontextmanager
-async def _http_transport(kind: str, url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
-    """Streamable HTTP (with the entry's headers) or legacy SSE streams for one server."""
+async def _http_transport(
+    kind: str, url: str, headers: dict[str, str], guard: limits.Guard
+) -> AsyncIterator[Any]:
+    """Streamable HTTP (with the entry's headers) or legacy SSE streams for one server, each
+    answer read under `guard` (limits.response_hook)."""
+    import httpx2
+
+    def http_client(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        # The SDK's defaults: 30 s to connect/write, 300 s reads for long-lived response streams.
+        return httpx2.AsyncClient(
+            headers={"accept-encoding": "identity", **(headers or {})},
+            timeout=timeout or httpx2.Timeout(30.0, read=300.0),
+            auth=auth,
+            event_hooks={"response": [limits.response_hook(guard)]},
+        )
+
     if kind == "sse":
         from mcp.client.sse import sse_client
 
-        async with sse_client(url, headers=headers or None) as streams:
+        async with sse_client(
+            url, headers=headers or None, httpx_client_factory=http_client
+        ) as streams:
             yield streams
         return
-    import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    # The SDK's defaults: 30 s to connect/write, 300 s reads for long-lived response streams.
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
-        streamable_http_client(url, http_client=http) as streams,
+        http_client(headers) as http,
+        streamable_http_client(
+            url, http_client=http, max_sse_event_size=limits.MAX_MESSAGE_BYTES
+        ) as streams,
     ):
         yield streams
 
