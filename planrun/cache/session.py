@@ -341,8 +341,6 @@ class CacheSession:
         machine, waits for a time slice). Only a cold run reads files here.
 
         `upstream`: the step's dependencies' records (anything with `status` and `result`)."""
-        if not self.options.enabled or not step_cached(step):
-            return Decision("off", OFF)
         decision = self.before_local(sid, step, args, upstream)
         if self.asks_remote(decision):
             decision = await self.ask_remote(sid, step, decision)
