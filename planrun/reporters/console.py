@@ -50,6 +50,8 @@ from planrun.run.stepcounts import instances_text, steps_text
 from planrun.status import Status
 from planrun.text import first_line, format_duration, title_beyond_id
 
+_RESET = "\x1b[0m"
+
 
 class ConsoleReporter:
     """EventBus subscriber printing a run's progress for people.
@@ -191,11 +193,7 @@ class ConsoleReporter:
             prefix = time.strftime("%H:%M:%S", time.localtime(sec))
             self._clock_prefix = f"\x1b[2m{prefix}" if self.color else prefix
         ms = int((ts - sec) * 1000)
-        return (
-            f"{self._clock_prefix}.{ms:03d}\x1b[0m"
-            if self.color
-            else f"{self._clock_prefix}.{ms:03d}"
-        )
+        return f"{self._clock_prefix}.{ms:03d}{_RESET if self.color else ''}"
 
     def _line(self, ts: float, kind: str, text: str) -> str:
         return f"{self._clock(ts)} {self._sym[kind]} {text}\n"
