@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from planrun.plan.instances import parent_of
-from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
+from planrun.reporters.github import GROUP_END, error_line, group_start, on_github_actions
 from planrun.reporters.lines import (
     diff_words,
     failed_and_stopped,
@@ -210,7 +210,7 @@ class ConsoleReporter:
         step = (event.step or "").rpartition("/")[2]
         title = self.tally.title(event.plan, event.step or "") or step
         head = group_start(self._id(event).strip(), self._safe(title))
-        return f"{head}\n{self._block(text)}{group_end()}\n"
+        return f"{head}\n{self._block(text)}{GROUP_END}\n"
 
     def _safe(self, text: str) -> str:
         """Step text as shown: at a terminal without its escape sequences (termsafe)."""
