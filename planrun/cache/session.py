@@ -220,7 +220,7 @@ class CacheSession:
         kw: dict[str, Any] = {"part": part, "dotenv": dotenv, "seal": seal}
         kw["env"] = digest_value(given, seal) if given else ""
         if files is None:  # remembered: the per-file map is made only if a miss needs it
-            return Material(digest, up, load=self._loader(found), **kw)
+            return Material(digest, up, load=lambda: self.records.digests_of(self.cwd, found), **kw)
         return Material(digest, up, files, **kw)
 
     def _seal(self, step: Step, probe: list[Any]) -> Seal:
@@ -239,9 +239,6 @@ class CacheSession:
 
     def _forms(self) -> list[str]:
         return [v for v in self.secret_values() if isinstance(v, str) and v]
-
-    def _loader(self, found: dict[str, os.stat_result]) -> Callable[[], dict[str, str]]:
-        return lambda: self.records.digests_of(self.cwd, found)
 
     def decide(self, sid: str, step: Step, args: Any, upstream: Sequence[Upstream]) -> Decision:
         """Hit, miss or off for `step` with these resolved args; a hit restores its outputs."""
