@@ -23,7 +23,7 @@ from planrun.run.events import (
     StepStarted,
     StepSucceeded,
 )
-from planrun.run.stepcounts import StepCounts, count_steps, step_parts
+from planrun.run.stepcounts import StepCounts, count_steps
 from planrun.status import Status
 from planrun.text import first_line
 
@@ -83,11 +83,6 @@ class RunTally:
         statuses.update(self.status)  # and steps never listed (added by the planner)
         statuses.update(self.instances)
         return count_steps(statuses, self.kept)
-
-    def counts(self) -> tuple[int, list[str]]:
-        """How many steps the run has, and "N succeeded", "M failed"... in summary order."""
-        counts = self.step_counts()
-        return counts.total, step_parts(counts)
 
     def title(self, plan: str, step: str) -> str | None:
         return self.titles.get((plan, step))
