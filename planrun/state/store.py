@@ -324,11 +324,7 @@ class StateStore:
             return
         revision = {
             "revision": len(self.state.revisions) + 1 if event.revision is None else event.revision,
-            "diff": {
-                "removed": list(event.removed or []),
-                "added": list(event.added or []),
-                "revised": list(event.revised or []),
-            },
+            "diff": {k: list(getattr(event, k) or []) for k in ("removed", "added", "revised")},
             "error": event.error,
             "steps": list(event.steps or []),
         }
