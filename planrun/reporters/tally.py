@@ -95,23 +95,18 @@ class RunTally:
         step = event.step
         if event.plan != self.root:
             return False
+        if status != Status.RUNNING:
+            self.running.pop(step, None)
         if parent_of(step) is not None:
             # A foreach instance: shown while it runs, counted apart from the plan's steps.
             self.instances[step] = status
-            if status == Status.RUNNING:
-                return True
-            self.running.pop(step, None)
-            return False
+            return status == Status.RUNNING
         if "/" in step:  # a sub-plan's step: shown, but not counted among the plan's own
-            if status != Status.RUNNING:
-                self.running.pop(step, None)
             return True
         old = self.status.get(step)
         self.status[step] = status
         if status in TERMINAL and old not in TERMINAL:
             self.done += 1
-        if status != Status.RUNNING:
-            self.running.pop(step, None)
         return True
 
     def _run_started(self, event: RunStarted) -> None:
