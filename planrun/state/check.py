@@ -48,8 +48,9 @@ def _text_or_null(doc: Mapping[str, Any], keys: tuple[str, ...], where: str) -> 
             raise ValueError(f"{where}{key} is {kind_of(value)}, not a string")
 
 
-def _number_or_null(value: Any, name: str, *, whole: bool = False) -> None:
-    kinds, what = (int, "a whole number") if whole else (int | float, "a number")
+def _number_or_null(
+    value: Any, name: str, kinds: Any = int | float, what: str = "a number"
+) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
         raise ValueError(f"{name} is {kind_of(value)}, not {what}")
 
@@ -66,9 +67,10 @@ def check_step_fields(doc: Any, statuses: Collection[str]) -> None:
         raise ValueError("step attempts is not a whole number")
     _text_or_null(doc, _STEP_TEXT, "step ")
     _number_or_null(doc.get("duration_s"), "step duration_s")
-    for key in ("result_masked", "kept"):
-        if not isinstance(doc.get(key, False), bool):
-            raise ValueError(f"step {key} is not a boolean")
+    if not isinstance(doc.get("result_masked", False), bool):
+        raise ValueError("step result_masked is not a boolean")
+    if not isinstance(doc.get("kept", False), bool):
+        raise ValueError("step kept is not a boolean")
     log = doc.get("attempts_log", [])
     if not isinstance(log, list) or not all(isinstance(e, dict) for e in log):
         raise ValueError("step attempts_log is not a list of objects")
@@ -81,7 +83,7 @@ def check_run_fields(doc: Mapping[str, Any], statuses: Collection[str]) -> None:
     _text_or_null(doc, _RUN_TEXT, "")
     _number_or_null(doc.get("duration_s"), "duration_s")
     for key in ("pid", "jobs"):
-        _number_or_null(doc.get(key), key, whole=True)
+        _number_or_null(doc.get(key), key, int, "a whole number")
     targets = doc.get("targets")
     if targets is not None and (
         not isinstance(targets, list) or not all(isinstance(t, str) for t in targets)
