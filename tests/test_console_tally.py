@@ -6,6 +6,7 @@ from typing import Any
 
 from planrun.reporters.tally import RunTally
 from planrun.run.events import Event
+from planrun.run.stepcounts import step_parts
 
 PLAN = "demo"
 
@@ -47,9 +48,9 @@ def test_counts_follow_the_steps_through_their_lives() -> None:
     assert tally.running == {}
     assert tally.done == 4
     assert tally.errors == {"b": "exit 1"}  # the first line; an ignored failure is no error
-    total, parts = tally.counts()
-    assert total == 5
-    assert parts == ["1 succeeded", "1 ignored", "1 failed", "1 skipped", "1 pending"]
+    counts = tally.step_counts()
+    assert counts.total == 5
+    assert step_parts(counts) == ["1 succeeded", "1 ignored", "1 failed", "1 skipped", "1 pending"]
 
 
 def test_a_step_counts_once_however_many_events_end_it() -> None:
@@ -70,7 +71,8 @@ def test_kept_steps_and_a_step_run_again() -> None:
     )
     assert tally.kept == {"a"}
     tally.apply(ev("step.succeeded", "b", status="succeeded"))
-    assert tally.counts() == (2, ["2 succeeded; 1 kept from the previous run"])
+    counts = tally.step_counts()
+    assert (counts.total, step_parts(counts)) == (2, ["2 succeeded; 1 kept from the previous run"])
 
 
 def test_foreach_instances_and_sub_plan_steps_are_not_the_plans_own() -> None:

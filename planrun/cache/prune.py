@@ -67,30 +67,32 @@ def _opened(root: str, sub: str) -> Iterator[int | None]:
         os.close(fd)
 
 
-def _files(fd: int | None, sub: str, *, temporary: bool = False) -> list[_File]:
-    """planrun's own regular files in `sub` open as `fd` (with `temporary`: only its
-    temporary files); entries only when they start with an entry's header."""
+def _named(fd: int | None, sub: str, temporary: bool) -> Iterator[tuple[str, os.stat_result]]:
+    """The names in `sub` open as `fd` that planrun writes there (with `temporary`: its
+    temporary files), each with its stat (a link not followed)."""
     if fd is None:
-        return []
-    out = []
+        return
     try:
         names = os.listdir(fd)
     except OSError:
-        return []
+        return
     for name in names:
-        own = own_temporary(sub, name) if temporary else own_name(sub, name)
-        if not own:
-            continue
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except OSError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        if sub == "entries" and not temporary and not is_entry_file(fd, name):
-            continue  # named like an entry, but not one planrun wrote
-        out.append(_File(name, _disk_bytes(st), st.st_mtime))
-    return out
+        if own_temporary(sub, name) if temporary else own_name(sub, name):
+            with contextlib.suppress(OSError):
+                yield name, os.stat(name, dir_fd=fd, follow_symlinks=False)
+
+
+def _files(fd: int | None, sub: str, *, temporary: bool = False) -> list[_File]:
+    """planrun's own regular files in `sub` open as `fd` (with `temporary`: only its
+    temporary files); entries only when they start with an entry's header (one named like
+    an entry that does not is not one planrun wrote)."""
+    if fd is None:
+        return []
+    return [
+        _File(name, _disk_bytes(st), st.st_mtime)
+        for name, st in _named(fd, sub, temporary)
+        if stat.S_ISREG(st.st_mode) and (sub != "entries" or temporary or is_entry_file(fd, name))
+    ]
 
 
 def squatters(root: str) -> list[str]:
@@ -100,18 +102,8 @@ def squatters(root: str) -> list[str]:
     out = []
     for sub in SUBDIRS:
         with _opened(root, sub) as fd:
-            if fd is None:
-                continue
-            try:
-                names = sorted(os.listdir(fd))
-            except OSError:
-                continue
-            for name in names:
-                if not own_name(sub, name):
-                    continue
-                with contextlib.suppress(OSError):
-                    if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                        out.append(os.path.join(root, sub, name))
+            found = [n for n, st in _named(fd, sub, False) if not stat.S_ISREG(st.st_mode)]
+        out += [os.path.join(root, sub, name) for name in sorted(found)]
     return out
 
 

@@ -245,7 +245,10 @@ class RemoteCache:
         """One request's wait, its clock started as it is asked for; yields `answered`, to call
         when the answer begins (its clock stops). When a clock runs out, the remote is down at
         that moment and every wait still running ends with it, before any of them can take a
-        connection another freed. RemoteFault when it is down already."""
+        connection another freed. RemoteFault when it is down already, and for any transport
+        error of httpx2's in the block (the server is then down)."""
+        import httpx2
+
         if self.down:
             raise RemoteFault("not asked again")
         try:
@@ -257,8 +260,10 @@ class RemoteCache:
                 finally:
                     clock.cancel()
                     del self._waits[wait]
-        except TimeoutError:
+        except (TimeoutError, httpx2.TimeoutException):
             raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
+        except httpx2.HTTPError as exc:
+            raise RemoteFault(_transport_reason(exc)) from None
 
     def _no_answer(self) -> None:
         self._fault(f"no answer within {self.options.timeout:g} s", down=True)
@@ -281,18 +286,11 @@ class RemoteCache:
     ) -> Any:
         """One request; RemoteFault for a transport error (the server is then down). A body is
         sent at its own pace: the clock then bounds only the wait for the client."""
-        import httpx2
-
-        try:
-            async with self._clock() as answered:
-                client = self._http()
-                if body is not None:
-                    answered()
-                return await client.send(self._prepared(client, method, path, body))
-        except httpx2.TimeoutException:
-            raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
-        except httpx2.HTTPError as exc:
-            raise RemoteFault(_transport_reason(exc)) from None
+        async with self._clock() as answered:
+            client = self._http()
+            if body is not None:
+                answered()
+            return await client.send(self._prepared(client, method, path, body))
 
     @contextlib.asynccontextmanager
     async def _streamed(self, path: str) -> AsyncIterator[httpx2.Response]:
@@ -307,26 +305,19 @@ class RemoteCache:
     async def _get(self, path: str, limit: int) -> bytes | None:
         """The body at `path` (None for 404), read up to `limit` bytes once the run's budget
         has room for what its Content-Length says (for `limit` when it says nothing)."""
-        import httpx2
-
-        try:
-            # The part of the budget is given back once the answer is closed, with no wait
-            # between that and the caller's check of the body (nothing else runs meanwhile).
-            async with contextlib.AsyncExitStack() as held:
-                async with self._clock() as answered, self._streamed(path) as response:
-                    answered()  # each read of the body waits at most the timeout (httpx2's)
-                    if response.status_code == 404:
-                        return None
-                    if response.status_code != 200:
-                        raise RemoteFault(f"GET answered {response.status_code}")
-                    expected = _content_length(response.headers.get("content-length"), limit)
-                    await held.enter_async_context(self._budget.hold(expected))
-                    body = await self._body(response, expected)
-                return body
-        except httpx2.TimeoutException:
-            raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
-        except httpx2.HTTPError as exc:
-            raise RemoteFault(_transport_reason(exc)) from None
+        # The part of the budget is given back once the answer is closed, with no wait
+        # between that and the caller's check of the body (nothing else runs meanwhile).
+        async with contextlib.AsyncExitStack() as held:
+            async with self._clock() as answered, self._streamed(path) as response:
+                answered()  # each read of the body waits at most the timeout (httpx2's)
+                if response.status_code == 404:
+                    return None
+                if response.status_code != 200:
+                    raise RemoteFault(f"GET answered {response.status_code}")
+                expected = _content_length(response.headers.get("content-length"), limit)
+                await held.enter_async_context(self._budget.hold(expected))
+                body = await self._body(response, expected)
+            return body
 
     async def _body(self, response: httpx2.Response, limit: int) -> bytes:
         """An answer's body, read as it comes; CorruptCache past `limit` bytes."""
@@ -455,20 +446,11 @@ class RemoteCache:
 
     async def _fetch_large(self, digest: str, size: int) -> None:
         """A blob too large for memory: streamed into the store, checked there."""
-        import httpx2
-
-        try:
-            async with self._clock() as answered, self._streamed(f"cas/{digest}") as response:
-                answered()
-                if response.status_code != 200:
-                    raise RemoteFault(f"GET blob answered {response.status_code}")
-                await self.store.put_blob_chunks(
-                    digest, size, self._paced(response.aiter_raw(CHUNK))
-                )
-        except httpx2.TimeoutException:
-            raise RemoteFault(f"no answer within {self.options.timeout:g} s") from None
-        except httpx2.HTTPError as exc:
-            raise RemoteFault(_transport_reason(exc)) from None
+        async with self._clock() as answered, self._streamed(f"cas/{digest}") as response:
+            answered()
+            if response.status_code != 200:
+                raise RemoteFault(f"GET blob answered {response.status_code}")
+            await self.store.put_blob_chunks(digest, size, self._paced(response.aiter_raw(CHUNK)))
 
     # ---- uploading ---------------------------------------------------------------------------
 

@@ -29,14 +29,13 @@ from planrun.cache import ENV_SIGNING_KEY
 from planrun.cache.keys import Seal
 from planrun.usersecret import user_secret
 
-ENV_KEY = ENV_SIGNING_KEY
 _LABEL = b"planrun cache: key material of steps that read a secret"
 _own: list[bytes] = []  # the process's key, made when there is no other
 
 
 def material_key() -> bytes:
     """The HMAC key for key material that holds a secret (see the module's doc)."""
-    given = os.environ.get(ENV_KEY)
+    given = os.environ.get(ENV_SIGNING_KEY)
     base = given.encode("utf-8", "surrogatepass") if given else user_secret()
     if base is None:
         if not _own:

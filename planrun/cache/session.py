@@ -220,7 +220,7 @@ class CacheSession:
         kw: dict[str, Any] = {"part": part, "dotenv": dotenv, "seal": seal}
         kw["env"] = digest_value(given, seal) if given else ""
         if files is None:  # remembered: the per-file map is made only if a miss needs it
-            return Material(digest, up, load=self._loader(found), **kw)
+            return Material(digest, up, load=lambda: self.records.digests_of(self.cwd, found), **kw)
         return Material(digest, up, files, **kw)
 
     def _seal(self, step: Step, probe: list[Any]) -> Seal:
@@ -239,9 +239,6 @@ class CacheSession:
 
     def _forms(self) -> list[str]:
         return [v for v in self.secret_values() if isinstance(v, str) and v]
-
-    def _loader(self, found: dict[str, os.stat_result]) -> Callable[[], dict[str, str]]:
-        return lambda: self.records.digests_of(self.cwd, found)
 
     def decide(self, sid: str, step: Step, args: Any, upstream: Sequence[Upstream]) -> Decision:
         """Hit, miss or off for `step` with these resolved args; a hit restores its outputs."""
@@ -341,8 +338,6 @@ class CacheSession:
         machine, waits for a time slice). Only a cold run reads files here.
 
         `upstream`: the step's dependencies' records (anything with `status` and `result`)."""
-        if not self.options.enabled or not step_cached(step):
-            return Decision("off", OFF)
         decision = self.before_local(sid, step, args, upstream)
         if self.asks_remote(decision):
             decision = await self.ask_remote(sid, step, decision)

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from planrun.plan.instances import parent_of
-from planrun.reporters.github import error_line, group_end, group_start, on_github_actions
+from planrun.reporters.github import GROUP_END, error_line, group_start, on_github_actions
 from planrun.reporters.lines import (
     diff_words,
     failed_and_stopped,
@@ -49,6 +49,8 @@ from planrun.run.events import (
 from planrun.run.stepcounts import instances_text, steps_text
 from planrun.status import Status
 from planrun.text import first_line, format_duration, title_beyond_id
+
+_RESET = "\x1b[0m"
 
 
 class ConsoleReporter:
@@ -191,11 +193,7 @@ class ConsoleReporter:
             prefix = time.strftime("%H:%M:%S", time.localtime(sec))
             self._clock_prefix = f"\x1b[2m{prefix}" if self.color else prefix
         ms = int((ts - sec) * 1000)
-        return (
-            f"{self._clock_prefix}.{ms:03d}\x1b[0m"
-            if self.color
-            else f"{self._clock_prefix}.{ms:03d}"
-        )
+        return f"{self._clock_prefix}.{ms:03d}{_RESET if self.color else ''}"
 
     def _line(self, ts: float, kind: str, text: str) -> str:
         return f"{self._clock(ts)} {self._sym[kind]} {text}\n"
@@ -212,7 +210,7 @@ class ConsoleReporter:
         step = (event.step or "").rpartition("/")[2]
         title = self.tally.title(event.plan, event.step or "") or step
         head = group_start(self._id(event).strip(), self._safe(title))
-        return f"{head}\n{self._block(text)}{group_end()}\n"
+        return f"{head}\n{self._block(text)}{GROUP_END}\n"
 
     def _safe(self, text: str) -> str:
         """Step text as shown: at a terminal without its escape sequences (termsafe)."""

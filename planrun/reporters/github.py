@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from planrun.errors import Diagnostic
 
 __all__ = [
+    "GROUP_END",
     "annotation",
     "error_line",
     "escape_data",
     "escape_property",
-    "group_end",
     "group_start",
     "on_github_actions",
 ]
@@ -56,10 +56,6 @@ def group_start(step_id: str, title: str) -> str:
         step_id if not title or title.casefold() == step_id.casefold() else f"{step_id} — {title}"
     )
     return f"::group::{escape_data(name)}"
-
-
-def group_end() -> str:
-    return GROUP_END
 
 
 def error_line(step_id: str, error: str) -> str:

@@ -108,10 +108,7 @@ class _Suite:
         self.error: str | None = None
 
     def case(self, step_id: str) -> _Case:
-        case = self.cases.get(step_id)
-        if case is None:
-            case = self.cases[step_id] = _Case(step_id)
-        return case
+        return self.cases.get(step_id) or self.cases.setdefault(step_id, _Case(step_id))
 
 
 class JUnitReporter:
@@ -139,10 +136,7 @@ class JUnitReporter:
             raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
     def _suite(self, plan: str) -> _Suite:
-        suite = self._suites.get(plan)
-        if suite is None:
-            suite = self._suites[plan] = _Suite(plan)
-        return suite
+        return self._suites.get(plan) or self._suites.setdefault(plan, _Suite(plan))
 
     def handle(self, event: RunEvent) -> None:
         if isinstance(event, StepOutput):

@@ -7,18 +7,9 @@ import os
 from typing import Any
 
 from planrun.run.events import PlanDiff
-from planrun.status import Status
+from planrun.status import STEP_STATUSES, Status
 
-TERMINAL = frozenset(
-    (
-        Status.SUCCEEDED,
-        Status.CACHED,
-        Status.FAILED,
-        Status.IGNORED,
-        Status.SKIPPED,
-        Status.INTERRUPTED,
-    )
-)
+TERMINAL = STEP_STATUSES - {Status.PENDING, Status.RUNNING}  # a step's statuses once it ended
 # kind -> (unicode symbol, ascii fallback, ANSI colour)
 _SYMBOLS = {
     "start": ("▶", ">", "36"),
@@ -74,9 +65,7 @@ def symbols(encoding: str | None, color: bool) -> tuple[str, dict[str, str]]:
     """The bar and the symbol of each kind of line: unicode when the stream can encode it,
     with ANSI colours when `color`."""
     try:
-        "".join(s[0] for s in _SYMBOLS.values()).encode(encoding or "utf-8") + _BAR.encode(
-            encoding or "utf-8"
-        )
+        ("".join(s[0] for s in _SYMBOLS.values()) + _BAR).encode(encoding or "utf-8")
         unicode_ok = True
     except (UnicodeEncodeError, LookupError):
         unicode_ok = False

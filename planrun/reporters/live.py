@@ -5,6 +5,7 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: rich only when the live view is drawn.
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -61,9 +62,7 @@ def counts_text(statuses: dict[str, str]) -> Any:
     """The count of steps in each status, as coloured symbols."""
     from rich.text import Text
 
-    counts: dict[str, int] = {}
-    for status in list(statuses.values()):
-        counts[status] = counts.get(status, 0) + 1
+    counts = Counter(list(statuses.values()))  # (a copy first: the run's thread changes it)
     text = Text()
     for key, symbol, style in (
         ("succeeded", "✓", "green"),

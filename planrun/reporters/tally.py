@@ -23,7 +23,7 @@ from planrun.run.events import (
     StepStarted,
     StepSucceeded,
 )
-from planrun.run.stepcounts import StepCounts, count_steps, step_parts
+from planrun.run.stepcounts import StepCounts, count_steps
 from planrun.status import Status
 from planrun.text import first_line
 
@@ -84,11 +84,6 @@ class RunTally:
         statuses.update(self.instances)
         return count_steps(statuses, self.kept)
 
-    def counts(self) -> tuple[int, list[str]]:
-        """How many steps the run has, and "N succeeded", "M failed"... in summary order."""
-        counts = self.step_counts()
-        return counts.total, step_parts(counts)
-
     def title(self, plan: str, step: str) -> str | None:
         return self.titles.get((plan, step))
 
@@ -100,23 +95,18 @@ class RunTally:
         step = event.step
         if event.plan != self.root:
             return False
+        if status != Status.RUNNING:
+            self.running.pop(step, None)
         if parent_of(step) is not None:
             # A foreach instance: shown while it runs, counted apart from the plan's steps.
             self.instances[step] = status
-            if status == Status.RUNNING:
-                return True
-            self.running.pop(step, None)
-            return False
+            return status == Status.RUNNING
         if "/" in step:  # a sub-plan's step: shown, but not counted among the plan's own
-            if status != Status.RUNNING:
-                self.running.pop(step, None)
             return True
         old = self.status.get(step)
         self.status[step] = status
         if status in TERMINAL and old not in TERMINAL:
             self.done += 1
-        if status != Status.RUNNING:
-            self.running.pop(step, None)
         return True
 
     def _run_started(self, event: RunStarted) -> None:

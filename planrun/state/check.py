@@ -48,14 +48,11 @@ def _text_or_null(doc: Mapping[str, Any], keys: tuple[str, ...], where: str) -> 
             raise ValueError(f"{where}{key} is {kind_of(value)}, not a string")
 
 
-def _number_or_null(value: Any, name: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-        raise ValueError(f"{name} is {kind_of(value)}, not a number")
-
-
-def _count_or_null(value: Any, name: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{name} is {kind_of(value)}, not a whole number")
+def _number_or_null(
+    value: Any, name: str, kinds: Any = int | float, what: str = "a number"
+) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+        raise ValueError(f"{name} is {kind_of(value)}, not {what}")
 
 
 def check_step_fields(doc: Any, statuses: Collection[str]) -> None:
@@ -85,8 +82,8 @@ def check_run_fields(doc: Mapping[str, Any], statuses: Collection[str]) -> None:
         raise ValueError(f"unknown run status {doc['status']!r}")
     _text_or_null(doc, _RUN_TEXT, "")
     _number_or_null(doc.get("duration_s"), "duration_s")
-    _count_or_null(doc.get("pid"), "pid")
-    _count_or_null(doc.get("jobs"), "jobs")
+    for key in ("pid", "jobs"):
+        _number_or_null(doc.get(key), key, int, "a whole number")
     targets = doc.get("targets")
     if targets is not None and (
         not isinstance(targets, list) or not all(isinstance(t, str) for t in targets)

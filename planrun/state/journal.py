@@ -37,16 +37,12 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def fsync_dir(directory: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def make_dirs(directory: str) -> None:
@@ -199,9 +195,8 @@ def read_state(
         raise StateError(f"state file {path} is corrupt (not valid JSON: {exc})") from None
     state, token = _state_from_json(doc, path, plan_name)
     data = read_regular(journal)
-    if data is None:
-        return state if as_recorded else mark_abandoned(state, path)
-    _replay_journal(state, data, token, journal)
+    if data is not None:
+        _replay_journal(state, data, token, journal)
     return state if as_recorded else mark_abandoned(state, path)
 
 

@@ -129,14 +129,9 @@ def keep_step(step: StepState, event: StepResumed) -> None:
     step.reason = present(event.reason) or KEPT_REASON  # a skip's stays
     step.kept = True  # what every view counts as kept, skipped and cached steps too
     step.cache_key = event.key if isinstance(event.key, str) else None
-    if event.attempts is not None:
-        step.attempts = event.attempts
-    if event.duration_s is not None:
-        step.duration_s = event.duration_s
-    if event.fingerprint is not None:
-        step.fingerprint = event.fingerprint
-    if event.result_variable is not None:
-        step.result_variable = event.result_variable
+    for name in ("attempts", "duration_s", "fingerprint", "result_variable"):
+        if (value := getattr(event, name)) is not None:
+            setattr(step, name, value)
 
 
 def finish_step(

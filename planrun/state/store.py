@@ -150,7 +150,7 @@ class StateStore:
         try:
             self._preloaded = [read_state(self.path, self.plan_name)]
         except BaseException:
-            self._release_lock()
+            self._lock.release()
             raise
 
     def left_running(self) -> tuple[str | None, frozenset[str]] | None:
@@ -170,10 +170,7 @@ class StateStore:
         and `load()` replays it."""
         with self._mutex:
             self._close_journal(sync=True)
-            self._release_lock()
-
-    def _release_lock(self) -> None:
-        self._lock.release()
+            self._lock.release()
 
     def _remove_temp_files(self) -> None:
         # Leftovers of a compaction cut short by kill -9; we hold the lock, so they are not live.
@@ -311,27 +308,23 @@ class StateStore:
                 self._encoded.pop(iid, None)
                 steps[iid] = StepState()
 
+    def _drop(self, ids: list[str]) -> None:
+        """Steps (of this state) gone from the run: removed, and a journal line each."""
+        for sid in ids:
+            del self.state.steps[sid]
+            self._encoded.pop(sid, None)
+            self._append({"op": "drop", "id": sid})
+
     def _drop_instances(self, sid: str, keep: set[str]) -> None:
-        state = self.state
-        for old in [i for i in state.steps if parent_of(i) == sid and i not in keep]:
-            del state.steps[old]
-            self._encoded.pop(old, None)
-            self._append({"op": "drop", "id": old})
+        self._drop([i for i in self.state.steps if parent_of(i) == sid and i not in keep])
 
     def _on_plan_diff(self, event: PlanDiff) -> None:
         if event.step is not None:  # a sub-plan's (planrun.run.parent): no revision of this plan
-            for sid in [str(s) for s in event.removed or [] if str(s) in self.state.steps]:
-                del self.state.steps[sid]
-                self._encoded.pop(sid, None)
-                self._append({"op": "drop", "id": sid})
+            self._drop([str(s) for s in event.removed or [] if str(s) in self.state.steps])
             return
         revision = {
             "revision": len(self.state.revisions) + 1 if event.revision is None else event.revision,
-            "diff": {
-                "removed": list(event.removed or []),
-                "added": list(event.added or []),
-                "revised": list(event.revised or []),
-            },
+            "diff": {k: list(getattr(event, k) or []) for k in ("removed", "added", "revised")},
             "error": event.error,
             "steps": list(event.steps or []),
         }
@@ -460,4 +453,4 @@ class StateStore:
                 ) from None
             finally:
                 self._close_journal()
-                self._release_lock()
+                self._lock.release()
