@@ -9,11 +9,10 @@ import ast
 import functools
 import json
 import os
-import resource
+import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -163,29 +162,41 @@ def peak_run(
 ) -> tuple[Any, int]:
     """Run `python -m planrun ARGS` in a real process; its result and its peak RSS in bytes.
     `capped`: its memory capped at MEMORY_LIMIT; `timeout`: killed (exit -9) after that long,
-    so that a hang fails the test instead of stalling it."""
-    out, err = cwd / "out.txt", cwd / "err.txt"
+    so that a hang fails the test instead of stalling it.
+
+    planrun is started by a small launcher process, which reads its peak with wait4: a process
+    started straight from the test process would count the test process's own high-water mark
+    (Linux carries a parent's into a child at exec, fork or vfork alike)."""
+    out, err, peak = cwd / "out.txt", cwd / "err.txt", cwd / "peak.txt"
+    peak.unlink(missing_ok=True)
     with out.open("wb") as o, err.open("wb") as e:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "planrun", *args],
+            [sys.executable, "-c", _LAUNCHER, str(peak), "1" if capped else "0"]
+            + [sys.executable, "-m", "planrun", *args],
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=o,
             stderr=e,
             env={**os.environ, "NO_COLOR": "1"},
-            preexec_fn=_cap_memory if capped else None,
+            start_new_session=True,  # a timeout kills the launcher and planrun together
         )
-        timer = threading.Timer(timeout, proc.kill) if timeout else None
-        if timer:
-            timer.start()
         try:
-            _pid, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            if timer:
-                timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return Result(proc.returncode, out.read_text(), err.read_text()), usage.ru_maxrss << 10
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if not peak.exists():  # killed by the timeout
+        return Result(-9, out.read_text(), err.read_text()), 0
+    rss_kib, code = (int(word) for word in peak.read_text().split())
+    return Result(code, out.read_text(), err.read_text()), rss_kib << 10
 
 
-def _cap_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+_LAUNCHER = f"""
+import os, resource, subprocess, sys
+if sys.argv[2] == "1":
+    resource.setrlimit(resource.RLIMIT_AS, ({MEMORY_LIMIT}, {MEMORY_LIMIT}))
+child = subprocess.Popen(sys.argv[3:])
+_pid, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(f"{{usage.ru_maxrss}} {{os.waitstatus_to_exitcode(status)}}")
+"""
