@@ -20,6 +20,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from planrun.errors import ExitCode, PlanrunError, one_line
+from planrun.plan.definition import Step, replace
+from planrun.plan.expressions import ExpressionError
+from planrun.run.scope import known_scope, with_patterns
+from planrun.run.stepcall import step_place, under
 
 QUIET_MS = 200  # changes closer together than this are one change
 LONGEST_MS = 2000  # ...but a change is acted on at the latest this long after the first one
@@ -110,13 +114,44 @@ def relevant_files(scope: WatchScope, cwd: str, previous: Relevant | None) -> Re
         files.add(os.path.normpath(os.path.join(cwd, name.removesuffix("?"))))
     sources, outputs = [], []
     selected = set(prep.selected)
-    for step in prep.plan.steps:
+    known = known_scope(prep.variables, {**prep.dotenv, **os.environ})
+    for written in prep.plan.steps:
+        step = _placed_patterns(written, known)
         with contextlib.suppress(PatternError):
             if step.outputs:
                 outputs.append(compile_patterns(tuple(step.outputs)))
             if step.sources and step.id in selected:
                 sources.append(compile_patterns(tuple(step.sources)))
     return Relevant(cwd, files, sources, outputs)
+
+
+def _placed_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
+    """The step's `sources` and `outputs` as the cache reads them: `${...}` rendered, relative to
+    the working directory (a step's `cwd`). A pattern that reads what is known only in the run
+    (a foreach element, a step's result) stands for everything under its literal part."""
+    try:
+        return with_patterns(step, scope)
+    except ExpressionError:
+        pass
+    try:
+        place = step_place(step, scope)
+    except ExpressionError:
+        place = None
+    found: dict[str, list[str]] = {}
+    for field in ("sources", "outputs"):
+        patterns = [_literal_part(p) for p in getattr(step, field) or ()]
+        found[field] = [under(place, p) if place is not None else p for p in patterns]
+    return replace(step, **found)
+
+
+def _literal_part(pattern: str) -> str:
+    """`pattern` with a `${...}` in it as every file under the directory before the first one."""
+    if "${" not in pattern:
+        return pattern
+    head = pattern[: pattern.index("${")]
+    negated = head.startswith("!")
+    directory = head.lstrip("!").rpartition("/")[0]
+    return ("!" if negated else "") + (f"{directory}/**" if directory else "**")
 
 
 @contextlib.contextmanager
