@@ -34,6 +34,33 @@ steps:
     assert (tmp_path / "published.txt").read_text().startswith("uploading 1.4.2")
 
 
+def test_approval_true_of_a_run_step_shows_its_script_or_each_of_its_scripts(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        """
+variables: {version: "1.4.2"}
+steps:
+  - id: one
+    title: Release ${version}
+    run: echo one ${version} > one.txt
+    approval: true
+  - id: many
+    run:
+      - echo first ${version}
+      - echo second > many.txt
+    approval: true
+    depends_on: [one]
+""".lstrip()
+    )
+    code, _, seen = answer_at_tty(tmp_path, ["run", "plan.yaml"], ["y", "y"])
+    assert code == 0, seen
+    first, second = seen.split("[y/N]")[:2]
+    assert "one" in first and "Release 1.4.2" in first, first
+    assert "$ echo one 1.4.2 > one.txt" in first, first
+    assert "$ echo first 1.4.2" in second and "$ echo second > many.txt" in second, second
+
+
 def test_approval_text_is_the_question_rendered_with_the_variables(tmp_path: Path) -> None:
     (tmp_path / "plan.yaml").write_text(
         """
