@@ -55,14 +55,16 @@ def step_rows(
     (`list --all`).
     """
     from planrun.masking import Masker
+    from planrun.plan.expressions import Words
     from planrun.plan.graph import PlanGraph
-    from planrun.plan.params import param_rows
+    from planrun.plan.params import CLI_ARGS, bind_params, param_rows
     from planrun.plan.validate import default_name, load_plan
     from planrun.run.scope import plan_scope, rendered_text, rendered_title
 
     plan = load_plan(plan_path, variables)
     graph = PlanGraph.build(plan.steps)
-    scope = plan_scope(plan, variables or {}, dict(os.environ))
+    given = {CLI_ARGS: Words(), **bind_params(plan.params, variables or {}, required=False)}
+    scope = plan_scope(plan, given, dict(os.environ))  # params' defaults known, as in `show`
     known = lambda: scope  # noqa: E731 - the scope the renderers ask for
     mask = Masker(plan.secrets, scope)
     doc: dict[str, Any] = {
