@@ -255,3 +255,34 @@ def test_an_editors_write_then_rename_of_a_source_and_of_the_plan_is_a_change(tm
         assert len(w.runs()) == 4, w.lines
     finally:
         assert w.stop() == 0, w.lines
+
+
+HELD = """\
+name: demo
+steps:
+  - id: slow
+    run: "cat src/s.txt > out-s.txt; while [ -e hold ]; do sleep 0.02; done"
+    sources: ["src/s.txt"]
+    outputs: ["out-s.txt"]
+"""
+
+
+def test_a_change_during_a_run_runs_again_once_it_ends(tmp_path):
+    """The first run read the source before it changed: its result is stale, so planrun runs
+    again without waiting for another change."""
+    (tmp_path / "planrun.yaml").write_text(HELD)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "s.txt").write_text("1\n")
+    (tmp_path / "hold").write_text("")
+    w = Watched(tmp_path)
+    try:
+        wait_until(lambda: (tmp_path / "out-s.txt").exists() or w.proc.poll() is not None)
+        (tmp_path / "src" / "s.txt").write_text("2\n")
+        (tmp_path / "src" / "s.txt").write_text("3\n")  # two changes during the run: one run
+        (tmp_path / "hold").unlink()
+        w.wait_for("watching")
+        assert len(w.runs()) == 2, w.lines
+        assert w.count("during the run") == 1, w.lines
+        assert (tmp_path / "out-s.txt").read_text() == "3\n"
+    finally:
+        assert w.stop() == 0, w.lines
