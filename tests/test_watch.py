@@ -286,3 +286,26 @@ def test_a_change_during_a_run_runs_again_once_it_ends(tmp_path):
         assert (tmp_path / "out-s.txt").read_text() == "3\n"
     finally:
         assert w.stop() == 0, w.lines
+
+
+def test_a_foreach_steps_templated_source_is_watched_under_its_literal_directory(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(
+        "name: demo\n"
+        "steps:\n"
+        "  - id: each\n"
+        "    foreach: [a, b]\n"
+        '    run: "cat data/${item}.txt > ${item}.out"\n'
+        '    sources: ["data/${item}.txt"]\n'
+        '    outputs: ["${item}.out"]\n'
+    )
+    (tmp_path / "data").mkdir()
+    for name in "ab":
+        (tmp_path / "data" / f"{name}.txt").write_text(f"{name}1\n")
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        (tmp_path / "data" / "b.txt").write_text("b2\n")
+        w.wait_for("watching", 2)
+        assert (tmp_path / "b.out").read_text() == "b2\n"
+    finally:
+        assert w.stop() == 0, w.lines

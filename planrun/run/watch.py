@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -130,7 +131,7 @@ def relevant_files(scope: WatchScope, cwd: str, previous: Relevant | None) -> Re
 def _placed_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
     """The step's `sources` and `outputs` as the cache reads them: `${...}` rendered, relative to
     the working directory (a step's `cwd`). A pattern that reads what is known only in the run
-    (a foreach element, a step's result) stands for everything under its literal part."""
+    (a foreach element, a step's result) has a wildcard for each `${...}`."""
     try:
         return with_patterns(step, scope)
     except ExpressionError:
@@ -141,19 +142,14 @@ def _placed_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
         place = None
     found: dict[str, list[str]] = {}
     for field in ("sources", "outputs"):
-        patterns = [_literal_part(p) for p in getattr(step, field) or ()]
+        patterns = [_wildcarded(p) for p in getattr(step, field) or ()]
         found[field] = [under(place, p) if place is not None else p for p in patterns]
     return replace(step, **found)
 
 
-def _literal_part(pattern: str) -> str:
-    """`pattern` with a `${...}` in it as every file under the directory before the first one."""
-    if "${" not in pattern:
-        return pattern
-    head = pattern[: pattern.index("${")]
-    negated = head.startswith("!")
-    directory = head.lstrip("!").rpartition("/")[0]
-    return ("!" if negated else "") + (f"{directory}/**" if directory else "**")
+def _wildcarded(pattern: str) -> str:
+    """`pattern` with each `${...}` as `*`: `data/${item}.csv` stands for `data/*.csv`."""
+    return re.sub(r"\$\{[^}]*\}", "*", pattern)
 
 
 @contextlib.contextmanager
