@@ -3,6 +3,10 @@ words (`approval: "TEXT"`, rendered with the variables), and `y` runs the step."
 
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +110,25 @@ def test_the_question_is_checked_like_any_template(tmp_path: Path) -> None:
     )
     r = planrun("validate", "plan.yaml", cwd=tmp_path)
     assert r.code == 3 and "step 'a': approval: undefined name 'nope'" in r.out, r
+
+
+def test_a_yes_piped_to_stdin_is_no_answer_even_with_a_terminal(tmp_path: Path) -> None:
+    """`yes | planrun run` approves nothing: the answer must come from the terminal."""
+    (tmp_path / "plan.yaml").write_text(
+        "steps:\n  - {id: deploy, run: touch deployed, approval: true}\n"
+    )
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "planrun", "run", "plan.yaml"],
+            cwd=tmp_path,
+            input=b"y\ny\n",
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=60,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 5
+    assert not (tmp_path / "deployed").exists()
