@@ -98,6 +98,34 @@ def test_always_in_dry_run_and_graph(run, write):
     assert "cleanup (always)" in g.out, g
 
 
+def test_list_and_show_mark_an_always_step(run, write):
+    """A reader of `list` or `show` can tell a cleanup step, as in the dry run and `graph`."""
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: build, tool: echo, args: {value: 1}}
+          - {id: cleanup, tool: echo, args: {value: 1}, depends_on: [build], always: true}
+        """,
+    )
+    r = run("list", "plan.yaml")
+    assert r.code == 0, r
+    lines = {line.split()[0]: line for line in r.out.splitlines()[1:]}
+    assert lines["cleanup"].endswith("(always)"), r.out
+    assert "always" not in lines["build"], r.out
+    rows = {
+        s["id"]: s for s in json.loads(run("list", "plan.yaml", "--output", "json").out)["steps"]
+    }
+    assert rows["cleanup"]["always"] is True and "always" not in rows["build"], rows
+    r = run("show", "plan.yaml", "cleanup")
+    assert r.code == 0, r
+    assert "  always:   runs whatever its dependencies come to" in r.out.splitlines(), r.out
+    assert "always" not in run("show", "plan.yaml", "build").out
+    shown = json.loads(run("show", "plan.yaml", "cleanup", "--output", "json").out)
+    assert shown["always"] is True, shown
+    assert json.loads(run("show", "plan.yaml", "build", "--output", "json").out)["always"] is False
+
+
 def test_an_always_foreach_or_matrix_step_runs_its_instances_after_an_abort(run, write, tmp_path):
     write(
         "plan.yaml",

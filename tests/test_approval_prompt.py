@@ -3,6 +3,10 @@ words (`approval: "TEXT"`, rendered with the variables), and `y` runs the step."
 
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +36,33 @@ steps:
     assert "echo uploading 1.4.2 with *** > published.txt" in question
     assert "tok-SECRET-9" not in seen
     assert (tmp_path / "published.txt").read_text().startswith("uploading 1.4.2")
+
+
+def test_approval_true_of_a_run_step_shows_its_script_or_each_of_its_scripts(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        """
+variables: {version: "1.4.2"}
+steps:
+  - id: one
+    title: Release ${version}
+    run: echo one ${version} > one.txt
+    approval: true
+  - id: many
+    run:
+      - echo first ${version}
+      - echo second > many.txt
+    approval: true
+    depends_on: [one]
+""".lstrip()
+    )
+    code, _, seen = answer_at_tty(tmp_path, ["run", "plan.yaml"], ["y", "y"])
+    assert code == 0, seen
+    first, second = seen.split("[y/N]")[:2]
+    assert "one" in first and "Release 1.4.2" in first, first
+    assert "$ echo one 1.4.2 > one.txt" in first, first
+    assert "$ echo first 1.4.2" in second and "$ echo second > many.txt" in second, second
 
 
 def test_approval_text_is_the_question_rendered_with_the_variables(tmp_path: Path) -> None:
@@ -79,3 +110,25 @@ def test_the_question_is_checked_like_any_template(tmp_path: Path) -> None:
     )
     r = planrun("validate", "plan.yaml", cwd=tmp_path)
     assert r.code == 3 and "step 'a': approval: undefined name 'nope'" in r.out, r
+
+
+def test_a_yes_piped_to_stdin_is_no_answer_even_with_a_terminal(tmp_path: Path) -> None:
+    """`yes | planrun run` approves nothing: the answer must come from the terminal."""
+    (tmp_path / "plan.yaml").write_text(
+        "steps:\n  - {id: deploy, run: touch deployed, approval: true}\n"
+    )
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "planrun", "run", "plan.yaml"],
+            cwd=tmp_path,
+            input=b"y\ny\n",
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=60,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 5
+    assert not (tmp_path / "deployed").exists()

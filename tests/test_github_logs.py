@@ -99,3 +99,40 @@ def test_escaping_matches_the_actions_toolkit() -> None:
     assert group_start("a.b", "50% done\r\nnext") == "::group::a.b — 50%25 done%0D%0Anext"
     assert group_start("a", "a") == "::group::a"
     assert error_line("x-1", "a:b,c%\n") == "::error title=x-1::a:b,c%25%0A"
+
+
+def test_sub_plan_steps_foreach_instances_and_parallel_steps_each_get_their_own_group(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "sub.yaml").write_text(
+        "steps:\n"
+        "  - {id: inner, run: echo inner-out}\n"
+        "  - {id: named, title: Named work, run: echo named-out}\n"
+    )
+    (tmp_path / "plan.yaml").write_text(
+        """
+steps:
+  - id: p1
+    run: for i in 1 2 3; do echo p1-$i; sleep 0.05; done
+  - id: p2
+    run: for i in 1 2 3; do echo p2-$i; sleep 0.05; done
+  - id: each
+    foreach: [x, y]
+    title: Item ${item}
+    run: echo each-${item}
+  - id: sp
+    tool: plan
+    args: {path: sub.yaml}
+""".lstrip()
+    )
+    r = planrun("run", "plan.yaml", cwd=tmp_path, env={"GITHUB_ACTIONS": "true"})
+    assert r.code == 0, r
+    found = groups(r.err)
+    assert found == {
+        "p1": ["  │ p1-1", "  │ p1-2", "  │ p1-3"],
+        "p2": ["  │ p2-1", "  │ p2-2", "  │ p2-3"],
+        "each[0] — Item x": ["  │ each-x"],
+        "each[1] — Item y": ["  │ each-y"],
+        "sp/inner": ["  │ inner-out"],  # no title: the id alone, as for a step of the plan
+        "sp/named — Named work": ["  │ named-out"],
+    }, r.err

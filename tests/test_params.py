@@ -278,3 +278,32 @@ def test_infinity_or_nan_in_a_var_or_vars_file_is_a_usage_error(run, write):
     r = run("run", "plan.yaml", "--no-state", "--vars-file", "vars.yaml")
     assert r.code == 2, r
     assert "vars file vars.yaml:3:5: .nan is not a JSON number" in r.err, r.err
+
+
+def test_list_renders_titles_and_descriptions_with_the_params_defaults(run, write):
+    """`list` renders as `show` and the dry run do: a param's default is a known value."""
+    write(
+        "plan.yaml",
+        """
+        params:
+          version: {type: string, required: true}
+          target: {default: dev}
+          n: {type: integer, default: 2}
+        steps:
+          - id: deploy
+            title: Deploy ${version} to ${target}
+            description: Deploys ${n} copies
+            run: ./deploy.sh ${target}
+        """,
+    )
+    r = run("list", "plan.yaml", "--output", "json")
+    assert r.code == 0, r
+    (row,) = json.loads(r.out)["steps"]
+    assert row["description"] == "Deploys 2 copies", row
+    assert row["title"] == "Deploy ${version} to ${target}", row  # version is not known
+    r = run("list", "plan.yaml", "--var", "version=1.10", "--var", "n=3", "--output", "json")
+    (row,) = json.loads(r.out)["steps"]
+    assert (row["title"], row["description"]) == ("Deploy 1.10 to dev", "Deploys 3 copies"), row
+    r = run("list", "plan.yaml", "--var", "n=x")
+    assert r.code == 2 and "--var n: expected an integer, got 'x'" in r.err + r.out, r
+    assert_no_traceback(r)

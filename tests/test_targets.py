@@ -333,6 +333,28 @@ def test_the_resume_hint_repeats_the_cache_directory(run, write, tmp_path):
     assert words[words.index("--cache-dir") + 1] == "../ci cache", words
 
 
+def test_the_resume_hint_repeats_no_cache(run, write, tmp_path):
+    """A run kept off the cache (`--no-cache`) is resumed off it too: the steps still to run
+    are not taken from an earlier run's entries."""
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: build, run: "date +%s%N > out.txt", outputs: [out.txt], sources: [src.txt]}
+          - {id: test, run: "test -f fixed", depends_on: [build]}
+        """,
+    )
+    (tmp_path / "src.txt").write_text("1\n")
+    assert run("run", "build").code == 0  # an entry for build in the cache
+    r = run("run", "--no-cache")
+    assert r.code == 1, r
+    words = _hint_words(r)
+    assert "--no-cache" in words, words
+    (tmp_path / "fixed").touch()
+    again = run(*words[1:], "--output", "json")
+    assert again.code == 0, again
+
+
 def test_completion_offers_aliases_and_no_internal_step(tmp_path):
     from tests.test_completion import complete
 

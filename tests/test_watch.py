@@ -193,3 +193,119 @@ def test_a_plan_broken_while_watching_is_reported_and_watched_until_fixed(tmp_pa
         assert w.count("run succeeded") == 3, w.lines
     finally:
         assert w.stop() == 0, w.lines
+
+
+PLACED = """\
+name: demo
+variables: {dir: src}
+steps:
+  - id: a
+    run: cat ${dir}/x.txt > ../out.txt
+    cwd: pkg
+    sources: ["${dir}/x.txt"]
+"""
+
+
+def test_a_source_under_the_steps_cwd_and_a_variable_in_its_pattern_is_watched(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(PLACED)
+    (tmp_path / "pkg" / "src").mkdir(parents=True)
+    (tmp_path / "pkg" / "src" / "x.txt").write_text("1\n")
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        (tmp_path / "pkg" / "src" / "x.txt").write_text("2\n")
+        w.wait_for("watching", 2)
+        assert (tmp_path / "out.txt").read_text() == "2\n"
+    finally:
+        assert w.stop() == 0, w.lines
+
+
+def test_a_source_created_deleted_or_renamed_is_a_change(tmp_path):
+    project(tmp_path)
+    (tmp_path / "docs" / "keep.md").write_text("# keep\n")  # c's `cat docs/*.md` has a file
+    w = Watched(tmp_path, "c")
+    try:
+        w.wait_for("watching")
+        (tmp_path / "docs" / "new.md").write_text("# new\n")
+        w.wait_for("watching", 2)
+        (tmp_path / "docs" / "new.md").rename(tmp_path / "docs" / "renamed.md")
+        w.wait_for("watching", 3)
+        (tmp_path / "docs" / "renamed.md").rename(tmp_path / "renamed.txt")  # out of the sources
+        w.wait_for("watching", 4)
+        (tmp_path / "docs" / "x.md").unlink()
+        w.wait_for("watching", 5)
+        assert len(w.runs()) == 5, w.lines
+    finally:
+        assert w.stop() == 0, w.lines
+
+
+def test_an_editors_write_then_rename_of_a_source_and_of_the_plan_is_a_change(tmp_path):
+    project(tmp_path)
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        for n, (name, text) in enumerate(
+            [("src/a.txt", "a2\n"), ("planrun.yaml", PLAN), ("src/a.txt", "a3\n")]
+        ):
+            saved = tmp_path / (name + ".swp")
+            saved.write_text(text)
+            os.replace(saved, tmp_path / name)
+            w.wait_for("watching", n + 2)
+        assert (tmp_path / "out-a.txt").read_text() == "a3\n"
+        assert len(w.runs()) == 4, w.lines
+    finally:
+        assert w.stop() == 0, w.lines
+
+
+HELD = """\
+name: demo
+steps:
+  - id: slow
+    run: "cat src/s.txt > out-s.txt; while [ -e hold ]; do sleep 0.02; done"
+    sources: ["src/s.txt"]
+    outputs: ["out-s.txt"]
+"""
+
+
+def test_a_change_during_a_run_runs_again_once_it_ends(tmp_path):
+    """The first run read the source before it changed: its result is stale, so planrun runs
+    again without waiting for another change."""
+    (tmp_path / "planrun.yaml").write_text(HELD)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "s.txt").write_text("1\n")
+    (tmp_path / "hold").write_text("")
+    w = Watched(tmp_path)
+    try:
+        wait_until(lambda: (tmp_path / "out-s.txt").exists() or w.proc.poll() is not None)
+        (tmp_path / "src" / "s.txt").write_text("2\n")
+        (tmp_path / "src" / "s.txt").write_text("3\n")  # two changes during the run: one run
+        (tmp_path / "hold").unlink()
+        w.wait_for("watching")
+        assert len(w.runs()) == 2, w.lines
+        assert w.count("during the run") == 1, w.lines
+        assert (tmp_path / "out-s.txt").read_text() == "3\n"
+    finally:
+        assert w.stop() == 0, w.lines
+
+
+def test_a_foreach_steps_templated_source_is_watched_under_its_literal_directory(tmp_path):
+    (tmp_path / "planrun.yaml").write_text(
+        "name: demo\n"
+        "steps:\n"
+        "  - id: each\n"
+        "    foreach: [a, b]\n"
+        '    run: "cat data/${item}.txt > ${item}.out"\n'
+        '    sources: ["data/${item}.txt"]\n'
+        '    outputs: ["${item}.out"]\n'
+    )
+    (tmp_path / "data").mkdir()
+    for name in "ab":
+        (tmp_path / "data" / f"{name}.txt").write_text(f"{name}1\n")
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        (tmp_path / "data" / "b.txt").write_text("b2\n")
+        w.wait_for("watching", 2)
+        assert (tmp_path / "b.out").read_text() == "b2\n"
+    finally:
+        assert w.stop() == 0, w.lines

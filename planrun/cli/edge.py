@@ -180,12 +180,14 @@ def do_run(force_resume: bool, **kw: Any) -> None:
     force = list(kw["force"])  # `*`: a bare --force (cli_options.RunCommand)
     found, targets = split_run_args(kw["args"])  # the default plan's directory becomes the cwd
     kw = {**kw, **{name: found.given_path(kw[name]) for name in _GIVEN_PATHS}}
-    code = _run_once(force_resume, found, targets, force, kw)
-    if kw.get("watch"):
-        from planrun.run.watch import watch_and_rerun, watch_scope
+    if kw.get("watch"):  # watched from before the first run: a change during it counts
+        from planrun.run.watch import watch_runs, watch_scope
 
         scope = watch_scope(found, [*kw["only"], *targets], parse_vars(kw["var"]), kw["vars_file"])
-        code = watch_and_rerun(code, scope, lambda: _rerun(found, targets, force, kw))
+        first = lambda: _run_once(force_resume, found, targets, force, kw)  # noqa: E731
+        code = watch_runs(scope, first, lambda: _rerun(found, targets, force, kw))
+    else:
+        code = _run_once(force_resume, found, targets, force, kw)
     # The run is recorded: the process ends now (planrun.__main__), whatever worker thread a
     # stopped step left (a `python` call or a prompt blocked in a read), so none of its effects
     # lands after the record.

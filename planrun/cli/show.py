@@ -26,8 +26,8 @@ def show_target(words: tuple[str, ...]) -> tuple[Found, str]:
 def show_document(
     plan_path: str, step_id: str, variables: dict[str, Any], vars_file: str | None, cwd: str
 ) -> dict[str, Any]:
-    """{plan, id, title, description, tool, args, depends_on, sources, outputs, cache, approval,
-    when[, instances]}: the step's dry-run entry with what the plan says of it, secrets masked.
+    """{plan, id, title, description, tool, args, depends_on, sources, outputs, always, cache,
+    approval, when[, instances]}: the step's dry-run entry with what the plan says of it, secrets masked.
 
     An unknown id is a UsageError with a did-you-mean hint; a value not known before the run
     stays a placeholder (`<id result>`), a text that cannot be rendered yet as written.
@@ -64,6 +64,7 @@ def show_document(
         **_own_entry(step, entries, scope),
         "sources": list(step.sources or []),
         "outputs": list(step.outputs or []),
+        "always": bool(step.always),
     }
     _render_patterns(shown, step, scope)
     if fans_out(step):
@@ -135,6 +136,7 @@ def render_show(doc: dict[str, Any]) -> str:
         ("outputs", ", ".join(doc["outputs"])),
         ("cache", _cache(doc.get("cache"))),
         ("approval", "needed" if doc["approval"] else None),
+        ("always", "runs whatever its dependencies come to" if doc.get("always") else None),
         ("when", _text(doc["when"])),
     ]
     lines += [f"  {label + ':':<10}{value}" for label, value in fields if value]

@@ -46,7 +46,7 @@ def step_rows(
     plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
 ) -> dict[str, Any]:
     """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?,
-    internal?}]} of a valid plan (PlanInvalid if not).
+    internal?, always?}]} of a valid plan (PlanInvalid if not).
 
     `depends_on` holds the effective dependencies: explicit and data-flow (an internal step
     among them too). `variables`: those given on the command line, which the plan's
@@ -55,14 +55,16 @@ def step_rows(
     (`list --all`).
     """
     from planrun.masking import Masker
+    from planrun.plan.expressions import Words
     from planrun.plan.graph import PlanGraph
-    from planrun.plan.params import param_rows
+    from planrun.plan.params import CLI_ARGS, bind_params, param_rows
     from planrun.plan.validate import default_name, load_plan
     from planrun.run.scope import plan_scope, rendered_text, rendered_title
 
     plan = load_plan(plan_path, variables)
     graph = PlanGraph.build(plan.steps)
-    scope = plan_scope(plan, variables or {}, dict(os.environ))
+    given = {CLI_ARGS: Words(), **bind_params(plan.params, variables or {}, required=False)}
+    scope = plan_scope(plan, given, dict(os.environ))  # params' defaults known, as in `show`
     known = lambda: scope  # noqa: E731 - the scope the renderers ask for
     mask = Masker(plan.secrets, scope)
     doc: dict[str, Any] = {
@@ -78,6 +80,7 @@ def step_rows(
                 "depends_on": list(graph.deps[sid]),
                 **({"aliases": list(aliases)} if (aliases := plan.step(sid).aliases) else {}),
                 **({"internal": True} if plan.step(sid).internal else {}),
+                **({"always": True} if plan.step(sid).always else {}),
             }
             for sid in graph.order
             if every or not plan.step(sid).internal
@@ -105,6 +108,8 @@ def render_steps(doc: dict[str, Any]) -> str:
             line += f"  aliases: {', '.join(s['aliases'])}"
         if s.get("internal"):
             line += "  (internal)"
+        if s.get("always"):
+            line += "  (always)"
         lines.append(line.rstrip())
         if s.get("description"):
             lines.extend(f"  {' ' * id_w}  {part}" for part in s["description"].splitlines())

@@ -207,9 +207,8 @@ class ConsoleReporter:
         """A step's output block; on GitHub Actions in a group named after the step."""
         if not self.github:
             return self._block(text)
-        step = (event.step or "").rpartition("/")[2]
-        title = self.tally.title(event.plan, event.step or "") or step
-        head = group_start(self._id(event).strip(), self._safe(title))
+        title = title_beyond_id(event.step or "", self.tally.title(event.plan, event.step or ""))
+        head = group_start(self._id(event).strip(), self._safe(title or ""))
         return f"{head}\n{self._block(text)}{GROUP_END}\n"
 
     def _safe(self, text: str) -> str:

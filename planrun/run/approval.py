@@ -19,7 +19,8 @@ def approval_question(
     mask: Callable[[Any], Any] | None,
 ) -> str:
     """`approval: "TEXT"`: TEXT rendered with the variables (as written when it cannot be).
-    Otherwise the step's id and rendered title and, for a shell step, its command. Secrets
+    Otherwise the step's id and rendered title and, for a shell step, its command (a `run`
+    step's script, or each of its scripts). Secrets
     masked: the question goes to the terminal, and from there into logs and recordings."""
     shown: Callable[[Any], Any] = mask if mask is not None else (lambda v: v)
     if isinstance(step.approval, str):
@@ -33,6 +34,10 @@ def approval_question(
     lines = [f"{head} needs approval"]
     spec = tool_spec(step.tool)
     command = args.get(spec.command) if spec is not None and spec.command else None
-    if isinstance(command, str):
-        lines += [f"  $ {line}" for line in str(shown(command)).splitlines()]
+    if command is None and step.run is not None:  # `run`: its script, or each of its scripts
+        command = args.get("run")
+    scripts = command if isinstance(command, list) else [command]
+    for script in scripts:
+        if isinstance(script, str):
+            lines += [f"  $ {line}" for line in str(shown(script)).splitlines()]
     return "\n".join([*lines, "Run it?"])

@@ -68,6 +68,8 @@ def resume_hint(
         words += ["--remote-cache", remote]
     if req.remote_cache_read_only:
         words.append("--remote-cache-read-only")
+    if req.no_cache:  # a run kept off the cache: its resume too
+        words.append("--no-cache")
     if req.keep_going:
         words.append("--keep-going")
     if after:

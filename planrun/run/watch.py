@@ -2,17 +2,20 @@
 steps (a source, the plan file, a dotenv file), then run again; Ctrl-C ends it.
 
 The waiting is watchfiles' (inotify, FSEvents, kqueue or polling, as the system offers), imported
-only here. What counts as a change is decided once per wait (the plan may have changed): the
-files the selected steps' `sources` match, the plan and its dotenv files; planrun's own
-`.planrun/` directory and every step's `outputs` never count, so a run that writes them does not
-start another. Changes within 200 ms of each other are one change. Each run is a whole run
-through the one run path (state, reporters, the cache skipping what did not change).
+only here. What counts as a change is decided before each run (the plan may have changed): the
+files the selected steps' `sources` match (rendered, under a step's `cwd`), the plan and its
+dotenv files; planrun's own `.planrun/` directory and every step's `outputs` never count, so a
+run that writes them does not start another. The watch begins before the run, so a change made
+while it goes starts the next run as soon as it ends. Changes within 200 ms of each other are
+one change. Each run is a whole run through the one run path (state, reporters, the cache
+skipping what did not change).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -20,6 +23,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from planrun.errors import ExitCode, PlanrunError, one_line
+from planrun.plan.definition import Step, replace
+from planrun.plan.expressions import ExpressionError
+from planrun.run.scope import known_scope, with_patterns
+from planrun.run.stepcall import step_place, under
 
 QUIET_MS = 200  # changes closer together than this are one change
 LONGEST_MS = 2000  # ...but a change is acted on at the latest this long after the first one
@@ -110,13 +117,39 @@ def relevant_files(scope: WatchScope, cwd: str, previous: Relevant | None) -> Re
         files.add(os.path.normpath(os.path.join(cwd, name.removesuffix("?"))))
     sources, outputs = [], []
     selected = set(prep.selected)
-    for step in prep.plan.steps:
+    known = known_scope(prep.variables, {**prep.dotenv, **os.environ})
+    for written in prep.plan.steps:
+        step = _placed_patterns(written, known)
         with contextlib.suppress(PatternError):
             if step.outputs:
                 outputs.append(compile_patterns(tuple(step.outputs)))
             if step.sources and step.id in selected:
                 sources.append(compile_patterns(tuple(step.sources)))
     return Relevant(cwd, files, sources, outputs)
+
+
+def _placed_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
+    """The step's `sources` and `outputs` as the cache reads them: `${...}` rendered, relative to
+    the working directory (a step's `cwd`). A pattern that reads what is known only in the run
+    (a foreach element, a step's result) has a wildcard for each `${...}`."""
+    try:
+        return with_patterns(step, scope)
+    except ExpressionError:
+        pass
+    try:
+        place = step_place(step, scope)
+    except ExpressionError:
+        place = None
+    found: dict[str, list[str]] = {}
+    for field in ("sources", "outputs"):
+        patterns = [_wildcarded(p) for p in getattr(step, field) or ()]
+        found[field] = [under(place, p) if place is not None else p for p in patterns]
+    return replace(step, **found)
+
+
+def _wildcarded(pattern: str) -> str:
+    """`pattern` with each `${...}` as `*`: `data/${item}.csv` stands for `data/*.csv`."""
+    return re.sub(r"\$\{[^}]*\}", "*", pattern)
 
 
 @contextlib.contextmanager
@@ -135,28 +168,71 @@ def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def wait_for_change(relevant: Relevant, stop: threading.Event) -> list[str] | None:
-    """The changed paths once something relevant changed; None once `stop` is set."""
-    import watchfiles
+class Watcher:
+    """A watch for relevant changes from before a run until the wait after it: a change made
+    while the run goes (its result may be stale) is not lost. The watching is done in a
+    thread; `wait` returns what changed, at once when something changed during the run."""
 
-    told = False
-    for changes in watchfiles.watch(
-        *relevant.roots(),
-        watch_filter=relevant,
-        debounce=LONGEST_MS,
-        step=QUIET_MS,
-        stop_event=stop,
-        rust_timeout=TICK_MS,
-        yield_on_timeout=True,
-        raise_interrupt=False,
-        ignore_permission_denied=True,
-    ):
-        if changes:
-            return sorted({path for _change, path in changes})
-        if not told:  # the first tick: the watcher is in place
-            _say("watching for changes (Ctrl-C to stop)")
-            told = True
-    return None
+    def __init__(self, relevant: Relevant) -> None:
+        self.relevant = relevant
+        self._stop = threading.Event()
+        self._ready = threading.Event()  # the watcher is in place (or could not be)
+        self._found = threading.Event()
+        self._lock = threading.Lock()
+        self._changed: set[str] = set()
+        self.error: OSError | None = None
+        self._thread = threading.Thread(target=self._watch, name="planrun-watch", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _watch(self) -> None:
+        import watchfiles
+
+        try:
+            for changes in watchfiles.watch(
+                *self.relevant.roots(),
+                watch_filter=self.relevant,
+                debounce=LONGEST_MS,
+                step=QUIET_MS,
+                stop_event=self._stop,
+                rust_timeout=TICK_MS,
+                yield_on_timeout=True,
+                raise_interrupt=False,
+                ignore_permission_denied=True,
+            ):
+                self._ready.set()  # the first tick: the watcher is in place
+                if changes:
+                    with self._lock:
+                        self._changed.update(path for _change, path in changes)
+                    self._found.set()
+        except OSError as exc:  # a root that vanished, no more inotify watches...
+            self.error = exc
+        finally:
+            self._ready.set()
+            self._found.set()
+
+    def pending(self) -> bool:
+        """Whether something changed since the watch began (during the run). A change in the
+        run's last moments is told once it settled (changes within QUIET_MS are one change)."""
+        self._found.wait((QUIET_MS + 2 * TICK_MS) / 1000)
+        return self._found.is_set() and not self.error
+
+    def wait(self, stop: threading.Event) -> list[str] | None:
+        """The changed paths once something relevant changed (at once if it did during the
+        run); None once `stop` is set. OSError when the watch failed."""
+        while not stop.is_set():
+            if self._found.wait(TICK_MS / 1000):
+                break
+        else:
+            return None
+        if self.error is not None:
+            raise self.error
+        with self._lock:
+            return sorted(self._changed)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _say(message: str) -> None:
@@ -165,24 +241,37 @@ def _say(message: str) -> None:
         sys.stderr.flush()
 
 
-def watch_and_rerun(code: ExitCode, scope: WatchScope, rerun: Callable[[], ExitCode]) -> ExitCode:
-    """After the first run (which exited `code`), run again at each change until Ctrl-C: the
-    last run's exit code. An interrupted run ends the watch (exit 130)."""
+def watch_runs(
+    scope: WatchScope, first: Callable[[], ExitCode], rerun: Callable[[], ExitCode]
+) -> ExitCode:
+    """Run `first`, then `rerun` at each change until Ctrl-C: the last run's exit code. A
+    change during a run starts the next run as soon as it ends. An interrupted run ends the
+    watch (exit 130)."""
     cwd = os.getcwd()
-    relevant: Relevant | None = None
     stop = threading.Event()
-    while code != ExitCode.INTERRUPTED:
-        relevant = relevant_files(scope, cwd, relevant)
-        with _stopped_by_signals(stop):
-            try:
-                changed = wait_for_change(relevant, stop)
-            except OSError as exc:  # a root that vanished, no more inotify watches...
-                _say(f"cannot watch for changes: {exc.strerror or exc}")
+    relevant = relevant_files(scope, cwd, None)
+    run = first
+    while True:
+        watcher = Watcher(relevant)
+        try:
+            code = run()
+            if code == ExitCode.INTERRUPTED:
                 return code
+            with _stopped_by_signals(stop):
+                during = watcher.pending()
+                if not during and not stop.is_set():
+                    _say("watching for changes (Ctrl-C to stop)")
+                try:
+                    changed = watcher.wait(stop)
+                except OSError as exc:
+                    _say(f"cannot watch for changes: {exc.strerror or exc}")
+                    return code
+        finally:
+            watcher.close()
         if changed is None:
             return code
         shown = os.path.relpath(changed[0], cwd)
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
-        _say(f"changed: {shown}{more}; running again")
-        code = rerun()
-    return code
+        _say(f"changed{' during the run' if during else ''}: {shown}{more}; running again")
+        relevant = relevant_files(scope, cwd, relevant)
+        run = rerun
