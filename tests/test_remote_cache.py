@@ -65,10 +65,16 @@ def checkout(root: Path) -> Path:
     return root
 
 
+# What a remote gets to answer unless a test is about its timeout (a later option wins): the
+# default 5 s is a wall-clock deadline a loaded machine can miss, turning a hit into a miss.
+PATIENT = ("--remote-cache-timeout", "120")
+
+
 def run(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Any:
     r = planrun(
-        "run", "plan.yaml", "--output", "json", "--events", "ev.jsonl", *args, cwd=cwd, env=env
-    )
+        "run", "plan.yaml", "--output", "json", "--events", "ev.jsonl", *PATIENT, *args,
+        cwd=cwd, env=env,
+    )  # fmt: skip
     assert_no_traceback(r)
     return r
 
@@ -536,7 +542,8 @@ def test_small_blobs_are_sent_without_asking_first(tmp_path: Path) -> None:
     with serve_http(stub.handler()) as url:
         a = checkout(tmp_path / "a")
         (a / "plan.yaml").write_text(plan.lstrip())
-        assert run(a, "--remote-cache", url).code == 0
+        r = run(a, "--remote-cache", url)
+        assert r.code == 0 and "remote cache" not in r.err, r
     large = "/cas/" + hashlib.sha256(bytes(100000)).hexdigest()
     heads = [path for method, path in stub.requests if method == "HEAD"]
     assert heads == [large], stub.requests
@@ -717,7 +724,8 @@ def test_a_server_that_compresses_what_it_may_still_serves(tmp_path: Path) -> No
 
     with serve_http(Gzipping) as url:
         a = checkout(tmp_path / "a")
-        assert run(a, "--remote-cache", url).code == 0
+        r = run(a, "--remote-cache", url)
+        assert r.code == 0 and "remote cache" not in r.err, r
         b = checkout(tmp_path / "b")
         r = run(b, "--remote-cache", url)
     assert set(statuses(r).values()) == {"cached"}, r
