@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.testkit import peak_run
 
 HELD = 400 << 20
 
 
+@pytest.mark.slow  # beside the bounded-memory tests it guards, all slow
 def test_the_peak_is_the_planrun_process_s_not_the_test_process_s(tmp_path: Path) -> None:
     held = bytearray(HELD)  # what a test worker may hold by the end of a full suite
     held[::4096] = b"x" * len(held[::4096])  # touched: resident, not only reserved

@@ -206,6 +206,7 @@ steps:
 """
 
 
+@pytest.mark.slow  # a watch session each: the full suite's layer
 def test_a_source_under_the_steps_cwd_and_a_variable_in_its_pattern_is_watched(tmp_path):
     (tmp_path / "planrun.yaml").write_text(PLACED)
     (tmp_path / "pkg" / "src").mkdir(parents=True)
@@ -220,6 +221,7 @@ def test_a_source_under_the_steps_cwd_and_a_variable_in_its_pattern_is_watched(t
         assert w.stop() == 0, w.lines
 
 
+@pytest.mark.slow  # a watch session each: the full suite's layer
 def test_a_source_created_deleted_or_renamed_is_a_change(tmp_path):
     project(tmp_path)
     (tmp_path / "docs" / "keep.md").write_text("# keep\n")  # c's `cat docs/*.md` has a file
@@ -239,6 +241,7 @@ def test_a_source_created_deleted_or_renamed_is_a_change(tmp_path):
         assert w.stop() == 0, w.lines
 
 
+@pytest.mark.slow  # a watch session each: the full suite's layer
 def test_an_editors_write_then_rename_of_a_source_and_of_the_plan_is_a_change(tmp_path):
     project(tmp_path)
     w = Watched(tmp_path)
@@ -267,6 +270,7 @@ steps:
 """
 
 
+@pytest.mark.slow  # a watch session each: the full suite's layer
 def test_a_change_during_a_run_runs_again_once_it_ends(tmp_path):
     """The first run read the source before it changed: its result is stale, so planrun runs
     again without waiting for another change."""
@@ -288,6 +292,7 @@ def test_a_change_during_a_run_runs_again_once_it_ends(tmp_path):
         assert w.stop() == 0, w.lines
 
 
+@pytest.mark.slow  # a watch session each: the full suite's layer
 def test_a_foreach_steps_templated_source_is_watched_under_its_literal_directory(tmp_path):
     (tmp_path / "planrun.yaml").write_text(
         "name: demo\n"
