@@ -728,7 +728,10 @@ def test_a_server_that_compresses_what_it_may_still_serves(tmp_path: Path) -> No
         assert r.code == 0 and "remote cache" not in r.err, r
         b = checkout(tmp_path / "b")
         r = run(b, "--remote-cache", url)
-    assert set(statuses(r).values()) == {"cached"}, r
+    # (what was asked and offered, for a miss seen only under load in full runs: the first
+    # checkout's uploads raise no warning then, yet the second misses every step)
+    seen = (r.err, stub.requests, accepted)
+    assert set(statuses(r).values()) == {"cached"}, seen
     assert "remote cache" not in r.err, r
     assert (b / "out" / "app.bin").read_bytes() == (a / "out" / "app.bin").read_bytes()
 
