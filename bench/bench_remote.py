@@ -18,17 +18,15 @@ Checked: every step of B is a remote hit and its outputs are byte-identical to A
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _black_hole import black_hole  # noqa: E402
 from _common import (  # noqa: E402
     Timing,
     fmt_s,
@@ -43,27 +41,6 @@ from _nginx import free_port, nginx_server  # noqa: E402
 from bench_cache import FILES, STEPS, clear, make_tree, settle, write_plan  # noqa: E402
 
 TIMEOUT_S = 5.0  # planrun's default per request
-
-
-@contextlib.contextmanager
-def black_hole() -> object:
-    """A port that accepts connections and never answers."""
-    with socket.socket() as hole:
-        hole.bind(("127.0.0.1", 0))
-        hole.listen(64)
-        taken: list[socket.socket] = []
-
-        def take() -> None:
-            with contextlib.suppress(OSError):
-                while True:
-                    taken.append(hole.accept()[0])
-
-        threading.Thread(target=take, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{hole.getsockname()[1]}"
-        finally:
-            for conn in taken:
-                conn.close()
 
 
 def check_second_checkout(pr: list[str], b: Path, a: Path, url: str) -> list[str]:
@@ -126,7 +103,7 @@ def main() -> int:
         reps=max(1, args.reps // 2),
         setup=lambda: clear(b, ".planrun", "out"),
     )
-    with black_hole() as hole_url:
+    with black_hole() as (hole_url, _taken):
         hole = time_command(
             "B cold, remote never answers",
             [*base, "--remote-cache", str(hole_url)],

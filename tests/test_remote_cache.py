@@ -8,7 +8,6 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from bench._black_hole import black_hole
 from bench._nginx import free_port, nginx_binary, nginx_server
 from tests.conftest import assert_no_traceback, planrun, serve_http
 from tests.testkit import peak_run
@@ -445,26 +445,28 @@ def test_a_refused_connection_is_one_warning(tmp_path: Path) -> None:
     assert set(statuses(again).values()) == {"cached"}  # the local cache works on
 
 
-@contextlib.contextmanager
-def black_hole() -> Iterator[tuple[str, list[socket.socket]]]:
-    """A port on 127.0.0.1 that takes connections and never answers; yields its URL and the
-    connections it took."""
-    with socket.socket() as hole:
-        hole.bind(("127.0.0.1", 0))
-        hole.listen(128)
-        accepted: list[socket.socket] = []
+def test_a_black_hole_leaves_no_thread_that_could_take_another_server_s_connections() -> None:
+    """Its accept thread ends before its port closes: a thread still in `accept` on a closed
+    descriptor takes the connections of whatever socket gets that number next (the next test's
+    server), and the run asking that server hangs or is reset."""
+    before = set(threading.enumerate())
+    with black_hole() as (url, _accepted):
+        assert url.startswith("http://127.0.0.1:")
+    assert set(threading.enumerate()) <= before
 
-        def take() -> None:
-            with contextlib.suppress(OSError):
-                while True:
-                    accepted.append(hole.accept()[0])
 
-        threading.Thread(target=take, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{hole.getsockname()[1]}", accepted
-        finally:
-            for conn in accepted:
-                conn.close()
+def test_a_run_after_a_black_hole_in_the_same_process_is_served(tmp_path: Path) -> None:
+    """One process, two runs (as `planrun mcp` runs plans): the first's remote never answers,
+    the second's answers; nothing of the first run's connections reaches the second's."""
+    with black_hole() as (url, _accepted):
+        a = checkout(tmp_path / "a")
+        r = run(a, "--remote-cache", url, "--remote-cache-timeout", "0.5")
+        assert r.code == 0 and r.err.count("remote cache") == 1, r
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        r = run(checkout(tmp_path / "b"), "--remote-cache", url)
+    assert r.code == 0 and "remote cache" not in r.err, r
+    assert any(path.startswith("/ac/") for path in stub.files), stub.requests
 
 
 def test_a_remote_that_never_answers_costs_one_timeout(tmp_path: Path) -> None:
