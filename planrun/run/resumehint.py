@@ -1,7 +1,9 @@
 """The `resume with: ...` hint of a failed or interrupted run: the command that resumes the
-same selection, with the targets, `--var`s and options that selected the run and the words
-after `--` (`cli_args`), quoted for the shell. A `--var` of a secret is left out and named in a shell comment at the end (its value is
-never shown, and `***` would resume with the wrong value)."""
+same selection the same way, with the targets, `--var`s and options that selected the run and
+decided how it ran, and the words after `--` (`cli_args`), quoted for the shell (one line: a
+word with a line break or a control character is written `$'…'`). A `--var` of a secret is
+left out and named in a shell comment at the end (its value is never shown, and `***` would
+resume with the wrong value); so is a URL or address holding a password."""
 
 from __future__ import annotations
 
@@ -22,10 +24,15 @@ __all__ = ["resume_hint"]
 # Options that decide what a resume runs and how (repeated as given); the others (output,
 # reports...) are the reader's to add. The caches are repeated: a resumed CI job shares what
 # the run shared (its --cache-dir, the remote), and a read-only run (a pull-request build)
-# must not upload when resumed.
+# must not upload when resumed. So are -j, the executor and the grace: a run limited to one
+# step at once (a shared machine) or sent to a Dask cluster is resumed the same way. Never
+# repeated: --force (a forced step is never kept, so the resume would run again what the run
+# did) and --yes (an approval is given again, not carried by a copied line).
 _REPEATED = (
     ("vars_file", "--vars-file"),
     ("state", "--state"),
+    ("jobs", "--jobs"),
+    ("executor", "--executor"),
     ("cache_dir", "--cache-dir"),
     ("mcp_config", "--mcp-config"),
     ("planner", "--planner"),
@@ -62,10 +69,17 @@ def resume_hint(
         value = getattr(req, attribute)
         if value:
             words += [option, _as_given_path(req, str(value)) if option in _PATHS else str(value)]
-    remote = req.remote_cache
-    remote_left_out = bool(remote) and bool(url_userinfo(str(remote)))  # never in a hint
-    if remote and not remote_left_out:
-        words += ["--remote-cache", remote]
+    notes = []
+    for option, value, what in (
+        ("--address", req.address, "ADDRESS"),
+        ("--remote-cache", req.remote_cache, "URL"),
+    ):
+        if value and url_userinfo(str(value)):  # a password is never in a hint
+            notes.append(f"and {option} {what}: its password is not repeated")
+        elif value:
+            words += [option, str(value)]
+    if req.grace is not None:
+        words += ["--grace", _seconds(req.grace)]
     if req.remote_cache_read_only:
         words.append("--remote-cache-read-only")
     if req.no_cache:  # a run kept off the cache: its resume too
@@ -75,12 +89,9 @@ def resume_hint(
     if after:
         words += ["--", *after]
     command = " ".join(map(_quote, words))
-    notes = []
-    if left_out:
-        names = " ".join(f"--var {name}=..." for name in left_out)
-        notes.append(f"and {names}: secrets are not repeated")
-    if remote_left_out:
-        notes.append("and --remote-cache URL: its password is not repeated")
+    if left_out:  # each name quoted too: a name holding a line break would end the comment
+        names = " ".join(f"--var {_quote(name + '=...')}" for name in left_out)
+        notes.insert(0, f"and {names}: secrets are not repeated")
     if notes:
         command += "  # " + "; ".join(notes)
     return command
@@ -98,14 +109,44 @@ def _as_given_path(req: RunRequest, path: str) -> str:
     return path
 
 
+def _seconds(seconds: float) -> str:
+    """`--grace`'s value as a duration that reads back as the same seconds (`0.00001s`, never
+    `1e-05s`, which no duration is)."""
+    from decimal import Decimal
+
+    text = format(Decimal(repr(seconds)), "f")
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "s"
+
+
 _SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+# What a terminal could act on, or a shell line could not hold: C0 and C1 controls (the line
+# break among them), DEL, and the lone surrogates a byte that is not UTF-8 was read as.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 def _quote(word: str) -> str:
-    """`word` as one shell word (shlex.quote's rule; shlex itself is not imported at start)."""
+    """`word` as one shell word (shlex.quote's rule; shlex itself is not imported at start);
+    one with a control character in `$'…'` with escapes, as bash's `printf %q` writes it."""
     if _SAFE.fullmatch(word):
         return word
-    return "'" + word.replace("'", "'\"'\"'") + "'"
+    if not _CONTROL.search(word):
+        return "'" + word.replace("'", "'\"'\"'") + "'"
+    return "$'" + "".join(map(_escaped, word)) + "'"
+
+
+def _escaped(char: str) -> str:
+    """One character inside `$'…'`: a control character as its bytes (`\\x1b`; a C1 control
+    as its two UTF-8 bytes, a surrogate as the byte it was read from)."""
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if not _CONTROL.fullmatch(char):
+        return char
+    try:
+        data = char.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte gives (from a JSON `\\ud800`)
+        return f"\\u{ord(char):04x}"
+    return "".join(f"\\x{byte:02x}" for byte in data)
 
 
 def _as_given(value: Any, param: Any) -> str:
