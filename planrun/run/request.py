@@ -110,7 +110,11 @@ class RunRequest:
     def how_to_start(self) -> str:
         """How the caller starts a fresh run of this plan, as error hints name it: the CLI
         command, or what the caller set (`plan_run` for an MCP client)."""
-        return self.start_hint or f"'planrun run {self.plan}'"
+        if self.start_hint:
+            return self.start_hint
+        from planrun.text import command_shown
+
+        return command_shown("planrun", "run", self.plan)
 
 
 class Prepared:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from planrun.plan.defaultplan import looks_like_plan
 from planrun.plan.discovery import INVOCATION_DIR
 from planrun.plan.params import CLI_ARGS, GivenText
 from planrun.run.request import RunRequest
+from planrun.text import shell_word
 
 __all__ = ["resume_hint"]
 
@@ -88,9 +88,9 @@ def resume_hint(
         words.append("--keep-going")
     if after:
         words += ["--", *after]
-    command = " ".join(map(_quote, words))
+    command = " ".join(map(shell_word, words))
     if left_out:  # each name quoted too: a name holding a line break would end the comment
-        names = " ".join(f"--var {_quote(name + '=...')}" for name in left_out)
+        names = " ".join(f"--var {shell_word(name + '=...')}" for name in left_out)
         notes.insert(0, f"and {names}: secrets are not repeated")
     if notes:
         command += "  # " + "; ".join(notes)
@@ -116,37 +116,6 @@ def _seconds(seconds: float) -> str:
 
     text = format(Decimal(repr(seconds)), "f")
     return (text.rstrip("0").rstrip(".") if "." in text else text) + "s"
-
-
-_SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
-# What a terminal could act on, or a shell line could not hold: C0 and C1 controls (the line
-# break among them), DEL, and the lone surrogates a byte that is not UTF-8 was read as.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def _quote(word: str) -> str:
-    """`word` as one shell word (shlex.quote's rule; shlex itself is not imported at start);
-    one with a control character in `$'…'` with escapes, as bash's `printf %q` writes it."""
-    if _SAFE.fullmatch(word):
-        return word
-    if not _CONTROL.search(word):
-        return "'" + word.replace("'", "'\"'\"'") + "'"
-    return "$'" + "".join(map(_escaped, word)) + "'"
-
-
-def _escaped(char: str) -> str:
-    """One character inside `$'…'`: a control character as its bytes (`\\x1b`; a C1 control
-    as its two UTF-8 bytes, a surrogate as the byte it was read from)."""
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    if not _CONTROL.fullmatch(char):
-        return char
-    try:
-        data = char.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a surrogate no byte gives (from a JSON `\\ud800`)
-        return f"\\u{ord(char):04x}"
-    return "".join(f"\\x{byte:02x}" for byte in data)
 
 
 def _as_given(value: Any, param: Any) -> str:
