@@ -145,3 +145,19 @@ def test_a_secret_named_in_the_comment_cannot_end_the_line(tmp_path):
     assert "\n" not in hint and "s3" not in hint, hint
     assert _as_bash_reads(hint, tmp_path) == ["resume", "p.yaml"]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_the_hint_repeats_the_directories_planrun_was_told_to_start_in(run, write, tmp_path):
+    """`planrun -C DIR run` fails: its hint, copied where it was typed, resumes that run, not
+    a plan of the same name in the directory the user is in."""
+    write("ci tree/sub/planrun.yaml", FLAKY)
+    write("planrun.yaml", "steps:\n  - {id: other, run: 'touch wrong'}\n")
+    r = run("-C", "ci tree", "-C", "sub", "run")
+    assert r.code == 1, r
+    words = _words(r)
+    assert words[:6] == ["planrun", "-C", "ci tree", "-C", "sub", "resume"], words
+    (tmp_path / "ci tree/sub/fixed").touch()
+    again = run(*words[1:], "--output", "json")
+    assert again.code == 0, again
+    assert [s["status"] for s in again.json["steps"]] == ["succeeded", "succeeded"], again
+    assert not (tmp_path / "wrong").exists()

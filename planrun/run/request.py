@@ -89,6 +89,8 @@ class RunRequest:
     )  # --events/--junit files this run could not write
     params_required: bool = True  # False for `show`: a required param may be missing there
     plan_found: bool = False  # the default plan, found in a parent directory: hints do not name it
+    # `planrun -C DIR ...`: the directories, as given (the resume hint repeats them)
+    directories: tuple[str, ...] = ()
 
     @property
     def cache_request(self) -> CacheRequest:

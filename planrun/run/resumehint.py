@@ -50,9 +50,13 @@ def resume_hint(
     ids it selected (its targets as given, or those a resume read from the state); `params`:
     the plan's (a param's `--var` is read by its type, not as YAML). A default plan found in a
     parent directory is not named: the resume, started where the run was, finds it again."""
-    words = ["planrun", "resume"] if req.plan_found else ["planrun", "resume", req.plan]
+    words = ["planrun"]
+    for directory in req.directories:  # where the run was, from where its command was typed
+        words += ["-C", directory]
+    words += ["resume"] if req.plan_found else ["resume", req.plan]
+    first = len(words)  # a first target that looks like a plan is written --only=ID
     for t in req.only or targets or ():
-        plan_like = req.plan_found and len(words) == 2 and looks_like_plan(t, os.getcwd())
+        plan_like = req.plan_found and len(words) == first and looks_like_plan(t, os.getcwd())
         words.append(f"--only={t}" if t.startswith("-") or plan_like else t)
     hidden = set(secrets)
     left_out = []
