@@ -1,8 +1,10 @@
 """Text shown in one line: the first line of an error or a description, cut to a width; a value's
-kind; a duration; why a file operation failed, in plain words."""
+kind; a duration; why a file operation failed, in plain words; a command shown to be copied,
+its words quoted for the shell."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -98,3 +100,45 @@ def os_cause(exc: OSError) -> str:
         return cause
     text = exc.strerror or first_line(exc) or type(exc).__name__
     return text[:1].lower() + text[1:]
+
+
+# Compiled when a command is first shown (re's cache), not at import. _CONTROL: what a terminal
+# could act on, or a shell line could not hold: C0 and C1 controls (the line break among them),
+# DEL, and the lone surrogates a byte that is not UTF-8 was read as.
+_SAFE = r"(?a)[\w@%+=:,./-]+"
+_CONTROL = r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]"
+_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def shell_word(word: str) -> str:
+    """`word` as one shell word for a command shown to be copied (shlex.quote's rule; shlex
+    itself is not imported at start); one with a control character in `$'…'` with escapes, as
+    bash's `printf %q` writes it, so the command stays one line that no terminal acts on."""
+    if re.fullmatch(_SAFE, word):
+        return word
+    if not re.search(_CONTROL, word):
+        return "'" + word.replace("'", "'\"'\"'") + "'"
+    return "$'" + "".join(map(_escaped, word)) + "'"
+
+
+def _escaped(char: str) -> str:
+    """One character inside `$'…'`: a control character as its bytes (`\\x1b`; a C1 control
+    as its two UTF-8 bytes, a surrogate as the byte it was read from)."""
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if not re.fullmatch(_CONTROL, char):
+        return char
+    try:
+        data = char.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte gives (from a JSON `\\ud800`)
+        return f"\\u{ord(char):04x}"
+    return "".join(f"\\x{byte:02x}" for byte in data)
+
+
+def command_shown(*words: str) -> str:
+    """A command a message tells the user to type, in quotes (`'planrun run p.yaml'`); one
+    whose words need quoting for the shell is shown without them (`planrun run 'my plan.yaml'`),
+    as quotes inside quotes could not be copied."""
+    quoted = [shell_word(w) for w in words]
+    line = " ".join(quoted)
+    return f"'{line}'" if quoted == list(words) else line

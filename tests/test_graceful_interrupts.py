@@ -238,6 +238,70 @@ def test_a_step_that_traps_the_signal_and_exits_non_zero_is_interrupted_not_fail
     assert _status_of(tmp_path) == {"run": "succeeded", "deploy": "succeeded", "after": "succeeded"}
 
 
+def test_a_step_that_traps_the_signal_and_exits_0_is_interrupted_in_every_view(
+    tmp_path: Path,
+) -> None:
+    """The run was interrupted while the step ran: its exit 0 after the signal says it ended
+    cleanly, not that its work was done (as GitHub Actions marks a step cancelled, whatever
+    it exits with). State, console, --output json, events and JUnit say `interrupted`, the
+    exit is 130, nothing is cached or bound, and `resume` runs the step again."""
+    mark = unique_mark()
+    waiting = unique_sleep(60)
+    cmd = (
+        f"echo run >> runs.log; echo partial > out.txt; test -e fixed && exit 0; "
+        f"trap 'exit 0' INT; : {mark}; {waiting}"
+    )
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsteps:\n"
+        f"  - {{id: deploy, run: {json.dumps(cmd)}, outputs: [out.txt], result_variable: r}}\n"
+        "  - {id: after, tool: echo, args: {value: '${r}'}, depends_on: [deploy]}\n"
+    )
+    proc = spawn_planrun(
+        "run",
+        "p.yaml",
+        "--output",
+        "json",
+        "--events",
+        "ev.jsonl",
+        "--junit",
+        "junit.xml",
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for_command(waiting)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert_no_process_left(mark)
+    assert _status_of(tmp_path) == {
+        "run": "interrupted",
+        "deploy": "interrupted",
+        "after": "pending",
+    }
+    doc = json.loads(out)
+    assert [(s["id"], s["status"]) for s in doc["steps"]] == [
+        ("deploy", "interrupted"),
+        ("after", "pending"),
+    ], doc
+    assert "r" not in doc["variables"], doc
+    assert "deploy interrupted after" in err and "deploy succeeded" not in err, err
+    events = [
+        json.loads(line)["event"] for line in (tmp_path / "ev.jsonl").read_text().splitlines()
+    ]
+    assert "step.interrupted" in events and "step.succeeded" not in events, events
+    junit = (tmp_path / "junit.xml").read_text()
+    assert '<testcase name="deploy"' in junit and 'type="interrupted"' in junit, junit
+    info = planrun("cache", "info", "--output", "json", cwd=tmp_path)
+    assert info.code == 0 and json.loads(info.out)["entries"] == 0, info
+    (tmp_path / "fixed").touch()
+    again = planrun("resume", "p.yaml", "--output", "json", cwd=tmp_path)
+    assert again.code == 0, again
+    assert "running 'deploy' again: interrupted last time" in again.err, again
+    assert (tmp_path / "runs.log").read_text() == "run\nrun\n"
+
+
 def test_a_step_waiting_to_retry_is_interrupted_without_waiting(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(
         "name: p\nsteps:\n"

@@ -435,16 +435,16 @@ def test_console_interrupted_run_prints_resume_hint() -> None:
 
 def test_console_quiet_shows_only_failures_and_summary() -> None:
     out = console_text(failed_run(), quiet=True)
-    assert (
-        " started" not in out
-        and "▶" not in out
-        and "succeeded (" not in out
-        and "retrying" not in out
-    )
+    assert " started" not in out and "▶" not in out and "succeeded (" not in out
     assert "build line" not in out and "lint" not in out and "skipped:" not in out
     lines = out.splitlines()
-    assert lines[0].endswith("✗ deploy failed (attempt 2): command exited with code 1")
-    assert lines[1] == "  │ $ ./deploy.sh --prod"
+    # a failed attempt is a failure: its retry line shows (test's too, which then passed)
+    assert lines[0].endswith(
+        "↻ test retrying in 1.00s (attempt 1 failed: command exited with code 1)"
+    )
+    assert lines[1].endswith("↻ deploy retrying in 0.50s (attempt 1 failed: HTTP 503)")
+    assert lines[2].endswith("✗ deploy failed (attempt 2): command exited with code 1")
+    assert lines[3] == "  │ $ ./deploy.sh --prod"
     assert any(line.startswith("failed steps:") for line in lines)
     assert "run failed (step_failed)" in out
 

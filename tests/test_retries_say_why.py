@@ -75,3 +75,19 @@ def test_the_last_failed_attempt_is_in_the_log_too(run, write, tmp_path: Path) -
     r = run("run", "p.yaml", "--output", "json")  # a new run starts a new log
     state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
     assert len(state["steps"]["down"]["attempts_log"]) == 2
+
+
+def test_quiet_still_shows_each_failed_attempt_of_a_step_that_then_succeeded(
+    run, write, tmp_path: Path
+) -> None:
+    """`--quiet` shows only failures and the summary: a failed attempt is a failure, and a
+    step that passed on its third try is the flaky step a CI log must show."""
+    write("p.yaml", FLAKY)
+    r = run("run", "p.yaml", "-q")
+    assert r.code == 0, r
+    retries = [line for line in r.err.splitlines() if "fetch retrying" in line]
+    assert len(retries) == 2, r
+    assert "attempt 1 failed: command exited with code 1" in retries[0], retries
+    assert "connection reset (try 1)" in r.err and "connection reset (try 2)" in r.err, r
+    assert "tok-SECRET-42" not in r.err and "dialing with ***" in r.err, r
+    assert "fetch started" not in r.err and "fetch succeeded" not in r.err, r  # still quiet

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1015,3 +1016,48 @@ def test_a_diagnostic_naming_plan_text_stays_one_line(run, write):
     assert r.code == 3, r
     assert len(r.out.strip().splitlines()) == 1 and "\x1b" not in r.out + r.err, r
     assert "unknown tool 'sh\\nell\\x1b[2J'" in r.out, r
+
+
+def test_the_unmatched_sources_check_stops_at_the_first_file_a_pattern_matches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`validate` asks whether a pattern matches a file, not which files: in a tree of 40
+    directories it lists the few directories on the way to the first match, not all 40 (a
+    monorepo's `src/**` would be walked whole at every validate). A pattern that matches
+    nothing is still looked for everywhere."""
+    import os
+
+    write_indented_plan(
+        tmp_path,
+        """
+        steps:
+          - {id: a, run: "true", sources: ["src/**/*.py"]}
+          - {id: b, run: "true", sources: ["src"]}
+          - {id: c, run: "true", sources: ["src/**/*.rs"]}
+        """,
+    )
+    for n in range(40):
+        (tmp_path / f"src/d{n}").mkdir(parents=True)
+        (tmp_path / f"src/d{n}/m.py").write_text("x\n")
+    listed: list[str] = []
+    src = str(tmp_path / "src")
+    scandir, listdir = os.scandir, os.listdir
+
+    def counted_scandir(path: Any = ".") -> Any:
+        listed.append(os.fspath(path))
+        return scandir(path)
+
+    def counted_listdir(path: Any = ".") -> Any:
+        listed.append(os.readlink(f"/proc/self/fd/{path}") if isinstance(path, int) else path)
+        return listdir(path)
+
+    monkeypatch.setattr(os, "scandir", counted_scandir)
+    monkeypatch.setattr(os, "listdir", counted_listdir)
+    r = planrun("validate", "plan.yaml", cwd=tmp_path)
+    assert r.code == 0, r
+    assert r.out.splitlines() == [
+        "plan.yaml:4:40: warning: step 'c': sources[0] 'src/**/*.rs' matches no file"
+    ], r
+    below = [p for p in listed if p == src or p.startswith(src + os.sep)]
+    # a and b: src and the one directory holding the first match each; c: all 41
+    assert len(below) <= 2 * 2 + 41, below

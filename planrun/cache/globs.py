@@ -208,7 +208,37 @@ def match_stats(
     `lister` names the entries of a directory taken whole (its descriptor and path): the stat
     records remember listings (planrun.cache.statcache)."""
     found: dict[str, os.stat_result] = {}
-    skipped = _relative(cwd, tuple(skip))
+    _collect(cwd, matcher, _relative(cwd, tuple(skip)), lister, found)
+    return found
+
+
+class _First(dict[str, os.stat_result]):
+    """A `found` that ends the walk at the first file taken (`_Matched`)."""
+
+    def __setitem__(self, rel: str, st: os.stat_result) -> None:
+        raise _Matched(rel)
+
+
+class _Matched(Exception):
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+
+
+def first_match(cwd: str, matcher: Matcher, skip: Iterable[str] = ()) -> str | None:
+    """A file the matcher selects under `cwd` (relative path), or None: the walk of
+    `match_stats`, ended at the first file it takes (whether a pattern matches anything needs
+    no more; a big tree is not listed whole)."""
+    try:
+        _collect(cwd, matcher, _relative(cwd, tuple(skip)), _listdir, _First())
+    except _Matched as match:
+        return match.rel
+    return None
+
+
+def _collect(
+    cwd: str, matcher: Matcher, skipped: frozenset[str], lister: Lister, found: Found
+) -> None:
+    """What `match_stats` finds, put into `found`."""
     for root in matcher.roots:
         full = os.path.join(cwd, root) if root != "." else cwd
         try:
@@ -222,7 +252,6 @@ def match_stats(
         elif stat.S_ISDIR(st.st_mode):
             whole = bool(rel) and matcher.included(rel)
             _walk(full, rel, matcher, whole, found, skipped, lister)
-    return found
 
 
 @lru_cache(maxsize=64)

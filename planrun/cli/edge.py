@@ -217,6 +217,13 @@ def _pass_through(kw: dict[str, Any]) -> dict[str, Any]:
     return {CLI_ARGS: Words(words)} if words else {}
 
 
+def _directories() -> tuple[str, ...]:
+    """The `-C DIR`s planrun was given, as typed (the resume hint starts where they led)."""
+    context = click.get_current_context(silent=True)
+    given = context.find_root().params.get("directories") if context is not None else None
+    return tuple(given or ())
+
+
 def _run_once(
     force_resume: bool, found: Any, targets: list[str], force: list[str], kw: dict[str, Any]
 ) -> ExitCode:
@@ -242,6 +249,7 @@ def _run_once(
             "resume": force_resume or kw["resume"],
             "only": [*kw["only"], *targets],
             "plan_found": found.moved,  # `resume with: planrun resume ...` finds it again
+            "directories": _directories(),
             "force": force,
             "grace": _grace(kw.get("grace")),
             "planner": _planner(kw.get("planner")),

@@ -212,6 +212,7 @@ def status(plan: str | None, state: str | None, output: str) -> None:
     """Show the last run of PLAN: status, reason and every step."""
     from planrun.plan.validate import written_plan
     from planrun.state import no_state, render_status_text, status_document
+    from planrun.text import command_shown
 
     found = plan_or_found(plan)  # the default plan's directory becomes the cwd
     plan, state = found.plan, found.given_path(state)
@@ -219,7 +220,8 @@ def status(plan: str | None, state: str | None, output: str) -> None:
     st = _read_state(written.name, state)
     if st is None:
         path = _state_path(written.name, state)
-        raise no_state(written.name, path, plan, f"'planrun run {plan}'", written.unreadable)
+        first = command_shown("planrun", "run", plan)
+        raise no_state(written.name, path, plan, first, written.unreadable)
     if output == "json":
         click.echo(json.dumps(status_document(st), indent=2, ensure_ascii=False, default=str))
     else:

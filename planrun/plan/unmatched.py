@@ -20,7 +20,7 @@ def unmatched_sources(checked: Any, cwd: str) -> list[Diagnostic]:
     if plan is None or not any(s.sources for s in plan.steps):
         return []
     # (the cache's glob matching only for a plan whose steps declare sources)
-    from planrun.cache.globs import PatternError, compile_patterns, match_stats
+    from planrun.cache.globs import PatternError, compile_patterns, first_match
 
     out = Collector(checked.doc)
     skip = (os.path.join(cwd, ".planrun"),)
@@ -36,7 +36,7 @@ def unmatched_sources(checked: Any, cwd: str) -> list[Diagnostic]:
                 matcher = compile_patterns((pattern,))
             except PatternError:  # reported by the plan's own checks
                 continue
-            if not match_stats(where, matcher, skip):
+            if first_match(where, matcher, skip) is None:  # one file settles it
                 out.add(
                     ("steps", i, "sources", n),
                     f"step '{step.id}': sources[{n}] '{pattern}' matches no file",

@@ -14,6 +14,7 @@ from planrun.errors import PlanInvalid, UsageError
 from planrun.report.model import PlanInfo, build_report
 from planrun.run.events import RunEvent, RunStarted, iso_ts
 from planrun.state import RunState, default_state_path, no_state, read_state
+from planrun.text import command_shown
 
 if TYPE_CHECKING:
     from planrun.plan.definition import Plan
@@ -106,7 +107,8 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
         refuse_clobbering([("-o", out)], inputs, cwd)
     recorded = read_state(path, name)
     if recorded is None:
-        raise no_state(name, str(path), plan_path, f"'planrun run {plan_path}'", unreadable)
+        first = command_shown("planrun", "run", plan_path)
+        raise no_state(name, str(path), plan_path, first, unreadable)
     return render_report(recorded, info)
 
 

@@ -314,8 +314,8 @@ class ConsoleReporter:
         self._write(f"[{self._id(event).lstrip()}] {line}\n")  # an instance: unindented
 
     def _step_retrying(self, event: StepRetrying) -> None:
-        if self.quiet:
-            return
+        # Shown when quiet too: a failed attempt is a failure, and a step that passed only on a
+        # later try is the flaky step a quiet CI log must still show.
         delay = event.delay_s
         wait = f" in {format_duration(delay)}" if isinstance(delay, int | float) else ""
         why = f"attempt {event.attempt} failed: {first_line(event.error)}"

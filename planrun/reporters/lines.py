@@ -8,6 +8,7 @@ from typing import Any
 
 from planrun.run.events import PlanDiff
 from planrun.status import STEP_STATUSES, Status
+from planrun.text import shell_word
 
 TERMINAL = STEP_STATUSES - {Status.PENDING, Status.RUNNING}  # a step's statuses once it ended
 # kind -> (unicode symbol, ascii fallback, ANSI colour)
@@ -96,9 +97,7 @@ def resume_command(hint: str) -> str:
     """A full command as given, or `planrun resume PLAN` for a plan path."""
     if hint.startswith("planrun "):
         return hint
-    import shlex
-
-    return f"planrun resume {shlex.quote(hint)}"
+    return f"planrun resume {shell_word(hint)}"
 
 
 def diff_words(event: PlanDiff, color: bool) -> tuple[str, str]:

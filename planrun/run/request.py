@@ -89,6 +89,8 @@ class RunRequest:
     )  # --events/--junit files this run could not write
     params_required: bool = True  # False for `show`: a required param may be missing there
     plan_found: bool = False  # the default plan, found in a parent directory: hints do not name it
+    # `planrun -C DIR ...`: the directories, as given (the resume hint repeats them)
+    directories: tuple[str, ...] = ()
 
     @property
     def cache_request(self) -> CacheRequest:
@@ -110,7 +112,11 @@ class RunRequest:
     def how_to_start(self) -> str:
         """How the caller starts a fresh run of this plan, as error hints name it: the CLI
         command, or what the caller set (`plan_run` for an MCP client)."""
-        return self.start_hint or f"'planrun run {self.plan}'"
+        if self.start_hint:
+            return self.start_hint
+        from planrun.text import command_shown
+
+        return command_shown("planrun", "run", self.plan)
 
 
 class Prepared:

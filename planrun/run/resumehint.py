@@ -1,13 +1,14 @@
 """The `resume with: ...` hint of a failed or interrupted run: the command that resumes the
-same selection, with the targets, `--var`s and options that selected the run and the words
-after `--` (`cli_args`), quoted for the shell. A `--var` of a secret is left out and named in a shell comment at the end (its value is
-never shown, and `***` would resume with the wrong value)."""
+same selection the same way, with the targets, `--var`s and options that selected the run and
+decided how it ran, and the words after `--` (`cli_args`), quoted for the shell (one line: a
+word with a line break or a control character is written `$'…'`). A `--var` of a secret is
+left out and named in a shell comment at the end (its value is never shown, and `***` would
+resume with the wrong value); so is a URL or address holding a password."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,16 +17,22 @@ from planrun.plan.defaultplan import looks_like_plan
 from planrun.plan.discovery import INVOCATION_DIR
 from planrun.plan.params import CLI_ARGS, GivenText
 from planrun.run.request import RunRequest
+from planrun.text import shell_word
 
 __all__ = ["resume_hint"]
 
 # Options that decide what a resume runs and how (repeated as given); the others (output,
 # reports...) are the reader's to add. The caches are repeated: a resumed CI job shares what
 # the run shared (its --cache-dir, the remote), and a read-only run (a pull-request build)
-# must not upload when resumed.
+# must not upload when resumed. So are -j, the executor and the grace: a run limited to one
+# step at once (a shared machine) or sent to a Dask cluster is resumed the same way. Never
+# repeated: --force (a forced step is never kept, so the resume would run again what the run
+# did) and --yes (an approval is given again, not carried by a copied line).
 _REPEATED = (
     ("vars_file", "--vars-file"),
     ("state", "--state"),
+    ("jobs", "--jobs"),
+    ("executor", "--executor"),
     ("cache_dir", "--cache-dir"),
     ("mcp_config", "--mcp-config"),
     ("planner", "--planner"),
@@ -43,9 +50,13 @@ def resume_hint(
     ids it selected (its targets as given, or those a resume read from the state); `params`:
     the plan's (a param's `--var` is read by its type, not as YAML). A default plan found in a
     parent directory is not named: the resume, started where the run was, finds it again."""
-    words = ["planrun", "resume"] if req.plan_found else ["planrun", "resume", req.plan]
+    words = ["planrun"]
+    for directory in req.directories:  # where the run was, from where its command was typed
+        words += ["-C", directory]
+    words += ["resume"] if req.plan_found else ["resume", req.plan]
+    first = len(words)  # a first target that looks like a plan is written --only=ID
     for t in req.only or targets or ():
-        plan_like = req.plan_found and len(words) == 2 and looks_like_plan(t, os.getcwd())
+        plan_like = req.plan_found and len(words) == first and looks_like_plan(t, os.getcwd())
         words.append(f"--only={t}" if t.startswith("-") or plan_like else t)
     hidden = set(secrets)
     left_out = []
@@ -62,10 +73,17 @@ def resume_hint(
         value = getattr(req, attribute)
         if value:
             words += [option, _as_given_path(req, str(value)) if option in _PATHS else str(value)]
-    remote = req.remote_cache
-    remote_left_out = bool(remote) and bool(url_userinfo(str(remote)))  # never in a hint
-    if remote and not remote_left_out:
-        words += ["--remote-cache", remote]
+    notes = []
+    for option, value, what in (
+        ("--address", req.address, "ADDRESS"),
+        ("--remote-cache", req.remote_cache, "URL"),
+    ):
+        if value and url_userinfo(str(value)):  # a password is never in a hint
+            notes.append(f"and {option} {what}: its password is not repeated")
+        elif value:
+            words += [option, str(value)]
+    if req.grace is not None:
+        words += ["--grace", _seconds(req.grace)]
     if req.remote_cache_read_only:
         words.append("--remote-cache-read-only")
     if req.no_cache:  # a run kept off the cache: its resume too
@@ -74,13 +92,10 @@ def resume_hint(
         words.append("--keep-going")
     if after:
         words += ["--", *after]
-    command = " ".join(map(_quote, words))
-    notes = []
-    if left_out:
-        names = " ".join(f"--var {name}=..." for name in left_out)
-        notes.append(f"and {names}: secrets are not repeated")
-    if remote_left_out:
-        notes.append("and --remote-cache URL: its password is not repeated")
+    command = " ".join(map(shell_word, words))
+    if left_out:  # each name quoted too: a name holding a line break would end the comment
+        names = " ".join(f"--var {shell_word(name + '=...')}" for name in left_out)
+        notes.insert(0, f"and {names}: secrets are not repeated")
     if notes:
         command += "  # " + "; ".join(notes)
     return command
@@ -98,14 +113,13 @@ def _as_given_path(req: RunRequest, path: str) -> str:
     return path
 
 
-_SAFE = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+def _seconds(seconds: float) -> str:
+    """`--grace`'s value as a duration that reads back as the same seconds (`0.00001s`, never
+    `1e-05s`, which no duration is)."""
+    from decimal import Decimal
 
-
-def _quote(word: str) -> str:
-    """`word` as one shell word (shlex.quote's rule; shlex itself is not imported at start)."""
-    if _SAFE.fullmatch(word):
-        return word
-    return "'" + word.replace("'", "'\"'\"'") + "'"
+    text = format(Decimal(repr(seconds)), "f")
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "s"
 
 
 def _as_given(value: Any, param: Any) -> str:
