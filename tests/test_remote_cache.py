@@ -616,6 +616,21 @@ def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
         assert len(r.err.strip().splitlines()) == 1, r
 
 
+@pytest.mark.parametrize(
+    "url", ["http://x/cache?token=s3cret", "http://x/cache#s3cret", "http://x/?"]
+)
+def test_a_remote_url_with_a_query_or_fragment_is_a_usage_error(tmp_path: Path, url: str) -> None:
+    """Entries live at URL/ac/KEY: after a query or a fragment those paths would be part of
+    it, and every entry one resource. Refused on one line that does not show what followed."""
+    a = checkout(tmp_path / "a")
+    for args in (("run", "plan.yaml"), ("cache", "info", "--check")):
+        r = planrun(*args, "--remote-cache", url, cwd=a)
+        assert_no_traceback(r)
+        assert r.code == 2 and "query or fragment" in r.err, r
+        assert len(r.err.strip().splitlines()) == 1 and "s3cret" not in r.err, r
+    assert not (a / "out").exists()  # no step ran
+
+
 @pytest.mark.parametrize("token", ["t\u00f8ken", "tok\nen", "tok\r\nX-Evil: 1"])
 def test_a_token_no_header_can_carry_is_a_usage_error(tmp_path: Path, token: str) -> None:
     """A token that cannot go in an `Authorization` header (beyond ASCII, a line break) stops

@@ -143,8 +143,8 @@ def remote_options(
     timeout: float | None,
     environ: Mapping[str, str],
 ) -> RemoteOptions | None:
-    """The remote cache of a run or of `cache info`, or None; a URL that is not http(s) is a
-    usage error."""
+    """The remote cache of a run or of `cache info`, or None; a URL that is not http(s), or
+    has a query or a fragment, is a usage error."""
     url = url or environ.get(ENV_URL) or None
     if url is None:
         return None
@@ -156,6 +156,11 @@ def remote_options(
         _spellable(parts.hostname)
     except ValueError:  # (UnicodeError too: a host name IDNA cannot spell)
         raise UsageError(f"--remote-cache: {_shown_safely(url)!r} is not an http(s) URL") from None
+    if "?" in url or "#" in url:  # (an empty one too: `URL/ac/KEY` would follow it)
+        raise UsageError(
+            f"--remote-cache: {_shown_safely(url)!r} has a query or fragment: entries go at"
+            " URL/ac/KEY and URL/cas/SHA256, below its path"
+        )
     if timeout is not None and not timeout > 0:
         raise UsageError("--remote-cache-timeout must be more than 0 seconds")
     token = environ.get(ENV_TOKEN) or None
