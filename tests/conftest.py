@@ -309,17 +309,37 @@ def assert_no_traceback(result: Result) -> None:
     assert "Traceback" not in result.err and "Traceback" not in result.out, str(result)
 
 
-@pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """A real `dask scheduler` and two `dask worker` processes on 127.0.0.1, for the session."""
-    pytest.importorskip("distributed")
-    from tests.test_dask_executor import start_cluster, stop_cluster
+_CLUSTER: list[Any] = []  # this process's running cluster, if any
 
-    c = start_cluster(tmp_path_factory.mktemp("dask-cluster"))
-    try:
-        yield c
-    finally:
-        stop_cluster(c)
+
+@pytest.fixture
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A real `dask scheduler` and two `dask worker` processes on 127.0.0.1, shared by the
+    tests that use it one after the other (pytest_collection_modifyitems keeps them together),
+    and stopped after the last of them (pytest_runtest_teardown): idle, it costs 15 % of a CPU."""
+    pytest.importorskip("distributed")
+    from tests.test_dask_executor import start_cluster
+
+    if not _CLUSTER:
+        _CLUSTER.append(start_cluster(tmp_path_factory.mktemp("dask-cluster")))
+    return _CLUSTER[0]
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The cluster stops (every process and port checked gone) once the next test has no use
+    for it; a later test that has starts another."""
+    if _CLUSTER and "cluster" not in getattr(nextitem, "fixturenames", ()):
+        from tests.test_dask_executor import stop_cluster
+
+        stop_cluster(_CLUSTER.pop())
+
+
+def pytest_sessionfinish() -> None:
+    """A session cut short (Ctrl-C, -x) leaves no cluster running."""
+    if _CLUSTER:
+        from tests.test_dask_executor import stop_cluster
+
+        stop_cluster(_CLUSTER.pop())
 
 
 def spawn_planrun(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[Any]:
@@ -530,12 +550,19 @@ def assert_no_process_left(mark: str, timeout: float = 10) -> None:
         raise AssertionError(f"processes left behind: {described}")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the tests on the session's Dask cluster share one worker (one
-    cluster to start, not one per worker)."""
-    for item in items:
-        if "cluster" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("dask"))
+    """The tests on the Dask cluster run one after the other, where the first of them would
+    have run, and under pytest-xdist in one worker: one cluster to start, not one per file or
+    per worker."""
+    on_cluster = [item for item in items if "cluster" in getattr(item, "fixturenames", ())]
+    for item in on_cluster:
+        item.add_marker(pytest.mark.xdist_group("dask"))
+    if on_cluster:
+        first = items.index(on_cluster[0])
+        together = set(on_cluster)
+        rest = [item for item in items[first:] if item not in together]
+        items[first:] = [*on_cluster, *rest]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -13,7 +13,8 @@ import pytest
 
 from tests.conftest import answer_at_tty, planrun
 
-pytestmark = pytest.mark.e2e  # a real process at a pseudo-terminal
+# The questions are asked of a real process at a pseudo-terminal (answer_at_tty); what planrun
+# decides without one (validation, no terminal) runs in-process unless marked `e2e`.
 
 
 def test_approval_true_asks_with_the_title_and_the_command(tmp_path: Path) -> None:
@@ -84,6 +85,7 @@ steps:
     assert code != 0 and "Deploy 1.4.2 to staging? [y/N]" in seen
 
 
+@pytest.mark.e2e  # a real process whose stdin is no terminal
 def test_a_text_approval_without_a_terminal_blocks_the_run_and_the_dry_run_marks_it(
     tmp_path: Path,
 ) -> None:

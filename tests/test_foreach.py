@@ -733,9 +733,9 @@ def test_example_foreach_counts_the_listed_files():
 
 
 @pytest.mark.slow
-def test_instances_run_on_the_dask_executor(run, write, tmp_path, request):
-    pytest.importorskip("distributed")
-    cluster = request.getfixturevalue("cluster")
+def test_instances_run_on_the_dask_executor(run, write, tmp_path, cluster):
+    # `cluster` as an argument, not getfixturevalue: conftest sees it and runs this test in the
+    # worker that holds the session's cluster (a second worker would start a second one)
     write("data/a.txt", "1\n")
     write("data/b.txt", "1\n2\n")
     write(

@@ -171,7 +171,7 @@ def test_a_run_on_the_killed_runs_state_stops_its_command_too(tmp_path):
         cleanup(mark)
 
 
-@pytest.mark.slow  # a killed run, a resume and a real SIGINT with its grace period: ~12 s
+@pytest.mark.slow  # a killed run, a resume and a real SIGINT with its grace period
 def test_a_garbled_run_id_in_the_state_means_no_stopping_and_no_crash(tmp_path):
     mark = unique_sleep(600)  # every command of the test runs it: found by assert_no_process_left
     write_plan(tmp_path, mark)
@@ -187,8 +187,17 @@ def test_a_garbled_run_id_in_the_state_means_no_stopping_and_no_crash(tmp_path):
             env = {**os.environ, "PLANRUN_RUN_ID": "a", "PLANRUN_STEP_ID": "build"}
             other = start_unrelated(mark, env)
             (tmp_path / "first.pid").rename(tmp_path / "killed.pid")  # build waits again
+            # --grace 1s: the step's `sleep &` ignores SIGINT (a shell's background command),
+            # so the run ends when the grace period does; how long it is plays no part here
             proc = spawn_planrun(
-                "resume", "p.json", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True
+                "resume",
+                "p.json",
+                "-q",
+                "--grace",
+                "1s",
+                cwd=tmp_path,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             wait_until((tmp_path / "first.pid").exists, 30, what="build to run again")
             assert alive(first) and other.poll() is None  # nothing was stopped

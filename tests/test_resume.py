@@ -312,12 +312,17 @@ def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
           - {id: stubborn, tool: shell, args: {cmd: "trap '' TERM; touch started; sleep 33.5"}, depends_on: [quick]}
     """.replace("sleep 33.5", sleeper),
     )
-    for signals in ([signal.SIGTERM], [signal.SIGINT, signal.SIGINT]):
-        proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    # SIGTERM: the step ignores it, so the run ends with the grace period (1 s here, not the
+    # default 10 s). Two SIGINTs (which may reach planrun as one: signals do not queue) end it
+    # at once, or with the default grace.
+    for signals, grace in (([signal.SIGTERM], ["--grace", "1s"]), ([signal.SIGINT] * 2, [])):
+        proc = spawn_planrun(
+            "run", "p.yaml", "-q", *grace, cwd=tmp_path, stderr=subprocess.PIPE, text=True
+        )
         wait_for_file(tmp_path / "started")
         for sig in signals:
             proc.send_signal(sig)
-        _, err = proc.communicate(timeout=15)  # the step ignores SIGTERM and sleeps 33 s
+        _, err = proc.communicate(timeout=60)  # the step ignores SIGTERM and sleeps 33 s
         assert proc.returncode == 130, err
         assert "Traceback" not in err
         status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)

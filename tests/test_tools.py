@@ -245,8 +245,15 @@ def test_cancelling_shell_kills_the_whole_group(
     assert spec is not None
 
     async def scenario() -> None:
-        with pytest.raises(TimeoutError):
-            await asyncio.wait_for(spec.fn({"cmd": cmd}, ctx), 1)
+        # Cancelled once the background child exists (its pid written), not after a set time:
+        # what a step's timeout or a Ctrl-C does to a running command.
+        call = asyncio.ensure_future(spec.fn({"cmd": cmd}, ctx))
+        while not (tmp_path / "bg.pid").exists() or not (tmp_path / "bg.pid").read_text():
+            assert not call.done(), call
+            await asyncio.sleep(0.01)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
 
     with hang_guard():  # a cancellation that waited for the sleeps would outlast it
         asyncio.run(scenario())
