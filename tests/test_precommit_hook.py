@@ -1,6 +1,5 @@
 """The pre-commit hook `planrun-validate` (`.pre-commit-hooks.yaml`), run by the real
-`pre-commit run` in a throw-away git repository whose `.pre-commit-config.yaml` names a
-snapshot of this checkout, as docs/ci.md shows."""
+`pre-commit try-repo` against a snapshot of this checkout, in a throw-away git repository."""
 
 from __future__ import annotations
 
@@ -67,58 +66,46 @@ def test_manifest_declares_the_validate_hook() -> None:
 
 
 @pytest.mark.slow
-def test_the_hook_passes_a_valid_plan_and_fails_an_invalid_one(tmp_path: Path) -> None:
+def test_try_repo_fails_an_invalid_plan_and_passes_the_valid_ones(tmp_path: Path) -> None:
+    """One `pre-commit try-repo` over valid plans, an invalid one and YAML that is no plan:
+    it exits 1 with the invalid plan's error alone (the valid plans gave none, the other YAML
+    was not given to planrun). One call: try-repo installs planrun afresh each time."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     pytest.importorskip("pre_commit", reason="pre-commit is not installed (dev extras)")
     hook_repo = repo_from_worktree(tmp_path / "hook-repo")
-    rev = git("rev-parse", "HEAD", cwd=hook_repo).strip()
     project = tmp_path / "project"
     project.mkdir()
     git("init", "-q", "-b", "main", cwd=project)
-    (project / ".pre-commit-config.yaml").write_text(
-        f"repos:\n  - repo: {hook_repo}\n    rev: {rev}\n    hooks:\n      - id: planrun-validate\n"
-    )
     (project / "planrun.yaml").write_text(VALID_PLAN)
     (project / "plans").mkdir()
     (project / "plans" / "deploy.yml").write_text(VALID_PLAN)
+    (project / "plans" / "broken.yaml").write_text(INVALID_PLAN)
     # YAML that is no plan: the hook's file pattern leaves it alone.
     (project / "config").mkdir()
     (project / "config" / "settings.yaml").write_text("colour: blue\n")
     git("add", "-A", cwd=project)
 
-    # A store of its own, so no state in ~/.cache/pre-commit leaks in or out; both runs use it,
-    # so planrun is installed into the hook's environment once (`try-repo` would install it
-    # afresh in a temporary store for each run: the test's whole cost, twice).
+    # Its own store, so no state in ~/.cache/pre-commit leaks in or out.
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
     env.pop("PYTHONPATH", None)  # the hook runs the planrun pre-commit installed, not ours
-
-    def run_hook() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "pre_commit", "run", "planrun-validate"]
-            + ["--all-files", "--color", "never"],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-
-    passed = run_hook()
-    assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert "Passed" in passed.stdout
-
-    (project / "plans" / "broken.yaml").write_text(INVALID_PLAN)
-    git("add", "-A", cwd=project)
-    failed = run_hook()
-    assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert "Failed" in failed.stdout
-    error_lines = [line for line in failed.stdout.splitlines() if ": error: " in line]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo)]
+        + ["planrun-validate", "--all-files", "--color", "never", "--verbose"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    error_lines = [line for line in proc.stdout.splitlines() if ": error: " in line]
     assert error_lines == [
         "plans/broken.yaml:3:11: error: step 'hello': unknown tool 'no_such_tool'"
-    ]
-    assert "Traceback" not in failed.stdout + failed.stderr
-    assert "settings.yaml" not in failed.stdout
+    ], out
+    assert "Traceback" not in out
+    assert "settings.yaml" not in out
 
 
 def test_hook_file_pattern_matches_plan_files_only() -> None:
