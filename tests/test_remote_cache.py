@@ -527,9 +527,9 @@ def test_a_black_hole_costs_one_timeout_in_all_not_one_per_lookup_in_flight(
         assert len(accepted) == 2  # both asked
     started = {e["step"]: _ts(e) for e in events(a) if e["event"] == "step.started"}
     assert started["b"] - started["slow"] > 0.9  # `b` asked after `slow`, during `a`'s wait
-    # ... and gave up with `a` (not a timeout of its own later)
-    assert abs(started["b"] - started["a"]) < timeout / 4, started
-    assert r.json["duration_s"] < 2 * timeout, r.json
+    # ... and gave up with `a`: a clock of its own would have run out a second later (`slow`'s
+    # second: `b` asked that much after `a`), at `a`'s give-up plus one second at the least
+    assert abs(started["b"] - started["a"]) < 0.5, started
 
 
 def test_small_blobs_are_sent_without_asking_first(tmp_path: Path) -> None:
