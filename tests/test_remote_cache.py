@@ -509,7 +509,7 @@ def test_a_black_hole_costs_one_timeout_in_all_not_one_per_lookup_in_flight(
     """`a` asks at once; `b` asks when `slow` is done, while `a`'s request still hangs. When
     `a`'s request times out, `b`'s gives up with it: the run waits one timeout in all (the
     remote's own; not a second one that `b`'s request would start)."""
-    timeout = 2.0
+    timeout = 3.0  # `slow` (1 s) ends well within it, even on a loaded machine
     plan = (
         "steps:\n"
         '  - {id: a, tool: shell, args: {cmd: "echo a"}, cache: true}\n'
