@@ -18,9 +18,12 @@ import pytest
 
 from tests.conftest import (
     assert_no_process_left,
+    kill_9,
     planrun,
     spawn_planrun,
     unique_mark,
+    unique_sleep,
+    wait_for_command,
     wait_for_file,
     wait_until,
 )
@@ -123,21 +126,30 @@ def test_ctrl_c_at_the_approval_prompt_exits_130(write, tmp_path: Path) -> None:
 
 
 def test_a_second_ctrl_c_kills_the_commands_and_exits_at_once(write, tmp_path: Path) -> None:
+    # The step survives the first Ctrl-C (its trap notes it, then it sleeps on) and the grace
+    # period is ten minutes: only the second Ctrl-C can end the run within the test's bound.
+    # It is sent once the first has reached the step: two sent back to back may arrive as one.
     mark = unique_mark()
+    waiting = unique_sleep(600)
+    cmd = f"trap 'touch interrupted' INT; : {mark}; while :; do {waiting}; done"
     write(
-        "p.yaml",
-        f"""
-        steps:
-          - {{id: stubborn, tool: shell, args: {{cmd: "trap '' INT TERM; touch started; : {mark}; sleep 60"}}}}
-        """,
+        "p.yaml", f"steps:\n  - {{id: stubborn, tool: shell, args: {{cmd: {json.dumps(cmd)}}}}}\n"
     )
-    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-    wait_for_file(tmp_path / "started")
-    proc.send_signal(signal.SIGINT)
-    proc.send_signal(signal.SIGINT)
-    code, _, err = finish(proc)
+    proc = spawn_planrun(
+        "run", "p.yaml", "-q", "--grace", "10m", cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for_command(waiting)
+        proc.send_signal(signal.SIGINT)
+        wait_for_file(tmp_path / "interrupted")
+        assert proc.poll() is None  # in the grace period
+        proc.send_signal(signal.SIGINT)
+        code, _, err = finish(proc, timeout=60)  # a bound on a hang: the grace is 10 minutes
+    finally:
+        kill_9(proc)  # a failure leaves no command behind
     assert code == 130 and "Traceback" not in err, err
     assert_no_process_left(mark)
+    assert_no_process_left(waiting)
 
 
 def test_ctrl_c_during_start_up_never_prints_a_traceback(write, tmp_path: Path) -> None:
