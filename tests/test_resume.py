@@ -18,6 +18,7 @@ from tests.conftest import (
     planrun,
     spawn_planrun,
     unique_sleep,
+    wait_for_command,
     wait_for_file,
     wait_until,
 )
@@ -303,35 +304,44 @@ def test_status_of_a_plan_that_no_longer_parses_says_why_it_finds_no_state(run, 
 
 @pytest.mark.slow  # real signals to a real run
 def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
-    sleeper = unique_sleep(33)
+    sleeper = unique_sleep(600)
+    cmd = (
+        "trap '' TERM; trap 'touch interrupted' INT; "
+        f"while :; do {sleeper}; done"  # sleeps on after a Ctrl-C
+    )
     write(
         "p.yaml",
-        """
+        f"""
         steps:
-          - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
-          - {id: stubborn, tool: shell, args: {cmd: "trap '' TERM; touch started; sleep 33.5"}, depends_on: [quick]}
-    """.replace("sleep 33.5", sleeper),
+          - {{id: quick, tool: shell, args: {{cmd: "echo quick >> log"}}}}
+          - {{id: stubborn, tool: shell, args: {{cmd: {json.dumps(cmd)}}}, depends_on: [quick]}}
+        """,
     )
-    # SIGTERM: the step ignores it, so the run ends with the grace period (1 s here, not the
-    # default 10 s). Two SIGINTs (which may reach planrun as one: signals do not queue) end it
-    # at once, or with the default grace.
-    for signals, grace in (([signal.SIGTERM], ["--grace", "1s"]), ([signal.SIGINT] * 2, [])):
+    # SIGTERM: the step ignores it, so the run ends with the grace period (1 s here). A Ctrl-C:
+    # the step notes it and sleeps on, and the grace is 10 minutes, so only a second Ctrl-C
+    # (sent once the first has reached the step: two sent back to back may arrive as one) ends
+    # the run within the bound.
+    for signals, grace in (([signal.SIGTERM], "1s"), ([signal.SIGINT] * 2, "10m")):
         proc = spawn_planrun(
-            "run", "p.yaml", "-q", *grace, cwd=tmp_path, stderr=subprocess.PIPE, text=True
+            "run", "p.yaml", "-q", "--grace", grace, cwd=tmp_path, stderr=subprocess.PIPE, text=True
         )
-        wait_for_file(tmp_path / "started")
-        for sig in signals:
-            proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)  # the step ignores SIGTERM and sleeps 33 s
+        try:
+            wait_for_command(sleeper)
+            proc.send_signal(signals[0])
+            for sig in signals[1:]:
+                wait_for_file(tmp_path / "interrupted")
+                proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)  # a bound on a hang: the step sleeps 600 s
+        finally:
+            kill_9(proc)
         assert proc.returncode == 130, err
         assert "Traceback" not in err
-        status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
+        status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
         assert status.code == 0, status.err
         steps = {s["id"]: s["status"] for s in json.loads(status.out)["steps"]}
         assert steps["quick"] == "succeeded" and steps["stubborn"] in ("interrupted", "running")
         assert_no_process_left(sleeper)
         (tmp_path / "log").unlink()
-        (tmp_path / "started").unlink()
 
 
 @pytest.mark.slow  # real signals to a real run
