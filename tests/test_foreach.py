@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -1040,9 +1039,9 @@ def test_a_huge_list_fails_the_step_in_one_line_before_any_instance(run, write, 
         """,
     )
     (tmp_path / "v.json").write_text(json.dumps({"xs": list(range(1_000_000))}))
-    started = time.monotonic()
-    r = run("run", "p.yaml", "--output", "json", "--no-state", "--vars-file", "v.json")
-    assert time.monotonic() - started < 30
+    # No timing claim: the instances a huge list would build are bounded in memory by
+    # test_a_foreach_over_too_many_items_fails_its_step; the run's timeout bounds a hang.
+    r = run("run", "p.yaml", "--output", "json", "--no-state", "--vars-file", "v.json", timeout=120)
     assert_no_traceback(r)
     assert r.code == 1, r
     error = steps_of(r.json)["fan"]["error"]
