@@ -99,7 +99,9 @@ def test_foreign_state_is_refused(run, write, tmp_path):
 
 @pytest.mark.slow  # real signals to a real run
 def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path):
-    write("p.yaml", "steps:\n  - {id: slow, tool: sleep, args: {seconds: 5}}\n")
+    # The first run holds the lock until it is interrupted (its step would sleep 600 s): with
+    # a step of 5 s, a loaded machine could reach the second run after the first had ended.
+    write("p.yaml", "steps:\n  - {id: slow, tool: sleep, args: {seconds: 600}}\n")
     first = subprocess.Popen(
         [sys.executable, "-m", "planrun", "run", "p.yaml", "-q"],
         cwd=tmp_path,
@@ -110,17 +112,17 @@ def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path)
         wait_until(
             lambda: lock.exists() and str(first.pid) in lock.read_text(), what="the lock's holder"
         )
-        second = planrun("run", "p.yaml", cwd=tmp_path, timeout=30)
+        second = planrun("run", "p.yaml", cwd=tmp_path)
         assert second.code == 4, second.err
         assert str(first.pid) in second.err
     finally:
         first.send_signal(signal.SIGINT)
-        first.wait(timeout=20)
+        first.wait(timeout=60)  # a bound on a hang
 
 
 @pytest.mark.slow  # real signals to a real run
 def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
-    sleeper = unique_sleep(30)
+    sleeper = unique_sleep(600)
     write(
         "p.yaml",
         """
@@ -142,7 +144,7 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
     )
     wait_for_file(tmp_path / "long-started")
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=15)  # the step would take 30 s
+    out, err = proc.communicate(timeout=60)  # a bound: the step would take 600 s
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     doc = json.loads(out)
@@ -155,7 +157,7 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
     assert "planrun resume" in err
     assert_no_process_left(sleeper)
     (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace(f"{sleeper}; ", ""))
-    r = planrun("resume", "p.yaml", cwd=tmp_path, timeout=30)
+    r = planrun("resume", "p.yaml", cwd=tmp_path)
     assert r.code == 0, r.err
     assert _log(tmp_path) == ["quick", "long", "after"]
 
@@ -432,7 +434,7 @@ def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
         """
         steps:
           - {id: c1, tool: shell, args: {cmd: "echo c1 >> log"}}
-          - {id: c2, tool: shell, args: {cmd: "touch c2-started; test -e go || sleep 30; echo c2 >> log"},
+          - {id: c2, tool: shell, args: {cmd: "touch c2-started; test -e go || sleep 600; echo c2 >> log"},
              depends_on: [c1]}
         """,
     )
@@ -449,7 +451,7 @@ def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
     )
     wait_for_file(tmp_path / "c2-started")
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=20)
+    out, _ = proc.communicate(timeout=60)  # a bound: c2 would sleep 600 s
     assert proc.returncode == 130
     assert {s["id"]: s["status"] for s in json.loads(out)["steps"]} == {
         "sub": "interrupted",
