@@ -469,17 +469,21 @@ def test_cancel_before_the_process_starts(cluster: Cluster, tmp_path: Path) -> N
     async def scenario() -> None:
         async with executor(cluster.address, tmp_path) as ex:
             for _ in range(5):
-                cmd, mark = marked("sleep 30")
+                cmd, mark = marked("sleep 600")
                 task = asyncio.create_task(ex.call("shell", {"cmd": cmd}, ctx_for(tmp_path)))
                 await asyncio.sleep(0.005)
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
-                await asyncio.sleep(0.3)
-                left = [
+                await asyncio.sleep(0.3)  # a process started late would be there by now
+                # ...and gone in the end: one that started is killed, which on a loaded
+                # machine may take longer than the 0.3 s (the bound is on a hang; it sleeps 600 s)
+                deadline = time.monotonic() + 60
+                while left := [
                     p for p in psutil.process_iter(["cmdline"]) if mark in str(p.info["cmdline"])
-                ]
-                assert not left
+                ]:
+                    assert time.monotonic() < deadline, left
+                    await asyncio.sleep(0.05)
 
     run(scenario())
 
