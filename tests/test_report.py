@@ -17,7 +17,8 @@ from planrun.state import RunState, StepState
 from tests.conftest import (
     assert_no_traceback,
     spawn_planrun,
-    wait_for_file,
+    unique_sleep,
+    wait_for_command,
 )
 
 PIPELINE = """
@@ -166,19 +167,22 @@ def test_a_run_blocked_before_its_first_step_writes_a_report_an_invalid_one_none
 
 @pytest.mark.slow
 def test_report_written_after_ctrl_c(write, tmp_path):
+    hanging = unique_sleep(600)
     write(
         "p.yaml",
-        """
+        f"""
         steps:
-          - {id: first, tool: shell, args: {cmd: "echo one"}}
-          - {id: hang, tool: shell, depends_on: [first], args: {cmd: "touch started; sleep 600"}}
+          - {{id: first, tool: shell, args: {{cmd: "echo one"}}}}
+          - {{id: hang, tool: shell, depends_on: [first], args: {{cmd: "{hanging}"}}}}
         """,
     )
     proc = spawn_planrun(
         "run", "p.yaml", "--report", "r.html", cwd=tmp_path, stderr=subprocess.PIPE
     )
     try:
-        wait_for_file(tmp_path / "started")
+        # The sleep itself, exec'd: a Ctrl-C before that can be lost in the shell's fork, and
+        # the run would then end only with the 10 s grace period.
+        wait_for_command(hanging)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)  # a bound: the step would sleep 600 s
     finally:

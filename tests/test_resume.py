@@ -142,7 +142,7 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for_file(tmp_path / "long-started")
+    wait_for_command(sleeper)  # exec'd: a Ctrl-C before could be lost in the shell's fork
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)  # a bound: the step would take 600 s
     assert proc.returncode == 130, err
@@ -429,14 +429,15 @@ def test_a_foreach_instance_to_run_again_that_never_starts_is_pending_everywhere
 
 @pytest.mark.slow  # a real SIGINT to a real run
 def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
+    sleeper = unique_sleep(600)
     write(
         "child.yaml",
         """
         steps:
           - {id: c1, tool: shell, args: {cmd: "echo c1 >> log"}}
-          - {id: c2, tool: shell, args: {cmd: "touch c2-started; test -e go || sleep 600; echo c2 >> log"},
+          - {id: c2, tool: shell, args: {cmd: "test -e go || SLEEP; echo c2 >> log"},
              depends_on: [c1]}
-        """,
+        """.replace("SLEEP", sleeper),
     )
     write(
         "p.yaml",
@@ -449,7 +450,7 @@ def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
     proc = spawn_planrun(
         "run", "p.yaml", "--output", "json", cwd=tmp_path, stdout=subprocess.PIPE, text=True
     )
-    wait_for_file(tmp_path / "c2-started")
+    wait_for_command(sleeper)  # exec'd: a Ctrl-C before could be lost in the shell's fork
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)  # a bound: c2 would sleep 600 s
     assert proc.returncode == 130
