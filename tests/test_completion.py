@@ -274,7 +274,7 @@ def _line_after_tab(
 
     def read_until(token: bytes) -> None:
         nonlocal seen
-        end = time.monotonic() + 30
+        end = time.monotonic() + 120  # a bound: an interactive zsh's compinit is slow under load
         while token not in seen and time.monotonic() < end:
             ready, _, _ = select.select([fd], [], [], 0.5)
             if ready:

@@ -35,7 +35,7 @@ def _plan(tmp_path: Path, cleanup_s: int, mark: str, header: str = "") -> tuple[
     done.txt at the end); returns the cleanup's own sleep command (to find its process) and
     the step's long sleep (to wait for before signalling: see `wait_for_command`)."""
     sleep = unique_sleep(cleanup_s)
-    waiting = unique_sleep(60)
+    waiting = unique_sleep(600)
     cmd = (
         f"trap '{sleep}; echo cleanup done > done.txt; exit 0' INT TERM; "
         f"touch started; : {mark}; {waiting}"
@@ -60,7 +60,7 @@ def _stop(proc: subprocess.Popen[str], *signals: int, between: Path | None = Non
         wait_for_file(between)
     for sig in signals[1:]:
         proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=60)  # a bound: the steps sleep 600 s
     return err
 
 
@@ -105,7 +105,7 @@ def test_a_cleanup_longer_than_the_grace_period_is_cut(
 def test_a_second_signal_ends_the_wait_at_once_and_the_state_is_saved(tmp_path: Path) -> None:
     mark = unique_mark()
     sleep = unique_sleep(600)
-    waiting = unique_sleep(60)
+    waiting = unique_sleep(600)
     cmd = (
         f"trap 'touch cleaning; {sleep}; echo cleanup done > done.txt' INT TERM; "
         f"touch started; : {mark}; {waiting}"
@@ -192,8 +192,8 @@ def test_ctrl_c_at_a_terminal_lets_the_cleanup_finish(tmp_path: Path) -> None:
     try:
         wait_for_command(waiting)
         os.write(leader, intr)  # the terminal sends SIGINT to its foreground process group
-        code = proc.wait(timeout=30)
-        reader.join(timeout=15)
+        code = proc.wait(timeout=60)  # a bound: the step sleeps 600 s
+        reader.join(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -212,7 +212,7 @@ def test_a_step_that_traps_the_signal_and_exits_non_zero_is_interrupted_not_fail
     tmp_path: Path,
 ) -> None:
     mark = unique_mark()
-    waiting = unique_sleep(60)
+    waiting = unique_sleep(600)
     cmd = (
         f"test -e fixed && exit 0; trap 'echo trapped > trapped; exit 3' TERM; : {mark}; {waiting}"
     )
@@ -246,7 +246,7 @@ def test_a_step_that_traps_the_signal_and_exits_0_is_interrupted_in_every_view(
     it exits with). State, console, --output json, events and JUnit say `interrupted`, the
     exit is 130, nothing is cached or bound, and `resume` runs the step again."""
     mark = unique_mark()
-    waiting = unique_sleep(60)
+    waiting = unique_sleep(600)
     cmd = (
         f"echo run >> runs.log; echo partial > out.txt; test -e fixed && exit 0; "
         f"trap 'exit 0' INT; : {mark}; {waiting}"
@@ -272,7 +272,7 @@ def test_a_step_that_traps_the_signal_and_exits_0_is_interrupted_in_every_view(
     )
     wait_for_command(waiting)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=60)  # a bound: the step sleeps 600 s
     assert proc.returncode == 130, err
     assert_no_process_left(mark)
     assert _status_of(tmp_path) == {

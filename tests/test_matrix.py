@@ -118,14 +118,14 @@ def test_max_parallel_two_lets_two_run_at_once(run, write, tmp_path):
         "n = sys.argv[1]\n"
         "open('started-' + n, 'w').close()\n"
         "if n == '0':\n"
-        "    deadline = time.monotonic() + 20\n"
+        "    deadline = time.monotonic() + 50\n"  # a bound, under the harness's 60 s
         "    while not os.path.exists('started-1'):\n"
         "        if time.monotonic() > deadline: sys.exit('1 never started')\n"
         "        time.sleep(0.01)\n"
         "if n == '2' and not os.path.exists('done-0') and not os.path.exists('done-1'):\n"
         "    sys.exit('three at once')\n"
         "if n == '1':\n"
-        "    deadline = time.monotonic() + 20\n"
+        "    deadline = time.monotonic() + 50\n"  # a bound, under the harness's 60 s
         "    while not os.path.exists('started-0'):\n"
         "        if time.monotonic() > deadline: sys.exit('0 never started')\n"
         "        time.sleep(0.01)\n"

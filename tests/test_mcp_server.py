@@ -461,9 +461,9 @@ def test_nothing_but_protocol_reaches_stdout(tmp_path: Path) -> None:
         proc.stdin.flush()
         out: list[str] = []
         while not any('"id":2' in x.replace(" ", "") for x in out):
-            out.append(lines.get(timeout=30))
+            out.append(lines.get(timeout=60))  # a bound on a hang
         proc.stdin.close()
-        proc.wait(timeout=10)
+        proc.wait(timeout=60)  # a bound on a hang
         reader.join(5)
         err = proc.stderr.read() if proc.stderr else ""
     finally:
@@ -628,24 +628,24 @@ def test_sigterm_interrupts_the_run_in_flight(tmp_path: Path) -> None:
     the state says so, and the server leaves."""
     plan = (
         "name: slow\nsteps:\n"
-        "  - {id: nap, tool: shell, args: {cmd: 'echo $$ > nap.pid; exec sleep 30'}}\n"
+        "  - {id: nap, tool: shell, args: {cmd: 'echo $$ > nap.pid; exec sleep 600'}}\n"
     )
 
     async def main() -> Any:
         async with planrun_mcp(tmp_path) as c:
             call = asyncio.create_task(c.call_tool("plan_run", {"plan": plan}))
             pid_file = tmp_path / "nap.pid"
-            for _ in range(200):
-                if pid_file.exists() and pid_file.read_text().strip():
-                    break
+            deadline = time.monotonic() + 120  # a bound on a hang, not a speed
+            while not (pid_file.exists() and pid_file.read_text().strip()):
+                assert time.monotonic() < deadline, "the step never started"
                 await asyncio.sleep(0.05)
             nap = psutil.Process(int(pid_file.read_text()))
             server = next(
                 p for p in psutil.Process().children() if "planrun" in " ".join(p.cmdline())
             )
             server.terminate()
-            result = await asyncio.wait_for(call, 15)
-            server.wait(10)
+            result = await asyncio.wait_for(call, 60)  # bounds: the step would sleep 600 s
+            server.wait(60)
             return result, nap
 
     result, nap = asyncio.run(main())

@@ -178,7 +178,7 @@ def test_a_secret_with_a_control_character_quoted_in_an_error_stays_masked(
 
 def test_events_to_a_fifo_without_a_reader_is_one_line_not_a_hang(tree: Path) -> None:
     os.mkfifo(tree / "ev.fifo")
-    r = planrun_process("run", "plan.yaml", "--events", "ev.fifo", cwd=tree, timeout=30)
+    r = planrun_process("run", "plan.yaml", "--events", "ev.fifo", cwd=tree, timeout=60)
     assert r.code == 2, r
     assert "ev.fifo" in r.err and "no reader" in r.err and "Traceback" not in r.err, r
     assert not (tree / "ran.txt").exists()
@@ -188,7 +188,7 @@ def test_events_to_a_fifo_with_a_reader_stream_to_it(tree: Path) -> None:
     os.mkfifo(tree / "ev.fifo")
     reader = os.open(tree / "ev.fifo", os.O_RDONLY | os.O_NONBLOCK)
     try:
-        r = planrun_process("run", "plan.yaml", "--events", "ev.fifo", cwd=tree, timeout=30)
+        r = planrun_process("run", "plan.yaml", "--events", "ev.fifo", cwd=tree, timeout=60)
         assert r.code == 0, r
         got = os.read(reader, 1 << 16).decode()
     finally:

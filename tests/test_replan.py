@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import (
     ROOT,
-    processes_marked,
-    wait_until,
+    unique_sleep,
+    wait_for_command,
 )
 from tests.testkit import read_jsonl, steps_by_id
 
@@ -47,9 +47,10 @@ elif mode in ("flood", "flood_err"):  # 1 GiB on stdout (or stderr, then a failu
     sys.exit(0 if mode == "flood" else 1)
 elif mode == "hang":
     import time; time.sleep(600)
-elif mode == "slow_after":
+elif mode.startswith("slow_after"):  # "slow_after SLEEP-COMMAND"
+    sleep = mode.split(" ", 1)[1]
     out = [{"id": "alt", "tool": "shell", "args": {"cmd": "echo alt >> log"}, "result_variable": "data"},
-           {"id": "wait", "tool": "shell", "args": {"cmd": "test -f go || sleep 30; echo wait >> log"}, "depends_on": ["alt"]},
+           {"id": "wait", "tool": "shell", "args": {"cmd": "test -f go || " + sleep + "; echo wait >> log"}, "depends_on": ["alt"]},
            {"id": "finish", "tool": "shell", "args": {"cmd": "echo finish >> log"}, "depends_on": ["wait"]}]
 print(json.dumps({"steps": out}) if mode == "route" else json.dumps(out))
 """
@@ -157,7 +158,9 @@ def test_empty_revision_is_no_plan(run, tmp_path, setup):
     ],
 )
 def test_planner_failures_fail_the_replan_clearly(run, tmp_path, setup, mode, words):
-    setup(mode, max_replans=1, timeout="1s")
+    # 1 s for the planner that hangs only: one that answers (a Python start-up, seconds on a
+    # loaded machine) gets 60 s, so its own failure is what the test sees, never a timeout.
+    setup(mode, max_replans=1, timeout="1s" if mode == "hang" else "60s")
     r = run("run", "p.yaml", "--output", "json")  # a hung planner outlasts the harness timeout
     assert r.code == 1 and r.json["reason"] == "replan_budget", r
     assert words in r.json["error"] or words in r.err
@@ -185,7 +188,8 @@ def test_a_planner_printing_a_gigabyte_costs_bounded_memory(tmp_path, setup, mod
 
 @pytest.mark.slow  # real signals to a real run
 def test_resume_after_interrupted_revised_run_continues_the_revision(write, tmp_path, setup, run):
-    setup("slow_after")
+    waiting = unique_sleep(600)
+    setup(f"slow_after {waiting}")
     proc = subprocess.Popen(
         [sys.executable, "-m", "planrun", "run", "p.yaml"],
         cwd=tmp_path,
@@ -193,10 +197,11 @@ def test_resume_after_interrupted_revised_run_continues_the_revision(write, tmp_
         stderr=subprocess.PIPE,
         text=True,
     )
-    # `wait` runs after `alt` and waits for `go`: its process shows the run is inside it.
-    wait_until(lambda: processes_marked("test -f go || sleep 30"), timeout=30, what="'wait'")
+    # `wait` runs after `alt` and waits for `go`: its sleep, exec'd, shows the run is inside
+    # it (a Ctrl-C before the exec could be lost in the shell's fork: then the 10 s grace).
+    wait_for_command(waiting)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=60)  # a bound: `wait` would sleep 600 s
     assert proc.returncode == 130, err
     (tmp_path / "go").touch()
     r = run("resume", "p.yaml", "--output", "json")

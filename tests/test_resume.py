@@ -18,6 +18,7 @@ from tests.conftest import (
     planrun,
     spawn_planrun,
     unique_sleep,
+    wait_for_command,
     wait_for_file,
     wait_until,
 )
@@ -98,7 +99,9 @@ def test_foreign_state_is_refused(run, write, tmp_path):
 
 @pytest.mark.slow  # real signals to a real run
 def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path):
-    write("p.yaml", "steps:\n  - {id: slow, tool: sleep, args: {seconds: 5}}\n")
+    # The first run holds the lock until it is interrupted (its step would sleep 600 s): with
+    # a step of 5 s, a loaded machine could reach the second run after the first had ended.
+    write("p.yaml", "steps:\n  - {id: slow, tool: sleep, args: {seconds: 600}}\n")
     first = subprocess.Popen(
         [sys.executable, "-m", "planrun", "run", "p.yaml", "-q"],
         cwd=tmp_path,
@@ -109,17 +112,17 @@ def test_second_run_on_the_same_state_exits_4_naming_the_holder(write, tmp_path)
         wait_until(
             lambda: lock.exists() and str(first.pid) in lock.read_text(), what="the lock's holder"
         )
-        second = planrun("run", "p.yaml", cwd=tmp_path, timeout=30)
+        second = planrun("run", "p.yaml", cwd=tmp_path)
         assert second.code == 4, second.err
         assert str(first.pid) in second.err
     finally:
         first.send_signal(signal.SIGINT)
-        first.wait(timeout=20)
+        first.wait(timeout=60)  # a bound on a hang
 
 
 @pytest.mark.slow  # real signals to a real run
 def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
-    sleeper = unique_sleep(30)
+    sleeper = unique_sleep(600)
     write(
         "p.yaml",
         """
@@ -139,9 +142,9 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    wait_for_file(tmp_path / "long-started")
+    wait_for_command(sleeper)  # exec'd: a Ctrl-C before could be lost in the shell's fork
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=15)  # the step would take 30 s
+    out, err = proc.communicate(timeout=60)  # a bound: the step would take 600 s
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     doc = json.loads(out)
@@ -154,7 +157,7 @@ def test_sigint_interrupts_saves_and_resume_completes(write, tmp_path):
     assert "planrun resume" in err
     assert_no_process_left(sleeper)
     (tmp_path / "p.yaml").write_text((tmp_path / "p.yaml").read_text().replace(f"{sleeper}; ", ""))
-    r = planrun("resume", "p.yaml", cwd=tmp_path, timeout=30)
+    r = planrun("resume", "p.yaml", cwd=tmp_path)
     assert r.code == 0, r.err
     assert _log(tmp_path) == ["quick", "long", "after"]
 
@@ -303,35 +306,44 @@ def test_status_of_a_plan_that_no_longer_parses_says_why_it_finds_no_state(run, 
 
 @pytest.mark.slow  # real signals to a real run
 def test_sigterm_and_a_second_ctrl_c(write, tmp_path):
-    sleeper = unique_sleep(33)
+    sleeper = unique_sleep(600)
+    cmd = (
+        "trap '' TERM; trap 'touch interrupted' INT; "
+        f"while :; do {sleeper}; done"  # sleeps on after a Ctrl-C
+    )
     write(
         "p.yaml",
-        """
+        f"""
         steps:
-          - {id: quick, tool: shell, args: {cmd: "echo quick >> log"}}
-          - {id: stubborn, tool: shell, args: {cmd: "trap '' TERM; touch started; sleep 33.5"}, depends_on: [quick]}
-    """.replace("sleep 33.5", sleeper),
+          - {{id: quick, tool: shell, args: {{cmd: "echo quick >> log"}}}}
+          - {{id: stubborn, tool: shell, args: {{cmd: {json.dumps(cmd)}}}, depends_on: [quick]}}
+        """,
     )
-    # SIGTERM: the step ignores it, so the run ends with the grace period (1 s here, not the
-    # default 10 s). Two SIGINTs (which may reach planrun as one: signals do not queue) end it
-    # at once, or with the default grace.
-    for signals, grace in (([signal.SIGTERM], ["--grace", "1s"]), ([signal.SIGINT] * 2, [])):
+    # SIGTERM: the step ignores it, so the run ends with the grace period (1 s here). A Ctrl-C:
+    # the step notes it and sleeps on, and the grace is 10 minutes, so only a second Ctrl-C
+    # (sent once the first has reached the step: two sent back to back may arrive as one) ends
+    # the run within the bound.
+    for signals, grace in (([signal.SIGTERM], "1s"), ([signal.SIGINT] * 2, "10m")):
         proc = spawn_planrun(
-            "run", "p.yaml", "-q", *grace, cwd=tmp_path, stderr=subprocess.PIPE, text=True
+            "run", "p.yaml", "-q", "--grace", grace, cwd=tmp_path, stderr=subprocess.PIPE, text=True
         )
-        wait_for_file(tmp_path / "started")
-        for sig in signals:
-            proc.send_signal(sig)
-        _, err = proc.communicate(timeout=60)  # the step ignores SIGTERM and sleeps 33 s
+        try:
+            wait_for_command(sleeper)
+            proc.send_signal(signals[0])
+            for sig in signals[1:]:
+                wait_for_file(tmp_path / "interrupted")
+                proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)  # a bound on a hang: the step sleeps 600 s
+        finally:
+            kill_9(proc)
         assert proc.returncode == 130, err
         assert "Traceback" not in err
-        status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path, timeout=30)
+        status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
         assert status.code == 0, status.err
         steps = {s["id"]: s["status"] for s in json.loads(status.out)["steps"]}
         assert steps["quick"] == "succeeded" and steps["stubborn"] in ("interrupted", "running")
         assert_no_process_left(sleeper)
         (tmp_path / "log").unlink()
-        (tmp_path / "started").unlink()
 
 
 @pytest.mark.slow  # real signals to a real run
@@ -417,14 +429,15 @@ def test_a_foreach_instance_to_run_again_that_never_starts_is_pending_everywhere
 
 @pytest.mark.slow  # a real SIGINT to a real run
 def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
+    sleeper = unique_sleep(600)
     write(
         "child.yaml",
         """
         steps:
           - {id: c1, tool: shell, args: {cmd: "echo c1 >> log"}}
-          - {id: c2, tool: shell, args: {cmd: "touch c2-started; test -e go || sleep 30; echo c2 >> log"},
+          - {id: c2, tool: shell, args: {cmd: "test -e go || SLEEP; echo c2 >> log"},
              depends_on: [c1]}
-        """,
+        """.replace("SLEEP", sleeper),
     )
     write(
         "p.yaml",
@@ -437,9 +450,9 @@ def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
     proc = spawn_planrun(
         "run", "p.yaml", "--output", "json", cwd=tmp_path, stdout=subprocess.PIPE, text=True
     )
-    wait_for_file(tmp_path / "c2-started")
+    wait_for_command(sleeper)  # exec'd: a Ctrl-C before could be lost in the shell's fork
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=20)
+    out, _ = proc.communicate(timeout=60)  # a bound: c2 would sleep 600 s
     assert proc.returncode == 130
     assert {s["id"]: s["status"] for s in json.loads(out)["steps"]} == {
         "sub": "interrupted",

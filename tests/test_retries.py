@@ -35,12 +35,14 @@ def test_a_timeout_is_a_failure_retried_like_any_other(run, write, tmp_path):
         steps:
           - id: slow
             tool: shell
-            timeout: 0.3s
+            timeout: 1s
             retries: 1
             retry_delay: 0s
-            args: {cmd: "echo x >> tries; test $(wc -l < tries) -ge 2 || sleep 30"}
+            args: {cmd: "echo x >> tries; test $(wc -l < tries) -ge 2 || sleep 600"}
         """,
     )
+    # 1 s, not 0.3 s: each attempt must start its shell and count the tries within it (the
+    # second must end in it), which a loaded machine can take a good part of 0.3 s to do.
     r = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl")
     assert r.code == 0, r
     assert r.json["steps"][0]["attempts"] == 2

@@ -57,14 +57,14 @@ def test_a_run_called_in_process_leaves_the_process_to_its_caller(tmp_path: Path
 
 
 def test_an_interrupt_signals_the_groups_of_its_own_run_only() -> None:
-    sleeps = [unique_sleep(60), unique_sleep(60)]
+    sleeps = [unique_sleep(600), unique_sleep(600)]
     procs = [subprocess.Popen(["/bin/sh", "-c", cmd], start_new_session=True) for cmd in sleeps]
     try:
         mine, other = ProcessGroups(), ProcessGroups()
         mine.add(procs[0].pid)
         other.add(procs[1].pid)
         mine.interrupt(signal.SIGTERM)
-        assert procs[0].wait(timeout=15) == -signal.SIGTERM
+        assert procs[0].wait(timeout=60) == -signal.SIGTERM  # a bound: it sleeps 600 s
         assert procs[1].poll() is None and other.stop_signal is None
         other.kill_all()
         wait_until(lambda: procs[1].poll() is not None, what="the other run's command to end")

@@ -298,7 +298,7 @@ def test_a_no_at_the_prompt_interrupts_the_running_steps() -> None:
         sched, _ = schedule(plan, ex, yes=False, ask=ask)
         return await sched.run(), sched
 
-    outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
+    outcome, sched = asyncio.run(asyncio.wait_for(main(), 60))
     assert (outcome.status, outcome.reason) == (Status.BLOCKED, Reason.DENIED)
     assert cancelled == ["slow"]
     assert statuses(sched) == {"slow": "interrupted", "ready": "succeeded", "deploy": "interrupted"}
@@ -327,7 +327,7 @@ def test_an_expression_failing_at_start_with_abort_stops_running_steps() -> None
         sched, _ = schedule(plan, FakeExecutor({"slow": slow, "ready": ready}))
         return await sched.run(), sched
 
-    outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
+    outcome, sched = asyncio.run(asyncio.wait_for(main(), 60))
     assert outcome.reason == Reason.STEP_FAILED and cancelled == ["slow"]
     assert statuses(sched) == {"slow": "interrupted", "ready": "succeeded", "bad": "failed"}
 
@@ -358,7 +358,7 @@ def test_a_step_starts_when_its_own_dependencies_finish_not_in_waves() -> None:
         sched, _ = schedule(plan, FakeExecutor({"b1": b1, "a2": a2}))
         return await sched.run(), sched
 
-    outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
+    outcome, sched = asyncio.run(asyncio.wait_for(main(), 60))
     assert outcome.status == Status.SUCCEEDED
     assert set(statuses(sched).values()) == {"succeeded"}
 
@@ -424,7 +424,7 @@ def test_abort_interrupts_the_running_steps_and_starts_no_more() -> None:
         sched, _ = schedule(plan, FakeExecutor({"long": long, "bad": bad}))
         return await sched.run(), sched
 
-    outcome, sched = asyncio.run(asyncio.wait_for(main(), 10))
+    outcome, sched = asyncio.run(asyncio.wait_for(main(), 60))
     assert (outcome.status, outcome.reason) == (Status.FAILED, Reason.STEP_FAILED)
     assert cancelled == ["long"]
     assert statuses(sched) == {"long": "interrupted", "bad": "failed", "later": "pending"}
@@ -484,7 +484,7 @@ def test_two_replan_failures_in_one_pass_reach_the_planner_together() -> None:
 
     ex = FakeExecutor({"x": meet("x"), "y": meet("y")})
     sched, events = schedule(plan, ex, replanner=replanner)
-    outcome = asyncio.run(asyncio.wait_for(sched.run(), 10))
+    outcome = asyncio.run(asyncio.wait_for(sched.run(), 60))
     assert outcome.status == Status.SUCCEEDED
     (request,) = asked
     assert sorted(f.step_id for f in request.failures) == ["x", "y"]

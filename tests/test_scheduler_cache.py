@@ -33,7 +33,7 @@ def cached_run(
     ex = FakeExecutor(scripts or {})
     sched, events = schedule(plan, ex, cache=session, **kw)
     try:
-        outcome = asyncio.run(asyncio.wait_for(sched.run(), 10))
+        outcome = asyncio.run(asyncio.wait_for(sched.run(), 60))
     finally:
         session.close()
     return outcome, sched, ex, events

@@ -12,7 +12,7 @@ from tests.test_scheduler import FakeExecutor, Script, fails, make_plan, schedul
 
 
 def run(sched: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(sched.run(), 10))
+    return asyncio.run(asyncio.wait_for(sched.run(), 60))
 
 
 def fails_then_returns(times: int, result: Any = "ok") -> Script:

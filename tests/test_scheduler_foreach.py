@@ -12,7 +12,7 @@ from tests.test_scheduler import FakeExecutor, make_plan, schedule, statuses
 
 
 def run(sched: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(sched.run(), 10))
+    return asyncio.run(asyncio.wait_for(sched.run(), 60))
 
 
 def fan(items: Any, **step: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from tests.test_scheduler import FakeExecutor, Script, make_plan, schedule, stat
 
 
 def run(sched: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(sched.run(), 10))
+    return asyncio.run(asyncio.wait_for(sched.run(), 60))
 
 
 class Counting:

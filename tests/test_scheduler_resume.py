@@ -75,7 +75,7 @@ def resume(
 
 
 def run(sched: Scheduler) -> Any:
-    return asyncio.run(asyncio.wait_for(sched.run(), 10))
+    return asyncio.run(asyncio.wait_for(sched.run(), 60))
 
 
 def started(events: list[Any]) -> dict[str, str]:
@@ -131,7 +131,7 @@ def test_after_an_interruption_the_interrupted_step_and_what_is_below_it_run_aga
         assert (await task).status == Status.INTERRUPTED
         return sched
 
-    first = asyncio.run(asyncio.wait_for(interrupted(), 10))
+    first = asyncio.run(asyncio.wait_for(interrupted(), 60))
     assert statuses(first) == {"a": "succeeded", "b": "interrupted", "c": "pending"}
     ex = FakeExecutor({})
     sched, events = resume(plan, previous_of(first), ex)

@@ -115,9 +115,9 @@ def test_status_does_not_hang_on_a_fifo_lock(run, write, tmp_path):
     write("p.yaml", FAILING)
     assert run("run", "p.yaml").code == 1
     os.mkfifo(tmp_path / ".planrun/state/p.json.lock")
-    r = run("status", "p.yaml", timeout=20)
+    r = run("status", "p.yaml")
     assert r.code == 0, r
-    r = run("run", "p.yaml", timeout=20)
+    r = run("run", "p.yaml")
     assert r.code == 4 and "FIFO" in one_line_error(r), r
 
 
@@ -145,7 +145,7 @@ def test_state_option_never_overwrites_a_file_that_is_not_this_plans_state(run, 
     }
     for key, target in targets.items():
         for command in ("run", "resume"):
-            r = run(command, "p.yaml", "--state", str(target), timeout=20)
+            r = run(command, "p.yaml", "--state", str(target))
             assert r.code == 4, (key, command, r)
             one_line_error(r)
             mode = os.lstat(target).st_mode

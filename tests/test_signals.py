@@ -18,9 +18,12 @@ import pytest
 
 from tests.conftest import (
     assert_no_process_left,
+    kill_9,
     planrun,
     spawn_planrun,
     unique_mark,
+    unique_sleep,
+    wait_for_command,
     wait_for_file,
     wait_until,
 )
@@ -28,7 +31,8 @@ from tests.conftest import (
 pytestmark = pytest.mark.slow
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 15) -> tuple[int, str, str]:
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
+    """Wait for `proc` to end; `timeout` bounds a hang (what a test waits out is far longer)."""
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out or "", err or ""
 
@@ -50,14 +54,15 @@ def block(seconds):
 """
 
 
-@pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGINT, signal.SIGINT]])
+# Two different signals: two of one kind sent back to back may arrive as one.
+@pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGINT, signal.SIGTERM]])
 def test_a_blocking_python_step_does_not_keep_planrun_alive(
     write, tmp_path: Path, signals: list[int]
 ) -> None:
     write("blocker.py", BLOCKING_PYTHON)
     write(
         "p.yaml",
-        "steps:\n  - {id: a, tool: python, args: {function: 'blocker:block', kwargs: {seconds: 30}}}\n",
+        "steps:\n  - {id: a, tool: python, args: {function: 'blocker:block', kwargs: {seconds: 600}}}\n",
     )
     proc = spawn_planrun(
         "run",
@@ -74,7 +79,7 @@ def test_a_blocking_python_step_does_not_keep_planrun_alive(
     wait_for_file(tmp_path / "started")
     for sig in signals:
         proc.send_signal(sig)
-    code, _, err = finish(proc)  # the step would block 30 s: this would time out
+    code, _, err = finish(proc)  # the step would block 600 s: this would time out
     assert code == 130, err
     assert "Traceback" not in err
     assert not (tmp_path / "side-effect").exists()  # the process is gone: so is the thread
@@ -90,7 +95,8 @@ def test_ctrl_c_at_the_approval_prompt_exits_130(write, tmp_path: Path) -> None:
           - {id: gated, tool: echo, args: {value: 2}, approval: true, depends_on: [first]}
         """,
     )
-    for hits in (1, 2):
+    # Two different signals: two of one kind sent back to back may arrive as one.
+    for signals in ([signal.SIGINT], [signal.SIGINT, signal.SIGTERM]):
         leader, follower = pty.openpty()  # a terminal: planrun asks y/N when `gated` is reached
         proc = spawn_planrun(
             "run",
@@ -113,8 +119,8 @@ def test_ctrl_c_at_the_approval_prompt_exits_130(write, tmp_path: Path) -> None:
             return b"gated" in seen and b"?" in seen
 
         wait_until(asked, what="the approval question")
-        for _ in range(hits):
-            proc.send_signal(signal.SIGINT)
+        for sig in signals:
+            proc.send_signal(sig)
         code, _, _ = finish(proc)
         os.close(leader)
         assert code == 130, seen.decode(errors="replace")
@@ -123,21 +129,30 @@ def test_ctrl_c_at_the_approval_prompt_exits_130(write, tmp_path: Path) -> None:
 
 
 def test_a_second_ctrl_c_kills_the_commands_and_exits_at_once(write, tmp_path: Path) -> None:
+    # The step survives the first Ctrl-C (its trap notes it, then it sleeps on) and the grace
+    # period is ten minutes: only the second Ctrl-C can end the run within the test's bound.
+    # It is sent once the first has reached the step: two sent back to back may arrive as one.
     mark = unique_mark()
+    waiting = unique_sleep(600)
+    cmd = f"trap 'touch interrupted' INT; : {mark}; while :; do {waiting}; done"
     write(
-        "p.yaml",
-        f"""
-        steps:
-          - {{id: stubborn, tool: shell, args: {{cmd: "trap '' INT TERM; touch started; : {mark}; sleep 60"}}}}
-        """,
+        "p.yaml", f"steps:\n  - {{id: stubborn, tool: shell, args: {{cmd: {json.dumps(cmd)}}}}}\n"
     )
-    proc = spawn_planrun("run", "p.yaml", "-q", cwd=tmp_path, stderr=subprocess.PIPE, text=True)
-    wait_for_file(tmp_path / "started")
-    proc.send_signal(signal.SIGINT)
-    proc.send_signal(signal.SIGINT)
-    code, _, err = finish(proc)
+    proc = spawn_planrun(
+        "run", "p.yaml", "-q", "--grace", "10m", cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for_command(waiting)
+        proc.send_signal(signal.SIGINT)
+        wait_for_file(tmp_path / "interrupted")
+        assert proc.poll() is None  # in the grace period
+        proc.send_signal(signal.SIGINT)
+        code, _, err = finish(proc, timeout=60)  # a bound on a hang: the grace is 10 minutes
+    finally:
+        kill_9(proc)  # a failure leaves no command behind
     assert code == 130 and "Traceback" not in err, err
     assert_no_process_left(mark)
+    assert_no_process_left(waiting)
 
 
 def test_ctrl_c_during_start_up_never_prints_a_traceback(write, tmp_path: Path) -> None:
@@ -168,7 +183,7 @@ def test_sigint_while_mcp_servers_start_still_prints_the_document(write, tmp_pat
     mark = unique_mark()  # an argument it ignores, to tell it from other tests' servers
     write(
         "slow_server.py",
-        "import pathlib, sys, time\npathlib.Path('server-started').touch()\ntime.sleep(60)\n",
+        "import pathlib, sys, time\npathlib.Path('server-started').touch()\ntime.sleep(600)\n",
     )
     write(
         "p.yaml",
@@ -214,7 +229,7 @@ def hello() -> str:
 
 server.run()  # until stdin closes: the run is over
 pathlib.Path("closing").touch()
-time.sleep(60)  # planrun's shutdown of it ends this (stdin closed, a grace, then a signal)
+time.sleep(600)  # planrun's shutdown of it ends this (stdin closed, a grace, then a signal)
 """
 
 
@@ -245,7 +260,7 @@ def test_sigint_while_mcp_servers_shut_down_keeps_the_finished_run(write, tmp_pa
     )
     wait_for_file(tmp_path / "closing")
     proc.send_signal(signal.SIGINT)
-    code, out, err = finish(proc, timeout=60)
+    code, out, err = finish(proc)
     assert "Traceback" not in err, err
     doc = json.loads(out)
     assert (doc["status"], doc["reason"]) == ("succeeded", "completed"), out
@@ -309,11 +324,11 @@ def test_a_second_signal_ends_a_run_stuck_writing_to_a_full_pipe(write, tmp_path
         "run", "p.yaml", "--stream", cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
-        wait_until(lambda: _blocked_in_write(proc.pid), timeout=30, what="planrun stuck writing")
+        wait_until(lambda: _blocked_in_write(proc.pid), what="planrun stuck writing")
         # Two different signals: two of one kind sent at once may arrive as one.
         proc.send_signal(signal.SIGTERM)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=15) == 130
+        assert proc.wait(timeout=60) == 130  # a bound: stuck, it would never end
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -83,11 +83,10 @@ def _one_line_failure(step: dict, *words: str) -> None:  # type: ignore[type-arg
 
 def test_read_file_of_a_fifo_fails_at_once(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")  # no writer: opening it to read would block forever
-    started = time.monotonic()
-    code, _, step = _run_one(tmp_path, "{id: a, tool: read_file, args: {path: pipe}}", timeout=30)
+    # Opening it would block for ever: the run's timeout (a bound, not a speed) catches that.
+    code, _, step = _run_one(tmp_path, "{id: a, tool: read_file, args: {path: pipe}}")
     assert code == 1
     _one_line_failure(step, "pipe", "FIFO")
-    assert time.monotonic() - started < 20
 
 
 def test_read_file_of_a_device_fails(tmp_path: Path) -> None:
@@ -118,13 +117,13 @@ def test_http_body_without_end_fails_in_bounded_memory(tmp_path: Path, hostile: 
 
 
 def test_http_body_that_trickles_meets_the_request_timeout(tmp_path: Path, hostile: str) -> None:
-    started = time.monotonic()
+    # The body trickles for ever: a timeout per read would never end the step, and the run's
+    # timeout (a bound, not a speed) would catch that.
     code, _, step = _run_one(
         tmp_path, f'{{id: a, tool: http, args: {{url: "{hostile}/trickle", timeout: 1}}}}'
     )
     assert code == 1
     _one_line_failure(step, "timed out after 1s")
-    assert time.monotonic() - started < 20
 
 
 def test_http_json_nested_without_end_is_text(tmp_path: Path, hostile: str) -> None:
