@@ -26,6 +26,7 @@ from tests.conftest import (
     wait_for_file,
     wait_until,
 )
+from tests.testkit import ALL_REPORTS
 
 pytestmark = pytest.mark.slow
 
@@ -257,19 +258,9 @@ def test_a_step_that_traps_the_signal_and_exits_0_is_interrupted_in_every_view(
         "  - {id: after, tool: echo, args: {value: '${r}'}, depends_on: [deploy]}\n"
     )
     proc = spawn_planrun(
-        "run",
-        "p.yaml",
-        "--output",
-        "json",
-        "--events",
-        "ev.jsonl",
-        "--junit",
-        "junit.xml",
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        "run", "p.yaml", *ALL_REPORTS, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
-    )
+    )  # fmt: skip
     wait_for_command(waiting)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)  # a bound: the step sleeps 600 s
