@@ -15,7 +15,6 @@ from typing import Any
 
 import psutil
 import pytest
-from mcp.types import CallToolResult, TextContent
 
 from planrun.errors import UsageError
 from planrun.mcp.client import ServerPool, check_tool_args, map_tool_result, parse_mcp_config
@@ -660,10 +659,14 @@ def test_text_content_that_is_not_json_planrun_can_write_stays_text(text: str) -
     # A tool's text is JSON-decoded when it is JSON; NaN, infinity and nesting past what Python
     # can hold are not, so the text is kept as it came rather than failing the call or making
     # the run's documents something a JSON reader refuses.
+    from mcp.types import CallToolResult, TextContent
+
     result = CallToolResult(content=[TextContent(type="text", text=text)])
     assert map_tool_result(result) == text
 
 
 def test_text_content_that_is_json_is_decoded() -> None:
+    from mcp.types import CallToolResult, TextContent
+
     result = CallToolResult(content=[TextContent(type="text", text=' {"v": [1.5, null]} ')])
     assert map_tool_result(result) == {"v": [1.5, None]}
