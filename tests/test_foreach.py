@@ -223,9 +223,14 @@ def test_j_bounds_the_instances(run, write, tmp_path):
             args: {cmd: "echo start >> log; sleep 0.1; echo end >> log"}
         """,
     )
-    r = run("run", "p.yaml", "--no-state", "-j", "1")
+    r = run("run", "p.yaml", "--no-state", "-j", "1", "--events", "ev.jsonl")
     assert r.code == 0, r
     assert (tmp_path / "log").read_text().split() == ["start", "end"] * 3
+    # A bound not kept starts every instance in one turn of the loop, before any can end: the
+    # events' order shows it however slow the machine (the log alone may not, if it is slow).
+    lines = (tmp_path / "ev.jsonl").read_text().splitlines()
+    kinds = [e["event"] for e in map(json.loads, lines) if "[" in str(e.get("step", ""))]
+    assert kinds == ["step.started", "step.succeeded"] * 3, kinds
 
 
 def test_abort_stops_the_siblings(run, write):
