@@ -7,6 +7,7 @@ import sys
 
 from planrun.plan.fanout import combinations
 from tests.conftest import assert_no_traceback
+from tests.testkit import most_at_once
 
 PY = sys.executable
 
@@ -104,9 +105,10 @@ def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
             args: {{cmd: ["{PY}", "one.py", "${{item}}"]}}
         """,
     )
-    r = run("run", "plan.yaml", "-j", "4")
+    r = run("run", "plan.yaml", "-j", "4", "--events", "ev.jsonl")
     assert r.code == 0, r
     assert (tmp_path / "order").read_text().split() == ["0", "1", "2", "3", "4", "5"]
+    assert most_at_once(tmp_path / "ev.jsonl", lambda step: "[" in step) == 1
 
 
 def test_max_parallel_two_lets_two_run_at_once(run, write, tmp_path):
@@ -142,8 +144,9 @@ def test_max_parallel_two_lets_two_run_at_once(run, write, tmp_path):
             args: {{cmd: ["{PY}", "two.py", "${{matrix.n}}"]}}
         """,
     )
-    r = run("run", "plan.yaml", "-j", "4")
+    r = run("run", "plan.yaml", "-j", "4", "--events", "ev.jsonl")
     assert r.code == 0, r
+    assert most_at_once(tmp_path / "ev.jsonl", lambda step: "[" in step) == 2
 
 
 def test_a_written_matrix_too_large_to_run_is_a_validation_error(run, write):

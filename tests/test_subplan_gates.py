@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import answer_at_tty, assert_no_traceback
+from tests.testkit import most_at_once
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 
@@ -172,8 +173,15 @@ def test_parent_jobs_bound_the_child_steps(run, write, tmp_path):
           - {{id: c, tool: shell, args: {{cmd: "{EXCLUSIVE}"}}}}
     """,
     )
-    r = run("run", "parent.yaml", "-j", "1", "--output", "json", timeout=60)
+    r = run("run", "parent.yaml", "-j", "1", "--output", "json", "--events", "ev.jsonl", timeout=60)
     assert r.code == 0, r
+    # the shell steps, the children's among them (a `plan` step waiting on its own holds no slot)
+    assert (
+        most_at_once(
+            tmp_path / "ev.jsonl", lambda step: step in ("a/one", "a/two", "b/one", "b/two", "c")
+        )
+        == 1
+    )
 
 
 def test_one_slot_is_enough_for_nested_sub_plans(run, write):

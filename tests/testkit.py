@@ -40,6 +40,24 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def most_at_once(events: Path, counted: Any) -> int:
+    """The most steps `counted(step_id)` selects that an events file shows running at once
+    (started, not yet ended). A bound that is not kept starts its steps in one turn of the
+    loop, before any can end: the events' order shows it however slow the machine."""
+    running: set[str] = set()
+    most = 0
+    for event in read_jsonl(events):
+        step = event.get("step")
+        if not isinstance(step, str) or not counted(step):
+            continue
+        if event["event"] == "step.started":
+            running.add(step)
+            most = max(most, len(running))
+        elif event["event"] != "step.output":
+            running.discard(step)
+    return most
+
+
 def run_plan(cwd: Path, *args: str, plan_file: str = "plan.yaml", **kw: Any) -> Any:
     r = planrun("run", plan_file, *args, cwd=cwd, **kw)
     assert_no_traceback(r)
