@@ -33,11 +33,9 @@ def approval_question(
     head = f"step '{sid}'" + (f" ({shown(title)})" if title != step.id else "")
     lines = [f"{head} needs approval"]
     spec = tool_spec(step.tool)
-    command = args.get(spec.command) if spec is not None and spec.command else None
-    if command is None and step.run is not None:  # `run`: its script, or each of its scripts
-        command = args.get("run")
-    scripts = command if isinstance(command, list) else [command]
-    for script in scripts:
-        if isinstance(script, str):
-            lines += [f"  $ {line}" for line in str(shown(script)).splitlines()]
+    for name in spec.commands if spec is not None else ():
+        command = args.get(name)  # a script, or a `run` step's list of scripts
+        for script in command if isinstance(command, list) else [command]:
+            if isinstance(script, str):
+                lines += [f"  $ {line}" for line in str(shown(script)).splitlines()]
     return "\n".join([*lines, "Run it?"])

@@ -225,7 +225,7 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
 # while its function runs, planrun.tools.environ); the plan tool its `cwd` (where the
 # sub-plan runs).
 _TAKES: dict[str, dict[str, Any]] = {
-    "shell": {"step_env": True, "step_cwd": True, "command": "cmd"},
+    "shell": {"step_env": True, "step_cwd": True, "commands": ("cmd", "run")},
     "python": {"step_env": True},
     "plan": {"step_cwd": True},
 }

@@ -124,7 +124,7 @@ class ToolSpec(NamedTuple):
     render: RenderFn | None = None
     step_env: bool = False  # gets the step's `env` (under its own `args.env`, which wins)
     step_cwd: bool = False  # gets the step's `cwd` (as `args.cwd`, unless it has one)
-    command: str | None = None  # the argument an approval question shows as the command
+    commands: tuple[str, ...] = ()  # arguments an approval question shows as the command
 
 
 class ToolRegistry:
