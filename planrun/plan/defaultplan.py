@@ -1,4 +1,4 @@
-"""The default plan file (`planrun.yaml` and friends) and how `run [PLAN] [ID ...]` reads its arguments."""
+"""The default plan file (`planrun.yaml` and friends), and whether an argument names a plan file."""
 
 from __future__ import annotations
 
@@ -18,21 +18,8 @@ def find_default_plan(cwd: str) -> str | None:
     return None
 
 
-def default_plan(cwd: str) -> str:
-    """The default plan's file name; UsageError naming the candidates when there is none."""
-    found = find_default_plan(cwd)
-    if found is None:
-        raise UsageError(
-            "no plan given and no planrun.yaml, planrun.yml or planrun.json in this directory "
-            "(name a plan file, or create one with 'planrun init')"
-        )
-    return found
-
-
-def plan_or_default(plan: str | None, cwd: str) -> str:
-    """PLAN as given (it must exist), else the default plan."""
-    if plan is None:
-        return default_plan(cwd)
+def given_plan(plan: str, cwd: str) -> str:
+    """PLAN as given; UsageError when it does not exist."""
     if not os.path.exists(os.path.join(cwd, plan)):
         raise UsageError(f"plan file not found: {plan}")
     return plan
@@ -44,10 +31,3 @@ def looks_like_plan(arg: str, cwd: str) -> bool:
         return True
     path = os.path.join(cwd, arg)
     return os.path.exists(path) and not os.path.isdir(path)
-
-
-def split_run_args(args: tuple[str, ...] | list[str], cwd: str) -> tuple[str, list[str]]:
-    """(plan, targets) from `run [PLAN] [ID ...]`: the first argument is PLAN when it looks like one."""
-    if args and looks_like_plan(args[0], cwd):
-        return plan_or_default(args[0], cwd), list(args[1:])
-    return default_plan(cwd), list(args)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from planrun.errors import UsageError
-from planrun.plan.defaultplan import find_default_plan, looks_like_plan, plan_or_default
+from planrun.plan.defaultplan import find_default_plan, given_plan, looks_like_plan
 
 INVOCATION_DIR = "invocation_dir"
 
@@ -89,7 +89,7 @@ def plan_or_found(plan: str | None) -> Found:
     if plan is None:
         return enter_default_plan()
     start = started_in()
-    return Found(plan_or_default(plan, start), start)
+    return Found(given_plan(plan, start), start)
 
 
 def split_run_args(args: tuple[str, ...] | list[str]) -> tuple[Found, list[str]]:
@@ -97,7 +97,7 @@ def split_run_args(args: tuple[str, ...] | list[str]) -> tuple[Found, list[str]]
     one; otherwise every argument is a target of the default plan, found here or above."""
     start = started_in()
     if args and looks_like_plan(args[0], start):
-        return Found(plan_or_default(args[0], start), start), list(args[1:])
+        return Found(given_plan(args[0], start), start), list(args[1:])
     return enter_default_plan(), list(args)
 
 

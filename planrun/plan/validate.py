@@ -558,11 +558,6 @@ def written_plan(source: str, *, text: str | None = None, label: str | None = No
     return WrittenPlan(default_name(label), steps, None)
 
 
-def state_name(source: str, *, text: str | None = None, label: str | None = None) -> str:
-    """The name a run of this plan keeps its state under: what `planrun status` looks up."""
-    return written_plan(source, text=text, label=label).name
-
-
 def validate_plan(source: str, variables: Mapping[str, Any] | None = None) -> list[Diagnostic]:
     """Every diagnostic for the plan file `source` (parse errors included)."""
     try:

@@ -467,11 +467,6 @@ class EventBus:
     def subscribe(self, fn: Subscriber) -> None:
         self._subscribers.append(fn)
 
-    def mask(self, value: Any) -> Any:
-        """`value` with the run's secrets masked (what leaves the run without being an event:
-        the planner's context)."""
-        return self._mask(value) if self._mask is not None else value
-
     def emit(self, event: RunEvent) -> None:
         if not event.ts:
             event = event._replace(ts=time.time())
