@@ -14,6 +14,7 @@ from planrun.plan import fastcheck
 from planrun.plan.builtin_args import check_builtin_args
 from planrun.plan.checked import CheckedPlan
 from planrun.plan.conditions import when_problem
+from planrun.plan.defaultplan import PLAN_EXTENSIONS
 from planrun.plan.definition import (
     SCOPE_NAMES,
     Plan,
@@ -50,7 +51,7 @@ def default_name(file: str) -> str:
     if file.startswith("<"):
         return "inline"
     base = os.path.basename(file)
-    for ext in (".yaml", ".yml", ".json"):
+    for ext in PLAN_EXTENSIONS:
         if base.endswith(ext):
             return base[: -len(ext)]
     return base
