@@ -11,6 +11,7 @@ from typing import Any
 from planrun.plan.definition import Step
 from planrun.plan.expressions import ExpressionError, parse_template, template_strings
 from planrun.status import Status
+from planrun.text import counted
 
 
 def when_source(when: str) -> str:
@@ -84,7 +85,7 @@ class PlanGraph:
         key = self.fan_key(sid)
         if isinstance(found, str):
             return found[1:-1] if found.startswith(f"<{key} over") else f"{key}: {found}"
-        return f"{key}: {len(found)} instance{'s' if len(found) != 1 else ''}"
+        return f"{key}: {counted(len(found), 'instance')}"
 
     @classmethod
     def build(cls, steps: list[Step]) -> PlanGraph:

@@ -22,7 +22,7 @@ from planrun.plan.fanout import (
 from planrun.plan.graph import PlanGraph
 from planrun.run.scope import known_scope, rendered_text, rendered_title
 from planrun.run.stepcall import call_template, placed
-from planrun.run.stepcounts import counted
+from planrun.text import counted
 from planrun.tools import renderer
 
 
