@@ -26,7 +26,7 @@ from planrun.plan.definition import (
 )
 from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.plan.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
-from planrun.plan.graph import PlanGraph, step_strings
+from planrun.plan.graph import PlanGraph, step_expressions, step_strings
 from planrun.plan.params import CLI_ARGS, param_problems
 from planrun.plan.schema_errors import Collector, schema_errors
 from planrun.plan.targets import check_targets
@@ -378,15 +378,9 @@ def _check_server_templates(
 def _data_edge_path(s: Step, producer: str, steps: list[Step]) -> Path:
     """Where step `s` reads a result of `producer` (the string that makes the data-flow edge)."""
     bound = {t.result_variable for t in steps if t.id == producer and t.result_variable}
-    for path, text in step_strings(s):
-        try:
-            tpl = parse_template(text)
-        except ExpressionError:
-            continue
-        for expr in tpl.exprs if tpl else ():
-            if expr.names & bound or producer in expr.step_refs:
-                return path
-    return ()
+    return next(
+        (p for p, e in step_expressions(s) if e.names & bound or producer in e.step_refs), ()
+    )
 
 
 def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
