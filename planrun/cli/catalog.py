@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from planrun.errors import PlanInvalid, PlanrunError, one_line
-from planrun.plan.defaultplan import PLAN_EXTENSIONS
 from planrun.plan.definition import ServerEntry
+from planrun.plan.discovery import PLAN_EXTENSIONS
 from planrun.tools import builtin_registry
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from planrun.errors import UsageError
-from planrun.plan.defaultplan import PLAN_EXTENSIONS
+from planrun.plan.discovery import PLAN_EXTENSIONS
 from planrun.plan.schemafile import write_new
 
 # A path, not a URL: `planrun init` writes the schema there (planrun/plan/schemafile.py), and the

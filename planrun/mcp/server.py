@@ -37,7 +37,7 @@ from planrun.mcp.shapes import (
 )
 from planrun.mcp.stdio import Answers, serve_stdio
 from planrun.mcp.strict import StrictServer
-from planrun.plan.defaultplan import PLAN_EXTENSIONS
+from planrun.plan.discovery import PLAN_EXTENSIONS
 
 INLINE_LABEL = "<inline>"  # the `file` of diagnostics for inline plan text; names it "inline"
 PATH_MAX = 4096  # bytes of the longest path Linux opens; a longer `plan` is not a path

@@ -14,7 +14,6 @@ from planrun.plan import fastcheck
 from planrun.plan.builtin_args import check_builtin_args
 from planrun.plan.checked import CheckedPlan
 from planrun.plan.conditions import when_problem
-from planrun.plan.defaultplan import PLAN_EXTENSIONS
 from planrun.plan.definition import (
     SCOPE_NAMES,
     Plan,
@@ -24,6 +23,7 @@ from planrun.plan.definition import (
     replace,
     reserved,
 )
+from planrun.plan.discovery import PLAN_EXTENSIONS
 from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.plan.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
 from planrun.plan.graph import PlanGraph, step_expressions, step_strings
