@@ -176,7 +176,7 @@ def graph(
 def _state_path(name: str, state: str | None) -> str:
     from planrun.state import default_state_path
 
-    return state if state else str(default_state_path(os.getcwd(), name))
+    return state or str(default_state_path(os.getcwd(), name))
 
 
 def _read_state(name: str, state: str | None) -> Any:
