@@ -1,5 +1,5 @@
 """Text shown in one line: the first line of an error or a description, cut to a width; a value's
-kind; a duration; why a file operation failed, in plain words; a command shown to be copied,
+kind; a count and its noun; a duration; why a file operation failed, in plain words; a command shown to be copied,
 its words quoted for the shell."""
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ def _named(value: object, column: int) -> str:
     if value is None:
         return "null"
     return next((row[column] for row in _NAMES if isinstance(value, row[0])), "")
+
+
+def counted(n: int, word: str) -> str:
+    """`1 step`, `2 steps`: a count and its noun, singular for one."""
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def format_duration(seconds: object) -> str:

@@ -78,7 +78,7 @@ class Matcher:
 
 def check_pattern(pattern: str, *, output: bool) -> str | None:
     """Why `pattern` is unusable (a message), or None when it is fine."""
-    body = pattern[1:] if pattern.startswith("!") else pattern
+    body = pattern.removeprefix("!")
     if not body.strip():
         return "an empty pattern matches nothing"
     if body.startswith("/") or _DRIVE.match(body):

@@ -10,9 +10,8 @@ from typing import Any
 
 from planrun.errors import PlanInvalid, PlanrunError, one_line
 from planrun.plan.definition import ServerEntry
+from planrun.plan.discovery import PLAN_EXTENSIONS
 from planrun.tools import builtin_registry
-
-PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
 
 
 def list_plans(directory: str, cwd: str, skipped: list[str] | None = None) -> list[dict[str, Any]]:

@@ -13,8 +13,7 @@ import re
 from typing import Any
 
 from planrun.errors import PlanrunError
-from planrun.plan.defaultplan import PLAN_EXTENSIONS, looks_like_plan
-from planrun.plan.discovery import find_plan_upwards
+from planrun.plan.discovery import PLAN_EXTENSIONS, find_plan_upwards, looks_like_plan
 
 COMPLETE_VAR = "_PLANRUN_COMPLETE"
 MAX_PLAN_BYTES = 16 << 20  # completion must stay instant: larger plans are not read

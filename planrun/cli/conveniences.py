@@ -11,8 +11,7 @@ import click
 from planrun.cli.completion import complete_plan_files, completion_script
 from planrun.cli.edge import guard
 from planrun.errors import UsageError
-from planrun.plan.defaultplan import find_default_plan
-from planrun.plan.discovery import plan_or_found
+from planrun.plan.discovery import find_default_plan, plan_or_found
 
 
 @click.command()

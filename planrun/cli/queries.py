@@ -25,6 +25,7 @@ from planrun.plan.discovery import (
     started_in,
     with_builtins,
 )
+from planrun.text import counted
 
 if TYPE_CHECKING:
     from planrun.plan.definition import Plan
@@ -120,7 +121,7 @@ def validate(
     if any(d.severity == "error" for d in diags):
         sys.exit(int(ExitCode.INVALID_PLAN))
     if fmt == "text" and not diags:
-        click.echo(f"ok: {len(plans)} plan{'s' if len(plans) != 1 else ''} valid", err=True)
+        click.echo(f"ok: {counted(len(plans), 'plan')} valid", err=True)
 
 
 @click.command()
@@ -175,7 +176,7 @@ def graph(
 def _state_path(name: str, state: str | None) -> str:
     from planrun.state import default_state_path
 
-    return state if state else str(default_state_path(os.getcwd(), name))
+    return state or str(default_state_path(os.getcwd(), name))
 
 
 def _read_state(name: str, state: str | None) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from planrun.errors import UsageError
+from planrun.plan.discovery import PLAN_EXTENSIONS
 from planrun.plan.schemafile import write_new
 
 # A path, not a URL: `planrun init` writes the schema there (planrun/plan/schemafile.py), and the
@@ -99,7 +100,7 @@ def starter_text(path: str) -> str:
 def write_starter(path: str) -> None:
     """Create `path` with the starter plan, whole or not at all (schemafile.write_new);
     UsageError if it exists (never overwritten) or cannot be written (nothing is left then)."""
-    if not path.lower().endswith((".yaml", ".yml", ".json")):
+    if not path.lower().endswith(PLAN_EXTENSIONS):
         raise UsageError(f"a plan file name ends in .yaml, .yml or .json: {path}")
     try:
         written = write_new(path, starter_text(path).encode())

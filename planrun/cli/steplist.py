@@ -11,6 +11,7 @@ from typing import Any
 
 from planrun.errors import UsageError
 from planrun.plan.discovery import find_plan_upwards
+from planrun.text import counted
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,8 @@ def step_rows(
 def render_steps(doc: dict[str, Any]) -> str:
     """One aligned line per step: id, title, [tool], `after: deps`; its description under it."""
     steps = doc["steps"]
-    count = len(steps)
     head = f"{doc['plan']}" + (f" — {doc['title']}" if doc.get("title") else "")
-    lines = [f"{head} ({count} step{'s' if count != 1 else ''}, {doc['file']})"]
+    lines = [f"{head} ({counted(len(steps), 'step')}, {doc['file']})"]
     id_w = max((len(s["id"]) for s in steps), default=0)
     title_w = min(48, max((len(s["title"]) for s in steps if s["title"] != s["id"]), default=0))
     for s in steps:

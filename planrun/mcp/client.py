@@ -251,10 +251,6 @@ class ServerPool:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    @property
-    def names(self) -> list[str]:
-        return sorted(self._entries)
-
     async def call(
         self, server: str, tool: str, args: dict[str, Any], *, timeout: float | None = None
     ) -> Any:

@@ -37,9 +37,9 @@ from planrun.mcp.shapes import (
 )
 from planrun.mcp.stdio import Answers, serve_stdio
 from planrun.mcp.strict import StrictServer
+from planrun.plan.discovery import PLAN_EXTENSIONS
 
 INLINE_LABEL = "<inline>"  # the `file` of diagnostics for inline plan text; names it "inline"
-PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
 PATH_MAX = 4096  # bytes of the longest path Linux opens; a longer `plan` is not a path
 ANSWER_GRACE_S = 10  # seconds a stopping stdio server waits for its answers to reach stdout
 HANG_UP_GRACE_S = 5  # then seconds it keeps serving until the client hangs up

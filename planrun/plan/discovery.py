@@ -5,7 +5,8 @@ Without PLAN, a default-plan command looks for planrun.yaml, planrun.yml or plan
 working directory and then in each parent directory, up to the filesystem root, never through a
 directory it may not read. The directory where one is found becomes the working directory, so
 the plan's relative paths, its state and its stat records are where the plan is. Paths given on
-the command line stay relative to where planrun was started (`Found.given_path`).
+the command line stay relative to where planrun was started (`Found.given_path`). In
+`run [PLAN] [ID ...]` the first argument is PLAN when it looks like one (`looks_like_plan`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,38 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from planrun.errors import UsageError
-from planrun.plan.defaultplan import find_default_plan, looks_like_plan, plan_or_default
 
+DEFAULT_PLAN_NAMES = ("planrun.yaml", "planrun.yml", "planrun.json")
+PLAN_EXTENSIONS = (".yaml", ".yml", ".json")
 INVOCATION_DIR = "invocation_dir"
 
 NOT_FOUND = (
     "no plan given and no planrun.yaml, planrun.yml or planrun.json in this directory or any "
     "parent directory (name a plan file, or create one with 'planrun init')"
 )
+
+
+def find_default_plan(cwd: str) -> str | None:
+    """The first of planrun.yaml, planrun.yml, planrun.json that exists in `cwd`, or None."""
+    for name in DEFAULT_PLAN_NAMES:
+        if os.path.exists(os.path.join(cwd, name)):
+            return name
+    return None
+
+
+def given_plan(plan: str, cwd: str) -> str:
+    """PLAN as given; UsageError when it does not exist."""
+    if not os.path.exists(os.path.join(cwd, plan)):
+        raise UsageError(f"plan file not found: {plan}")
+    return plan
+
+
+def looks_like_plan(arg: str, cwd: str) -> bool:
+    """True when `arg` names an existing file or ends in .yaml, .yml or .json (else: a step id)."""
+    if arg.lower().endswith(PLAN_EXTENSIONS):
+        return True
+    path = os.path.join(cwd, arg)
+    return os.path.exists(path) and not os.path.isdir(path)
 
 
 class Found(NamedTuple):
@@ -89,7 +114,7 @@ def plan_or_found(plan: str | None) -> Found:
     if plan is None:
         return enter_default_plan()
     start = started_in()
-    return Found(plan_or_default(plan, start), start)
+    return Found(given_plan(plan, start), start)
 
 
 def split_run_args(args: tuple[str, ...] | list[str]) -> tuple[Found, list[str]]:
@@ -97,7 +122,7 @@ def split_run_args(args: tuple[str, ...] | list[str]) -> tuple[Found, list[str]]
     one; otherwise every argument is a target of the default plan, found here or above."""
     start = started_in()
     if args and looks_like_plan(args[0], start):
-        return Found(plan_or_default(args[0], start), start), list(args[1:])
+        return Found(given_plan(args[0], start), start), list(args[1:])
     return enter_default_plan(), list(args)
 
 

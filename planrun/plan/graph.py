@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from planrun.plan.definition import Step
-from planrun.plan.expressions import ExpressionError, parse_template, template_strings
+from planrun.plan.expressions import Expr, ExpressionError, parse_template, template_strings
 from planrun.status import Status
+from planrun.text import counted
 
 
 def when_source(when: str) -> str:
@@ -45,6 +46,18 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
     ):
         if value:  # an empty value holds no `${...}`
             yield from template_strings(value, (key,))
+
+
+def step_expressions(step: Step) -> Iterable[tuple[tuple[str | int, ...], Expr]]:
+    """(path, expression) for every `${...}` of a step; a string that does not parse is
+    skipped (validation reports it)."""
+    for path, text in step_strings(step):
+        try:
+            tpl = parse_template(text)
+        except ExpressionError:
+            continue
+        for expr in tpl.exprs if tpl is not None else ():
+            yield path, expr
 
 
 class PlanGraph:
@@ -84,7 +97,7 @@ class PlanGraph:
         key = self.fan_key(sid)
         if isinstance(found, str):
             return found[1:-1] if found.startswith(f"<{key} over") else f"{key}: {found}"
-        return f"{key}: {len(found)} instance{'s' if len(found) != 1 else ''}"
+        return f"{key}: {counted(len(found), 'instance')}"
 
     @classmethod
     def build(cls, steps: list[Step]) -> PlanGraph:
@@ -192,10 +205,7 @@ class PlanGraph:
 def data_sources(
     step: Step, binders: dict[str, list[str]], known: set[str]
 ) -> Iterable[tuple[str, str]]:
-    """(name, producing step) for every result variable or `steps.X` the step reads.
-
-    Strings that do not parse are skipped here: validation reports them.
-    """
+    """(name, producing step) for every result variable or `steps.X` the step reads."""
     # A foreach step's element and index names hide variables of the same name in its args,
     # when and title (not in `foreach` itself, which is read before there is an element).
     hidden = (
@@ -203,20 +213,15 @@ def data_sources(
         if step.foreach is not None or step.matrix is not None
         else frozenset()
     )
-    for path, text in step_strings(step):
-        try:
-            tpl = parse_template(text)
-        except ExpressionError:
-            continue
-        for expr in tpl.exprs if tpl is not None else ():
-            for name in expr.names:
-                if path[0] not in ("foreach", "matrix") and name in hidden:
-                    continue
-                for producer in binders.get(name, ()):
-                    yield name, producer
-            for ref in expr.step_refs:
-                if ref in known:
-                    yield f"steps.{ref}", ref
+    for path, expr in step_expressions(step):
+        for name in expr.names:
+            if path[0] not in ("foreach", "matrix") and name in hidden:
+                continue
+            for producer in binders.get(name, ()):
+                yield name, producer
+        for ref in expr.step_refs:
+            if ref in known:
+                yield f"steps.{ref}", ref
 
 
 # ---- renderings -------------------------------------------------------------------------

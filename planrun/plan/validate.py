@@ -23,9 +23,10 @@ from planrun.plan.definition import (
     replace,
     reserved,
 )
+from planrun.plan.discovery import PLAN_EXTENSIONS
 from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.plan.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
-from planrun.plan.graph import PlanGraph, step_strings
+from planrun.plan.graph import PlanGraph, step_expressions, step_strings
 from planrun.plan.params import CLI_ARGS, param_problems
 from planrun.plan.schema_errors import Collector, schema_errors
 from planrun.plan.targets import check_targets
@@ -50,7 +51,7 @@ def default_name(file: str) -> str:
     if file.startswith("<"):
         return "inline"
     base = os.path.basename(file)
-    for ext in (".yaml", ".yml", ".json"):
+    for ext in PLAN_EXTENSIONS:
         if base.endswith(ext):
             return base[: -len(ext)]
     return base
@@ -377,15 +378,9 @@ def _check_server_templates(
 def _data_edge_path(s: Step, producer: str, steps: list[Step]) -> Path:
     """Where step `s` reads a result of `producer` (the string that makes the data-flow edge)."""
     bound = {t.result_variable for t in steps if t.id == producer and t.result_variable}
-    for path, text in step_strings(s):
-        try:
-            tpl = parse_template(text)
-        except ExpressionError:
-            continue
-        for expr in tpl.exprs if tpl else ():
-            if expr.names & bound or producer in expr.step_refs:
-                return path
-    return ()
+    return next(
+        (p for p, e in step_expressions(s) if e.names & bound or producer in e.step_refs), ()
+    )
 
 
 def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -556,11 +551,6 @@ def written_plan(source: str, *, text: str | None = None, label: str | None = No
         if isinstance(raw, str | int) and not isinstance(raw, bool) and str(raw):
             return WrittenPlan(str(raw), steps, None)
     return WrittenPlan(default_name(label), steps, None)
-
-
-def state_name(source: str, *, text: str | None = None, label: str | None = None) -> str:
-    """The name a run of this plan keeps its state under: what `planrun status` looks up."""
-    return written_plan(source, text=text, label=label).name
 
 
 def validate_plan(source: str, variables: Mapping[str, Any] | None = None) -> list[Diagnostic]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from planrun.report.model import RunReport, StepRow, base_id, clip
 from planrun.reporters.termsafe import terminal_safe
-from planrun.text import format_duration
+from planrun.text import counted, format_duration
 
 LABEL_W = 300  # the step names left of the chart
 CHART_W = 800
@@ -135,7 +135,7 @@ def layout(report: RunReport) -> tuple[list[Bar], list[Tick]]:
                 text += " running"
             if row.group:
                 n = sizes.get(row.id, 0)
-                text += f" · {n} instance{'s' if n != 1 else ''}"
+                text += f" · {counted(n, 'instance')}"
         elif row.kept:
             text = "kept from an earlier run"
         elif row.status in ("skipped", "pending"):

@@ -48,7 +48,7 @@ from planrun.run.events import (
 )
 from planrun.run.stepcounts import instances_text, steps_text
 from planrun.status import Status
-from planrun.text import first_line, format_duration, title_beyond_id
+from planrun.text import counted, first_line, format_duration, title_beyond_id
 
 _RESET = "\x1b[0m"
 
@@ -276,8 +276,7 @@ class ConsoleReporter:
         if self.quiet:
             return
         what = f"resuming {event.plan}" if event.resumed else f"run {event.plan} started"
-        count = len(event.steps or [])
-        text = f"{what}: {count} step{'s' if count != 1 else ''}"
+        text = f"{what}: {counted(len(event.steps or []), 'step')}"
         self._write(self._line(event.ts, "start", text))
 
     def _step_started(self, event: StepStarted) -> None:
@@ -300,7 +299,7 @@ class ConsoleReporter:
             n = len(instances)
             matrix = bool(event.matrix)  # a sub-plan's too: the event says which it is
             empty = "no combination left" if matrix else "empty"
-            count = f"{n} instance{'s' if n != 1 else ''}" if n else empty
+            count = counted(n, "instance") if n else empty
             text += f": {'matrix' if matrix else 'foreach'}, {count}"
         if reason and not again and (self.explain or reason != "cache off") and attempt == 1:
             text += f": {reason}"  # why it runs (the cache's reason)

@@ -22,7 +22,7 @@ from planrun.plan.fanout import (
 from planrun.plan.graph import PlanGraph
 from planrun.run.scope import known_scope, rendered_text, rendered_title
 from planrun.run.stepcall import call_template, placed
-from planrun.run.stepcounts import counted
+from planrun.text import counted
 from planrun.tools import renderer
 
 
@@ -189,7 +189,7 @@ def _one(expr: Expr, scope: dict[str, Any], producers: dict[str, str]) -> tuple[
         if name in producers:
             return producers[name], False
     if expr.step_refs:
-        return f"<{sorted(expr.step_refs)[0]} result>", False
+        return f"<{min(expr.step_refs)} result>", False
     try:
         return expr.evaluate(scope), True
     except ExpressionError as exc:
@@ -280,12 +280,10 @@ def render_dry_run(doc: dict[str, Any], explain: bool = False) -> str:
                 kept = s["resume"] == "kept"
                 lines.append(f"      resume: {'kept' if kept else 'runs again: ' + s['resume']}")
             if "foreach" in s:
-                over = s["foreach"] if s["foreach"] else "an empty list: runs nothing, result []"
+                over = s["foreach"] or "an empty list: runs nothing, result []"
                 lines.append(f"      foreach: {over}")
             elif isinstance(s.get("matrix"), list | str):  # the step's, not an instance's
-                over = (
-                    s["matrix"] if s["matrix"] else "no combination left: runs nothing, result []"
-                )
+                over = s["matrix"] or "no combination left: runs nothing, result []"
                 lines.append(f"      matrix: {over}")
             cache = s.get("cache") or {}
             if cache.get("status") == "hit":

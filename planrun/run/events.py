@@ -52,8 +52,8 @@ from planrun.run.runtree import MaskChain
 # read by attribute. Not @dataclass(frozen=True, slots=True): making twelve of those costs ~70 M
 # instructions at import (each one exec's its generated methods), 15% of a one-step run; the
 # twelve NamedTuples cost ~13 M (no `from __future__ import annotations` here: string
-# annotations would cost ~7 M more, each compiled by typing). `event` is the kind's documented
-# name, read only at the JSON edge below. `ts` 0.0: stamped by the bus as the event is emitted.
+# annotations would cost ~7 M more, each compiled by typing). `event`, the last field, is the kind's
+# documented name (never given: its default). `ts` 0.0: stamped by the bus as it is emitted.
 
 
 class Absent:
@@ -91,10 +91,7 @@ class RunStarted(NamedTuple):
     targets: list[str] | None = None
     kept: list[str] | None = None  # on resume only
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "run.started"
+    event: str = "run.started"
 
     @property
     def step(self) -> None:  # a run's event is about no step
@@ -114,10 +111,7 @@ class StepStarted(NamedTuple):
     instances: list[str] | None = None  # a foreach step's only
     matrix: bool | None = None  # a matrix step's only: true
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.started"
+    event: str = "step.started"
 
 
 class StepOutput(NamedTuple):
@@ -126,10 +120,7 @@ class StepOutput(NamedTuple):
     stream: str = "stdout"
     line: str = ""
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.output"
+    event: str = "step.output"
 
 
 class StepRetrying(NamedTuple):
@@ -141,10 +132,7 @@ class StepRetrying(NamedTuple):
     stderr_tail: str | None = None
     title: str | None = None
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.retrying"
+    event: str = "step.retrying"
 
 
 class StepSucceeded(NamedTuple):
@@ -162,10 +150,7 @@ class StepSucceeded(NamedTuple):
     instances: list[str] | None = None
     title: str | None = None
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.succeeded"
+    event: str = "step.succeeded"
 
 
 class StepFailed(NamedTuple):
@@ -185,10 +170,7 @@ class StepFailed(NamedTuple):
     result_masked: bool | None = None
     title: str | None = None
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.failed"
+    event: str = "step.failed"
 
 
 class StepSkipped(NamedTuple):
@@ -199,10 +181,7 @@ class StepSkipped(NamedTuple):
     error: str | None = None  # upstream failed only
     title: str | None = None
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.skipped"
+    event: str = "step.skipped"
 
 
 class StepInterrupted(NamedTuple):
@@ -218,10 +197,7 @@ class StepInterrupted(NamedTuple):
     result_masked: bool | None = None
     title: str | None = None
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.interrupted"
+    event: str = "step.interrupted"
 
 
 class StepCached(NamedTuple):
@@ -241,10 +217,7 @@ class StepCached(NamedTuple):
     result_masked: bool | None = None
     title: str | None = None
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.cached"
+    event: str = "step.cached"
 
 
 class StepResumed(NamedTuple):
@@ -263,10 +236,7 @@ class StepResumed(NamedTuple):
     instances: list[str] | None = None
     title: str | None = None
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "step.resumed"
+    event: str = "step.resumed"
 
 
 class PlanDiff(NamedTuple):
@@ -279,10 +249,7 @@ class PlanDiff(NamedTuple):
     steps: list[dict[str, Any]] | None = None
     step: str | None = None  # a sub-plan's diff, as its parent reports it: the `plan` step's id
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "plan.diff"
+    event: str = "plan.diff"
 
 
 class RunFinished(NamedTuple):
@@ -292,10 +259,7 @@ class RunFinished(NamedTuple):
     duration_s: float | None = None
     error: str | None = None
     ts: float = 0.0
-
-    @property
-    def event(self) -> str:
-        return "run.finished"
+    event: str = "run.finished"
 
     @property
     def step(self) -> None:  # a run's event is about no step
@@ -328,10 +292,8 @@ StepEvent = (
     | StepResumed
 )
 Subscriber = Callable[[RunEvent], None]
-KINDS: dict[str, type[Any]] = {  # the kinds by name (each one's `event` property)
-    kind.event.fget(None): kind for kind in get_args(RunEvent)
-}
-ENVELOPE = ("plan", "step", "ts")
+KINDS: dict[str, type[Any]] = {kind._field_defaults["event"]: kind for kind in get_args(RunEvent)}
+ENVELOPE = ("plan", "step", "ts", "event")
 
 
 # (second, its formatted prefix), replaced as one tuple so a thread never sees a mixed pair
@@ -466,11 +428,6 @@ class EventBus:
 
     def subscribe(self, fn: Subscriber) -> None:
         self._subscribers.append(fn)
-
-    def mask(self, value: Any) -> Any:
-        """`value` with the run's secrets masked (what leaves the run without being an event:
-        the planner's context)."""
-        return self._mask(value) if self._mask is not None else value
 
     def emit(self, event: RunEvent) -> None:
         if not event.ts:

@@ -13,8 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from planrun.cache import url_userinfo
-from planrun.plan.defaultplan import looks_like_plan
-from planrun.plan.discovery import INVOCATION_DIR
+from planrun.plan.discovery import INVOCATION_DIR, looks_like_plan
 from planrun.plan.params import CLI_ARGS, GivenText
 from planrun.run.request import RunRequest
 from planrun.text import shell_word

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from planrun.plan.instances import parent_of
+from planrun.text import counted
 
 # Summary order, with the word used for each status.
 SUMMARY_ORDER = (
@@ -92,11 +93,6 @@ def count_steps(statuses: Mapping[str, str], kept: Iterable[str] = ()) -> StepCo
         if statuses.get(sid) in _FINAL and "/" not in sid and parent_of(sid) is None
     )
     return StepCounts(steps, instances, n_kept, frozenset(fanned))
-
-
-def counted(n: int, word: str) -> str:
-    """`1 step`, `2 steps`: a count and its noun, singular for one."""
-    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def status_parts(by_status: Mapping[str, int]) -> list[str]:
