@@ -20,6 +20,7 @@ from planrun.cache.session import (
     step_cached,
 )
 from planrun.errors import UsageError
+from planrun.plan.fanout import fans_out
 from planrun.plan.instances import parent_of
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def open_session(
         warn(f"{why}: the cache is not used (choose another with --cache-dir)")
         return None
     dotenv = list(plan.dotenv)
-    shared = frozenset(s.id for s in plan.steps if _fans_out(s) and _shares_outputs(s))
+    shared = frozenset(s.id for s in plan.steps if fans_out(s) and _shares_outputs(s))
     session = CacheSession(
         options,
         plan.name or "plan",
@@ -275,7 +276,7 @@ def run_cache_options(req: CacheRequest, prep: Prepared) -> CacheOptions:
     remote = run_remote_options(req)
     forced = [f for f in prep.forced if f != ALL]
     known = set(prep.graph.order)
-    fans = {s.id for s in prep.plan.steps if _fans_out(s)}
+    fans = {s.id for s in prep.plan.steps if fans_out(s)}
     unknown = [f for f in forced if f not in known and parent_of(f) not in fans]
     if unknown:
         from planrun.suggest import did_you_mean
@@ -351,8 +352,3 @@ def preview_dry_run(req: CacheRequest, cwd: str, prep: Prepared, doc: dict[str, 
     )
     for s in doc["steps"]:
         s["cache"] = found[s["id"]]
-
-
-def _fans_out(step: Any) -> bool:
-    """A foreach or matrix step (planrun.plan.fanout.fans_out, without importing it here)."""
-    return step.foreach is not None or step.matrix is not None
