@@ -579,6 +579,15 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(Path(planrun.__file__).parent, quiet=1)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the test modules, planrun, the items) lives until the session
+    ends: frozen out of the cyclic garbage collector, which otherwise walks it again in each
+    full collection during the tests and five times at the end (a second or more a worker)."""
+    import gc
+
+    gc.freeze()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection(session: pytest.Session) -> Any:
     """The test modules' assertion rewriting, kept on disk between sessions even under
