@@ -364,23 +364,15 @@ def _group_alive(pgid: int, looks: int = 0) -> bool:
 
 
 def _live_member(pgid: int) -> bool:
-    """Whether /proc shows a process of the group that has not ended (True without /proc, or
-    for a process whose state cannot be read: then it may be live)."""
+    """Whether /proc shows a process of the group that has not ended (True without /proc)."""
+    from planrun.state.lock import proc_stat
+
     try:
         names = os.listdir("/proc")
     except OSError:
         return True
     for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except FileNotFoundError:
-            continue  # gone meanwhile
-        except OSError:
-            return True
-        state, _ppid, group = stat[stat.rfind(b")") + 2 :].split()[:3]
-        if int(group) == pgid and state not in (b"Z", b"X"):
+        fields = proc_stat(int(name)) if name.isdigit() else None
+        if fields is not None and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
             return True
     return False
