@@ -571,12 +571,36 @@ def pytest_configure(config: pytest.Config) -> None:
     time (PYTHONDONTWRITEBYTECODE=1 stops Python from ever writing it; reading it is allowed).
     The session's first process writes it (the pytest-xdist workers start after): a command's
     own modules, a plan's, are never compiled ahead, so an edited one is always read afresh."""
+    _this_interpreter_first_on_path()
     if not hasattr(config, "workerinput"):
         import compileall
 
         import planrun
 
         compileall.compile_dir(Path(planrun.__file__).parent, quiet=1)
+
+
+def _this_interpreter_first_on_path() -> None:
+    """`python3` in the tests' commands (a shell step, a planner, a Taskfile) is the interpreter
+    running the tests, as in an activated virtualenv, and not a version manager's shim found
+    first on PATH (pyenv's is a shell script that costs a tenth of a second before each start).
+    Set in the session's first process, before the pytest-xdist workers start with its
+    environment."""
+    import shutil
+
+    found = shutil.which("python3")
+    if found is None or os.path.realpath(found) != os.path.realpath(sys.executable):
+        here = os.path.dirname(sys.executable)
+        os.environ["PATH"] = os.pathsep.join([here, os.environ.get("PATH", "")])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection made (the test modules, planrun, the items) lives until the session
+    ends: frozen out of the cyclic garbage collector, which otherwise walks it again in each
+    full collection during the tests and five times at the end (a second or more a worker)."""
+    import gc
+
+    gc.freeze()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -429,10 +429,26 @@ def test_real_kill_9_at_random_moments_leaves_a_loadable_prefix(tmp_path: Path) 
     assert mid_run_kills >= 3
 
 
+HELD_CHILD = """
+    import sys
+    from pathlib import Path
+    from planrun.run.events import Event
+    from planrun.state import StateStore
+
+    store = StateStore(Path(sys.argv[1]), "demo")
+    store.acquire()
+    store.handle(Event("run.started", "demo", data={"run_id": "1", "digest": "d",
+        "resumed": False, "variables": {}, "steps": [{"id": "s0"}, {"id": "s1"}]}))
+    store.handle(Event("step.started", "demo", "s0", {"attempt": 1, "fingerprint": "f"}))
+    print("ready", flush=True)
+    sys.stdin.read()  # a run that goes on until it is killed
+"""
+
+
 def test_killed_run_not_yet_reaped_is_not_live(tmp_path: Path) -> None:
     """A zombie still answers kill(pid, 0); an orphaned planrun can stay one for long."""
     path = Path(default_state_path(str(tmp_path), PLAN))
-    child = run_child(KILL_CHILD, str(path), "20000")
+    child = run_child(HELD_CHILD, str(path), stdin=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         assert StateStore(path, PLAN).load().status == "running"  # type: ignore[union-attr]
@@ -971,7 +987,7 @@ def test_a_run_holding_the_lock_on_another_host_shows_as_running(tmp_path: Path)
     # Its pid means nothing here: `status` must not call it interrupted because no local
     # process has that pid.
     path = Path(default_state_path(str(tmp_path), PLAN))
-    child = run_child(KILL_CHILD, str(path), "20000")
+    child = run_child(HELD_CHILD, str(path), stdin=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         lock = path.with_name(path.name + ".lock")

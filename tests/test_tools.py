@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from planrun.run import procgroups
 from planrun.tools import builtin_registry
 from planrun.tools.base import ToolContext, ToolFailed
 from tests.conftest import hang_guard, serve_http
@@ -236,11 +239,17 @@ def _wait_until_gone(pgid: int, *pids: int) -> None:
 @pytest.mark.parametrize("streaming", [False, True], ids=["captured", "streamed"])
 @pytest.mark.parametrize("ignore_term", [False, True], ids=["sigterm", "sigkill"])
 def test_cancelling_shell_kills_the_whole_group(
-    ctx: ToolContext, tmp_path: Path, streaming: bool, ignore_term: bool
+    ctx: ToolContext,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    streaming: bool,
+    ignore_term: bool,
 ) -> None:
     # A grandchild in the background and a foreground child; optionally deaf to SIGTERM,
-    # so that only the SIGKILL after the grace period stops them.
+    # so that only the SIGKILL after the grace period stops them (a tenth of it here: the
+    # same path, without waiting half a second for it in each case).
     trap = "trap '' TERM; " if ignore_term else ""
+    monkeypatch.setattr(procgroups, "STOP_GRACE_S", procgroups.STOP_GRACE_S / 10)
     cmd = f"{trap}echo $$ > sh.pid; sleep 600 & echo $! > bg.pid; sleep 600"
     if streaming:
         ctx.on_output = lambda stream, line: None
@@ -326,6 +335,55 @@ def test_cancelling_at_the_moment_the_shell_has_exited_stops_its_grandchild(
         with hang_guard():
             sh_pid, bg_pid = asyncio.run(scenario())
         _wait_until_gone(sh_pid, bg_pid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_an_interrupt_waits_for_no_member_of_the_group_that_has_ended_but_is_not_reaped(
+    ctx: ToolContext, tmp_path: Path
+) -> None:
+    # The shell's children outlive it for a moment: when it dies they are adopted, and until
+    # their new parent reaps them they are zombies, still members of the group. An interrupted
+    # run waited for the group to be empty, zombies included: the whole grace, wherever that
+    # parent is slow to reap (a container's init that never does, a machine whose init reaps
+    # a second or two late). Here the test process adopts them and reaps them only afterwards.
+    import ctypes
+
+    from planrun.run.procgroups import ProcessGroups
+    from planrun.tools.base import Services
+
+    pr_set_child_subreaper = 36
+    libc = ctypes.CDLL(None, use_errno=True)
+    groups = ProcessGroups(grace=600)  # far beyond the hang guard: waiting it out fails
+    interrupted = ToolContext(
+        step_id="s", cwd=ctx.cwd, env=ctx.env, services=Services(groups=groups)
+    )
+    spec = builtin_registry().get("shell")
+    assert spec is not None
+    # The shell execs its last command: the group's leader is planrun's child, reaped by it;
+    # the background sleep is the shell's, adopted by the test process when the leader dies.
+    cmd = "sleep 600 & echo $! > bg.pid; exec sleep 600"
+
+    async def scenario() -> None:
+        call = asyncio.ensure_future(spec.fn({"cmd": cmd}, interrupted))
+        while not (tmp_path / "bg.pid").exists() or not (tmp_path / "bg.pid").read_text():
+            assert not call.done(), call
+            await asyncio.sleep(0.01)
+        groups.interrupt(signal.SIGTERM)  # what the run's handler does with a Ctrl-C
+        call.cancel()  # ... and then the run cancels its steps
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    assert libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
+    try:
+        with hang_guard():
+            asyncio.run(scenario())
+        bg_pid = _wait_for_file(tmp_path / "bg.pid")
+        # ended, and still not reaped when the step was done with it
+        assert Path(f"/proc/{bg_pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    finally:
+        libc.prctl(pr_set_child_subreaper, 0, 0, 0, 0)
+        with contextlib.suppress(ChildProcessError, ValueError, OSError):
+            os.waitpid(int((tmp_path / "bg.pid").read_text()), 0)
 
 
 # --- echo, sleep ------------------------------------------------------------------------------

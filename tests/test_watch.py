@@ -13,6 +13,12 @@ import pytest
 
 from tests.conftest import spawn_planrun, wait_until
 
+# One worker runs the watch sessions one after another, and at the start: pytest-xdist hands
+# out its bigger groups first. They mostly wait (seconds each, between file changes) while the
+# other worker's tests use the CPU; handed out last, as the file's place in the order had them,
+# they left one worker alone with a session of several seconds at the end.
+pytestmark = pytest.mark.xdist_group("watch")
+
 PLAN = """\
 name: demo
 dotenv: [".env?"]

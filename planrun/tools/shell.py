@@ -18,6 +18,7 @@ from planrun.tools.spawned import SpawnedChild, pidfd_supported, spawn_child
 
 _OPTIONAL = ("cwd", "env", "stdin", "check")
 _GROUP_POLL_S = 0.02  # how often an interrupted run looks whether a group's last process ended
+_ZOMBIES_EVERY = 10  # ... and every how many looks whether what is left has only ended unreaped
 _TAIL_LINES = 20
 # In every command's environment: the run and the state row it runs for (planrun/run/leftovers.py)
 RUN_ENV = "PLANRUN_RUN_ID"
@@ -329,7 +330,9 @@ async def _kill_group(proc: Any, groups: ProcessGroups) -> None:
         if proc.returncode is None and grace > 0:
             await asyncio.wait_for(proc.wait(), grace)
         if groups.stop_signal is not None:  # interrupted: the rest of the group may clean up
-            while _group_alive(proc.pid) and not groups.hurried and loop.time() < deadline:
+            looks = 0
+            while _group_alive(proc.pid, looks) and not groups.hurried and loop.time() < deadline:
+                looks += 1
                 await asyncio.sleep(_GROUP_POLL_S)
     signal_group(proc.pid, signal.SIGKILL)
     while proc.returncode is None:
@@ -344,12 +347,32 @@ async def _kill_group(proc: Any, groups: ProcessGroups) -> None:
         transport.close()
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group is still there (the leader is reaped by then)."""
+def _group_alive(pgid: int, looks: int = 0) -> bool:
+    """Whether a process of the group is still there (the leader is reaped by then). Every
+    _ZOMBIES_EVERY-th look, a group of zombies only is gone: members that ended after the
+    leader, adopted by a parent that has not reaped them yet (a container's init may never do,
+    some reap a second late), still answer `killpg(pgid, 0)` but have nothing left to do."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    if looks % _ZOMBIES_EVERY == _ZOMBIES_EVERY - 1:
+        return _live_member(pgid)
     return True
+
+
+def _live_member(pgid: int) -> bool:
+    """Whether /proc shows a process of the group that has not ended (True without /proc)."""
+    from planrun.state.lock import proc_stat
+
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return True
+    for name in names:
+        fields = proc_stat(int(name)) if name.isdigit() else None
+        if fields is not None and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
