@@ -1,6 +1,6 @@
 """Text shown in one line: the first line of an error or a description, cut to a width; a value's
-kind; a count and its noun; a duration; why a file operation failed, in plain words; a command shown to be copied,
-its words quoted for the shell."""
+kind; a count and its noun; a duration; why a file operation failed, in plain words; a command
+shown to be copied, its words quoted for the shell."""
 
 from __future__ import annotations
 
