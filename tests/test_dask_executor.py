@@ -638,6 +638,43 @@ def test_worker_functions_need_no_dask(tmp_path: Path) -> None:
     assert json.loads(out.stdout) == ["ok", "k1\n", 0, None]
 
 
+def test_a_rerun_reaps_its_earlier_attempt_while_that_worker_is_still_exiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dask runs a task again as soon as it sees the worker gone, which can be before that
+    worker has finished exiting (its connections close first): the re-run kills the processes
+    of the task's earlier attempt even while their owner still shows as alive. Another task's
+    processes whose owner is alive are left alone."""
+    import tempfile
+
+    from planrun.executors import worker
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the records' directory
+    owner = subprocess.Popen(["sleep", "600"])  # the lost worker, not gone yet
+    started: list[subprocess.Popen[bytes]] = [owner]
+    try:
+        keys = {"again": f"planrun-k-{uuid.uuid4().hex}", "other": f"planrun-o-{uuid.uuid4().hex}"}
+        steps = {}
+        record = {"owner": owner.pid, "owner_started": psutil.Process(owner.pid).create_time()}
+        for name, key in keys.items():
+            env = {**os.environ, worker.TASK_ENV: key}
+            steps[name] = subprocess.Popen(["sleep", "600"], env=env, start_new_session=True)
+            started.append(steps[name])
+            directory = Path(tempfile.gettempdir()) / f"planrun-dask-{os.getuid()}"
+            directory.mkdir(mode=0o700, exist_ok=True)
+            (directory / f"{key}.json").write_text(json.dumps(record))
+
+        killed = worker.reap_orphans(keys["again"])
+
+        assert killed == [steps["again"].pid]
+        assert steps["again"].wait(timeout=60) == -signal.SIGKILL  # a bound on a hang
+        assert steps["other"].poll() is None
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+
+
 def test_missing_dask_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)  # what `import` sees without the extra
     ex = DaskExecutor(None, local=LocalTools(), cwd=str(tmp_path))

@@ -98,12 +98,15 @@ def _remove(path: str | None) -> None:
             os.unlink(path)
 
 
-def reap_orphans() -> list[int]:
+def reap_orphans(starting: str | None = None) -> list[int]:
     """Kill the processes of steps whose worker died (SIGKILL, OOM) without cleaning up.
 
     Steps run in their own session, so they outlive a killed worker. Every worker calls this
-    before it starts a step, and the client after a lost worker; it returns the pids killed.
-    """
+    before it starts a step (`starting`: that task's key), and the client after a lost worker;
+    it returns the pids killed. An earlier attempt of the task about to start is killed even
+    while its worker still shows as alive: Dask runs a task again once the worker's connections
+    close, which can be before that worker has finished exiting, and a key is never run twice
+    at once (each call makes a new one)."""
     try:
         import psutil
     except ImportError:
@@ -122,9 +125,12 @@ def reap_orphans() -> list[int]:
             owner = int(record["owner"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if owner == os.getpid() or _is_alive(owner, record.get("owner_started")):
+        key = name.removesuffix(".json")
+        if key != starting and (
+            owner == os.getpid() or _is_alive(owner, record.get("owner_started"))
+        ):
             continue  # the owner is alive and cleans up after itself
-        orphaned[name.removesuffix(".json")] = path
+        orphaned[key] = path
     if not orphaned:
         return []
     killed = []
@@ -294,7 +300,7 @@ def _run_process(
     "stderr", "exit_code", "message", "worker"}.
     """
     attempt = _mark_attempt(key)
-    reap_orphans()
+    reap_orphans(key)
     base: dict[str, Any] = {"worker": attempt["worker"], "pid": attempt["pid"]}
     env = {**env, TASK_ENV: key}
     record = _write_record(key)
