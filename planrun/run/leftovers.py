@@ -22,12 +22,12 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from typing import NamedTuple
 
 from planrun.errors import one_line
 from planrun.run.procgroups import STOP_GRACE_S
-from planrun.state.lock import here, proc_stat
+from planrun.state.lock import here, live_stat, proc_pids, proc_stat
 from planrun.tools.shell import RUN_ENV, STEP_ENV
 
 _GONE_WAIT_S = 2.0  # after SIGKILL: only a process stuck in the kernel (D state) takes longer
@@ -92,7 +92,11 @@ def find_leftovers(run_id: str, steps: Collection[str]) -> list[Leftover]:
     theirs = _groups_of(mine)
     groups: dict[int, list[tuple[int, int]]] = {}
     step_of: dict[int, str] = {}
-    for pid in _pids():
+    try:
+        pids = proc_pids()
+    except OSError:
+        pids = []
+    for pid in pids:
         if pid in mine or not _owned_by(pid, uid):
             continue
         environ = _environ(pid)
@@ -101,7 +105,7 @@ def find_leftovers(run_id: str, steps: Collection[str]) -> list[Leftover]:
         step = _value(environ, STEP_ENV)
         if step is None or not _ran(step, steps) or _namespace(pid) != namespace:
             continue
-        stat = _stat(pid)
+        stat = live_stat(pid)
         if stat is None or stat[0] in theirs:
             continue
         pgid, start = stat
@@ -116,16 +120,6 @@ def _ran(step: str, steps: Collection[str]) -> bool:
     the steps the dead run had running."""
     parts = step.split("/")
     return any("/".join(parts[:i]) in steps for i in range(1, len(parts) + 1))
-
-
-def _pids() -> Iterator[int]:
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return
-    for name in names:
-        if name.isdigit():
-            yield int(name)
 
 
 def _owned_by(pid: int, uid: int) -> bool:
@@ -172,17 +166,6 @@ def _namespace(pid: int) -> str | None:
     try:
         return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
-        return None
-
-
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(process group, start time) of a live process; None if it is gone or a zombie."""
-    fields = proc_stat(pid)
-    try:
-        if fields is None or fields[0] in (b"Z", b"X"):
-            return None
-        return int(fields[2]), int(fields[19])  # pgrp (field 5), starttime (field 22)
-    except (ValueError, IndexError):
         return None
 
 
@@ -233,7 +216,7 @@ def _signal(group: Leftover, sig: int) -> None:
 
 def _same(member: tuple[int, int]) -> bool:
     pid, start = member
-    stat = _stat(pid)
+    stat = live_stat(pid)
     return stat is not None and stat[1] == start
 
 

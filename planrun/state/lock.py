@@ -259,3 +259,19 @@ def proc_stat(pid: int) -> list[bytes] | None:
         return raw[raw.rindex(b")") + 2 :].split()  # the name may hold spaces and ')'
     except (OSError, ValueError):
         return None
+
+
+def proc_pids() -> list[int]:
+    """Every process id /proc lists; OSError where there is no /proc to read."""
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def live_stat(pid: int) -> tuple[int, int] | None:
+    """(process group, start time) of a live process; None if it is gone or a zombie."""
+    fields = proc_stat(pid)
+    try:
+        if fields is None or fields[0] in (b"Z", b"X"):
+            return None
+        return int(fields[2]), int(fields[19])  # pgrp (field 5), starttime (field 22)
+    except (ValueError, IndexError):
+        return None

@@ -331,7 +331,11 @@ async def _kill_group(proc: Any, groups: ProcessGroups) -> None:
             await asyncio.wait_for(proc.wait(), grace)
         if groups.stop_signal is not None:  # interrupted: the rest of the group may clean up
             looks = 0
-            while _group_alive(proc.pid, looks) and not groups.hurried and loop.time() < deadline:
+            while (
+                _group_alive(proc.pid, thorough=looks % _ZOMBIES_EVERY == _ZOMBIES_EVERY - 1)
+                and not groups.hurried
+                and loop.time() < deadline
+            ):
                 looks += 1
                 await asyncio.sleep(_GROUP_POLL_S)
     signal_group(proc.pid, signal.SIGKILL)
@@ -347,32 +351,26 @@ async def _kill_group(proc: Any, groups: ProcessGroups) -> None:
         transport.close()
 
 
-def _group_alive(pgid: int, looks: int = 0) -> bool:
-    """Whether a process of the group is still there (the leader is reaped by then). Every
-    _ZOMBIES_EVERY-th look, a group of zombies only is gone: members that ended after the
-    leader, adopted by a parent that has not reaped them yet (a container's init may never do,
-    some reap a second late), still answer `killpg(pgid, 0)` but have nothing left to do."""
+def _group_alive(pgid: int, *, thorough: bool = False) -> bool:
+    """Whether a process of the group is still there (the leader is reaped by then).
+    `thorough`: a group of zombies only is gone too (members that ended after the leader,
+    adopted by a parent that has not reaped them yet: a container's init may never do, some
+    reap a second late), which `killpg(pgid, 0)` alone still answers for; it reads /proc."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    if looks % _ZOMBIES_EVERY == _ZOMBIES_EVERY - 1:
-        return _live_member(pgid)
-    return True
+    return not thorough or _live_member(pgid)
 
 
 def _live_member(pgid: int) -> bool:
     """Whether /proc shows a process of the group that has not ended (True without /proc)."""
-    from planrun.state.lock import proc_stat
+    from planrun.state.lock import live_stat, proc_pids
 
     try:
-        names = os.listdir("/proc")
+        pids = proc_pids()
     except OSError:
         return True
-    for name in names:
-        fields = proc_stat(int(name)) if name.isdigit() else None
-        if fields is not None and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+    return any((st := live_stat(pid)) is not None and st[0] == pgid for pid in pids)
