@@ -190,26 +190,14 @@ class CacheSession:
     def material(self, step: Step, args: Any, upstream: Sequence[Upstream]) -> Material:
         """Everything the key of `step` covers, with its source files hashed (stat first)."""
         patterns = tuple(step.sources or ())
-        found = (
-            match_stats(self.cwd, compile_patterns(patterns), [self.root], self.listings.names)
-            if patterns
-            else {}
-        )
+        found = self._walk(patterns)
         part, files = self.records.walk_digest(self.cwd, found)
         outputs = tuple(step.outputs or ())
         read = env_read(self.env, env_names(_step_texts(_written(step))))
         given = provided_env(self.provided, self.env, args)  # dotenv names, as overridden
         results = [u.result for u in upstream if u.key is None and u.id not in self.keys]
         seal = self._seal(step, [args, patterns, outputs, read, given, results, list(found)])
-        dotenv: dict[str, str] = {}
-        for name in self.dotenv:  # they reach every step's environment
-            path = name.rstrip("?")
-            try:
-                dotenv[path] = seal(
-                    self.records.digest(self.cwd, file_stat(self.cwd, path)).encode()
-                )
-            except OSError:
-                dotenv[path] = "absent"
+        dotenv = self._dotenv_digests(seal)
         up = {
             u.id: self.keys.get(u.id)
             or u.key
@@ -222,6 +210,48 @@ class CacheSession:
         if files is None:  # remembered: the per-file map is made only if a miss needs it
             return Material(digest, up, load=lambda: self.records.digests_of(self.cwd, found), **kw)
         return Material(digest, up, files, **kw)
+
+    def _walk(self, patterns: tuple[str, ...]) -> dict[str, os.stat_result]:
+        """The files the `sources` patterns match now, with their stats."""
+        if not patterns:
+            return {}
+        return match_stats(self.cwd, compile_patterns(patterns), [self.root], self.listings.names)
+
+    def _dotenv_digests(self, seal: Seal) -> dict[str, str]:
+        """Each dotenv file -> its content's digest ("absent" when it cannot be read): they
+        reach every step's environment."""
+        dotenv: dict[str, str] = {}
+        for name in self.dotenv:
+            path = name.rstrip("?")
+            try:
+                dotenv[path] = seal(
+                    self.records.digest(self.cwd, file_stat(self.cwd, path)).encode()
+                )
+            except OSError:
+                dotenv[path] = "absent"
+        return dotenv
+
+    def _changed_while_running(
+        self, step: Step, material: Material, produced: set[str]
+    ) -> str | None:
+        """A source or dotenv file whose bytes are not those the key was made of (edited while
+        the step ran), None when all are. Outputs that are also sources are left out: the step
+        wrote them (the overlap has its own warning)."""
+        dotenv = self._dotenv_digests(material.seal)
+        changed = [p for p in sorted(dotenv) if dotenv[p] != material.dotenv.get(p)]
+        if changed:
+            return changed[0]
+        found = self._walk(tuple(step.sources or ()))
+        part, files = self.records.walk_digest(self.cwd, found)
+        if part == material.part:
+            return None
+        now = files if files is not None else self.records.digests_of(self.cwd, found)
+        before = material.files
+        names = sorted(p for p in set(before) | set(now) if p not in produced)
+        changed = [p for p in names if before.get(p) != now.get(p)]
+        if changed:
+            return changed[0]
+        return None if produced else "a source"  # (produced: only the outputs it wrote differ)
 
     def _seal(self, step: Step, probe: list[Any]) -> Seal:
         """sha256_hex; keyed (planrun.cache.sealing) when a secret is in the step's key material."""
@@ -424,7 +454,7 @@ class CacheSession:
             return f"cannot read{where} an output of step '{sid}': {os_cause(exc)}"
         self._warn_unstored(sid, collected.linked, "is behind a symbolic link")
         self._warn_unstored(sid, collected.owned, "is in planrun's own directory")
-        self.keys[sid] = decision.key
+        overlap: list[str] = []
         if step.sources:
             matcher = compile_patterns(tuple(step.sources))
             overlap = [o.path for o in collected.files if covered(matcher, o.path)]
@@ -434,6 +464,15 @@ class CacheSession:
                     + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
                     + "): it will not hit the cache"
                 )
+        # What it made is not what the key's sources make: stored, it would come back once
+        # they are what they were (and its dependents are keyed on its result, not its key).
+        edited = self._changed_while_running(step, decision.material, set(overlap))
+        if edited is not None:
+            self.warn(
+                f"step '{sid}': {one_line(edited)} changed while it ran: not stored in the cache"
+            )
+            return None
+        self.keys[sid] = decision.key
         if secret or self._holds_secret(result, collected):
             self.warn(f"step '{sid}': result held a secret: not stored in the cache")
             return None
