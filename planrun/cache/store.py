@@ -211,9 +211,11 @@ def check_digest(digest: str) -> str:
 
 
 def safe_relpath(path: str) -> str:
-    """`path` if it stays inside the working directory, else CorruptCache."""
+    """`path` if it stays inside the working directory, else CorruptCache. A backslash is a
+    character of a name here, as it is to the system (`a\\b.txt` is one file), never a
+    separator: a build may well write one, and refusing it would call its entry corrupt."""
     parts = path.split("/")
-    if not path or path.startswith("/") or ".." in parts or "\\" in path or "\0" in path:
+    if not path or path.startswith("/") or ".." in parts or "\0" in path:
         raise CorruptCache(f"output path {path!r} leaves the working directory")
     return path
 
