@@ -1262,3 +1262,38 @@ steps:
     assert r.code == 0 and statuses(r)["build"] == "succeeded"
     assert ".env changed while it ran: not stored in the cache" in r.err
     assert not cache_entry_files(tmp_path)
+
+
+MCP_STEP = """
+servers:
+  h: {command: %s, args: [%s], env: {FLAVOUR: "%s"}}
+steps:
+  - id: say
+    tool: h.say
+    args: {text: hi}
+    cache: true
+"""
+
+
+def test_the_server_an_mcp_tool_comes_from_is_part_of_its_key(tmp_path: Path) -> None:
+    # `h.say` names a tool of whatever server `h` is: another program, other arguments or
+    # another environment is another tool, which may answer otherwise.
+    server = Path(__file__).parent / "mcp_servers" / "hostile_server.py"
+    other = tmp_path / "other_server.py"
+    shutil.copy(server, other)
+
+    def plan(script: Path, flavour: str) -> None:
+        (tmp_path / "plan.yaml").write_text(MCP_STEP % (sys.executable, script, flavour))
+
+    plan(server, "${env.FLAVOUR_GIVEN}")
+    env = {"FLAVOUR_GIVEN": "a"}
+    assert statuses(go(tmp_path, "--output", "json", env=env))["say"] == "succeeded"
+    assert statuses(go(tmp_path, "--output", "json", env=env))["say"] == "cached"
+    r = go(tmp_path, "--output", "json", env={"FLAVOUR_GIVEN": "b"})
+    assert statuses(r)["say"] == "succeeded" and "say started [h.say]: args changed" in r.err, r
+    plan(server, "b")
+    assert statuses(go(tmp_path, "--output", "json"))["say"] == "succeeded"
+    assert statuses(go(tmp_path, "--output", "json"))["say"] == "cached"
+    plan(other, "b")
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r)["say"] == "succeeded" and "args changed" in r.err, r

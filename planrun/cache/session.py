@@ -141,10 +141,12 @@ def _step_texts(value: Any) -> Iterable[str]:
             yield from _step_texts(v)
 
 
-def _written(step: Step) -> list[Any]:
+def _written(step: Step, server: dict[str, Any] | None) -> list[Any]:
     """What the step's tool call is made of, as written: its args (a `run` step's scripts),
-    `env` and `cwd`."""
-    return [call_template(step), step.env, step.cwd]
+    `env` and `cwd`, and for a `SERVER.TOOL` the entry of that server (its command, args,
+    env, url...: another server is another tool)."""
+    written = [call_template(step), step.env, step.cwd]
+    return written if server is None else [*written, server]
 
 
 class CacheSession:
@@ -163,10 +165,12 @@ class CacheSession:
         shared: frozenset[str] = frozenset(),
         provided: Iterable[str] = (),  # names the plan puts in every step's environment
         secret_names: Sequence[str] = (),  # the plan's `secrets:`
+        servers: Mapping[str, dict[str, Any]] | None = None,  # the plan's, as written
     ) -> None:
         self.options, self.plan_name, self.cwd, self.env = options, plan_name, cwd, env
         self.warn, self.secret_values, self.dotenv = warn, secret_values, dotenv
         self.dry_run, self.provided, self.secret_names = dry_run, tuple(provided), secret_names
+        self.servers = servers or {}
         self._keyed: Seal | None = None
         self.shared = shared  # foreach steps whose instances share their `outputs` patterns
         self.siblings = Siblings()
@@ -193,10 +197,12 @@ class CacheSession:
         found = self._walk(patterns)
         part, files = self.records.walk_digest(self.cwd, found)
         outputs = tuple(step.outputs or ())
-        read = env_read(self.env, env_names(_step_texts(_written(step))))
+        server = self._server(step)
+        read = env_read(self.env, env_names(_step_texts(_written(step, server))))
         given = provided_env(self.provided, self.env, args)  # dotenv names, as overridden
         results = [u.result for u in upstream if u.key is None and u.id not in self.keys]
-        seal = self._seal(step, [args, patterns, outputs, read, given, results, list(found)])
+        probe = [args, patterns, outputs, read, given, results, list(found), server]
+        seal = self._seal(step, probe)
         dotenv = self._dotenv_digests(seal)
         up = {
             u.id: self.keys.get(u.id)
@@ -204,12 +210,18 @@ class CacheSession:
             or digest_value(["succeeded" if u.status == "cached" else u.status, u.result], seal)
             for u in upstream
         }
-        digest = digest_value([step.tool, args, list(patterns), list(outputs), read], seal)
+        tool: list[Any] = [step.tool, args, list(patterns), list(outputs), read]
+        digest = digest_value(tool if server is None else [*tool, server], seal)
         kw: dict[str, Any] = {"part": part, "dotenv": dotenv, "seal": seal}
         kw["env"] = digest_value(given, seal) if given else ""
         if files is None:  # remembered: the per-file map is made only if a miss needs it
             return Material(digest, up, load=lambda: self.records.digests_of(self.cwd, found), **kw)
         return Material(digest, up, files, **kw)
+
+    def _server(self, step: Step) -> dict[str, Any] | None:
+        """The entry of the server a `SERVER.TOOL` step calls (None for a built-in tool)."""
+        name, dot, _tool = (step.tool or "").partition(".")
+        return self.servers.get(name) if dot else None
 
     def _walk(self, patterns: tuple[str, ...]) -> dict[str, os.stat_result]:
         """The files the `sources` patterns match now, with their stats."""
@@ -260,7 +272,8 @@ class CacheSession:
             return sha256_hex
         from planrun.cache.sealing import holds_secret, keyed_seal, material_key, names_secret
 
-        texts = _step_texts([_written(step), list(step.sources or ()), list(step.outputs or ())])
+        written = _written(step, self._server(step))
+        texts = _step_texts([written, list(step.sources or ()), list(step.outputs or ())])
         if not names_secret(texts, self.secret_names) and not holds_secret(canonical(probe), forms):
             return sha256_hex
         if self._keyed is None:
