@@ -666,6 +666,34 @@ def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:
         assert (b / "out" / "big.bin").read_bytes() == (a / "out" / "big.bin").read_bytes()
 
 
+def test_a_large_blob_altered_in_the_local_cache_is_not_uploaded(tmp_path: Path) -> None:
+    """Someone who can write the local cache directory (shared by checkouts) puts other bytes
+    under a large blob's name: a run that stores that output finds the blob there, and its
+    upload must not give the remote bytes that are not what their name says (every reader
+    would then reject the entry, for good: an uploader asks before sending a large blob)."""
+    big = (
+        "steps:\n  - id: big\n    tool: shell\n"
+        '    args: {cmd: "mkdir -p out && head -c 9437184 /dev/zero > out/big.bin"}\n'
+        '    outputs: ["out/big.bin"]\n'
+    )
+    with nginx(tmp_path / "nginx") as (url, data):
+        a = tmp_path / "a"
+        a.mkdir()
+        (a / "plan.yaml").write_text(big)
+        assert run(a).code == 0  # the local cache only
+        cache = a / ".planrun" / "cache"
+        blob = max((cache / "blobs").iterdir(), key=lambda p: p.stat().st_size)
+        blob.write_bytes(b"\1" * blob.stat().st_size)  # same size, other bytes
+        for entry in (cache / "entries").iterdir():
+            entry.unlink()
+        r = run(a, "--remote-cache", url)
+        assert r.code == 0 and statuses(r) == {"big": "succeeded"}, r
+        assert r.err.count("remote cache") == 1 and "not uploaded" in r.err, r.err
+        for sent in (data / "cas").iterdir() if (data / "cas").exists() else ():
+            assert sha(sent.read_bytes()) == sent.name
+        assert not (data / "ac").exists() or not list((data / "ac").iterdir())
+
+
 # ---- the remote's credentials are secrets of every run ---------------------------------------
 
 LEAK = (

@@ -500,7 +500,9 @@ class RemoteCache:
             return
         # streamed: the receiver checks it against its name
         await self._put(
-            f"cas/{digest}", data if data is not None else self.store.blob_chunks(digest), size
+            f"cas/{digest}",
+            data if data is not None else self.store.blob_chunks(digest, size),
+            size,
         )
 
     async def _put(self, path: str, body: bytes | AsyncIterator[bytes], size: int) -> None:

@@ -384,12 +384,27 @@ class CacheStore:
             write_renamed(fd, f".{digest}.{os.urandom(6).hex()}.tmp", fd, digest, copy, None)
         return digest
 
-    async def blob_chunks(self, digest: str) -> AsyncIterator[bytes]:
-        """A blob's bytes, one chunk at a time (a large blob sent somewhere)."""
+    async def blob_chunks(self, digest: str, size: int) -> AsyncIterator[bytes]:
+        """A blob's bytes, one chunk at a time (a large blob sent somewhere), checked as they go:
+        the last chunk is given only once all of them are `size` bytes with `digest`'s SHA-256,
+        else CorruptCache (the blob removed), so the receiver never gets a whole wrong blob
+        (anyone sharing the directory may have put other bytes under its name)."""
         fd = self._dir("blobs")
+        h, got, held = hashlib.sha256(), 0, b""
         with open_regular(check_digest(digest), flags=os.O_NOFOLLOW, dir_fd=fd) as src:
             while chunk := src.read(CHUNK):
-                yield chunk
+                got += len(chunk)
+                if got > size:
+                    raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
+                h.update(chunk)
+                if held:
+                    yield held
+                held = chunk
+        if got != size or h.hexdigest() != digest:
+            self._drop_blob(fd, digest)
+            raise CorruptCache(f"blob {digest[:12]} is corrupt")
+        if held:
+            yield held
 
     async def put_blob_chunks(self, digest: str, size: int, chunks: AsyncIterator[bytes]) -> None:
         """Store a blob that arrives in parts (too large for memory): written beside the blobs,
