@@ -694,6 +694,40 @@ def test_a_large_blob_altered_in_the_local_cache_is_not_uploaded(tmp_path: Path)
         assert not (data / "ac").exists() or not list((data / "ac").iterdir())
 
 
+def test_an_entry_swapped_in_the_local_cache_before_its_upload_is_not_signed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone who can write the shared local cache swaps the entry a run just stored for one
+    of their own (same key, another result) before the run uploads it: the run must upload
+    what it made, never sign what someone else put there."""
+    from planrun.cache.remote import RemoteCache
+
+    original = RemoteCache.upload
+
+    async def swapped_first(self: RemoteCache, *args: Any) -> None:
+        for path in (Path(self.store.root) / "entries").glob("*.json"):
+            head, _, body = path.read_bytes().partition(b"\n")
+            doc = json.loads(body)
+            doc["result"] = {"stdout": "forged\n", "stderr": "", "exit_code": 0}
+            doc["stdout"] = "forged\n"
+            body = json.dumps(doc).encode()
+            head = b" ".join([*head.split(b" ")[:2], sha(body).encode()])
+            path.write_bytes(head + b"\n" + body)
+        await original(self, *args)
+
+    monkeypatch.setattr(RemoteCache, "upload", swapped_first)
+    key = {"PLANRUN_CACHE_SIGNING_KEY": "one key"}
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        assert run(a, "--remote-cache", url, env=key).code == 0
+        monkeypatch.setattr(RemoteCache, "upload", original)
+        r = run(b, "--remote-cache", url, env=key)
+    shown = {s["id"]: s["result"] for s in r.json["steps"]}
+    assert "forged" not in json.dumps(shown), shown
+    assert b"forged" not in b"".join(stub.files.values())
+
+
 # ---- the remote's credentials are secrets of every run ---------------------------------------
 
 LEAK = (

@@ -179,6 +179,7 @@ class CacheSession:
         self.keys: dict[str, str] = {}  # steps done this run -> their key
         self._pending: dict[str, Decision] = {}
         self._changed: dict[str, str] = {}  # step -> its newest key, to save
+        self._made: dict[str, Entry] = {}  # step -> the entry its run just stored, to upload
         self.root = cache_directory(cwd, options.directory)
         inside = os.path.relpath(self.root, cwd).replace(os.sep, "/")
         self._own = [] if inside == ".." or inside.startswith("../") else [inside]
@@ -442,9 +443,10 @@ class CacheSession:
         if decision is None or decision.key is None or decision.material is None:
             return None
         error = await asyncio.to_thread(self._store, sid, step, result, decision, secret)
+        made = self._made.pop(sid, None)
         remote = self.remote
-        if error is None and remote is not None and self.keys.get(sid) == decision.key:
-            await remote.upload(decision.key)
+        if error is None and remote is not None and made is not None:
+            await remote.upload(made)
         return error
 
     def _store(
@@ -503,26 +505,25 @@ class CacheSession:
             manifest = (
                 None if self._named_by_secret(sources) else canonical(sorted(sources.items()))
             )
-            self.store.put(
-                Entry(
-                    key=decision.key,
-                    plan=self.plan_name,
-                    step=sid,
-                    result=result,
-                    exit=int(out.get("exit_code") or 0),
-                    stdout=str(out.get("stdout") or ""),
-                    stderr=str(out.get("stderr") or ""),
-                    outputs=collected.files,
-                    material={
-                        "args": decision.material.args,
-                        "upstream": decision.material.upstream,
-                        "sources": None if manifest is None else self.store.put_blob(manifest),
-                        "sources_digest": decision.material.sources_digest(),
-                        "env": decision.material.env,
-                    },
-                    created=time.time(),
-                )
+            made = Entry(
+                key=decision.key,
+                plan=self.plan_name,
+                step=sid,
+                result=result,
+                exit=int(out.get("exit_code") or 0),
+                stdout=str(out.get("stdout") or ""),
+                stderr=str(out.get("stderr") or ""),
+                outputs=collected.files,
+                material={
+                    "args": decision.material.args,
+                    "upstream": decision.material.upstream,
+                    "sources": None if manifest is None else self.store.put_blob(manifest),
+                    "sources_digest": decision.material.sources_digest(),
+                    "env": decision.material.env,
+                },
+                created=time.time(),
             )
+            self.store.put(made)
         except OSError as exc:
             self.warn(f"step '{sid}': not stored in the cache: {write_problem(exc)}")
             return None
@@ -530,6 +531,7 @@ class CacheSession:
             self.warn(f"step '{sid}': not stored in the cache ({exc})")
             return None
         self._set_recent(sid, decision.key)
+        self._made[sid] = made  # what the remote gets (the file is never read back for it)
         return None
 
     def _warn_unstored(self, sid: str, paths: list[str], why: str) -> None:

@@ -275,18 +275,6 @@ class CacheStore:
                 self.warn(f"cache entry {key[:12]} is corrupt ({exc}): treated as a miss")
             return None
 
-    def get_raw(self, key: str) -> bytes | None:
-        """The bytes of the entry file for `key` (None when there is none)."""
-        try:
-            return read_regular_stat(
-                f"{check_digest(key)}.json",
-                MAX_ENTRY_BYTES,
-                flags=os.O_NOFOLLOW,
-                dir_fd=self._dir("entries"),
-            )[0]
-        except (OSError, CorruptCache):
-            return None
-
     def entry_size(self, key: str) -> int:
         """The bytes of the entry file for `key` as it is now (0 when there is none)."""
         try:
