@@ -418,6 +418,34 @@ def test_a_faulty_remote_is_one_warning_and_the_same_run(tmp_path: Path, mode: s
         )
 
 
+@pytest.mark.parametrize("created", ["nan", "inf", "-Infinity"])
+def test_an_entry_whose_time_is_not_a_number_is_rejected_not_kept_unreadable(
+    tmp_path: Path, created: str
+) -> None:
+    """`created` as a string Python reads as a float that JSON cannot hold: taken, the local
+    copy would be written with NaN in it, which the next run reads as a corrupt entry."""
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        assert run(checkout(tmp_path / "a"), "--remote-cache", url).code == 0
+        for path, body in list(stub.files.items()):
+            if "/ac/" in path:
+                head, _, text = body.partition(b"\n")
+                doc = json.loads(text)
+                doc["created"] = created
+                text = json.dumps(doc).encode()
+                head = b" ".join([*head.split(b" ")[:2], sha(text).encode()])
+                stub.files[path] = head + b"\n" + text
+        b = checkout(tmp_path / "b")
+        first = run(b, "--remote-cache", url)
+        again = run(b, "--remote-cache", url)
+    assert first.code == 0 and again.code == 0, (first, again)
+    assert "corrupt" not in first.err + again.err, (first.err, again.err)
+    assert set(statuses(first).values()) == {"succeeded"}, first
+    assert first.err.count("remote cache") == 1 and "rejected" in first.err, first.err
+    for entry in (b / ".planrun" / "cache" / "entries").iterdir():
+        json.loads(entry.read_bytes().partition(b"\n")[2], parse_constant=pytest.fail)
+
+
 def test_a_remote_under_a_path_with_a_user_and_password_in_its_url(tmp_path: Path) -> None:
     """Entries live under the URL's path; its user and password go as Basic authentication
     and are never shown."""

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import stat
 import threading
@@ -140,6 +141,9 @@ class Entry:
             if doc["format"] != CACHE_FORMAT or doc["key"] != key:
                 raise CorruptCache("entry is for another key or format")
             outputs = [_output_file(o) for o in doc["outputs"]]
+            created = float(doc["created"])
+            if not math.isfinite(created):  # ("nan" as a string): JSON could not hold it again
+                raise ValueError("created")
             return cls(
                 key,
                 str(doc["plan"]),
@@ -150,7 +154,7 @@ class Entry:
                 str(doc["stderr"]),
                 outputs,
                 dict(doc["material"]),
-                float(doc["created"]),
+                created,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptCache(f"entry is malformed ({type(exc).__name__})") from None
