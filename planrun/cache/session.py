@@ -469,16 +469,7 @@ class CacheSession:
             return f"cannot read{where} an output of step '{sid}': {os_cause(exc)}"
         self._warn_unstored(sid, collected.linked, "is behind a symbolic link")
         self._warn_unstored(sid, collected.owned, "is in planrun's own directory")
-        overlap: list[str] = []
-        if step.sources:
-            matcher = compile_patterns(tuple(step.sources))
-            overlap = [o.path for o in collected.files if covered(matcher, o.path)]
-            if overlap:
-                self.warn(
-                    f"step '{sid}': its outputs are also its sources ({one_line(overlap[0])}"
-                    + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
-                    + "): it will not hit the cache"
-                )
+        overlap = self._warn_overlap(sid, step, collected)
         # What it made is not what the key's sources make: stored, it would come back once
         # they are what they were (and its dependents are keyed on its result, not its key).
         edited = self._changed_while_running(step, decision.material, set(overlap))
@@ -533,6 +524,20 @@ class CacheSession:
         self._set_recent(sid, decision.key)
         self._made[sid] = made  # what the remote gets (the file is never read back for it)
         return None
+
+    def _warn_overlap(self, sid: str, step: Step, collected: Collected) -> list[str]:
+        """The outputs its own `sources` match too, with one warning when there are any."""
+        if not step.sources:
+            return []
+        matcher = compile_patterns(tuple(step.sources))
+        overlap = [o.path for o in collected.files if covered(matcher, o.path)]
+        if overlap:
+            self.warn(
+                f"step '{sid}': its outputs are also its sources ({one_line(overlap[0])}"
+                + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
+                + "): it will not hit the cache"
+            )
+        return overlap
 
     def _warn_unstored(self, sid: str, paths: list[str], why: str) -> None:
         """One warning for the matched outputs `paths` that are not stored, and `why`."""
