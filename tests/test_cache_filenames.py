@@ -115,3 +115,29 @@ def test_an_unproduced_pattern_with_a_newline_is_named_on_one_line(tmp_path: Pat
     assert r.code == 1
     assert r.json["steps"][0]["error"] == "declared output not produced: dist/a\\nb.whl"
     assert "w failed: declared output not produced: dist/a\\nb.whl" in r.err
+
+
+def test_an_output_named_with_a_backslash_is_cached_and_restored(tmp_path: Path) -> None:
+    # A backslash is an ordinary character of a name on Linux, not a separator: `a\b.txt` is
+    # one file in the working directory, stored like any other, not a corrupt entry.
+    (tmp_path / "plan.yaml").write_text(
+        "steps:\n"
+        "  - id: build\n"
+        "    run: printf x > 'a\\b.txt' && mkdir -p 'd\\e' && printf y > 'd\\e/f.txt'\n"
+        "    outputs: ['*.txt', 'd\\e']\n"
+    )
+    first = planrun("run", "plan.yaml", "-q", cwd=tmp_path)
+    assert first.code == 0 and "not stored" not in first.err, first
+    os.unlink(tmp_path / "a\\b.txt")
+    os.unlink(tmp_path / "d\\e" / "f.txt")
+    again = planrun("run", "plan.yaml", "--output", "json", cwd=tmp_path)
+    assert_no_traceback(again)
+    assert again.json["steps"][0]["status"] == "cached" and "corrupt" not in again.err, again
+    assert (tmp_path / "a\\b.txt").read_text() == "x"
+    assert (tmp_path / "d\\e" / "f.txt").read_text() == "y"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".planrun",
+        "a\\b.txt",
+        "d\\e",
+        "plan.yaml",
+    ]

@@ -1217,3 +1217,83 @@ def test_streamed_lines_of_foreach_instances_carry_their_bare_id(tmp_path: Path)
     assert "[lint[0]] a\n" in ran.err and "[  lint" not in ran.err, ran
     hit = run_plan(tmp_path, "--stream")
     assert "[lint[1]] (replayed from the cache)\n[lint[1]] b\n" in hit.err, hit
+
+
+def test_a_source_edited_while_its_step_ran_stores_nothing(tmp_path: Path) -> None:
+    # The key is made from the sources as they were before the step ran; an edit saved while it
+    # ran (here by the step itself, when `edit` exists) makes outputs of other bytes. Stored
+    # under the key of the old bytes, they would come back, wrong, once the source is reverted.
+    (tmp_path / "in.txt").write_text("A\n")
+    (tmp_path / "edit").write_text("")
+    (tmp_path / "plan.yaml").write_text(
+        """
+steps:
+  - id: build
+    run: "if [ -f edit ]; then echo B > in.txt; fi; cat in.txt > out.txt"
+    sources: [in.txt]
+    outputs: [out.txt]
+""".lstrip()
+    )
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 0 and statuses(r)["build"] == "succeeded"
+    assert "in.txt changed while it ran: not stored in the cache" in r.err
+    assert (tmp_path / "out.txt").read_text() == "B\n"
+    (tmp_path / "edit").unlink()
+    (tmp_path / "in.txt").write_text("A\n")  # back to the bytes the key was made of
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r)["build"] == "succeeded"
+    assert (tmp_path / "out.txt").read_text() == "A\n"
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r)["build"] == "cached" and "changed while it ran" not in r.err
+
+
+def test_a_dotenv_file_edited_while_a_step_ran_stores_nothing(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("FLAVOUR=a\n")
+    (tmp_path / "plan.yaml").write_text(
+        """
+dotenv: [.env]
+steps:
+  - id: build
+    run: "echo FLAVOUR=b > .env; echo $FLAVOUR > out.txt"
+    outputs: [out.txt]
+""".lstrip()
+    )
+    r = go(tmp_path, "--output", "json")
+    assert r.code == 0 and statuses(r)["build"] == "succeeded"
+    assert ".env changed while it ran: not stored in the cache" in r.err
+    assert not cache_entry_files(tmp_path)
+
+
+MCP_STEP = """
+servers:
+  h: {command: %s, args: [%s], env: {FLAVOUR: "%s"}}
+steps:
+  - id: say
+    tool: h.say
+    args: {text: hi}
+    cache: true
+"""
+
+
+def test_the_server_an_mcp_tool_comes_from_is_part_of_its_key(tmp_path: Path) -> None:
+    # `h.say` names a tool of whatever server `h` is: another program, other arguments or
+    # another environment is another tool, which may answer otherwise.
+    server = Path(__file__).parent / "mcp_servers" / "hostile_server.py"
+    other = tmp_path / "other_server.py"
+    shutil.copy(server, other)
+
+    def plan(script: Path, flavour: str) -> None:
+        (tmp_path / "plan.yaml").write_text(MCP_STEP % (sys.executable, script, flavour))
+
+    plan(server, "${env.FLAVOUR_GIVEN}")
+    env = {"FLAVOUR_GIVEN": "a"}
+    assert statuses(go(tmp_path, "--output", "json", env=env))["say"] == "succeeded"
+    assert statuses(go(tmp_path, "--output", "json", env=env))["say"] == "cached"
+    r = go(tmp_path, "--output", "json", env={"FLAVOUR_GIVEN": "b"})
+    assert statuses(r)["say"] == "succeeded" and "say started [h.say]: args changed" in r.err, r
+    plan(server, "b")
+    assert statuses(go(tmp_path, "--output", "json"))["say"] == "succeeded"
+    assert statuses(go(tmp_path, "--output", "json"))["say"] == "cached"
+    plan(other, "b")
+    r = go(tmp_path, "--output", "json")
+    assert statuses(r)["say"] == "succeeded" and "args changed" in r.err, r

@@ -418,6 +418,34 @@ def test_a_faulty_remote_is_one_warning_and_the_same_run(tmp_path: Path, mode: s
         )
 
 
+@pytest.mark.parametrize("created", ["nan", "inf", "-Infinity"])
+def test_an_entry_whose_time_is_not_a_number_is_rejected_not_kept_unreadable(
+    tmp_path: Path, created: str
+) -> None:
+    """`created` as a string Python reads as a float that JSON cannot hold: taken, the local
+    copy would be written with NaN in it, which the next run reads as a corrupt entry."""
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        assert run(checkout(tmp_path / "a"), "--remote-cache", url).code == 0
+        for path, body in list(stub.files.items()):
+            if "/ac/" in path:
+                head, _, text = body.partition(b"\n")
+                doc = json.loads(text)
+                doc["created"] = created
+                text = json.dumps(doc).encode()
+                head = b" ".join([*head.split(b" ")[:2], sha(text).encode()])
+                stub.files[path] = head + b"\n" + text
+        b = checkout(tmp_path / "b")
+        first = run(b, "--remote-cache", url)
+        again = run(b, "--remote-cache", url)
+    assert first.code == 0 and again.code == 0, (first, again)
+    assert "corrupt" not in first.err + again.err, (first.err, again.err)
+    assert set(statuses(first).values()) == {"succeeded"}, first
+    assert first.err.count("remote cache") == 1 and "rejected" in first.err, first.err
+    for entry in (b / ".planrun" / "cache" / "entries").iterdir():
+        json.loads(entry.read_bytes().partition(b"\n")[2], parse_constant=pytest.fail)
+
+
 def test_a_remote_under_a_path_with_a_user_and_password_in_its_url(tmp_path: Path) -> None:
     """Entries live under the URL's path; its user and password go as Basic authentication
     and are never shown."""
@@ -664,6 +692,68 @@ def test_a_large_output_streams_both_ways(tmp_path: Path) -> None:
         r = run(b, "--remote-cache", url)
         assert statuses(r) == {"big": "cached"}, r
         assert (b / "out" / "big.bin").read_bytes() == (a / "out" / "big.bin").read_bytes()
+
+
+def test_a_large_blob_altered_in_the_local_cache_is_not_uploaded(tmp_path: Path) -> None:
+    """Someone who can write the local cache directory (shared by checkouts) puts other bytes
+    under a large blob's name: a run that stores that output finds the blob there, and its
+    upload must not give the remote bytes that are not what their name says (every reader
+    would then reject the entry, for good: an uploader asks before sending a large blob)."""
+    big = (
+        "steps:\n  - id: big\n    tool: shell\n"
+        '    args: {cmd: "mkdir -p out && head -c 9437184 /dev/zero > out/big.bin"}\n'
+        '    outputs: ["out/big.bin"]\n'
+    )
+    with nginx(tmp_path / "nginx") as (url, data):
+        a = tmp_path / "a"
+        a.mkdir()
+        (a / "plan.yaml").write_text(big)
+        assert run(a).code == 0  # the local cache only
+        cache = a / ".planrun" / "cache"
+        blob = max((cache / "blobs").iterdir(), key=lambda p: p.stat().st_size)
+        blob.write_bytes(b"\1" * blob.stat().st_size)  # same size, other bytes
+        for entry in (cache / "entries").iterdir():
+            entry.unlink()
+        r = run(a, "--remote-cache", url)
+        assert r.code == 0 and statuses(r) == {"big": "succeeded"}, r
+        assert r.err.count("remote cache") == 1 and "not uploaded" in r.err, r.err
+        for sent in (data / "cas").iterdir() if (data / "cas").exists() else ():
+            assert sha(sent.read_bytes()) == sent.name
+        assert not (data / "ac").exists() or not list((data / "ac").iterdir())
+
+
+def test_an_entry_swapped_in_the_local_cache_before_its_upload_is_not_signed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone who can write the shared local cache swaps the entry a run just stored for one
+    of their own (same key, another result) before the run uploads it: the run must upload
+    what it made, never sign what someone else put there."""
+    from planrun.cache.remote import RemoteCache
+
+    original = RemoteCache.upload
+
+    async def swapped_first(self: RemoteCache, *args: Any) -> None:
+        for path in (Path(self.store.root) / "entries").glob("*.json"):
+            head, _, body = path.read_bytes().partition(b"\n")
+            doc = json.loads(body)
+            doc["result"] = {"stdout": "forged\n", "stderr": "", "exit_code": 0}
+            doc["stdout"] = "forged\n"
+            body = json.dumps(doc).encode()
+            head = b" ".join([*head.split(b" ")[:2], sha(body).encode()])
+            path.write_bytes(head + b"\n" + body)
+        await original(self, *args)
+
+    monkeypatch.setattr(RemoteCache, "upload", swapped_first)
+    key = {"PLANRUN_CACHE_SIGNING_KEY": "one key"}
+    stub = Stub("ok")
+    with serve_http(stub.handler()) as url:
+        a, b = checkout(tmp_path / "a"), checkout(tmp_path / "b")
+        assert run(a, "--remote-cache", url, env=key).code == 0
+        monkeypatch.setattr(RemoteCache, "upload", original)
+        r = run(b, "--remote-cache", url, env=key)
+    shown = {s["id"]: s["result"] for s in r.json["steps"]}
+    assert "forged" not in json.dumps(shown), shown
+    assert b"forged" not in b"".join(stub.files.values())
 
 
 # ---- the remote's credentials are secrets of every run ---------------------------------------

@@ -37,7 +37,6 @@ from planrun.cache.store import (
     CorruptCache,
     Entry,
     is_key,
-    parse_entry,
     write_problem,
 )
 from planrun.errors import UsageError
@@ -459,25 +458,24 @@ class RemoteCache:
 
     # ---- uploading ---------------------------------------------------------------------------
 
-    async def upload(self, key: str) -> None:
-        """Send the local entry `key` and its blobs: blobs first, the entry last (with the
-        small ones inside it)."""
+    async def upload(self, entry: Entry) -> None:
+        """Send `entry`, as this run made and stored it, and its blobs: blobs first, the entry
+        last (with the small ones inside it). Not the local cache's file read back: anyone
+        who shares that directory may have put another there since, which this run would
+        then sign."""
         if self.down or self.options.read_only:
             return
+        key = entry.key
         try:
             async with self._budget.hold(self.store.entry_size(key)):
-                await self._upload(key)
+                await self._upload(entry)
         except RemoteFault as exc:
             self._fault(str(exc), down=True)
         except (CorruptCache, OSError) as exc:
             self._fault(f"entry {key[:12]} not uploaded ({exc})", down=False)
 
-    async def _upload(self, key: str) -> None:
-        raw = self.store.get_raw(key)
-        if raw is None:
-            return
-        entry = parse_entry(raw, key)
-        del raw
+    async def _upload(self, entry: Entry) -> None:
+        key = entry.key
         blobs = _blobs(entry)
         inline = {d: self.store.read_blob(d, n) for d, n in _inlined(blobs).items()}
         todo = iter(blobs.items())
@@ -500,7 +498,9 @@ class RemoteCache:
             return
         # streamed: the receiver checks it against its name
         await self._put(
-            f"cas/{digest}", data if data is not None else self.store.blob_chunks(digest), size
+            f"cas/{digest}",
+            data if data is not None else self.store.blob_chunks(digest, size),
+            size,
         )
 
     async def _put(self, path: str, body: bytes | AsyncIterator[bytes], size: int) -> None:

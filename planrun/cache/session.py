@@ -141,10 +141,12 @@ def _step_texts(value: Any) -> Iterable[str]:
             yield from _step_texts(v)
 
 
-def _written(step: Step) -> list[Any]:
+def _written(step: Step, server: dict[str, Any] | None) -> list[Any]:
     """What the step's tool call is made of, as written: its args (a `run` step's scripts),
-    `env` and `cwd`."""
-    return [call_template(step), step.env, step.cwd]
+    `env` and `cwd`, and for a `SERVER.TOOL` the entry of that server (its command, args,
+    env, url...: another server is another tool)."""
+    written = [call_template(step), step.env, step.cwd]
+    return written if server is None else [*written, server]
 
 
 class CacheSession:
@@ -163,10 +165,12 @@ class CacheSession:
         shared: frozenset[str] = frozenset(),
         provided: Iterable[str] = (),  # names the plan puts in every step's environment
         secret_names: Sequence[str] = (),  # the plan's `secrets:`
+        servers: Mapping[str, dict[str, Any]] | None = None,  # the plan's, as written
     ) -> None:
         self.options, self.plan_name, self.cwd, self.env = options, plan_name, cwd, env
         self.warn, self.secret_values, self.dotenv = warn, secret_values, dotenv
         self.dry_run, self.provided, self.secret_names = dry_run, tuple(provided), secret_names
+        self.servers = servers or {}
         self._keyed: Seal | None = None
         self.shared = shared  # foreach steps whose instances share their `outputs` patterns
         self.siblings = Siblings()
@@ -175,6 +179,7 @@ class CacheSession:
         self.keys: dict[str, str] = {}  # steps done this run -> their key
         self._pending: dict[str, Decision] = {}
         self._changed: dict[str, str] = {}  # step -> its newest key, to save
+        self._made: dict[str, Entry] = {}  # step -> the entry its run just stored, to upload
         self.root = cache_directory(cwd, options.directory)
         inside = os.path.relpath(self.root, cwd).replace(os.sep, "/")
         self._own = [] if inside == ".." or inside.startswith("../") else [inside]
@@ -190,19 +195,46 @@ class CacheSession:
     def material(self, step: Step, args: Any, upstream: Sequence[Upstream]) -> Material:
         """Everything the key of `step` covers, with its source files hashed (stat first)."""
         patterns = tuple(step.sources or ())
-        found = (
-            match_stats(self.cwd, compile_patterns(patterns), [self.root], self.listings.names)
-            if patterns
-            else {}
-        )
+        found = self._walk(patterns)
         part, files = self.records.walk_digest(self.cwd, found)
         outputs = tuple(step.outputs or ())
-        read = env_read(self.env, env_names(_step_texts(_written(step))))
+        server = self._server(step)
+        read = env_read(self.env, env_names(_step_texts(_written(step, server))))
         given = provided_env(self.provided, self.env, args)  # dotenv names, as overridden
         results = [u.result for u in upstream if u.key is None and u.id not in self.keys]
-        seal = self._seal(step, [args, patterns, outputs, read, given, results, list(found)])
+        probe = [args, patterns, outputs, read, given, results, list(found), server]
+        seal = self._seal(step, probe)
+        dotenv = self._dotenv_digests(seal)
+        up = {
+            u.id: self.keys.get(u.id)
+            or u.key
+            or digest_value(["succeeded" if u.status == "cached" else u.status, u.result], seal)
+            for u in upstream
+        }
+        tool: list[Any] = [step.tool, args, list(patterns), list(outputs), read]
+        digest = digest_value(tool if server is None else [*tool, server], seal)
+        kw: dict[str, Any] = {"part": part, "dotenv": dotenv, "seal": seal}
+        kw["env"] = digest_value(given, seal) if given else ""
+        if files is None:  # remembered: the per-file map is made only if a miss needs it
+            return Material(digest, up, load=lambda: self.records.digests_of(self.cwd, found), **kw)
+        return Material(digest, up, files, **kw)
+
+    def _server(self, step: Step) -> dict[str, Any] | None:
+        """The entry of the server a `SERVER.TOOL` step calls (None for a built-in tool)."""
+        name, dot, _tool = (step.tool or "").partition(".")
+        return self.servers.get(name) if dot else None
+
+    def _walk(self, patterns: tuple[str, ...]) -> dict[str, os.stat_result]:
+        """The files the `sources` patterns match now, with their stats."""
+        if not patterns:
+            return {}
+        return match_stats(self.cwd, compile_patterns(patterns), [self.root], self.listings.names)
+
+    def _dotenv_digests(self, seal: Seal) -> dict[str, str]:
+        """Each dotenv file -> its content's digest ("absent" when it cannot be read): they
+        reach every step's environment."""
         dotenv: dict[str, str] = {}
-        for name in self.dotenv:  # they reach every step's environment
+        for name in self.dotenv:
             path = name.rstrip("?")
             try:
                 dotenv[path] = seal(
@@ -210,18 +242,29 @@ class CacheSession:
                 )
             except OSError:
                 dotenv[path] = "absent"
-        up = {
-            u.id: self.keys.get(u.id)
-            or u.key
-            or digest_value(["succeeded" if u.status == "cached" else u.status, u.result], seal)
-            for u in upstream
-        }
-        digest = digest_value([step.tool, args, list(patterns), list(outputs), read], seal)
-        kw: dict[str, Any] = {"part": part, "dotenv": dotenv, "seal": seal}
-        kw["env"] = digest_value(given, seal) if given else ""
-        if files is None:  # remembered: the per-file map is made only if a miss needs it
-            return Material(digest, up, load=lambda: self.records.digests_of(self.cwd, found), **kw)
-        return Material(digest, up, files, **kw)
+        return dotenv
+
+    def _changed_while_running(
+        self, step: Step, material: Material, produced: set[str]
+    ) -> str | None:
+        """A source or dotenv file whose bytes are not those the key was made of (edited while
+        the step ran), None when all are. Outputs that are also sources are left out: the step
+        wrote them (the overlap has its own warning)."""
+        dotenv = self._dotenv_digests(material.seal)
+        changed = [p for p in sorted(dotenv) if dotenv[p] != material.dotenv.get(p)]
+        if changed:
+            return changed[0]
+        found = self._walk(tuple(step.sources or ()))
+        part, files = self.records.walk_digest(self.cwd, found)
+        if part == material.part:
+            return None
+        now = files if files is not None else self.records.digests_of(self.cwd, found)
+        before = material.files
+        names = sorted(p for p in set(before) | set(now) if p not in produced)
+        changed = [p for p in names if before.get(p) != now.get(p)]
+        if changed:
+            return changed[0]
+        return None if produced else "a source"  # (produced: only the outputs it wrote differ)
 
     def _seal(self, step: Step, probe: list[Any]) -> Seal:
         """sha256_hex; keyed (planrun.cache.sealing) when a secret is in the step's key material."""
@@ -230,7 +273,8 @@ class CacheSession:
             return sha256_hex
         from planrun.cache.sealing import holds_secret, keyed_seal, material_key, names_secret
 
-        texts = _step_texts([_written(step), list(step.sources or ()), list(step.outputs or ())])
+        written = _written(step, self._server(step))
+        texts = _step_texts([written, list(step.sources or ()), list(step.outputs or ())])
         if not names_secret(texts, self.secret_names) and not holds_secret(canonical(probe), forms):
             return sha256_hex
         if self._keyed is None:
@@ -399,9 +443,10 @@ class CacheSession:
         if decision is None or decision.key is None or decision.material is None:
             return None
         error = await asyncio.to_thread(self._store, sid, step, result, decision, secret)
+        made = self._made.pop(sid, None)
         remote = self.remote
-        if error is None and remote is not None and self.keys.get(sid) == decision.key:
-            await remote.upload(decision.key)
+        if error is None and remote is not None and made is not None:
+            await remote.upload(made)
         return error
 
     def _store(
@@ -424,16 +469,16 @@ class CacheSession:
             return f"cannot read{where} an output of step '{sid}': {os_cause(exc)}"
         self._warn_unstored(sid, collected.linked, "is behind a symbolic link")
         self._warn_unstored(sid, collected.owned, "is in planrun's own directory")
+        overlap = self._warn_overlap(sid, step, collected)
+        # What it made is not what the key's sources make: stored, it would come back once
+        # they are what they were (and its dependents are keyed on its result, not its key).
+        edited = self._changed_while_running(step, decision.material, set(overlap))
+        if edited is not None:
+            self.warn(
+                f"step '{sid}': {one_line(edited)} changed while it ran: not stored in the cache"
+            )
+            return None
         self.keys[sid] = decision.key
-        if step.sources:
-            matcher = compile_patterns(tuple(step.sources))
-            overlap = [o.path for o in collected.files if covered(matcher, o.path)]
-            if overlap:
-                self.warn(
-                    f"step '{sid}': its outputs are also its sources ({one_line(overlap[0])}"
-                    + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
-                    + "): it will not hit the cache"
-                )
         if secret or self._holds_secret(result, collected):
             self.warn(f"step '{sid}': result held a secret: not stored in the cache")
             return None
@@ -451,26 +496,25 @@ class CacheSession:
             manifest = (
                 None if self._named_by_secret(sources) else canonical(sorted(sources.items()))
             )
-            self.store.put(
-                Entry(
-                    key=decision.key,
-                    plan=self.plan_name,
-                    step=sid,
-                    result=result,
-                    exit=int(out.get("exit_code") or 0),
-                    stdout=str(out.get("stdout") or ""),
-                    stderr=str(out.get("stderr") or ""),
-                    outputs=collected.files,
-                    material={
-                        "args": decision.material.args,
-                        "upstream": decision.material.upstream,
-                        "sources": None if manifest is None else self.store.put_blob(manifest),
-                        "sources_digest": decision.material.sources_digest(),
-                        "env": decision.material.env,
-                    },
-                    created=time.time(),
-                )
+            made = Entry(
+                key=decision.key,
+                plan=self.plan_name,
+                step=sid,
+                result=result,
+                exit=int(out.get("exit_code") or 0),
+                stdout=str(out.get("stdout") or ""),
+                stderr=str(out.get("stderr") or ""),
+                outputs=collected.files,
+                material={
+                    "args": decision.material.args,
+                    "upstream": decision.material.upstream,
+                    "sources": None if manifest is None else self.store.put_blob(manifest),
+                    "sources_digest": decision.material.sources_digest(),
+                    "env": decision.material.env,
+                },
+                created=time.time(),
             )
+            self.store.put(made)
         except OSError as exc:
             self.warn(f"step '{sid}': not stored in the cache: {write_problem(exc)}")
             return None
@@ -478,7 +522,22 @@ class CacheSession:
             self.warn(f"step '{sid}': not stored in the cache ({exc})")
             return None
         self._set_recent(sid, decision.key)
+        self._made[sid] = made  # what the remote gets (the file is never read back for it)
         return None
+
+    def _warn_overlap(self, sid: str, step: Step, collected: Collected) -> list[str]:
+        """The outputs its own `sources` match too, with one warning when there are any."""
+        if not step.sources:
+            return []
+        matcher = compile_patterns(tuple(step.sources))
+        overlap = [o.path for o in collected.files if covered(matcher, o.path)]
+        if overlap:
+            self.warn(
+                f"step '{sid}': its outputs are also its sources ({one_line(overlap[0])}"
+                + (f" +{len(overlap) - 1} more" if len(overlap) > 1 else "")
+                + "): it will not hit the cache"
+            )
+        return overlap
 
     def _warn_unstored(self, sid: str, paths: list[str], why: str) -> None:
         """One warning for the matched outputs `paths` that are not stored, and `why`."""

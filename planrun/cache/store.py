@@ -13,6 +13,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import stat
 import threading
@@ -140,6 +141,9 @@ class Entry:
             if doc["format"] != CACHE_FORMAT or doc["key"] != key:
                 raise CorruptCache("entry is for another key or format")
             outputs = [_output_file(o) for o in doc["outputs"]]
+            created = float(doc["created"])
+            if not math.isfinite(created):  # ("nan" as a string): JSON could not hold it again
+                raise ValueError("created")
             return cls(
                 key,
                 str(doc["plan"]),
@@ -150,7 +154,7 @@ class Entry:
                 str(doc["stderr"]),
                 outputs,
                 dict(doc["material"]),
-                float(doc["created"]),
+                created,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptCache(f"entry is malformed ({type(exc).__name__})") from None
@@ -211,9 +215,11 @@ def check_digest(digest: str) -> str:
 
 
 def safe_relpath(path: str) -> str:
-    """`path` if it stays inside the working directory, else CorruptCache."""
+    """`path` if it stays inside the working directory, else CorruptCache. A backslash is a
+    character of a name here, as it is to the system (`a\\b.txt` is one file), never a
+    separator: a build may well write one, and refusing it would call its entry corrupt."""
     parts = path.split("/")
-    if not path or path.startswith("/") or ".." in parts or "\\" in path or "\0" in path:
+    if not path or path.startswith("/") or ".." in parts or "\0" in path:
         raise CorruptCache(f"output path {path!r} leaves the working directory")
     return path
 
@@ -271,18 +277,6 @@ class CacheStore:
         except CorruptCache as exc:
             if not quiet:
                 self.warn(f"cache entry {key[:12]} is corrupt ({exc}): treated as a miss")
-            return None
-
-    def get_raw(self, key: str) -> bytes | None:
-        """The bytes of the entry file for `key` (None when there is none)."""
-        try:
-            return read_regular_stat(
-                f"{check_digest(key)}.json",
-                MAX_ENTRY_BYTES,
-                flags=os.O_NOFOLLOW,
-                dir_fd=self._dir("entries"),
-            )[0]
-        except (OSError, CorruptCache):
             return None
 
     def entry_size(self, key: str) -> int:
@@ -382,12 +376,27 @@ class CacheStore:
             write_renamed(fd, f".{digest}.{os.urandom(6).hex()}.tmp", fd, digest, copy, None)
         return digest
 
-    async def blob_chunks(self, digest: str) -> AsyncIterator[bytes]:
-        """A blob's bytes, one chunk at a time (a large blob sent somewhere)."""
+    async def blob_chunks(self, digest: str, size: int) -> AsyncIterator[bytes]:
+        """A blob's bytes, one chunk at a time (a large blob sent somewhere), checked as they go:
+        the last chunk is given only once all of them are `size` bytes with `digest`'s SHA-256,
+        else CorruptCache (the blob removed), so the receiver never gets a whole wrong blob
+        (anyone sharing the directory may have put other bytes under its name)."""
         fd = self._dir("blobs")
+        h, got, held = hashlib.sha256(), 0, b""
         with open_regular(check_digest(digest), flags=os.O_NOFOLLOW, dir_fd=fd) as src:
             while chunk := src.read(CHUNK):
-                yield chunk
+                got += len(chunk)
+                if got > size:
+                    raise CorruptCache(f"blob {digest[:12]} is larger than its entry says")
+                h.update(chunk)
+                if held:
+                    yield held
+                held = chunk
+        if got != size or h.hexdigest() != digest:
+            self._drop_blob(fd, digest)
+            raise CorruptCache(f"blob {digest[:12]} is corrupt")
+        if held:
+            yield held
 
     async def put_blob_chunks(self, digest: str, size: int, chunks: AsyncIterator[bytes]) -> None:
         """Store a blob that arrives in parts (too large for memory): written beside the blobs,

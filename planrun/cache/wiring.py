@@ -71,6 +71,7 @@ def open_session(
         shared=shared,
         provided=provided,
         secret_names=list(plan.secrets),
+        servers={name: entry.to_dict() for name, entry in plan.servers.items()},
     )
     if options.remote is not None and not dry_run:
         from planrun.cache.remote import RemoteCache
