@@ -307,3 +307,21 @@ def test_list_renders_titles_and_descriptions_with_the_params_defaults(run, writ
     r = run("list", "plan.yaml", "--var", "n=x")
     assert r.code == 2 and "--var n: expected an integer, got 'x'" in r.err + r.out, r
     assert_no_traceback(r)
+
+
+def test_an_unknown_key_in_a_param_gets_a_did_you_mean_from_the_param_keys(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          n: {requird: true, tpye: integer}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:2:7: error: unknown key 'requird' in params.n (did you mean 'required'?)",
+        "plan.yaml:2:22: error: unknown key 'tpye' in params.n (did you mean 'type'?)",
+    ], r.out
