@@ -63,7 +63,8 @@ def check_targets(header: Any, steps: Sequence[Step], step_paths: Sequence[int],
             hint = did_you_mean(name, set(names) - internal)
             out.add(("default", j), f"default: no step '{name}'", hint=hint)
         elif names[name] in internal:
-            out.add(("default", j), f"default: step '{name}' is internal")
+            sid = names[name]
+            out.add(("default", j), f"default: step '{sid}' is internal{_as_alias(name, sid)}")
 
 
 class Selection:
@@ -110,10 +111,16 @@ def _target(name: str, names: dict[str, str], plan: Plan, label: str) -> str:
         raise UsageError(f"no step '{name}' in {label}" + (f" ({hint})" if hint else ""))
     if plan.step(sid).internal:
         raise UsageError(
-            f"step '{name}' is internal: it runs as a dependency of the steps that need it, "
-            "not as a target"
+            f"step '{sid}' is internal{_as_alias(name, sid)}: it runs as a dependency of the "
+            "steps that need it, not as a target"
         )
     return sid
+
+
+def _as_alias(name: str, sid: str) -> str:
+    """` ('su' is its alias)` when a step was named by an alias, so a message names the step by
+    its id (as `list` shows it) and still shows the word that was typed."""
+    return "" if name == sid else f" ('{name}' is its alias)"
 
 
 def _unique(ids: list[str] | None) -> list[str] | None:
