@@ -81,6 +81,25 @@ def test_matrix_validation(run, write):
     assert_no_traceback(r)
 
 
+def test_a_bad_matrix_or_foreach_is_one_error_not_also_undefined_names(run, write):
+    # The step's args read `matrix` / `item`: a badly written list must not make them
+    # "undefined" too (one mistake, one line).
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, run: "echo ${matrix.x}", matrix: [1]}
+          - {id: b, run: "echo ${matrix.x}", matrix: {x: [1], exclude: 3}}
+          - {id: c, run: "echo ${item} ${index}", foreach: 3}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert "undefined name" not in r.out, r.out
+    assert len(r.out.splitlines()) == 3, r.out
+    assert_no_traceback(r)
+
+
 def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
     # Each instance appends its number, and fails when another is inside at the same time.
     script = tmp_path / "one.py"

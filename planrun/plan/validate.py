@@ -234,6 +234,10 @@ def _validated_header(header_data: dict[str, Any], out: Collector) -> Header | N
     return header
 
 
+# Stand-ins for a `foreach` / `matrix` that did not check: valid, and no instance.
+_NO_INSTANCES: dict[str, Any] = {"foreach": [], "matrix": {"_": []}}
+
+
 def _validated_step(
     raw: dict[str, Any], i: int, raw_steps: list[Any], out: Collector
 ) -> Step | None:
@@ -249,6 +253,9 @@ def _validated_step(
         bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
         keep = ("id", "index", "tool", "run")
         lenient = {k: v for k, v in raw.items() if k not in bad or k in keep}
+        # A bad list still makes a fan-out step: its args read `matrix` / `item` and `index`,
+        # which must not be reported undefined on top of the list's own error.
+        lenient.update({k: _NO_INSTANCES[k] for k in _NO_INSTANCES if k in bad})
         try:
             return model.runtime_step(model.Step.model_validate(lenient))
         except ValidationError:
