@@ -100,6 +100,33 @@ def test_a_bad_matrix_or_foreach_is_one_error_not_also_undefined_names(run, writ
     assert_no_traceback(r)
 
 
+def test_reading_a_name_the_matrix_does_not_have_is_a_validation_error(run, write):
+    # The names are known before the run: `${matrix.os}` in a matrix of `py` alone can only
+    # fail every instance, so validate says so at its place, with the close name.
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - id: a
+            matrix: {python: ["3.11"], exclude: []}
+            title: "py ${matrix.pyton}"
+            run: echo ${matrix['os']} ${matrix.python | replace('.', '')} ${matrix.exclude}
+          - id: b
+            matrix: {python: ["3.11"]}
+            run: echo ${matrix.python} ${matrix | length} ${matrix.get('x', 1)} ${index}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:4:12: error: step 'a': title: undefined name 'matrix.pyton'"
+        " (did you mean 'python'?)",
+        "plan.yaml:5:10: error: step 'a': run: undefined name 'matrix.os'",
+        "plan.yaml:5:10: error: step 'a': run: undefined name 'matrix.exclude'",
+    ], r.out
+    assert_no_traceback(r)
+
+
 def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
     # Each instance appends its number, and fails when another is inside at the same time.
     script = tmp_path / "one.py"

@@ -24,8 +24,21 @@ from planrun.plan.definition import (
     reserved,
 )
 from planrun.plan.discovery import PLAN_EXTENSIONS
-from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
-from planrun.plan.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
+from planrun.plan.expressions import (
+    ExpressionError,
+    format_path,
+    keys_read,
+    parse_template,
+    template_strings,
+)
+from planrun.plan.fanout import (
+    EXCLUDE,
+    INDEX_NAME,
+    MATRIX_NAME,
+    foreach_problem,
+    loop_names,
+    matrix_problems,
+)
 from planrun.plan.graph import PlanGraph, step_expressions, step_strings
 from planrun.plan.params import CLI_ARGS, param_problems
 from planrun.plan.schema_errors import Collector, schema_errors
@@ -235,7 +248,8 @@ def _validated_header(header_data: dict[str, Any], out: Collector) -> Header | N
 
 
 # Stand-ins for a `foreach` / `matrix` that did not check: valid, and no instance.
-_NO_INSTANCES: dict[str, Any] = {"foreach": [], "matrix": {"_": []}}
+_NO_NAMES = ""  # the stand-in matrix's one name (its reads are not checked)
+_NO_INSTANCES: dict[str, Any] = {"foreach": [], "matrix": {_NO_NAMES: []}}
 
 
 def _validated_step(
@@ -357,12 +371,28 @@ def _check_expressions(
                     f"step '{s.id}': {format_path(path)}: undefined name '{name}'",
                     hint=did_you_mean(name, (known_names | loop) - SCOPE_NAMES),
                 )
+            if MATRIX_NAME in expr.names and path[0] != "matrix":
+                _check_matrix_reads(s, i, path, expr.source, out)
             for ref in sorted(expr.step_refs - id_set):
                 out.add(
                     ("steps", i, *path),
                     f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
                     hint=did_you_mean(ref, id_set),
                 )
+
+
+def _check_matrix_reads(s: Step, i: int, path: Path, source: str, out: Collector) -> None:
+    """`${matrix.X}` in a matrix step whose matrix has no name X: its names are written in the
+    plan, so the read could only fail every instance."""
+    if s.matrix is None or _NO_NAMES in s.matrix:  # not a matrix step, or its matrix is bad
+        return
+    names = [n for n in s.matrix if n != EXCLUDE]
+    for key in sorted(keys_read(source, MATRIX_NAME) - set(names)):
+        out.add(
+            ("steps", i, *path),
+            f"step '{s.id}': {format_path(path)}: undefined name '{MATRIX_NAME}.{key}'",
+            hint=did_you_mean(key, names),
+        )
 
 
 def _check_server_templates(
