@@ -88,6 +88,7 @@ class RunRequest:
         default_factory=WriteFailures
     )  # --events/--junit files this run could not write
     params_required: bool = True  # False for `show`: a required param may be missing there
+    internal_targets: bool = False  # True for `show`: it may name an internal step (runs nothing)
     plan_found: bool = False  # the default plan, found in a parent directory: hints do not name it
     # `planrun -C DIR ...`: the directories, as given (the resume hint repeats them)
     directories: tuple[str, ...] = ()

@@ -128,7 +128,7 @@ def prepare(ctx: RunContext) -> Prepared:
     graph = PlanGraph.build(plan.steps)
     top = outer is None  # a sub-plan has no targets and no --force of its own
     only = req.only or (recorded_targets(req, plan) if req.resume and top else [])
-    chosen = select(plan, graph, only, ctx.forced, req.plan)
+    chosen = select(plan, graph, only, ctx.forced, req.plan, internal=req.internal_targets)
     return Prepared(
         checked, plan, variables, chosen.selected, graph, dotenv, chosen.targets, chosen.forced
     )
