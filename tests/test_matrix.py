@@ -127,6 +127,22 @@ def test_reading_a_name_the_matrix_does_not_have_is_a_validation_error(run, writ
     assert_no_traceback(r)
 
 
+def test_an_exclude_name_not_in_the_matrix_gets_a_did_you_mean(run, write):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, run: echo, matrix: {python: [1], exclude: [{pyton: 1}]}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:2:57: error: step 'a': matrix: exclude names 'pyton', which is not in the"
+        " matrix (did you mean 'python'?)"
+    ], r.out
+
+
 def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
     # Each instance appends its number, and fails when another is inside at the same time.
     script = tmp_path / "one.py"
