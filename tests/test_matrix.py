@@ -143,6 +143,27 @@ def test_an_exclude_name_not_in_the_matrix_gets_a_did_you_mean(run, write):
     ], r.out
 
 
+def test_a_matrix_name_include_is_a_name_and_gets_a_warning(run, write):
+    # GitHub Actions' `include` adds combinations; in planrun only `exclude` is special, so
+    # `include` is one more name to combine. It runs as written, with a warning saying so.
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - id: a
+            matrix: {py: [1, 2], include: [{py: 3}]}
+            tool: echo
+            args: {value: "${matrix.py}"}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 0, r
+    assert "plan.yaml:3:26: warning: step 'a': matrix: 'include' is a name to combine" in r.out, r
+    done = run("run", "plan.yaml", "--output", "json")
+    assert done.code == 0, done
+    assert [s["result"] for s in done.json["steps"] if s["id"].startswith("a[")] == [1, 2]
+
+
 def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
     # Each instance appends its number, and fails when another is inside at the same time.
     script = tmp_path / "one.py"

@@ -425,11 +425,23 @@ def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
     return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
 
 
+_INCLUDE = "include"
+
+
 def _check_foreach(s: Step, i: int, out: Collector) -> None:
     """`foreach` gives a list or mapping; `as` needs a foreach and a name of its own."""
     if s.matrix is not None or s.max_parallel is not None:
         for at, message in matrix_problems(s):
             out.add(("steps", i, *at), f"step '{s.id}': {message}", key=True)
+    if s.matrix is not None and _INCLUDE in s.matrix:
+        # GitHub Actions' `include` adds combinations; here it is one more name to combine.
+        out.add(
+            ("steps", i, "matrix", _INCLUDE),
+            f"step '{s.id}': matrix: '{_INCLUDE}' is a name to combine, not GitHub Actions' "
+            "include (only 'exclude' is special): add the values to the lists instead",
+            severity="warning",
+            key=True,
+        )
     if s.foreach is None:
         if s.as_ is not None:
             out.add(
