@@ -108,7 +108,8 @@ def check_document(
 
     plan_vars = dict(header.variables) if header else _raw_mapping(data, "variables")
     params = dict(header.params) if header else _raw_mapping(data, "params")
-    for at, message in param_problems(params, plan_vars):
+    given_names = frozenset({*(variables or {}), CLI_ARGS})  # --var, --vars-file, planrun's
+    for at, message in param_problems(params, plan_vars, given_names):
         out.add(at, message, key=len(at) == 2)  # a name at fault: at the name
     given = set(variables or {})  # --var and --vars-file
     variables = {CLI_ARGS: [], **params, **(variables or {})}  # known in every run

@@ -115,11 +115,11 @@ def prepare(ctx: RunContext) -> Prepared:
             raise PlanInvalid(denied)
         plan = replace(plan, policy=merge_policy(outer, plan.policy))
 
+    environ = os.environ if req.environ is None else req.environ
     given = {
         CLI_ARGS: Words(),
-        **bind_params(plan.params, extra, required=req.params_required),
+        **bind_params(plan.params, extra, required=req.params_required, env=environ),
     }  # exit 2: a bad value, a required one missing (but for `show`)
-    environ = os.environ if req.environ is None else req.environ
     variables = start_variables(plan.variables, given, environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
