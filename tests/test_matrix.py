@@ -81,6 +81,89 @@ def test_matrix_validation(run, write):
     assert_no_traceback(r)
 
 
+def test_a_bad_matrix_or_foreach_is_one_error_not_also_undefined_names(run, write):
+    # The step's args read `matrix` / `item`: a badly written list must not make them
+    # "undefined" too (one mistake, one line).
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, run: "echo ${matrix.x}", matrix: [1]}
+          - {id: b, run: "echo ${matrix.x}", matrix: {x: [1], exclude: 3}}
+          - {id: c, run: "echo ${item} ${index}", foreach: 3}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert "undefined name" not in r.out, r.out
+    assert len(r.out.splitlines()) == 3, r.out
+    assert_no_traceback(r)
+
+
+def test_reading_a_name_the_matrix_does_not_have_is_a_validation_error(run, write):
+    # The names are known before the run: `${matrix.os}` in a matrix of `py` alone can only
+    # fail every instance, so validate says so at its place, with the close name.
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - id: a
+            matrix: {python: ["3.11"], exclude: []}
+            title: "py ${matrix.pyton}"
+            run: echo ${matrix['os']} ${matrix.python | replace('.', '')} ${matrix.exclude}
+          - id: b
+            matrix: {python: ["3.11"]}
+            run: echo ${matrix.python} ${matrix | length} ${matrix.get('x', 1)} ${index}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:4:12: error: step 'a': title: undefined name 'matrix.pyton'"
+        " (did you mean 'python'?)",
+        "plan.yaml:5:10: error: step 'a': run: undefined name 'matrix.os'",
+        "plan.yaml:5:10: error: step 'a': run: undefined name 'matrix.exclude'",
+    ], r.out
+    assert_no_traceback(r)
+
+
+def test_an_exclude_name_not_in_the_matrix_gets_a_did_you_mean(run, write):
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, run: echo, matrix: {python: [1], exclude: [{pyton: 1}]}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:2:57: error: step 'a': matrix: exclude names 'pyton', which is not in the"
+        " matrix (did you mean 'python'?)"
+    ], r.out
+
+
+def test_a_matrix_name_include_is_a_name_and_gets_a_warning(run, write):
+    # GitHub Actions' `include` adds combinations; in planrun only `exclude` is special, so
+    # `include` is one more name to combine. It runs as written, with a warning saying so.
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - id: a
+            matrix: {py: [1, 2], include: [{py: 3}]}
+            tool: echo
+            args: {value: "${matrix.py}"}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 0, r
+    assert "plan.yaml:3:26: warning: step 'a': matrix: 'include' is a name to combine" in r.out, r
+    done = run("run", "plan.yaml", "--output", "json")
+    assert done.code == 0, done
+    assert [s["result"] for s in done.json["steps"] if s["id"].startswith("a[")] == [1, 2]
+
+
 def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
     # Each instance appends its number, and fails when another is inside at the same time.
     script = tmp_path / "one.py"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from tests.conftest import assert_no_traceback
 
@@ -307,3 +308,67 @@ def test_list_renders_titles_and_descriptions_with_the_params_defaults(run, writ
     r = run("list", "plan.yaml", "--var", "n=x")
     assert r.code == 2 and "--var n: expected an integer, got 'x'" in r.err + r.out, r
     assert_no_traceback(r)
+
+
+def test_an_unknown_key_in_a_param_gets_a_did_you_mean_from_the_param_keys(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          n: {requird: true, tpye: integer}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:2:7: error: unknown key 'requird' in params.n (did you mean 'required'?)",
+        "plan.yaml:2:22: error: unknown key 'tpye' in params.n (did you mean 'type'?)",
+    ], r.out
+
+
+RENDERED = """
+params:
+  target: {default: "${env.DEPLOY_TARGET | default('dev')}", choices: [dev, prod]}
+  tag: {default: "v-${target}"}
+steps:
+  - {id: show, tool: echo, args: {value: ["${target}", "${tag}"]}}
+"""
+
+
+def test_a_default_holding_an_expression_is_rendered_at_start(run, write):
+    # As a `just` parameter's default expression: read from env, --var values and the params
+    # before it; then checked against the param's type and choices like any value.
+    write("plan.yaml", RENDERED)
+    env = {k: v for k, v in os.environ.items() if k != "DEPLOY_TARGET"}
+    r = run("run", "plan.yaml", "--output", "json", env=env)
+    assert _values(r) == ["dev", "v-dev"]
+    r = run("run", "plan.yaml", "--output", "json", env={**env, "DEPLOY_TARGET": "prod"})
+    assert _values(r) == ["prod", "v-prod"]
+    r = run("run", "plan.yaml", "--output", "json", "--var", "target=prod", env=env)
+    assert _values(r) == ["prod", "v-prod"]
+    r = run("run", "plan.yaml", env={**env, "DEPLOY_TARGET": "qa"})
+    assert r.code == 2, r
+    assert "param 'target': default 'qa' is not one of dev, prod" in r.err, r.err
+    assert_no_traceback(r)
+    assert run("validate", "plan.yaml", env=env).code == 0
+
+
+def test_a_default_expression_reading_an_unknown_name_is_a_validation_error(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          a: {default: "${b}-x"}
+          b: {default: "${nope}"}
+        steps:
+          - {id: s, tool: echo, args: {value: "${a}"}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "plan.yaml:2:16: error: param 'a': default: reads 'b', which is declared after it",
+        "plan.yaml:3:16: error: param 'b': default: undefined name 'nope'",
+    ], r.out

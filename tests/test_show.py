@@ -175,3 +175,22 @@ def test_show_a_matrix_step_lists_its_instances_and_a_run_step_its_script(run, w
     ]
     text = run("show", "smoke").out
     assert "matrix:" in text and "smoke[1]  Smoke 3.12" in text, text
+
+
+def test_show_shows_an_internal_step_that_list_all_lists(run, write):
+    # `internal` keeps a step from being a target (run refuses it); `show` runs nothing, and
+    # the step is named among a listed step's dependencies, so it is shown like any other.
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: setup, internal: true, aliases: [su], run: mkdir -p build, description: Dirs}
+          - {id: build, depends_on: [setup], run: echo build}
+        """,
+    )
+    r = run("show", "setup", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["id"] == "setup" and r.json["description"] == "Dirs"
+    assert r.json["args"] == {"run": "mkdir -p build"}
+    assert run("show", "su").out.startswith("setup\n")
+    assert run("run", "setup").code == 2

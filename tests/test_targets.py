@@ -167,6 +167,14 @@ def test_an_internal_step_is_refused_as_a_target(run, write, tmp_path, how):
     assert_no_traceback(r)
 
 
+def test_an_internal_step_named_by_its_alias_is_refused_under_its_id(run, write, tmp_path):
+    write("planrun.yaml", PLAN.replace("internal: true", "internal: true\n        aliases: [su]"))
+    r = run("run", "su")
+    assert r.code == 2, r
+    assert "step 'setup' is internal" in r.err, r.err
+    assert not (tmp_path / "setup.log").exists()
+
+
 # ---- --force is a flag -----------------------------------------------------------------------
 
 

@@ -485,7 +485,10 @@ def test_plan_arguments_are_checked_as_every_tool_checks_its_own(ctx: ToolContex
         "plan: 'variables' must be a mapping, got array"
     )
     assert fails("plan", {"path": "p.yaml", "vars": {}}, ctx).message == (
-        "plan: unknown argument 'vars' (allowed: cwd, path, variables)"
+        "plan: unknown argument 'vars' (allowed: cwd, env, path, variables)"
+    )
+    assert fails("plan", {"path": "p.yaml", "env": "A=1"}, ctx).message == (
+        "plan: 'env' must be a mapping, got string"
     )
 
 

@@ -47,6 +47,7 @@ def show_document(
         dry_run=True,
         cwd=cwd,
         params_required=False,  # SPEC 13: no error for `show`; what reads one stays as written
+        internal_targets=True,  # an internal step is no target, but `show` runs nothing
     )
     prep = prepare(root_context(req))  # the plan checked; an unknown id named, with a hint
     step_id = (prep.targets or [step_id])[0]  # an alias shows the step under its id

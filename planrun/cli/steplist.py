@@ -64,7 +64,10 @@ def step_rows(
 
     plan = load_plan(plan_path, variables)
     graph = PlanGraph.build(plan.steps)
-    given = {CLI_ARGS: Words(), **bind_params(plan.params, variables or {}, required=False)}
+    given = {
+        CLI_ARGS: Words(),
+        **bind_params(plan.params, variables or {}, required=False, env=os.environ),
+    }
     scope = plan_scope(plan, given, dict(os.environ))  # params' defaults known, as in `show`
     known = lambda: scope  # noqa: E731 - the scope the renderers ask for
     mask = Masker(plan.secrets, scope)

@@ -6,7 +6,6 @@ from __future__ import annotations
 # dask`.
 import asyncio
 import logging
-import os
 import signal
 import time
 import uuid
@@ -335,8 +334,10 @@ class _OutputRoute:
 
 
 def _dotenv_added(ctx: ToolContext) -> dict[str, str]:
-    """The plan's dotenv values where planrun's own environment does not win."""
-    return {str(k): str(v) for k, v in ctx.services.dotenv.items() if k not in os.environ}
+    """What the run's environment adds to planrun's own (planrun.run.request.Prepared's
+    added_environment): the plan's dotenv values where planrun's own environment does not win,
+    and in a sub-plan what its plan step passed down."""
+    return {str(k): str(v) for k, v in ctx.services.dotenv.items()}
 
 
 def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dict[str, Any]:

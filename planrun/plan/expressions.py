@@ -277,6 +277,30 @@ def _jinja_names(source: str) -> tuple[frozenset[str], frozenset[str], bool]:
 
 
 @lru_cache(maxsize=4096)
+def keys_read(source: str, root: str) -> frozenset[str]:
+    """The keys an expression reads off the name `root` with a literal (`root.X`,
+    `root['X']`; not a method it calls, `root.get(...)`): a matrix step's `${matrix.py}` reads
+    'py'. `source` parses (it was checked)."""
+    from jinja2 import nodes
+    from jinja2.parser import Parser
+
+    node = Parser(_environment(), source, state="variable").parse_expression()
+    keys: set[str] = set()
+    everything = (node, *node.find_all(nodes.Node))  # find_all skips the root itself
+    called = {id(n.node) for n in everything if isinstance(n, nodes.Call)}  # root.get(...)
+    for sub in everything:
+        if not isinstance(sub, nodes.Getattr | nodes.Getitem) or id(sub) in called:
+            continue
+        if not (isinstance(sub.node, nodes.Name) and sub.node.name == root):
+            continue
+        if isinstance(sub, nodes.Getattr):
+            keys.add(sub.attr)
+        elif isinstance(sub.arg, nodes.Const) and isinstance(sub.arg.value, str):
+            keys.add(sub.arg.value)
+    return frozenset(keys)
+
+
+@lru_cache(maxsize=4096)
 def _compiled(source: str) -> Any:
     return _environment().compile_expression(source, undefined_to_none=False)
 

@@ -74,8 +74,14 @@ def matrix_problems(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
     bad = [n for n, e in enumerate(exclude) if not isinstance(e, Mapping)]
     if bad:
         return [(("matrix", EXCLUDE, bad[0]), "matrix: an exclude entry is a mapping of names")]
+    from planrun.suggest import did_you_mean  # Lazy import: only for such a step
+
     return [
-        (("matrix", EXCLUDE, n, k), f"matrix: exclude names '{k}', which is not in the matrix")
+        (
+            ("matrix", EXCLUDE, n, k),
+            f"matrix: exclude names '{k}', which is not in the matrix"
+            + (f" ({hint})" if (hint := did_you_mean(str(k), names)) else ""),
+        )
         for n, e in enumerate(exclude)
         for k in e
         if k not in step.matrix or k == EXCLUDE

@@ -214,6 +214,7 @@ Limits: Any = _model(runtime.Limits)
 Policy: Any = _model(runtime.Policy)
 Replan: Any = _model(runtime.Replan)
 ExecutorConfig: Any = _model(runtime.ExecutorConfig)
+Param: Any = _model(runtime.Param)
 # Everything in a plan but its steps (validated separately so every step's errors show).
 PlanHeader: Any = _model(runtime.Plan, "PlanHeader", skip=("steps",))
 _RUNTIME[PlanHeader] = runtime.Plan

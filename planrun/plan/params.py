@@ -4,6 +4,10 @@ A `--var` value arrives as the text typed (`GivenText`); for a declared param it
 to the param's type (`version=1.10` stays the string "1.10"), for any other name it is read
 as YAML, as before. A run then checks choices and required params (exit 2, naming them), and
 fills in the defaults under what was given. Validation checks the declarations themselves.
+
+A default that is a text holding `${...}` is an expression, as a `just` parameter's default
+is: rendered when the run starts over `env`, the given values and the params before it, then
+checked against the param's type and choices like a given value.
 """
 
 from __future__ import annotations
@@ -131,11 +135,16 @@ def _cli_value(text: str) -> Any:
 
 
 def bind_params(
-    params: Mapping[str, Param], given: Mapping[str, Any], required: bool = True
+    params: Mapping[str, Param],
+    given: Mapping[str, Any],
+    required: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """What a run starts with: the given values read for their params, then each param's
     default under them. UsageError (exit 2) for a value of the wrong type or outside the
-    choices, and (when `required`) for required params without a value (all named)."""
+    choices, and (when `required`) for required params without a value (all named). With
+    `env`, default expressions are rendered (when not `required`, one that cannot be stays
+    as written: `list`, `show`)."""
     out: dict[str, Any] = {}
     for name, value in given.items():
         where = f"--var {name}" if isinstance(value, GivenText) else name
@@ -155,14 +164,50 @@ def bind_params(
             f"missing required param{'s' if len(missing) > 1 else ''}: {names} ({hint})"
         )
     defaults = {n: p.default for n, p in params.items() if not p.required}
-    return {**defaults, **out}
+    bound = {**defaults, **out}
+    if env is not None and any(_is_expression(d) for n, d in defaults.items() if n not in out):
+        _render_defaults(params, out, bound, env, strict=required)
+    return bound
+
+
+def _render_defaults(
+    params: Mapping[str, Param],
+    given: dict[str, Any],
+    bound: dict[str, Any],
+    env: Mapping[str, str],
+    strict: bool,
+) -> None:
+    """Each default expression in `bound` rendered in file order (over `env`, the given values
+    and the params before it) and checked as a given value is (UsageError when `strict`)."""
+    from planrun.plan.expressions import ExpressionError, resolve
+
+    scope: dict[str, Any] = {**given, "env": env}
+    for name, param in params.items():
+        if name not in given and name in bound and _is_expression(bound[name]):
+            try:
+                value = resolve(bound[name], scope, path=("params", name, "default"))
+                of_type(param.type, value)
+            except (ExpressionError, ParamError) as exc:
+                if strict:
+                    message = exc.message if isinstance(exc, ExpressionError) else str(exc)
+                    raise UsageError(f"param '{name}': default {message}") from None
+                scope[name] = bound[name]
+                continue
+            if strict and param.choices is not None and value not in param.choices:
+                shown = ", ".join(_plain(c) for c in param.choices)
+                raise UsageError(f"param '{name}': default {_quoted(value)} is not one of {shown}")
+            bound[name] = value
+        if name in bound:
+            scope[name] = bound[name]
 
 
 def param_problems(
-    params: Mapping[str, Any], variables: Mapping[str, Any]
+    params: Mapping[str, Any], variables: Mapping[str, Any], given: frozenset[str] = frozenset()
 ) -> Iterator[tuple[Path, str]]:
-    """What is wrong with the plan's `params` beyond their schema: (path, message)."""
-    for name, param in params.items():
+    """What is wrong with the plan's `params` beyond their schema: (path, message). `given`:
+    the names a default expression may read besides `env` and the params before it."""
+    names = list(params)
+    for index, (name, param) in enumerate(params.items()):
         at: Path = ("params", name)
         if name in variables:
             yield at, f"'{name}' is in both params and variables (a name is one or the other)"
@@ -171,6 +216,48 @@ def param_problems(
         elif not re.fullmatch(NAME_PATTERN, name):
             yield at, f"param name '{name}' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
         yield from _declaration_problems(name, _fields(param), at)
+        default = _fields(param)[1]
+        if _is_expression(default):
+            yield from _default_reads(name, default, names, index, given)
+
+
+def _is_expression(value: Any) -> bool:
+    """Whether a default is a text holding `${...}` (not only a literal `$${`)."""
+    if not isinstance(value, str) or "${" not in value:
+        return False
+    from planrun.plan.expressions import ExpressionError, parse_template
+
+    try:
+        return parse_template(value) is not None
+    except ExpressionError:
+        return True  # a bad expression: said by _default_reads
+
+
+def _default_reads(
+    name: str, default: str, names: list[str], index: int, given: frozenset[str]
+) -> Iterator[tuple[Path, str]]:
+    """A default expression's syntax and names: `env`, the given ones, the params before it."""
+    from planrun.plan.expressions import ExpressionError, parse_template
+    from planrun.suggest import did_you_mean
+
+    at: Path = ("params", name, "default")
+    try:
+        template = parse_template(default)
+    except ExpressionError as exc:
+        yield at, f"param '{name}': default: {exc.message}"
+        return
+    known = set(names[:index]) | given | {"env"}
+    for expr in template.exprs if template is not None else ():
+        for read in sorted(expr.names - known):
+            if read in names:
+                yield at, f"param '{name}': default: reads '{read}', which is declared after it"
+            else:
+                hint = did_you_mean(read, known - {"env"})
+                yield (
+                    at,
+                    f"param '{name}': default: undefined name '{read}'"
+                    + (f" ({hint})" if hint else ""),
+                )
 
 
 def _fields(param: Any) -> tuple[str, Any, list[Any] | None]:
@@ -200,8 +287,8 @@ def _declaration_problems(
             of_type(kind, choice)
         except ParamError as exc:
             yield (*at, "choices", i), f"param '{name}': choice {exc}"
-    if default is None:
-        return
+    if default is None or _is_expression(default):
+        return  # an expression is checked once rendered, when the run starts
     try:
         of_type(kind, default)
     except ParamError as exc:

@@ -230,4 +230,6 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
         return list(names[loc[0]].model_fields)
     if loc and loc[0] == "servers":
         return list(model.ServerEntry.model_fields)
+    if loc and loc[0] == "params":
+        return list(model.Param.model_fields)
     return model.PLAN_FIELDS

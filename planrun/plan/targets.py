@@ -63,7 +63,8 @@ def check_targets(header: Any, steps: Sequence[Step], step_paths: Sequence[int],
             hint = did_you_mean(name, set(names) - internal)
             out.add(("default", j), f"default: no step '{name}'", hint=hint)
         elif names[name] in internal:
-            out.add(("default", j), f"default: step '{name}' is internal")
+            sid = names[name]
+            out.add(("default", j), f"default: step '{sid}' is internal{_as_alias(name, sid)}")
 
 
 class Selection:
@@ -78,15 +79,22 @@ class Selection:
 
 
 def select(
-    plan: Plan, graph: PlanGraph, only: Sequence[str], force: Sequence[str], label: str
+    plan: Plan,
+    graph: PlanGraph,
+    only: Sequence[str],
+    force: Sequence[str],
+    label: str,
+    *,
+    internal: bool = False,
 ) -> Selection:
     """The selection of `only` (targets, as given: ids or aliases) and the ids `force` forces
     (`*`, a bare --force: the targets, else the default steps, else every step). UsageError
-    (exit 2) for an unknown or internal target. `label` names the plan in messages."""
+    (exit 2) for an unknown or internal target (`internal`: an internal step may be named, for
+    `show`, which runs nothing). `label` names the plan in messages."""
     names = target_names(s for s in plan.steps if s.id in graph.deps)
     targets: list[str] | None = None
     if only:
-        targets = [_target(name, names, plan, label) for name in only]
+        targets = [_target(name, names, plan, label, internal) for name in only]
         roots = targets
     elif plan.default is not None:
         roots = [names[name] for name in plan.default if name in names]
@@ -100,20 +108,26 @@ def select(
     return Selection(selected, _unique(targets), forced)
 
 
-def _target(name: str, names: dict[str, str], plan: Plan, label: str) -> str:
+def _target(name: str, names: dict[str, str], plan: Plan, label: str, internal: bool) -> str:
     sid = names.get(name)
     if sid is None:
         from planrun.suggest import did_you_mean  # Lazy import: only for an error
 
-        shown = {n for n, i in names.items() if not plan.step(i).internal}
+        shown = {n for n, i in names.items() if internal or not plan.step(i).internal}
         hint = did_you_mean(name, shown)
         raise UsageError(f"no step '{name}' in {label}" + (f" ({hint})" if hint else ""))
-    if plan.step(sid).internal:
+    if plan.step(sid).internal and not internal:
         raise UsageError(
-            f"step '{name}' is internal: it runs as a dependency of the steps that need it, "
-            "not as a target"
+            f"step '{sid}' is internal{_as_alias(name, sid)}: it runs as a dependency of the "
+            "steps that need it, not as a target"
         )
     return sid
+
+
+def _as_alias(name: str, sid: str) -> str:
+    """` ('su' is its alias)` when a step was named by an alias, so a message names the step by
+    its id (as `list` shows it) and still shows the word that was typed."""
+    return "" if name == sid else f" ('{name}' is its alias)"
 
 
 def _unique(ids: list[str] | None) -> list[str] | None:

@@ -24,8 +24,21 @@ from planrun.plan.definition import (
     reserved,
 )
 from planrun.plan.discovery import PLAN_EXTENSIONS
-from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
-from planrun.plan.fanout import INDEX_NAME, foreach_problem, loop_names, matrix_problems
+from planrun.plan.expressions import (
+    ExpressionError,
+    format_path,
+    keys_read,
+    parse_template,
+    template_strings,
+)
+from planrun.plan.fanout import (
+    EXCLUDE,
+    INDEX_NAME,
+    MATRIX_NAME,
+    foreach_problem,
+    loop_names,
+    matrix_problems,
+)
 from planrun.plan.graph import PlanGraph, step_expressions, step_strings
 from planrun.plan.params import CLI_ARGS, param_problems
 from planrun.plan.schema_errors import Collector, schema_errors
@@ -95,7 +108,8 @@ def check_document(
 
     plan_vars = dict(header.variables) if header else _raw_mapping(data, "variables")
     params = dict(header.params) if header else _raw_mapping(data, "params")
-    for at, message in param_problems(params, plan_vars):
+    given_names = frozenset({*(variables or {}), CLI_ARGS})  # --var, --vars-file, planrun's
+    for at, message in param_problems(params, plan_vars, given_names):
         out.add(at, message, key=len(at) == 2)  # a name at fault: at the name
     given = set(variables or {})  # --var and --vars-file
     variables = {CLI_ARGS: [], **params, **(variables or {})}  # known in every run
@@ -234,6 +248,11 @@ def _validated_header(header_data: dict[str, Any], out: Collector) -> Header | N
     return header
 
 
+# Stand-ins for a `foreach` / `matrix` that did not check: valid, and no instance.
+_NO_NAMES = ""  # the stand-in matrix's one name (its reads are not checked)
+_NO_INSTANCES: dict[str, Any] = {"foreach": [], "matrix": {_NO_NAMES: []}}
+
+
 def _validated_step(
     raw: dict[str, Any], i: int, raw_steps: list[Any], out: Collector
 ) -> Step | None:
@@ -249,6 +268,9 @@ def _validated_step(
         bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
         keep = ("id", "index", "tool", "run")
         lenient = {k: v for k, v in raw.items() if k not in bad or k in keep}
+        # A bad list still makes a fan-out step: its args read `matrix` / `item` and `index`,
+        # which must not be reported undefined on top of the list's own error.
+        lenient.update({k: _NO_INSTANCES[k] for k in _NO_INSTANCES if k in bad})
         try:
             return model.runtime_step(model.Step.model_validate(lenient))
         except ValidationError:
@@ -350,12 +372,28 @@ def _check_expressions(
                     f"step '{s.id}': {format_path(path)}: undefined name '{name}'",
                     hint=did_you_mean(name, (known_names | loop) - SCOPE_NAMES),
                 )
+            if MATRIX_NAME in expr.names and path[0] != "matrix":
+                _check_matrix_reads(s, i, path, expr.source, out)
             for ref in sorted(expr.step_refs - id_set):
                 out.add(
                     ("steps", i, *path),
                     f"step '{s.id}': {format_path(path)}: unknown step 'steps.{ref}'",
                     hint=did_you_mean(ref, id_set),
                 )
+
+
+def _check_matrix_reads(s: Step, i: int, path: Path, source: str, out: Collector) -> None:
+    """`${matrix.X}` in a matrix step whose matrix has no name X: its names are written in the
+    plan, so the read could only fail every instance."""
+    if s.matrix is None or _NO_NAMES in s.matrix:  # not a matrix step, or its matrix is bad
+        return
+    names = [n for n in s.matrix if n != EXCLUDE]
+    for key in sorted(keys_read(source, MATRIX_NAME) - set(names)):
+        out.add(
+            ("steps", i, *path),
+            f"step '{s.id}': {format_path(path)}: undefined name '{MATRIX_NAME}.{key}'",
+            hint=did_you_mean(key, names),
+        )
 
 
 def _check_server_templates(
@@ -388,11 +426,23 @@ def _raw_mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
     return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
 
 
+_INCLUDE = "include"
+
+
 def _check_foreach(s: Step, i: int, out: Collector) -> None:
     """`foreach` gives a list or mapping; `as` needs a foreach and a name of its own."""
     if s.matrix is not None or s.max_parallel is not None:
         for at, message in matrix_problems(s):
             out.add(("steps", i, *at), f"step '{s.id}': {message}", key=True)
+    if s.matrix is not None and _INCLUDE in s.matrix:
+        # GitHub Actions' `include` adds combinations; here it is one more name to combine.
+        out.add(
+            ("steps", i, "matrix", _INCLUDE),
+            f"step '{s.id}': matrix: '{_INCLUDE}' is a name to combine, not GitHub Actions' "
+            "include (only 'exclude' is special): add the values to the lists instead",
+            severity="warning",
+            key=True,
+        )
     if s.foreach is None:
         if s.as_ is not None:
             out.add(

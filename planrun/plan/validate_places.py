@@ -44,8 +44,8 @@ def check_run(s: Step, i: int, out: Collector) -> None:
 
 def check_env_cwd(s: Step, i: int, out: Collector) -> None:
     """A step's `env` and `cwd` reach only the tools that take them (run and shell steps; a
-    python step's environment; a plan step's directory): on another tool they would be
-    ignored. A `cwd` that places the step's `sources` or `outputs` is used all the same."""
+    python step's environment; a plan step's directory and environment): on another tool they
+    would be ignored. A `cwd` that places the step's `sources` or `outputs` is used all the same."""
     from planrun.tools import tool_spec  # Lazy import: the registry, only for such a step
 
     if not s.env and s.cwd is None:
@@ -58,7 +58,7 @@ def check_env_cwd(s: Step, i: int, out: Collector) -> None:
         "cwd": spec is not None and spec.step_cwd or bool(s.sources or s.outputs),
     }
     why = {
-        "env": "only run, shell and python steps get one",
+        "env": "only run, shell, python and plan steps get one",
         "cwd": "only run, shell and plan steps run in one, or it places sources and outputs",
     }
     for key, written in (("env", bool(s.env)), ("cwd", s.cwd is not None)):

@@ -87,7 +87,8 @@ async def launch(ctx: RunContext, prep: Prepared, run_plan: RunPlanFn) -> Finish
             return ctx.stopped_while_starting(prep, attached.bus, opened.previous is not None)
         groups = _process_groups(ctx, plan)
         here = ctx.tree(plan, attached, executor, opened)._replace(groups=groups, run_plan=run_plan)
-        services = Services(mcp=pool, notice=attached.notice, dotenv=prep.dotenv, groups=groups)
+        added = prep.added_environment()
+        services = Services(mcp=pool, notice=attached.notice, dotenv=added, groups=groups)
         if cache_options is not None:
             from planrun.cache.wiring import open_run_cache
 

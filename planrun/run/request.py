@@ -88,6 +88,10 @@ class RunRequest:
         default_factory=WriteFailures
     )  # --events/--junit files this run could not write
     params_required: bool = True  # False for `show`: a required param may be missing there
+    internal_targets: bool = False  # True for `show`: it may name an internal step (runs nothing)
+    # The environment the run starts in (None: planrun's own). A sub-plan's is the environment
+    # its plan step has (the parent's dotenv, process environment, plan and step `env`).
+    environ: dict[str, str] | None = None
     plan_found: bool = False  # the default plan, found in a parent directory: hints do not name it
     # `planrun -C DIR ...`: the directories, as given (the resume hint repeats them)
     directories: tuple[str, ...] = ()
@@ -122,7 +126,17 @@ class RunRequest:
 class Prepared:
     """A plan ready to run: checked, its variables evaluated, its steps selected and ordered."""
 
-    __slots__ = ("checked", "plan", "variables", "selected", "graph", "dotenv", "targets", "forced")
+    __slots__ = (
+        "checked",
+        "plan",
+        "variables",
+        "selected",
+        "graph",
+        "dotenv",
+        "targets",
+        "forced",
+        "environ",
+    )
     checked: CheckedPlan
     plan: Plan  # for a sub-plan, with the enclosing plans' policy merged into its own
     variables: dict[str, Any]
@@ -131,6 +145,7 @@ class Prepared:
     dotenv: dict[str, str]  # from the plan's `dotenv:` files
     targets: list[str] | None  # the ids the run targets (None: none given; planrun.plan.targets)
     forced: list[str]  # the ids --force forces (a bare --force resolved to the targets)
+    environ: dict[str, str] | None  # the environment the run starts in (None: planrun's own)
 
     def __init__(
         self,
@@ -142,6 +157,7 @@ class Prepared:
         dotenv: dict[str, str] | None = None,
         targets: list[str] | None = None,
         forced: list[str] | None = None,
+        environ: dict[str, str] | None = None,
     ) -> None:
         self.checked = checked
         self.plan = plan
@@ -151,10 +167,20 @@ class Prepared:
         self.dotenv = {} if dotenv is None else dotenv
         self.targets = targets
         self.forced = [] if forced is None else forced
+        self.environ = environ
 
     def environment(self) -> dict[str, str]:
-        """The steps' environment: the dotenv values under the process environment."""
-        return step_environment(self.dotenv, dict(os.environ))
+        """The steps' environment: the dotenv values under the environment the run started in
+        (the process environment; a sub-plan's, its plan step's)."""
+        return step_environment(
+            self.dotenv, dict(os.environ if self.environ is None else self.environ)
+        )
+
+    def added_environment(self) -> dict[str, str]:
+        """What the steps' environment adds to or changes in planrun's own (what a step run
+        elsewhere is sent): the dotenv values the process environment does not override, and
+        in a sub-plan what its plan step passed down."""
+        return {k: v for k, v in self.environment().items() if os.environ.get(k) != v}
 
     def masker(self, variables: dict[str, Any]) -> Masker:
         """Masks `secrets:`, whether variables or environment values (a dotenv secret), and the

@@ -115,22 +115,31 @@ def prepare(ctx: RunContext) -> Prepared:
             raise PlanInvalid(denied)
         plan = replace(plan, policy=merge_policy(outer, plan.policy))
 
+    environ = os.environ if req.environ is None else req.environ
     given = {
         CLI_ARGS: Words(),
-        **bind_params(plan.params, extra, required=req.params_required),
+        **bind_params(plan.params, extra, required=req.params_required, env=environ),
     }  # exit 2: a bad value, a required one missing (but for `show`)
-    variables = start_variables(plan.variables, given, os.environ, checked.doc, plan.secrets)
+    variables = start_variables(plan.variables, given, environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
     if plan.dotenv:
-        names = rendered_names(checked.doc, plan.dotenv, variables, os.environ)
+        names = rendered_names(checked.doc, plan.dotenv, variables, environ)
         plan = replace(plan, dotenv=names)  # `${...}` in file names rendered
         dotenv = load_dotenv(checked.doc, names, req.cwd)
     graph = PlanGraph.build(plan.steps)
     top = outer is None  # a sub-plan has no targets and no --force of its own
     only = req.only or (recorded_targets(req, plan) if req.resume and top else [])
-    chosen = select(plan, graph, only, ctx.forced, req.plan)
+    chosen = select(plan, graph, only, ctx.forced, req.plan, internal=req.internal_targets)
     return Prepared(
-        checked, plan, variables, chosen.selected, graph, dotenv, chosen.targets, chosen.forced
+        checked,
+        plan,
+        variables,
+        chosen.selected,
+        graph,
+        dotenv,
+        chosen.targets,
+        chosen.forced,
+        req.environ,
     )
 
 

@@ -118,6 +118,7 @@ def revised_prep(
         prep.dotenv,
         prep.targets,
         chosen.forced,
+        prep.environ,
     )
 
 

@@ -214,7 +214,14 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
         "plan",
         _lazy("subplan", "run_plan_step"),
         "Run another plan file as one step; returns its final variables.",
-        _schema({"path": {"type": "string"}, "variables": {"type": "object"}}, ["path"]),
+        _schema(
+            {
+                "path": {"type": "string"},
+                "variables": {"type": "object"},
+                "env": {"type": "object"},
+            },
+            ["path"],
+        ),
         None,
     ),
 ]
@@ -222,12 +229,12 @@ _BUILTINS: list[tuple[str, ToolFn, str, dict[str, Any], RenderFn | None]] = [
 
 # What a tool takes of its step besides its args (ToolSpec): the shell tool its `env` and `cwd`
 # (and shows its `cmd` when asking for approval); the python tool its `env` (set in os.environ
-# while its function runs, planrun.tools.environ); the plan tool its `cwd` (where the
-# sub-plan runs).
+# while its function runs, planrun.tools.environ); the plan tool its `env` and `cwd` (the
+# sub-plan runs there, in that environment).
 _TAKES: dict[str, dict[str, Any]] = {
     "shell": {"step_env": True, "step_cwd": True, "commands": ("cmd", "run")},
     "python": {"step_env": True},
-    "plan": {"step_cwd": True},
+    "plan": {"step_env": True, "step_cwd": True},
 }
 
 

@@ -58,7 +58,9 @@ class Services:
 
     mcp: ToolPool | None = None  # the plan's MCP servers; None when it names none
     notice: Notice | None = None  # the console's notice line
-    dotenv: Mapping[str, str] = field(default_factory=dict)  # sent with steps run elsewhere (Dask)
+    # What the run's environment adds to planrun's own (dotenv values, a sub-plan's inherited
+    # ones): sent with steps run elsewhere (Dask).
+    dotenv: Mapping[str, str] = field(default_factory=dict)
     groups: ProcessGroups | None = None  # the run's commands' process groups, for its interrupt
 
 

@@ -17,11 +17,29 @@ from planrun.run.request import Finished, RunRequest
 from planrun.status import Status
 from planrun.text import type_name
 from planrun.tools import check_args, path_arg
-from planrun.tools.base import ToolContext, ToolFailed, resolve_path
+from planrun.tools.base import ToolContext, ToolFailed, env_text, resolve_path
 
 MAX_NESTING = 32
 """Sub-plans deeper than this fail their step: a plan that writes a new copy of itself and
 runs it is never "the same file", and would otherwise nest until memory runs out."""
+
+
+def _environment(env: Any, ctx: ToolContext) -> dict[str, str]:
+    """The environment the sub-plan starts in: the one this step has (the parent's dotenv under
+    the process environment), with the step's `env` (the parent plan's `env` under the step's
+    own, planrun.run.stepcall) over it, as the shell tool merges its `env`."""
+    if env is None:
+        return dict(ctx.env)
+    if not isinstance(env, dict):
+        raise ToolFailed(f"plan: 'env' must be a mapping, got {type_name(env)}")
+    out = dict(ctx.env)
+    for key, value in env.items():
+        text = env_text(value)
+        if text is None:
+            out.pop(str(key), None)  # null unsets the name, as for a shell step
+        else:
+            out[str(key)] = text
+    return out
 
 
 async def run_plan_step(args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -29,11 +47,12 @@ async def run_plan_step(args: dict[str, Any], ctx: ToolContext) -> Any:
     is part of (`ctx.parent.run_plan`); a plan that includes itself is an error."""
     # `cwd` is the step's own `cwd:` (planrun.run.stepcall): where the sub-plan runs; its `path`
     # stays relative to the working directory.
-    check_args("plan", args, ("path",), ("variables", "cwd"))
+    check_args("plan", args, ("path",), ("variables", "cwd", "env"))
     path = path_arg("plan", args)
     variables = {} if args.get("variables") is None else args["variables"]
     if not isinstance(variables, dict):
         raise ToolFailed(f"plan: 'variables' must be a mapping, got {type_name(variables)}")
+    environ = _environment(args.get("env"), ctx)
     parent = ctx.parent
     if parent is None or parent.run_plan is None:
         raise ToolFailed("plan: a sub-plan runs only as a step of a plan run")
@@ -47,6 +66,7 @@ async def run_plan_step(args: dict[str, Any], ctx: ToolContext) -> Any:
     if where is not None and not isinstance(where, str):
         raise ToolFailed(f"plan: 'cwd' must be a string, got {type_name(where)}")
     req = RunRequest(
+        environ=environ,
         plan=path if where is None else resolve_path(path, ctx),
         variables=dict(variables),
         cwd=ctx.cwd if where is None else os.path.join(ctx.cwd, where),
