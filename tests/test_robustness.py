@@ -132,6 +132,10 @@ CORRUPTIONS = [
     ("state", {"steps": {"a": {"status": "succeeded", "title": ["x"]}}}),
     ("state", {"duration_s": "long"}),
     ("state", {"started_at": 5}),
+    ("state", {"steps": []}),
+    ("state", {"variables": []}),
+    ("state", {"variables": None}),
+    ("state", {"revisions": {}}),
 ]
 
 
