@@ -229,6 +229,6 @@ def mark_abandoned(state: RunState, path: str | os.PathLike[str]) -> RunState:
         if state.error is None:
             state.error = f"planrun (pid {state.pid}) stopped without finishing the run"
         for step in state.steps.values():
-            if step.status == Status.RUNNING:
-                step.status = Status.INTERRUPTED
+            if step.status == Status.RUNNING:  # as a live run records it: stopped, no error
+                step.status, step.error = Status.INTERRUPTED, None
     return state
