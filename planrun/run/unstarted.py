@@ -15,13 +15,18 @@ from planrun.errors import ExitCode
 from planrun.run.events import EventBus, RunFinished
 from planrun.run.request import Finished, Prepared, RunRequest
 from planrun.run.runopen import attach_reporters, open_state, started_event
+from planrun.run.scope import StepRecord
 from planrun.run.substeps import pending_row
 
 __all__ = ["not_started_document", "record_blocked", "stopped_while_starting"]
 
 
-def record_blocked(req: RunRequest, prep: Prepared, doc: dict[str, Any]) -> None:
-    """Write the blocked run `doc` (already masked) to the state and the report files."""
+def record_blocked(
+    req: RunRequest, prep: Prepared, doc: dict[str, Any], kept: dict[str, StepRecord]
+) -> None:
+    """Write the blocked run `doc` (already masked) to the state and the report files; on
+    resume, the steps it `kept` are settled as a run that starts settles them (step.resumed),
+    so the state and JUnit show them as `doc` does, and the others `pending`."""
     prep, opened = open_state(req, prep)
     store = opened.store
     bus = EventBus(mask=prep.masker(prep.variables) if prep.plan.secrets else None)
@@ -33,7 +38,16 @@ def record_blocked(req: RunRequest, prep: Prepared, doc: dict[str, Any]) -> None
             store.release()
         raise
     try:
-        bus.emit(started_event(prep, prep.variables, opened.previous is not None))
+        resumed = opened.previous is not None
+        order = [sid for sid in prep.selected if sid in kept]
+        bus.emit(started_event(prep, prep.variables, resumed, kept=order))
+        if order:
+            from planrun.run.resume import kept_event  # Lazy import: only on resume
+
+            steps = {s.id: s for s in prep.plan.steps}
+            name = prep.plan.name or ""
+            for sid in order:
+                bus.emit(kept_event(name, sid, kept[sid], steps[sid]))
         finished = (doc["status"], doc["reason"], doc["duration_s"], doc["error"])
         bus.emit(RunFinished(prep.plan.name or "plan", *finished))
     finally:
