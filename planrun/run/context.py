@@ -208,9 +208,11 @@ class RootContext(RunContext):
         return None
 
     def stopped_while_starting(self, prep: Prepared, bus: EventBus, resumed: bool) -> Finished:
+        from planrun.run.runstate import kept_on_resume
         from planrun.run.unstarted import stopped_while_starting
 
-        return stopped_while_starting(prep, bus, resumed)
+        kept = kept_on_resume(self.request, prep) if resumed else None
+        return stopped_while_starting(prep, bus, resumed, kept)
 
     def tree(
         self, plan: Plan, attached: Attached, executor: ToolCaller, opened: OpenedState
