@@ -1,10 +1,12 @@
 """Files written whole or not at all: a temporary file created anew beside the target, then
-renamed over it (the cache's entries and blobs, the report files, the `write_file` tool)."""
+renamed over it (the cache's entries and blobs, the report files, the `write_file` tool); and
+what must never be renamed over (a link, a FIFO, a device)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -52,3 +54,28 @@ def write_renamed(
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=src)
         raise
+
+
+def file_kind(mode: int) -> str:
+    """What a file of `st_mode` `mode` is, in words: "a symbolic link", "a FIFO", ..."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def not_replaceable(path: str) -> str | None:
+    """What is at `path` when a rename must not replace it (a symbolic link, a FIFO, a device:
+    as root, `/dev/null` itself), in words; None for a regular file or nothing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None  # missing, or unreachable: writing it says why
+    return None if stat.S_ISREG(mode) else file_kind(mode)

@@ -308,3 +308,28 @@ def test_a_step_waiting_to_retry_is_interrupted_without_waiting(tmp_path: Path) 
     status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
     (step,) = json.loads(status.out)["steps"]
     assert (step["status"], step["attempts"]) == ("interrupted", 1), status
+
+
+def test_a_step_interrupted_while_waiting_to_retry_reads_the_same_in_every_view(
+    tmp_path: Path,
+) -> None:
+    """Its failed attempt is in the attempts log; the step itself was interrupted, not failed:
+    `run --output json` and `status --output json` (read from the state) give it the same
+    fields, error included."""
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsteps:\n  - {id: flaky, run: 'exit 1', retries: 3, retry_delay: 1h}\n"
+    )
+    proc = spawn_planrun(
+        "run", "p.yaml", "--output", "json", "--events", "ev.jsonl", cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    events = tmp_path / "ev.jsonl"
+    wait_until(lambda: events.exists() and "step.retrying" in events.read_text())
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)  # a bound: the wait is an hour
+    assert proc.returncode == 130, err
+    status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
+    assert status.code == 0, status
+    (step,) = json.loads(out)["steps"]
+    assert (step["status"], step["attempts"], step["error"]) == ("interrupted", 1, None), step
+    assert json.loads(status.out)["steps"] == [step], status

@@ -58,6 +58,20 @@ def test_unparsable_yaml_points_at_the_problem(tmp_path: Path) -> None:
     assert (line, col) == (2, 9) and message.startswith("invalid YAML: ")
 
 
+def test_an_error_at_the_end_of_a_file_without_a_final_newline_is_on_its_last_line(
+    tmp_path: Path,
+) -> None:
+    # libyaml puts the end of such a file on a line after it (line 3 of a 2-line file): the
+    # place must be one the file has, the end of its last line, as for the same text in JSON.
+    line, col, message = invalid(tmp_path, "p.yaml", "name: x\nsteps: [")
+    assert (line, col) == (2, 9) and message.startswith("invalid YAML: "), message
+    assert "at line 3" not in message, message
+    line, col, _ = invalid(tmp_path, "q.yaml", 'name: x\nsteps: []\ntitle: "open')
+    assert (line, col) == (3, 13)
+    line, col, _ = invalid(tmp_path, "r.yaml", "a: [")
+    assert (line, col) == (1, 5)
+
+
 def test_unparsable_json_reports_json_lineno_and_colno(tmp_path: Path) -> None:
     assert invalid(tmp_path, "p.json", '{\n  "name": "x",\n  "steps": \n}\n') == (
         4,

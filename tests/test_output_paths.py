@@ -194,3 +194,35 @@ def test_events_to_a_fifo_with_a_reader_stream_to_it(tree: Path) -> None:
     finally:
         os.close(reader)
     assert '"event": "run.started"' in got and '"event": "run.finished"' in got, got
+
+
+def test_junit_never_replaces_a_fifo_or_a_symlink(tree: Path) -> None:
+    """The report is a temporary file renamed over FILE: over a FIFO, a device (`/dev/null`
+    for root) or a link it would put a plain file in their place. As for `--report`, such a
+    FILE is refused before anything runs (exit 2, one line) and left as it was."""
+    os.mkfifo(tree / "j.fifo")
+    (tree / "real.xml").write_text("<kept/>")
+    (tree / "link.xml").symlink_to("real.xml")
+    for name in ("j.fifo", "link.xml"):
+        r = planrun("run", "plan.yaml", "--junit", name, cwd=tree)
+        assert r.code == 2, r
+        assert_no_traceback(r)
+        lines = [ln for ln in r.err.splitlines() if ln.startswith("planrun:")]
+        assert len(lines) == 1 and name in lines[0] and "not replacing it" in lines[0], r
+        assert not (tree / "ran.txt").exists(), "a step ran"
+    assert (tree / "j.fifo").is_fifo()
+    assert (tree / "link.xml").is_symlink() and (tree / "real.xml").read_text() == "<kept/>"
+
+
+@pytest.mark.skipif(
+    not (os.geteuid() == 0 and os.path.exists("/proc/version")), reason="root and /proc only"
+)
+def test_an_events_file_that_opens_but_cannot_be_appended_to_is_named(tree: Path) -> None:
+    # Root may open /proc/version for writing; seeking to its end then fails (EINVAL), an
+    # OSError that carries no file name: the line names the file all the same.
+    r = planrun("run", "plan.yaml", "--events", "/proc/version", cwd=tree)
+    assert r.code == 2, r
+    assert_no_traceback(r)
+    lines = [ln for ln in r.err.splitlines() if ln.startswith("planrun:")]
+    assert len(lines) == 1 and "cannot write /proc/version: " in lines[0], r
+    assert "None" not in lines[0] and not (tree / "ran.txt").exists(), r

@@ -464,3 +464,23 @@ def test_ctrl_c_inside_a_sub_plan_then_resume_continues_it(write, tmp_path):
     r = planrun("resume", "p.yaml", cwd=tmp_path)
     assert r.code == 0, r
     assert (tmp_path / "log").read_text().split() == ["c1", "c2", "after"]
+
+
+@pytest.mark.slow  # a real run killed with SIGKILL
+def test_a_step_killed_while_waiting_to_retry_is_interrupted_without_an_error(tmp_path):
+    """As when the run is interrupted: the step did not fail, its failed attempt is in its
+    attempts log; `status` shows it `interrupted` with error null, and `resume` runs it."""
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nsteps:\n  - {id: flaky, run: 'test -f fixed', retries: 3, retry_delay: 1h}\n"
+    )
+    proc = spawn_planrun("run", "p.yaml", "-q", "--events", "ev.jsonl", cwd=tmp_path)
+    events = tmp_path / "ev.jsonl"
+    wait_until(lambda: events.exists() and "step.retrying" in events.read_text())
+    kill_9(proc)
+    status = planrun("status", "p.yaml", "--output", "json", cwd=tmp_path)
+    assert status.code == 0, status
+    (step,) = status.json["steps"]
+    assert (step["status"], step["attempts"], step["error"]) == ("interrupted", 1, None), step
+    (tmp_path / "fixed").touch()
+    again = planrun("resume", "p.yaml", cwd=tmp_path)
+    assert again.code == 0 and "running 'flaky' again: interrupted last time" in again.err, again

@@ -329,6 +329,36 @@ def test_a_kept_approval_step_is_not_asked_about_again(run, write, tmp_path):
     }
 
 
+GATED_LAST = """
+steps:
+  - {id: build, tool: shell, args: {cmd: "echo build >> log"}}
+  - {id: check, tool: shell, args: {cmd: "test -f fixed"}, depends_on: [build]}
+  - {id: ship, tool: echo, args: {value: 1}, approval: true, depends_on: [check]}
+"""
+
+
+def test_a_resume_blocked_at_its_gate_shows_kept_steps_as_kept_in_every_view(run, write, tmp_path):
+    """Blocked before any step starts (no --yes, no TTY), the resumed run's kept step is
+    `succeeded` and the one it would run again `pending` in --output json, status and JUnit
+    alike: not the previous run's `failed`, nor JUnit's `not started`."""
+    write("p.yaml", GATED_LAST)
+    assert run("run", "p.yaml", "--yes").code == 1
+    (tmp_path / "fixed").touch()
+    r = run("resume", "p.yaml", "--output", "json", "--junit", "j.xml", "--events", "ev.jsonl")
+    assert r.code == 5 and r.json["reason"] == "approval_required", r
+    want = {"build": "succeeded", "check": "pending", "ship": "pending"}
+    assert {s["id"]: s["status"] for s in r.json["steps"]} == want, r
+    status = run("status", "p.yaml", "--output", "json")
+    assert {s["id"]: s["status"] for s in status.json["steps"]} == want, status
+    cases = {tc.get("name"): tc for tc in ET.parse(tmp_path / "j.xml").iter("testcase")}
+    assert cases["build"].find("skipped") is None, ET.tostring(cases["build"])
+    assert "kept from a previous run" in (cases["build"].findtext("system-out") or "")
+    assert cases["check"].find("skipped") is not None
+    started = _events(tmp_path / "ev.jsonl")[0]
+    assert started["event"] == "run.started" and started["kept"] == ["build"], started
+    assert _log(tmp_path) == ["build"]
+
+
 def test_an_approval_step_added_by_the_planner_is_required_not_denied(run, write, tmp_path):
     write(
         "planner.py",

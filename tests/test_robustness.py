@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,10 @@ CORRUPTIONS = [
     ("state", {"steps": {"a": {"status": "succeeded", "title": ["x"]}}}),
     ("state", {"duration_s": "long"}),
     ("state", {"started_at": 5}),
+    ("state", {"steps": []}),
+    ("state", {"variables": []}),
+    ("state", {"variables": None}),
+    ("state", {"revisions": {}}),
 ]
 
 
@@ -542,3 +547,36 @@ def test_sleep_refuses_nan_and_infinity(tmp_path: Path) -> None:
     assert c["status"] == "failed" and "sleep: 'seconds'" in c["error"], c
     # infinity made by an expression fails as the expression's value, before sleep sees it
     assert b["status"] == "failed" and "the value is infinity" in b["error"], b
+
+
+# --- standard output that cannot be written: one line, never a traceback -------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        # the run succeeded, its document is lost: what CI asked for is missing
+        (["run", "p.yaml", "--output", "json"], 1, "No space left on device"),
+        (["validate", "p.yaml", "--format", "json"], 1, "No space left on device"),
+        (["graph", "p.yaml"], 1, "No space left on device"),
+        # an error's JSON document is lost: its line on stderr and its exit code stay
+        (["run", "missing.yaml", "--output", "json"], 2, "plan file not found"),
+        (["status", "p.yaml", "--output", "json"], 4, "no state for plan"),
+    ],
+)
+def test_standard_output_on_a_full_disk_is_one_line(
+    write, tmp_path: Path, args: list[str], code: int, says: str
+) -> None:
+    write("p.yaml", OK_PLAN)
+    env = {**os.environ, "NO_COLOR": "1"}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "planrun", *args],
+            cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            text=True, env=env, timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == code, proc.stderr
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("planrun: error:")]
+    assert len(lines) == 1 and says in lines[0], proc.stderr

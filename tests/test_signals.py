@@ -217,6 +217,91 @@ def test_sigint_while_mcp_servers_start_still_prints_the_document(write, tmp_pat
     assert_no_process_left(mark)
 
 
+def test_sigint_while_mcp_servers_start_never_shows_a_secret(write, tmp_path: Path) -> None:
+    """The run's document, its events and its state are masked from the first instant, not
+    from when its first step is scheduled."""
+    mark = unique_mark()
+    write(
+        "slow_server.py",
+        "import pathlib, sys, time\npathlib.Path('server-started').touch()\ntime.sleep(600)\n",
+    )
+    write(
+        "p.yaml",
+        f"""
+        secrets: [token]
+        servers:
+          slow: {{command: {sys.executable}, args: [slow_server.py, {mark}]}}
+        steps:
+          - {{id: a, tool: slow.anything, args: {{t: "${{token}}"}}}}
+        """,
+    )
+    proc = spawn_planrun(
+        "run", "p.yaml", "--var", "token=hunter2", "--output", "json", "--events", "e.jsonl",
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for_file(tmp_path / "server-started")
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130 and "Traceback" not in err, err
+    assert json.loads(out)["variables"]["token"] == "***", out
+    state = (tmp_path / ".planrun/state/p.json").read_text()
+    for shown in (out, err, (tmp_path / "e.jsonl").read_text(), state):
+        assert "hunter2" not in shown, shown
+    assert_no_process_left(mark)
+
+
+QUICK_SERVER = """
+import pathlib, sys, time
+from mcp.server.mcpserver import MCPServer
+
+if pathlib.Path("slow").exists():  # the resume's server: it never answers
+    pathlib.Path("server-started").touch()
+    time.sleep(600)
+server = MCPServer("quick")
+
+@server.tool()
+def hello() -> str:
+    return "hi"
+
+server.run()
+"""
+
+
+def test_sigint_while_a_resume_starts_its_servers_keeps_the_kept_steps(
+    write, tmp_path: Path
+) -> None:
+    """Stopped at once, a resumed run still shows what it keeps: the step that succeeded last
+    time is `succeeded`, the one it would run again `pending`, in --output json and status."""
+    mark = unique_mark()
+    write("server.py", QUICK_SERVER)
+    write(
+        "p.yaml",
+        f"""
+        servers:
+          quick: {{command: {sys.executable}, args: [server.py, {mark}]}}
+        steps:
+          - {{id: a, tool: quick.hello, args: {{}}}}
+          - {{id: b, tool: shell, args: {{cmd: "test -f fixed"}}, depends_on: [a]}}
+        """,
+    )
+    assert planrun("run", "p.yaml", cwd=tmp_path).code == 1
+    (tmp_path / "slow").touch()
+    proc = spawn_planrun(
+        "resume", "p.yaml", "--output", "json", cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for_file(tmp_path / "server-started")
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130 and "Traceback" not in err, err
+    doc = json.loads(out)
+    assert (doc["status"], doc["reason"]) == ("interrupted", "interrupted"), doc
+    want = {"a": "succeeded", "b": "pending"}
+    assert {s["id"]: s["status"] for s in doc["steps"]} == want, doc
+    assert steps_of(tmp_path) == want
+    assert_no_process_left(mark)
+
+
 LINGERING_SERVER = """
 import pathlib, time
 from mcp.server.mcpserver import MCPServer

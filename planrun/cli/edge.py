@@ -62,7 +62,12 @@ def guard(fn: F) -> F:
                 raise _telling_leaf(group) from None
         except PlanInvalid as exc:
             fmt = kwargs.get("output") or kwargs.get("fmt") or "text"
-            print_diagnostics(exc.diagnostics, "json" if fmt == "json" else "text")
+            try:
+                print_diagnostics(exc.diagnostics, "json" if fmt == "json" else "text")
+            except OSError as lost:
+                if not _stdout_lost(lost):
+                    raise
+                fail(f"cannot write to standard output: {lost.strerror or lost}", exc.exit_code)
             sys.exit(int(exc.exit_code))
         except PlanrunError as exc:
             _error_document(kwargs, str(exc), exc.exit_code)
@@ -76,6 +81,8 @@ def guard(fn: F) -> F:
         except Exception as exc:  # a bug: one line and where to report it
             if isinstance(exc, click.exceptions.Exit | click.ClickException):
                 raise  # its exit, a usage error: click itself handles them
+            if isinstance(exc, OSError) and _stdout_lost(exc):  # a full disk, not a bug
+                fail(f"cannot write to standard output: {exc.strerror or exc}", ExitCode.RUN_FAILED)
             message = (
                 f"internal error: {type(exc).__name__}: {exc} "
                 "(this is a bug in planrun; please report it with the plan that caused it)"
@@ -102,7 +109,32 @@ def _error_document(options: dict[str, Any], message: str, code: ExitCode) -> No
     JSON document on stdout too, `{"error", "exit_code"}`, as exit 3 gives its diagnostics:
     a consumer parsing stdout always gets one document."""
     if (options.get("output") or options.get("fmt")) == "json":
-        click.echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
+        try:
+            click.echo(json.dumps({"error": message, "exit_code": int(code)}, indent=2))
+        except OSError as exc:
+            if not _stdout_lost(exc):
+                raise  # the error's line on stderr and its exit code say it all the same
+
+
+def _stdout_lost(exc: OSError) -> bool:
+    """Whether `exc` is a write to standard output that failed (a full disk: what it held is
+    lost); if so, standard output is pointed at /dev/null, so nothing fails again at exit.
+    Every write to it goes through click.echo, whose frame says which stream it wrote."""
+    tb, stream = exc.__traceback__, None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "echo" and frame.f_globals.get("__name__") == "click.utils":
+            stream = frame.f_locals.get("file")
+        tb = tb.tb_next
+    try:
+        if stream is None or stream.fileno() != sys.stdout.fileno():
+            return False
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # a stream without a descriptor
+        return False
+    return True
 
 
 def print_diagnostics(diags: list[Any], fmt: str) -> None:

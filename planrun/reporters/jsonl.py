@@ -65,7 +65,12 @@ class JsonLinesReporter:
         self.failures = WriteFailures() if failures is None else failures
         # Like pytest's --junitxml, create the directory so `--events out/run.jsonl` just works.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: Any = os.fdopen(_open_append(self.path), "ab", buffering=0)
+        fd = _open_append(self.path)
+        try:
+            self._file: Any = os.fdopen(fd, "ab", buffering=0)
+        except OSError as exc:  # seeking to the end (procfs: EINVAL) names no file: this one
+            os.close(fd)
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
     def handle(self, event: RunEvent) -> None:
         if isinstance(event, StepOutput) or self._file is None:

@@ -20,6 +20,7 @@ How step statuses map to JUnit (CI systems only know passed / failure / error / 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import socket
@@ -29,7 +30,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 
-from planrun.atomicwrite import atomic_write
+from planrun.atomicwrite import atomic_write, not_replaceable
 from planrun.reporters.failures import WriteFailures
 from planrun.reporters.tally import RunTally
 from planrun.run.events import (
@@ -128,12 +129,20 @@ class JUnitReporter:
         self.tally = RunTally()  # the run's count, kept as the console keeps it
         self._closed = False
         # Fail now (OSError), not after the run, when the report cannot be written there.
+        self._refuse_replacing()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=self.path.parent, prefix=".planrun-"):
                 pass
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror, str(self.path)) from None
+
+    def _refuse_replacing(self) -> None:
+        """OSError if the path is a link, FIFO or device: renamed over, it would be a plain
+        file in their place (as root, `--junit /dev/null` would replace /dev/null)."""
+        kind = not_replaceable(str(self.path))
+        if kind is not None:
+            raise OSError(errno.EEXIST, f"it is {kind}; not replacing it", str(self.path))
 
     def _suite(self, plan: str) -> _Suite:
         return self._suites.get(plan) or self._suites.setdefault(plan, _Suite(plan))
@@ -223,6 +232,7 @@ class JUnitReporter:
         ET.indent(root)
         try:  # as the HTML report: a temporary file renamed (none left on a full disk), 0644
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._refuse_replacing()  # again: it may have appeared during the run
             atomic_write(str(self.path), ET.tostring(root, "utf-8", xml_declaration=True))
         except OSError as exc:
             self.failures.add(self.path, exc)

@@ -99,8 +99,9 @@ class RunContext:
         """What masks the document of a run blocked at its gate."""
         raise NotImplementedError
 
-    def record_blocked(self, prep: Prepared, doc: dict[str, Any]) -> None:
-        """Record a run blocked at its gate where its runs are recorded."""
+    def record_blocked(self, prep: Prepared, doc: dict[str, Any], kept: dict[str, Any]) -> None:
+        """Record a run blocked at its gate where its runs are recorded (`kept`: on resume,
+        the steps kept from the previous run, by id)."""
         raise NotImplementedError
 
     def cache_options(self, prep: Prepared) -> CacheOptions | None:
@@ -158,10 +159,10 @@ class RootContext(RunContext):
     def blocked_masker(self, prep: Prepared) -> Callable[[Any], Any]:
         return prep.masker(prep.variables)
 
-    def record_blocked(self, prep: Prepared, doc: dict[str, Any]) -> None:
+    def record_blocked(self, prep: Prepared, doc: dict[str, Any], kept: dict[str, Any]) -> None:
         from planrun.run.unstarted import record_blocked  # its state, events and JUnit say it
 
-        record_blocked(self.request, prep, doc)
+        record_blocked(self.request, prep, doc, kept)
 
     def cache_options(self, prep: Prepared) -> CacheOptions | None:
         req = self.request
@@ -207,9 +208,11 @@ class RootContext(RunContext):
         return None
 
     def stopped_while_starting(self, prep: Prepared, bus: EventBus, resumed: bool) -> Finished:
+        from planrun.run.runstate import kept_on_resume
         from planrun.run.unstarted import stopped_while_starting
 
-        return stopped_while_starting(prep, bus, resumed)
+        kept = kept_on_resume(self.request, prep) if resumed else None
+        return stopped_while_starting(prep, bus, resumed, kept)
 
     def tree(
         self, plan: Plan, attached: Attached, executor: ToolCaller, opened: OpenedState
@@ -268,7 +271,7 @@ class ChildContext(RunContext):
     def blocked_masker(self, prep: Prepared) -> Callable[[Any], Any]:
         return self.parent.masks
 
-    def record_blocked(self, prep: Prepared, doc: dict[str, Any]) -> None:
+    def record_blocked(self, prep: Prepared, doc: dict[str, Any], kept: dict[str, Any]) -> None:
         return None  # the parent's `plan` step records it
 
     def cache_options(self, prep: Prepared) -> CacheOptions | None:

@@ -84,7 +84,11 @@ async def launch(ctx: RunContext, prep: Prepared, run_plan: RunPlanFn) -> Finish
                 executor = own = _make_executor(req.executor_request, req.cwd, plan, executor)
                 await own.start()
         except asyncio.CancelledError:
-            return ctx.stopped_while_starting(prep, attached.bus, opened.previous is not None)
+            if plan.secrets:  # masked from the first event, as once the steps are scheduled
+                attached.masks.add(prep.masker(prep.variables))
+            stopped = ctx.stopped_while_starting(prep, attached.bus, opened.previous is not None)
+            stopped.document = mask_keeping_names(attached.masks, stopped.document)
+            return stopped
         groups = _process_groups(ctx, plan)
         here = ctx.tree(plan, attached, executor, opened)._replace(groups=groups, run_plan=run_plan)
         added = prep.added_environment()

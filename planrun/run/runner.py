@@ -227,7 +227,7 @@ def gate(ctx: RunContext, prep: Prepared) -> Finished | None:
         return None
     doc = blocked_document(prep.plan, prep.selected, gated, kept, prep.variables)
     doc = mask_keeping_names(ctx.blocked_masker(prep), doc)
-    ctx.record_blocked(prep, doc)  # a top-level run's state, events and JUnit say it
+    ctx.record_blocked(prep, doc, kept)  # a top-level run's state, events and JUnit say it
     return Finished(doc, ExitCode.BLOCKED)
 
 

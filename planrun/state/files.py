@@ -15,23 +15,10 @@ import errno
 import os
 import stat
 
+from planrun.atomicwrite import file_kind
 from planrun.errors import StateError
 
 _SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def refuse(path: str, what: str) -> StateError:
@@ -46,7 +33,7 @@ def check_not_special(path: str) -> None:
     except OSError:
         return  # missing, or its directory cannot be made: writing it will say so
     if not stat.S_ISREG(st.st_mode):
-        raise refuse(path, _kind(st.st_mode))
+        raise refuse(path, file_kind(st.st_mode))
 
 
 def open_regular(path: str, flags: int, mode: int = 0o600, *, own: bool = False) -> int:
@@ -66,7 +53,7 @@ def open_regular(path: str, flags: int, mode: int = 0o600, *, own: bool = False)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise refuse(path, _kind(st.st_mode))
+            raise refuse(path, file_kind(st.st_mode))
         if own and st.st_nlink > 1:
             raise refuse(path, "a hard link to another file")
     except BaseException:

@@ -25,6 +25,7 @@ from planrun.state.model import (
 )
 from planrun.state.reduce import apply
 from planrun.status import RUN_STATUSES, Status
+from planrun.text import kind_of
 from planrun.untrusted_json import loads
 
 
@@ -108,13 +109,15 @@ def _state_from_json(doc: Any, path: str, plan_name: str) -> tuple[RunState, str
     if plan != plan_name:
         raise StateError(f"state file {path} belongs to plan {plan!r}, not {plan_name!r}")
     try:
-        steps_doc = doc.get("steps") or {}
+        # Absent is empty; present, each has the one type the snapshot writes ([] or null
+        # where an object belongs is as corrupt as a string).
+        steps_doc = doc.get("steps", {})
         if not isinstance(steps_doc, dict):
-            raise ValueError("steps is not an object")
-        variables = doc.get("variables") or {}
-        revisions = doc.get("revisions") or []
+            raise ValueError(f"steps is {kind_of(steps_doc)}, not an object")
+        variables = doc.get("variables", {})
+        revisions = doc.get("revisions", [])
         if not isinstance(variables, dict):
-            raise ValueError("variables is not an object")
+            raise ValueError(f"variables is {kind_of(variables)}, not an object")
         check_revisions(revisions)
         check_run_fields(doc, RUN_STATUSES)
         state = RunState(
@@ -226,6 +229,6 @@ def mark_abandoned(state: RunState, path: str | os.PathLike[str]) -> RunState:
         if state.error is None:
             state.error = f"planrun (pid {state.pid}) stopped without finishing the run"
         for step in state.steps.values():
-            if step.status == Status.RUNNING:
-                step.status = Status.INTERRUPTED
+            if step.status == Status.RUNNING:  # as a live run records it: stopped, no error
+                step.status, step.error = Status.INTERRUPTED, None
     return state

@@ -102,7 +102,9 @@ def apply_step_event(step: StepState, event: StepEvent, ts: str) -> bool:
             step.status, step.reason, step.error = Status.SKIPPED, event.reason, event.error
             step.ended_at = ts
         case StepInterrupted():
-            step.status = Status.INTERRUPTED
+            # Stopped, not failed: an attempt's error before the stop stays in attempts_log
+            # (set by StepRetrying while the step waited to retry), as the run document has it.
+            step.status, step.error = Status.INTERRUPTED, None
             finish_step(step, event, ts)
         case StepCached():
             step.status = Status.CACHED

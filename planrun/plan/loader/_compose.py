@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import yaml
-from yaml.error import MarkedYAMLError
+from yaml.error import Mark, MarkedYAMLError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.reader import ReaderError
 
@@ -98,7 +98,7 @@ def compose_or_raise(text: str, file: str) -> Node | None:
     try:
         return compose_document(text)
     except MarkedYAMLError as exc:
-        raise _too_deep_before(exc, text, file) or _yaml_error(exc, file) from None
+        raise _too_deep_before(exc, text, file) or _yaml_error(exc, text, file) from None
     except ReaderError as exc:
         # libyaml reports a byte offset into the UTF-8 encoding.
         prefix = text.encode("utf-8", "surrogatepass")[: exc.position]
@@ -144,12 +144,12 @@ def _too_deep_before(exc: MarkedYAMLError, text: str, file: str) -> PlanInvalid 
     return None
 
 
-def _yaml_error(exc: MarkedYAMLError, file: str) -> PlanInvalid:
+def _yaml_error(exc: MarkedYAMLError, text: str, file: str) -> PlanInvalid:
     mark = exc.problem_mark or exc.context_mark
-    line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+    line, col = _place(mark, text) if mark is not None else (1, 1)
     problem = exc.problem or exc.context or "cannot parse"
     context = exc.context or ""
-    context_line = exc.context_mark.line + 1 if exc.context_mark is not None else None
+    context_line = _place(exc.context_mark, text)[0] if exc.context_mark is not None else None
     if problem == "but found another document":
         message = "a plan file holds one YAML document, but a second one starts here"
     elif context.startswith("found duplicate anchor"):
@@ -159,6 +159,15 @@ def _yaml_error(exc: MarkedYAMLError, file: str) -> PlanInvalid:
         if exc.problem and context and context_line is not None:
             message += f" ({context} at line {context_line})"
     return invalid(file, line, col, message)
+
+
+def _place(mark: Mark, text: str) -> tuple[int, int]:
+    """1-based (line, col) of libyaml's 0-based mark, kept inside the text: libyaml puts the
+    end of a text without a final line break at the start of a line after it."""
+    if mark.index >= len(text) and mark.line > 0 and mark.column == 0 and text[-1:] not in "\n\r":
+        # the end of the last line: as many characters after the last line break
+        return mark.line, len(text) - max(text.rfind("\n"), text.rfind("\r"))
+    return mark.line + 1, mark.column + 1
 
 
 # --------------------------------------------------------------------------- YAML: values
