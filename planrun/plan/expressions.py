@@ -376,9 +376,11 @@ def has_template(value: Any) -> bool:
 
 
 def template_strings(
-    value: Any, path: tuple[str | int, ...] = ()
+    value: Any, path: tuple[str | int, ...] = (), *, keys: bool = False
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """Every string holding `${` inside a JSON-like value, with its path (keys are not templated)."""
+    """Every string holding `${` inside a JSON-like value, with its path; with `keys`, the
+    mapping keys holding one too (a step's `args` and `env`: see render_value), each with the
+    path of its value."""
     found: list[tuple[tuple[str | int, ...], str]] = []
     stack: list[tuple[tuple[str | int, ...], Any]] = [(path, value)]
     while stack:  # a loop, not recursive generators: this runs over every value of a plan
@@ -388,6 +390,8 @@ def template_strings(
                 found.append((where, item))
             continue
         if isinstance(item, dict):
+            if keys:
+                found.extend(((*where, k), k) for k in item if isinstance(k, str) and "${" in k)
             children: Iterable[tuple[str | int, Any]] = reversed(item.items())
         elif isinstance(item, list):
             children = reversed(list(enumerate(item)))
@@ -413,9 +417,12 @@ def resolve(
     return render_value(value, evaluator(scope), path)
 
 
-def render_value(value: Any, evaluate: Evaluate, path: tuple[str | int, ...] = ()) -> Any:
+def render_value(
+    value: Any, evaluate: Evaluate, path: tuple[str | int, ...] = (), *, keys: bool = False
+) -> Any:
     """`value` with every template rendered, each expression's value given by `evaluate`.
-    ExpressionError messages gain the value's path."""
+    ExpressionError messages gain the value's path. With `keys` (a step's `args` and `env`,
+    where every string is a template), mapping keys are rendered too, always to text."""
     if isinstance(value, str):
         tpl = parse_template(value)
         if tpl is None:
@@ -428,16 +435,35 @@ def render_value(value: Any, evaluate: Evaluate, path: tuple[str | int, ...] = (
                 f"{where}: {exc.message}" if where else exc.message, name=exc.name
             ) from None
     if isinstance(value, dict):
-        return {k: render_value(v, evaluate, (*path, k)) for k, v in value.items()}
+        if keys and any(isinstance(k, str) and "${" in k for k in value):
+            return _render_mapping(value, evaluate, path)
+        return {k: render_value(v, evaluate, (*path, k), keys=keys) for k, v in value.items()}
     if isinstance(value, list):
-        return [render_value(v, evaluate, (*path, i)) for i, v in enumerate(value)]
+        return [render_value(v, evaluate, (*path, i), keys=keys) for i, v in enumerate(value)]
     return value
+
+
+def _render_mapping(
+    value: dict[str, Any], evaluate: Evaluate, path: tuple[str | int, ...]
+) -> dict[str, Any]:
+    """A mapping whose keys hold `${...}`: each key rendered as text (a key that is one
+    expression of another type reads as JSON, `${1 + 1}` as `2`). Two keys that render alike
+    are an error: one value would silently replace the other."""
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        name = to_text(render_value(k, evaluate, (*path, k))) if isinstance(k, str) else k
+        if name in out:
+            where = format_path(path)
+            message = f"two keys render as {name!r}"
+            raise ExpressionError(f"{where}: {message}" if where else message)
+        out[name] = render_value(v, evaluate, (*path, k), keys=True)
+    return out
 
 
 def render_args(args: dict[str, Any], evaluate: Evaluate) -> dict[str, Any]:
     """A tool's arguments rendered plainly: how a tool without its own rendering gets them
     (planrun.tools.base.ToolSpec.render)."""
-    rendered: dict[str, Any] = render_value(args, evaluate, ("args",))
+    rendered: dict[str, Any] = render_value(args, evaluate, ("args",), keys=True)
     return rendered
 
 
