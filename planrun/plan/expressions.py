@@ -306,6 +306,59 @@ def _compiled(source: str) -> Any:
 
 
 _UNDEFINED_RE = r"^'([^']+)' is undefined$"
+_NO_PART_RE = r"has no (?:attribute '([^']*)'|element '?(.*?)'?)$"
+
+
+def _missing_reference(source: str, scope: Mapping[str, Any], message: str) -> str | None:
+    """The reference (`r.x.nope`, `l[3]`) whose last part is missing, for Jinja2's
+    "'dict object' has no attribute 'nope'" inside a larger expression: each reference the
+    expression reads through literal keys and indexes is walked over `scope` as a plain one
+    is (Expr.evaluate), and the first whose walk stops at the part Jinja2 names is it. None
+    when no reference explains the message (an attribute a filter looked up)."""
+    from jinja2 import nodes
+    from jinja2.parser import Parser
+
+    found = re.search(_NO_PART_RE, message)
+    if found is None:
+        return None
+    part = found.group(1) if found.group(1) is not None else found.group(2)
+    node = Parser(_environment(), source, state="variable").parse_expression()
+    for sub in (node, *node.find_all(nodes.Node)):  # outermost first: r.x.z before r.x
+        chain = _reference(sub, nodes)
+        if chain is None or chain[0] not in scope:
+            continue
+        missing = _walk(scope[chain[0]], chain)
+        if missing is not None and str(missing[1]) == part:
+            return missing[0]
+    return None
+
+
+def _walk(value: Any, chain: list[Any]) -> tuple[str, Any] | None:
+    """(the reference up to its first missing part, that part), or None when all is there."""
+    walked = chain[0]
+    for acc in chain[1:]:
+        walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
+        try:
+            value = value[acc]
+        except (KeyError, IndexError, TypeError):
+            return walked, acc
+    return None
+
+
+def _reference(node: Any, nodes: Any) -> list[Any] | None:
+    """[root, key or index, ...] for `a.b['c'][0]` read with literals; None for anything else."""
+    accessors: list[Any] = []
+    while isinstance(node, nodes.Getattr | nodes.Getitem):
+        if isinstance(node, nodes.Getattr):
+            accessors.append(node.attr)
+        elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str | int):
+            accessors.append(node.arg.value)
+        else:
+            return None
+        node = node.node
+    if not accessors or not isinstance(node, nodes.Name):
+        return None
+    return [node.name, *reversed(accessors)]
 
 
 class _NotFinite(Exception):
@@ -346,8 +399,9 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
         return value
     except UndefinedError as exc:
         m = re.match(_UNDEFINED_RE, str(exc.message))
-        if m:
-            raise ExpressionError(f"undefined name '{m.group(1)}'", name=m.group(1)) from None
+        missing = m.group(1) if m else _missing_reference(source, scope, str(exc.message))
+        if missing:
+            raise ExpressionError(f"undefined name '{missing}'", name=missing) from None
         raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None
     except TooLarge as exc:
         raise ExpressionError(f"in '${{{source}}}': {exc}") from None
