@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -471,6 +472,41 @@ def test_write_file_failures_say_what_is_in_the_way(ctx: ToolContext, tmp_path: 
         "is a directory, not a file: d/inner"
     )
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["d", "inner", "plain"]
+
+
+def test_write_file_never_replaces_a_fifo_or_a_device(ctx: ToolContext, tmp_path: Path) -> None:
+    # Renamed over, a FIFO (or, for root, `/dev/null` itself) would become a plain file.
+    os.mkfifo(tmp_path / "pipe")
+    assert fails("write_file", {"path": "pipe", "content": "x"}, ctx).message == (
+        "pipe is a FIFO, not a regular file"
+    )
+    assert stat.S_ISFIFO((tmp_path / "pipe").stat().st_mode)
+    os.symlink("pipe", tmp_path / "to-pipe")
+    assert fails("write_file", {"path": "to-pipe", "content": "x"}, ctx).message == (
+        "to-pipe is a FIFO, not a regular file"
+    )
+    os.symlink("/dev/null", tmp_path / "null")
+    assert fails("write_file", {"path": "null", "content": "x"}, ctx).message == (
+        "null is a device, not a regular file"
+    )
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["null", "pipe", "to-pipe"]  # no temp file left
+
+
+def test_write_file_writes_through_a_symbolic_link(ctx: ToolContext, tmp_path: Path) -> None:
+    # As `echo x > link` does: the file the link names gets the content, the link stays.
+    (tmp_path / "real.txt").write_text("old")
+    os.symlink("real.txt", tmp_path / "link.txt")
+    assert call("write_file", {"path": "link.txt", "content": "new"}, ctx) == {
+        "path": "link.txt",
+        "bytes": 3,
+    }
+    assert (tmp_path / "link.txt").is_symlink()
+    assert (tmp_path / "real.txt").read_text() == "new"
+    os.symlink("made.txt", tmp_path / "dangling")  # a link to nothing yet: the target is made
+    call("write_file", {"path": "dangling", "content": "made"}, ctx)
+    assert (tmp_path / "dangling").is_symlink()
+    assert (tmp_path / "made.txt").read_text() == "made"
 
 
 def test_plan_arguments_are_checked_as_every_tool_checks_its_own(ctx: ToolContext) -> None:
