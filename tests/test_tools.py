@@ -658,6 +658,15 @@ def test_http_connection_refused_and_timeout(ctx: ToolContext, server: str) -> N
     )
 
 
+def test_http_port_out_of_range_is_an_invalid_url(ctx: ToolContext) -> None:
+    # The URL parser takes any number; the socket refused it from inside the client's task
+    # group, and the step said "ExceptionGroup: unhandled errors in a TaskGroup".
+    for url in ("http://127.0.0.1:99999/", "http://127.0.0.1:-1/"):
+        assert fails("http", {"url": url}, ctx).message == (
+            f"http: invalid URL {url!r}: the port must be 0 to 65535"
+        )
+
+
 # --- python -----------------------------------------------------------------------------------
 
 

@@ -64,6 +64,7 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
     import httpx2
 
+    _check_port(url)
     request: dict[str, Any] = {"headers": headers}
     if "json" in args:
         request["json"] = args["json"]
@@ -89,6 +90,8 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raise ToolFailed(f"{method} {url} failed: {_reason(exc)}") from None
     except TypeError as exc:  # e.g. a `json` value that cannot be encoded
         raise ToolFailed(f"http: cannot encode the request: {exc}") from None
+    except ExceptionGroup as group:  # a socket's own error, from inside the client's tasks
+        raise ToolFailed(f"{method} {url} failed: {_reason(_first_leaf(group))}") from None
 
     result: dict[str, Any] = {"status": response.status_code, "headers": dict(response.headers)}
     text = body.decode(response.encoding or "utf-8", errors="replace")
@@ -122,6 +125,24 @@ async def _fetch(
                 )
             chunks.append(chunk)
     return response, b"".join(chunks)
+
+
+def _check_port(url: str) -> None:
+    """The URL's port is one a socket takes: the parser reads any number, and the socket's
+    refusal would come from inside the client's task group."""
+    import httpx2
+
+    try:
+        port = httpx2.URL(url).port
+    except httpx2.InvalidURL as exc:
+        raise ToolFailed(f"http: invalid URL {url!r}: {_reason(exc)}") from None
+    if port is not None and not 0 <= port <= 65535:
+        raise ToolFailed(f"http: invalid URL {url!r}: the port must be 0 to 65535")
+
+
+def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _expect_status(value: Any) -> list[int] | None:
