@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from functools import lru_cache
 from typing import Any
 
@@ -365,9 +365,20 @@ class _NotFinite(Exception):
     """An expression gave infinity or NaN, which JSON has no number for."""
 
 
-def _reject_undefined(value: Any, undefined: type) -> None:
-    """Raise the UndefinedError of the first undefined value anywhere in `value`, or
-    _NotFinite for infinity or NaN.
+class _NotJson(Exception):
+    """An expression gave a value JSON has no form for (a function, a cycler); the message is
+    its type's name."""
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _json_value(value: Any, undefined: type) -> Any:
+    """`value` as the JSON value it stands for: a range, a mapping's keys or items and a
+    filter's generator (`map`, `reverse`) are lists, so no Python repr (`range(0, 3)`, an
+    object's address) reaches a result or a template. Raise the UndefinedError of the first
+    undefined value anywhere in it, _NotFinite for infinity or NaN, _NotJson for a value JSON
+    has no form for.
 
     A filter such as `map(attribute='a')` over a list holding null yields undefined values
     inside a list; they must fail the expression here, not later when the value is used.
@@ -375,16 +386,46 @@ def _reject_undefined(value: Any, undefined: type) -> None:
     and `NaN`, which no JSON reader takes.
     """
     stack = [value]
-    while stack:
+    while stack:  # the usual case: JSON already, checked without a copy
         item = stack.pop()
         if isinstance(item, undefined):
             item._fail_with_undefined_error()  # type: ignore[attr-defined]
         elif isinstance(item, float) and not math.isfinite(item):
             raise _NotFinite("NaN" if math.isnan(item) else "infinity")
-        elif isinstance(item, dict):
+        elif type(item) is dict:
+            if not all(isinstance(k, _SCALARS) for k in item):
+                return _converted(value, undefined)
             stack.extend(item.values())
-        elif isinstance(item, list | tuple):
+        elif type(item) is list or type(item) is tuple:
             stack.extend(item)
+        elif type(item) not in _SCALARS:
+            return _converted(value, undefined)
+    return value
+
+
+def _converted(value: Any, undefined: type) -> Any:
+    """`value` made of dicts, lists and scalars (_json_value)."""
+    if isinstance(value, undefined):
+        value._fail_with_undefined_error()  # type: ignore[attr-defined]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _NotFinite("NaN" if math.isnan(value) else "infinity")
+    if isinstance(value, bool):
+        return value
+    for kind in (str, int, float):  # a subclass (Markup) as its plain value
+        if isinstance(value, kind):
+            return value if type(value) is kind else kind(value)
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, _SCALARS):
+                raise _NotJson(f"mapping with a {type(k).__name__} key")
+            out[_converted(k, undefined)] = _converted(v, undefined)
+        return out
+    if isinstance(value, list | tuple | range | Iterator | KeysView | ValuesView | ItemsView):
+        return [_converted(v, undefined) for v in value]
+    raise _NotJson(type(value).__name__)
 
 
 def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
@@ -394,9 +435,7 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
     from planrun.plan.sandbox import TooLarge
 
     try:
-        value = _compiled(source)(**scope)
-        _reject_undefined(value, Undefined)
-        return value
+        return _json_value(_compiled(source)(**scope), Undefined)
     except UndefinedError as exc:
         m = re.match(_UNDEFINED_RE, str(exc.message))
         missing = m.group(1) if m else _missing_reference(source, scope, str(exc.message))
@@ -408,6 +447,10 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
     except _NotFinite as exc:
         raise ExpressionError(
             f"in '${{{source}}}': the value is {exc}, which JSON has no number for"
+        ) from None
+    except _NotJson as exc:
+        raise ExpressionError(
+            f"in '${{{source}}}': the value is a {exc}, which is not JSON"
         ) from None
     except SecurityError as exc:
         raise ExpressionError(f"in '${{{source}}}': not allowed: {exc}") from None
