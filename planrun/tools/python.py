@@ -84,8 +84,13 @@ async def _call(fn: Any, kwargs: dict[str, Any], target: str) -> Any:
                 raise raised
             if inspect.isawaitable(value):
                 value = await value
-    except asyncio.CancelledError:
-        raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # planrun stops the step (a timeout, an abort, Ctrl-C)
+        # The function's own: a failure like any exception, never an interrupted step.
+        message = f"CancelledError: {exc}" if str(exc) else "CancelledError"
+        raise ToolFailed(message, detail=_user_traceback(exc)) from None
     except SystemExit as exc:
         if exc.code is None or exc.code == 0:
             return None  # a clean exit: the function is done and returned nothing
