@@ -129,6 +129,27 @@ def test_a_function_raising_cancelled_error_fails_its_step(run, write):
     assert steps["after"]["status"] == "skipped"
 
 
+def test_an_exception_that_cannot_be_shown_is_named_by_its_type(run, write):
+    # str() of it raises: the step names the function's exception, not the error of its str().
+    write(
+        "badexc.py",
+        """
+        class Unprintable(Exception):
+            def __str__(self):
+                raise RuntimeError("str failed")
+
+
+        def fails():
+            raise Unprintable()
+        """,
+    )
+    write("plan.yaml", "steps:\n  - {id: a, tool: python, args: {function: 'badexc:fails'}}\n")
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["steps"][0]["error"] == "Unprintable", r
+    assert "raise Unprintable()" in r.err, r  # its traceback, as for any exception
+
+
 def test_prints_of_a_failing_function_are_in_its_failure(run, write):
     write("steplib.py", MODULE)
     write(
