@@ -617,6 +617,43 @@ def test_http_sends_json_or_a_text_body_with_headers(ctx: ToolContext, server: s
     assert (sent["method"], sent["body"]) == ("PUT", "raw")
 
 
+def test_http_header_values_beyond_ascii_are_sent_as_utf8(ctx: ToolContext, server: str) -> None:
+    # As curl sends them; the library's own encoding (ASCII) failed the step with its
+    # UnicodeEncodeError. A name is a token, and a value holds no line break.
+    headers = {"X-Token": "café ✓"}
+    sent = call("http", {"method": "PUT", "url": f"{server}/echo", "headers": headers}, ctx)
+    assert sent["json"]["token"].encode("latin-1").decode("utf-8") == "café ✓"
+    for name, value, message in (
+        ("X-é", "v", "http: header name 'X-é' is not an HTTP token"),
+        ("X-T", "a\nb", "http: header 'X-T' holds a line break or a NUL byte"),
+        ("X-T", "\ud800", "http: header 'X-T' contains text that is not valid Unicode"),
+    ):
+        got = fails("http", {"url": server, "headers": {name: value}}, ctx).message
+        assert got.startswith(message), got
+
+
+def test_text_that_is_not_unicode_fails_a_step_in_planruns_words(run, write) -> None:
+    # A lone surrogate (a python step's result) given to a file or http tool: one line that
+    # says so, not Python's "UnicodeEncodeError: 'utf-8' codec can't encode ...".
+    write("surrogate.py", "def text():\n    return 'a\\ud800'\n")
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: s, tool: python, args: {function: "surrogate:text"}, result_variable: t}
+          - {id: w, tool: write_file, args: {path: out.txt, content: "${t}"}}
+          - {id: p, tool: read_file, args: {path: "${t}"}}
+          - {id: h, tool: http, args: {method: POST, url: "http://127.0.0.1:9/", body: "${t}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--keep-going", "--output", "json")
+    assert r.code == 1, r
+    errors = {s["id"]: s["error"] for s in r.json["steps"]}
+    for sid, tool in (("w", "write_file"), ("p", "read_file"), ("h", "http")):
+        expected = f"{tool}: an argument contains text that is not valid Unicode (a lone surrogate)"
+        assert errors[sid] == expected, errors
+
+
 def test_http_status_400_or_more_fails_with_the_body(ctx: ToolContext, server: str) -> None:
     error = fails("http", {"url": f"{server}/missing"}, ctx)
     assert error.message == f"HTTP 404 from GET {server}/missing"

@@ -49,7 +49,7 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     headers = args.get("headers") or {}
     if not isinstance(headers, dict):
         raise ToolFailed(f"http: 'headers' must be a mapping, got {type_name(headers)}")
-    headers = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in headers.items()}
+    headers = _headers(headers)
     body = args.get("body")
     if body is not None and not isinstance(body, str):
         raise ToolFailed(f"http: 'body' must be a string, got {type_name(body)}")
@@ -125,6 +125,26 @@ async def _fetch(
                 )
             chunks.append(chunk)
     return response, b"".join(chunks)
+
+
+def _headers(given: dict[Any, Any]) -> dict[str, bytes]:
+    """The request's headers: each name an HTTP token, each value text (a non-string as JSON)
+    sent as UTF-8, as curl sends what it is given (the library would take ASCII only)."""
+    headers: dict[str, bytes] = {}
+    for name, value in given.items():
+        name = str(name)
+        if not name or not all(c.isascii() and (c.isalnum() or c in _TCHAR) for c in name):
+            raise ToolFailed(f"http: header name {name!r} is not an HTTP token")
+        text = value if isinstance(value, str) else json.dumps(value)
+        if any(c in text for c in "\r\n\0"):
+            raise ToolFailed(f"http: header {name!r} holds a line break or a NUL byte")
+        try:
+            headers[name] = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolFailed(
+                f"http: header {name!r} contains text that is not valid Unicode (a lone surrogate)"
+            ) from None
+    return headers
 
 
 def _check_port(url: str) -> None:
