@@ -94,6 +94,62 @@ def test_exits_and_interrupts_fail_or_succeed_the_step_only(run, write):
     assert {s["status"] for s in status.json["steps"]} == {"succeeded", "failed"}
 
 
+CANCELS = """
+import asyncio
+
+
+async def cancels():
+    raise asyncio.CancelledError("gave up")
+
+
+def cancels_in_thread():
+    raise asyncio.CancelledError()
+"""
+
+
+def test_a_function_raising_cancelled_error_fails_its_step(run, write):
+    # Its own CancelledError is a failure like any exception: the step was not stopped, and
+    # the run (which read it as interrupted) succeeded with a dependent skipped.
+    write("cancellib.py", CANCELS)
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: a, tool: python, args: {function: "cancellib:cancels"}, on_failure: continue}
+          - {id: t, tool: python, args: {function: "cancellib:cancels_in_thread"}, on_failure: continue}
+          - {id: after, tool: echo, args: {value: done}, depends_on: [a]}
+        """,
+    )
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["status"] == "failed" and r.json["reason"] == "step_failed", r
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert (steps["a"]["status"], steps["a"]["error"]) == ("failed", "CancelledError: gave up")
+    assert (steps["t"]["status"], steps["t"]["error"]) == ("failed", "CancelledError")
+    assert steps["after"]["status"] == "skipped"
+
+
+def test_an_exception_that_cannot_be_shown_is_named_by_its_type(run, write):
+    # str() of it raises: the step names the function's exception, not the error of its str().
+    write(
+        "badexc.py",
+        """
+        class Unprintable(Exception):
+            def __str__(self):
+                raise RuntimeError("str failed")
+
+
+        def fails():
+            raise Unprintable()
+        """,
+    )
+    write("plan.yaml", "steps:\n  - {id: a, tool: python, args: {function: 'badexc:fails'}}\n")
+    r = run("run", "plan.yaml", "--output", "json")
+    assert r.code == 1, r
+    assert r.json["steps"][0]["error"] == "Unprintable", r
+    assert "raise Unprintable()" in r.err, r  # its traceback, as for any exception
+
+
 def test_prints_of_a_failing_function_are_in_its_failure(run, write):
     write("steplib.py", MODULE)
     write(

@@ -371,6 +371,42 @@ def test_string_formatting_shows_values_as_json(run, write) -> None:
     assert json.loads(got["s"])["status"] == "succeeded"
 
 
+def test_values_jinja2_makes_read_as_json_never_as_reprs(run, write) -> None:
+    # A range, a mapping's items or a filter's generator is a list; `~`, `string` and `join`
+    # turn values into text as a template does. Python's reprs (with a memory address, new
+    # on every run) never reach a result.
+    write(
+        "p.yaml",
+        """
+        variables: {d: {k: true}, n: null}
+        steps:
+          - {id: r, tool: echo, args: {value: "${ range(3) }"}}
+          - {id: i, tool: echo, args: {value: "${ d.items() }"}}
+          - {id: m, tool: echo, args: {value: "${ [1, 2] | map('string') }"}}
+          - {id: t, tool: echo, args: {value: "r=${ range(2) } m=${ [1] | reverse }"}}
+          - {id: c, tool: echo, args: {value: "${ d ~ n } ${ n | string } ${ [d, n] | join(' ') }"}}
+          - {id: o, tool: echo, args: {value: "${ cycler(1, 2) }"}}
+          - {id: f, tool: echo, args: {value: "x ${ 'abc'.upper }"}}
+        """,
+    )
+    result = run("run", "p.yaml", "--keep-going", "--output", "json")
+    assert result.code == 1, result
+    assert_no_traceback(result)
+    steps = {s["id"]: s for s in result.json["steps"]}
+    got = {k: s["result"] for k, s in steps.items()}
+    assert got["r"] == [0, 1, 2]
+    assert got["i"] == [["k", True]]
+    assert got["m"] == ["1", "2"]
+    assert got["t"] == "r=[0, 1] m=[1]"
+    assert got["c"] == '{"k": true}null null {"k": true} null'
+    assert steps["o"]["error"] == (
+        "step 'o': args.value: in '${ cycler(1, 2) }': the value is a Cycler, which is not JSON"
+    )
+    assert steps["f"]["error"].endswith(
+        "the value is a builtin_function_or_method, which is not JSON"
+    )
+
+
 def test_terminal_safe_removes_sequences_and_shows_controls() -> None:
     from planrun.reporters.termsafe import terminal_safe
 

@@ -248,6 +248,32 @@ def test_undefined_name_at_run_time_names_step_path_and_name(run, write):
     assert r.json["steps"][1]["error"] == "step 'b': args.value: undefined name 'r.missing'"
 
 
+def test_undefined_name_inside_a_larger_expression_is_named_too(run, write):
+    # Not only a plain `${r.missing}`: a name read inside an operation, a filter, a literal
+    # or a condition is named in full, never as Jinja2's "'dict object' has no attribute".
+    write(
+        "p.yaml",
+        """
+        variables: {l: [1]}
+        steps:
+          - {id: a, tool: echo, args: {value: {x: {y: 1}}}, result_variable: r}
+          - {id: b, tool: echo, args: {value: "${r.missing + 1}"}}
+          - {id: c, tool: echo, args: {value: "v=${r.x['nope'] | upper}"}}
+          - {id: d, tool: echo, args: {value: "${[l[3], 1]}"}}
+          - {id: e, tool: echo, when: "r.x.z == 1", args: {value: 1}}
+          - {id: f, tool: echo, args: {value: "${r.missing.deeper | default(3)}"}}
+    """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--keep-going")
+    assert r.code == 1, r
+    errors = {s["id"]: s["error"] for s in r.json["steps"]}
+    assert errors["b"] == "step 'b': args.value: undefined name 'r.missing'", errors
+    assert errors["c"] == "step 'c': args.value: undefined name 'r.x.nope'", errors
+    assert errors["d"] == "step 'd': args.value: undefined name 'l[3]'", errors
+    assert errors["e"] == "step 'e': when: undefined name 'r.x.z'", errors
+    assert errors["f"] == "step 'f': args.value: undefined name 'r.missing'", errors
+
+
 def test_variable_precedence_and_types(run, write):
     write("vars.yaml", "a: file\nb: file\nn: 1\n")
     write(

@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -473,6 +474,41 @@ def test_write_file_failures_say_what_is_in_the_way(ctx: ToolContext, tmp_path: 
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["d", "inner", "plain"]
 
 
+def test_write_file_never_replaces_a_fifo_or_a_device(ctx: ToolContext, tmp_path: Path) -> None:
+    # Renamed over, a FIFO (or, for root, `/dev/null` itself) would become a plain file.
+    os.mkfifo(tmp_path / "pipe")
+    assert fails("write_file", {"path": "pipe", "content": "x"}, ctx).message == (
+        "pipe is a FIFO, not a regular file"
+    )
+    assert stat.S_ISFIFO((tmp_path / "pipe").stat().st_mode)
+    os.symlink("pipe", tmp_path / "to-pipe")
+    assert fails("write_file", {"path": "to-pipe", "content": "x"}, ctx).message == (
+        "to-pipe is a FIFO, not a regular file"
+    )
+    os.symlink("/dev/null", tmp_path / "null")
+    assert fails("write_file", {"path": "null", "content": "x"}, ctx).message == (
+        "null is a device, not a regular file"
+    )
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["null", "pipe", "to-pipe"]  # no temp file left
+
+
+def test_write_file_writes_through_a_symbolic_link(ctx: ToolContext, tmp_path: Path) -> None:
+    # As `echo x > link` does: the file the link names gets the content, the link stays.
+    (tmp_path / "real.txt").write_text("old")
+    os.symlink("real.txt", tmp_path / "link.txt")
+    assert call("write_file", {"path": "link.txt", "content": "new"}, ctx) == {
+        "path": "link.txt",
+        "bytes": 3,
+    }
+    assert (tmp_path / "link.txt").is_symlink()
+    assert (tmp_path / "real.txt").read_text() == "new"
+    os.symlink("made.txt", tmp_path / "dangling")  # a link to nothing yet: the target is made
+    call("write_file", {"path": "dangling", "content": "made"}, ctx)
+    assert (tmp_path / "dangling").is_symlink()
+    assert (tmp_path / "made.txt").read_text() == "made"
+
+
 def test_plan_arguments_are_checked_as_every_tool_checks_its_own(ctx: ToolContext) -> None:
     # Templated arguments reach the tool unchecked by validation: the same words as the
     # other tools (and as validation says them for literal ones).
@@ -581,6 +617,43 @@ def test_http_sends_json_or_a_text_body_with_headers(ctx: ToolContext, server: s
     assert (sent["method"], sent["body"]) == ("PUT", "raw")
 
 
+def test_http_header_values_beyond_ascii_are_sent_as_utf8(ctx: ToolContext, server: str) -> None:
+    # As curl sends them; the library's own encoding (ASCII) failed the step with its
+    # UnicodeEncodeError. A name is a token, and a value holds no line break.
+    headers = {"X-Token": "café ✓"}
+    sent = call("http", {"method": "PUT", "url": f"{server}/echo", "headers": headers}, ctx)
+    assert sent["json"]["token"].encode("latin-1").decode("utf-8") == "café ✓"
+    for name, value, message in (
+        ("X-é", "v", "http: header name 'X-é' is not an HTTP token"),
+        ("X-T", "a\nb", "http: header 'X-T' holds a line break or a NUL byte"),
+        ("X-T", "\ud800", "http: header 'X-T' contains text that is not valid Unicode"),
+    ):
+        got = fails("http", {"url": server, "headers": {name: value}}, ctx).message
+        assert got.startswith(message), got
+
+
+def test_text_that_is_not_unicode_fails_a_step_in_planruns_words(run, write) -> None:
+    # A lone surrogate (a python step's result) given to a file or http tool: one line that
+    # says so, not Python's "UnicodeEncodeError: 'utf-8' codec can't encode ...".
+    write("surrogate.py", "def text():\n    return 'a\\ud800'\n")
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: s, tool: python, args: {function: "surrogate:text"}, result_variable: t}
+          - {id: w, tool: write_file, args: {path: out.txt, content: "${t}"}}
+          - {id: p, tool: read_file, args: {path: "${t}"}}
+          - {id: h, tool: http, args: {method: POST, url: "http://127.0.0.1:9/", body: "${t}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--keep-going", "--output", "json")
+    assert r.code == 1, r
+    errors = {s["id"]: s["error"] for s in r.json["steps"]}
+    for sid, tool in (("w", "write_file"), ("p", "read_file"), ("h", "http")):
+        expected = f"{tool}: an argument contains text that is not valid Unicode (a lone surrogate)"
+        assert errors[sid] == expected, errors
+
+
 def test_http_status_400_or_more_fails_with_the_body(ctx: ToolContext, server: str) -> None:
     error = fails("http", {"url": f"{server}/missing"}, ctx)
     assert error.message == f"HTTP 404 from GET {server}/missing"
@@ -620,6 +693,15 @@ def test_http_connection_refused_and_timeout(ctx: ToolContext, server: str) -> N
         "either 'json' or 'body'"
         in fails("http", {"url": server, "json": {}, "body": "x"}, ctx).message
     )
+
+
+def test_http_port_out_of_range_is_an_invalid_url(ctx: ToolContext) -> None:
+    # The URL parser takes any number; the socket refused it from inside the client's task
+    # group, and the step said "ExceptionGroup: unhandled errors in a TaskGroup".
+    for url in ("http://127.0.0.1:99999/", "http://127.0.0.1:-1/"):
+        assert fails("http", {"url": url}, ctx).message == (
+            f"http: invalid URL {url!r}: the port must be 0 to 65535"
+        )
 
 
 # --- python -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from functools import lru_cache
 from typing import Any
 
@@ -306,15 +306,79 @@ def _compiled(source: str) -> Any:
 
 
 _UNDEFINED_RE = r"^'([^']+)' is undefined$"
+_NO_PART_RE = r"has no (?:attribute '([^']*)'|element '?(.*?)'?)$"
+
+
+def _missing_reference(source: str, scope: Mapping[str, Any], message: str) -> str | None:
+    """The reference (`r.x.nope`, `l[3]`) whose last part is missing, for Jinja2's
+    "'dict object' has no attribute 'nope'" inside a larger expression: each reference the
+    expression reads through literal keys and indexes is walked over `scope` as a plain one
+    is (Expr.evaluate), and the first whose walk stops at the part Jinja2 names is it. None
+    when no reference explains the message (an attribute a filter looked up)."""
+    from jinja2 import nodes
+    from jinja2.parser import Parser
+
+    found = re.search(_NO_PART_RE, message)
+    if found is None:
+        return None
+    part = found.group(1) if found.group(1) is not None else found.group(2)
+    node = Parser(_environment(), source, state="variable").parse_expression()
+    for sub in (node, *node.find_all(nodes.Node)):  # outermost first: r.x.z before r.x
+        chain = _reference(sub, nodes)
+        if chain is None or chain[0] not in scope:
+            continue
+        missing = _walk(scope[chain[0]], chain)
+        if missing is not None and str(missing[1]) == part:
+            return missing[0]
+    return None
+
+
+def _walk(value: Any, chain: list[Any]) -> tuple[str, Any] | None:
+    """(the reference up to its first missing part, that part), or None when all is there."""
+    walked = chain[0]
+    for acc in chain[1:]:
+        walked = f"{walked}[{acc}]" if isinstance(acc, int) else f"{walked}.{acc}"
+        try:
+            value = value[acc]
+        except (KeyError, IndexError, TypeError):
+            return walked, acc
+    return None
+
+
+def _reference(node: Any, nodes: Any) -> list[Any] | None:
+    """[root, key or index, ...] for `a.b['c'][0]` read with literals; None for anything else."""
+    accessors: list[Any] = []
+    while isinstance(node, nodes.Getattr | nodes.Getitem):
+        if isinstance(node, nodes.Getattr):
+            accessors.append(node.attr)
+        elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str | int):
+            accessors.append(node.arg.value)
+        else:
+            return None
+        node = node.node
+    if not accessors or not isinstance(node, nodes.Name):
+        return None
+    return [node.name, *reversed(accessors)]
 
 
 class _NotFinite(Exception):
     """An expression gave infinity or NaN, which JSON has no number for."""
 
 
-def _reject_undefined(value: Any, undefined: type) -> None:
-    """Raise the UndefinedError of the first undefined value anywhere in `value`, or
-    _NotFinite for infinity or NaN.
+class _NotJson(Exception):
+    """An expression gave a value JSON has no form for (a function, a cycler); the message is
+    its type's name."""
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _json_value(value: Any, undefined: type) -> Any:
+    """`value` as the JSON value it stands for: a range, a mapping's keys or items and a
+    filter's generator (`map`, `reverse`) are lists, so no Python repr (`range(0, 3)`, an
+    object's address) reaches a result or a template. Raise the UndefinedError of the first
+    undefined value anywhere in it, _NotFinite for infinity or NaN, _NotJson for a value JSON
+    has no form for.
 
     A filter such as `map(attribute='a')` over a list holding null yields undefined values
     inside a list; they must fail the expression here, not later when the value is used.
@@ -322,16 +386,46 @@ def _reject_undefined(value: Any, undefined: type) -> None:
     and `NaN`, which no JSON reader takes.
     """
     stack = [value]
-    while stack:
+    while stack:  # the usual case: JSON already, checked without a copy
         item = stack.pop()
         if isinstance(item, undefined):
             item._fail_with_undefined_error()  # type: ignore[attr-defined]
         elif isinstance(item, float) and not math.isfinite(item):
             raise _NotFinite("NaN" if math.isnan(item) else "infinity")
-        elif isinstance(item, dict):
+        elif type(item) is dict:
+            if not all(isinstance(k, _SCALARS) for k in item):
+                return _converted(value, undefined)
             stack.extend(item.values())
-        elif isinstance(item, list | tuple):
+        elif type(item) is list or type(item) is tuple:
             stack.extend(item)
+        elif type(item) not in _SCALARS:
+            return _converted(value, undefined)
+    return value
+
+
+def _converted(value: Any, undefined: type) -> Any:
+    """`value` made of dicts, lists and scalars (_json_value)."""
+    if isinstance(value, undefined):
+        value._fail_with_undefined_error()  # type: ignore[attr-defined]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _NotFinite("NaN" if math.isnan(value) else "infinity")
+    if isinstance(value, bool):
+        return value
+    for kind in (str, int, float):  # a subclass (Markup) as its plain value
+        if isinstance(value, kind):
+            return value if type(value) is kind else kind(value)
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, _SCALARS):
+                raise _NotJson(f"mapping with a {type(k).__name__} key")
+            out[_converted(k, undefined)] = _converted(v, undefined)
+        return out
+    if isinstance(value, list | tuple | range | Iterator | KeysView | ValuesView | ItemsView):
+        return [_converted(v, undefined) for v in value]
+    raise _NotJson(type(value).__name__)
 
 
 def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
@@ -341,19 +435,22 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
     from planrun.plan.sandbox import TooLarge
 
     try:
-        value = _compiled(source)(**scope)
-        _reject_undefined(value, Undefined)
-        return value
+        return _json_value(_compiled(source)(**scope), Undefined)
     except UndefinedError as exc:
         m = re.match(_UNDEFINED_RE, str(exc.message))
-        if m:
-            raise ExpressionError(f"undefined name '{m.group(1)}'", name=m.group(1)) from None
+        missing = m.group(1) if m else _missing_reference(source, scope, str(exc.message))
+        if missing:
+            raise ExpressionError(f"undefined name '{missing}'", name=missing) from None
         raise ExpressionError(f"in '${{{source}}}': {exc.message}") from None
     except TooLarge as exc:
         raise ExpressionError(f"in '${{{source}}}': {exc}") from None
     except _NotFinite as exc:
         raise ExpressionError(
             f"in '${{{source}}}': the value is {exc}, which JSON has no number for"
+        ) from None
+    except _NotJson as exc:
+        raise ExpressionError(
+            f"in '${{{source}}}': the value is a {exc}, which is not JSON"
         ) from None
     except SecurityError as exc:
         raise ExpressionError(f"in '${{{source}}}': not allowed: {exc}") from None
@@ -376,9 +473,11 @@ def has_template(value: Any) -> bool:
 
 
 def template_strings(
-    value: Any, path: tuple[str | int, ...] = ()
+    value: Any, path: tuple[str | int, ...] = (), *, keys: bool = False
 ) -> list[tuple[tuple[str | int, ...], str]]:
-    """Every string holding `${` inside a JSON-like value, with its path (keys are not templated)."""
+    """Every string holding `${` inside a JSON-like value, with its path; with `keys`, the
+    mapping keys holding one too (a step's `args` and `env`: see render_value), each with the
+    path of its value."""
     found: list[tuple[tuple[str | int, ...], str]] = []
     stack: list[tuple[tuple[str | int, ...], Any]] = [(path, value)]
     while stack:  # a loop, not recursive generators: this runs over every value of a plan
@@ -388,6 +487,8 @@ def template_strings(
                 found.append((where, item))
             continue
         if isinstance(item, dict):
+            if keys:
+                found.extend(((*where, k), k) for k in item if isinstance(k, str) and "${" in k)
             children: Iterable[tuple[str | int, Any]] = reversed(item.items())
         elif isinstance(item, list):
             children = reversed(list(enumerate(item)))
@@ -413,9 +514,12 @@ def resolve(
     return render_value(value, evaluator(scope), path)
 
 
-def render_value(value: Any, evaluate: Evaluate, path: tuple[str | int, ...] = ()) -> Any:
+def render_value(
+    value: Any, evaluate: Evaluate, path: tuple[str | int, ...] = (), *, keys: bool = False
+) -> Any:
     """`value` with every template rendered, each expression's value given by `evaluate`.
-    ExpressionError messages gain the value's path."""
+    ExpressionError messages gain the value's path. With `keys` (a step's `args` and `env`,
+    where every string is a template), mapping keys are rendered too, always to text."""
     if isinstance(value, str):
         tpl = parse_template(value)
         if tpl is None:
@@ -428,16 +532,35 @@ def render_value(value: Any, evaluate: Evaluate, path: tuple[str | int, ...] = (
                 f"{where}: {exc.message}" if where else exc.message, name=exc.name
             ) from None
     if isinstance(value, dict):
-        return {k: render_value(v, evaluate, (*path, k)) for k, v in value.items()}
+        if keys and any(isinstance(k, str) and "${" in k for k in value):
+            return _render_mapping(value, evaluate, path)
+        return {k: render_value(v, evaluate, (*path, k), keys=keys) for k, v in value.items()}
     if isinstance(value, list):
-        return [render_value(v, evaluate, (*path, i)) for i, v in enumerate(value)]
+        return [render_value(v, evaluate, (*path, i), keys=keys) for i, v in enumerate(value)]
     return value
+
+
+def _render_mapping(
+    value: dict[str, Any], evaluate: Evaluate, path: tuple[str | int, ...]
+) -> dict[str, Any]:
+    """A mapping whose keys hold `${...}`: each key rendered as text (a key that is one
+    expression of another type reads as JSON, `${1 + 1}` as `2`). Two keys that render alike
+    are an error: one value would silently replace the other."""
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        name = to_text(render_value(k, evaluate, (*path, k))) if isinstance(k, str) else k
+        if name in out:
+            where = format_path(path)
+            message = f"two keys render as {name!r}"
+            raise ExpressionError(f"{where}: {message}" if where else message)
+        out[name] = render_value(v, evaluate, (*path, k), keys=True)
+    return out
 
 
 def render_args(args: dict[str, Any], evaluate: Evaluate) -> dict[str, Any]:
     """A tool's arguments rendered plainly: how a tool without its own rendering gets them
     (planrun.tools.base.ToolSpec.render)."""
-    rendered: dict[str, Any] = render_value(args, evaluate, ("args",))
+    rendered: dict[str, Any] = render_value(args, evaluate, ("args",), keys=True)
     return rendered
 
 

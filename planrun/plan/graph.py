@@ -45,7 +45,8 @@ def step_strings(step: Step) -> Iterable[tuple[tuple[str | int, ...], str]]:
         ("outputs", step.outputs),
     ):
         if value:  # an empty value holds no `${...}`
-            yield from template_strings(value, (key,))
+            # `args` and `env` are the call's: their keys are rendered too (render_value).
+            yield from template_strings(value, (key,), keys=key in ("args", "env"))
 
 
 def step_expressions(step: Step) -> Iterable[tuple[tuple[str | int, ...], Expr]]:

@@ -35,11 +35,13 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jinja2 import nodes
+from jinja2 import nodes, pass_eval_context
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
+from jinja2.filters import make_attrgetter
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from planrun.plan.textvalues import as_text_arg, percent_format
+from planrun.plan.textvalues import as_text, as_text_arg, percent_format
 
 MAX_SIZE = 1_000_000  # characters of a string, items of a list, grown by one operation
 ITER_GROWTH = 8  # what filters yielding items one by one may yield in all, times their input
@@ -264,16 +266,49 @@ _BINOPS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+class _TextConcat(CodeGenerator):
+    """`a ~ b` joins its parts as a template shows values (JSON for all but strings), not
+    with Python's str(): `{'k': True}` and `None` are reprs."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
+        self.write("environment.concat_text((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+def _text_join(join: Callable[..., str]) -> Callable[..., str]:
+    """`join` with each item shown as a template shows it (as_text), not with str()."""
+
+    @pass_eval_context
+    def text_join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> str:
+        if attribute is not None:
+            value = map(make_attrgetter(eval_ctx.environment, attribute), value)
+        return join(eval_ctx, [as_text(v) for v in value], as_text(d))
+
+    return text_join
+
+
 class BoundedEnvironment(ImmutableSandboxedEnvironment):
-    """Jinja2's immutable sandbox with the growth checks described in this module's docstring."""
+    """Jinja2's immutable sandbox with the growth checks described in this module's docstring,
+    showing values as text as a template does (`~`, `string`, `join`: JSON, never a repr)."""
 
     intercepted_binops = frozenset(_BINOPS)
+    code_generator_class = _TextConcat
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        # Not folded at compile time: Jinja2 would fold `'a' ~ none` with str() (`aNone`).
+        super().__init__(**{"optimized": False, **kwargs})
         # lipsum(n) writes n paragraphs: a way to make a big string without an operator.
         self.globals.pop("lipsum", None)
+        self.filters["string"] = as_text
+        self.filters["join"] = _text_join(self.filters["join"])
         self.filters = {n: _bounded_filter(n, f) for n, f in self.filters.items()}
+
+    @staticmethod
+    def concat_text(parts: tuple[Any, ...]) -> str:
+        return "".join([as_text(p) for p in parts])
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _check_binop(operator, left, right)

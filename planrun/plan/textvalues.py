@@ -8,10 +8,19 @@ true}`), the same as a non-string value interpolated into a string.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
-__all__ = ["as_text_arg", "percent_format"]
+__all__ = ["as_text", "as_text_arg", "percent_format"]
+
+
+def as_text(value: Any) -> str:
+    """`value` as text the way a template shows it (`~`, `string`, `join`): a string as it
+    is, anything else as JSON (`null`, `true`, `{"k": 1}`)."""
+    if isinstance(value, str):
+        return value
+    shown = as_text_arg(value)
+    return shown if isinstance(shown, str) else json.dumps(shown)
 
 
 def as_text_arg(value: Any) -> Any:
@@ -28,8 +37,8 @@ def _plain(value: Any) -> Any:
     # Read-only views (the sandbox's) are mappings and sequences, not dicts and lists.
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+    if isinstance(value, list | tuple | range | Iterator | KeysView | ValuesView | ItemsView):
+        return [_plain(v) for v in value]  # a filter's generator is bounded (sandbox.py)
     return value
 
 

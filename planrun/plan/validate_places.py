@@ -82,7 +82,7 @@ def check_plan_templates(header: Any, names: set[str], out: Collector) -> None:
     if header is None:
         return
     check_env_names(dict(header.env), ("env",), "", out)
-    found = template_strings(dict(header.env), ("env",))
+    found = template_strings(dict(header.env), ("env",), keys=True)
     found += template_strings(list(header.dotenv), ("dotenv",))
     check_before_any_step(found, names, out, format_path, "read before any step")
 

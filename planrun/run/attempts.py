@@ -47,6 +47,13 @@ async def attempt(
         return None, AttemptFailed(exc.message, exc.detail, exc.result)
     except (asyncio.CancelledError, KeyboardInterrupt, RunStopped):
         raise
+    except UnicodeEncodeError as exc:
+        if "surrogate" not in exc.reason:
+            return None, AttemptFailed(f"{type(exc).__name__}: {exc}")
+        # A lone surrogate (a python step's or an MCP tool's text) that a file name, a file or
+        # a request cannot carry: said once here for every tool, as the shell tool says it.
+        problem = "an argument contains text that is not valid Unicode (a lone surrogate)"
+        return None, AttemptFailed(f"{step.tool}: {problem}")
     except Exception as exc:  # a tool's unexpected error still fails only its step
         return None, AttemptFailed(f"{type(exc).__name__}: {exc}")
 

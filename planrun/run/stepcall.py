@@ -38,7 +38,7 @@ def call_args(step: Step, scope: Mapping[str, Any]) -> dict[str, Any]:
 def rendered_call(step: Step, evaluate: Evaluate) -> dict[str, Any]:
     """`call_args`, each expression's value given by `evaluate`."""
     args = renderer(step.tool)(call_template(step), evaluate)
-    env = render_value(step.env, evaluate, ("env",)) if step.env else None
+    env = render_value(step.env, evaluate, ("env",), keys=True) if step.env else None
     cwd = to_text(render_value(step.cwd, evaluate, ("cwd",))) if step.cwd is not None else None
     return placed(step.tool, args, env, cwd)
 

@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-from planrun.atomicwrite import atomic_write
+from planrun.atomicwrite import atomic_write, not_replaceable
 from planrun.inputfiles import NotARegularFile, read_regular_file
 from planrun.tools import check_args, path_arg
 from planrun.tools.base import MAX_RESULT_BYTES, ToolContext, ToolFailed, resolve_path
@@ -58,7 +58,14 @@ def _read_text(shown: str, path: str) -> str:
 
 
 def _write_atomic(shown: str, path: str, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename it over `path`."""
+    """Write to a temporary file beside `path`, then rename it over `path`. A symbolic link
+    is written through, as `echo x > link` does: the file it names gets the content (made if
+    missing), the link stays. Only a regular file is replaced: renamed over, a FIFO or a
+    device (for root, `/dev/null` itself) would become a plain file."""
+    path = os.path.realpath(path)
+    kind = not_replaceable(path)
+    if kind is not None and kind != "a directory":
+        raise ToolFailed(f"{shown} is {kind}, not a regular file")
     try:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     except FileExistsError:

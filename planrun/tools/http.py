@@ -49,7 +49,7 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     headers = args.get("headers") or {}
     if not isinstance(headers, dict):
         raise ToolFailed(f"http: 'headers' must be a mapping, got {type_name(headers)}")
-    headers = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in headers.items()}
+    headers = _headers(headers)
     body = args.get("body")
     if body is not None and not isinstance(body, str):
         raise ToolFailed(f"http: 'body' must be a string, got {type_name(body)}")
@@ -64,6 +64,7 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
     import httpx2
 
+    _check_port(url)
     request: dict[str, Any] = {"headers": headers}
     if "json" in args:
         request["json"] = args["json"]
@@ -89,6 +90,8 @@ async def run_http(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raise ToolFailed(f"{method} {url} failed: {_reason(exc)}") from None
     except TypeError as exc:  # e.g. a `json` value that cannot be encoded
         raise ToolFailed(f"http: cannot encode the request: {exc}") from None
+    except ExceptionGroup as group:  # a socket's own error, from inside the client's tasks
+        raise ToolFailed(f"{method} {url} failed: {_reason(_first_leaf(group))}") from None
 
     result: dict[str, Any] = {"status": response.status_code, "headers": dict(response.headers)}
     text = body.decode(response.encoding or "utf-8", errors="replace")
@@ -122,6 +125,44 @@ async def _fetch(
                 )
             chunks.append(chunk)
     return response, b"".join(chunks)
+
+
+def _headers(given: dict[Any, Any]) -> dict[str, bytes]:
+    """The request's headers: each name an HTTP token, each value text (a non-string as JSON)
+    sent as UTF-8, as curl sends what it is given (the library would take ASCII only)."""
+    headers: dict[str, bytes] = {}
+    for name, value in given.items():
+        name = str(name)
+        if not name or not all(c.isascii() and (c.isalnum() or c in _TCHAR) for c in name):
+            raise ToolFailed(f"http: header name {name!r} is not an HTTP token")
+        text = value if isinstance(value, str) else json.dumps(value)
+        if any(c in text for c in "\r\n\0"):
+            raise ToolFailed(f"http: header {name!r} holds a line break or a NUL byte")
+        try:
+            headers[name] = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolFailed(
+                f"http: header {name!r} contains text that is not valid Unicode (a lone surrogate)"
+            ) from None
+    return headers
+
+
+def _check_port(url: str) -> None:
+    """The URL's port is one a socket takes: the parser reads any number, and the socket's
+    refusal would come from inside the client's task group."""
+    import httpx2
+
+    try:
+        port = httpx2.URL(url).port
+    except httpx2.InvalidURL as exc:
+        raise ToolFailed(f"http: invalid URL {url!r}: {_reason(exc)}") from None
+    if port is not None and not 0 <= port <= 65535:
+        raise ToolFailed(f"http: invalid URL {url!r}: the port must be 0 to 65535")
+
+
+def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _expect_status(value: Any) -> list[int] | None:

@@ -84,16 +84,29 @@ async def _call(fn: Any, kwargs: dict[str, Any], target: str) -> Any:
                 raise raised
             if inspect.isawaitable(value):
                 value = await value
-    except asyncio.CancelledError:
-        raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # planrun stops the step (a timeout, an abort, Ctrl-C)
+        # The function's own: a failure like any exception, never an interrupted step.
+        raise ToolFailed(_message(exc), detail=_user_traceback(exc)) from None
     except SystemExit as exc:
         if exc.code is None or exc.code == 0:
             return None  # a clean exit: the function is done and returned nothing
         raise ToolFailed(f"python: {target} called sys.exit({exc.code!r})") from None
     except BaseException as exc:  # KeyboardInterrupt and GeneratorExit are the step's own too
-        message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        raise ToolFailed(message, detail=_user_traceback(exc)) from None
+        raise ToolFailed(_message(exc), detail=_user_traceback(exc)) from None
     return value
+
+
+def _message(exc: BaseException) -> str:
+    """`Type: message`, or the type alone when there is no message or its str() fails (the
+    function's exception is named, not the error of showing it)."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _in_thread(fn: Any, kwargs: dict[str, Any]) -> tuple[Any, BaseException | None]:

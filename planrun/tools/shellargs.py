@@ -27,9 +27,11 @@ def render_shell_args(args: dict[str, Any], evaluate: Evaluate) -> dict[str, Any
     cmd = args.get("cmd")
     tpl = _template(cmd, "cmd") if isinstance(cmd, str) else None
     if tpl is None or tpl.whole is not None:
-        rendered: dict[str, Any] = render_value(args, evaluate, ("args",))
+        rendered: dict[str, Any] = render_value(args, evaluate, ("args",), keys=True)
         return rendered
-    rest = render_value({k: v for k, v in args.items() if k != "cmd"}, evaluate, ("args",))
+    rest = render_value(
+        {k: v for k, v in args.items() if k != "cmd"}, evaluate, ("args",), keys=True
+    )
     texts, unknown = _texts(tpl, evaluate, "args.cmd", 0)
     return shell_args(tpl, texts, rest, unknown)
 
@@ -65,7 +67,9 @@ def _render_run(args: dict[str, Any], evaluate: Evaluate) -> dict[str, Any]:
     Every script is parsed, then every value evaluated, then each script quoted."""
     run = args["run"]
     scripts = [run] if isinstance(run, str) else list(run)
-    rest = render_value({k: v for k, v in args.items() if k != "run"}, evaluate, ("args",))
+    rest = render_value(
+        {k: v for k, v in args.items() if k != "run"}, evaluate, ("args",), keys=True
+    )
     templates = [_template(s, "run") for s in scripts]
     wheres = ["run" if isinstance(run, str) else f"run[{n}]" for n in range(len(scripts))]
     texts: list[str | list[str]] = []
