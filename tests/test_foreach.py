@@ -1142,3 +1142,37 @@ def test_a_foreach_over_too_many_items_fails_its_step(tmp_path: Path) -> None:
     )
     error = one_step_error(r)
     assert "100,001" in error and "100,000" in error, r
+
+
+def test_a_filter_or_range_giving_items_one_by_one_is_a_list(run, write):
+    """`map`, `select`, `reverse`, `unique`, `range`, a mapping's `keys()`: what a Jinja
+    expression gives item by item is a list, to `foreach` as to a whole-value argument and
+    a template, never a Python repr (`<generator object ...>`, `range(0, 3)`)."""
+    write(
+        "p.yaml",
+        """
+        variables: {xs: [a, b, a], m: {k: 1, j: 2}}
+        steps:
+          - {id: up, tool: echo, foreach: "${xs | map('upper')}", args: {value: "${item}"}}
+          - {id: uniq, tool: echo, foreach: "${xs | unique}", args: {value: "${item}"}}
+          - {id: rng, tool: echo, foreach: "${range(3)}", args: {value: "${item}"}}
+          - {id: keys, tool: echo, foreach: "${m.keys()}", args: {value: "${item}"}}
+          - {id: none, tool: echo, foreach: "${xs | select('none')}", args: {value: "${item}"}}
+          - {id: whole, tool: echo, args: {value: "${xs | reverse}"}}
+          - {id: pairs, tool: echo, args: {value: "${m.items()}"}}
+          - {id: text, tool: echo, args: {value: "got ${xs | map('upper')} and ${range(2)}"}}
+          - {id: empty, tool: echo, args: {value: 1}, when: "${xs | select('none')}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert s["up"]["result"] == ["A", "B", "A"]
+    assert s["uniq"]["result"] == ["a", "b"]
+    assert s["rng"]["result"] == [0, 1, 2] and s["rng[2]"]["result"] == 2
+    assert s["keys"]["result"] == ["k", "j"]
+    assert s["none"]["result"] == [] and s["none"]["status"] == "succeeded"
+    assert s["whole"]["result"] == ["a", "b", "a"]
+    assert s["pairs"]["result"] == [["k", 1], ["j", 2]]
+    assert s["text"]["result"] == 'got ["A", "B", "A"] and [0, 1]'
+    assert s["empty"]["status"] == "skipped"  # an empty selection is false, as [] is

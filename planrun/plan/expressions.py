@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from functools import lru_cache
 from typing import Any
 
@@ -312,6 +312,27 @@ class _NotFinite(Exception):
     """An expression gave infinity or NaN, which JSON has no number for."""
 
 
+_ONE_BY_ONE = (Iterator, range, set, frozenset, KeysView, ValuesView, ItemsView, tuple)
+"""What an expression may give item by item: a filter's generator (`map`, `select`,
+`reverse`, `unique`), `range(n)`, a mapping's `keys()`/`values()`/`items()`; and a tuple."""
+
+
+def _as_lists(value: Any) -> Any:
+    """`value` with every sequence given item by item made a list (tuples too, so that a
+    value is JSON's), anywhere in it: a whole `${...}` keeps its type as a list, and a
+    template shows it as JSON, never as a Python repr (`range(0, 3)`, `<generator ...>`).
+    Lists and mappings holding none are returned as they are (no copy)."""
+    if isinstance(value, _ONE_BY_ONE):
+        return [_as_lists(v) for v in value]
+    if isinstance(value, list):
+        items = [_as_lists(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        pairs = {k: _as_lists(v) for k, v in value.items()}
+        return value if all(pairs[k] is v for k, v in value.items()) else pairs
+    return value
+
+
 def _reject_undefined(value: Any, undefined: type) -> None:
     """Raise the UndefinedError of the first undefined value anywhere in `value`, or
     _NotFinite for infinity or NaN.
@@ -341,7 +362,7 @@ def _evaluate_jinja(source: str, scope: Mapping[str, Any]) -> Any:
     from planrun.plan.sandbox import TooLarge
 
     try:
-        value = _compiled(source)(**scope)
+        value = _as_lists(_compiled(source)(**scope))
         _reject_undefined(value, Undefined)
         return value
     except UndefinedError as exc:
