@@ -1176,3 +1176,28 @@ def test_a_filter_or_range_giving_items_one_by_one_is_a_list(run, write):
     assert s["pairs"]["result"] == [["k", 1], ["j", 2]]
     assert s["text"]["result"] == 'got ["A", "B", "A"] and [0, 1]'
     assert s["empty"]["status"] == "skipped"  # an empty selection is false, as [] is
+
+
+def test_the_state_file_lists_instances_right_after_their_step(run, write, tmp_path):
+    """As --output json and status do (docs/foreach.md), on a first run and on a resume whose
+    list changed."""
+    write(
+        "p.yaml",
+        """
+        variables: {xs: [a, b]}
+        steps:
+          - {id: fan, tool: echo, foreach: "${xs}", args: {value: "${item}"}}
+          - {id: next, tool: echo, args: {value: 1}}
+          - {id: last, tool: echo, foreach: [1], args: {value: "${item}"}, depends_on: [next]}
+        """,
+    )
+    state_file = tmp_path / ".planrun/state/p.json"
+    assert run("run", "p.yaml").code == 0
+    order = ["fan", "fan[0]", "fan[1]", "next", "last", "last[0]"]
+    assert list(json.loads(state_file.read_text())["steps"]) == order
+    assert run("run", "p.yaml", "--var", "xs=[a, b, c]").code == 0
+    order = ["fan", "fan[0]", "fan[1]", "fan[2]", "next", "last", "last[0]"]
+    assert list(json.loads(state_file.read_text())["steps"]) == order
+    assert run("resume", "p.yaml", "--var", "xs=[c]").code == 0
+    order = ["fan", "fan[0]", "next", "last", "last[0]"]
+    assert list(json.loads(state_file.read_text())["steps"]) == order
