@@ -640,3 +640,71 @@ def test_standard_output_on_a_full_disk_is_one_line(
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("planrun: error:")]
     assert len(lines) == 1 and says in lines[0], proc.stderr
+
+
+def _at_a_terminal(tmp_path: Path, *args: str) -> bytes:
+    """What `planrun ARGS` writes to a pseudo-terminal (stdout and stderr), whole."""
+    import pty
+
+    from tests.conftest import spawn_planrun
+
+    leader, follower = pty.openpty()
+    proc = spawn_planrun(
+        *args,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=60)
+    os.close(leader)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "p.yaml"],
+        ["list", "p.yaml"],
+        ["list", "--all", "p.yaml"],
+        ["show", "p.yaml", "s"],
+        ["graph", "p.yaml"],
+        ["graph", "p.yaml", "--format", "mermaid"],
+        ["graph", "p.yaml", "--format", "dot"],
+        ["run", "p.yaml", "--dry-run"],
+    ],
+)
+def test_views_of_a_plan_reach_a_terminal_without_escape_sequences(write, tmp_path, command):
+    """Titles, descriptions and names are the plan's text or data (a foreach element): the
+    text views print them at a terminal as the console prints step output."""
+    write(
+        "p.yaml",
+        r"""
+        name: "nm\e]0;pwned\a"
+        title: "pt\e]0;pwned\a"
+        variables: {xs: ["el\e]52;c;Zm9v\a\e[2J"]}
+        steps:
+          - id: s
+            title: "st\e]0;pwned\a ${item}"
+            description: "de\e]0;pwned\a"
+            foreach: "${xs}"
+            tool: shell
+            args: {cmd: "exit 1"}
+        """,
+    )
+    (tmp_path / "p.yaml").chmod(0o644)
+    _at_a_terminal(tmp_path, "run", "p.yaml")  # a state for status and graph to show
+    seen = _at_a_terminal(tmp_path, *command)
+    assert b"st" in seen and b"Traceback" not in seen, seen
+    assert b"\x1b]" not in seen and b"\x1b[2J" not in seen and b"\x07" not in seen, seen
