@@ -1201,3 +1201,21 @@ def test_the_state_file_lists_instances_right_after_their_step(run, write, tmp_p
     assert run("resume", "p.yaml", "--var", "xs=[c]").code == 0
     order = ["fan", "fan[0]", "next", "last", "last[0]"]
     assert list(json.loads(state_file.read_text())["steps"]) == order
+
+
+@pytest.mark.parametrize("name", ["true", "False", "none", "None", "self"])
+def test_as_a_name_expressions_cannot_read_is_a_validation_error(run, write, name):
+    """`${none}` is Jinja's constant and `${self}` its template: an element bound to such a
+    name was silently never read (every instance got null) or failed every instance with
+    "got multiple values for argument 'self'"."""
+    write(
+        "p.yaml",
+        f"""
+        steps:
+          - {{id: fan, tool: echo, foreach: [a, b], as: "{name}", args: {{value: "${{{name}}}"}}}}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    said = f"p.yaml:2:48: error: step 'fan': as: '{name}' is a name expressions cannot read"
+    assert r.out.startswith(said), r
