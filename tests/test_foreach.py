@@ -1219,3 +1219,40 @@ def test_as_a_name_expressions_cannot_read_is_a_validation_error(run, write, nam
     assert r.code == 3, r
     said = f"p.yaml:2:48: error: step 'fan': as: '{name}' is a name expressions cannot read"
     assert r.out.startswith(said), r
+
+
+REMOVING_PLANNER = """
+import json, sys
+json.dump([{"id": "fix", "tool": "echo", "args": {"value": "fixed"}}], sys.stdout)
+"""
+
+
+def test_a_foreach_step_a_planner_removes_takes_its_instances_from_the_state(run, write):
+    """`status --output json` is the run document read from the state: after a revision that
+    removed a failed foreach step, it listed the step's instances (`fan[0]`...) on their own,
+    which the run's own document no longer had."""
+    write("planner.py", REMOVING_PLANNER)
+    write(
+        "p.yaml",
+        f"""
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        steps:
+          - {{id: first, tool: echo, foreach: [a, b], args: {{value: "${{item}}"}}}}
+          - id: fan
+            tool: shell
+            foreach: [0, 1, 2]
+            max_parallel: 1
+            on_failure: replan
+            depends_on: [first]
+            args: {{cmd: "exit ${{item}}"}}
+          - {{id: after, tool: echo, depends_on: [fan], args: {{value: 0}}}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    ran = [s["id"] for s in r.json["steps"]]
+    assert ran == ["first", "first[0]", "first[1]", "fix"], ran
+    status = run("status", "p.yaml", "--output", "json")
+    assert status.code == 0, status
+    assert [s["id"] for s in status.json["steps"]] == ran
+    assert status.json["steps"] == r.json["steps"]
