@@ -1256,3 +1256,34 @@ def test_a_foreach_step_a_planner_removes_takes_its_instances_from_the_state(run
     assert status.code == 0, status
     assert [s["id"] for s in status.json["steps"]] == ran
     assert status.json["steps"] == r.json["steps"]
+
+
+def test_a_deeply_nested_result_feeds_a_foreach_and_arguments(run, write):
+    """A python step's result nested 900 deep (JSON takes it) read by `foreach` and as a
+    whole argument: copying it for the step recursed and the run died with an internal
+    RecursionError."""
+    write(
+        "deep.py",
+        """
+        def deep(n):
+            value = 1
+            for _ in range(n):
+                value = [value]
+            return value
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: make, tool: python, args: {function: "deep:deep", kwargs: {n: 900}}, result_variable: d}
+          - {id: fan, tool: echo, foreach: "${[d, d]}", args: {value: "${index}"}}
+          - {id: whole, tool: echo, args: {value: "${d if true else 0}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert_no_traceback(r)
+    assert r.code == 0, r
+    got = steps_of(r.json)
+    assert got["fan"]["result"] == [0, 1]
+    assert got["whole"]["status"] == "succeeded"

@@ -109,12 +109,25 @@ class Unknown(str):
 def detached(value: Any) -> Any:
     """A copy of a mapping or list taken from the scope, so that a tool changing its arguments
     (a python function updating a dict it was given) cannot change a variable, a result or the
-    environment later steps get. Scalars are immutable and returned as they are."""
-    if isinstance(value, Mapping):
-        return {k: detached(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [detached(v) for v in value]
-    return value
+    environment later steps get. Scalars are immutable and returned as they are.
+
+    Copied without recursion: a result may be nested as deep as its JSON allows."""
+    if not isinstance(value, Mapping | list | tuple):
+        return value
+    top: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(top, 0, value)]
+    while stack:
+        into, at, item = stack.pop()
+        copy: dict[Any, Any] | list[Any]
+        if isinstance(item, Mapping):
+            copy = dict(item)
+            pairs: Iterable[tuple[Any, Any]] = copy.items()
+        else:
+            copy = list(item)
+            pairs = enumerate(copy)
+        into[at] = copy
+        stack.extend((copy, k, v) for k, v in pairs if isinstance(v, Mapping | list | tuple))
+    return top[0]
 
 
 def to_text(value: Any) -> str:
@@ -322,6 +335,8 @@ def _as_lists(value: Any) -> Any:
     value is JSON's), anywhere in it: a whole `${...}` keeps its type as a list, and a
     template shows it as JSON, never as a Python repr (`range(0, 3)`, `<generator ...>`).
     Lists and mappings holding none are returned as they are (no copy)."""
+    if not _holds_one_by_one(value):
+        return value  # values from the scope (JSON, however deep) end here
     if isinstance(value, _ONE_BY_ONE):
         return [_as_lists(v) for v in value]
     if isinstance(value, list):
@@ -331,6 +346,19 @@ def _as_lists(value: Any) -> Any:
         pairs = {k: _as_lists(v) for k, v in value.items()}
         return value if all(pairs[k] is v for k, v in value.items()) else pairs
     return value
+
+
+def _holds_one_by_one(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _ONE_BY_ONE):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _reject_undefined(value: Any, undefined: type) -> None:
