@@ -165,6 +165,27 @@ def test_junit_report_after_resume_and_with_sub_plans_parses_everywhere(
         assert result.testsRun >= 4
 
 
+def test_junit_report_of_a_plan_named_with_characters_xml_cannot_hold_is_valid(
+    run, write, tmp_path: Path
+) -> None:
+    """The plan's name is the suites' name and each testcase's classname: a NUL, a control
+    character or U+FFFE in it (a YAML escape) must not make the file unreadable."""
+    write(
+        "p.yaml",
+        r"""
+        name: "ci\x00build\x1b[31m\ufffe\x07 <&>"
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+          - {id: b, tool: shell, args: {cmd: "exit 1"}, depends_on: [a]}
+        """,
+    )
+    assert run("run", "p.yaml", "--junit", "j.xml").code == 1
+    report = check_junit(tmp_path / "j.xml")
+    (suite,) = list(report)
+    assert suite.name.startswith("ci") and suite.name.endswith(" <&>"), suite.name
+    assert [case.classname for case in suite] == [suite.name, suite.name]
+
+
 # --- --mcp-config everywhere a plan is checked ---------------------------------------------
 
 MCP_CONFIG = '{"mcpServers": {"t": {"command": "mcp-server-time"}}}'

@@ -1142,3 +1142,148 @@ def test_a_foreach_over_too_many_items_fails_its_step(tmp_path: Path) -> None:
     )
     error = one_step_error(r)
     assert "100,001" in error and "100,000" in error, r
+
+
+def test_a_filter_or_range_giving_items_one_by_one_is_a_list(run, write):
+    """`map`, `select`, `reverse`, `unique`, `range`, a mapping's `keys()`: what a Jinja
+    expression gives item by item is a list, to `foreach` as to a whole-value argument and
+    a template, never a Python repr (`<generator object ...>`, `range(0, 3)`)."""
+    write(
+        "p.yaml",
+        """
+        variables: {xs: [a, b, a], m: {k: 1, j: 2}}
+        steps:
+          - {id: up, tool: echo, foreach: "${xs | map('upper')}", args: {value: "${item}"}}
+          - {id: uniq, tool: echo, foreach: "${xs | unique}", args: {value: "${item}"}}
+          - {id: rng, tool: echo, foreach: "${range(3)}", args: {value: "${item}"}}
+          - {id: keys, tool: echo, foreach: "${m.keys()}", args: {value: "${item}"}}
+          - {id: none, tool: echo, foreach: "${xs | select('none')}", args: {value: "${item}"}}
+          - {id: whole, tool: echo, args: {value: "${xs | reverse}"}}
+          - {id: pairs, tool: echo, args: {value: "${m.items()}"}}
+          - {id: text, tool: echo, args: {value: "got ${xs | map('upper')} and ${range(2)}"}}
+          - {id: empty, tool: echo, args: {value: 1}, when: "${xs | select('none')}"}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert r.code == 0, r
+    s = steps_of(r.json)
+    assert s["up"]["result"] == ["A", "B", "A"]
+    assert s["uniq"]["result"] == ["a", "b"]
+    assert s["rng"]["result"] == [0, 1, 2] and s["rng[2]"]["result"] == 2
+    assert s["keys"]["result"] == ["k", "j"]
+    assert s["none"]["result"] == [] and s["none"]["status"] == "succeeded"
+    assert s["whole"]["result"] == ["a", "b", "a"]
+    assert s["pairs"]["result"] == [["k", 1], ["j", 2]]
+    assert s["text"]["result"] == 'got ["A", "B", "A"] and [0, 1]'
+    assert s["empty"]["status"] == "skipped"  # an empty selection is false, as [] is
+
+
+def test_the_state_file_lists_instances_right_after_their_step(run, write, tmp_path):
+    """As --output json and status do (docs/foreach.md), on a first run and on a resume whose
+    list changed."""
+    write(
+        "p.yaml",
+        """
+        variables: {xs: [a, b]}
+        steps:
+          - {id: fan, tool: echo, foreach: "${xs}", args: {value: "${item}"}}
+          - {id: next, tool: echo, args: {value: 1}}
+          - {id: last, tool: echo, foreach: [1], args: {value: "${item}"}, depends_on: [next]}
+        """,
+    )
+    state_file = tmp_path / ".planrun/state/p.json"
+    assert run("run", "p.yaml").code == 0
+    order = ["fan", "fan[0]", "fan[1]", "next", "last", "last[0]"]
+    assert list(json.loads(state_file.read_text())["steps"]) == order
+    assert run("run", "p.yaml", "--var", "xs=[a, b, c]").code == 0
+    order = ["fan", "fan[0]", "fan[1]", "fan[2]", "next", "last", "last[0]"]
+    assert list(json.loads(state_file.read_text())["steps"]) == order
+    assert run("resume", "p.yaml", "--var", "xs=[c]").code == 0
+    order = ["fan", "fan[0]", "next", "last", "last[0]"]
+    assert list(json.loads(state_file.read_text())["steps"]) == order
+
+
+@pytest.mark.parametrize("name", ["true", "False", "none", "None", "self"])
+def test_as_a_name_expressions_cannot_read_is_a_validation_error(run, write, name):
+    """`${none}` is Jinja's constant and `${self}` its template: an element bound to such a
+    name was silently never read (every instance got null) or failed every instance with
+    "got multiple values for argument 'self'"."""
+    write(
+        "p.yaml",
+        f"""
+        steps:
+          - {{id: fan, tool: echo, foreach: [a, b], as: "{name}", args: {{value: "${{{name}}}"}}}}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    said = f"p.yaml:2:48: error: step 'fan': as: '{name}' is a name expressions cannot read"
+    assert r.out.startswith(said), r
+
+
+REMOVING_PLANNER = """
+import json, sys
+json.dump([{"id": "fix", "tool": "echo", "args": {"value": "fixed"}}], sys.stdout)
+"""
+
+
+def test_a_foreach_step_a_planner_removes_takes_its_instances_from_the_state(run, write):
+    """`status --output json` is the run document read from the state: after a revision that
+    removed a failed foreach step, it listed the step's instances (`fan[0]`...) on their own,
+    which the run's own document no longer had."""
+    write("planner.py", REMOVING_PLANNER)
+    write(
+        "p.yaml",
+        f"""
+        replan: {{command: ["{sys.executable}", "planner.py"]}}
+        steps:
+          - {{id: first, tool: echo, foreach: [a, b], args: {{value: "${{item}}"}}}}
+          - id: fan
+            tool: shell
+            foreach: [0, 1, 2]
+            max_parallel: 1
+            on_failure: replan
+            depends_on: [first]
+            args: {{cmd: "exit ${{item}}"}}
+          - {{id: after, tool: echo, depends_on: [fan], args: {{value: 0}}}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json")
+    assert r.code == 0, r
+    ran = [s["id"] for s in r.json["steps"]]
+    assert ran == ["first", "first[0]", "first[1]", "fix"], ran
+    status = run("status", "p.yaml", "--output", "json")
+    assert status.code == 0, status
+    assert [s["id"] for s in status.json["steps"]] == ran
+    assert status.json["steps"] == r.json["steps"]
+
+
+def test_a_deeply_nested_result_feeds_a_foreach_and_arguments(run, write):
+    """A python step's result nested 900 deep (JSON takes it) read by `foreach` and as a
+    whole argument: copying it for the step recursed and the run died with an internal
+    RecursionError."""
+    write(
+        "deep.py",
+        """
+        def deep(n):
+            value = 1
+            for _ in range(n):
+                value = [value]
+            return value
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: make, tool: python, args: {function: "deep:deep", kwargs: {n: 900}}, result_variable: d}
+          - {id: fan, tool: echo, foreach: "${[d, d]}", args: {value: "${index}"}}
+          - {id: whole, tool: echo, args: {value: "${d if true else 0}"}}
+        """,
+    )
+    r = run("run", "p.yaml", "--output", "json", "--no-state")
+    assert_no_traceback(r)
+    assert r.code == 0, r
+    got = steps_of(r.json)
+    assert got["fan"]["result"] == [0, 1]
+    assert got["whole"]["status"] == "succeeded"

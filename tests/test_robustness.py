@@ -457,6 +457,66 @@ def test_step_output_reaches_a_terminal_without_escape_sequences(write, tmp_path
     assert b"\x1b]" not in seen and b"\x1b[2J" not in seen and b"pwned" not in seen, seen
 
 
+def test_titles_and_plan_names_reach_a_terminal_without_escape_sequences(write, tmp_path):
+    """A title rendered from data (a foreach element, a result) and the plan's name are shown
+    at a terminal like step output: in the progress lines and in the live view alike."""
+    import pty
+    import select
+    import time
+
+    from tests.conftest import spawn_planrun
+
+    write(
+        "p.yaml",
+        r"""
+        name: "plan\e]0;pwned-name\a"
+        variables:
+          names: ["A\e]0;pwned-title\aB\e[2JC\e]52;c;Zm9v\aD"]
+        steps:
+          - id: s
+            title: "t ${item}"
+            foreach: "${names}"
+            tool: shell
+            args: {cmd: "while [ ! -e go ]; do sleep 0.05; done; exit 1"}
+        """,
+    )
+    leader, follower = pty.openpty()
+    proc = spawn_planrun(
+        "run",
+        "p.yaml",
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    os.close(follower)
+    seen = b""
+    deadline = time.monotonic() + 60
+    released = False
+    while time.monotonic() < deadline:
+        if not released and b"ABCD" in seen:  # the live view shows the running instance
+            (tmp_path / "go").touch()
+            released = True
+        ready, _, _ = select.select([leader], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    (tmp_path / "go").touch()
+    proc.wait(timeout=30)
+    os.close(leader)
+    assert proc.returncode == 1, seen
+    assert released and b"s[0] (t ABCD) failed" in seen, seen
+    assert b"run plan started" in seen, seen
+    assert b"\x1b]" not in seen and b"\x1b[2J" not in seen and b"\x07" not in seen, seen
+
+
 def test_a_huge_plan_or_vars_file_is_refused_without_reading_it(tmp_path: Path) -> None:
     # Sparse: a gigabyte on paper, nothing on disk. Reading it whole ate all memory.
     with (tmp_path / "big.yaml").open("wb") as f:
@@ -616,3 +676,71 @@ def test_standard_output_on_a_full_disk_is_one_line(
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("planrun: error:")]
     assert len(lines) == 1 and says in lines[0], proc.stderr
+
+
+def _at_a_terminal(tmp_path: Path, *args: str) -> bytes:
+    """What `planrun ARGS` writes to a pseudo-terminal (stdout and stderr), whole."""
+    import pty
+
+    from tests.conftest import spawn_planrun
+
+    leader, follower = pty.openpty()
+    proc = spawn_planrun(
+        *args,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=60)
+    os.close(leader)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "p.yaml"],
+        ["list", "p.yaml"],
+        ["list", "--all", "p.yaml"],
+        ["show", "p.yaml", "s"],
+        ["graph", "p.yaml"],
+        ["graph", "p.yaml", "--format", "mermaid"],
+        ["graph", "p.yaml", "--format", "dot"],
+        ["run", "p.yaml", "--dry-run"],
+    ],
+)
+def test_views_of_a_plan_reach_a_terminal_without_escape_sequences(write, tmp_path, command):
+    """Titles, descriptions and names are the plan's text or data (a foreach element): the
+    text views print them at a terminal as the console prints step output."""
+    write(
+        "p.yaml",
+        r"""
+        name: "nm\e]0;pwned\a"
+        title: "pt\e]0;pwned\a"
+        variables: {xs: ["el\e]52;c;Zm9v\a\e[2J"]}
+        steps:
+          - id: s
+            title: "st\e]0;pwned\a ${item}"
+            description: "de\e]0;pwned\a"
+            foreach: "${xs}"
+            tool: shell
+            args: {cmd: "exit 1"}
+        """,
+    )
+    (tmp_path / "p.yaml").chmod(0o644)
+    _at_a_terminal(tmp_path, "run", "p.yaml")  # a state for status and graph to show
+    seen = _at_a_terminal(tmp_path, *command)
+    assert b"st" in seen and b"Traceback" not in seen, seen
+    assert b"\x1b]" not in seen and b"\x1b[2J" not in seen and b"\x07" not in seen, seen

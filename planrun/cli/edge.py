@@ -305,9 +305,10 @@ def _run_once(
                 text = json.dumps(doc, indent=2, default=str)
         click.echo(text)
     elif kw["dry_run"]:
+        from planrun.reporters.termsafe import echo_view
         from planrun.run.dryrun import render_dry_run  # the dry run's own module, only for it
 
-        click.echo(render_dry_run(doc, kw["explain"] or kw["no_cache"]), nl=False)
+        echo_view(render_dry_run(doc, kw["explain"] or kw["no_cache"]))
     if code == ExitCode.BLOCKED and doc.get("reason") == "approval_required":
         # On stderr with --output json too: what to do about it is for the person reading.
         click.echo(f"planrun: blocked: {doc['error']} (use --yes, or run at a terminal)", err=True)

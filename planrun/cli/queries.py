@@ -25,6 +25,7 @@ from planrun.plan.discovery import (
     started_in,
     with_builtins,
 )
+from planrun.reporters.termsafe import echo_view
 from planrun.text import counted
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _echo_doc(output: str, doc: Any, render: Callable[[Any], str]) -> None:
     if output == "json":
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     else:
-        click.echo(render(doc), nl=False)
+        echo_view(render(doc))
 
 
 @click.command()
@@ -165,12 +166,12 @@ def graph(
     if fmt == "json":
         click.echo(json.dumps(g.render_json(p.name or "", pg, always), indent=2))
     elif fmt == "mermaid":
-        click.echo(g.render_mermaid(pg), nl=False)
+        echo_view(g.render_mermaid(pg))
     elif fmt == "dot":
-        click.echo(g.render_dot(p.name or "", pg), nl=False)
+        echo_view(g.render_dot(p.name or "", pg))
     else:
         statuses = _last_statuses(p.name or "", found.given_path(state))
-        click.echo(g.render_ascii(pg, statuses, always), nl=False)
+        echo_view(g.render_ascii(pg, statuses, always))
 
 
 def _state_path(name: str, state: str | None) -> str:
@@ -228,7 +229,7 @@ def status(plan: str | None, state: str | None, output: str) -> None:
     else:
         from planrun.run.stepcounts import matrix_steps_of
 
-        click.echo(render_status_text(st, matrix_steps_of(written.steps)), nl=False)
+        echo_view(render_status_text(st, matrix_steps_of(written.steps)))
 
 
 @click.command(name="list")

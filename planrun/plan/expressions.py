@@ -109,12 +109,25 @@ class Unknown(str):
 def detached(value: Any) -> Any:
     """A copy of a mapping or list taken from the scope, so that a tool changing its arguments
     (a python function updating a dict it was given) cannot change a variable, a result or the
-    environment later steps get. Scalars are immutable and returned as they are."""
-    if isinstance(value, Mapping):
-        return {k: detached(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [detached(v) for v in value]
-    return value
+    environment later steps get. Scalars are immutable and returned as they are.
+
+    Copied without recursion: a result may be nested as deep as its JSON allows."""
+    if not isinstance(value, Mapping | list | tuple):
+        return value
+    top: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(top, 0, value)]
+    while stack:
+        into, at, item = stack.pop()
+        copy: dict[Any, Any] | list[Any]
+        if isinstance(item, Mapping):
+            copy = dict(item)
+            pairs: Iterable[tuple[Any, Any]] = copy.items()
+        else:
+            copy = list(item)
+            pairs = enumerate(copy)
+        into[at] = copy
+        stack.extend((copy, k, v) for k, v in pairs if isinstance(v, Mapping | list | tuple))
+    return top[0]
 
 
 def to_text(value: Any) -> str:
@@ -421,10 +434,12 @@ def _converted(value: Any, undefined: type) -> Any:
         for k, v in value.items():
             if not isinstance(k, _SCALARS):
                 raise _NotJson(f"mapping with a {type(k).__name__} key")
-            out[_converted(k, undefined)] = _converted(v, undefined)
+            out[_converted(k, undefined)] = _json_value(v, undefined)
         return out
     if isinstance(value, list | tuple | range | Iterator | KeysView | ValuesView | ItemsView):
-        return [_converted(v, undefined) for v in value]
+        # (each item checked without recursion first: only what is not JSON yet recurses,
+        # so a deep result inside a filter's items is not a RecursionError)
+        return [_json_value(v, undefined) for v in value]
     raise _NotJson(type(value).__name__)
 
 

@@ -459,6 +459,16 @@ def _check_foreach(s: Step, i: int, out: Collector) -> None:
             ("steps", i, "as"),
             f"step '{s.id}': as: '{s.as_}' is taken (env, steps and index are always defined)",
         )
+    elif s.as_ in _UNREADABLE_NAMES:
+        out.add(
+            ("steps", i, "as"),
+            f"step '{s.id}': as: '{s.as_}' is a name expressions cannot read"
+            " (true, false, none and self are the expression language's own)",
+        )
+
+
+_UNREADABLE_NAMES = frozenset({"true", "false", "none", "True", "False", "None", "self"})
+"""Names `${...}` never reads as a variable: Jinja's constants, and `self` (its template)."""
 
 
 def _check_tool(

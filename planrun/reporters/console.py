@@ -195,7 +195,11 @@ class ConsoleReporter:
         ms = int((ts - sec) * 1000)
         return f"{self._clock_prefix}.{ms:03d}{_RESET if self.color else ''}"
 
-    def _line(self, ts: float, kind: str, text: str) -> str:
+    def _line(self, ts: float, kind: str, text: str, *, painted: bool = False) -> str:
+        """One progress line. Its text quotes titles, plan names and errors, which may come
+        from data (a foreach element, a result): at a terminal it is made safe like step
+        output, unless `painted` (our own colours around step ids, which are plain)."""
+        text = text if painted else self._safe(text)
         return f"{self._clock(ts)} {self._sym[kind]} {text}\n"
 
     def _block(self, text: str) -> str:
@@ -407,7 +411,7 @@ class ConsoleReporter:
         head, changes = diff_words(event, self.color)
         if event.step is not None:  # a sub-plan's revision (planrun.run.parent)
             head = f"{event.step}: {head}"
-        text = self._line(event.ts, "diff", f"{head}: {changes}")
+        text = self._line(event.ts, "diff", f"{head}: {changes}", painted=True)
         if event.error:
             text += self._block(f"after: {event.error}")
         self._write(text)
@@ -442,8 +446,9 @@ class ConsoleReporter:
         # "step 'b' failed: <error>" only repeats the failed-steps list below
         errors = self.tally.errors
         if error and status != "succeeded" and not any(e in error for e in errors.values()):
-            out += f"  {error}\n"
-        out += failed_and_stopped(errors, self.tally.status, self._sym["fail"])
+            out += f"  {self._safe(error)}\n"
+        shown = {step: self._safe(error) for step, error in errors.items()}
+        out += failed_and_stopped(shown, self.tally.status, self._sym["fail"])
         if self.resume_hint and status in ("interrupted", "failed"):
             out += f"resume with: {resume_command(self.resume_hint)}\n"
         return out

@@ -254,7 +254,7 @@ class JUnitReporter:
                 totals[key] += counts[key]
             total_time += seconds
         if len(self._suites) == 1:
-            root.set("name", next(iter(self._suites)))
+            root.set("name", xml_text(next(iter(self._suites))))
         for key, value in totals.items():
             root.set(key, str(value))
         root.set("time", f"{total_time:.3f}")
@@ -315,7 +315,7 @@ def _suite_xml(suite: _Suite, said: str | None) -> tuple[ET.Element, dict[str, i
     """One suite's element, its test counts and its time; `said`: the run's count, given for
     the run's own suite only, which alone carries the run's properties."""
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
-    element = ET.Element("testsuite", name=suite.plan)
+    element = ET.Element("testsuite", name=xml_text(suite.plan))
     props = {
         "run_id": suite.run_id,
         "status": suite.status,
@@ -343,8 +343,8 @@ def _suite_xml(suite: _Suite, said: str | None) -> tuple[ET.Element, dict[str, i
         tc = ET.SubElement(
             element,
             "testcase",
-            name=case.id,
-            classname=suite.plan,
+            name=xml_text(case.id),
+            classname=xml_text(suite.plan),
             time=f"{case.duration_s:.3f}",
         )
         out = _case_outcome(tc, case, stopped, counts)

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from planrun.reporters.termsafe import terminal_safe
 from planrun.text import format_duration
 
 
@@ -44,7 +45,7 @@ def render_live(data: LiveData, height: int) -> Any:
     rows = Table.grid(padding=(0, 2))
     shown = running[: max(1, min(20, height - 3))]
     for step_id, (started, attempt) in shown:
-        title = data.titles.get(step_id, step_id)
+        title = terminal_safe(data.titles.get(step_id, step_id))  # may come from data
         rows.add_row(
             Text("  ▶ " + step_id, style="cyan"),
             Text(title[:60] if title.casefold() != step_id.casefold() else ""),

@@ -9,8 +9,9 @@ control characters (but tab and line feed) shown as `^X`; its own colours are ad
 from __future__ import annotations
 
 import re
+import sys
 
-__all__ = ["terminal_safe"]
+__all__ = ["echo_view", "terminal_safe"]
 
 # The patterns are compiled on first use (re's cache), not at import: a run that prints no step
 # text at a terminal (--quiet, a pipe) never needs them.
@@ -39,3 +40,20 @@ def _caret(match: re.Match[str]) -> str:
     if code == 0x7F:
         return "^?"
     return f"\\x{code:02x}"
+
+
+def echo_view(text: str) -> None:
+    """Print a command's text view (status, list, graph, the dry run) on stdout: at a terminal
+    as `terminal_safe` shows it, for titles, names and values are the plan's text or data."""
+    import click
+
+    if _stdout_is_terminal():
+        text = terminal_safe(text)
+    click.echo(text, nl=False)
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return bool(sys.stdout.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planrun.plan.instances import parent_of
 from planrun.run.events import (
     StepCached,
     StepEvent,
@@ -56,11 +57,16 @@ def apply_revision(state: RunState, revision: dict[str, Any]) -> None:
     added pending, in the order of the revised plan when `steps` lists all of it."""
     state.revisions.append(revision)
     diff = revision.get("diff") or {}
-    for sid in diff.get("removed") or []:
-        state.steps.pop(str(sid), None)
-    for sid in diff.get("revised") or []:
-        if str(sid) in state.steps:
-            state.steps[str(sid)] = StepState()
+    removed = {str(sid) for sid in diff.get("removed") or []}
+    revised = {str(sid) for sid in diff.get("revised") or []}
+    for sid in removed:
+        state.steps.pop(sid, None)
+    for sid in revised:
+        if sid in state.steps:
+            state.steps[sid] = StepState()
+    # A foreach step's instances go with it (a revised one expands afresh when it starts).
+    for sid in [i for i in state.steps if parent_of(i) in removed | revised]:
+        del state.steps[sid]
     listed = [
         str(s["id"]) for s in revision.get("steps") or [] if isinstance(s, dict) and "id" in s
     ]

@@ -8,7 +8,6 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable
 from typing import Any
 
 from planrun.errors import StateError
@@ -279,7 +278,7 @@ class StateStore:
         sid = event.step
         if event.instances is not None:  # a foreach step expanded: instances of an older list go
             self._drop_instances(sid, set(event.instances))
-            self._list_instances(map(str, event.instances))
+            self._list_instances(sid, [str(i) for i in event.instances])
         self._started.add(sid)
         return StepState(
             status=Status.RUNNING,
@@ -292,10 +291,10 @@ class StateStore:
             attempts_log=old.attempts_log if old and int(event.attempt or 1) > 1 else [],
         )
 
-    def _list_instances(self, ids: Iterable[str]) -> None:
+    def _list_instances(self, sid: str, ids: list[str]) -> None:
         """A foreach step's instances, pending until each starts (one that never does, as
-        after an abort under -j 1, stays pending); the snapshot holds them, the journal gets
-        each one's line when it changes."""
+        after an abort under -j 1, stays pending), listed right after their step; the
+        snapshot holds them, the journal gets each one's line when it changes."""
         steps = self.state.steps
         for iid in ids:
             previous = steps.get(iid)
@@ -307,6 +306,23 @@ class StateStore:
                 self._held[iid] = previous
                 self._encoded.pop(iid, None)
                 steps[iid] = StepState()
+        self._place_after(sid, ids)
+
+    def _place_after(self, sid: str, ids: list[str]) -> None:
+        """`ids` moved right after step `sid` in the state's order (once per expansion)."""
+        steps = self.state.steps
+        if sid not in steps:
+            return
+        order = list(steps)
+        at = order.index(sid) + 1
+        if order[at : at + len(ids)] == ids:
+            return
+        moved = set(ids)
+        rest = [k for k in order if k not in moved]
+        at = rest.index(sid) + 1
+        placed = {k: steps[k] for k in [*rest[:at], *ids, *rest[at:]]}
+        steps.clear()
+        steps.update(placed)
 
     def _drop(self, ids: list[str]) -> None:
         """Steps (of this state) gone from the run: removed, and a journal line each."""
