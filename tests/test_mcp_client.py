@@ -20,7 +20,7 @@ from planrun.errors import UsageError
 from planrun.mcp.client import ServerPool, check_tool_args, map_tool_result, parse_mcp_config
 from planrun.plan.definition import ServerEntry
 from planrun.tools.base import ToolFailed
-from tests.conftest import wait_until
+from tests.conftest import assert_no_process_left, unique_sleep, wait_for_command, wait_until
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
@@ -363,6 +363,41 @@ def test_cancelling_the_run_shuts_servers_down(tmp_path: Path) -> None:
         assert children() == [], [p.cmdline() for p in children()]
 
     run(main)
+
+
+@pytest.mark.parametrize("ending", ["close", "cancel"])
+def test_what_a_server_started_dies_with_its_session(tmp_path: Path, ending: str) -> None:
+    """A server that leaves on end of input (as SDK servers do) without stopping the helper it
+    started: the helper is in the server's process group and must not outlive the session,
+    whether the run ends normally or is cancelled (Ctrl-C)."""
+    helper = unique_sleep(300)
+    script = tmp_path / "spawning_server.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        f"subprocess.Popen({helper.split()!r})\n"
+        f"sys.argv[1:] = []\n"
+        f"exec(open({str(SERVERS_DIR / 'crashy_server.py')!r}).read())\n"
+    )
+    entry = ServerEntry(command=sys.executable, args=[str(script)])
+
+    async def main() -> None:
+        async def a_run() -> None:
+            async with ServerPool({"spawner": entry}, cwd=str(tmp_path)) as pool:
+                assert await pool.call("spawner", "echo", {"text": "x"}) == {"result": "x"}
+                if ending == "cancel":
+                    await asyncio.Event().wait()
+
+        task = asyncio.create_task(a_run())
+        if ending == "cancel":
+            await asyncio.to_thread(wait_for_command, helper)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:
+            await task
+
+    run(main)
+    assert_no_process_left(helper.split()[1], timeout=5)
 
 
 @pytest.mark.parametrize(("kind", "endpoint"), [("http", "/mcp"), ("sse", "/sse")])

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from planrun import untrusted_json
 from planrun.errors import PlanInvalid, exception_leaves, quoted
-from planrun.mcp import limits
+from planrun.mcp import limits, servergroup
 from planrun.mcp.config import (
     HTTP_TYPES,
     load_env_file,
@@ -196,6 +196,7 @@ class _Server:
     stderr: IO[bytes] | None = None
     guard: limits.Guard = field(init=False)  # what the server may send; why it was refused
     encoding: str | None = None  # the codec reading a stdio server's stdout (limits.py)
+    groups: set[int] = field(default_factory=set)  # a stdio server's groups (servergroup.py)
 
     def __post_init__(self) -> None:
         self.guard = limits.Guard(self._end)
@@ -415,11 +416,18 @@ class ServerPool:
         # The deadline bounds the handshake only; it is lifted once the session is up.
         scope = srv.scope = anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout)
         try:
-            with scope:
-                async with Client(transport, mode=CONNECT_MODE) as client:
-                    scope.deadline = math.inf
-                    srv.ready.set_result(client)
-                    await srv.closing.wait()
+            try:
+                with scope:
+                    async with Client(transport, mode=CONNECT_MODE) as client:
+                        scope.deadline = math.inf
+                        if srv.stderr is not None:  # a stdio server: what it starts, it leaves
+                            srv.groups = servergroup.find_groups(srv.stderr.fileno())
+                        srv.ready.set_result(client)
+                        await srv.closing.wait()
+            finally:
+                if srv.stderr is not None:  # the SDK stops the server; this, what it started
+                    srv.groups |= servergroup.find_groups(srv.stderr.fileno())
+                    await servergroup.stop_groups(srv.groups)
         except BaseException as exc:  # noqa: BLE001 - reported to the callers, never lost
             if not srv.ready.done():
                 srv.ready.set_exception(_StartFailed(self._start_failure(srv, exc)))
