@@ -535,9 +535,11 @@ class ServerPool:
                 f"{prefix}: the server closed the connection (crashed or exited)",
                 detail=srv.stderr_tail() or None,
             )
-        if code == -32001:  # REQUEST_TIMEOUT from read_timeout_seconds
+        if code == -32001:  # REQUEST_TIMEOUT from read_timeout_seconds: the step's timeout
+            # In the words of the step's own timeout (run/attempts.py), which ends the same call
+            # at the same moment: whichever comes first, the step says the same.
             return ToolFailed(
-                f"{prefix}: no answer within {timeout:g}s" if timeout else f"{prefix}: timed out"
+                f"{prefix}: timed out after {timeout:g}s" if timeout else f"{prefix}: timed out"
             )
         first, detail = server_text(exc.message)
         return ToolFailed(f"{prefix}: {first} (MCP error {code})", detail=detail)
