@@ -412,3 +412,56 @@ def test_a_server_s_megabyte_error_is_kept_cut_everywhere(run, write, tmp_path, 
     kept["report"] = (tmp_path / "report.html").read_text()
     for where, text in kept.items():
         assert len(text) < 200_000, f"{where}: {len(text)} characters"
+
+
+def test_tools_and_check_tools_mask_the_plan_s_secrets(run, write, tmp_path):
+    """A secret that reaches a server entry (a URL's query, a server's environment) is masked
+    in what `planrun tools` and `validate --check-tools` print, as a run masks it."""
+    server = tmp_path / "telling_server.py"
+    server.write_text(
+        "import os\n"
+        "from mcp.server.mcpserver import MCPServer\n"
+        "s = MCPServer('t', log_level='WARNING')\n"
+        "def peek() -> str:\n"
+        "    return 'x'\n"
+        "s.add_tool(peek, description='uses token ' + os.environ['TOKEN'])\n"
+        "s.run()\n"
+    )
+    secret = "s3cr3t-d0-not-show"
+    write(
+        "p.yaml",
+        f"""
+        variables: {{token: {secret}}}
+        secrets: [token]
+        servers:
+          tell: {{command: "{sys.executable}", args: ["{server}"], env: {{TOKEN: "${{token}}"}}}}
+        steps:
+          - {{id: a, tool: tell.peek}}
+    """,
+    )
+    write(
+        "down.yaml",
+        f"""
+        variables: {{token: {secret}}}
+        secrets: [token]
+        servers:
+          web: {{url: "http://127.0.0.1:1/mcp?key=${{token}}"}}
+        steps:
+          - {{id: a, tool: web.peek}}
+    """,
+    )
+    listed = run("tools", "p.yaml", "--output", "json")
+    assert listed.code == 0, listed
+    described = {t["name"]: t["description"] for t in listed.json}
+    assert described["tell.peek"] == "uses token ***"
+    for args in (
+        ("tools", "p.yaml"),
+        ("tools", "down.yaml"),
+        ("tools", "down.yaml", "--output", "json"),
+        ("validate", "down.yaml", "--check-tools"),
+        ("validate", "down.yaml", "--check-tools", "--format", "json"),
+    ):
+        r = run(*args)
+        assert secret not in r.out + r.err, r
+        assert "***" in r.out + r.err, r
+        assert_no_traceback(r)
