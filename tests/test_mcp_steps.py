@@ -71,6 +71,25 @@ def test_unknown_tool_is_an_invalid_plan(run, write):
     assert r.code == 3 and r.json["diagnostics"][0]["line"] == 3
 
 
+def test_a_server_whose_name_holds_a_dot_is_named_in_the_error(run, write):
+    """`SERVER.TOOL` splits at the first dot, so a server named `my.srv` (a name some client
+    configs use) can never be called: the error says why, rather than only that `my` is unknown."""
+    write(
+        "p.yaml",
+        """
+        servers: {my.srv: {command: mcp-server-time}}
+        steps:
+          - {id: a, tool: my.srv.get_current_time, args: {timezone: UTC}}
+    """,
+    )
+    r = run("validate", "p.yaml", "--format", "json")
+    assert r.code == 3, r
+    (diag,) = r.json["diagnostics"]
+    assert diag["line"] == 3, diag
+    assert "unknown MCP server 'my'" in diag["message"], diag
+    assert "'my.srv'" in diag["message"] and "first '.'" in diag["message"], diag
+
+
 def test_bad_literal_arguments_are_invalid_and_templated_ones_fail_the_step(run, write):
     write(
         "p.yaml",
