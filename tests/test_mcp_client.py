@@ -20,7 +20,13 @@ from planrun.errors import UsageError
 from planrun.mcp.client import ServerPool, check_tool_args, map_tool_result, parse_mcp_config
 from planrun.plan.definition import ServerEntry
 from planrun.tools.base import ToolFailed
-from tests.conftest import assert_no_process_left, unique_sleep, wait_for_command, wait_until
+from tests.conftest import (
+    assert_no_process_left,
+    serve_http,
+    unique_sleep,
+    wait_for_command,
+    wait_until,
+)
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
@@ -367,6 +373,38 @@ def test_cancelling_the_run_shuts_servers_down(tmp_path: Path) -> None:
         assert children() == [], [p.cmdline() for p in children()]
 
     run(main)
+
+
+@pytest.mark.parametrize(("status", "words"), [(401, "Unauthorized"), (503, "Service Unavailable")])
+def test_an_http_server_refusing_the_handshake_names_its_status(
+    tmp_path: Path, status: int, words: str
+) -> None:
+    """A wrong token (401) or a server down behind its proxy (503): the step's error says the
+    HTTP status, which the SDK's own words ("Server returned an error response") leave out."""
+    from http.server import BaseHTTPRequestHandler
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_GET = do_DELETE = do_POST
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with serve_http(Refusing) as base:
+        entry = ServerEntry(url=f"{base}/mcp")
+
+        async def main() -> None:
+            async with ServerPool({"web": entry}, cwd=str(tmp_path)) as pool:
+                with pytest.raises(ToolFailed) as err:
+                    await pool.call("web", "x", {})
+                assert f"HTTP {status} {words})" in err.value.message, err.value.message
+
+        run(main)
 
 
 @pytest.mark.parametrize("ending", ["close", "cancel"])

@@ -515,8 +515,9 @@ class ServerPool:
                 return ToolFailed(f"MCP server '{name}': exited during start-up", detail=tail)
             via = f" with {srv.entry.url}" if srv.entry.url else ""
             first, _ = server_text(leaf.message)
+            status = f"; {srv.guard.http_error}" if srv.guard.http_error else ""
             return ToolFailed(
-                f"MCP server '{name}': handshake{via} failed: {first} (MCP error {leaf.code})",
+                f"MCP server '{name}': handshake{via} failed: {first} (MCP error {leaf.code}{status})",
                 detail=tail,
             )
         if isinstance(leaf, asyncio.CancelledError):
@@ -542,7 +543,9 @@ class ServerPool:
                 f"{prefix}: timed out after {timeout:g}s" if timeout else f"{prefix}: timed out"
             )
         first, detail = server_text(exc.message)
-        return ToolFailed(f"{prefix}: {first} (MCP error {code})", detail=detail)
+        status, srv.guard.http_error = srv.guard.http_error, None  # said once, for this call
+        status = f"; {status}" if status else ""
+        return ToolFailed(f"{prefix}: {first} (MCP error {code}{status})", detail=detail)
 
 
 @asynccontextmanager
