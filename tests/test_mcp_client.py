@@ -20,7 +20,13 @@ from planrun.errors import UsageError
 from planrun.mcp.client import ServerPool, check_tool_args, map_tool_result, parse_mcp_config
 from planrun.plan.definition import ServerEntry
 from planrun.tools.base import ToolFailed
-from tests.conftest import wait_until
+from tests.conftest import (
+    assert_no_process_left,
+    serve_http,
+    unique_sleep,
+    wait_for_command,
+    wait_until,
+)
 
 # MCP servers and Dask clusters take seconds to start: `pytest -m 'not slow'` skips these.
 pytestmark = pytest.mark.slow
@@ -254,8 +260,10 @@ def test_server_that_never_answers_is_bounded_by_connect_timeout(tmp_path: Path)
 def test_call_timeout_and_cancellation_keep_the_session(tmp_path: Path) -> None:
     async def main() -> None:
         async with ServerPool({"crashy": CRASHY}, cwd=str(tmp_path)) as pool:
+            # The words of a step's own timeout (run/attempts.py), which races with this one:
+            # a step that times out says the same whichever of the two ends it.
             with pytest.raises(
-                ToolFailed, match=r"^MCP server 'crashy' tool 'nap': no answer within 0.3s$"
+                ToolFailed, match=r"^MCP server 'crashy' tool 'nap': timed out after 0.3s$"
             ):
                 await pool.call("crashy", "nap", {"seconds": 0.6}, timeout=0.3)
             # The scheduler's way: cancel the awaiting task (asyncio.timeout).
@@ -303,7 +311,9 @@ def test_answers_never_sent_are_bounded_by_the_call_timeout(tmp_path: Path) -> N
     async def main() -> None:
         async with ServerPool({"h": HOSTILE}, cwd=str(tmp_path)) as pool:
             for tool in ("garbage", "wrong_id"):  # a non-JSON line; an answer to another id
-                with pytest.raises(ToolFailed, match=f"^MCP server 'h' tool '{tool}': no answer"):
+                with pytest.raises(
+                    ToolFailed, match=f"^MCP server 'h' tool '{tool}': timed out after 0.5s$"
+                ):
                     await pool.call("h", tool, {}, timeout=0.5)
             assert await pool.call("h", "odd.name", {}) == "odd"  # a dot in a tool's name
 
@@ -363,6 +373,73 @@ def test_cancelling_the_run_shuts_servers_down(tmp_path: Path) -> None:
         assert children() == [], [p.cmdline() for p in children()]
 
     run(main)
+
+
+@pytest.mark.parametrize(("status", "words"), [(401, "Unauthorized"), (503, "Service Unavailable")])
+def test_an_http_server_refusing_the_handshake_names_its_status(
+    tmp_path: Path, status: int, words: str
+) -> None:
+    """A wrong token (401) or a server down behind its proxy (503): the step's error says the
+    HTTP status, which the SDK's own words ("Server returned an error response") leave out."""
+    from http.server import BaseHTTPRequestHandler
+
+    class Refusing(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_GET = do_DELETE = do_POST
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with serve_http(Refusing) as base:
+        entry = ServerEntry(url=f"{base}/mcp")
+
+        async def main() -> None:
+            async with ServerPool({"web": entry}, cwd=str(tmp_path)) as pool:
+                with pytest.raises(ToolFailed) as err:
+                    await pool.call("web", "x", {})
+                assert f"HTTP {status} {words})" in err.value.message, err.value.message
+
+        run(main)
+
+
+@pytest.mark.parametrize("ending", ["close", "cancel"])
+def test_what_a_server_started_dies_with_its_session(tmp_path: Path, ending: str) -> None:
+    """A server that leaves on end of input (as SDK servers do) without stopping the helper it
+    started: the helper is in the server's process group and must not outlive the session,
+    whether the run ends normally or is cancelled (Ctrl-C)."""
+    helper = unique_sleep(300)
+    script = tmp_path / "spawning_server.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        f"subprocess.Popen({helper.split()!r})\n"
+        f"sys.argv[1:] = []\n"
+        f"exec(open({str(SERVERS_DIR / 'crashy_server.py')!r}).read())\n"
+    )
+    entry = ServerEntry(command=sys.executable, args=[str(script)])
+
+    async def main() -> None:
+        async def a_run() -> None:
+            async with ServerPool({"spawner": entry}, cwd=str(tmp_path)) as pool:
+                assert await pool.call("spawner", "echo", {"text": "x"}) == {"result": "x"}
+                if ending == "cancel":
+                    await asyncio.Event().wait()
+
+        task = asyncio.create_task(a_run())
+        if ending == "cancel":
+            await asyncio.to_thread(wait_for_command, helper)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        else:
+            await task
+
+    run(main)
+    assert_no_process_left(helper.split()[1], timeout=5)
 
 
 @pytest.mark.parametrize(("kind", "endpoint"), [("http", "/mcp"), ("sse", "/sse")])

@@ -3,12 +3,19 @@ there as on the command line (a real server over stdio, driven by `mcp.Client`).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.test_mcp_server import no_leftover_processes, session  # noqa: F401 (autouse fixture)
+from tests.test_mcp_server import (  # noqa: F401 (autouse fixture)
+    OPENING,
+    no_leftover_processes,
+    session,
+)
 
 if TYPE_CHECKING:  # the SDK is imported by the session, not to collect the quick layer
     from mcp import Client
@@ -103,3 +110,41 @@ def test_sub_plan_gates_hold_in_plan_run(tmp_path: Path) -> None:
     ids = [s["id"] for s in approved.structured_content["steps"]]
     assert ids == ["sub", "sub/deploy"]
     assert (tmp_path / "RAN").exists()
+
+
+def test_variables_json_cannot_hold_are_refused(tmp_path: Path) -> None:
+    """A client may send NaN or Infinity (Python's json writes them; the SDK's client writes
+    null instead): a `variables` value holding one is refused at the argument, as `--var x=.nan`
+    is, so no answer carries a bare NaN in its text, its structured content or the state."""
+    plan = "name: nan\nsteps:\n  - {id: a, tool: echo, args: {value: '${x}'}}\n"
+    calls = [
+        (tool, variables)
+        for tool in ("plan_run", "plan_dry_run", "plan_validate")
+        for variables in ({"x": float("nan")}, {"x": {"deep": [1, float("-inf")]}})
+    ]
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 10 + n,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {"plan": plan, "variables": variables}},
+        }
+        for n, (tool, variables) in enumerate(calls)
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "planrun", "mcp"],
+        cwd=tmp_path,
+        input="".join(json.dumps(m) + "\n" for m in [*OPENING, *requests]),  # NaN, -Infinity
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answers = [m for m in map(json.loads, proc.stdout.splitlines()) if m.get("id", 0) >= 10]
+    assert len(answers) == len(calls), proc.stdout[-2000:]
+    for answer in answers:
+        result = answer["result"]
+        text = result["content"][0]["text"]
+        assert result["isError"], answer
+        assert "argument 'variables' holds" in text and "not a JSON number" in text, text
+    assert not (tmp_path / ".planrun").exists()  # refused before anything started

@@ -156,3 +156,48 @@ def test_sigterm_waits_until_the_interrupted_answer_is_on_stdout(tmp_path: Path)
     assert steps["big"]["result"] == "x" * PAD
     assert steps["nap"]["status"] == "interrupted"
     assert code == 130  # interrupted, as `planrun run` stopped by a signal
+
+
+def test_a_client_that_goes_away_interrupts_the_run_in_flight(tmp_path: Path) -> None:
+    """A client that dies (stdin closed and nobody left to read stdout) cannot get an answer:
+    its run is interrupted as a cancelled call's is (the step's process stopped, the state
+    `interrupted`), and the server leaves, rather than running the plan to its end for no one."""
+    plan = (
+        "name: gone\nsteps:\n"
+        "  - {id: nap, tool: shell, args: {cmd: 'echo $$ > nap.pid; exec sleep 300'}}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "mcp"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for message in [*OPENING, _call(2, {"plan": plan})]:
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+        pid_file = tmp_path / "nap.pid"
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", 120)
+        nap = int(pid_file.read_text())
+        proc.stdout.close()  # the client is gone: nobody reads, and its end of stdin closes
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        wait_until(lambda: not _alive(nap), 10, what="the step's process to be stopped")
+        state = json.loads((tmp_path / ".planrun" / "state" / "gone.json").read_text())
+        assert state["status"] == "interrupted", state
+        assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -71,6 +71,25 @@ def test_unknown_tool_is_an_invalid_plan(run, write):
     assert r.code == 3 and r.json["diagnostics"][0]["line"] == 3
 
 
+def test_a_server_whose_name_holds_a_dot_is_named_in_the_error(run, write):
+    """`SERVER.TOOL` splits at the first dot, so a server named `my.srv` (a name some client
+    configs use) can never be called: the error says why, rather than only that `my` is unknown."""
+    write(
+        "p.yaml",
+        """
+        servers: {my.srv: {command: mcp-server-time}}
+        steps:
+          - {id: a, tool: my.srv.get_current_time, args: {timezone: UTC}}
+    """,
+    )
+    r = run("validate", "p.yaml", "--format", "json")
+    assert r.code == 3, r
+    (diag,) = r.json["diagnostics"]
+    assert diag["line"] == 3, diag
+    assert "unknown MCP server 'my'" in diag["message"], diag
+    assert "'my.srv'" in diag["message"] and "first '.'" in diag["message"], diag
+
+
 def test_bad_literal_arguments_are_invalid_and_templated_ones_fail_the_step(run, write):
     write(
         "p.yaml",
@@ -412,3 +431,56 @@ def test_a_server_s_megabyte_error_is_kept_cut_everywhere(run, write, tmp_path, 
     kept["report"] = (tmp_path / "report.html").read_text()
     for where, text in kept.items():
         assert len(text) < 200_000, f"{where}: {len(text)} characters"
+
+
+def test_tools_and_check_tools_mask_the_plan_s_secrets(run, write, tmp_path):
+    """A secret that reaches a server entry (a URL's query, a server's environment) is masked
+    in what `planrun tools` and `validate --check-tools` print, as a run masks it."""
+    server = tmp_path / "telling_server.py"
+    server.write_text(
+        "import os\n"
+        "from mcp.server.mcpserver import MCPServer\n"
+        "s = MCPServer('t', log_level='WARNING')\n"
+        "def peek() -> str:\n"
+        "    return 'x'\n"
+        "s.add_tool(peek, description='uses token ' + os.environ['TOKEN'])\n"
+        "s.run()\n"
+    )
+    secret = "s3cr3t-d0-not-show"
+    write(
+        "p.yaml",
+        f"""
+        variables: {{token: {secret}}}
+        secrets: [token]
+        servers:
+          tell: {{command: "{sys.executable}", args: ["{server}"], env: {{TOKEN: "${{token}}"}}}}
+        steps:
+          - {{id: a, tool: tell.peek}}
+    """,
+    )
+    write(
+        "down.yaml",
+        f"""
+        variables: {{token: {secret}}}
+        secrets: [token]
+        servers:
+          web: {{url: "http://127.0.0.1:1/mcp?key=${{token}}"}}
+        steps:
+          - {{id: a, tool: web.peek}}
+    """,
+    )
+    listed = run("tools", "p.yaml", "--output", "json")
+    assert listed.code == 0, listed
+    described = {t["name"]: t["description"] for t in listed.json}
+    assert described["tell.peek"] == "uses token ***"
+    for args in (
+        ("tools", "p.yaml"),
+        ("tools", "down.yaml"),
+        ("tools", "down.yaml", "--output", "json"),
+        ("validate", "down.yaml", "--check-tools"),
+        ("validate", "down.yaml", "--check-tools", "--format", "json"),
+    ):
+        r = run(*args)
+        assert secret not in r.out + r.err, r
+        assert "***" in r.out + r.err, r
+        assert_no_traceback(r)

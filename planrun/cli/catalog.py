@@ -5,6 +5,7 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: `list` reads plan files; the tool listing,
 # the loader, validation and MCP servers are for `tools`.
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,7 @@ def list_tools(
 
     extra = parse_mcp_config(mcp_config) if mcp_config else {}
     servers: dict[str, ServerEntry] = dict(extra)
+    mask: Callable[[Any], Any] = _unmasked
     if plan_path is not None:
         from planrun.plan.expressions import ExpressionError
         from planrun.plan.validate import load_plan
@@ -125,15 +127,26 @@ def list_tools(
         except ExpressionError:  # an unset env variable: list what can be listed
             values = dict(plan.variables)
         servers.update(server_entries(plan, values))
+        if plan.secrets:  # a secret in an entry (a URL, a server's env) may come back in a
+            from planrun.masking import Masker  # server's error or its tools' descriptions
+
+            mask = Masker(plan.secrets, values, os.environ)
     if servers:
         import asyncio
 
-        rows.extend(asyncio.run(_server_tools(servers, cwd)))
+        rows.extend(asyncio.run(_server_tools(servers, cwd, mask)))
     return rows
 
 
-async def _server_tools(servers: dict[str, ServerEntry], cwd: str) -> list[dict[str, Any]]:
-    """Every tool of `servers` (resolved plan entries, or expanded by parse_mcp_config)."""
+def _unmasked(value: Any) -> Any:
+    return value
+
+
+async def _server_tools(
+    servers: dict[str, ServerEntry], cwd: str, mask: Callable[[Any], Any]
+) -> list[dict[str, Any]]:
+    """Every tool of `servers` (resolved plan entries, or expanded by parse_mcp_config), and a
+    server's failure, with the plan's secrets masked (`mask`)."""
     import asyncio
 
     from planrun.mcp.client import ServerPool
@@ -145,7 +158,7 @@ async def _server_tools(servers: dict[str, ServerEntry], cwd: str) -> list[dict[
     for name, tools in zip(servers, lists, strict=True):
         # a server that cannot start or answers garbage: one line, exit 1
         if isinstance(tools, ToolFailed):
-            raise PlanrunError(tools.message)
+            raise PlanrunError(mask(tools.message))
         if isinstance(tools, BaseException):
             raise tools
         for t in tools:
@@ -153,8 +166,8 @@ async def _server_tools(servers: dict[str, ServerEntry], cwd: str) -> list[dict[
                 {
                     "name": f"{name}.{t['name']}",
                     "source": name,
-                    "description": t.get("description") or "",
-                    "input_schema": t.get("input_schema") or {},
+                    "description": mask(t.get("description") or ""),
+                    "input_schema": mask(t.get("input_schema") or {}),
                 }
             )
     return out

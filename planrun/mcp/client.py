@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from planrun import untrusted_json
 from planrun.errors import PlanInvalid, exception_leaves, quoted
-from planrun.mcp import limits
+from planrun.mcp import limits, servergroup
 from planrun.mcp.config import (
     HTTP_TYPES,
     load_env_file,
@@ -196,6 +196,7 @@ class _Server:
     stderr: IO[bytes] | None = None
     guard: limits.Guard = field(init=False)  # what the server may send; why it was refused
     encoding: str | None = None  # the codec reading a stdio server's stdout (limits.py)
+    groups: set[int] = field(default_factory=set)  # a stdio server's groups (servergroup.py)
 
     def __post_init__(self) -> None:
         self.guard = limits.Guard(self._end)
@@ -415,11 +416,18 @@ class ServerPool:
         # The deadline bounds the handshake only; it is lifted once the session is up.
         scope = srv.scope = anyio.CancelScope(deadline=anyio.current_time() + self._connect_timeout)
         try:
-            with scope:
-                async with Client(transport, mode=CONNECT_MODE) as client:
-                    scope.deadline = math.inf
-                    srv.ready.set_result(client)
-                    await srv.closing.wait()
+            try:
+                with scope:
+                    async with Client(transport, mode=CONNECT_MODE) as client:
+                        scope.deadline = math.inf
+                        if srv.stderr is not None:  # a stdio server: what it starts, it leaves
+                            srv.groups = servergroup.find_groups(srv.stderr.fileno())
+                        srv.ready.set_result(client)
+                        await srv.closing.wait()
+            finally:
+                if srv.stderr is not None:  # the SDK stops the server; this, what it started
+                    srv.groups |= servergroup.find_groups(srv.stderr.fileno())
+                    await servergroup.stop_groups(srv.groups)
         except BaseException as exc:  # noqa: BLE001 - reported to the callers, never lost
             if not srv.ready.done():
                 srv.ready.set_exception(_StartFailed(self._start_failure(srv, exc)))
@@ -507,8 +515,9 @@ class ServerPool:
                 return ToolFailed(f"MCP server '{name}': exited during start-up", detail=tail)
             via = f" with {srv.entry.url}" if srv.entry.url else ""
             first, _ = server_text(leaf.message)
+            status = f"; {srv.guard.http_error}" if srv.guard.http_error else ""
             return ToolFailed(
-                f"MCP server '{name}': handshake{via} failed: {first} (MCP error {leaf.code})",
+                f"MCP server '{name}': handshake{via} failed: {first} (MCP error {leaf.code}{status})",
                 detail=tail,
             )
         if isinstance(leaf, asyncio.CancelledError):
@@ -527,12 +536,16 @@ class ServerPool:
                 f"{prefix}: the server closed the connection (crashed or exited)",
                 detail=srv.stderr_tail() or None,
             )
-        if code == -32001:  # REQUEST_TIMEOUT from read_timeout_seconds
+        if code == -32001:  # REQUEST_TIMEOUT from read_timeout_seconds: the step's timeout
+            # In the words of the step's own timeout (run/attempts.py), which ends the same call
+            # at the same moment: whichever comes first, the step says the same.
             return ToolFailed(
-                f"{prefix}: no answer within {timeout:g}s" if timeout else f"{prefix}: timed out"
+                f"{prefix}: timed out after {timeout:g}s" if timeout else f"{prefix}: timed out"
             )
         first, detail = server_text(exc.message)
-        return ToolFailed(f"{prefix}: {first} (MCP error {code})", detail=detail)
+        status, srv.guard.http_error = srv.guard.http_error, None  # said once, for this call
+        status = f"; {status}" if status else ""
+        return ToolFailed(f"{prefix}: {first} (MCP error {code}{status})", detail=detail)
 
 
 @asynccontextmanager

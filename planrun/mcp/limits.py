@@ -41,6 +41,9 @@ class Guard:
     ) -> None:
         self.limit, self.event_limit = limit, event_limit
         self.reason: str | None = None
+        # The HTTP error status of the last request's answer (`HTTP 401 Unauthorized`, None
+        # after one that succeeded), which the SDK's own message for it leaves out.
+        self.http_error: str | None = None
         self._on_refuse = on_refuse
 
     def refuse(self, why: str) -> None:
@@ -186,6 +189,11 @@ def response_hook(guard: Guard) -> Callable[[Any], Any]:
             return getattr(self._inner, "elapsed", None)
 
     async def hook(response: httpx2.Response) -> None:
+        if response.request.method == "POST":  # a request's answer (GET: the event stream)
+            code = response.status_code
+            guard.http_error = (
+                f"HTTP {code} {response.reason_phrase}".strip() if code >= 400 else None
+            )
         kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         encoding = response.headers.get("content-encoding", "").strip().lower()
         response.stream = Capped(response.stream, kind, encoding)  # type: ignore[arg-type]

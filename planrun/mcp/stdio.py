@@ -8,16 +8,19 @@ answer has been written to stdout and flushed: the server leaves when the ones i
 The same ledger holds back the end of input: the SDK stops serving when its input ends and
 cancels the requests in flight, unanswered. A client that writes its requests and closes stdin
 (`printf '...' | planrun mcp`) expects every answer, so the SDK sees the end of input only once
-every request read has its answer on stdout (the transport itself stays the SDK's).
+every request read has its answer on stdout (the transport itself stays the SDK's), or as soon
+as nobody is left to read stdout (the client died): then there is no one to answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
+import select
 import sys
 from collections.abc import Callable, Iterator
 from io import TextIOWrapper
@@ -28,6 +31,8 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from planrun.text import first_line
+
+HANG_UP_POLL_S = 0.2  # how often a server whose input has ended looks whether its client is gone
 
 
 class Answers:
@@ -137,16 +142,21 @@ async def serve_stdio(server: Server[Any], answers: Answers) -> None:
         async with stdio_server(stdout=Wire(out, answers)) as (read, write):
             sifted, receive = anyio.create_memory_object_stream[Any](0)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_answer_unreadable, read, sifted, write, answers)
+                gone = functools.partial(reader_gone, out.fileno())
+                tg.start_soon(_answer_unreadable, read, sifted, write, answers, gone)
                 await server.run(receive, write, server.create_initialization_options())
                 tg.cancel_scope.cancel()
     finally:
         give_back()
 
 
-async def _answer_unreadable(read: Any, forward: Any, write: Any, answers: Answers) -> None:
+async def _answer_unreadable(
+    read: Any, forward: Any, write: Any, answers: Answers, gone: Callable[[], bool]
+) -> None:
     """Pass the client's messages on, noting the requests; answer a request that the SDK could
-    not read; pass the end of input on once every request read has its answer.
+    not read; pass the end of input on once every request read has its answer, or at once when
+    nobody is left to read the answers (`gone`: the client died), so the SDK cancels the calls
+    in flight and their runs are interrupted, as a cancelled call's run is.
 
     The SDK parses each line with a nesting limit, and hands on a line it cannot parse as an
     exception the server drops, unanswered: the client would wait for its own timeout. A line
@@ -162,7 +172,21 @@ async def _answer_unreadable(read: Any, forward: Any, write: Any, answers: Answe
                 else:
                     await write.send(refusal)
         # End of input: the SDK would cancel the requests still running (module docstring).
-        await answers.until_answered(set(answers.owed), timeout_s=None)
+        owed = set(answers.owed)
+        while owed & answers.owed and not gone():
+            await answers.until_answered(owed, timeout_s=HANG_UP_POLL_S)
+
+
+def reader_gone(fd: int) -> bool:
+    """Whether nothing can read what is written to `fd` any more: the write end of a pipe (or
+    socket) whose other end is closed. False for a file, a terminal, or when poll cannot say."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)  # POLLERR and POLLHUP are reported whatever is asked
+    try:
+        events = poller.poll(0)
+    except OSError:
+        return False
+    return any(mask & (select.POLLERR | select.POLLHUP) for _, mask in events)
 
 
 def _refusal(exc: Exception) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: jsonschema and the tool registry only when a
 # call's arguments are checked.
 import json
+import math
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -100,7 +101,29 @@ def argument_problems(tool: str, schema: dict[str, Any], arguments: Any) -> list
             )
         else:
             out.append(f"{tool}: argument '{quoted(where)}': {quoted(err.message)}")
+    for key in allowed:  # JSON has no NaN or infinity, though a client's parser may send them
+        word = _not_finite(arguments.get(key))
+        if word is not None:
+            out.append(
+                f"{tool}: argument '{key}' holds {word}, which is not a JSON number "
+                "(JSON has no NaN or infinity)"
+            )
     return list(dict.fromkeys(out))
+
+
+def _not_finite(value: Any) -> str | None:
+    """`NaN` or `infinity` when `value` holds one anywhere (iteratively: nesting is bounded by
+    the SDK's parser, not by Python's stack), else None."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return "NaN" if math.isnan(item) else "infinity"
+        if isinstance(item, dict):
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return None
 
 
 def _preview(value: Any, width: int = 60) -> str:

@@ -479,10 +479,16 @@ def _check_tool(
         if "." in tool:
             server = tool.split(".", 1)[0]
             if server not in servers:
+                # A declared name holding a dot can never be called: SERVER.TOOL splits at the
+                # first dot (some client configs name servers `github.com`).
+                dotted = [n for n in servers if "." in n and tool.startswith(f"{n}.")]
                 out.add(
                     ("steps", i, "tool"),
                     f"step '{s.id}': unknown MCP server '{server}' in tool '{tool}'",
-                    hint=did_you_mean(server, set(servers)),
+                    hint=f"server '{dotted[0]}' cannot be called: SERVER.TOOL splits at the "
+                    "first '.', so rename it without a dot"
+                    if dotted
+                    else did_you_mean(server, set(servers)),
                 )
         else:
             out.add(

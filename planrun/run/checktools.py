@@ -132,4 +132,14 @@ def check_plan_tools(
         async with make_pool(plan, values, cwd) as pool:
             return await check_tools(plan, checked.doc, pool, unreachable_is_error=True)
 
-    return asyncio.run(main())
+    found = asyncio.run(main())
+    if not plan.secrets:
+        return found
+    # A secret in a server's entry (a URL, its env) may come back in what the server or the
+    # connection says: masked, as a run masks it.
+    from dataclasses import replace
+
+    from planrun.masking import Masker
+
+    mask = Masker(plan.secrets, values, os.environ)
+    return [replace(d, message=mask(d.message), hint=mask(d.hint)) for d in found]
