@@ -645,6 +645,40 @@ def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "http://u:s3cret@127.0.0.1:1/c\n",
+        "http://u:s3cret@127.0.0.1:1/c\t",
+        "http://127.0.0.1:1/c\r\nX-Evil: 1",
+        " http://u:s3cret@127.0.0.1:1/c",
+        "http://127.0.0.1:0/c",
+    ],
+)
+def test_a_remote_url_with_a_control_character_is_a_usage_error(tmp_path: Path, url: str) -> None:
+    """A URL with a line break or tab (a CI variable saved with its newline), a space before
+    it or port 0 cannot be asked: one line, exit 2, its password not shown, for `run` (URL
+    from the flag or the environment) and `cache info --check`."""
+    a = checkout(tmp_path / "a")
+    calls = [
+        (("run", "plan.yaml", "--remote-cache", url), {}),
+        (("run", "plan.yaml"), {"PLANRUN_REMOTE_CACHE": url}),
+        (("cache", "info", "--check", "--remote-cache", url), {}),
+    ]
+    for args, env in calls:
+        r = planrun(*args, cwd=a, env=env)
+        assert_no_traceback(r)
+        assert r.code == 2 and "not an http(s) URL" in r.err, r
+        assert len(r.err.strip().splitlines()) == 1 and "s3cret" not in r.err, r
+    assert not (a / "out").exists()  # no step ran
+
+
+def test_an_ipv6_remote_is_shown_with_its_brackets(tmp_path: Path) -> None:
+    port = free_port()
+    r = planrun("cache", "info", "--remote-cache", f"http://u:pw@[::1]:{port}/c", cwd=tmp_path)
+    assert r.code == 0 and f"remote http://[::1]:{port}/c" in r.out, r
+
+
+@pytest.mark.parametrize(
     "url", ["http://x/cache?token=s3cret", "http://x/cache#s3cret", "http://x/?"]
 )
 def test_a_remote_url_with_a_query_or_fragment_is_a_usage_error(tmp_path: Path, url: str) -> None:

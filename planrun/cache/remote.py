@@ -115,7 +115,9 @@ class RemoteOptions:
 def shown_url(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.port:
+    if ":" in host:  # an IPv6 address, bracketed as in the URL
+        host = f"[{host}]"
+    if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
@@ -148,10 +150,14 @@ def remote_options(
     if url is None:
         return None
     try:
+        # urlsplit drops a line break, a tab and leading spaces the request would still send
+        if not url.isprintable() or url != url.strip():
+            raise ValueError(url)
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(url)
-        _ = parts.port  # (a port that is not a number, or out of range: ValueError)
+        if parts.port == 0:  # (a port that is not a number, or out of range: ValueError)
+            raise ValueError(url)
         _spellable(parts.hostname)
     except ValueError:  # (UnicodeError too: a host name IDNA cannot spell)
         raise UsageError(f"--remote-cache: {_shown_safely(url)!r} is not an http(s) URL") from None
