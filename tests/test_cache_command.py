@@ -3,8 +3,11 @@ refused sizes and ages."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -138,3 +141,45 @@ def test_a_directory_squatting_a_blob_s_name_is_named_with_a_hint_and_kept_by_cl
     assert c.code == 0, c
     assert squat.is_dir()
     assert squat.name in c.err and "not planrun's" in c.err, c
+
+
+@contextlib.contextmanager
+def read_only(where: Path) -> Iterator[None]:
+    """`where` bound read-only onto itself (needs root and mount; the test is skipped where
+    there is none)."""
+    bind = subprocess.run(["mount", "--bind", str(where), str(where)], capture_output=True)
+    if bind.returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        ro = subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(where)], capture_output=True, check=False
+        )
+        if ro.returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.mark.parametrize(
+    "args", [["clean"], ["prune", "--max-size", "0"], ["prune", "--older-than", "0s"]]
+)
+def test_a_cache_that_cannot_be_emptied_says_so_and_exits_1(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """On a read-only file system nothing can be removed: `clean` and `prune` name the first
+    file they could not remove, in plain words, and exit 1, instead of `removed 0 entries`
+    and success with every entry still there."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    cache = tmp_path / ".planrun/cache"
+    before = len(cache_entry_files(tmp_path))
+    assert before == 2
+    with read_only(cache):
+        r = planrun("cache", *args, cwd=tmp_path)
+    assert r.code == 1, r
+    assert "Traceback" not in r.err and "Errno" not in r.err, r
+    error = [line for line in r.err.splitlines() if line.startswith("planrun: error:")]
+    assert len(error) == 1 and "the file system is read-only" in error[0], r
+    assert str(cache / "entries") in error[0], r
+    assert len(cache_entry_files(tmp_path)) == before
