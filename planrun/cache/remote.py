@@ -172,14 +172,28 @@ def remote_options(
     if token is not None and not (token.isascii() and token.isprintable()):
         # (httpx2 would fail on it at the first request, beyond ASCII with an error of its own)
         raise UsageError(f"{ENV_TOKEN} cannot go in an HTTP header: use printable ASCII only")
-    flag = environ.get(ENV_READ_ONLY, "").strip().lower()
     key = environ.get(ENV_SIGNING_KEY)
     return RemoteOptions(
         url=url.rstrip("/"),
         token=token,
         signing_key=key.encode() if key else None,
         timeout=timeout or DEFAULT_TIMEOUT,
-        read_only=read_only or flag in ("1", "true", "yes"),
+        read_only=read_only or _read_only_from(environ),
+    )
+
+
+def _read_only_from(environ: Mapping[str, str]) -> bool:
+    """PLANRUN_REMOTE_CACHE_READ_ONLY as yes or no; a value that is neither is a usage error
+    (read as `no`, a misspelt guard of a pull-request build would let it upload)."""
+    value = environ.get(ENV_READ_ONLY, "")
+    flag = value.strip().lower()
+    if flag in ("1", "true", "yes", "on"):
+        return True
+    if flag in ("", "0", "false", "no", "off"):
+        return False
+    raise UsageError(
+        f"{ENV_READ_ONLY}={value!r} is neither yes nor no: use 1 (read the remote cache, never"
+        " upload) or 0"
     )
 
 
