@@ -37,6 +37,15 @@ def test_cache_info_shapes(tmp_path: Path) -> None:
     assert doc["dir"] in text and "2 entries" in text and f"{doc['bytes']} bytes" in text
 
 
+def test_cache_info_says_one_entry_in_the_singular(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        'steps:\n  - {id: s, tool: shell, args: {cmd: "echo hi"}, cache: true}\n'
+    )
+    assert run_plan(tmp_path).code == 0
+    text = planrun("cache", "info", cwd=tmp_path).out
+    assert ": 1 entry, " in text, text
+
+
 def lru_project(root: Path) -> Path:
     return write_indented_plan(
         root,

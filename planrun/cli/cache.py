@@ -107,8 +107,9 @@ def info(
     if output == "json":
         click.echo(json.dumps(doc, indent=2))
         return
-    size = int(doc["bytes"])
-    click.echo(f"{doc['dir']}: {doc['entries']} entries, {_human(size)} ({size} bytes)")
+    size, n = int(doc["bytes"]), int(doc["entries"])
+    entries = f"{n} entr{'y' if n == 1 else 'ies'}"
+    click.echo(f"{doc['dir']}: {entries}, {_human(size)} ({size} bytes)")
     if remote is not None:
         mode = " (read-only)" if remote["read_only"] else ""
         answer = ""
