@@ -192,3 +192,21 @@ def test_a_cache_that_cannot_be_emptied_says_so_and_exits_1(
     assert len(error) == 1 and "the file system is read-only" in error[0], r
     assert str(cache / "entries") in error[0], r
     assert len(cache_entry_files(tmp_path)) == before
+
+
+def test_a_directory_nested_deeper_than_the_recursion_limit_is_counted(tmp_path: Path) -> None:
+    """Someone's tree 1,100 directories deep inside the cache directory: `info` counts it and
+    `prune` measures it, instead of ending with an internal RecursionError."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    before = planrun("cache", "info", "--output", "json", cwd=tmp_path).json["bytes"]
+    deep = tmp_path / ".planrun/cache/junk"
+    for _ in range(1100):
+        deep /= "d"
+        deep.mkdir(parents=True)
+    r = planrun("cache", "info", "--output", "json", cwd=tmp_path)
+    assert r.code == 0 and r.json["entries"] == 2, r
+    assert r.json["bytes"] > before  # its directories are counted
+    r = planrun("cache", "prune", "--max-size", "0", cwd=tmp_path)
+    assert r.code == 0 and "removed 2 entries" in r.err, r
+    assert deep.is_dir()  # not planrun's: kept

@@ -111,10 +111,19 @@ def squatters(root: str) -> list[str]:
 def directory_bytes(root: str) -> int:
     """The cache directory's size on disk (like `du`), its own directories included."""
     total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in [".", *files]:
-            with contextlib.suppress(OSError):
-                total += _disk_bytes(os.lstat(os.path.join(dirpath, name)))
+    with contextlib.suppress(OSError):
+        st = os.stat(root)  # (a --cache-dir that is a link is its target)
+        if not stat.S_ISDIR(st.st_mode):
+            return 0
+        total = _disk_bytes(st)
+    todo = [root]  # without recursion: a tree nested deeper than Python's stack is counted
+    while todo:
+        with contextlib.suppress(OSError), os.scandir(todo.pop()) as it:
+            for item in it:
+                with contextlib.suppress(OSError):
+                    total += _disk_bytes(item.stat(follow_symlinks=False))
+                    if item.is_dir(follow_symlinks=False):
+                        todo.append(item.path)
     return total
 
 
