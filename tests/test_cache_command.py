@@ -200,13 +200,16 @@ def test_a_directory_nested_deeper_than_the_recursion_limit_is_counted(tmp_path:
     project(tmp_path)
     run_plan(tmp_path)
     before = planrun("cache", "info", "--output", "json", cwd=tmp_path).json["bytes"]
-    deep = tmp_path / ".planrun/cache/junk"
-    for _ in range(1100):
-        deep /= "d"
-        deep.mkdir(parents=True)
-    r = planrun("cache", "info", "--output", "json", cwd=tmp_path)
-    assert r.code == 0 and r.json["entries"] == 2, r
-    assert r.json["bytes"] > before  # its directories are counted
-    r = planrun("cache", "prune", "--max-size", "0", cwd=tmp_path)
-    assert r.code == 0 and "removed 2 entries" in r.err, r
-    assert deep.is_dir()  # not planrun's: kept
+    junk = deep = tmp_path / ".planrun/cache/junk"
+    try:
+        for _ in range(1100):
+            deep /= "d"
+            deep.mkdir(parents=True)
+        r = planrun("cache", "info", "--output", "json", cwd=tmp_path)
+        assert r.code == 0 and r.json["entries"] == 2, r
+        assert r.json["bytes"] > before  # its directories are counted
+        r = planrun("cache", "prune", "--max-size", "0", cwd=tmp_path)
+        assert r.code == 0 and "removed 2 entries" in r.err, r
+        assert deep.is_dir()  # not planrun's: kept
+    finally:  # by rm: pytest's own removal of old temporary directories recurses
+        subprocess.run(["rm", "-rf", str(junk)], check=True)
