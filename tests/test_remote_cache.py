@@ -710,6 +710,8 @@ def test_a_remote_url_with_a_control_character_is_a_usage_error(tmp_path: Path, 
         assert_no_traceback(r)
         assert r.code == 2 and "not an http(s) URL" in r.err, r
         assert len(r.err.strip().splitlines()) == 1 and "s3cret" not in r.err, r
+        if not url.isprintable() or url != url.strip():
+            assert "control character" in r.err, r  # says why: the URL shown looks fine
     assert not (a / "out").exists()  # no step ran
 
 

@@ -149,10 +149,13 @@ def remote_options(
     url = url or environ.get(ENV_URL) or None
     if url is None:
         return None
+    # urlsplit drops a line break, a tab and leading spaces the request would still send
+    if not url.isprintable() or url != url.strip():
+        raise UsageError(
+            f"--remote-cache: {_shown_safely(url)!r} is not an http(s) URL: it holds a line"
+            " break, a tab or another control character, or a space at an end"
+        )
     try:
-        # urlsplit drops a line break, a tab and leading spaces the request would still send
-        if not url.isprintable() or url != url.strip():
-            raise ValueError(url)
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(url)
