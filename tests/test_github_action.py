@@ -311,3 +311,28 @@ def test_a_read_only_input_neither_true_nor_false_stops_the_step(
     assert proc.returncode == 2 and env is None, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("::error::") and "remote-cache-read-only" in line
+
+
+def test_a_password_in_a_url_given_in_args_is_not_in_the_printed_command(
+    workspace: Path,
+) -> None:
+    """`args` may name the remote with a user and password (`--remote-cache=https://ci:PW@…`):
+    planrun gets the URL whole, the `+ planrun …` line shows it without them."""
+    bindir = workspace.parent / "recorder"
+    bindir.mkdir()
+    record = workspace.parent / "argv.json"
+    (bindir / "planrun").write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
+    )
+    (bindir / "planrun").chmod(0o755)
+    url = "https://ci:s3cretPW@cache.example.invalid/planrun"
+    args = f"--remote-cache={url}\n--remote-cache\n{url}\n"
+    proc, _, _ = run_step(workspace, path_dir=bindir, command="run", args=args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    argv = json.loads(record.read_text())
+    assert f"--remote-cache={url}" in argv and url in argv
+    assert "s3cretPW" not in proc.stdout + proc.stderr
+    shown = command_line(proc.stdout)
+    assert "--remote-cache=https://cache.example.invalid/planrun" in shown
+    assert "https://cache.example.invalid/planrun" in shown
