@@ -3,8 +3,11 @@ refused sizes and ages."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,15 @@ def test_cache_info_shapes(tmp_path: Path) -> None:
     assert doc["bytes"] >= on_disk  # the directory's size on disk, as du counts it
     text = planrun("cache", "info", cwd=tmp_path).out
     assert doc["dir"] in text and "2 entries" in text and f"{doc['bytes']} bytes" in text
+
+
+def test_cache_info_says_one_entry_in_the_singular(tmp_path: Path) -> None:
+    (tmp_path / "plan.yaml").write_text(
+        'steps:\n  - {id: s, tool: shell, args: {cmd: "echo hi"}, cache: true}\n'
+    )
+    assert run_plan(tmp_path).code == 0
+    text = planrun("cache", "info", cwd=tmp_path).out
+    assert ": 1 entry, " in text, text
 
 
 def lru_project(root: Path) -> Path:
@@ -138,3 +150,66 @@ def test_a_directory_squatting_a_blob_s_name_is_named_with_a_hint_and_kept_by_cl
     assert c.code == 0, c
     assert squat.is_dir()
     assert squat.name in c.err and "not planrun's" in c.err, c
+
+
+@contextlib.contextmanager
+def read_only(where: Path) -> Iterator[None]:
+    """`where` bound read-only onto itself (needs root and mount; the test is skipped where
+    there is none)."""
+    bind = subprocess.run(["mount", "--bind", str(where), str(where)], capture_output=True)
+    if bind.returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        ro = subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(where)], capture_output=True, check=False
+        )
+        if ro.returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.mark.parametrize(
+    "args", [["clean"], ["prune", "--max-size", "0"], ["prune", "--older-than", "0s"]]
+)
+def test_a_cache_that_cannot_be_emptied_says_so_and_exits_1(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """On a read-only file system nothing can be removed: `clean` and `prune` name the first
+    file they could not remove, in plain words, and exit 1, instead of `removed 0 entries`
+    and success with every entry still there."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    cache = tmp_path / ".planrun/cache"
+    before = len(cache_entry_files(tmp_path))
+    assert before == 2
+    with read_only(cache):
+        r = planrun("cache", *args, cwd=tmp_path)
+    assert r.code == 1, r
+    assert "Traceback" not in r.err and "Errno" not in r.err, r
+    error = [line for line in r.err.splitlines() if line.startswith("planrun: error:")]
+    assert len(error) == 1 and "the file system is read-only" in error[0], r
+    assert str(cache / "entries") in error[0], r
+    assert len(cache_entry_files(tmp_path)) == before
+
+
+def test_a_directory_nested_deeper_than_the_recursion_limit_is_counted(tmp_path: Path) -> None:
+    """Someone's tree 1,100 directories deep inside the cache directory: `info` counts it and
+    `prune` measures it, instead of ending with an internal RecursionError."""
+    project(tmp_path)
+    run_plan(tmp_path)
+    before = planrun("cache", "info", "--output", "json", cwd=tmp_path).json["bytes"]
+    junk = deep = tmp_path / ".planrun/cache/junk"
+    try:
+        for _ in range(1100):
+            deep /= "d"
+            deep.mkdir(parents=True)
+        r = planrun("cache", "info", "--output", "json", cwd=tmp_path)
+        assert r.code == 0 and r.json["entries"] == 2, r
+        assert r.json["bytes"] > before  # its directories are counted
+        r = planrun("cache", "prune", "--max-size", "0", cwd=tmp_path)
+        assert r.code == 0 and "removed 2 entries" in r.err, r
+        assert deep.is_dir()  # not planrun's: kept
+    finally:  # by rm: pytest's own removal of old temporary directories recurses
+        subprocess.run(["rm", "-rf", str(junk)], check=True)

@@ -269,3 +269,70 @@ def test_empty_remote_inputs_leave_the_job_environment_alone(workspace: Path) ->
     names = ("PLANRUN_REMOTE_CACHE", "PLANRUN_REMOTE_CACHE_READ_ONLY")
     names += ("PLANRUN_REMOTE_CACHE_TOKEN", "PLANRUN_CACHE_SIGNING_KEY")
     assert {k: env[k] for k in names if k in env} == job_env
+
+
+def recorded_env(workspace: Path, **given: str) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """Run the step with a stand-in `planrun` that records its environment: (process, the
+    environment it got, or None when it did not run)."""
+    bindir = workspace.parent / "recorder"
+    bindir.mkdir(exist_ok=True)
+    record = workspace.parent / "record.json"
+    record.unlink(missing_ok=True)
+    (bindir / "planrun").write_text(
+        f"#!{sys.executable}\nimport json, os\n"
+        f"json.dump(dict(os.environ), open({str(record)!r}, 'w'))\n"
+    )
+    (bindir / "planrun").chmod(0o755)
+    proc, _, _ = run_step(workspace, path_dir=bindir, command="run", **given)
+    return proc, json.loads(record.read_text()) if record.exists() else None
+
+
+@pytest.mark.parametrize("value", ["true", "True", "TRUE", "1", "yes", " true "])
+def test_read_only_input_spelt_any_usual_way_is_read_only(workspace: Path, value: str) -> None:
+    proc, env = recorded_env(workspace, remote_cache_read_only=value)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert env["PLANRUN_REMOTE_CACHE_READ_ONLY"] == "1"
+
+
+@pytest.mark.parametrize("value", ["false", "False", "0", "no", ""])
+def test_read_only_input_off_leaves_the_job_setting(workspace: Path, value: str) -> None:
+    proc, env = recorded_env(workspace, remote_cache_read_only=value)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PLANRUN_REMOTE_CACHE_READ_ONLY" not in env
+
+
+@pytest.mark.parametrize("value", ["flase", "ture", "pull_request"])
+def test_a_read_only_input_neither_true_nor_false_stops_the_step(
+    workspace: Path, value: str
+) -> None:
+    """A misspelt guard must not let a pull-request build upload: exit 2, one annotation,
+    planrun never started."""
+    proc, env = recorded_env(workspace, remote_cache_read_only=value)
+    assert proc.returncode == 2 and env is None, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("::error::") and "remote-cache-read-only" in line
+
+
+def test_a_password_in_a_url_given_in_args_is_not_in_the_printed_command(
+    workspace: Path,
+) -> None:
+    """`args` may name the remote with a user and password (`--remote-cache=https://ci:PW@…`):
+    planrun gets the URL whole, the `+ planrun …` line shows it without them."""
+    bindir = workspace.parent / "recorder"
+    bindir.mkdir()
+    record = workspace.parent / "argv.json"
+    (bindir / "planrun").write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(record)!r}, 'w'))\n"
+    )
+    (bindir / "planrun").chmod(0o755)
+    url = "https://ci:s3cretPW@cache.example.invalid/planrun"
+    args = f"--remote-cache={url}\n--remote-cache\n{url}\n"
+    proc, _, _ = run_step(workspace, path_dir=bindir, command="run", args=args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    argv = json.loads(record.read_text())
+    assert f"--remote-cache={url}" in argv and url in argv
+    assert "s3cretPW" not in proc.stdout + proc.stderr
+    shown = command_line(proc.stdout)
+    assert "--remote-cache=https://cache.example.invalid/planrun" in shown
+    assert "https://cache.example.invalid/planrun" in shown

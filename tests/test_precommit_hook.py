@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import planrun
+
 ROOT = Path(__file__).resolve().parent.parent
 
 VALID_PLAN = """\
@@ -106,6 +108,21 @@ def test_try_repo_fails_an_invalid_plan_and_passes_the_valid_ones(tmp_path: Path
     ], out
     assert "Traceback" not in out
     assert "settings.yaml" not in out
+
+
+def test_hook_skips_the_hidden_directories_planrun_list_skips(tmp_path: Path) -> None:
+    """`planrun list` leaves out directories under plans/ whose names start with a dot; the
+    hook, which checks what it shows, leaves them out too (files with such names stay)."""
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    pattern, exclude = re.compile(hook["files"]), re.compile(hook["exclude"])
+    names = ["plans/.hidden/h.yaml", "plans/a/.b/c.yml", "plans/.d.yaml", "plans/a/b.yml"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("steps:\n  - {id: s, tool: echo, args: {value: 1}}\n")
+    listed = {line.split()[0] for line in planrun("list", cwd=tmp_path).out.splitlines()}
+    checked = {n for n in names if pattern.search(n) and not exclude.search(n)}
+    assert listed == {"plans/.d.yaml", "plans/a/b.yml"}
+    assert checked == listed
 
 
 def test_hook_file_pattern_matches_plan_files_only() -> None:

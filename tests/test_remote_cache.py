@@ -157,6 +157,47 @@ def test_the_remote_from_the_environment_read_only_uploads_nothing(tmp_path: Pat
         assert r.code == 0 and not (data / "ac").exists()
 
 
+@pytest.mark.parametrize(
+    ("value", "read_only"),
+    [("1", True), ("true", True), ("TRUE", True), (" yes ", True), ("on", True)]
+    + [
+        ("0", False),
+        ("false", False),
+        ("False", False),
+        ("no", False),
+        ("off", False),
+        ("", False),
+    ],
+)
+def test_read_only_from_the_environment_takes_the_usual_spellings(
+    tmp_path: Path, value: str, read_only: bool
+) -> None:
+    env = {"PLANRUN_REMOTE_CACHE_READ_ONLY": value}
+    r = planrun(
+        "cache", "info", "--output", "json", "--remote-cache", "http://x", cwd=tmp_path, env=env
+    )
+    assert r.code == 0 and r.json["remote"]["read_only"] is read_only, r
+
+
+@pytest.mark.parametrize("value", ["ture", "2", "enabled", "1\n1"])
+def test_a_read_only_setting_that_is_neither_yes_nor_no_is_a_usage_error(
+    tmp_path: Path, value: str
+) -> None:
+    """A misspelt PLANRUN_REMOTE_CACHE_READ_ONLY (a pull-request build's guard) was read as
+    `no` and the build uploaded: it now stops `run` and `cache info` before anything is sent
+    or run, on one line naming the variable (exit 2)."""
+    a = checkout(tmp_path / "a")
+    env = {"PLANRUN_REMOTE_CACHE_READ_ONLY": value}
+    remote = ("--remote-cache", f"http://127.0.0.1:{free_port()}")
+    for args in (("run", "plan.yaml", *remote), ("cache", "info", "--check", *remote)):
+        r = planrun(*args, cwd=a, env=env)
+        assert_no_traceback(r)
+        assert r.code == 2, r
+        assert r.err.startswith("planrun: error: PLANRUN_REMOTE_CACHE_READ_ONLY"), r
+        assert len(r.err.strip().splitlines()) == 1, r
+    assert not (a / "out").exists()  # no step ran
+
+
 def test_the_token_is_sent_and_masked(tmp_path: Path) -> None:
     token = "tok-" + os.urandom(8).hex()
     with nginx(tmp_path / "nginx", token=token) as (url, data):
@@ -642,6 +683,42 @@ def test_a_bad_remote_url_is_a_usage_error(tmp_path: Path) -> None:
         assert_no_traceback(r)
         assert r.code == 2 and "not an http(s) URL" in r.err, r
         assert len(r.err.strip().splitlines()) == 1, r
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://u:s3cret@127.0.0.1:1/c\n",
+        "http://u:s3cret@127.0.0.1:1/c\t",
+        "http://127.0.0.1:1/c\r\nX-Evil: 1",
+        " http://u:s3cret@127.0.0.1:1/c",
+        "http://127.0.0.1:0/c",
+    ],
+)
+def test_a_remote_url_with_a_control_character_is_a_usage_error(tmp_path: Path, url: str) -> None:
+    """A URL with a line break or tab (a CI variable saved with its newline), a space before
+    it or port 0 cannot be asked: one line, exit 2, its password not shown, for `run` (URL
+    from the flag or the environment) and `cache info --check`."""
+    a = checkout(tmp_path / "a")
+    calls = [
+        (("run", "plan.yaml", "--remote-cache", url), {}),
+        (("run", "plan.yaml"), {"PLANRUN_REMOTE_CACHE": url}),
+        (("cache", "info", "--check", "--remote-cache", url), {}),
+    ]
+    for args, env in calls:
+        r = planrun(*args, cwd=a, env=env)
+        assert_no_traceback(r)
+        assert r.code == 2 and "not an http(s) URL" in r.err, r
+        assert len(r.err.strip().splitlines()) == 1 and "s3cret" not in r.err, r
+        if not url.isprintable() or url != url.strip():
+            assert "control character" in r.err, r  # says why: the URL shown looks fine
+    assert not (a / "out").exists()  # no step ran
+
+
+def test_an_ipv6_remote_is_shown_with_its_brackets(tmp_path: Path) -> None:
+    port = free_port()
+    r = planrun("cache", "info", "--remote-cache", f"http://u:pw@[::1]:{port}/c", cwd=tmp_path)
+    assert r.code == 0 and f"remote http://[::1]:{port}/c" in r.out, r
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from planrun.cache.cachedir import (
 )
 from planrun.cache.safeio import read_regular
 from planrun.cache.store import MAX_ENTRY_BYTES
+from planrun.text import os_cause
 from planrun.untrusted_json import loads
 
 BLOB_GRACE_S = 600.0
@@ -110,10 +111,19 @@ def squatters(root: str) -> list[str]:
 def directory_bytes(root: str) -> int:
     """The cache directory's size on disk (like `du`), its own directories included."""
     total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in [".", *files]:
-            with contextlib.suppress(OSError):
-                total += _disk_bytes(os.lstat(os.path.join(dirpath, name)))
+    with contextlib.suppress(OSError):
+        st = os.stat(root)  # (a --cache-dir that is a link is its target)
+        if not stat.S_ISDIR(st.st_mode):
+            return 0
+        total = _disk_bytes(st)
+    todo = [root]  # without recursion: a tree nested deeper than Python's stack is counted
+    while todo:
+        with contextlib.suppress(OSError), os.scandir(todo.pop()) as it:
+            for item in it:
+                with contextlib.suppress(OSError):
+                    total += _disk_bytes(item.stat(follow_symlinks=False))
+                    if item.is_dir(follow_symlinks=False):
+                        todo.append(item.path)
     return total
 
 
@@ -124,15 +134,17 @@ def cache_info(root: str) -> dict[str, object]:
     return {"dir": root, "entries": entries, "bytes": directory_bytes(root)}
 
 
-def clean(root: str) -> int:
+def clean(root: str, failed: list[str] | None = None) -> int:
     """Remove every entry and blob planrun wrote (its temporary files too), nothing else, and
-    keep the directories and the mark; returns the number of entries removed. The caller
-    checks first that `root` is a planrun cache (planrun.cache.cachedir.refusal)."""
+    keep the directories and the mark; returns the number of entries removed, and adds to
+    `failed` why each file that could not be removed stayed. The caller checks first that
+    `root` is a planrun cache (planrun.cache.cachedir.refusal)."""
     count = 0
     for sub in SUBDIRS:
         with _opened(root, sub) as fd:
+            unlink = _Unlink(fd, os.path.join(root, sub), failed)
             for f in _files(fd, sub) + _files(fd, sub, temporary=True):
-                if _unlink(fd, f.name) and sub == "entries" and f.name.endswith(".json"):
+                if unlink(f.name) and sub == "entries" and f.name.endswith(".json"):
                     count += 1
     return count
 
@@ -151,15 +163,25 @@ def _refs(fd: int, name: str) -> set[str]:
         return set()
 
 
-def prune(root: str, max_size: int | None = None, older_than: float | None = None) -> int:
+def prune(
+    root: str,
+    max_size: int | None = None,
+    older_than: float | None = None,
+    failed: list[str] | None = None,
+) -> int:
     """Drop entries unused for `older_than` seconds, then the least recently used until the
     directory fits `max_size` bytes, with the blobs no remaining entry needs; returns the
-    number of entries removed. Only planrun's own files are removed; the caller checks
-    first that `root` is a planrun cache."""
+    number of entries removed, and adds to `failed` why each file that could not be removed
+    stayed. Only planrun's own files are removed; the caller checks first that `root` is a
+    planrun cache."""
     with _opened(root, "entries") as entries_fd, _opened(root, "blobs") as blobs_fd:
         if entries_fd is None and blobs_fd is None:
             return 0
-        return _prune(root, entries_fd, blobs_fd, max_size, older_than)
+        unlinks = (
+            _Unlink(entries_fd, os.path.join(root, "entries"), failed),
+            _Unlink(blobs_fd, os.path.join(root, "blobs"), failed),
+        )
+        return _prune(root, entries_fd, blobs_fd, max_size, older_than, unlinks)
 
 
 def _prune(
@@ -168,6 +190,7 @@ def _prune(
     blobs_fd: int | None,
     max_size: int | None,
     older_than: float | None,
+    unlinks: tuple[_Unlink, _Unlink],
 ) -> int:
     now = time.time()
     entries = sorted(_files(entries_fd, "entries"), key=lambda f: f.mtime)
@@ -179,15 +202,16 @@ def _prune(
     blob_files = {f.name: f for f in _files(blobs_fd, "blobs")}
     size = directory_bytes(root) if max_size is not None else 0
     removed = 0
+    unlink_entry, unlink_blob = unlinks
 
     def drop(entry: _File) -> None:
         nonlocal size, removed
-        if _unlink(entries_fd, entry.name):
+        if unlink_entry(entry.name):
             removed += 1
         size -= entry.bytes
         for b in refs[entry.name]:
             counts[b] -= 1
-            if counts[b] == 0 and b in blob_files and _unlink(blobs_fd, b):
+            if counts[b] == 0 and b in blob_files and unlink_blob(b):
                 size -= blob_files.pop(b).bytes
 
     kept = []
@@ -196,23 +220,39 @@ def _prune(
             drop(f)
         else:
             kept.append(f)
-    for sub, fd in (("entries", entries_fd), ("blobs", blobs_fd)):
+    for sub, fd, unlink in (
+        ("entries", entries_fd, unlink_entry),
+        ("blobs", blobs_fd, unlink_blob),
+    ):
         for f in _files(fd, sub, temporary=True):
-            if now - f.mtime > 86400 and _unlink(fd, f.name):  # left by a writer that crashed
+            if now - f.mtime > 86400 and unlink(f.name):  # left by a writer that crashed
                 size -= f.bytes
     for name, f in list(blob_files.items()):  # unreferenced, and too old to be mid-store
-        if not counts.get(name) and now - f.mtime > BLOB_GRACE_S and _unlink(blobs_fd, name):
+        if not counts.get(name) and now - f.mtime > BLOB_GRACE_S and unlink_blob(name):
             size -= blob_files.pop(name).bytes
     while max_size is not None and kept and size > max_size:
         drop(kept.pop(0))
     return removed
 
 
-def _unlink(fd: int | None, name: str) -> bool:
-    if fd is None:
-        return False
-    try:
-        os.unlink(name, dir_fd=fd)
-        return True
-    except OSError:
-        return False
+class _Unlink:
+    """Removes a file from one subdirectory open as `fd` (at `where`); True when it did. A file
+    already gone (another run removed it) is no failure; any other refusal (a read-only file
+    system, no permission) adds `cannot remove PATH: why` to `failed`."""
+
+    def __init__(self, fd: int | None, where: str, failed: list[str] | None) -> None:
+        self.fd, self.where, self.failed = fd, where, failed
+
+    def __call__(self, name: str) -> bool:
+        if self.fd is None:
+            return False
+        try:
+            os.unlink(name, dir_fd=self.fd)
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            if self.failed is not None:
+                path = os.path.join(self.where, name)
+                self.failed.append(f"cannot remove {path}: {os_cause(exc)}")
+            return False

@@ -115,7 +115,9 @@ class RemoteOptions:
 def shown_url(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or ""
-    if parts.port:
+    if ":" in host:  # an IPv6 address, bracketed as in the URL
+        host = f"[{host}]"
+    if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
@@ -147,11 +149,18 @@ def remote_options(
     url = url or environ.get(ENV_URL) or None
     if url is None:
         return None
+    # urlsplit drops a line break, a tab and leading spaces the request would still send
+    if not url.isprintable() or url != url.strip():
+        raise UsageError(
+            f"--remote-cache: {_shown_safely(url)!r} is not an http(s) URL: it holds a line"
+            " break, a tab or another control character, or a space at an end"
+        )
     try:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(url)
-        _ = parts.port  # (a port that is not a number, or out of range: ValueError)
+        if parts.port == 0:  # (a port that is not a number, or out of range: ValueError)
+            raise ValueError(url)
         _spellable(parts.hostname)
     except ValueError:  # (UnicodeError too: a host name IDNA cannot spell)
         raise UsageError(f"--remote-cache: {_shown_safely(url)!r} is not an http(s) URL") from None
@@ -166,14 +175,28 @@ def remote_options(
     if token is not None and not (token.isascii() and token.isprintable()):
         # (httpx2 would fail on it at the first request, beyond ASCII with an error of its own)
         raise UsageError(f"{ENV_TOKEN} cannot go in an HTTP header: use printable ASCII only")
-    flag = environ.get(ENV_READ_ONLY, "").strip().lower()
     key = environ.get(ENV_SIGNING_KEY)
     return RemoteOptions(
         url=url.rstrip("/"),
         token=token,
         signing_key=key.encode() if key else None,
         timeout=timeout or DEFAULT_TIMEOUT,
-        read_only=read_only or flag in ("1", "true", "yes"),
+        read_only=read_only or _read_only_from(environ),
+    )
+
+
+def _read_only_from(environ: Mapping[str, str]) -> bool:
+    """PLANRUN_REMOTE_CACHE_READ_ONLY as yes or no; a value that is neither is a usage error
+    (read as `no`, a misspelt guard of a pull-request build would let it upload)."""
+    value = environ.get(ENV_READ_ONLY, "")
+    flag = value.strip().lower()
+    if flag in ("1", "true", "yes", "on"):
+        return True
+    if flag in ("", "0", "false", "no", "off"):
+        return False
+    raise UsageError(
+        f"{ENV_READ_ONLY}={value!r} is neither yes nor no: use 1 (read the remote cache, never"
+        " upload) or 0"
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from planrun.cli.edge import guard
-from planrun.errors import StateError, UsageError
+from planrun.errors import PlanrunError, StateError, UsageError
 
 
 def _root(cache_dir: str | None, *, changes: bool = False) -> str:
@@ -107,8 +107,9 @@ def info(
     if output == "json":
         click.echo(json.dumps(doc, indent=2))
         return
-    size = int(doc["bytes"])
-    click.echo(f"{doc['dir']}: {doc['entries']} entries, {_human(size)} ({size} bytes)")
+    size, n = int(doc["bytes"]), int(doc["entries"])
+    entries = f"{n} entr{'y' if n == 1 else 'ies'}"
+    click.echo(f"{doc['dir']}: {entries}, {_human(size)} ({size} bytes)")
     if remote is not None:
         mode = " (read-only)" if remote["read_only"] else ""
         answer = ""
@@ -125,12 +126,14 @@ def clean(cache_dir: str | None) -> None:
     from planrun.cache.prune import clean as do_clean
 
     root = _root(cache_dir, changes=True)
-    _say_removed(do_clean(root), root)
+    failed: list[str] = []
+    _say_removed(do_clean(root, failed), root, failed)
 
 
-def _say_removed(n: int, root: str) -> None:
+def _say_removed(n: int, root: str, failed: list[str]) -> None:
     """How many entries were removed, then one line per path under a name planrun writes that
-    planrun did not write (kept)."""
+    planrun did not write (kept); then, when a file that was to go could not be removed (a
+    read-only file system, no permission), the first such failure as the error (exit 1)."""
     from planrun.cache.prune import squatters
 
     click.echo(f"removed {n} entr{'y' if n == 1 else 'ies'} from {root}", err=True)
@@ -143,6 +146,9 @@ def _say_removed(n: int, root: str) -> None:
         )
     if len(kept) > 5:
         click.echo(f"kept {len(kept) - 5} more such paths", err=True)
+    if failed:
+        more = f" (and {len(failed) - 1} more files)" if len(failed) > 1 else ""
+        raise PlanrunError(f"{failed[0]}{more}")
 
 
 @cache.command()
@@ -164,4 +170,5 @@ def prune(max_size: str | None, older_than: str | None, cache_dir: str | None) -
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     root = _root(cache_dir, changes=True)
-    _say_removed(do_prune(root, size, age), root)
+    failed: list[str] = []
+    _say_removed(do_prune(root, size, age, failed), root, failed)
