@@ -219,3 +219,75 @@ def test_a_second_ctrl_c_ends_the_grace_period_on_the_cluster(write, tmp_path, c
     assert_no_process_left(sleeper)
     assert_no_process_left(cleanup)
     assert not (tmp_path / "done.txt").exists()
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_a_big_output_is_cut_as_locally(run, write, tmp_path, cluster, executor):
+    # 300000 bytes on one line, and 50000 short lines: over the limit of 64K either way.
+    write(
+        "p.yaml",
+        """
+        secrets: [tok]
+        variables: {tok: hush-7a1b}
+        steps:
+          - {id: wide, tool: shell, args: {cmd: "echo ${tok}; head -c 300000 /dev/zero | tr '\\\\0' y"}}
+          - {id: tall, tool: shell, args: {cmd: "yes line | head -n 50000 >&2"}}
+        """,
+    )
+    extra = ["--address", cluster.address] if executor == "dask" else []
+    r = run("run", "p.yaml", "--output", "json", *extra, env={"PLANRUN_MAX_OUTPUT": "64K"})
+    assert r.code == 0, r
+    s = {x["id"]: x["result"] for x in r.json["steps"]}
+    for text in (s["wide"]["stdout"], s["tall"]["stderr"]):
+        assert len(text) < 70000 and "[planrun: output cut: " in text, text[-300:]
+    wide = tmp_path / ".planrun" / "logs" / "p" / "wide.stdout.log"
+    assert wide.read_text() == "***\n" + "y" * 300000  # the run's secret masked there too
+    tall = tmp_path / ".planrun" / "logs" / "p" / "tall.stderr.log"
+    assert tall.read_text() == "line\n" * 50000
+
+
+def test_a_scheduler_that_goes_away_fails_its_steps_clearly(tmp_path):
+    from tests.test_dask_executor import start_cluster, stop_cluster
+
+    (tmp_path / "cluster").mkdir()
+    own = start_cluster(tmp_path / "cluster", n_workers=1)
+    sleeper = unique_sleep(600)
+    proc: subprocess.Popen[str] | None = None
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n"
+        f"  - {{id: a, tool: shell, args: {{cmd: 'touch started; {sleeper}'}}, on_failure: continue}}\n"
+        "  - {id: c, tool: shell, args: {cmd: 'echo c'}, on_failure: continue}\n"
+        "  - {id: d, tool: python, args: {function: 'os:getcwd'}, on_failure: continue}\n"
+        "  - {id: b, tool: echo, args: {value: after}}\n"
+    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planrun", "run", "p.yaml", "--output", "json", "-j", "1"]
+            + ["--address", own.address],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until((tmp_path / "started").exists, what="the step on the worker")
+        own.procs[0].kill()  # the scheduler
+        out, err = proc.communicate(timeout=60)  # a bound on a hang
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        for p in _sleepers(sleeper):  # out of planrun's reach with the scheduler gone
+            p.kill()
+        stop_cluster(own)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err, err
+    steps = {s["id"]: s for s in json.loads(out)["steps"]}
+    assert steps["b"]["status"] == "succeeded"
+    assert steps["a"]["status"] == "failed"
+    assert steps["a"]["error"] == (
+        f"lost the Dask scheduler at {own.address} while running step a; "
+        "its command may still be running on its worker"
+    ), steps["a"]
+    # Dask's client tries to reconnect for a while, then closes: no later step waits forever.
+    for later in ("c", "d"):
+        assert steps[later]["status"] == "failed", steps[later]
+        assert f"Dask scheduler at {own.address}" in steps[later]["error"], steps[later]
