@@ -291,3 +291,40 @@ def test_a_scheduler_that_goes_away_fails_its_steps_clearly(tmp_path):
     for later in ("c", "d"):
         assert steps[later]["status"] == "failed", steps[later]
         assert f"Dask scheduler at {own.address}" in steps[later]["error"], steps[later]
+
+
+def test_resume_after_kill_9_stops_what_the_killed_run_left_on_the_workers(
+    write, tmp_path, cluster
+):
+    from tests.conftest import kill_9, spawn_planrun
+
+    sleeper = unique_sleep(600)
+    write(
+        "p.yaml",
+        f"""
+        steps:
+          - {{id: first, tool: shell, args: {{cmd: "echo first >> log"}}}}
+          - {{id: long, tool: shell, args: {{cmd: "test -f go || {sleeper}; echo long >> log"}}, depends_on: [first]}}
+          - {{id: last, tool: python, args: {{function: "os:getcwd"}}, depends_on: [long]}}
+        """,
+    )
+    proc = spawn_planrun("run", "p.yaml", "-q", "--address", cluster.address, cwd=tmp_path)
+    wait_for_command(sleeper)
+    kill_9(proc)
+    (tmp_path / "go").touch()
+    r = subprocess.run(
+        [sys.executable, "-m", "planrun", "resume", "p.yaml", "--output", "json"]
+        + ["--address", cluster.address],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "stopped 1 command left running by the interrupted run (step long" in r.stderr
+    assert_no_process_left(sleeper, timeout=0)  # gone before resume ended
+    doc = json.loads(r.stdout)
+    assert {s["id"]: s["status"] for s in doc["steps"]} == dict.fromkeys(
+        ("first", "long", "last"), "succeeded"
+    )
+    assert (tmp_path / "log").read_text().split() == ["first", "long"]  # killed: never echoed

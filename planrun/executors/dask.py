@@ -330,7 +330,7 @@ class DaskExecutor:
         if added and isinstance(args, dict) and (own is None or isinstance(own, dict)):
             args = {**args, "env": {**added, **(own or {})}}
         request = {"args": args, "step_id": ctx.step_id, "base_cwd": base_cwd}
-        return {**request, "timeout": ctx.timeout}, _worker.run_python
+        return {**request, "timeout": ctx.timeout, "marks": _marks(ctx)}, _worker.run_python
 
 
 class _OutputRoute:
@@ -389,7 +389,20 @@ def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dic
         "timeout": ctx.timeout,
         "stream": ctx.on_output is not None,
         "output": _output_request(ctx),
+        "marks": _marks(ctx),
     }
+
+
+def _marks(ctx: ToolContext) -> dict[str, str]:
+    """PLANRUN_RUN_ID and PLANRUN_STEP_ID in the step's environment on the worker, as a local
+    command has them: after `kill -9` of planrun, the next run on that state finds what it left
+    running (planrun/run/leftovers.py)."""
+    from planrun.tools.shell import RUN_ENV, STEP_ENV
+
+    parent = ctx.parent
+    if parent is None or not parent.run_id:
+        return {}
+    return {RUN_ENV: parent.run_id, STEP_ENV: parent.prefix + ctx.step_id}
 
 
 def _output_request(ctx: ToolContext) -> dict[str, Any]:

@@ -401,6 +401,7 @@ def run_shell(key: str, request: dict[str, Any]) -> dict[str, Any]:
     for name in request.get("env_unset") or []:
         env.pop(name, None)
     env.update(request.get("env_set") or {})
+    env.update(request.get("marks") or {})
     stdin = request.get("stdin")
     argv, index_file = list(request["argv"]), None
     if request.get("run_list"):
@@ -444,7 +445,7 @@ def run_python(key: str, request: dict[str, Any]) -> dict[str, Any]:
         key,
         argv,
         cwd=request["base_cwd"],
-        env=dict(os.environ),
+        env={**os.environ, **(request.get("marks") or {})},
         stdin=payload.encode(),
         timeout=request.get("timeout"),
         stream=False,
