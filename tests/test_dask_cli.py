@@ -328,3 +328,16 @@ def test_resume_after_kill_9_stops_what_the_killed_run_left_on_the_workers(
         ("first", "long", "last"), "succeeded"
     )
     assert (tmp_path / "log").read_text().split() == ["first", "long"]  # killed: never echoed
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_a_python_steps_big_result_is_whole_as_locally(run, write, cluster, executor):
+    write("helpers.py", "def big(n):\n    return 'x' * n\n")
+    write(
+        "p.yaml",
+        "steps:\n  - {id: a, tool: python, args: {function: 'helpers:big', kwargs: {n: 3000000}}}\n",
+    )
+    extra = ["--address", cluster.address] if executor == "dask" else []
+    r = run("run", "p.yaml", "--output", "json", *extra)
+    assert r.code == 0, r
+    assert r.json["steps"][0]["result"] == "x" * 3000000

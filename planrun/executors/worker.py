@@ -368,6 +368,9 @@ def _run_process(
     }
 
 
+_WHOLE = {"limit": sys.maxsize}
+
+
 def _sinks(output: dict[str, Any]) -> tuple[Any, Any]:
     """The (stdout, stderr) CappedOutput of a step: output: {limit, logs: [stdout path, stderr
     path], secrets} as the client worked them out (the local tool's limit, log files and
@@ -449,6 +452,7 @@ def run_python(key: str, request: dict[str, Any]) -> dict[str, Any]:
         stdin=payload.encode(),
         timeout=request.get("timeout"),
         stream=False,
+        output=_WHOLE,  # the answer is the last line: never cut (the local tool's is not)
     )
     if result["status"] != "ok":
         return result
