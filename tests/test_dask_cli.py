@@ -341,3 +341,49 @@ def test_a_python_steps_big_result_is_whole_as_locally(run, write, cluster, exec
     r = run("run", "p.yaml", "--output", "json", *extra)
     assert r.code == 0, r
     assert r.json["steps"][0]["result"] == "x" * 3000000
+
+
+def test_ctrl_c_with_the_scheduler_gone_ends_the_run_at_once(tmp_path):
+    from tests.test_dask_executor import start_cluster, stop_cluster
+
+    (tmp_path / "cluster").mkdir()
+    own = start_cluster(tmp_path / "cluster", n_workers=1)
+    sleeper = unique_sleep(600)
+    proc: subprocess.Popen[str] | None = None
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n"
+        f"  - {{id: a, tool: shell, args: {{cmd: 'touch started; {sleeper}'}}, on_failure: continue}}\n"
+        "  - {id: c, tool: shell, args: {cmd: 'echo c'}}\n"
+    )
+    events = tmp_path / "events.jsonl"
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planrun", "run", "p.yaml", "-j", "1", "--events", str(events)]
+            + ["--address", own.address],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until((tmp_path / "started").exists, what="the step on the worker")
+        own.procs[0].kill()  # the scheduler
+
+        def c_started() -> bool:
+            text = events.read_text() if events.exists() else ""
+            return any(
+                e.get("event") == "step.started" and e.get("step") == "c"
+                for e in map(json.loads, text.splitlines())
+            )
+
+        wait_until(c_started, what="step c waiting for the scheduler to come back")
+        proc.send_signal(signal.SIGINT)
+        # Dask's client waits 10 s for the scheduler: the run must not wait with it.
+        _, err = proc.communicate(timeout=8)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        for p in _sleepers(sleeper):
+            p.kill()
+        stop_cluster(own)
+    assert proc.returncode == 130, err
+    assert "on the workers failed" not in err and "cancelling" not in err, err  # no vain cleanup

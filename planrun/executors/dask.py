@@ -227,6 +227,10 @@ class DaskExecutor:
         run's interrupt signal and grace period when the run is interrupted (cut short by a
         second signal), else SIGTERM and a short grace."""
         client = self.client
+        if client.status != "running":
+            # The scheduler is gone (Dask's client is reconnecting, or gave up): no worker can
+            # be reached, and waiting for it would hold up an abort or a Ctrl-C.
+            return
         try:
             await asyncio.wait_for(client.cancel(future), _CLEANUP_TIMEOUT_S)
         except Exception as exc:  # cleanup is best effort: the scheduler may be gone
