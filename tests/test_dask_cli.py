@@ -219,3 +219,171 @@ def test_a_second_ctrl_c_ends_the_grace_period_on_the_cluster(write, tmp_path, c
     assert_no_process_left(sleeper)
     assert_no_process_left(cleanup)
     assert not (tmp_path / "done.txt").exists()
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_a_big_output_is_cut_as_locally(run, write, tmp_path, cluster, executor):
+    # 300000 bytes on one line, and 50000 short lines: over the limit of 64K either way.
+    write(
+        "p.yaml",
+        """
+        secrets: [tok]
+        variables: {tok: hush-7a1b}
+        steps:
+          - {id: wide, tool: shell, args: {cmd: "echo ${tok}; head -c 300000 /dev/zero | tr '\\\\0' y"}}
+          - {id: tall, tool: shell, args: {cmd: "yes line | head -n 50000 >&2"}}
+        """,
+    )
+    extra = ["--address", cluster.address] if executor == "dask" else []
+    r = run("run", "p.yaml", "--output", "json", *extra, env={"PLANRUN_MAX_OUTPUT": "64K"})
+    assert r.code == 0, r
+    s = {x["id"]: x["result"] for x in r.json["steps"]}
+    for text in (s["wide"]["stdout"], s["tall"]["stderr"]):
+        assert len(text) < 70000 and "[planrun: output cut: " in text, text[-300:]
+    wide = tmp_path / ".planrun" / "logs" / "p" / "wide.stdout.log"
+    assert wide.read_text() == "***\n" + "y" * 300000  # the run's secret masked there too
+    tall = tmp_path / ".planrun" / "logs" / "p" / "tall.stderr.log"
+    assert tall.read_text() == "line\n" * 50000
+
+
+def test_a_scheduler_that_goes_away_fails_its_steps_clearly(tmp_path):
+    from tests.test_dask_executor import start_cluster, stop_cluster
+
+    (tmp_path / "cluster").mkdir()
+    own = start_cluster(tmp_path / "cluster", n_workers=1)
+    sleeper = unique_sleep(600)
+    proc: subprocess.Popen[str] | None = None
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n"
+        f"  - {{id: a, tool: shell, args: {{cmd: 'touch started; {sleeper}'}}, on_failure: continue}}\n"
+        "  - {id: c, tool: shell, args: {cmd: 'echo c'}, on_failure: continue}\n"
+        "  - {id: d, tool: python, args: {function: 'os:getcwd'}, on_failure: continue}\n"
+        "  - {id: b, tool: echo, args: {value: after}}\n"
+    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planrun", "run", "p.yaml", "--output", "json", "-j", "1"]
+            + ["--address", own.address],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until((tmp_path / "started").exists, what="the step on the worker")
+        own.procs[0].kill()  # the scheduler
+        out, err = proc.communicate(timeout=60)  # a bound on a hang
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        for p in _sleepers(sleeper):  # out of planrun's reach with the scheduler gone
+            p.kill()
+        stop_cluster(own)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err, err
+    steps = {s["id"]: s for s in json.loads(out)["steps"]}
+    assert steps["b"]["status"] == "succeeded"
+    assert steps["a"]["status"] == "failed"
+    assert steps["a"]["error"] == (
+        f"lost the Dask scheduler at {own.address} while running step a; "
+        "its command may still be running on its worker"
+    ), steps["a"]
+    # Dask's client tries to reconnect for a while, then closes: no later step waits forever.
+    for later in ("c", "d"):
+        assert steps[later]["status"] == "failed", steps[later]
+        assert f"Dask scheduler at {own.address}" in steps[later]["error"], steps[later]
+
+
+def test_resume_after_kill_9_stops_what_the_killed_run_left_on_the_workers(
+    write, tmp_path, cluster
+):
+    from tests.conftest import kill_9, spawn_planrun
+
+    sleeper = unique_sleep(600)
+    write(
+        "p.yaml",
+        f"""
+        steps:
+          - {{id: first, tool: shell, args: {{cmd: "echo first >> log"}}}}
+          - {{id: long, tool: shell, args: {{cmd: "test -f go || {sleeper}; echo long >> log"}}, depends_on: [first]}}
+          - {{id: last, tool: python, args: {{function: "os:getcwd"}}, depends_on: [long]}}
+        """,
+    )
+    proc = spawn_planrun("run", "p.yaml", "-q", "--address", cluster.address, cwd=tmp_path)
+    wait_for_command(sleeper)
+    kill_9(proc)
+    (tmp_path / "go").touch()
+    r = subprocess.run(
+        [sys.executable, "-m", "planrun", "resume", "p.yaml", "--output", "json"]
+        + ["--address", cluster.address],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "stopped 1 command left running by the interrupted run (step long" in r.stderr
+    assert_no_process_left(sleeper, timeout=0)  # gone before resume ended
+    doc = json.loads(r.stdout)
+    assert {s["id"]: s["status"] for s in doc["steps"]} == dict.fromkeys(
+        ("first", "long", "last"), "succeeded"
+    )
+    assert (tmp_path / "log").read_text().split() == ["first", "long"]  # killed: never echoed
+
+
+@pytest.mark.parametrize("executor", ["local", "dask"])
+def test_a_python_steps_big_result_is_whole_as_locally(run, write, cluster, executor):
+    write("helpers.py", "def big(n):\n    return 'x' * n\n")
+    write(
+        "p.yaml",
+        "steps:\n  - {id: a, tool: python, args: {function: 'helpers:big', kwargs: {n: 3000000}}}\n",
+    )
+    extra = ["--address", cluster.address] if executor == "dask" else []
+    r = run("run", "p.yaml", "--output", "json", *extra)
+    assert r.code == 0, r
+    assert r.json["steps"][0]["result"] == "x" * 3000000
+
+
+def test_ctrl_c_with_the_scheduler_gone_ends_the_run_at_once(tmp_path):
+    from tests.test_dask_executor import start_cluster, stop_cluster
+
+    (tmp_path / "cluster").mkdir()
+    own = start_cluster(tmp_path / "cluster", n_workers=1)
+    sleeper = unique_sleep(600)
+    proc: subprocess.Popen[str] | None = None
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n"
+        f"  - {{id: a, tool: shell, args: {{cmd: 'touch started; {sleeper}'}}, on_failure: continue}}\n"
+        "  - {id: c, tool: shell, args: {cmd: 'echo c'}}\n"
+    )
+    events = tmp_path / "events.jsonl"
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "planrun", "run", "p.yaml", "-j", "1", "--events", str(events)]
+            + ["--address", own.address],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until((tmp_path / "started").exists, what="the step on the worker")
+        own.procs[0].kill()  # the scheduler
+
+        def c_started() -> bool:
+            text = events.read_text() if events.exists() else ""
+            return any(
+                e.get("event") == "step.started" and e.get("step") == "c"
+                for e in map(json.loads, text.splitlines())
+            )
+
+        wait_until(c_started, what="step c waiting for the scheduler to come back")
+        proc.send_signal(signal.SIGINT)
+        # Dask's client waits 10 s for the scheduler: the run must not wait with it.
+        _, err = proc.communicate(timeout=8)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        for p in _sleepers(sleeper):
+            p.kill()
+        stop_cluster(own)
+    assert proc.returncode == 130, err
+    assert "on the workers failed" not in err and "cancelling" not in err, err  # no vain cleanup

@@ -63,6 +63,7 @@ class DaskExecutor:
         self._connect_timeout = connect_timeout
         self._client: Any = None
         self._cluster: Any = None
+        self._scheduler_address = address or ""
         self._attempts: dict[str, list[str]] = {}  # task key -> worker of each start, in order
         self._outputs: dict[str, _OutputRoute] = {}  # task key -> where its streamed lines go
         self._workers: list[dict[str, Any]] = []  # the scheduler's view, for resource checks
@@ -110,6 +111,7 @@ class DaskExecutor:
                 raise UsageError(
                     f"cannot reach the Dask scheduler at {self.address}: {exc}"
                 ) from exc
+        self._scheduler_address = str(self._client.scheduler.address)
         self._client.subscribe_topic(_worker.ATTEMPT_TOPIC, self._on_attempt_event)
         self._client.subscribe_topic(_worker.OUTPUT_TOPIC, self._on_output_event)
 
@@ -177,6 +179,8 @@ class DaskExecutor:
         from distributed.scheduler import KilledWorker
 
         client = self.client
+        if client.status in ("closing", "closed"):  # it gave up reconnecting: submit would hang
+            raise self._scheduler_lost(step_id, started=False)
         future = client.submit(
             fn, key, request, key=key, pure=False, retries=0, resources=resources or None
         )
@@ -196,18 +200,37 @@ class DaskExecutor:
                 + self._reexecution_note(key, exc.allowed_failures + 1),
                 detail=str(exc),
             ) from None
-        except FutureCancelledError:
+        except FutureCancelledError as exc:
+            if exc.reason == "scheduler-connection-lost" or client.status != "running":
+                raise self._scheduler_lost(step_id) from None
             raise ToolFailed(f"step {step_id} was cancelled on the Dask cluster") from None
         except Exception as exc:  # the worker function failed, or the scheduler is gone
             raise ToolFailed(
                 f"dask executor error in step {step_id}: {type(exc).__name__}: {exc}"
             ) from None
 
+    def _scheduler_lost(self, step_id: str, *, started: bool = True) -> ToolFailed:
+        """The failure of a step whose scheduler went away. planrun says so itself: Dask's
+        client would log its reconnection attempts, tracebacks included, on planrun's stderr."""
+        logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+        if not started:
+            return ToolFailed(
+                f"lost the Dask scheduler at {self._scheduler_address}: step {step_id} was not started"
+            )
+        return ToolFailed(
+            f"lost the Dask scheduler at {self._scheduler_address} while running step "
+            f"{step_id}; its command may still be running on its worker"
+        )
+
     async def _stop_remote(self, future: Any, key: str, groups: ProcessGroups | None) -> None:
         """Cancel the future and stop the step's process group on whichever worker has it: the
         run's interrupt signal and grace period when the run is interrupted (cut short by a
         second signal), else SIGTERM and a short grace."""
         client = self.client
+        if client.status != "running":
+            # The scheduler is gone (Dask's client is reconnecting, or gave up): no worker can
+            # be reached, and waiting for it would hold up an abort or a Ctrl-C.
+            return
         try:
             await asyncio.wait_for(client.cancel(future), _CLEANUP_TIMEOUT_S)
         except Exception as exc:  # cleanup is best effort: the scheduler may be gone
@@ -311,7 +334,7 @@ class DaskExecutor:
         if added and isinstance(args, dict) and (own is None or isinstance(own, dict)):
             args = {**args, "env": {**added, **(own or {})}}
         request = {"args": args, "step_id": ctx.step_id, "base_cwd": base_cwd}
-        return {**request, "timeout": ctx.timeout}, _worker.run_python
+        return {**request, "timeout": ctx.timeout, "marks": _marks(ctx)}, _worker.run_python
 
 
 class _OutputRoute:
@@ -369,6 +392,35 @@ def _shell_request(args: dict[str, Any], ctx: ToolContext, base_cwd: str) -> dic
         "stdin": stdin,
         "timeout": ctx.timeout,
         "stream": ctx.on_output is not None,
+        "output": _output_request(ctx),
+        "marks": _marks(ctx),
+    }
+
+
+def _marks(ctx: ToolContext) -> dict[str, str]:
+    """PLANRUN_RUN_ID and PLANRUN_STEP_ID in the step's environment on the worker, as a local
+    command has them: after `kill -9` of planrun, the next run on that state finds what it left
+    running (planrun/run/leftovers.py)."""
+    from planrun.tools.shell import RUN_ENV, STEP_ENV
+
+    parent = ctx.parent
+    if parent is None or not parent.run_id:
+        return {}
+    return {RUN_ENV: parent.run_id, STEP_ENV: parent.prefix + ctx.step_id}
+
+
+def _output_request(ctx: ToolContext) -> dict[str, Any]:
+    """How the worker keeps a step's output, as the local shell tool does: whole up to
+    PLANRUN_MAX_OUTPUT, past it head and tail in memory and the whole stream (the run's secrets
+    masked) in the step's log file under the working directory (a shared filesystem)."""
+    from planrun.tools.cmdoutput import log_path, output_limit
+
+    plan = ctx.parent.plan if ctx.parent is not None else "plan"
+    secrets = ctx.parent.masks.values() if ctx.parent is not None else []
+    return {
+        "limit": output_limit(ctx.env),
+        "logs": [log_path(ctx.cwd, plan, ctx.step_id, s) for s in ("stdout", "stderr")],
+        "secrets": list(secrets),
     }
 
 

@@ -214,13 +214,21 @@ def _mark_attempt(key: str) -> dict[str, Any]:
 
 
 def _pump(
-    pipe: Any, chunks: list[bytes], emit: Callable[[str], None] | None
+    pipe: Any, sink: Any, emit: Callable[[str], None] | None
 ) -> None:  # pragma: no cover - runs in a thread
-    for line in iter(pipe.readline, b""):
-        chunks.append(line)
-        if emit is not None:
-            # Split on "\n" only, as the local shell tool streams ("\r" stays in the line).
-            emit(line.removesuffix(b"\n").decode("utf-8", errors="replace"))
+    """Read the pipe into `sink` (a CappedOutput: memory stays bounded, as locally), passing
+    each line to `emit`, split as the local shell tool splits them."""
+    from planrun.tools.cmdoutput import LineSplitter
+
+    lines = LineSplitter(sink.limit) if emit is not None else None
+    while chunk := pipe.read1(65536):
+        sink.write(chunk)
+        if lines is not None and emit is not None:
+            for line in lines.feed(chunk):
+                emit(line.decode("utf-8", errors="replace"))
+    if lines is not None and emit is not None:
+        for line in lines.flush():
+            emit(line.decode("utf-8", errors="replace"))
     pipe.close()
 
 
@@ -234,8 +242,8 @@ def _feed(pipe: Any, data: bytes) -> None:
 def _start_pipes(
     key: str,
     proc: subprocess.Popen[bytes],
-    out: list[bytes],
-    err: list[bytes],
+    out: Any,
+    err: Any,
     stdin: bytes | None,
     stream: bool,
 ) -> list[threading.Thread]:
@@ -293,6 +301,7 @@ def _run_process(
     stdin: bytes | None,
     timeout: float | None,
     stream: bool,
+    output: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run argv in its own session; wait for it, a cancel request or the deadline.
 
@@ -328,8 +337,7 @@ def _run_process(
                 "strerror": exc.strerror or str(exc),
             }
         _running[key] = proc
-    out: list[bytes] = []
-    err: list[bytes] = []
+    out, err = _sinks(output or {})
     threads = _start_pipes(key, proc, out, err, stdin, stream)
     timed_out = threading.Event()
     timer = _deadline(key, proc, timeout, timed_out)
@@ -355,9 +363,27 @@ def _run_process(
         **base,
         "status": status,
         "exit_code": proc.returncode,
-        "stdout": b"".join(out).decode("utf-8", errors="replace"),
-        "stderr": b"".join(err).decode("utf-8", errors="replace"),
+        "stdout": out.finish().decode("utf-8", errors="replace"),
+        "stderr": err.finish().decode("utf-8", errors="replace"),
     }
+
+
+_WHOLE = {"limit": sys.maxsize}
+
+
+def _sinks(output: dict[str, Any]) -> tuple[Any, Any]:
+    """The (stdout, stderr) CappedOutput of a step: output: {limit, logs: [stdout path, stderr
+    path], secrets} as the client worked them out (the local tool's limit, log files and
+    masks); without them, the default limit and no log file."""
+    from planrun.tools.cmdoutput import DEFAULT_LIMIT, CappedOutput
+
+    limit = int(output.get("limit") or DEFAULT_LIMIT)
+    logs = output.get("logs") or [None, None]
+    forms = [str(f) for f in output.get("secrets") or []]
+    return (
+        CappedOutput(limit, logs[0], (lambda: forms) if forms else None),
+        CappedOutput(limit, logs[1], (lambda: forms) if forms else None),
+    )
 
 
 # A `run:` list in one process: each script by its own `/bin/sh -c`, in order, ending at the
@@ -378,6 +404,7 @@ def run_shell(key: str, request: dict[str, Any]) -> dict[str, Any]:
     for name in request.get("env_unset") or []:
         env.pop(name, None)
     env.update(request.get("env_set") or {})
+    env.update(request.get("marks") or {})
     stdin = request.get("stdin")
     argv, index_file = list(request["argv"]), None
     if request.get("run_list"):
@@ -393,6 +420,7 @@ def run_shell(key: str, request: dict[str, Any]) -> dict[str, Any]:
             stdin=None if stdin is None else stdin.encode(),
             timeout=request.get("timeout"),
             stream=bool(request.get("stream")),
+            output=request.get("output"),
         )
         if index_file is not None:
             with open(index_file) as f:
@@ -420,10 +448,11 @@ def run_python(key: str, request: dict[str, Any]) -> dict[str, Any]:
         key,
         argv,
         cwd=request["base_cwd"],
-        env=dict(os.environ),
+        env={**os.environ, **(request.get("marks") or {})},
         stdin=payload.encode(),
         timeout=request.get("timeout"),
         stream=False,
+        output=_WHOLE,  # the answer is the last line: never cut (the local tool's is not)
     )
     if result["status"] != "ok":
         return result
