@@ -377,8 +377,10 @@ def test_ctrl_c_with_the_scheduler_gone_ends_the_run_at_once(tmp_path):
 
         wait_until(c_started, what="step c waiting for the scheduler to come back")
         proc.send_signal(signal.SIGINT)
-        # Dask's client waits 10 s for the scheduler: the run must not wait with it.
-        _, err = proc.communicate(timeout=8)
+        # Dask's client waits 10 s for the scheduler; the run does not wait with it (on the
+        # old code it did, then warned that killing on the workers failed: asserted below).
+        # The timeout is a hang guard only, not a deadline a loaded machine could miss.
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
