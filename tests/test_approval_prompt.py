@@ -134,3 +134,46 @@ def test_a_yes_piped_to_stdin_is_no_answer_even_with_a_terminal(tmp_path: Path) 
         os.close(leader)
     assert proc.returncode == 5
     assert not (tmp_path / "deployed").exists()
+
+
+def _ask_and_end_input(tmp_path: Path, *args: str) -> tuple[int, str]:
+    """Run planrun at a pseudo-terminal and answer its first question with end of input
+    (Ctrl-D): (exit code, what the terminal showed)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", *args],
+        cwd=tmp_path,
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(follower)
+    seen = b""
+    try:
+        while b"[y/N]" not in seen:
+            seen += os.read(leader, 4096)
+        os.write(leader, b"\x04")  # the terminal's end of input, echoed as nothing
+        proc.communicate(timeout=60)
+        while chunk := os.read(leader, 4096):
+            seen += chunk
+    except OSError:  # EIO: every process holding the terminal is gone
+        pass
+    finally:
+        os.close(leader)
+    return proc.wait(timeout=60), seen.decode(errors="replace")
+
+
+def test_end_of_input_at_the_question_is_a_no_and_leaves_the_question_on_screen(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-D answers nothing: the run is blocked, and the question is not overdrawn by what
+    comes next (the console's next line starts on a line of its own)."""
+    (tmp_path / "plan.yaml").write_text(
+        'steps:\n  - {id: deploy, run: touch deployed, approval: "Deploy it now?"}\n'
+    )
+    code, seen = _ask_and_end_input(tmp_path, "run", "plan.yaml")
+    assert code == 5, seen
+    assert not (tmp_path / "deployed").exists()
+    after = seen.split("Deploy it now? [y/N] ", 1)[1]
+    assert after.startswith(("\n", "\r\n")), repr(seen)
