@@ -3,6 +3,7 @@ words (`approval: "TEXT"`, rendered with the variables), and `y` runs the step."
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import answer_at_tty, planrun
+from tests.conftest import answer_at_tty, planrun, wait_until
 
 # The questions are asked of a real process at a pseudo-terminal (answer_at_tty); what planrun
 # decides without one (validation, no terminal) runs in-process unless marked `e2e`.
@@ -134,3 +135,98 @@ def test_a_yes_piped_to_stdin_is_no_answer_even_with_a_terminal(tmp_path: Path) 
         os.close(leader)
     assert proc.returncode == 5
     assert not (tmp_path / "deployed").exists()
+
+
+def _ask_and_end_input(tmp_path: Path, *args: str) -> tuple[int, str]:
+    """Run planrun at a pseudo-terminal and answer its first question with end of input
+    (Ctrl-D): (exit code, what the terminal showed)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", *args],
+        cwd=tmp_path,
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(follower)
+    seen = b""
+    try:
+        while b"[y/N]" not in seen:
+            seen += os.read(leader, 4096)
+        os.write(leader, b"\x04")  # the terminal's end of input, echoed as nothing
+        proc.communicate(timeout=60)
+        while chunk := os.read(leader, 4096):
+            seen += chunk
+    except OSError:  # EIO: every process holding the terminal is gone
+        pass
+    finally:
+        os.close(leader)
+    return proc.wait(timeout=60), seen.decode(errors="replace")
+
+
+def test_end_of_input_at_the_question_is_a_no_and_leaves_the_question_on_screen(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-D answers nothing: the run is blocked, and the question is not overdrawn by what
+    comes next (the console's next line starts on a line of its own)."""
+    (tmp_path / "plan.yaml").write_text(
+        'steps:\n  - {id: deploy, run: touch deployed, approval: "Deploy it now?"}\n'
+    )
+    code, seen = _ask_and_end_input(tmp_path, "run", "plan.yaml")
+    assert code == 5, seen
+    assert not (tmp_path / "deployed").exists()
+    after = seen.split("Deploy it now? [y/N] ", 1)[1]
+    assert after.startswith(("\n", "\r\n")), repr(seen)
+
+
+def test_progress_lines_wait_while_the_question_is_open(tmp_path: Path) -> None:
+    """A step that ends while the question waits for its answer does not print into the
+    question's line: its lines come once the question is answered."""
+    (tmp_path / "plan.yaml").write_text(
+        """
+name: p
+steps:
+  - id: slow
+    run: "while [ ! -e go ]; do sleep 0.02; done; echo finished"
+  - id: deploy
+    run: touch deployed
+    approval: "Deploy it now?"
+""".lstrip()
+    )
+    state = tmp_path / ".planrun" / "state" / "p.json"
+
+    def slow_succeeded() -> bool:
+        try:
+            return json.loads(state.read_text())["steps"]["slow"]["status"] == "succeeded"
+        except (OSError, ValueError, KeyError):
+            return False
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "run", "plan.yaml", "-j", "2"],
+        cwd=tmp_path,
+        stdin=follower,
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    os.close(follower)
+    seen = b""
+    try:
+        while b"[y/N]" not in seen:
+            seen += os.read(leader, 4096)
+        (tmp_path / "go").touch()
+        wait_until(slow_succeeded, timeout=60, what="slow to succeed")
+        os.write(leader, b"y\n")
+        proc.communicate(timeout=60)
+        while chunk := os.read(leader, 4096):
+            seen += chunk
+    except OSError:  # EIO: every process holding the terminal is gone
+        pass
+    finally:
+        os.close(leader)
+    shown = seen.decode(errors="replace")
+    assert proc.wait(timeout=60) == 0, shown
+    assert "Deploy it now? [y/N] y" in shown, repr(shown)
+    assert "slow succeeded" in shown.split("[y/N] y", 1)[1], repr(shown)

@@ -110,6 +110,7 @@ class ConsoleReporter:
         self._closed = False
         self._live: Any = None  # planrun.reporters.live.LiveScreen while the view is shown
         self._raw: Any = None  # planrun.reporters.live.Raw, once the live view is shown
+        self._held: list[str] | None = None  # lines kept back while a question is open
 
     # -- the subscriber protocol ------------------------------------------------------------
 
@@ -174,15 +175,22 @@ class ConsoleReporter:
 
     @contextmanager
     def suspend(self) -> Iterator[None]:
-        """Hide the live view (e.g. around an approval prompt), showing it again afterwards."""
+        """Hide the live view around an approval prompt, showing it again afterwards. The
+        lines of the steps that go on meanwhile are kept back until then: printed, they would
+        run into the question's line and the answer typed after it."""
         self.flush()
         was_live = self._live is not None
         self._stop_live()
+        self._held = []
         try:
             yield
         finally:
+            held, self._held = self._held, None
             if was_live and not self._closed:
                 self._start_live()
+            if held:
+                self._emit("".join(held))
+                self.flush()
 
     # -- output plumbing ---------------------------------------------------------------------
 
@@ -246,6 +254,9 @@ class ConsoleReporter:
 
     def _emit(self, text: str) -> None:
         if self._broken:
+            return
+        if self._held is not None:
+            self._held.append(text)
             return
         if self._live is not None:
             # Printed through rich so the live view moves down, but as raw text: rich's own

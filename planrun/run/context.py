@@ -368,8 +368,11 @@ def _tty_ask(console: Any) -> AskFn:
             def prompt() -> bool:
                 sys.stderr.write(f"{terminal_safe(question)} [y/N] ")
                 sys.stderr.flush()
-                answer = sys.stdin.readline().strip().lower()
-                return answer in ("y", "yes")
+                line = sys.stdin.readline()
+                if not line.endswith("\n"):  # end of input (Ctrl-D): no answer, no newline
+                    sys.stderr.write("\n")  # echoed, so what follows leaves the question be
+                    sys.stderr.flush()
+                return line.strip().lower() in ("y", "yes")
 
             if console is None:
                 return await asyncio.to_thread(prompt)
