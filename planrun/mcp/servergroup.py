@@ -20,7 +20,7 @@ import contextlib
 import os
 import signal
 
-from planrun.run.procgroups import STOP_GRACE_S, signal_group
+from planrun.run.procgroups import STOP_GRACE_S, group_exists, signal_group
 from planrun.state.lock import proc_pids, proc_stat
 
 _POLL_S = 0.02
@@ -55,22 +55,12 @@ def find_groups(stderr_fd: int) -> set[int]:
     return groups
 
 
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 async def stop_groups(groups: set[int]) -> None:
     """Stop what is left of a server's process groups once its session has ended: SIGTERM, a
     short grace (STOP_GRACE_S), then SIGKILL. Nothing to do (and no wait) when they are empty.
 
     A group lives on in any member, so its id is not reused while something of it is left."""
-    left = {g for g in groups if g != os.getpgrp() and _alive(g)}
+    left = {g for g in groups if g != os.getpgrp() and group_exists(g)}
     if not left:
         return
     for pgid in left:
@@ -78,7 +68,7 @@ async def stop_groups(groups: set[int]) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + STOP_GRACE_S
     try:
-        while any(_alive(g) for g in left) and loop.time() < deadline:
+        while any(group_exists(g) for g in left) and loop.time() < deadline:
             await asyncio.sleep(_POLL_S)
     finally:  # also when the wait is cancelled: nothing of the groups outlives the session
         for pgid in left:

@@ -27,6 +27,17 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def group_exists(pgid: int) -> bool:
+    """Whether a process group has a member (a zombie counts: `killpg(pgid, 0)` answers)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # there, and someone else's
+        return True
+    return True
+
+
 class ProcessGroups:
     """The live process groups of a run's commands (a command's group id is its pid)."""
 

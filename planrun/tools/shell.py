@@ -9,7 +9,7 @@ import os
 import signal
 from typing import Any, NamedTuple
 
-from planrun.run.procgroups import ProcessGroups, signal_group
+from planrun.run.procgroups import ProcessGroups, group_exists, signal_group
 from planrun.text import type_name
 from planrun.tools import check_args
 from planrun.tools.base import OutputCallback, ToolContext, ToolFailed, env_text
@@ -356,13 +356,7 @@ def _group_alive(pgid: int, *, thorough: bool = False) -> bool:
     `thorough`: a group of zombies only is gone too (members that ended after the leader,
     adopted by a parent that has not reaped them yet: a container's init may never do, some
     reap a second late), which `killpg(pgid, 0)` alone still answers for; it reads /proc."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not thorough or _live_member(pgid)
+    return group_exists(pgid) and (not thorough or _live_member(pgid))
 
 
 def _live_member(pgid: int) -> bool:
