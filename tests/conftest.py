@@ -395,11 +395,9 @@ def _processes_in_groups(groups: set[int]) -> list[Any]:
     return found
 
 
-def answer_at_tty(
-    cwd: Path | str, args: list[str], answers: list[str], timeout: float = 30
-) -> tuple[int, str, str]:
-    """Run `python -m planrun ARGS` with a pseudo-terminal as stdin and stderr, answering each
-    `[y/N]` question in turn: (exit code, stdout, what the terminal showed)."""
+def planrun_at_tty(cwd: Path | str, args: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """`python -m planrun ARGS` started with a pseudo-terminal as stdin and stderr (stdout a
+    pipe): (the process, the terminal's leader side, to read what it shows and type into)."""
     import pty
 
     leader, follower = pty.openpty()
@@ -412,6 +410,15 @@ def answer_at_tty(
         env={**os.environ, "NO_COLOR": "1"},
     )
     os.close(follower)
+    return proc, leader
+
+
+def answer_at_tty(
+    cwd: Path | str, args: list[str], answers: list[str], timeout: float = 30
+) -> tuple[int, str, str]:
+    """Run `python -m planrun ARGS` with a pseudo-terminal as stdin and stderr, answering each
+    `[y/N]` question in turn: (exit code, stdout, what the terminal showed)."""
+    proc, leader = planrun_at_tty(cwd, args)
     seen = b""
     deadline = time.monotonic() + timeout
     for answer in answers:

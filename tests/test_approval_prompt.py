@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import answer_at_tty, planrun, wait_until
+from tests.conftest import answer_at_tty, planrun, planrun_at_tty, wait_until
 
 # The questions are asked of a real process at a pseudo-terminal (answer_at_tty); what planrun
 # decides without one (validation, no terminal) runs in-process unless marked `e2e`.
@@ -140,16 +140,7 @@ def test_a_yes_piped_to_stdin_is_no_answer_even_with_a_terminal(tmp_path: Path) 
 def _ask_and_end_input(tmp_path: Path, *args: str) -> tuple[int, str]:
     """Run planrun at a pseudo-terminal and answer its first question with end of input
     (Ctrl-D): (exit code, what the terminal showed)."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "planrun", *args],
-        cwd=tmp_path,
-        stdin=follower,
-        stdout=subprocess.PIPE,
-        stderr=follower,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    os.close(follower)
+    proc, leader = planrun_at_tty(tmp_path, list(args))
     seen = b""
     try:
         while b"[y/N]" not in seen:
@@ -202,16 +193,7 @@ steps:
         except (OSError, ValueError, KeyError):
             return False
 
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "planrun", "run", "plan.yaml", "-j", "2"],
-        cwd=tmp_path,
-        stdin=follower,
-        stdout=subprocess.PIPE,
-        stderr=follower,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    os.close(follower)
+    proc, leader = planrun_at_tty(tmp_path, ["run", "plan.yaml", "-j", "2"])
     seen = b""
     try:
         while b"[y/N]" not in seen:
