@@ -581,13 +581,17 @@ def test_a_worker_killed_mid_step(tmp_path: Path) -> None:
 
 def test_local_cluster_mode_and_worker_lost(tmp_path: Path) -> None:
     import dask
+    import distributed  # noqa: F401  # its defaults loaded before the `set` below, see there
 
     me = psutil.Process()
     ports_before = {c.laddr.port for c in me.net_connections("inet") if c.status == "LISTEN"}
     children_before = {p.pid for p in me.children(recursive=True)}
 
     async def scenario() -> None:
-        # allowed-failures 0: the first lost worker fails the step (no re-run).
+        # allowed-failures 0: the first lost worker fails the step (no re-run). `set` undoes
+        # itself by removing the keys it did not find: had distributed's defaults been loaded
+        # inside the block, the whole "distributed" section would go with it, and every later
+        # Client in this test process would fail (KeyError: 'distributed').
         with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
             async with executor(None, tmp_path) as ex:
                 result = await ex.call("shell", {"cmd": "echo local"}, ctx_for(tmp_path))
