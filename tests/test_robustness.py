@@ -137,6 +137,10 @@ CORRUPTIONS = [
     ("state", {"variables": []}),
     ("state", {"variables": None}),
     ("state", {"revisions": {}}),
+    ("state", {"journal_held": "12"}),
+    ("state", {"journal_held": -1}),
+    ("state", {"journal_held": True}),
+    ("held", '{"op": "run", "changes": {"status": "running"}}'),
 ]
 
 
@@ -148,6 +152,10 @@ def test_corrupt_state_exits_4_with_one_line_naming_the_file(
     assert run("run", "p.yaml", "-q").code == 0
     if where == "journal":
         _corrupt_journal(tmp_path, corruption)
+        name = "p.json.journal"
+    elif where == "held":  # the snapshot holds the journal up to the middle of a line
+        _corrupt_journal(tmp_path, corruption)
+        _edit_state(tmp_path, journal_held=len('{"journal": "t1"}\n') + 3)
         name = "p.json.journal"
     else:
         _edit_state(tmp_path, **corruption)

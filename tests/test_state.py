@@ -1017,7 +1017,8 @@ def test_snapshots_reuse_step_json_and_match_a_fresh_encoding(tmp_path: Path) ->
     store.handle(step_succeeded("a", {"n": 1}))
     store.handle(step_started("b"))
     store.handle(step_failed("b", "boom"))
-    store._compact(final=False)  # a refresh, as during a run
+    store._refresh()  # as during a run
+    store._await_refresh()
     store.handle(plan_diff(["a", "b"], [{"id": "a"}, {"id": "x"}, {"id": "b"}]))
     store.handle(step_started("b", attempt=2))
     store.handle(step_succeeded("b", 2, attempts=2))
@@ -1052,7 +1053,8 @@ def test_a_refresh_encodes_no_step_a_journal_line_already_encoded(
 
     state_encode = journal.encode_step
     monkeypatch.setattr(journal, "encode_step", counting)
-    store._compact(final=False)  # a refresh, as during a run
+    store._refresh()  # as during a run
+    store._await_refresh()
     assert not [v for v in encoded if v in ("a", "b") or isinstance(v, dict) and "status" in v]
     monkeypatch.undo()
     store.handle(step_succeeded("b", 2))
@@ -1061,6 +1063,80 @@ def test_a_refresh_encodes_no_step_a_journal_line_already_encoded(
     state = StateStore(store.path, PLAN).load()
     assert state is not None
     assert Path(store.path).read_bytes() == journal.snapshot_bytes(state, None)
+
+
+def test_a_refresh_keeps_the_journal_and_a_load_applies_no_line_twice(tmp_path: Path) -> None:
+    # A refresh makes the JSON file itself current (what a script reading it after a kill -9
+    # sees) and the run goes on appending to the same journal: the snapshot says how many of
+    # the journal's bytes it holds, and a load replays only the lines after them.
+    store = store_at(tmp_path)
+    store.acquire()
+    store.handle(started(["a", "b", "c"]))
+    store.handle(step_started("a"))
+    store.handle(step_succeeded("a", {"n": 1}))
+    store.handle(step_started("b"))
+    store._refresh()
+    store._await_refresh()
+    doc = json.loads(Path(store.path).read_bytes())
+    assert doc["steps"]["a"]["status"] == "succeeded" and doc["steps"]["b"]["status"] == "running"
+    assert doc["journal_held"] == len(Path(store.path + ".journal").read_bytes())
+    store.handle(step_failed("b", "boom"))
+    store.handle(step_started("b", attempt=2))
+    store.handle(step_succeeded("b", 2, attempts=2))
+    store._refresh()
+    store._await_refresh()
+    store.handle(step_started("c"))  # after the second refresh: in the journal only
+    loaded = read_state(store.path, PLAN, as_recorded=True)  # as `status` reads a live run
+    assert loaded is not None
+    assert {k: v.to_json() for k, v in loaded.steps.items()} == {
+        k: v.to_json() for k, v in store.state.steps.items()
+    }
+    assert loaded.steps["b"].attempts == 2 and loaded.steps["c"].status == "running"
+    store.handle(step_succeeded("c", 3))
+    store.handle(finished("succeeded", "completed"))
+    store.close()
+    final = json.loads(Path(store.path).read_bytes())
+    assert "journal_held" not in final and not Path(store.path + ".journal").exists()
+
+
+def test_a_refresh_on_a_slow_disk_never_holds_up_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An fsync on a busy disk can take a second: a refresh's is done by a thread of its own,
+    # while the run's changes go on being recorded; the next snapshot, and the lock's release,
+    # wait for it.
+    import threading
+
+    store = store_at(tmp_path)
+    store.acquire()
+    store.handle(started(["a", "b"]))
+    store.handle(step_started("a"))
+    before = Path(store.path).read_bytes()
+    slow, entered, real_fsync = threading.Event(), threading.Event(), os.fsync
+
+    def fsync(fd: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            entered.set()
+            assert slow.wait(60)  # a bound on a hang
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store._refresh()
+    try:
+        assert entered.wait(60)  # the refresh's fsync runs off the run's thread...
+        store.handle(step_succeeded("a", 1))  # ...which records changes meanwhile
+        store.handle(step_started("b"))
+        assert Path(store.path).read_bytes() == before  # not renamed before it is on disk
+        loaded = read_state(store.path, PLAN, as_recorded=True)
+        assert loaded is not None and loaded.steps["b"].status == "running"
+    finally:
+        slow.set()
+    store.handle(step_succeeded("b", 2))
+    store.handle(finished("succeeded", "completed"))
+    store.close()
+    state = read_state(store.path, PLAN)
+    assert state is not None and state.status == "succeeded"
+    assert [s.status for s in state.steps.values()] == ["succeeded", "succeeded"]
 
 
 def test_a_step_record_of_the_wrong_shape_is_corrupt_and_unknown_keys_are_dropped(

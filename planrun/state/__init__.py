@@ -15,7 +15,9 @@ A change costs one small append, so a run of N steps costs O(N), not O(N^2) as r
 the whole file after every step would. A written line is in the kernel, so it survives a
 `kill -9` of planrun; only a power loss can lose the lines appended since the last fsync
 (the snapshot, fsync-ed before every replace, is never torn). The journal is folded into
-the snapshot at run start, when it grows past the snapshot's size, and at `close()`.
+the snapshot at run start, when it grows past the snapshot's size, and at `close()`; in
+between, the snapshot is refreshed for readers (written by a thread, keeping the journal:
+it records how many journal bytes it holds).
 """
 
 from planrun.state.journal import no_state, read_state

@@ -62,18 +62,25 @@ def make_dirs(directory: str) -> None:
 
 
 def snapshot_bytes(
-    state: RunState, token: str | None, encoded: dict[str, str] | None = None
+    state: RunState,
+    token: str | None,
+    encoded: dict[str, str] | None = None,
+    held: int | None = None,
 ) -> bytes:
     """The snapshot as JSON with one step (and one revision) per line: readable, diffable, and
     written with the C encoder (json's indent= would switch to the slow pure-Python one).
 
     `encoded`: each step's line in the "steps" object (`  "id": {...}`) already made (by the
-    journal lines of the run), used as it is; the lines made here are added to it."""
+    journal lines of the run), used as it is; the lines made here are added to it.
+    `held`: how many bytes of the journal named `token` the state already holds (a refresh,
+    which keeps that journal); None for a snapshot that starts a journal of its own."""
     encoded = {} if encoded is None else encoded
     lines = ["{"]
     for key in RUN_SCALARS:
         lines.append(f" {encode_step(key)}: {encode_step(getattr(state, key))},")
     lines.append(f' "journal": {encode_step(token)},')
+    if held is not None:
+        lines.append(f' "journal_held": {held},')
     lines.append(f' "variables": {encode_step(state.variables)},')
     if state.revisions:
         lines.append(' "revisions": [')
@@ -94,7 +101,9 @@ def snapshot_bytes(
     return "\n".join(lines).encode()
 
 
-def _state_from_json(doc: Any, path: str, plan_name: str) -> tuple[RunState, str | None]:
+def _state_from_json(
+    doc: Any, path: str, plan_name: str
+) -> tuple[RunState, str | None, int | None]:
     if not isinstance(doc, dict):
         raise StateError(f"state file {path} is corrupt: not a JSON object")
     version = doc.get("version")
@@ -135,12 +144,18 @@ def _state_from_json(doc: Any, path: str, plan_name: str) -> tuple[RunState, str
     except (TypeError, ValueError) as exc:
         raise StateError(f"state file {path} is corrupt: {exc}") from None
     token = doc.get("journal")
-    return state, token if isinstance(token, str) else None
+    held = doc.get("journal_held")
+    if held is not None and (type(held) is not int or held < 0):
+        raise StateError(f"state file {path} is corrupt: journal_held is not a byte count")
+    return state, token if isinstance(token, str) else None, held
 
 
-def _replay_journal(state: RunState, data: bytes, token: str | None, journal: str) -> None:
-    """Apply the journal's complete lines; a torn last line (no newline: kill -9 mid-write) is
-    dropped, a journal written for another snapshot (crash during compaction) is ignored."""
+def _replay_journal(
+    state: RunState, data: bytes, token: str | None, held: int | None, journal: str
+) -> None:
+    """Apply the journal's complete lines that the snapshot does not hold yet (`held`: how many
+    of its bytes it does); a torn last line (no newline: kill -9 mid-write) is dropped, a
+    journal written for another snapshot (crash during compaction) is ignored."""
     lines = data.split(b"\n")
     lines.pop()  # after the last newline: b"" normally, the torn fragment after a crash
     if not lines:
@@ -151,7 +166,19 @@ def _replay_journal(state: RunState, data: bytes, token: str | None, journal: st
         raise StateError(f"state journal {journal} is corrupt: bad header line") from None
     if not isinstance(header, dict) or token is None or header.get("journal") != token:
         return  # extends an older snapshot whose changes the current one already holds
-    for number, line in enumerate(lines[1:], start=2):
+    first = 2
+    if held is not None and held > len(lines[0]) + 1:
+        # A refreshed snapshot holds the lines before byte `held`: they start after it. (Held
+        # bytes the journal lacks were lost with a power cut: the snapshot has them all.)
+        if held > len(data):
+            return
+        if data[held - 1 : held] != b"\n":
+            raise StateError(
+                f"state journal {journal} is corrupt: the snapshot holds {held} bytes of it, "
+                "which do not end with a line"
+            )
+        first = data.count(b"\n", 0, held) + 1
+    for number, line in enumerate(lines[first - 1 :], start=first):
         try:
             entry = loads(line)
             check_journal_entry(entry, RUN_STATUSES)
@@ -196,10 +223,10 @@ def read_state(
         doc = loads(raw)
     except ValueError as exc:
         raise StateError(f"state file {path} is corrupt (not valid JSON: {exc})") from None
-    state, token = _state_from_json(doc, path, plan_name)
+    state, token, held = _state_from_json(doc, path, plan_name)
     data = read_regular(journal)
     if data is not None:
-        _replay_journal(state, data, token, journal)
+        _replay_journal(state, data, token, held, journal)
     return state if as_recorded else mark_abandoned(state, path)
 
 

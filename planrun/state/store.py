@@ -92,11 +92,15 @@ class StateStore:
         self._mutex = threading.Lock()  # executors may emit from worker threads
         # The snapshot is refreshed soon after changes too, not only when the journal is
         # large, so that the JSON file a user (or a script) reads is close to current; the
-        # refresh rate is bounded so that refreshing costs at most ~5% of the run.
+        # refresh rate is bounded so that refreshing costs at most ~5% of the run. A refresh
+        # keeps the journal (the snapshot says how many of its bytes it holds) and is written
+        # by a thread of its own, so that an fsync on a busy disk never holds up the run.
         self._compacted_at = 0.0  # time.monotonic() of the last snapshot
         self._compact_cost = 0.0  # how long it took
         self._refresh_pending = False
-        self._journal_header = 0
+        self._refresher: threading.Thread | None = None  # the refresh being written, if any
+        self._token: str | None = None  # the journal's
+        self._snapshot_holds = 0  # journal bytes the latest snapshot holds
 
     # ----------------------------------------------------------------- reading
 
@@ -169,6 +173,7 @@ class StateStore:
         and `load()` replays it."""
         with self._mutex:
             self._close_journal(sync=True)
+            self._await_refresh()  # no rename may land once another run holds the lock
             self._lock.release()
 
     def _remove_temp_files(self) -> None:
@@ -384,11 +389,13 @@ class StateStore:
             self._refresh_soon()
 
     def _refresh_soon(self) -> None:
-        """Rewrite the snapshot now if the last one is old enough, else once that time comes."""
+        """Refresh the snapshot now if the last one is old enough (and written), else once that
+        time comes."""
         wait = self._compacted_at + max(REFRESH_MIN_S, 20 * self._compact_cost) - time.monotonic()
-        if wait <= 0:
-            self._compact(final=False)
+        if wait <= 0 and not self._refreshing():
+            self._refresh()
             return
+        wait = max(wait, REFRESH_MIN_S / 5)  # (a refresh still being written: look again soon)
         if self._refresh_pending:
             return
         try:
@@ -403,12 +410,52 @@ class StateStore:
     def _scheduled_refresh(self) -> None:
         with self._mutex:
             self._refresh_pending = False
-            if self._journal_fd is not None and self._journal_bytes > self._journal_header:
-                with contextlib.suppress(OSError):  # the journal still holds every change
-                    self._compact(final=False)
+            if self._journal_fd is not None and self._journal_bytes > self._snapshot_holds:
+                self._refresh_soon()
+
+    def _refreshing(self) -> bool:
+        return self._refresher is not None and self._refresher.is_alive()
+
+    def _refresh(self) -> None:
+        """Make the snapshot current for readers, keeping the journal: the snapshot names it and
+        says how many of its bytes it holds (readers replay only the lines after those). The
+        state is encoded here; a thread writes it to a temporary file, fsyncs it and renames it
+        over the snapshot. A failure there changes nothing: the journal holds every change."""
+        started = time.monotonic()
+        self._compacted_at = started
+        self._snapshot_holds = self._journal_bytes
+        data = snapshot_bytes(self.state, self._token, self._encoded, self._journal_bytes)
+        self._refresher = threading.Thread(
+            target=self._write_refresh, args=(data, started), name="planrun-state", daemon=True
+        )
+        self._refresher.start()
+
+    def _write_refresh(self, data: bytes, started: float) -> None:
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            fd = create_temp(tmp)
+            try:
+                os.fchmod(fd, 0o600)
+                write_all(fd, data)
+                os.fsync(fd)  # never torn by a power cut, as every snapshot
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self._compact_cost = time.monotonic() - started
+
+    def _await_refresh(self) -> None:
+        """Wait for the refresh being written, if any: before another snapshot, and before
+        the lock is released."""
+        if self._refresher is not None:
+            self._refresher.join()
+            self._refresher = None
 
     def _compact(self, *, final: bool) -> None:
         """Write the full snapshot atomically, then start a fresh journal (or none if final)."""
+        self._await_refresh()
         started = time.monotonic()
         state = self.state
         token = None if final else os.urandom(8).hex()
@@ -441,7 +488,8 @@ class StateStore:
             write_all(jfd, header)
             os.replace(jtmp, self.journal_path)
             self._journal_fd = jfd
-            self._journal_bytes = self._journal_header = len(header)
+            self._journal_bytes = self._snapshot_holds = len(header)
+            self._token = token
             # the journal may grow to twice the snapshot: compaction cost stays linear overall
             self._compact_at = max(self._compact_min_bytes, 2 * len(data))
         fsync_dir(parent_dir(self.path))
@@ -469,4 +517,5 @@ class StateStore:
                 ) from None
             finally:
                 self._close_journal()
+                self._await_refresh()
                 self._lock.release()
