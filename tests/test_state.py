@@ -1139,6 +1139,35 @@ def test_a_refresh_on_a_slow_disk_never_holds_up_the_run(
     assert [s.status for s in state.steps.values()] == ["succeeded", "succeeded"]
 
 
+@pytest.mark.parametrize(("each_change", "expected"), [(False, 1), (True, 3)])
+def test_the_directory_waits_for_the_disk_after_the_last_snapshot_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, each_change: bool, expected: int
+) -> None:
+    # A snapshot's rename lost with the power leaves an older snapshot, whole (its journal
+    # still matches, or is ignored): only the run's last one is made durable at once. With
+    # each change fsync-ed, every journal those changes go to must survive too.
+    synced_dirs: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            synced_dirs.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store = store_at(tmp_path, fsync_each_change=each_change)
+    store.acquire()
+    store.handle(started(["a"]))  # the run's first snapshot
+    store.handle(step_started("a"))
+    store._compact(final=False)  # as when the journal has grown large
+    store.handle(step_succeeded("a", 1))
+    store.handle(finished("succeeded", "completed"))
+    store.close()  # the last snapshot
+    assert len(synced_dirs) == expected
+    state = read_state(store.path, PLAN)
+    assert state is not None and state.steps["a"].status == "succeeded"
+
+
 def test_a_step_record_of_the_wrong_shape_is_corrupt_and_unknown_keys_are_dropped(
     tmp_path: Path,
 ) -> None:
