@@ -173,6 +173,11 @@ BAD: dict[str, Any] = {
     "result-variable-steps": step(result_variable="steps"),
     "variable-named-env": plan(variables={"env": 1}),
     "variable-named-steps": plan(variables={"steps": 1}),
+    "variable-named-self": plan(variables={"self": 1}),
+    "variable-named-none": plan(variables={"none": 1}),
+    "result-variable-range": step(result_variable="range"),
+    "as-self": step(foreach=[1], **{"as": "self"}),
+    "param-named-true": plan(params={"true": {}}),
     "param-empty-choices": plan(params={"n": {"choices": []}}),
     "run-with-args": {"steps": [{"id": "a", "run": "echo", "args": {"cmd": "x"}}]},
 }

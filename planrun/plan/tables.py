@@ -132,7 +132,7 @@ FIELDS = {'Plan': (('version', 'Version | None'),
           ('description', 'str | None'),
           ('variables',
            "Annotated[dict[str, Any], Spec(json_schema_extra={'propertyNames': "
-           'none_of(SCOPE_NAMES)})]'),
+           'none_of(RESERVED_NAMES)})]'),
           ('servers', 'dict[str, ServerEntry]'),
           ('defaults', 'Defaults'),
           ('limits', 'Limits'),
@@ -157,7 +157,7 @@ FIELDS = {'Plan': (('version', 'Version | None'),
            'Annotated[dict[str, Param], Spec(description="Variables that are the plan\'s '
            'command-line interface (--var NAME=...): typed, with a default, choices, required.", '
            "json_schema_extra={'propertyNames': {'pattern': NAME_PATTERN, "
-           '**none_of(SCOPE_NAMES)}})]'),
+           '**none_of(RESERVED_NAMES)}})]'),
           ('steps', 'list[Step]')),
  'Step': (('id',
            "Annotated[StepId, Spec(description='Unique step id ([A-Za-z0-9_.-]+). Alias: "
@@ -171,7 +171,7 @@ FIELDS = {'Plan': (('version', 'Version | None'),
           ('depends_on', 'list[StepId]'),
           ('result_variable',
            'Annotated[str | None, Spec(pattern=NAME_PATTERN, '
-           'json_schema_extra=none_of(SCOPE_NAMES))]'),
+           'json_schema_extra=none_of(RESERVED_NAMES))]'),
           ('when', 'str | bool | None'),
           ('timeout', 'Duration | None'),
           ('retries', 'Count | None'),
@@ -201,7 +201,7 @@ FIELDS = {'Plan': (('version', 'Version | None'),
           ('as_',
            'Annotated[str | None, Spec(alias=\'as\', pattern=NAME_PATTERN, description="The '
            'element\'s name in args, when and title (default: item).", '
-           'json_schema_extra=none_of(SCOPE_NAMES | {INDEX_NAME}))]'),
+           'json_schema_extra=none_of(RESERVED_NAMES | {INDEX_NAME}))]'),
           ('aliases',
            'Annotated[list[StepId], Spec(description="Other names of the step as a target: '
            "`planrun run ALIAS`, --only, --force=ALIAS. None may be another step's id or "
