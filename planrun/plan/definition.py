@@ -85,6 +85,18 @@ RUN_TOOL = "shell"
 """The tool of a step written with `run:`."""
 
 
+BLANK = "^[ \t\n\r]*$"
+"""A command that is empty or only blanks (what YAML and /bin/sh read as white space): a `run`
+string, or an entry of a `run` list, that would run nothing."""
+_BLANK_RUN = {
+    "anyOf": [
+        {"type": "string", "pattern": BLANK},
+        {"type": "array", "maxItems": 0},
+        {"type": "array", "contains": {"type": "string", "pattern": BLANK}},
+    ]
+}
+
+
 def none_of(names: frozenset[str]) -> dict[str, Any]:
     """The JSON Schema of "any value but these names"."""
     return {"not": {"enum": sorted(names)}}
@@ -204,7 +216,8 @@ class Step(PlanNode):
             description="A shell step (tool: shell) in short: a string is one script run by "
             "/bin/sh -e -c (it stops at its first failing command); a list runs each string "
             "by /bin/sh -c in order and stops at the first that fails. ${...} values are "
-            "quoted for the shell."
+            "quoted for the shell.",
+            json_schema_extra={"not": _BLANK_RUN},  # validate_places.check_run words it
         ),
     ] = None
     env: Annotated[

@@ -213,7 +213,8 @@ FIELDS = {'Plan': (('version', 'Version | None'),
            "Annotated[str | list[str] | None, Spec(description='A shell step (tool: shell) in "
            'short: a string is one script run by /bin/sh -e -c (it stops at its first failing '
            'command); a list runs each string by /bin/sh -c in order and stops at the first that '
-           "fails. ${...} values are quoted for the shell.')]"),
+           "fails. ${...} values are quoted for the shell.', json_schema_extra={'not': "
+           '_BLANK_RUN})]'),
           ('env',
            'Annotated[dict[str, str] | None, Spec(description="Environment variables for a run, '
            "shell or python step (over the plan's env; a shell step's args.env wins). Values may "
