@@ -86,6 +86,7 @@ GOOD: dict[str, Any] = {
     "foreach-expression": plan(variables={"xs": [1]}, steps=[{**STEP, "foreach": "${xs}"}]),
     "as-name": step(foreach=[1], **{"as": "pkg"}),
     "as-null": step(**{"as": None}),
+    "matrix-expression": plan(variables={"xs": [1]}, steps=[{**STEP, "matrix": {"x": "${xs}"}}]),
     "run-comment-only": {"steps": [{"id": "a", "run": "# to do"}]},
     "run-list": {"steps": [{"id": "a", "run": [" echo a", "echo b\n"]}]},
 }
@@ -182,6 +183,8 @@ BAD: dict[str, Any] = {
     "param-named-true": plan(params={"true": {}}),
     "param-empty-choices": plan(params={"n": {"choices": []}}),
     "run-with-args": {"steps": [{"id": "a", "run": "echo", "args": {"cmd": "x"}}]},
+    "matrix-plain-string": step(matrix={"x": "xs"}),
+    "matrix-number": step(matrix={"x": 1}),
     "run-empty": {"steps": [{"id": "a", "run": ""}]},
     "run-blank": {"steps": [{"id": "a", "run": " \n\t\r "}]},
     "run-empty-list": {"steps": [{"id": "a", "run": []}]},

@@ -245,11 +245,12 @@ class Step(PlanNode):
         ),
     ] = False
     matrix: Annotated[
-        dict[str, list[Any]] | None,
+        dict[str, list[Any] | ForeachExpression] | None,
         Spec(
             description="Run the step once per combination of these lists (the first name "
             "varies slowest), each bound to `matrix` (${matrix.NAME}); `exclude: [{...}]` drops "
-            "combinations. Instances are ID[0], ID[1], ..."
+            "combinations. A list may be one ${expression} giving it. Instances are ID[0], "
+            "ID[1], ..."
         ),
     ] = None
     max_parallel: Annotated[

@@ -74,7 +74,13 @@ TABLES = {'Plan': (('version', 'version', 0, None, ('union', (('kind', 'version'
           ('env', 'env', 1, None, ('union', (('dict', ('str',)), ('none',)))),
           ('cwd', 'cwd', 0, None, ('union', (('str',), ('none',)))),
           ('always', 'always', 0, None, ('bool',)),
-          ('matrix', 'matrix', 1, None, ('union', (('dict', ('list', ('any',))), ('none',)))),
+          ('matrix',
+           'matrix',
+           1,
+           None,
+           ('union',
+            (('dict', ('union', (('list', ('any',)), ('kind', 'foreach_expression')))),
+             ('none',)))),
           ('max_parallel',
            'max_parallel',
            0,
@@ -227,10 +233,10 @@ FIELDS = {'Plan': (('version', 'Version | None'),
            "Annotated[bool, Spec(description='Run once every dependency has finished, whatever its "
            "status (also after an abort; not after an interrupt). Its failure fails the run.')]"),
           ('matrix',
-           "Annotated[dict[str, list[Any]] | None, Spec(description='Run the step once per "
-           'combination of these lists (the first name varies slowest), each bound to `matrix` '
-           '(${matrix.NAME}); `exclude: [{...}]` drops combinations. Instances are ID[0], ID[1], '
-           "...')]"),
+           "Annotated[dict[str, list[Any] | ForeachExpression] | None, Spec(description='Run the "
+           'step once per combination of these lists (the first name varies slowest), each bound '
+           'to `matrix` (${matrix.NAME}); `exclude: [{...}]` drops combinations. A list may be one '
+           "${expression} giving it. Instances are ID[0], ID[1], ...')]"),
           ('max_parallel',
            "Annotated[PositiveCount | None, Spec(description='A foreach or matrix step: at most "
            "this many instances at once.')]")),

@@ -39,6 +39,7 @@ from planrun.plan.fanout import (
     MATRIX_NAME,
     foreach_problem,
     loop_names,
+    matrix_expression_problems,
     matrix_problems,
 )
 from planrun.plan.graph import PlanGraph, step_expressions, step_strings
@@ -351,10 +352,11 @@ def _check_expressions(
             continue
         if tpl is None:
             continue
-        # `as`/`index` are in scope for the step's args, when and title, not its foreach. Kept
+        # `as`/`index` are in scope for the step's args, when and title, not its foreach or
+        # matrix (read before there is an element). Kept
         # apart from `known_names` (every plan variable and result variable): a union per
         # string made validating N steps O(N^2).
-        loop = frozenset() if path[0] == "foreach" else loop_names(s)
+        loop = frozenset() if path[0] in ("foreach", "matrix") else loop_names(s)
         loop_only = loop - known_names
         for expr in tpl.exprs:
             if (
@@ -436,6 +438,8 @@ def _check_foreach(s: Step, i: int, out: Collector) -> None:
     if s.matrix is not None or s.max_parallel is not None:
         for at, message in matrix_problems(s):
             out.add(("steps", i, *at), f"step '{s.id}': {message}", key=True)
+        for at, message in matrix_expression_problems(s):
+            out.add(("steps", i, *at), f"step '{s.id}': {message}")
     if s.matrix is not None and _INCLUDE in s.matrix:
         # GitHub Actions' `include` adds combinations; here it is one more name to combine.
         out.add(

@@ -137,8 +137,11 @@ def foreach_preview(
     `<foreach over <files result>>` (or `<error: ...>`)."""
     key, source = fan_source(step)
     value = _preview(source, scope, producers)
-    if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
-        return value if value.startswith("<error") else f"<{key} over {value}>"
+    # A matrix is known when each of its lists is (one may be a `${...}` reading a result).
+    parts = value.values() if key == "matrix" and isinstance(value, dict) else [value]
+    for part in parts:
+        if isinstance(part, str) and part.startswith("<") and part.endswith(">"):
+            return part if part.startswith("<error") else f"<{key} over {part}>"
     try:
         return combinations(value) if key == "matrix" else elements(value)
     except FanOutError as exc:
