@@ -7,12 +7,10 @@ as a whole comes to once they are done.
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: planrun.run.scope only when instances are made
-# (validate and graph import this module without it).
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from planrun.plan.definition import INDEX_NAME, Step, replace
@@ -174,44 +172,11 @@ def elements(value: Any) -> list[Any]:
     )
 
 
-def instance_views(
-    step: Step, items: list[Any], scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
-) -> list[tuple[bool | None, str | None]]:
-    """Per instance: whether its `when` holds and the fingerprint of its resolved args (None
-    for what cannot be evaluated now)."""
-    from planrun.run.scope import step_args, step_condition
-
-    views: list[tuple[bool | None, str | None]] = []
-    for n, item in enumerate(items):
-        inner = InstanceScope(scope, bindings(step, item, n))
-        try:
-            cond = step_condition(step, inner)
-        except ExpressionError:
-            views.append((None, None))
-            continue
-        try:
-            views.append((cond, step_args(step, inner, mask)[1] if cond else None))
-        except ExpressionError:
-            views.append((cond, None))
-    return views
-
-
 def expansion_fingerprint(step: Step, views: list[tuple[bool | None, str | None]]) -> str:
     """What a foreach step as a whole does: its tool and each instance's condition and args.
     Equal fingerprints: every instance would do the same again."""
     blob = json.dumps([step.tool, fan_source(step)[0], views], ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def foreach_fingerprint(
-    step: Step, scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
-) -> str | None:
-    """The step's fingerprint now, None when its list cannot be read now."""
-    try:
-        items = resolve_elements(step, scope)
-    except (ExpressionError, FanOutError):
-        return None
-    return expansion_fingerprint(step, instance_views(step, items, scope, mask))
 
 
 def resolve_elements(step: Step, scope: Mapping[str, Any]) -> list[Any]:

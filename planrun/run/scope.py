@@ -22,7 +22,14 @@ from planrun.plan.expressions import (
     resolve,
     to_text,
 )
-from planrun.plan.fanout import loop_names
+from planrun.plan.fanout import (
+    FanOutError,
+    InstanceScope,
+    bindings,
+    expansion_fingerprint,
+    loop_names,
+    resolve_elements,
+)
 from planrun.plan.graph import when_source
 from planrun.records import record
 from planrun.run.stepcall import call_args, rendered_call, step_place, under
@@ -278,3 +285,34 @@ def titles_before_run(
     bound = {s.result_variable for s in steps if s.result_variable}
     known = known_scope({k: v for k, v in variables.items() if k not in bound}, env)
     return {s.id: rendered_title(s, lambda: known) for s in steps}
+
+
+def instance_views(
+    step: Step, items: list[Any], scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
+) -> list[tuple[bool | None, str | None]]:
+    """Per instance: whether its `when` holds and the fingerprint of its resolved args (None
+    for what cannot be evaluated now)."""
+    views: list[tuple[bool | None, str | None]] = []
+    for n, item in enumerate(items):
+        inner = InstanceScope(scope, bindings(step, item, n))
+        try:
+            cond = step_condition(step, inner)
+        except ExpressionError:
+            views.append((None, None))
+            continue
+        try:
+            views.append((cond, step_args(step, inner, mask)[1] if cond else None))
+        except ExpressionError:
+            views.append((cond, None))
+    return views
+
+
+def foreach_fingerprint(
+    step: Step, scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
+) -> str | None:
+    """The step's fingerprint now, None when its list cannot be read now."""
+    try:
+        items = resolve_elements(step, scope)
+    except (ExpressionError, FanOutError):
+        return None
+    return expansion_fingerprint(step, instance_views(step, items, scope, mask))
