@@ -37,6 +37,41 @@ def test_cache_info_shapes(tmp_path: Path) -> None:
     assert doc["dir"] in text and "2 entries" in text and f"{doc['bytes']} bytes" in text
 
 
+@pytest.mark.parametrize("under", ["", "/sub/dir"])
+def test_a_cache_directory_that_is_or_is_under_a_file_is_one_error_line(
+    tmp_path: Path, under: str
+) -> None:
+    """PLANRUN_CACHE_DIR naming a regular file (or a path below one) made `cache info` show
+    "0 entries" and exit 0, as if it were an empty cache: no cache can ever be there."""
+    (tmp_path / "afile").write_text("not a cache\n")
+    where = f"{tmp_path}/afile{under}"
+    why = f"{where} is not a directory" if not under else f"{where}: {tmp_path}/afile is a file"
+    env = {"PLANRUN_CACHE_DIR": where}
+    for command, said in [
+        (["info"], "no cache can be there (choose another with --cache-dir)"),
+        (["info", "--output", "json"], "no cache can be there (choose another with --cache-dir)"),
+        (["clean"], "refusing to remove anything from it"),
+        (["prune", "--max-size", "1K"], "refusing to remove anything from it"),
+    ]:
+        r = planrun("cache", *command, cwd=tmp_path, env=env)
+        assert r.code == 2, r
+        assert one_line_error(r) == f"planrun: error: {why}: {said}", r
+        json_doc = {"error": f"{why}: {said}", "exit_code": 2}
+        assert (r.json == json_doc) if "json" in command else r.out == "", r
+    # `--cache-dir` is refused as well (a file itself by the option's own check)
+    r = planrun("cache", "info", "--cache-dir", f"afile{under}", cwd=tmp_path)
+    said = "no cache can be there" if under else "Directory 'afile' is a file"
+    assert r.code == 2 and said in r.err and r.out == "", r
+    # A run goes on without the cache, with one warning, and its cached step runs each time.
+    project(tmp_path)
+    for _ in range(2):
+        r = run_plan(tmp_path, "--output", "json", env=env)
+        assert r.code == 0 and set(statuses(r).values()) == {"succeeded"}, r
+        warned = [ln for ln in r.err.splitlines() if "the cache is not used" in ln]
+        assert len(warned) == 1 and why in warned[0], r.err
+    assert (tmp_path / "afile").read_text() == "not a cache\n"
+
+
 def test_cache_info_says_one_entry_in_the_singular(tmp_path: Path) -> None:
     (tmp_path / "plan.yaml").write_text(
         'steps:\n  - {id: s, tool: shell, args: {cmd: "echo hi"}, cache: true}\n'

@@ -58,10 +58,13 @@ def test_json_shape_with_explicit_and_data_edges(run, write):
     assert doc["nodes"] == [
         {"id": "fetch", "title": "Fetch sources", "tool": "shell"},
         {"id": "lint", "title": "lint", "tool": "shell"},
-        {"id": "compile", "title": "Compile for ${target}", "tool": "shell"},
+        {"id": "compile", "title": "Compile for linux", "tool": "shell"},
         {"id": "test", "title": "test", "tool": "echo"},
         {"id": "package", "title": "package", "tool": "echo"},
     ]
+    # titles are rendered with the variables known before a run, --var included
+    given = run("graph", "build.yaml", "--format", "json", "--var", "target=arm").json
+    assert given["nodes"][2]["title"] == "Compile for arm"
     # `from` is the dependency (it runs first); reading a result or steps.X makes a data edge.
     assert sorted((e["from"], e["to"], e["kind"]) for e in doc["edges"]) == [
         ("compile", "package", "explicit"),
@@ -172,7 +175,7 @@ def test_ascii_shows_after_and_parallel_marks(run, write):
         "    ○ fetch  Fetch sources  [shell]",
         "wave 2  ∥ 2 in parallel",
         "  ∥ ○ lint  [shell]  ← after: fetch",
-        "  ∥ ○ compile  Compile for ${target}  [shell]  ← after: fetch",
+        "  ∥ ○ compile  Compile for linux  [shell]  ← after: fetch",
         "wave 3",
         "    ○ test  [echo]  ← after: lint, compile",
         "wave 4",

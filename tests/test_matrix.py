@@ -330,3 +330,103 @@ def test_a_matrix_step_in_a_sub_plan_is_worded_as_a_matrix(run, write, tmp_path)
     assert started["sp/grid"].get("matrix") is True
     assert "matrix" not in started["sp/each"]
     assert "foreach" not in (tmp_path / "j.xml").read_text()
+
+
+EXPRESSION_MATRIX = """
+variables: {versions: ["3.11", "3.12"]}
+steps:
+  - {id: oses, tool: echo, args: {value: [linux, macos]}, result_variable: os_list}
+  - id: smoke
+    title: "Smoke ${matrix.os} py${matrix.py}"
+    matrix:
+      os: "${os_list}"
+      py: "${versions}"
+      exclude: [{os: macos, py: "3.11"}]
+    tool: shell
+    args: {cmd: "test ${matrix.os}-${matrix.py} != macos-3.12 || test -f ok && echo ${matrix.os}-${matrix.py}"}
+    result_variable: combos
+  - id: known
+    matrix: {py: "${versions}"}
+    run: echo ${matrix.py}
+"""
+
+
+def test_a_matrix_list_may_be_an_expression_as_a_foreach_may(run, write, tmp_path):
+    """`matrix: {py: "${versions}"}` was refused by the schema (`expected a list`), while a
+    matrix is "as foreach", whose list may be one `${...}` (a variable, or a result: resolved
+    when the step's dependencies are done)."""
+    write("plan.yaml", EXPRESSION_MATRIX)
+    assert run("validate", "plan.yaml").code == 0
+    dry = run("run", "plan.yaml", "--dry-run", "--output", "json")
+    assert dry.code == 0, dry
+    steps = {s["id"]: s for s in dry.json["steps"]}
+    assert [s for s in steps if s.startswith("known[")] == ["known[0]", "known[1]"]
+    assert steps["known[1]"]["matrix"] == {"py": "3.12"}
+    assert steps["smoke[*]"]["depends_on"] == ["oses"]  # reads a result: known later
+    assert steps["smoke[*]"]["matrix"] == "<matrix over <oses result>>"
+    assert steps["smoke[*]"]["title"] == "Smoke <matrix.os> py<matrix.py>"
+    graph = run("graph", "plan.yaml", "--format", "json")
+    assert graph.code == 0, graph
+    nodes = {n["id"]: n for n in graph.json["nodes"]}
+    assert nodes["known"]["instances"] == ["known[0]", "known[1]"]
+    assert nodes["smoke"]["instances"] == ["smoke[*]"]
+    assert nodes["smoke"]["matrix"] == "<matrix over <oses result>>"
+    assert {"from": "oses", "to": "smoke", "kind": "data"} in graph.json["edges"]
+    show = run("show", "plan.yaml", "known", "--output", "json")
+    assert show.code == 0, show
+    assert show.json["matrix"] == {"py": "${versions}"}
+    assert [i["id"] for i in show.json["instances"]] == ["known[0]", "known[1]"]
+
+    first = run("run", "plan.yaml", "--output", "json")
+    assert first.code == 1, first  # macos-3.12 fails until `ok` exists
+    (tmp_path / "ok").write_text("")
+    again = run("resume", "plan.yaml", "--output", "json")
+    assert again.code == 0, again
+    done = {s["id"]: s for s in again.json["steps"]}
+    assert done["smoke"]["result"] == [
+        {"stdout": f"{c}\n", "stderr": "", "exit_code": 0}
+        for c in ("linux-3.11", "linux-3.12", "macos-3.12")
+    ]
+    assert "smoke[2]" in again.err and "smoke[0] (Smoke linux py3.11) kept" in again.err
+    assert [done[f"known[{n}]"]["result"]["stdout"] for n in (0, 1)] == ["3.11\n", "3.12\n"]
+    # a --var changes the list: the instances follow it
+    other = run("run", "plan.yaml", "known", "--var", "versions=[a, b, c]", "--output", "json")
+    assert other.code == 0, other
+    assert [s["id"] for s in other.json["steps"] if s["id"].startswith("known[")] == [
+        "known[0]",
+        "known[1]",
+        "known[2]",
+    ]
+
+
+def test_a_matrix_expression_is_checked_as_a_foreach_expression_is(run, write):
+    write(
+        "plan.yaml",
+        """
+        variables: {versions: ["3.11"], one: "3.11"}
+        steps:
+          - {id: a, run: "echo ${matrix.py}", matrix: {py: "versions"}}
+          - {id: b, run: "echo ${matrix.py}", matrix: {py: "${verisons}"}}
+          - {id: c, run: "echo ${matrix.py}", matrix: {py: "${matrix.x}"}}
+          - {id: d, run: "echo ${matrix.py}", matrix: {py: "${one}"}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    assert_no_traceback(r)
+    assert r.out.splitlines() == [
+        "plan.yaml:3:52: error: step 'a': matrix.py: a string must be exactly one "
+        "${expression} giving a list",
+        "plan.yaml:4:52: error: step 'b': matrix.py: undefined name 'verisons' "
+        "(did you mean 'versions'?)",
+        "plan.yaml:5:52: error: step 'c': matrix.py: undefined name 'matrix'",
+    ]
+    run_d = run("run", "plan.yaml", "d", "--output", "json")
+    assert run_d.code == 3  # the plan is invalid as a whole
+    write(
+        "ok.yaml",
+        'variables: {one: "3.11"}\nsteps:\n  - {id: d, run: "echo", matrix: {py: "${one}"}}\n',
+    )
+    r = run("run", "ok.yaml")
+    assert r.code == 1, r
+    assert "matrix.py gave a string, not a list" in r.err, r.err

@@ -201,3 +201,73 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+# A client as a process of its own: it sends the requests in `requests.jsonl`, reads the
+# server's answers until `until` appears (and says so in `reading`), then waits to be killed.
+# The server's pipes lead only to it, as when an editor or agent runs `planrun mcp`.
+CLIENT = """
+import os, sys, time
+os.write(1, open("requests.jsonl", "rb").read())
+got = b""
+while sys.argv[1].encode() not in got:
+    chunk = os.read(0, 1 << 16)
+    if not chunk:
+        break
+    got += chunk
+open("reading", "w").write("yes")
+time.sleep(300)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pipe capacity and /proc as on Linux")
+@pytest.mark.parametrize("when", ["mid-answer", "mid-run"])
+def test_a_killed_client_ends_the_server_quietly_with_exit_0(tmp_path: Path, when: str) -> None:
+    """A client that dies is how a stdio session ends: the server exited 1 when it was in the
+    middle of writing an answer (a broken pipe), as if it had failed. Now it leaves with 0 and
+    nothing on stderr, as when the client closes stdin; a run in flight is interrupted."""
+    if when == "mid-answer":  # an answer larger than the pipe: the server blocks writing it
+        call = _call(2, {"plan": PLAN.split("  - {id: nap")[0], "variables": {"pad": "x" * PAD}})
+        until = '"id":2'
+    else:
+        nap = "name: gone\nsteps:\n  - {id: nap, run: 'echo $$ > nap.pid; exec sleep 300'}\n"
+        call = _call(2, {"plan": nap})
+        until = '"id":1'  # the answer to `initialize`
+    (tmp_path / "requests.jsonl").write_text(
+        "".join(json.dumps(m, separators=(",", ":")) + "\n" for m in [*OPENING, call])
+    )
+    to_server, from_client = os.pipe()
+    to_client, from_server = os.pipe()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "planrun", "mcp"],
+        cwd=tmp_path,
+        stdin=to_server,
+        stdout=from_server,
+        stderr=subprocess.PIPE,
+    )
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, until], cwd=tmp_path, stdin=to_client, stdout=from_client
+    )
+    for fd in (to_server, from_client, to_client, from_server):
+        os.close(fd)  # the test holds no end: the pipes lead only from one process to the other
+    try:
+        wait_until(lambda: (tmp_path / "reading").exists(), what="the client to read an answer")
+        if when == "mid-answer":
+            wait_until(lambda: _blocked_in_write(server.pid), what="the server blocked writing")
+        else:
+            pid_file = tmp_path / "nap.pid"
+            wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the run")
+        client.kill()
+        client.wait()
+        code = server.wait(timeout=60)
+        err = server.stderr.read().decode()  # type: ignore[union-attr]
+    finally:
+        for proc in (client, server):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        server.stderr.close()  # type: ignore[union-attr]
+    assert (code, err) == (0, ""), err
+    if when == "mid-run":
+        state = json.loads((tmp_path / ".planrun" / "state" / "gone.json").read_text())
+        assert state["status"] == "interrupted", state

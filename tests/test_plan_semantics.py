@@ -3,6 +3,7 @@ expression, `steps[...]` only by literal id, `env`/`steps` as reserved names."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -208,3 +209,58 @@ def test_cli_variables_named_env_or_steps_are_errors(run, write):
     r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
     assert r.code == 3, r
     assert "variable 'steps' (from --var or --vars-file)" in r.out + r.err
+
+
+# Names the expression language keeps for itself: `${self | upper}` is Jinja's template
+# (every step reading it failed with "got multiple values for argument 'self'"), `${true}` and
+# `${none}` its constants (the variable was silently never read), `${range ~ ''}` its function
+# (rendered as a Python repr). Refused, as `env` and `steps` are.
+@pytest.mark.parametrize("name", ["self", "true", "None", "range", "namespace"])
+def test_variables_named_as_the_expression_language_own_names_are_errors(check, name):
+    out = check(f"""
+        variables: {{"{name}": 1}}
+        steps:
+          - {{id: a, tool: echo, args: {{value: 1}}, result_variable: "{name}"}}
+    """)
+    why = f"the name '{name}' is reserved (the expression language's own)"
+    assert out == [
+        f"plan.yaml:1:13: error: variable '{name}': {why}",
+        f"plan.yaml:3:60: error: step 'a': result_variable '{name}': {why}",
+    ]
+
+
+def test_params_and_cli_variables_named_as_the_expression_language_own_names_are_errors(run, write):
+    write("plan.yaml", "params: {self: {default: x}}\nsteps:\n  - {id: a, run: echo}\n")
+    r = run("validate", "plan.yaml", "--var", "none=1")
+    assert r.code == 3, r
+    why = "is reserved (the expression language's own)"
+    assert f"plan.yaml:1:10: error: param 'self': the name 'self' {why}" in r.out, r.out
+    assert f"error: variable 'none' (from --var or --vars-file): the name 'none' {why}" in r.out
+
+
+def test_the_reserved_expression_names_are_the_ones_jinja_keeps():
+    from planrun.plan.definition import EXPRESSION_NAMES
+    from planrun.plan.expressions import _CONSTANTS, _environment
+
+    assert {*_CONSTANTS, "self", *_environment().globals} == EXPRESSION_NAMES
+
+
+@pytest.mark.parametrize("name", ["loop", "super", "caller", "varargs", "kwargs", "result"])
+def test_names_jinja_binds_only_inside_templates_are_ordinary_variables(run, write, name):
+    """`loop`, `super`, `caller`, `varargs` and `kwargs` mean something only inside a Jinja
+    template's loops, blocks and macros; a `${...}` is an expression, where they are free."""
+    write(
+        "plan.yaml",
+        f"""
+        variables: {{{name}: v}}
+        steps:
+          - {{id: a, tool: echo, args: {{value: "${{{name}}} ${{{name} | upper}}"}}, result_variable: r}}
+          - {{id: b, tool: echo, foreach: [x], as: {name}, args: {{value: "${{{name} ~ r}}"}}}}
+        """,
+    )
+    assert run("validate", "plan.yaml").code == 0
+    r = run("run", "plan.yaml", "--no-state", "--output", "json")
+    assert r.code == 0, r
+    results = {s["id"]: s["result"] for s in json.loads(r.out)["steps"]}
+    assert results["a"] == "v V"
+    assert results["b"] == ["xv V"]

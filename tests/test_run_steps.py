@@ -138,6 +138,34 @@ def test_run_and_tool_together_are_a_validation_error_at_run(run, write):
     assert "did you mean 'run'?" in r.out, r.out
 
 
+def test_an_empty_or_blank_run_is_a_validation_error_at_its_position(run, write):
+    """GitHub Actions refuses an empty `run`; a `run: ""` (or a blank command in a list) ran
+    nothing and the step "succeeded", which hides a template or a YAML slip."""
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: empty, run: ""}
+          - {id: blank, run: "  \\n\\t "}
+          - {id: one_blank, run: ["echo a", "", "echo b"]}
+          - id: block
+            run: |
+
+          - {id: comment, run: "# nothing to do yet"}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert_no_traceback(r)
+    assert r.out.splitlines() == [
+        "p.yaml:2:22: error: step 'empty': run: an empty command runs nothing",
+        "p.yaml:3:22: error: step 'blank': run: an empty command runs nothing",
+        "p.yaml:4:37: error: step 'one_blank': run[1]: an empty command runs nothing",
+        "p.yaml:6:10: error: step 'block': run: an empty command runs nothing",
+    ]
+    assert run("run", "p.yaml", "--no-state").code == 3
+
+
 def test_undefined_names_in_run_are_validation_errors(run, write):
     write(
         "p.yaml",

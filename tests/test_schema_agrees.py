@@ -86,6 +86,9 @@ GOOD: dict[str, Any] = {
     "foreach-expression": plan(variables={"xs": [1]}, steps=[{**STEP, "foreach": "${xs}"}]),
     "as-name": step(foreach=[1], **{"as": "pkg"}),
     "as-null": step(**{"as": None}),
+    "matrix-expression": plan(variables={"xs": [1]}, steps=[{**STEP, "matrix": {"x": "${xs}"}}]),
+    "run-comment-only": {"steps": [{"id": "a", "run": "# to do"}]},
+    "run-list": {"steps": [{"id": "a", "run": [" echo a", "echo b\n"]}]},
 }
 
 BAD: dict[str, Any] = {
@@ -173,8 +176,19 @@ BAD: dict[str, Any] = {
     "result-variable-steps": step(result_variable="steps"),
     "variable-named-env": plan(variables={"env": 1}),
     "variable-named-steps": plan(variables={"steps": 1}),
+    "variable-named-self": plan(variables={"self": 1}),
+    "variable-named-none": plan(variables={"none": 1}),
+    "result-variable-range": step(result_variable="range"),
+    "as-self": step(foreach=[1], **{"as": "self"}),
+    "param-named-true": plan(params={"true": {}}),
     "param-empty-choices": plan(params={"n": {"choices": []}}),
     "run-with-args": {"steps": [{"id": "a", "run": "echo", "args": {"cmd": "x"}}]},
+    "matrix-plain-string": step(matrix={"x": "xs"}),
+    "matrix-number": step(matrix={"x": 1}),
+    "run-empty": {"steps": [{"id": "a", "run": ""}]},
+    "run-blank": {"steps": [{"id": "a", "run": " \n\t\r "}]},
+    "run-empty-list": {"steps": [{"id": "a", "run": []}]},
+    "run-blank-in-list": {"steps": [{"id": "a", "run": ["echo", " "]}]},
 }
 
 

@@ -76,7 +76,7 @@ def test_show_a_foreach_step_lists_its_instances(run, write, tmp_path):
     _plan(write, tmp_path)
     r = run("show", "compile", "--var", "token=zz9secret", "--output", "json")
     assert r.code == 0, r
-    assert r.json["title"] == "Byte-compile ${item}"
+    assert r.json["title"] == "Byte-compile <item>"  # no element: a placeholder
     assert [(i["id"], i["title"]) for i in r.json["instances"]] == [
         ("compile[0]", "Byte-compile a.py"),
         ("compile[1]", "Byte-compile b.py"),
@@ -166,7 +166,7 @@ def test_show_a_matrix_step_lists_its_instances_and_a_run_step_its_script(run, w
     )
     r = run("show", "smoke", "--output", "json")
     assert r.code == 0, r
-    assert r.json["title"] == "Smoke ${matrix.py}"
+    assert r.json["title"] == "Smoke <matrix.py>"
     assert r.json["args"] == {"run": "echo ${matrix.py}"}
     assert r.json["matrix"] == {"py": ["3.11", "3.12"]}
     assert [(i["id"], i["title"], i["args"]) for i in r.json["instances"]] == [

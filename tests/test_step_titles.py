@@ -48,7 +48,7 @@ def test_list_renders_titles_and_descriptions_with_the_variables(run, write, tmp
     assert r.code == 0, r
     assert "Upload greet 2.0 to https://repo.example" in r.out
     assert "Ships 2.0" in r.out
-    assert "Byte-compile ${item}" in r.out  # no element yet: as written
+    assert "Byte-compile <item>" in r.out  # never an element: a placeholder
     assert "Use ${out}" in r.out  # a result not known yet: as written
     j = run("list", "--output", "json", env=REPO)
     steps = {s["id"]: s for s in j.json["steps"]}
@@ -138,3 +138,97 @@ def test_an_undefined_name_in_a_description_is_a_validation_error(run, write):
     assert r.code == 3, r
     assert "p.yaml:3:60: error: step 'a': description: undefined name 'verison'" in r.out, r.out
     assert "did you mean 'version'?" in r.out
+
+
+FANNED = """
+    variables: {suite: unit}
+    steps:
+      - id: test
+        title: "Test py${matrix.py} ${suite}"
+        description: "Runs ${suite} on ${matrix.py | replace('.', '')}"
+        matrix: {py: ["3.11", "3.12"]}
+        run: echo ${matrix.py}
+      - id: lint
+        title: "Lint ${pkg} (${index}) ${suite}"
+        foreach: [a, b]
+        as: pkg
+        run: echo ${pkg}
+"""
+
+
+def test_a_fan_out_step_s_own_title_is_rendered_with_placeholders_for_its_element(
+    run, write, tmp_path
+):
+    """A matrix or foreach step's own title (the parent of its instances) never has an
+    element bound: it was shown as written, `Test py${matrix.py} ${suite}`, in `list`,
+    `graph`, `show`, the console, events and the report, its known variables unrendered too.
+    Now the known names are rendered and each expression that reads the element is shown as
+    a placeholder, as the dry run shows values not known yet."""
+    write("planrun.yaml", FANNED)
+    test_title, lint_title = "Test py<matrix.py> unit", "Lint <pkg> (<index>) unit"
+    described = "Runs unit on <matrix.py | replace('.', '')>"
+    views = {
+        "list": run("list", "planrun.yaml"),
+        "list json": run("list", "planrun.yaml", "--output", "json"),
+        "show": run("show", "test"),
+        "show json": run("show", "lint", "--output", "json"),
+        "dry run": run("run", "--dry-run"),
+        "dry run json": run("run", "--dry-run", "--output", "json"),
+    }
+    for fmt in ("ascii", "json", "mermaid", "dot"):
+        views[f"graph {fmt}"] = run("graph", "--format", fmt)
+    views["run"] = run("run", "--events", "e.jsonl", "--junit", "j.xml", "--report", "r.html")
+    for name, r in views.items():
+        assert r.code == 0, (name, r)
+        if not name.startswith("show"):  # (`show` gives a fan-out step's args as written)
+            assert "${" not in r.out + r.err, (name, r.out + r.err)
+    assert test_title in views["list"].out and lint_title in views["list"].out
+    listed = {s["id"]: s for s in views["list json"].json["steps"]}
+    assert listed["test"]["title"] == test_title
+    assert listed["test"]["description"] == described
+    assert views["show"].out.startswith(f"test — {test_title}\n"), views["show"].out
+    assert described in views["show"].out
+    assert "Test py3.11 unit" in views["show"].out  # an instance: its element bound
+    assert views["show json"].json["title"] == lint_title
+    dry = {s["id"]: s["title"] for s in views["dry run json"].json["steps"]}
+    assert dry["test[1]"] == "Test py3.12 unit" and dry["lint[0]"] == "Lint a (0) unit"
+    nodes = {n["id"]: n["title"] for n in views["graph json"].json["nodes"]}
+    assert nodes == {"test": test_title, "lint": lint_title}
+    assert "test: Test py#lt;matrix.py#gt; unit" in views["graph mermaid"].out
+    assert f"test\\n{test_title}\\n" in views["graph dot"].out
+    assert f"test  {test_title}  [shell]" in views["graph ascii"].out
+    assert f"test ({test_title}) started" in views["run"].err, views["run"].err
+    events = _events(tmp_path / "e.jsonl")
+    started = next(e for e in events if e["event"] == "run.started")
+    assert {s["id"]: s["title"] for s in started["steps"]} == nodes
+    titled = [json.dumps(e) for e in events]
+    assert not [e for e in titled if "${" in e], titled
+    succeeded = {e["step"]: e["title"] for e in events if e["event"] == "step.succeeded"}
+    assert succeeded["test"] == test_title and succeeded["test[0]"] == "Test py3.11 unit"
+    assert succeeded["lint"] == lint_title and succeeded["lint[1]"] == "Lint b (1) unit"
+    junit = (tmp_path / "j.xml").read_text()
+    assert "${" not in junit and "Test py3.11 unit" in junit
+    page = (tmp_path / "r.html").read_text()
+    assert "${" not in page, [ln for ln in page.splitlines() if "${" in ln][:3]
+    report = run("report", "-o", "r2.html")
+    assert report.code == 0 and "${" not in (tmp_path / "r2.html").read_text()
+
+
+def test_a_fan_out_step_that_never_started_has_its_title_rendered_in_the_report(
+    run, write, tmp_path
+):
+    write(
+        "planrun.yaml",
+        """
+        variables: {suite: unit}
+        steps:
+          - {id: first, run: "false"}
+          - {id: test, title: "Test py${matrix.py} ${suite}", matrix: {py: ["3.11"]},
+             run: "echo ${matrix.py}", depends_on: [first]}
+        """,
+    )
+    assert run("run", "--junit", "j.xml").code == 1
+    assert run("report", "-o", "r.html").code == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "Test py&lt;matrix.py&gt; unit" in page and "${" not in page
+    assert "${" not in (tmp_path / "j.xml").read_text()

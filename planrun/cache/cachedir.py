@@ -100,6 +100,21 @@ def open_subdir(root: str, sub: str, *, create: bool = False) -> int:
         os.close(root_fd)
 
 
+def not_a_directory(root: str) -> str | None:
+    """Why no cache can ever be at `root`: it is a file, or a path below one (said by the file,
+    so that the user sees what is in the way). None when `root` is, or may become, a directory."""
+    path = os.path.abspath(root)
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    if os.path.isdir(path):
+        return None
+    return (
+        f"{root} is not a directory"
+        if path == os.path.abspath(root)
+        else f"{root}: {path} is a file"
+    )
+
+
 def refusal(root: str) -> str | None:
     """Why planrun must neither use nor change `root` as its cache, or None when it may (a
     missing directory may be made). A directory planrun cannot read is left to fail later,
@@ -109,7 +124,7 @@ def refusal(root: str) -> str | None:
     except FileNotFoundError:
         return None
     except NotADirectoryError:
-        return f"{root} is not a directory"
+        return not_a_directory(root)
     except OSError:
         return None
     try:

@@ -15,10 +15,11 @@ from planrun.errors import PlanrunError, StateError, UsageError
 
 
 def _root(cache_dir: str | None, *, changes: bool = False) -> str:
-    """The cache directory; for a command that `changes` it, StateError when it is reached
-    through a link a repository may have shipped (`.planrun`, `.planrun/cache`), UsageError
-    when it is not a planrun cache (other files and no mark, or a linked subdirectory)."""
-    from planrun.cache.cachedir import refusal
+    """The cache directory; UsageError when it is a file or below one (no cache can be there);
+    for a command that `changes` it, StateError when it is reached through a link a repository
+    may have shipped (`.planrun`, `.planrun/cache`), UsageError when it is not a planrun cache
+    (other files and no mark, or a linked subdirectory)."""
+    from planrun.cache.cachedir import not_a_directory, refusal
     from planrun.cache.session import ENV_DIR, cache_directory, linked_place
 
     cwd = os.getcwd()
@@ -30,7 +31,12 @@ def _root(cache_dir: str | None, *, changes: bool = False) -> str:
             "(name the directory with --cache-dir)"
         )
     root = cache_directory(cwd, cache_dir)
-    why = refusal(root) if changes else None
+    if not changes:
+        why = not_a_directory(root)
+        if why is not None:
+            raise UsageError(f"{why}: no cache can be there (choose another with --cache-dir)")
+        return root
+    why = refusal(root)
     if why is not None:
         raise UsageError(f"{why}: refusing to remove anything from it")
     return root

@@ -158,6 +158,7 @@ def graph(
         extra = {**defaults, **read_given(p.params, extra)}
     p = _revised_plan(p, found.given_path(state))
     pg = g.PlanGraph.build(p.steps)
+    pg.titles = _rendered_titles(p, extra)
     always = frozenset(s.id for s in p.steps if s.always)
     if any(s.foreach is not None or s.matrix is not None for s in p.steps):
         from planrun.run.dryrun import instances_preview
@@ -172,6 +173,19 @@ def graph(
     else:
         statuses = _last_statuses(p.name or "", found.given_path(state))
         echo_view(g.render_ascii(pg, statuses, always))
+
+
+def _rendered_titles(plan: Plan, given: dict[str, Any]) -> dict[str, str]:
+    """Each step's title rendered with the variables known before a run (as `list` renders
+    them; secrets masked)."""
+    if not any(s.title and "${" in s.title for s in plan.steps):
+        return {s.id: s.title or s.id for s in plan.steps}
+    from planrun.masking import Masker
+    from planrun.run.scope import plan_scope, rendered_title
+
+    scope = plan_scope(plan, given, dict(os.environ))
+    mask = Masker(plan.secrets, scope)
+    return {s.id: mask(rendered_title(s, lambda: scope)) for s in plan.steps}
 
 
 def _state_path(name: str, state: str | None) -> str:

@@ -86,18 +86,18 @@ def _known(prep: Any) -> dict[str, Any]:
 
 def _own_entry(step: Any, entries: list[dict[str, Any]], scope: dict[str, Any]) -> dict[str, Any]:
     """The step's own fields: its dry-run entry, or for a foreach or matrix step its fields as written
-    with the title and description as far as they render without an element."""
+    with the title and description rendered, a placeholder where they read the element."""
     keys = ("title", "description", "tool", "args", "depends_on", "cache", "approval", "when")
     if not fans_out(step):
         return {k: entries[0].get(k) for k in keys}
-    from planrun.run.scope import rendered_text, rendered_title
+    from planrun.run.scope import rendered_description, rendered_title
     from planrun.run.stepcall import call_template
 
     first = entries[0] if entries else {}
     return {
-        # no element bound: a text that reads one stays as written
+        # no element bound: what reads it is shown as a placeholder, `<matrix.py>`
         "title": rendered_title(step, lambda: scope),
-        "description": rendered_text(step.description, lambda: scope),
+        "description": rendered_description(step, lambda: scope),
         "tool": step.tool,
         "args": call_template(step),  # as written (a `run` step's script under `run`)
         "depends_on": first.get("depends_on", []),

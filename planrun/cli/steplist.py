@@ -60,7 +60,7 @@ def step_rows(
     from planrun.plan.graph import PlanGraph
     from planrun.plan.params import CLI_ARGS, bind_params, param_rows
     from planrun.plan.validate import default_name, load_plan
-    from planrun.run.scope import plan_scope, rendered_text, rendered_title
+    from planrun.run.scope import plan_scope, rendered_description, rendered_title
 
     plan = load_plan(plan_path, variables)
     graph = PlanGraph.build(plan.steps)
@@ -79,7 +79,7 @@ def step_rows(
             {
                 "id": sid,
                 "title": mask(rendered_title(plan.step(sid), known)),
-                "description": mask(rendered_text(plan.step(sid).description, known)),
+                "description": mask(rendered_description(plan.step(sid), known)),
                 "tool": graph.tools[sid],
                 "depends_on": list(graph.deps[sid]),
                 **({"aliases": list(aliases)} if (aliases := plan.step(sid).aliases) else {}),

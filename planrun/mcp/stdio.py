@@ -117,8 +117,9 @@ def _answer_id(line: str) -> str | None:
     return None
 
 
-def claim_stdout() -> tuple[TextIOWrapper, Callable[[], None]]:
-    """The protocol's own copy of fd 1, and how to give fd 1 back.
+def claim_stdout() -> tuple[TextIOWrapper, Callable[[bool], None]]:
+    """The protocol's own copy of fd 1, and how to give fd 1 back (`lost`: nobody reads it any
+    more, so what is left unwritten goes to /dev/null, and so does fd 1 from then on).
 
     While serving, fd 1 points at stderr, so a stray print() or a child process that inherited
     stdout cannot corrupt the protocol stream (what the SDK does when it opens stdout itself).
@@ -126,28 +127,41 @@ def claim_stdout() -> tuple[TextIOWrapper, Callable[[], None]]:
     sys.stdout.flush()
     wire_fd = os.dup(1)  # not inherited by children (PEP 446)
     os.dup2(2, 1)
+    raw = os.fdopen(wire_fd, "wb", closefd=False)
+    out = TextIOWrapper(raw, encoding="utf-8")
 
-    def give_back() -> None:
+    def give_back(lost: bool) -> None:
+        if lost:  # a half-written answer must not fail again at exit ("Exception ignored")
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, wire_fd)
+            os.close(null)
+            with contextlib.suppress(OSError, ValueError):
+                out.flush()
         os.dup2(wire_fd, 1)
         os.close(wire_fd)
 
-    raw = os.fdopen(wire_fd, "wb", closefd=False)
-    return TextIOWrapper(raw, encoding="utf-8"), give_back
+    return out, give_back
 
 
 async def serve_stdio(server: Server[Any], answers: Answers) -> None:
-    """Serve one client on stdin/stdout until stdin closes, noting the answers as they leave."""
+    """Serve one client on stdin/stdout, noting the answers as they leave, until stdin closes
+    or the client is gone (a write to stdout finds nobody to read it, in the middle of an
+    answer or after a run its leaving interrupted): either is how a stdio session ends."""
     out, give_back = claim_stdout()
+    lost = False
     try:
-        async with stdio_server(stdout=Wire(out, answers)) as (read, write):
-            sifted, receive = anyio.create_memory_object_stream[Any](0)
-            async with anyio.create_task_group() as tg:
-                gone = functools.partial(reader_gone, out.fileno())
-                tg.start_soon(_answer_unreadable, read, sifted, write, answers, gone)
-                await server.run(receive, write, server.create_initialization_options())
-                tg.cancel_scope.cancel()
+        try:
+            async with stdio_server(stdout=Wire(out, answers)) as (read, write):
+                sifted, receive = anyio.create_memory_object_stream[Any](0)
+                async with anyio.create_task_group() as tg:
+                    gone = functools.partial(reader_gone, out.fileno())
+                    tg.start_soon(_answer_unreadable, read, sifted, write, answers, gone)
+                    await server.run(receive, write, server.create_initialization_options())
+                    tg.cancel_scope.cancel()
+        except* (BrokenPipeError, ConnectionResetError):
+            lost = True
     finally:
-        give_back()
+        give_back(lost)
 
 
 async def _answer_unreadable(

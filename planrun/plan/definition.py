@@ -31,6 +31,8 @@ __all__ = [
     "RUN_TOOL",
     "NAME_PATTERN",
     "SCOPE_NAMES",
+    "EXPRESSION_NAMES",
+    "RESERVED_NAMES",
     "STEP_ID_PATTERN",
     "Defaults",
     "ExecutorConfig",
@@ -59,11 +61,21 @@ STEP_ID_PATTERN = r"^[A-Za-z0-9_.-]+$"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 SCOPE_NAMES = frozenset({"env", "steps"})
 """Names every expression can read: no variable, result variable or `as` may take them."""
+EXPRESSION_NAMES = frozenset(
+    {"true", "false", "none", "True", "False", "None", "self"}
+    | {"range", "dict", "cycler", "joiner", "namespace"}
+)
+"""Names `${...}` does not read as a variable: Jinja's constants, `self` (its template) and its
+functions (tests/test_plan_semantics.py holds this to Jinja's). No name in scope may take them."""
+RESERVED_NAMES = SCOPE_NAMES | EXPRESSION_NAMES
 
 
 def reserved(name: str) -> str:
-    """Why a variable cannot be called `env` or `steps`."""
-    what = "the process environment" if name == "env" else "the steps' status, result and error"
+    """Why a variable cannot be called `env`, `steps` or one of the expression language's names."""
+    what = {
+        "env": "the process environment",
+        "steps": "the steps' status, result and error",
+    }.get(name, "the expression language's own")
     return f"the name '{name}' is reserved ({what})"
 
 
@@ -71,6 +83,18 @@ INDEX_NAME = "index"
 """The name a `foreach` instance's position is bound to."""
 RUN_TOOL = "shell"
 """The tool of a step written with `run:`."""
+
+
+BLANK = "^[ \t\n\r]*$"
+"""A command that is empty or only blanks (what YAML and /bin/sh read as white space): a `run`
+string, or an entry of a `run` list, that would run nothing."""
+_BLANK_RUN = {
+    "anyOf": [
+        {"type": "string", "pattern": BLANK},
+        {"type": "array", "maxItems": 0},
+        {"type": "array", "contains": {"type": "string", "pattern": BLANK}},
+    ]
+}
 
 
 def none_of(names: frozenset[str]) -> dict[str, Any]:
@@ -116,7 +140,7 @@ class Step(PlanNode):
     args: dict[str, Any] = field(default_factory=dict)
     depends_on: list[StepId] = field(default_factory=list)
     result_variable: Annotated[
-        str | None, Spec(pattern=NAME_PATTERN, json_schema_extra=none_of(SCOPE_NAMES))
+        str | None, Spec(pattern=NAME_PATTERN, json_schema_extra=none_of(RESERVED_NAMES))
     ] = None
     when: str | bool | None = None
     timeout: Duration | None = None
@@ -165,7 +189,7 @@ class Step(PlanNode):
             alias="as",
             pattern=NAME_PATTERN,
             description="The element's name in args, when and title (default: item).",
-            json_schema_extra=none_of(SCOPE_NAMES | {INDEX_NAME}),
+            json_schema_extra=none_of(RESERVED_NAMES | {INDEX_NAME}),
         ),
     ] = None
     # ---- selecting steps (planrun.plan.targets) ----
@@ -192,7 +216,8 @@ class Step(PlanNode):
             description="A shell step (tool: shell) in short: a string is one script run by "
             "/bin/sh -e -c (it stops at its first failing command); a list runs each string "
             "by /bin/sh -c in order and stops at the first that fails. ${...} values are "
-            "quoted for the shell."
+            "quoted for the shell.",
+            json_schema_extra={"not": _BLANK_RUN},  # validate_places.check_run words it
         ),
     ] = None
     env: Annotated[
@@ -220,11 +245,12 @@ class Step(PlanNode):
         ),
     ] = False
     matrix: Annotated[
-        dict[str, list[Any]] | None,
+        dict[str, list[Any] | ForeachExpression] | None,
         Spec(
             description="Run the step once per combination of these lists (the first name "
             "varies slowest), each bound to `matrix` (${matrix.NAME}); `exclude: [{...}]` drops "
-            "combinations. Instances are ID[0], ID[1], ..."
+            "combinations. A list may be one ${expression} giving it. Instances are ID[0], "
+            "ID[1], ..."
         ),
     ] = None
     max_parallel: Annotated[
@@ -380,7 +406,7 @@ class Plan(PlanNode):
     title: str | None = None
     description: str | None = None
     variables: Annotated[
-        dict[str, Any], Spec(json_schema_extra={"propertyNames": none_of(SCOPE_NAMES)})
+        dict[str, Any], Spec(json_schema_extra={"propertyNames": none_of(RESERVED_NAMES)})
     ] = field(default_factory=dict)
     servers: dict[str, ServerEntry] = field(default_factory=dict)
     defaults: Defaults = field(default_factory=Defaults)
@@ -426,7 +452,9 @@ class Plan(PlanNode):
         Spec(
             description="Variables that are the plan's command-line interface (--var NAME=...): "
             "typed, with a default, choices, required.",
-            json_schema_extra={"propertyNames": {"pattern": NAME_PATTERN, **none_of(SCOPE_NAMES)}},
+            json_schema_extra={
+                "propertyNames": {"pattern": NAME_PATTERN, **none_of(RESERVED_NAMES)}
+            },
         ),
     ] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)

@@ -7,12 +7,10 @@ as a whole comes to once they are done.
 
 from __future__ import annotations
 
-# Lazy imports (inside functions), for start-up time: planrun.run.scope only when instances are made
-# (validate and graph import this module without it).
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple, Protocol
 
 from planrun.plan.definition import INDEX_NAME, Step, replace
@@ -66,11 +64,15 @@ def matrix_problems(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
     names = [n for n in step.matrix if n != EXCLUDE]
     if not names:
         return [(("matrix",), "matrix: no names to combine")]
+    if not all(_one_expression(v) for v in step.matrix.values()):
+        return []  # said at the value (matrix_expression_problems)
     if all(isinstance(step.matrix[n], list) for n in names):  # as written: its size is known
         size = math.prod(len(step.matrix[n]) for n in names)
         if size > MAX_INSTANCES:
             return [(("matrix",), f"matrix {_too_many(size)}")]
     exclude = step.matrix.get(EXCLUDE, [])
+    if isinstance(exclude, str):
+        return []  # one ${expression}: its entries are known when it is read
     bad = [n for n, e in enumerate(exclude) if not isinstance(e, Mapping)]
     if bad:
         return [(("matrix", EXCLUDE, bad[0]), "matrix: an exclude entry is a mapping of names")]
@@ -85,6 +87,15 @@ def matrix_problems(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
         for n, e in enumerate(exclude)
         for k in e
         if k not in step.matrix or k == EXCLUDE
+    ]
+
+
+def matrix_expression_problems(step: Step) -> list[tuple[tuple[str | int, ...], str]]:
+    """A matrix list written as a string that is not one `${...}`: (path of the value, message)."""
+    return [
+        (("matrix", n), f"matrix.{n}: {EXPRESSION_NEEDED} giving a list")
+        for n, value in (step.matrix or {}).items()
+        if not _one_expression(value)
     ]
 
 
@@ -117,17 +128,25 @@ def _too_many(size: int) -> str:
     return f"gives {size:,} combinations; a step runs at most {MAX_INSTANCES:,} instances"
 
 
+EXPRESSION_NEEDED = "a string must be exactly one ${expression}"
+
+
+def _one_expression(value: Any) -> bool:
+    """False for a string that can never give a list (it is not one `${...}`)."""
+    if not isinstance(value, str):
+        return True
+    try:
+        tpl = parse_template(value)
+    except ExpressionError:
+        return True  # reported as an expression error
+    return tpl is not None and tpl.whole is not None
+
+
 def foreach_problem(step: Step) -> str | None:
     """Why a `foreach` can never give a list (a string that is not one `${...}`), else None."""
-    if not isinstance(step.foreach, str):
+    if _one_expression(step.foreach):
         return None
-    try:
-        tpl = parse_template(step.foreach)
-    except ExpressionError:
-        return None  # reported as an expression error
-    if tpl is None or tpl.whole is None:
-        return "a string must be exactly one ${expression} giving a list or a mapping"
-    return None
+    return f"{EXPRESSION_NEEDED} giving a list or a mapping"
 
 
 MAX_INSTANCES = 100_000
@@ -153,44 +172,11 @@ def elements(value: Any) -> list[Any]:
     )
 
 
-def instance_views(
-    step: Step, items: list[Any], scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
-) -> list[tuple[bool | None, str | None]]:
-    """Per instance: whether its `when` holds and the fingerprint of its resolved args (None
-    for what cannot be evaluated now)."""
-    from planrun.run.scope import step_args, step_condition
-
-    views: list[tuple[bool | None, str | None]] = []
-    for n, item in enumerate(items):
-        inner = InstanceScope(scope, bindings(step, item, n))
-        try:
-            cond = step_condition(step, inner)
-        except ExpressionError:
-            views.append((None, None))
-            continue
-        try:
-            views.append((cond, step_args(step, inner, mask)[1] if cond else None))
-        except ExpressionError:
-            views.append((cond, None))
-    return views
-
-
 def expansion_fingerprint(step: Step, views: list[tuple[bool | None, str | None]]) -> str:
     """What a foreach step as a whole does: its tool and each instance's condition and args.
     Equal fingerprints: every instance would do the same again."""
     blob = json.dumps([step.tool, fan_source(step)[0], views], ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def foreach_fingerprint(
-    step: Step, scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
-) -> str | None:
-    """The step's fingerprint now, None when its list cannot be read now."""
-    try:
-        items = resolve_elements(step, scope)
-    except (ExpressionError, FanOutError):
-        return None
-    return expansion_fingerprint(step, instance_views(step, items, scope, mask))
 
 
 def resolve_elements(step: Step, scope: Mapping[str, Any]) -> list[Any]:

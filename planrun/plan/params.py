@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from planrun.errors import UsageError
-from planrun.plan.definition import NAME_PATTERN, SCOPE_NAMES, Param, reserved
+from planrun.plan.definition import NAME_PATTERN, RESERVED_NAMES, Param, reserved
 
 Path = tuple[str | int, ...]
 
@@ -211,7 +211,7 @@ def param_problems(
         at: Path = ("params", name)
         if name in variables:
             yield at, f"'{name}' is in both params and variables (a name is one or the other)"
-        if name in SCOPE_NAMES:
+        if name in RESERVED_NAMES:
             yield at, f"param '{name}': {reserved(name)}"
         elif not re.fullmatch(NAME_PATTERN, name):
             yield at, f"param name '{name}' is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"

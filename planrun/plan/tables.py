@@ -74,7 +74,13 @@ TABLES = {'Plan': (('version', 'version', 0, None, ('union', (('kind', 'version'
           ('env', 'env', 1, None, ('union', (('dict', ('str',)), ('none',)))),
           ('cwd', 'cwd', 0, None, ('union', (('str',), ('none',)))),
           ('always', 'always', 0, None, ('bool',)),
-          ('matrix', 'matrix', 1, None, ('union', (('dict', ('list', ('any',))), ('none',)))),
+          ('matrix',
+           'matrix',
+           1,
+           None,
+           ('union',
+            (('dict', ('union', (('list', ('any',)), ('kind', 'foreach_expression')))),
+             ('none',)))),
           ('max_parallel',
            'max_parallel',
            0,
@@ -132,7 +138,7 @@ FIELDS = {'Plan': (('version', 'Version | None'),
           ('description', 'str | None'),
           ('variables',
            "Annotated[dict[str, Any], Spec(json_schema_extra={'propertyNames': "
-           'none_of(SCOPE_NAMES)})]'),
+           'none_of(RESERVED_NAMES)})]'),
           ('servers', 'dict[str, ServerEntry]'),
           ('defaults', 'Defaults'),
           ('limits', 'Limits'),
@@ -157,7 +163,7 @@ FIELDS = {'Plan': (('version', 'Version | None'),
            'Annotated[dict[str, Param], Spec(description="Variables that are the plan\'s '
            'command-line interface (--var NAME=...): typed, with a default, choices, required.", '
            "json_schema_extra={'propertyNames': {'pattern': NAME_PATTERN, "
-           '**none_of(SCOPE_NAMES)}})]'),
+           '**none_of(RESERVED_NAMES)}})]'),
           ('steps', 'list[Step]')),
  'Step': (('id',
            "Annotated[StepId, Spec(description='Unique step id ([A-Za-z0-9_.-]+). Alias: "
@@ -171,7 +177,7 @@ FIELDS = {'Plan': (('version', 'Version | None'),
           ('depends_on', 'list[StepId]'),
           ('result_variable',
            'Annotated[str | None, Spec(pattern=NAME_PATTERN, '
-           'json_schema_extra=none_of(SCOPE_NAMES))]'),
+           'json_schema_extra=none_of(RESERVED_NAMES))]'),
           ('when', 'str | bool | None'),
           ('timeout', 'Duration | None'),
           ('retries', 'Count | None'),
@@ -201,7 +207,7 @@ FIELDS = {'Plan': (('version', 'Version | None'),
           ('as_',
            'Annotated[str | None, Spec(alias=\'as\', pattern=NAME_PATTERN, description="The '
            'element\'s name in args, when and title (default: item).", '
-           'json_schema_extra=none_of(SCOPE_NAMES | {INDEX_NAME}))]'),
+           'json_schema_extra=none_of(RESERVED_NAMES | {INDEX_NAME}))]'),
           ('aliases',
            'Annotated[list[StepId], Spec(description="Other names of the step as a target: '
            "`planrun run ALIAS`, --only, --force=ALIAS. None may be another step's id or "
@@ -213,7 +219,8 @@ FIELDS = {'Plan': (('version', 'Version | None'),
            "Annotated[str | list[str] | None, Spec(description='A shell step (tool: shell) in "
            'short: a string is one script run by /bin/sh -e -c (it stops at its first failing '
            'command); a list runs each string by /bin/sh -c in order and stops at the first that '
-           "fails. ${...} values are quoted for the shell.')]"),
+           "fails. ${...} values are quoted for the shell.', json_schema_extra={'not': "
+           '_BLANK_RUN})]'),
           ('env',
            'Annotated[dict[str, str] | None, Spec(description="Environment variables for a run, '
            "shell or python step (over the plan's env; a shell step's args.env wins). Values may "
@@ -226,10 +233,10 @@ FIELDS = {'Plan': (('version', 'Version | None'),
            "Annotated[bool, Spec(description='Run once every dependency has finished, whatever its "
            "status (also after an abort; not after an interrupt). Its failure fails the run.')]"),
           ('matrix',
-           "Annotated[dict[str, list[Any]] | None, Spec(description='Run the step once per "
-           'combination of these lists (the first name varies slowest), each bound to `matrix` '
-           '(${matrix.NAME}); `exclude: [{...}]` drops combinations. Instances are ID[0], ID[1], '
-           "...')]"),
+           "Annotated[dict[str, list[Any] | ForeachExpression] | None, Spec(description='Run the "
+           'step once per combination of these lists (the first name varies slowest), each bound '
+           'to `matrix` (${matrix.NAME}); `exclude: [{...}]` drops combinations. A list may be one '
+           "${expression} giving it. Instances are ID[0], ID[1], ...')]"),
           ('max_parallel',
            "Annotated[PositiveCount | None, Spec(description='A foreach or matrix step: at most "
            "this many instances at once.')]")),

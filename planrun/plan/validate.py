@@ -15,6 +15,8 @@ from planrun.plan.builtin_args import check_builtin_args
 from planrun.plan.checked import CheckedPlan
 from planrun.plan.conditions import when_problem
 from planrun.plan.definition import (
+    EXPRESSION_NAMES,
+    RESERVED_NAMES,
     SCOPE_NAMES,
     Plan,
     ServerEntry,
@@ -37,6 +39,7 @@ from planrun.plan.fanout import (
     MATRIX_NAME,
     foreach_problem,
     loop_names,
+    matrix_expression_problems,
     matrix_problems,
 )
 from planrun.plan.graph import PlanGraph, step_expressions, step_strings
@@ -205,10 +208,10 @@ def _check_names(
     from --var and --vars-file; a param's name is checked with the params); plan variables
     read only what is defined before them."""
     _check_secrets(header, set(plan_vars) | variables | bound, out)
-    for name in sorted(given & SCOPE_NAMES):
+    for name in sorted(given & RESERVED_NAMES):
         out.add((), f"variable '{name}' (from --var or --vars-file): {reserved(name)}")
     for name in plan_vars:
-        if name in SCOPE_NAMES:
+        if name in RESERVED_NAMES:
             out.add(("variables", name), f"variable '{name}': {reserved(name)}", key=True)
     for var_problem in check_plan_variables(plan_vars, variables, bound):
         out.add(var_problem.path, var_problem.message, hint=var_problem.hint)
@@ -281,7 +284,7 @@ def _check_step_rules(
     s: Step, i: int, servers: dict[str, Any], header: Header | None, out: Collector
 ) -> None:
     """A step's own rules: reserved names, its condition, its tool and the tool's arguments."""
-    if s.result_variable in SCOPE_NAMES:
+    if s.result_variable in RESERVED_NAMES:
         out.add(
             ("steps", i, "result_variable"),
             f"step '{s.id}': result_variable '{s.result_variable}': " + reserved(s.result_variable),
@@ -349,10 +352,11 @@ def _check_expressions(
             continue
         if tpl is None:
             continue
-        # `as`/`index` are in scope for the step's args, when and title, not its foreach. Kept
+        # `as`/`index` are in scope for the step's args, when and title, not its foreach or
+        # matrix (read before there is an element). Kept
         # apart from `known_names` (every plan variable and result variable): a union per
         # string made validating N steps O(N^2).
-        loop = frozenset() if path[0] == "foreach" else loop_names(s)
+        loop = frozenset() if path[0] in ("foreach", "matrix") else loop_names(s)
         loop_only = loop - known_names
         for expr in tpl.exprs:
             if (
@@ -434,6 +438,8 @@ def _check_foreach(s: Step, i: int, out: Collector) -> None:
     if s.matrix is not None or s.max_parallel is not None:
         for at, message in matrix_problems(s):
             out.add(("steps", i, *at), f"step '{s.id}': {message}", key=True)
+        for at, message in matrix_expression_problems(s):
+            out.add(("steps", i, *at), f"step '{s.id}': {message}")
     if s.matrix is not None and _INCLUDE in s.matrix:
         # GitHub Actions' `include` adds combinations; here it is one more name to combine.
         out.add(
@@ -459,16 +465,12 @@ def _check_foreach(s: Step, i: int, out: Collector) -> None:
             ("steps", i, "as"),
             f"step '{s.id}': as: '{s.as_}' is taken (env, steps and index are always defined)",
         )
-    elif s.as_ in _UNREADABLE_NAMES:
+    elif s.as_ in EXPRESSION_NAMES:
         out.add(
             ("steps", i, "as"),
             f"step '{s.id}': as: '{s.as_}' is a name expressions cannot read"
-            " (true, false, none and self are the expression language's own)",
+            " (true, false, none, self, range and dict are the expression language's own)",
         )
-
-
-_UNREADABLE_NAMES = frozenset({"true", "false", "none", "True", "False", "None", "self"})
-"""Names `${...}` never reads as a variable: Jinja's constants, and `self` (its template)."""
 
 
 def _check_tool(

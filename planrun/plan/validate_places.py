@@ -3,10 +3,11 @@ its position, as validate.py reports the rest."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from planrun.plan.definition import Step
+from planrun.plan.definition import BLANK, Step
 from planrun.plan.expressions import ExpressionError, format_path, parse_template, template_strings
 from planrun.plan.schema_errors import Collector, Path, step_label
 from planrun.suggest import did_you_mean
@@ -27,10 +28,19 @@ def run_or_tool(raw: dict[str, Any], i: int, out: Collector) -> dict[str, Any]:
 
 
 def check_run(s: Step, i: int, out: Collector) -> None:
-    """A `run` list has at least one command; a `run` step has no `args` (they would be
+    """A `run` list has at least one command and no command is blank; a `run` step has no `args` (they would be
     ignored); a step's `env` names are names a command can receive."""
     if isinstance(s.run, list) and not s.run:
         out.add(("steps", i, "run"), f"step '{s.id}': run: an empty list runs nothing")
+    if isinstance(s.run, str):
+        blank: list[Path] = [("run",)] if re.match(BLANK, s.run) else []
+    else:
+        blank = [("run", n) for n, command in enumerate(s.run or ()) if re.match(BLANK, command)]
+    for where in blank:
+        out.add(
+            ("steps", i, *where),
+            f"step '{s.id}': {format_path(where)}: an empty command runs nothing",
+        )
     if s.run is not None and s.args:
         out.add(
             ("steps", i, "args"),

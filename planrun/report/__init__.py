@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from planrun.errors import PlanInvalid, UsageError
 from planrun.report.model import PlanInfo, build_report
@@ -69,15 +70,18 @@ def write_report(path: str, html: str) -> None:
         raise UsageError(f"cannot write the report {path}: {exc.strerror or exc}") from None
 
 
-def plan_info(plan: Plan) -> PlanInfo:
-    """Titles, tools and effective dependencies of a loaded Plan."""
+def plan_info(plan: Plan, variables: Mapping[str, Any]) -> PlanInfo:
+    """Titles (rendered with the run's `variables`: what reads a result not known stays as
+    written, what reads a foreach or matrix element is a placeholder), tools and effective
+    dependencies of a loaded Plan."""
     from planrun.plan.graph import PlanGraph
+    from planrun.run.scope import rendered_title
 
     graph = PlanGraph.build(plan.steps)
     matrix = frozenset(s.id for s in plan.steps if s.matrix is not None)
-    return PlanInfo(
-        plan.title or "", dict(graph.titles), dict(graph.tools), dict(graph.deps), matrix
-    )
+    scope = {**variables, "env": {}, "steps": {}}
+    titles = {s.id: rendered_title(s, lambda: scope) for s in plan.steps}
+    return PlanInfo(plan.title or "", titles, dict(graph.tools), dict(graph.deps), matrix)
 
 
 def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None = None) -> str:
@@ -87,10 +91,10 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
 
     info = PlanInfo()
     unreadable = None
+    plan: Plan | None = None
     try:
         plan = load_plan(plan_path)
         name = plan.name or default_name(plan_path)
-        info = plan_info(plan)
     except PlanInvalid:
         # A plan that needs --var values, or an edited, broken one, still has its last run
         # under its own name.
@@ -109,6 +113,8 @@ def report_for_plan(plan_path: str, state: str | None, cwd: str, out: str | None
     if recorded is None:
         first = command_shown("planrun", "run", plan_path)
         raise no_state(name, str(path), plan_path, first, unreadable)
+    if plan is not None:
+        info = plan_info(plan, recorded.variables)
     return render_report(recorded, info)
 
 

@@ -20,7 +20,7 @@ from planrun.plan.fanout import (
     loop_names,
 )
 from planrun.plan.graph import PlanGraph
-from planrun.run.scope import known_scope, rendered_text, rendered_title
+from planrun.run.scope import known_scope, rendered_description, rendered_title
 from planrun.run.stepcall import call_template, placed
 from planrun.text import counted
 from planrun.tools import renderer
@@ -127,7 +127,7 @@ def _texts(step: Step, scope: dict[str, Any], producers: dict[str, str]) -> dict
     result (or an element) not known yet leaves the text as written."""
     known = {k: v for k, v in scope.items() if k not in producers}
     title = rendered_title(step, lambda: known)
-    return {"title": title, "description": rendered_text(step.description, lambda: known)}
+    return {"title": title, "description": rendered_description(step, lambda: known)}
 
 
 def foreach_preview(
@@ -137,8 +137,11 @@ def foreach_preview(
     `<foreach over <files result>>` (or `<error: ...>`)."""
     key, source = fan_source(step)
     value = _preview(source, scope, producers)
-    if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
-        return value if value.startswith("<error") else f"<{key} over {value}>"
+    # A matrix is known when each of its lists is (one may be a `${...}` reading a result).
+    parts = value.values() if key == "matrix" and isinstance(value, dict) else [value]
+    for part in parts:
+        if isinstance(part, str) and part.startswith("<") and part.endswith(">"):
+            return part if part.startswith("<error") else f"<{key} over {part}>"
     try:
         return combinations(value) if key == "matrix" else elements(value)
     except FanOutError as exc:

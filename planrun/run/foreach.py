@@ -25,7 +25,6 @@ from planrun.plan.fanout import (
     fans_out,
     instance_id,
     instance_step,
-    instance_views,
     resolve_elements,
     summarize,
 )
@@ -40,7 +39,7 @@ from planrun.run.events import (
     StepStarted,
     StepSucceeded,
 )
-from planrun.run.scope import StepRecord
+from planrun.run.scope import StepRecord, instance_views
 from planrun.run.settings import RunSettings
 from planrun.status import Status
 

@@ -14,11 +14,11 @@ from typing import Any, NamedTuple
 from planrun.cache import ALL_FORCED, FORCED  # --force [ID]: run again, whatever was left
 from planrun.plan.definition import Step
 from planrun.plan.expressions import ExpressionError
-from planrun.plan.fanout import fans_out, foreach_fingerprint
+from planrun.plan.fanout import fans_out
 from planrun.plan.graph import PlanGraph, data_sources
 from planrun.plan.instances import parent_of
 from planrun.run.events import StepResumed
-from planrun.run.scope import Scope, StepRecord, step_args, step_condition
+from planrun.run.scope import Scope, StepRecord, foreach_fingerprint, step_args, step_condition
 from planrun.state.model import StepState
 from planrun.status import CONDITION_FALSE, Status
 

@@ -14,7 +14,22 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from planrun.plan.definition import Plan, Step, replace
-from planrun.plan.expressions import Expr, ExpressionError, resolve, to_text
+from planrun.plan.expressions import (
+    Expr,
+    ExpressionError,
+    evaluator,
+    parse_template,
+    resolve,
+    to_text,
+)
+from planrun.plan.fanout import (
+    FanOutError,
+    InstanceScope,
+    bindings,
+    expansion_fingerprint,
+    loop_names,
+    resolve_elements,
+)
 from planrun.plan.graph import when_source
 from planrun.records import record
 from planrun.run.stepcall import call_args, rendered_call, step_place, under
@@ -205,14 +220,28 @@ def with_patterns(step: Step, scope: Mapping[str, Any]) -> Step:
     return replace(step, **found) if found else step
 
 
-def rendered_text(text: str | None, scope: Callable[[], Mapping[str, Any]]) -> str | None:
+def rendered_text(
+    text: str | None,
+    scope: Callable[[], Mapping[str, Any]],
+    elements: frozenset[str] = frozenset(),
+) -> str | None:
     """`text` (a title, a description) with `${...}` rendered; as written when it cannot be
-    rendered now (a result or an element not known yet). The scope is asked for only when the
-    text has an expression."""
+    rendered now (a result not known yet). An expression that reads one of `elements` the
+    scope does not hold is shown as `<EXPR>`: a foreach or matrix step's own text, whose
+    element is bound only in its instances, is never known otherwise. The scope is asked for
+    only when the text has an expression."""
     if not text or "${" not in text:
         return text
     try:
-        return to_text(resolve(text, scope(), path=("title",)))
+        tpl = parse_template(text)
+        if tpl is None:
+            return text
+        known = scope()
+        unbound = frozenset(n for n in elements if n not in known)
+        evaluate = evaluator(known)
+        return to_text(
+            tpl.render(lambda e: f"<{e.source.strip()}>" if e.names & unbound else evaluate(e))
+        )
     except ExpressionError:
         return text
 
@@ -220,7 +249,12 @@ def rendered_text(text: str | None, scope: Callable[[], Mapping[str, Any]]) -> s
 def rendered_title(step: Step, scope: Callable[[], Mapping[str, Any]]) -> str:
     """The step's title with `${...}` rendered (as written when it cannot be rendered; no
     title: its id). Every view renders titles with this function."""
-    return rendered_text(step.title, scope) or step.id
+    return rendered_text(step.title, scope, loop_names(step)) or step.id
+
+
+def rendered_description(step: Step, scope: Callable[[], Mapping[str, Any]]) -> str | None:
+    """The step's description, rendered as its title is."""
+    return rendered_text(step.description, scope, loop_names(step))
 
 
 def known_scope(
@@ -251,3 +285,34 @@ def titles_before_run(
     bound = {s.result_variable for s in steps if s.result_variable}
     known = known_scope({k: v for k, v in variables.items() if k not in bound}, env)
     return {s.id: rendered_title(s, lambda: known) for s in steps}
+
+
+def instance_views(
+    step: Step, items: list[Any], scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
+) -> list[tuple[bool | None, str | None]]:
+    """Per instance: whether its `when` holds and the fingerprint of its resolved args (None
+    for what cannot be evaluated now)."""
+    views: list[tuple[bool | None, str | None]] = []
+    for n, item in enumerate(items):
+        inner = InstanceScope(scope, bindings(step, item, n))
+        try:
+            cond = step_condition(step, inner)
+        except ExpressionError:
+            views.append((None, None))
+            continue
+        try:
+            views.append((cond, step_args(step, inner, mask)[1] if cond else None))
+        except ExpressionError:
+            views.append((cond, None))
+    return views
+
+
+def foreach_fingerprint(
+    step: Step, scope: Mapping[str, Any], mask: Callable[[Any], Any] | None
+) -> str | None:
+    """The step's fingerprint now, None when its list cannot be read now."""
+    try:
+        items = resolve_elements(step, scope)
+    except (ExpressionError, FanOutError):
+        return None
+    return expansion_fingerprint(step, instance_views(step, items, scope, mask))
