@@ -144,25 +144,23 @@ def graph(
     plan: str | None, fmt: str, state: str | None, var: tuple[str, ...], vars_file: str | None
 ) -> None:
     """Show the step graph (explicit and data-flow edges, parallel waves)."""
+    from planrun.cli.steplist import KnownTexts
     from planrun.plan import graph as g
     from planrun.plan.validate import load_plan
 
     # A plan that reads --var names checks only with them, as for `validate` and `run`.
     extra = _given_vars(var, vars_file)
     found = plan_or_found(plan)  # the default plan's directory becomes the cwd
-    p = load_plan(found.plan, with_builtins(found, extra))
-    if p.params:
-        from planrun.plan.params import read_given
-
-        defaults = {n: q.default for n, q in p.params.items()}
-        extra = {**defaults, **read_given(p.params, extra)}
-    p = _revised_plan(p, found.given_path(state))
+    given = with_builtins(found, extra)
+    p = _revised_plan(load_plan(found.plan, given), found.given_path(state))
+    texts = KnownTexts.of(p, given)  # titles rendered as `list` shows them
     pg = g.PlanGraph.build(p.steps)
+    pg.titles = {s.id: texts.title(s) for s in p.steps}
     always = frozenset(s.id for s in p.steps if s.always)
     if any(s.foreach is not None or s.matrix is not None for s in p.steps):
         from planrun.run.dryrun import instances_preview
 
-        pg.instances = instances_preview(p, {**p.variables, **extra})
+        pg.instances = instances_preview(p, dict(texts.scope))
     if fmt == "json":
         click.echo(json.dumps(g.render_json(p.name or "", pg, always), indent=2))
     elif fmt == "mermaid":

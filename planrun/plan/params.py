@@ -102,19 +102,6 @@ def _quoted(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def read_given(params: Mapping[str, Param], given: Mapping[str, Any]) -> dict[str, Any]:
-    """The given values (--var text, vars file values) read for the plan's params, without
-    checking choices or required ones (`list`, `graph`): a value that cannot be read is
-    left as it came."""
-    out: dict[str, Any] = {}
-    for name, value in given.items():
-        try:
-            out[name] = _read(params, name, value)
-        except ParamError:
-            out[name] = value
-    return out
-
-
 def _read(params: Mapping[str, Param], name: str, value: Any) -> Any:
     param = params.get(name)
     if isinstance(value, GivenText):
