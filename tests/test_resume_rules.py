@@ -590,6 +590,35 @@ def test_resume_dry_run_says_what_the_resume_keeps_and_why_the_rest_runs(run, wr
     assert (tmp_path / "log").read_text().split() == ["a", "b"]  # the dry run ran nothing
 
 
+def test_resume_dry_run_shows_the_results_of_kept_steps_not_placeholders(run, write, tmp_path):
+    # A kept step's result is known: the steps still to run are shown with it (args, title,
+    # a foreach list), as the resume will run them; a result of a step that runs again is
+    # still a placeholder.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: ver, tool: echo, args: {value: "1.2"}, result_variable: version}
+          - {id: files, tool: echo, args: {value: [a, b]}, result_variable: names}
+          - {id: again, tool: shell, args: {cmd: "test -e ok && echo x"}, result_variable: late}
+          - id: pack
+            title: "Pack ${version}"
+            tool: echo
+            args: {value: "pack ${version} ${late}"}
+            depends_on: [again]
+          - {id: each, foreach: "${names}", tool: echo, args: {value: "${item}"}, depends_on: [again]}
+        """,
+    )
+    assert run("run", "p.yaml").code == 1
+    r = run("resume", "p.yaml", "--dry-run", "--output", "json")
+    assert r.code == 0, r
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert steps["pack"]["args"] == {"value": "pack 1.2 <again result>"}
+    assert steps["pack"]["title"] == "Pack 1.2"
+    assert steps["each[1]"]["args"] == {"value": "b"}
+    assert "pack 1.2" in run("resume", "p.yaml", "--dry-run").out
+
+
 # ---- resume and --force --------------------------------------------------------------------
 
 GATED_BUILD = """

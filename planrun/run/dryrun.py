@@ -33,12 +33,14 @@ def dry_run_document(
     variables: dict[str, Any],
     env: dict[str, str] | None = None,
     unknown: dict[str, str] | None = None,
+    known: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The dry-run document (docs/reference.md, Documents): start order in waves, resolved args with placeholders.
 
     `env` is what `env` reads (the process environment over the plan's dotenv values);
     `unknown` names variables with no value yet and the placeholder each reads as (`show`
-    without a required param)."""
+    without a required param); `known`, result variables whose values are known before the
+    run (`resume --dry-run`: those of the kept steps), shown as they are, not as placeholders."""
     keep = set(selected)
     sub = PlanGraph(
         order=[s for s in graph.order if s in keep],
@@ -48,8 +50,11 @@ def dry_run_document(
         tools=graph.tools,
     )
     waves = sub.waves()
-    producers = {**placeholders(plan), **(unknown or {})}
-    scope = known_scope(variables, dict(os.environ) if env is None else env)
+    known = known or {}
+    producers = {
+        k: v for k, v in {**placeholders(plan), **(unknown or {})}.items() if k not in known
+    }
+    scope = known_scope({**variables, **known}, dict(os.environ) if env is None else env)
     steps_out: list[dict[str, Any]] = []
     out_waves: list[list[str]] = []
     for wave in waves:
@@ -71,6 +76,17 @@ def dry_run_document(
                 out_waves[-1].append(one["id"])
                 steps_out.append(one)
     return {"plan": plan.name, "waves": out_waves, "steps": steps_out}
+
+
+def kept_results(plan: Plan, selected: list[str], kept: Mapping[str, Any]) -> dict[str, Any]:
+    """The result variables that the steps a resume keeps bound, as it binds them; not one
+    that a step still to run binds too (its value is not known before the run)."""
+    from planrun.run.resume import bind_kept
+
+    bound: dict[str, Any] = {}
+    bind_kept(bound, {s.id: s for s in plan.steps}, dict(kept))
+    rebound = {plan.step(sid).result_variable for sid in selected if sid not in kept}
+    return {k: v for k, v in bound.items() if k not in rebound}
 
 
 def placeholders(plan: Plan) -> dict[str, str]:

@@ -189,13 +189,16 @@ def dry_run(req: RunRequest, prep: Prepared) -> Finished:
     """What would run (on resume: again, and why), with what the cache has (a sub-plan is
     never dry-run on its own: its `plan` step is a row of its parent's dry run)."""
     from planrun.cache.wiring import preview_dry_run
-    from planrun.run.dryrun import dry_run_document, mark_resume
+    from planrun.run.dryrun import dry_run_document, kept_results, mark_resume
 
     decided = None
     if req.resume:  # what would run again, and why
         prep, decided = resume_decision(req, prep)
     plan = prep.plan
-    doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables, prep.environment())
+    known = kept_results(plan, prep.selected, decided.kept) if decided is not None else {}
+    doc = dry_run_document(
+        plan, prep.graph, prep.selected, prep.variables, prep.environment(), known=known
+    )
     if decided is not None:
         mark_resume(doc, decided.kept, decided.reasons)
     preview_dry_run(req.cache_request, req.cwd, prep, doc)
