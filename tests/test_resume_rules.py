@@ -588,13 +588,16 @@ def test_a_sub_plan_kept_whole_on_resume_keeps_its_steps_in_every_view(run, writ
           - {id: after, tool: shell, args: {cmd: "test -e ok"}, depends_on: [sub, subs]}
         """,
     )
-    assert run("run", "p.yaml", "--output", "json").code == 1
+    first = run("run", "p.yaml", "--output", "json")
+    assert first.code == 1
+    rows = ["sub", "sub/c1", "subs", "subs[0]", "subs[0]/c1", "subs[1]", "subs[1]/c1", "after"]
+    assert [s["id"] for s in first.json["steps"]] == rows
+    assert [s["id"] for s in run("status", "p.yaml", "--output", "json").json["steps"]] == rows
     (tmp_path / "ok").touch()
     r = run("resume", "p.yaml", "--output", "json", "--junit", "junit.xml")
     assert r.code == 0, r
     assert (tmp_path / "log").read_text().split() == ["c1"] * 3  # nothing ran again
     assert "sub/c1 (First hi) kept from the previous run" in r.err, r.err
-    rows = ["sub", "sub/c1", "subs", "subs[0]", "subs[0]/c1", "subs[1]", "subs[1]/c1", "after"]
     assert [(s["id"], s["status"]) for s in r.json["steps"]] == [(sid, "succeeded") for sid in rows]
     status = run("status", "p.yaml", "--output", "json")
     assert [s["id"] for s in status.json["steps"]] == rows
