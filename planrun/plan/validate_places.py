@@ -40,6 +40,39 @@ def check_run(s: Step, i: int, out: Collector) -> None:
         )
     check_env_names(s.env or {}, ("steps", i, "env"), f"step '{s.id}': ", out)
     check_env_cwd(s, i, out)
+    check_placed_patterns(s, i, out)
+
+
+def check_placed_patterns(s: Step, i: int, out: Collector) -> None:
+    """Each literal `sources`/`outputs` pattern where the step will read or write it: under
+    its directory (`cwd`, or a shell step's `args.cwd`) when it has a literal one, as the run
+    places it. An output must stay inside the working directory (`cwd: pkg` with
+    `../dist/*.whl` does; `cwd: ../other` with `o.txt` does not), and no pattern may end up
+    absolute. A pattern or directory holding `${...}` is checked when the step runs."""
+    if not s.sources and not s.outputs:
+        return
+    from planrun.cache.globs import check_pattern  # Lazy imports: only for cache globs
+    from planrun.run.stepcall import under
+
+    place: Any = s.cwd
+    if s.tool == "shell" and isinstance(s.args, dict) and s.args.get("cwd") is not None:
+        place, where = s.args["cwd"], "args.cwd"
+    else:
+        where = "cwd"
+    if place is not None and (not isinstance(place, str) or "${" in place):
+        return
+    for field in ("sources", "outputs"):
+        for n, pattern in enumerate(getattr(s, field) or []):
+            if "${" in pattern:
+                continue
+            placed = pattern if place is None else under(place, pattern)
+            problem = check_pattern(placed, output=field == "outputs")
+            if problem is None:
+                continue
+            shown = f"{field}[{n}]"
+            if placed != pattern:
+                shown += f" {pattern!r} under {where} {place!r} is {placed!r}"
+            out.add(("steps", i, field, n), f"step '{s.id}': {shown}: {problem}")
 
 
 def check_env_cwd(s: Step, i: int, out: Collector) -> None:
