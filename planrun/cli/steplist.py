@@ -55,9 +55,15 @@ class KnownTexts:
     mask: Callable[[Any], Any]
 
     @classmethod
-    def of(cls, plan: Plan, variables: Mapping[str, Any]) -> KnownTexts:
+    def of(
+        cls,
+        plan: Plan,
+        variables: Mapping[str, Any],
+        place: Callable[[str], str] | None = None,
+    ) -> KnownTexts:
         """The params bound from `variables` (UsageError, exit 2, for a value its param
-        refuses; a missing required param is no error here) and the plan's variables over them."""
+        refuses, said at its `place` in a vars file; a missing required param is no error
+        here) and the plan's variables over them."""
         from planrun.masking import Masker
         from planrun.plan.expressions import Words
         from planrun.plan.params import CLI_ARGS, bind_params
@@ -65,7 +71,7 @@ class KnownTexts:
 
         given = {
             CLI_ARGS: Words(),
-            **bind_params(plan.params, variables, required=False, env=os.environ),
+            **bind_params(plan.params, variables, required=False, env=os.environ, place=place),
         }
         scope = plan_scope(plan, given, dict(os.environ))  # params' defaults known, as in `show`
         return cls(scope, Masker(plan.secrets, scope))
@@ -82,7 +88,10 @@ class KnownTexts:
 
 
 def step_rows(
-    plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
+    plan_path: str,
+    variables: Mapping[str, Any] | None = None,
+    every: bool = False,
+    place: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
     """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?,
     internal?, always?}]} of a valid plan (PlanInvalid if not).
@@ -91,7 +100,7 @@ def step_rows(
     among them too). `variables`: those given on the command line, which the plan's
     expressions (and titles) may read. Titles and descriptions are rendered with what is known
     before a run; the others stay as written. Secrets are masked. `every`: internal steps too
-    (`list --all`).
+    (`list --all`); `place`: where a --vars-file value is written, for an error about it.
     """
     from planrun.plan.graph import PlanGraph
     from planrun.plan.params import param_rows
@@ -99,7 +108,7 @@ def step_rows(
 
     plan = load_plan(plan_path, variables)
     graph = PlanGraph.build(plan.steps)
-    texts = KnownTexts.of(plan, variables or {})
+    texts = KnownTexts.of(plan, variables or {}, place)
     doc: dict[str, Any] = {
         "plan": plan.name or default_name(plan_path),
         "file": plan_path,
