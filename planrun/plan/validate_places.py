@@ -45,7 +45,7 @@ def check_run(s: Step, i: int, out: Collector) -> None:
 
 def check_placed_patterns(s: Step, i: int, out: Collector) -> None:
     """Each literal `sources`/`outputs` pattern where the step will read or write it: under
-    its directory (`cwd`, or a shell step's `args.cwd`) when it has a literal one, as the run
+    its directory (`cwd`, or its tool's `args.cwd`) when it has a literal one, as the run
     places it. An output must stay inside the working directory (`cwd: pkg` with
     `../dist/*.whl` does; `cwd: ../other` with `o.txt` does not), and no pattern may end up
     absolute. A pattern or directory holding `${...}` is checked when the step runs."""
@@ -53,10 +53,13 @@ def check_placed_patterns(s: Step, i: int, out: Collector) -> None:
         return
     from planrun.cache.globs import check_pattern  # Lazy imports: only for cache globs
     from planrun.run.stepcall import under
+    from planrun.tools import tool_spec
 
     place: Any = s.cwd
-    if s.tool == "shell" and isinstance(s.args, dict) and s.args.get("cwd") is not None:
-        place, where = s.args["cwd"], "args.cwd"
+    spec = tool_spec(s.tool)
+    own = s.args.get("cwd") if spec and spec.step_cwd and isinstance(s.args, dict) else None
+    if own is not None:  # as planrun.run.stepcall.step_place places them
+        place, where = own, "args.cwd"
     else:
         where = "cwd"
     if place is not None and (not isinstance(place, str) or "${" in place):
