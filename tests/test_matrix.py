@@ -194,6 +194,32 @@ def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
     assert most_at_once(tmp_path / "ev.jsonl", lambda step: "[" in step) == 1
 
 
+def test_the_dry_run_starts_at_most_max_parallel_instances_per_wave(run, write):
+    # Waves are a run whose steps all take the same time: a step's `max_parallel` holds its
+    # instances back there too (1: one per wave, in order), and what depends on the step
+    # starts after its last one; a step that does not wait for it starts as before.
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: m, matrix: {x: [a, b, c]}, max_parallel: 2, run: "echo ${matrix.x}"}
+          - {id: one, foreach: [p, q], max_parallel: 1, run: "echo ${item}"}
+          - {id: free, run: "true"}
+          - {id: after, run: "true", depends_on: [m]}
+          - {id: next, run: "true", depends_on: [free]}
+        """,
+    )
+    r = run("run", "plan.yaml", "--dry-run", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["waves"] == [
+        ["m[0]", "m[1]", "one[0]", "free"],
+        ["m[2]", "one[1]", "next"],
+        ["after"],
+    ]
+    text = run("run", "plan.yaml", "--dry-run").out
+    assert "wave 2 (3 in parallel)" in text, text
+
+
 def test_max_parallel_two_lets_two_run_at_once(run, write, tmp_path):
     # Instance 0 waits until instance 1 has started: that only ends if two run at once;
     # instance 2 must not start before one of them ended.

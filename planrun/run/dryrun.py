@@ -33,12 +33,14 @@ def dry_run_document(
     variables: dict[str, Any],
     env: dict[str, str] | None = None,
     unknown: dict[str, str] | None = None,
+    known: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The dry-run document (docs/reference.md, Documents): start order in waves, resolved args with placeholders.
 
     `env` is what `env` reads (the process environment over the plan's dotenv values);
     `unknown` names variables with no value yet and the placeholder each reads as (`show`
-    without a required param)."""
+    without a required param); `known`, result variables whose values are known before the
+    run (`resume --dry-run`: those of the kept steps), shown as they are, not as placeholders."""
     keep = set(selected)
     sub = PlanGraph(
         order=[s for s in graph.order if s in keep],
@@ -48,29 +50,68 @@ def dry_run_document(
         tools=graph.tools,
     )
     waves = sub.waves()
-    producers = {**placeholders(plan), **(unknown or {})}
-    scope = known_scope(variables, dict(os.environ) if env is None else env)
-    steps_out: list[dict[str, Any]] = []
-    out_waves: list[list[str]] = []
-    for wave in waves:
-        out_waves.append([])
-        for sid in wave:
-            step = plan.step(sid)
-            entry = {
-                "id": sid,
-                "title": step.title or sid,
-                "description": step.description,
-                "tool": step.tool,
-                "args": step.args,
-                "depends_on": sub.deps[sid],
-                "when": step.when,
-                "approval": plan.needs_approval(step),
-                **({"always": True} if step.always else {}),
-            }
-            for one in _entries(step, entry, scope, producers):
-                out_waves[-1].append(one["id"])
-                steps_out.append(one)
+    known = known or {}
+    producers = {
+        k: v for k, v in {**placeholders(plan), **(unknown or {})}.items() if k not in known
+    }
+    scope = known_scope({**variables, **known}, dict(os.environ) if env is None else env)
+    entries: dict[str, list[dict[str, Any]]] = {}
+    for sid in (sid for wave in waves for sid in wave):
+        step = plan.step(sid)
+        entry = {
+            "id": sid,
+            "title": step.title or sid,
+            "description": step.description,
+            "tool": step.tool,
+            "args": step.args,
+            "depends_on": sub.deps[sid],
+            "when": step.when,
+            "approval": plan.needs_approval(step),
+            **({"always": True} if step.always else {}),
+        }
+        entries[sid] = _entries(step, entry, scope, producers)
+    limits = {sid: plan.step(sid).max_parallel for sid in entries}
+    out_waves = paced_waves(entries, sub.deps, limits)
+    by_id = {one["id"]: one for ones in entries.values() for one in ones}
+    steps_out = [by_id[eid] for wave in out_waves for eid in wave]
     return {"plan": plan.name, "waves": out_waves, "steps": steps_out}
+
+
+def paced_waves(
+    entries: Mapping[str, list[dict[str, Any]]],
+    deps: Mapping[str, list[str]],
+    limits: Mapping[str, int | None],
+) -> list[list[str]]:
+    """The waves of a run whose entries all take the same time: each wave starts every entry
+    whose step's dependencies are done (in the order of `entries`: start order), at most a
+    step's `max_parallel` (`limits`) of its instances; a step is done after its last entry."""
+    left = {sid: [one["id"] for one in ones] for sid, ones in entries.items()}
+    done: set[str] = set()
+    out: list[list[str]] = []
+    while any(left.values()):
+        wave: list[str] = []
+        for sid, ids in left.items():
+            if ids and all(d in done for d in deps.get(sid, ())):
+                n = limits.get(sid) or len(ids)
+                wave.extend(ids[:n])
+                left[sid] = ids[n:]
+        if not wave:  # a dependency outside `entries`: as the graph's waves, never stuck
+            wave = [eid for ids in left.values() for eid in ids]
+            left = dict.fromkeys(left, [])
+        done.update(sid for sid, ids in left.items() if not ids)
+        out.append(wave)
+    return out
+
+
+def kept_results(plan: Plan, selected: list[str], kept: Mapping[str, Any]) -> dict[str, Any]:
+    """The result variables that the steps a resume keeps bound, as it binds them; not one
+    that a step still to run binds too (its value is not known before the run)."""
+    from planrun.run.resume import bind_kept
+
+    bound: dict[str, Any] = {}
+    bind_kept(bound, {s.id: s for s in plan.steps}, dict(kept))
+    rebound = {plan.step(sid).result_variable for sid in selected if sid not in kept}
+    return {k: v for k, v in bound.items() if k not in rebound}
 
 
 def placeholders(plan: Plan) -> dict[str, str]:

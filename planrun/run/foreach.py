@@ -196,9 +196,12 @@ class ForeachSteps:
                 host.reasons[iid] = why
 
     def _title(self, sid: str) -> str:
-        """A step's or instance's rendered title (an instance of a step kept whole has no
-        element bound: its step's title, rendered as far as it can be)."""
-        step = self.host.steps.get(sid) or self.host.steps[parent_of(sid) or sid]
+        """A step's or instance's rendered title (an instance of a step kept whole is not
+        registered with the scheduler: its step's title, rendered with its element)."""
+        step = self.host.steps.get(sid)
+        if step is None:
+            parent = self.host.steps[parent_of(sid) or sid]
+            step = replace(parent, id=sid)  # what instance_step makes, for its title only
         return self.host.title(step)
 
     def _restore(self, iid: str, rec: StepRecord) -> None:
@@ -227,6 +230,12 @@ class ForeachSteps:
         if step is None or not fans_out(step) or not isinstance(rec.result, list):
             return
         ids = [instance_id(sid, n) for n in range(len(rec.result))]
+        try:  # its dependencies are kept too, so the list reads as it did; only for the titles
+            items = resolve_elements(step, self.host.scope())
+        except (ExpressionError, FanOutError):
+            items = []
+        for n, item in enumerate(items[: len(ids)]):
+            self._bindings[ids[n]] = bindings(step, item, n)
         for n, iid in enumerate(ids):
             prev = resume.previous.get(iid)
             if prev is not None:

@@ -256,3 +256,34 @@ def kept_event(plan: str, sid: str, record: StepRecord, step: Step) -> StepResum
         record.result_masked,
         record.cache_key,
     )
+
+
+def kept_sub_steps(plan: str, sid: str, previous: Mapping[str, StepState]) -> list[StepResumed]:
+    """The `step.resumed` events of the sub-plan steps the previous run recorded under step
+    `sid` (a `plan` step, or its foreach instances), which the resume keeps whole: they are
+    kept with it, as its instances are, so every view still shows them."""
+    from planrun.run.runtree import STEP_SEPARATOR  # Lazy import: only for kept sub-plans
+
+    def under(row: str) -> bool:
+        head, sep, _ = row.partition(STEP_SEPARATOR)
+        return bool(sep) and (head == sid or parent_of(head) == sid)
+
+    return [
+        StepResumed(
+            plan,
+            row,
+            rec.status,
+            rec.attempts,
+            rec.duration_s,
+            rec.result,
+            rec.error,
+            rec.reason,
+            rec.fingerprint,
+            None,  # a sub-plan's result variables are its own
+            rec.result_masked,
+            title=prev.title,
+        )
+        for row, prev in previous.items()
+        if under(row)
+        for rec in (kept_record(prev),)
+    ]
