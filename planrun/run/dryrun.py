@@ -84,22 +84,41 @@ def paced_waves(
 ) -> list[list[str]]:
     """The waves of a run whose entries all take the same time: each wave starts every entry
     whose step's dependencies are done (in the order of `entries`: start order), at most a
-    step's `max_parallel` (`limits`) of its instances; a step is done after its last entry."""
+    step's `max_parallel` (`limits`) of its instances; a step is done after its last entry.
+    Each wave looks only at the steps ready for it (a 1,000-step plan: one pass)."""
+    order = {sid: i for i, sid in enumerate(entries)}
     left = {sid: [one["id"] for one in ones] for sid, ones in entries.items()}
-    done: set[str] = set()
+    waiting = {sid: len(set(deps.get(sid, ()))) for sid in entries}
+    dependents: dict[str, list[str]] = {}
+    for sid in entries:
+        for dep in set(deps.get(sid, ())):
+            dependents.setdefault(dep, []).append(sid)
+    ready = [sid for sid in entries if not waiting[sid]]
     out: list[list[str]] = []
-    while any(left.values()):
+    unfinished = len(entries)
+    while unfinished:
+        if not ready:  # a dependency outside `entries`: as the graph's waves, never stuck
+            out.append([eid for ids in left.values() for eid in ids])
+            break
         wave: list[str] = []
-        for sid, ids in left.items():
-            if ids and all(d in done for d in deps.get(sid, ())):
-                n = limits.get(sid) or len(ids)
-                wave.extend(ids[:n])
-                left[sid] = ids[n:]
-        if not wave:  # a dependency outside `entries`: as the graph's waves, never stuck
-            wave = [eid for ids in left.values() for eid in ids]
-            left = dict.fromkeys(left, [])
-        done.update(sid for sid, ids in left.items() if not ids)
-        out.append(wave)
+        going: list[str] = []
+        newly: list[str] = []
+        for sid in ready:
+            ids = left[sid]
+            n = limits.get(sid) or len(ids)
+            wave.extend(ids[:n])
+            left[sid] = ids[n:]
+            if left[sid]:
+                going.append(sid)
+                continue
+            unfinished -= 1
+            for later in dependents.get(sid, ()):
+                waiting[later] -= 1
+                if not waiting[later]:
+                    newly.append(later)
+        if wave:
+            out.append(wave)
+        ready = sorted(going + newly, key=order.__getitem__) if newly else going
     return out
 
 
