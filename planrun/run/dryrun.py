@@ -19,7 +19,7 @@ from planrun.plan.fanout import (
     instance_id,
     loop_names,
 )
-from planrun.plan.graph import PlanGraph
+from planrun.plan.graph import PlanGraph, paced_waves
 from planrun.run.scope import known_scope, rendered_description, rendered_title
 from planrun.run.stepcall import call_template, placed
 from planrun.text import counted
@@ -71,36 +71,11 @@ def dry_run_document(
         }
         entries[sid] = _entries(step, entry, scope, producers)
     limits = {sid: plan.step(sid).max_parallel for sid in entries}
-    out_waves = paced_waves(entries, sub.deps, limits)
+    ids = {sid: [one["id"] for one in ones] for sid, ones in entries.items()}
+    out_waves = paced_waves(ids, sub.deps, limits)
     by_id = {one["id"]: one for ones in entries.values() for one in ones}
     steps_out = [by_id[eid] for wave in out_waves for eid in wave]
     return {"plan": plan.name, "waves": out_waves, "steps": steps_out}
-
-
-def paced_waves(
-    entries: Mapping[str, list[dict[str, Any]]],
-    deps: Mapping[str, list[str]],
-    limits: Mapping[str, int | None],
-) -> list[list[str]]:
-    """The waves of a run whose entries all take the same time: each wave starts every entry
-    whose step's dependencies are done (in the order of `entries`: start order), at most a
-    step's `max_parallel` (`limits`) of its instances; a step is done after its last entry."""
-    left = {sid: [one["id"] for one in ones] for sid, ones in entries.items()}
-    done: set[str] = set()
-    out: list[list[str]] = []
-    while any(left.values()):
-        wave: list[str] = []
-        for sid, ids in left.items():
-            if ids and all(d in done for d in deps.get(sid, ())):
-                n = limits.get(sid) or len(ids)
-                wave.extend(ids[:n])
-                left[sid] = ids[n:]
-        if not wave:  # a dependency outside `entries`: as the graph's waves, never stuck
-            wave = [eid for ids in left.values() for eid in ids]
-            left = dict.fromkeys(left, [])
-        done.update(sid for sid, ids in left.items() if not ids)
-        out.append(wave)
-    return out
 
 
 def kept_results(plan: Plan, selected: list[str], kept: Mapping[str, Any]) -> dict[str, Any]:
