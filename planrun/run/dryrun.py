@@ -78,17 +78,6 @@ def dry_run_document(
     return {"plan": plan.name, "waves": out_waves, "steps": steps_out}
 
 
-def kept_results(plan: Plan, selected: list[str], kept: Mapping[str, Any]) -> dict[str, Any]:
-    """The result variables that the steps a resume keeps bound, as it binds them; not one
-    that a step still to run binds too (its value is not known before the run)."""
-    from planrun.run.resume import bind_kept
-
-    bound: dict[str, Any] = {}
-    bind_kept(bound, {s.id: s for s in plan.steps}, dict(kept))
-    rebound = {plan.step(sid).result_variable for sid in selected if sid not in kept}
-    return {k: v for k, v in bound.items() if k not in rebound}
-
-
 def placeholders(plan: Plan) -> dict[str, str]:
     """Result variable -> `<ID result>`, naming the step that binds it first."""
     out: dict[str, str] = {}
