@@ -220,6 +220,55 @@ def test_the_dry_run_starts_at_most_max_parallel_instances_per_wave(run, write):
     assert "wave 2 (3 in parallel)" in text, text
 
 
+def _ascii_waves(text: str) -> list[list[str]]:
+    """The entries of `graph`'s waves: a step's instances where it lists them, else the step."""
+    waves: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("wave "):
+            waves.append([])
+        elif line.lstrip().startswith(("├", "└")):
+            if waves[-1] and "[" not in waves[-1][-1]:
+                waves[-1].pop()  # the step's line: its instances stand for it
+            waves[-1].append(line.split()[2])
+        else:
+            waves[-1].append(line.replace("∥", "").split()[1])
+    return waves
+
+
+def test_graph_paces_instances_per_wave_as_the_dry_run_does(run, write):
+    # graph's waves were step-level: `m` in wave 1 with all its instances, `after` in wave 2,
+    # where the dry run (and a run whose steps take the same time) has it in wave 3
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: m, matrix: {x: [a, b, c]}, max_parallel: 2, run: "echo ${matrix.x}"}
+          - {id: one, foreach: [p, q], max_parallel: 1, run: "echo ${item}"}
+          - {id: free, run: "true"}
+          - {id: after, run: "true", depends_on: [m]}
+          - {id: next, run: "true", depends_on: [free]}
+        """,
+    )
+    dry = run("run", "plan.yaml", "--dry-run", "--output", "json")
+    r = run("graph", "plan.yaml")
+    assert r.code == 0, r
+    assert _ascii_waves(r.out) == dry.json["waves"], r.out
+    assert r.out.splitlines()[:12] == [
+        "wave 1  ∥ 4 in parallel",
+        "  ∥ ○ m  [shell]",
+        "      ├ ○ m[0]",
+        "      └ ○ m[1]",
+        "  ∥ ○ one  [shell]",
+        "      └ ○ one[0]",
+        "  ∥ ○ free  [shell]",
+        "wave 2  ∥ 3 in parallel",
+        "  ∥ ○ m  (continued: max_parallel 2)",
+        "      └ ○ m[2]",
+        "  ∥ ○ one  (continued: max_parallel 1)",
+        "      └ ○ one[1]",
+    ], r.out
+
+
 def test_max_parallel_two_lets_two_run_at_once(run, write, tmp_path):
     # Instance 0 waits until instance 1 has started: that only ends if two run at once;
     # instance 2 must not start before one of them ended.

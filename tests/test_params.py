@@ -338,6 +338,31 @@ def test_an_unknown_key_in_a_param_gets_a_did_you_mean_from_the_param_keys(run, 
     ], r.out
 
 
+def test_a_misspelt_param_type_gets_a_did_you_mean_at_its_position(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          n:
+            type: intger
+          s: {type: strung, default: x}
+          odd: {type: qqq}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    types = "'string', 'integer', 'number', 'boolean', 'list' or 'mapping'"
+    assert r.out.splitlines() == [
+        f'plan.yaml:3:11: error: params.n.type: expected {types}, got "intger"'
+        " (did you mean 'integer'?)",
+        f'plan.yaml:4:13: error: params.s.type: expected {types}, got "strung"'
+        " (did you mean 'string'?)",
+        f'plan.yaml:5:15: error: params.odd.type: expected {types}, got "qqq"',
+    ], r.out
+
+
 RENDERED = """
 params:
   target: {default: "${env.DEPLOY_TARGET | default('dev')}", choices: [dev, prod]}

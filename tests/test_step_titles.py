@@ -125,6 +125,33 @@ def test_kept_steps_show_their_rendered_titles(run, write, tmp_path):
     assert kept["title"] == "Prepare 1.0"
 
 
+def test_a_resume_starts_with_titles_read_from_the_kept_results(run, write, tmp_path):
+    # run.started listed `Use ${out}` though the resume knows `out` (its step is kept), as
+    # `resume --dry-run` does; a result a step still to run binds stays as written
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: make, tool: echo, args: {value: v42}, result_variable: out}
+          - id: use
+            title: "Use ${out}"
+            tool: shell
+            args: {cmd: "test -f ok && echo again"}
+            result_variable: late
+          - {id: then, title: "Then ${late}", tool: echo, args: {value: 1}, depends_on: [use]}
+        """,
+    )
+    assert run("run").code == 1
+    (tmp_path / "ok").write_text("")
+    r = run("resume", "--events", "e.jsonl")
+    assert r.code == 0, r
+    started = next(e for e in _events(tmp_path / "e.jsonl") if e["event"] == "run.started")
+    listed = {s["id"]: s["title"] for s in started["steps"]}
+    assert listed == {"make": "make", "use": "Use v42", "then": "Then ${late}"}, listed
+    dry = run("resume", "--dry-run", "--output", "json")
+    assert {s["id"]: s["title"] for s in dry.json["steps"]}["use"] == "Use v42"
+
+
 def test_an_undefined_name_in_a_description_is_a_validation_error(run, write):
     write(
         "p.yaml",

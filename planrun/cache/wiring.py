@@ -279,12 +279,14 @@ def run_cache_options(req: CacheRequest, prep: Prepared) -> CacheOptions:
     fans = {s.id for s in prep.plan.steps if fans_out(s)}
     unknown = [f for f in forced if f not in known and parent_of(f) not in fans]
     if unknown:
-        from planrun.suggest import did_you_mean
+        from planrun.suggest import closest
 
-        hint = did_you_mean(unknown[0], known)
-        raise UsageError(
-            f"--force: no step '{unknown[0]}' in the plan" + (f" ({hint})" if hint else "")
-        )
+        word = unknown[0]
+        match = closest(word, known)
+        if match is not None and match in fans and (step := parent_of(word)):
+            match += word[len(step) :]  # `--force` takes an instance: point at that one
+        hint = f" (did you mean '{match}'?)" if match else ""
+        raise UsageError(f"--force: no step '{word}' in the plan{hint}")
     return CacheOptions(
         enabled=not req.no_cache,
         directory=req.cache_dir,

@@ -178,7 +178,8 @@ def graph(
         echo_view(g.render_dot(p.name or "", pg))
     else:
         statuses = _last_statuses(p.name or "", found.given_path(state))
-        echo_view(g.render_ascii(pg, statuses, always))
+        limits = {s.id: s.max_parallel for s in p.steps}
+        echo_view(g.render_ascii(pg, statuses, always, limits))
 
 
 def _state_path(name: str, state: str | None) -> str:

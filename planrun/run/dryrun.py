@@ -19,7 +19,7 @@ from planrun.plan.fanout import (
     instance_id,
     loop_names,
 )
-from planrun.plan.graph import PlanGraph
+from planrun.plan.graph import PlanGraph, paced_waves
 from planrun.run.scope import known_scope, rendered_description, rendered_title
 from planrun.run.stepcall import call_template, placed
 from planrun.text import counted
@@ -71,66 +71,11 @@ def dry_run_document(
         }
         entries[sid] = _entries(step, entry, scope, producers)
     limits = {sid: plan.step(sid).max_parallel for sid in entries}
-    out_waves = paced_waves(entries, sub.deps, limits)
+    ids = {sid: [one["id"] for one in ones] for sid, ones in entries.items()}
+    out_waves = paced_waves(ids, sub.deps, limits)
     by_id = {one["id"]: one for ones in entries.values() for one in ones}
     steps_out = [by_id[eid] for wave in out_waves for eid in wave]
     return {"plan": plan.name, "waves": out_waves, "steps": steps_out}
-
-
-def paced_waves(
-    entries: Mapping[str, list[dict[str, Any]]],
-    deps: Mapping[str, list[str]],
-    limits: Mapping[str, int | None],
-) -> list[list[str]]:
-    """The waves of a run whose entries all take the same time: each wave starts every entry
-    whose step's dependencies are done (in the order of `entries`: start order), at most a
-    step's `max_parallel` (`limits`) of its instances; a step is done after its last entry.
-    Each wave looks only at the steps ready for it (a 1,000-step plan: one pass)."""
-    order = {sid: i for i, sid in enumerate(entries)}
-    left = {sid: [one["id"] for one in ones] for sid, ones in entries.items()}
-    waiting = {sid: len(set(deps.get(sid, ()))) for sid in entries}
-    dependents: dict[str, list[str]] = {}
-    for sid in entries:
-        for dep in set(deps.get(sid, ())):
-            dependents.setdefault(dep, []).append(sid)
-    ready = [sid for sid in entries if not waiting[sid]]
-    out: list[list[str]] = []
-    unfinished = len(entries)
-    while unfinished:
-        if not ready:  # a dependency outside `entries`: as the graph's waves, never stuck
-            out.append([eid for ids in left.values() for eid in ids])
-            break
-        wave: list[str] = []
-        going: list[str] = []
-        newly: list[str] = []
-        for sid in ready:
-            ids = left[sid]
-            n = limits.get(sid) or len(ids)
-            wave.extend(ids[:n])
-            left[sid] = ids[n:]
-            if left[sid]:
-                going.append(sid)
-                continue
-            unfinished -= 1
-            for later in dependents.get(sid, ()):
-                waiting[later] -= 1
-                if not waiting[later]:
-                    newly.append(later)
-        if wave:
-            out.append(wave)
-        ready = sorted(going + newly, key=order.__getitem__) if newly else going
-    return out
-
-
-def kept_results(plan: Plan, selected: list[str], kept: Mapping[str, Any]) -> dict[str, Any]:
-    """The result variables that the steps a resume keeps bound, as it binds them; not one
-    that a step still to run binds too (its value is not known before the run)."""
-    from planrun.run.resume import bind_kept
-
-    bound: dict[str, Any] = {}
-    bind_kept(bound, {s.id: s for s in plan.steps}, dict(kept))
-    rebound = {plan.step(sid).result_variable for sid in selected if sid not in kept}
-    return {k: v for k, v in bound.items() if k not in rebound}
 
 
 def placeholders(plan: Plan) -> dict[str, str]:

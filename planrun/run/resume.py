@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from planrun.cache import ALL_FORCED, FORCED  # --force [ID]: run again, whatever was left
-from planrun.plan.definition import Step
+from planrun.plan.definition import Plan, Step
 from planrun.plan.expressions import ExpressionError
 from planrun.plan.fanout import fans_out
 from planrun.plan.graph import PlanGraph, data_sources
@@ -238,6 +238,16 @@ def bind_kept(
     """Bind the kept steps' result variables into the run's variables."""
     for sid, record in kept.items():
         _bind(variables, steps[sid], record)
+
+
+def kept_results(plan: Plan, selected: list[str], kept: Mapping[str, Any]) -> dict[str, Any]:
+    """The result variables that the steps a resume keeps bound, as it binds them; not one
+    that a step still to run binds too (its value is not known before the run). What the
+    resume's run.started titles and `resume --dry-run` read."""
+    bound: dict[str, Any] = {}
+    bind_kept(bound, {s.id: s for s in plan.steps}, dict(kept))
+    rebound = {plan.step(sid).result_variable for sid in selected if sid not in kept}
+    return {k: v for k, v in bound.items() if k not in rebound}
 
 
 def kept_event(plan: str, sid: str, record: StepRecord, step: Step) -> StepResumed:

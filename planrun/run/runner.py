@@ -215,7 +215,8 @@ def dry_run(req: RunRequest, prep: Prepared) -> Finished:
     """What would run (on resume: again, and why), with what the cache has (a sub-plan is
     never dry-run on its own: its `plan` step is a row of its parent's dry run)."""
     from planrun.cache.wiring import preview_dry_run
-    from planrun.run.dryrun import dry_run_document, kept_results, mark_resume
+    from planrun.run.dryrun import dry_run_document, mark_resume
+    from planrun.run.resume import kept_results
 
     decided = None
     if req.resume:  # what would run again, and why

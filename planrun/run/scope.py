@@ -275,12 +275,18 @@ def plan_scope(plan: Plan, given: Mapping[str, Any], env: Mapping[str, str]) -> 
 
 
 def titles_before_run(
-    steps: list[Step], variables: Mapping[str, Any], env: Mapping[str, str]
+    steps: list[Step],
+    variables: Mapping[str, Any],
+    env: Mapping[str, str],
+    results: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """Each step's title as known when the run starts: a title that reads a result variable
-    (bound later, whatever value the name has now) or a foreach element stays as written."""
+    (bound later, whatever value the name has now) or a foreach element stays as written;
+    `results`, the result variables known already (those a resume keeps), are read."""
+    results = results or {}
     bound = {s.result_variable for s in steps if s.result_variable}
-    known = known_scope({k: v for k, v in variables.items() if k not in bound}, env)
+    given = {k: v for k, v in variables.items() if k not in bound}
+    known = known_scope({**given, **results}, env)
     return {s.id: rendered_title(s, lambda: known) for s in steps}
 
 
