@@ -39,6 +39,7 @@ from planrun.run.events import (
     StepStarted,
     StepSucceeded,
 )
+from planrun.run.resume import resumed_event
 from planrun.run.scope import StepRecord, instance_views
 from planrun.run.settings import RunSettings
 from planrun.status import Status
@@ -206,21 +207,7 @@ class ForeachSteps:
 
     def _restore(self, iid: str, rec: StepRecord) -> None:
         self.host.records[iid] = rec
-        event = StepResumed(
-            self.host.plan.name or "",
-            iid,
-            rec.status,
-            rec.attempts,
-            rec.duration_s,
-            rec.result,
-            rec.error,
-            rec.reason,
-            rec.fingerprint,
-            None,
-            rec.result_masked,
-            title=self._title(iid),
-        )
-        self.host.emit(event)
+        self.host.emit(resumed_event(self.host.plan.name or "", iid, rec, title=self._title(iid)))
 
     def keep(self, sid: str, resume: ResumePlan) -> None:
         """A foreach step kept whole from the previous run: its instances are kept with it."""

@@ -17,7 +17,7 @@ from planrun.plan.expressions import ExpressionError
 from planrun.plan.fanout import fans_out
 from planrun.plan.graph import PlanGraph, data_sources
 from planrun.plan.instances import parent_of
-from planrun.run.events import StepResumed
+from planrun.run.events import ABSENT, Absent, StepResumed
 from planrun.run.scope import Scope, StepRecord, foreach_fingerprint, step_args, step_condition
 from planrun.state.model import StepState
 from planrun.status import CONDITION_FALSE, Status
@@ -252,6 +252,22 @@ def kept_results(plan: Plan, selected: list[str], kept: Mapping[str, Any]) -> di
 
 def kept_event(plan: str, sid: str, record: StepRecord, step: Step) -> StepResumed:
     """The `step.resumed` event of a kept step: everything its reports show, as recorded."""
+    return resumed_event(
+        plan, sid, record, result_variable=step.result_variable, key=record.cache_key
+    )
+
+
+def resumed_event(
+    plan: str,
+    sid: str,
+    record: StepRecord,
+    *,
+    result_variable: str | None = None,
+    key: str | None | Absent = ABSENT,
+    title: str | None = None,
+) -> StepResumed:
+    """The `step.resumed` event of a step kept as `record` holds it. A foreach instance or a
+    sub-plan's step binds no result variable of its own and has no key."""
     return StepResumed(
         plan,
         sid,
@@ -262,9 +278,10 @@ def kept_event(plan: str, sid: str, record: StepRecord, step: Step) -> StepResum
         record.error,
         record.reason,
         record.fingerprint,
-        step.result_variable,
+        result_variable,
         record.result_masked,
-        record.cache_key,
+        key,
+        title=title,
     )
 
 
@@ -279,21 +296,7 @@ def kept_sub_steps(plan: str, sid: str, previous: Mapping[str, StepState]) -> li
         return bool(sep) and (head == sid or parent_of(head) == sid)
 
     return [
-        StepResumed(
-            plan,
-            row,
-            rec.status,
-            rec.attempts,
-            rec.duration_s,
-            rec.result,
-            rec.error,
-            rec.reason,
-            rec.fingerprint,
-            None,  # a sub-plan's result variables are its own
-            rec.result_masked,
-            title=prev.title,
-        )
+        resumed_event(plan, row, kept_record(prev), title=prev.title)
         for row, prev in previous.items()
         if under(row)
-        for rec in (kept_record(prev),)
     ]
