@@ -214,14 +214,19 @@ def paced_waves(
     `entries`: start order), at most a step's `max_parallel` (`limits`) of its instances; a
     step is done after its last entry. The dry run's waves, and `graph`'s. Each wave looks
     only at the steps ready for it (a 2,000-step chain: linear, not quadratic)."""
-    order = {sid: i for i, sid in enumerate(entries)}
-    left = {sid: list(ids) for sid, ids in entries.items()}
-    waiting = {sid: len(set(deps.get(sid, ()))) for sid in entries}
+    left = dict(entries)  # (each step's list is replaced by what is left of it, never changed)
+    waiting: dict[str, int] = {}  # step -> its dependencies not done yet (each named once)
     dependents: dict[str, list[str]] = {}
+    ready: list[str] = []
     for sid in entries:
-        for dep in set(deps.get(sid, ())):
+        mine = deps.get(sid)
+        if not mine:
+            ready.append(sid)
+            continue
+        waiting[sid] = len(mine)
+        for dep in mine:
             dependents.setdefault(dep, []).append(sid)
-    ready = [sid for sid in entries if not waiting[sid]]
+    order: dict[str, int] = {}
     out: list[list[str]] = []
     unfinished = len(entries)
     while unfinished:
@@ -246,7 +251,11 @@ def paced_waves(
                     newly.append(later)
         if wave:
             out.append(wave)
-        ready = sorted(going + newly, key=order.__getitem__) if newly else going
+        if newly:
+            order = order or {sid: i for i, sid in enumerate(entries)}
+            going.extend(newly)
+            going.sort(key=order.__getitem__)
+        ready = going
     return out
 
 
