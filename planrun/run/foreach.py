@@ -39,7 +39,6 @@ from planrun.run.events import (
     StepStarted,
     StepSucceeded,
 )
-from planrun.run.resume import resumed_event
 from planrun.run.scope import StepRecord, instance_views
 from planrun.run.settings import RunSettings
 from planrun.status import Status
@@ -207,6 +206,8 @@ class ForeachSteps:
 
     def _restore(self, iid: str, rec: StepRecord) -> None:
         self.host.records[iid] = rec
+        from planrun.run.resume import resumed_event  # Lazy import: only on resume
+
         self.host.emit(resumed_event(self.host.plan.name or "", iid, rec, title=self._title(iid)))
 
     def keep(self, sid: str, resume: ResumePlan) -> None:
