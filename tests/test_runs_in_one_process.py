@@ -186,3 +186,29 @@ def test_a_run_on_its_own_local_dask_cluster_leaves_the_environment_as_it_found_
     )
     proc = python_ok("-c", code, cwd=tmp_path)
     assert json.loads(proc.stdout.splitlines()[-1]) == {"code": 0, "changed": []}
+
+
+def test_a_runs_python_modules_are_its_own(tmp_path: Path) -> None:
+    """Each run imports its `python` steps' modules afresh, and leaves sys.path as it found it:
+    a second run in another directory called the first one's helpers.py (and every directory
+    a run had imported from stayed on sys.path)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "helpers.py").write_text(f"def f():\n    return {name!r}\n")
+        (tmp_path / name / "p.yaml").write_text(
+            "steps:\n  - {id: s, tool: python, args: {function: 'helpers:f'}}\n"
+        )
+    code = (
+        "import json, os, sys\n"
+        "import planrun\n"
+        "path = list(sys.path)\n"
+        "got = []\n"
+        "for d in ('a', 'b', 'a'):\n"
+        "    doc, _ = planrun.run_plan('p.yaml', cwd=os.path.abspath(d), no_state=True)\n"
+        "    got.append(doc['steps'][0]['result'])\n"
+        "print(json.dumps({'got': got, 'path_kept': sys.path == path,"
+        " 'imported': 'helpers' in sys.modules}))\n"
+    )
+    proc = python_ok("-c", code, cwd=tmp_path)
+    found = json.loads(proc.stdout.splitlines()[-1])
+    assert found == {"got": ["a", "b", "a"], "path_kept": True, "imported": False}, found
