@@ -16,25 +16,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from planrun.reporters.console import ConsoleReporter  # noqa: E402
 from planrun.reporters.jsonl import JsonLinesReporter  # noqa: E402
-from planrun.run.events import Event  # noqa: E402
+from planrun.run.events import (  # noqa: E402
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    StepStarted,
+    StepSucceeded,
+)
 
 TARGET_US = 20.0
 
 
-def synthetic_steps(n: int) -> list[Event]:
+def synthetic_steps(n: int) -> list[RunEvent]:
     steps = [{"id": f"s{i}", "title": "", "tool": "shell", "depends_on": []} for i in range(n)]
     t = time.time()
-    events = [Event("run.started", "bench", None, {"steps": steps, "resumed": False}, ts=t)]
+    events: list[RunEvent] = [RunStarted("bench", steps=steps, resumed=False, ts=t)]
     for i in range(n):
         t += 0.0003
-        events.append(Event("step.started", "bench", f"s{i}", {"attempt": 1}, ts=t))
-        done = {"status": "succeeded", "attempts": 1, "duration_s": 0.0002, "output": None}
-        events.append(Event("step.succeeded", "bench", f"s{i}", done, ts=t))
-    events.append(Event("run.finished", "bench", None, {"status": "succeeded", "duration_s": 3.0}))
+        events.append(StepStarted("bench", f"s{i}", attempt=1, ts=t))
+        done = StepSucceeded("bench", f"s{i}", attempts=1, duration_s=0.0002, output=None, ts=t)
+        events.append(done)
+    events.append(RunFinished("bench", status="succeeded", duration_s=3.0, ts=time.time()))
     return events
 
 
-def per_event_us(kind: str, events: list[Event]) -> float:
+def per_event_us(kind: str, events: list[RunEvent]) -> float:
     with open(os.devnull, "w", encoding="utf-8") as devnull:
         reporter: Any = (
             ConsoleReporter(devnull, color=False, live=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from planrun.reporters.tally import RunTally
-from planrun.run.events import Event
 from planrun.run.stepcounts import step_parts
+from tests.testkit import Event
 
 PLAN = "demo"
 

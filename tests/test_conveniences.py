@@ -384,7 +384,7 @@ def test_live_view_shows_titles_of_running_steps():
     from rich.console import Console
 
     from planrun.reporters.console import ConsoleReporter
-    from planrun.run.events import Event
+    from tests.testkit import Event
 
     console = ConsoleReporter(io.StringIO(), live=True, color=False)
     steps = [

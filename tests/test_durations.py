@@ -10,9 +10,10 @@ import pytest
 
 from planrun.reporters.console import ConsoleReporter
 from planrun.reporters.junit import JUnitReporter
-from planrun.run.events import Event, EventBus
+from planrun.run.events import EventBus
 from planrun.state import RunState, StepState, render_status_text
 from planrun.text import format_duration
+from tests.testkit import Event
 
 
 @pytest.mark.parametrize(

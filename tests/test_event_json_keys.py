@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from planrun.run.events import ABSENT, Event, StepResumed, StepSucceeded, event_json
+from planrun.run.events import ABSENT, StepResumed, StepSucceeded, event_json
+from tests.testkit import Event
 
 PLAN = """
 name: keys

@@ -1027,6 +1027,31 @@ def test_targets_select_all_of_a_steps_instances(run, write):
     assert r.code == 2 and "no step 'fan[1]'" in r.err and "did you mean 'fan'?" in r.err, r
 
 
+def test_a_typod_instance_id_of_a_short_step_gets_its_hint(run, write):
+    # `m[1]` is too far from `m` as a whole word for the close-match cutoff: the hint compares
+    # an instance id by its step part, as it does for a longer id (`fan[1]` above)
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: m, tool: echo, matrix: {n: [1, 2]}, args: {value: "${matrix.n}"}}
+          - {id: other, tool: echo, args: {value: 1}}
+        """,
+    )
+    for args in (["m[1]"], ["--only", "m[1]"], ["--only", "mm[1]"]):
+        r = run("run", "p.yaml", *args, "--no-state")
+        assert r.code == 2 and f"no step '{args[-1]}'" in r.err, r
+        assert "(did you mean 'm'?)" in r.err, r
+    # --force takes an instance: a typo'd one is pointed at the instance of its step
+    r = run("run", "p.yaml", "--force=mm[1]", "--no-state")
+    assert r.code == 2 and "--force: no step 'mm[1]'" in r.err, r
+    assert "(did you mean 'm[1]'?)" in r.err, r
+    # no hint where the step part is not close either
+    for args in (["x[1]"], ["--force=x[1]"]):
+        r = run("run", "p.yaml", *args, "--no-state")
+        assert r.code == 2 and "did you mean" not in r.err, r
+
+
 def test_hostile_elements_reach_each_instance_verbatim(run, write, tmp_path):
     elements = ["$(touch pwned)", "`touch pwned2`", 'it\'s "q"', "a\nb", "ünï 🎉", "$HOME", ""]
     write(

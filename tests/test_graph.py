@@ -263,3 +263,43 @@ def test_dry_run_steps_and_graph_edges_follow_the_dependencies_not_the_file(run,
     ]
     real = run("run", "p.yaml", "--output", "json", "--events", "ev.jsonl", "-j", "1")
     assert real.code == 0, real
+
+
+def test_graph_renders_titles_and_checks_given_params_as_list_does(run, write):
+    # Titles are rendered with what is known before a run in every view, the graph's four
+    # formats too; a --var its param refuses is exit 2 there as for `list` and `show`, and a
+    # missing required param is no error.
+    write(
+        "p.yaml",
+        """
+        secrets: [token]
+        variables: {token: hunter2}
+        params:
+          target: {default: dev, choices: [dev, prod]}
+          n: {type: integer, required: true}
+        steps:
+          - {id: deploy, title: "Deploy to ${target}", run: "true"}
+          - {id: login, title: "Log in with ${token}", run: "true"}
+          - {id: make, tool: echo, args: {value: 1}, result_variable: out}
+          - {id: later, title: "Use ${out}", run: "true"}
+          - {id: m, title: "M ${matrix.x}", matrix: {x: [a]}, run: "true"}
+        """,
+    )
+    j = run("graph", "p.yaml", "--format", "json", "--var", "target=prod")
+    assert j.code == 0, j
+    titles = {n["id"]: n["title"] for n in j.json["nodes"]}
+    assert titles == {
+        "deploy": "Deploy to prod",
+        "login": "Log in with ***",
+        "make": "make",
+        "later": "Use ${out}",  # not known before the run: as written
+        "m": "M <matrix.x>",  # the step itself has no element: a placeholder
+    }
+    assert "deploy  Deploy to dev  [shell]" in run("graph", "p.yaml").out
+    assert "Deploy to dev" in run("graph", "p.yaml", "--format", "mermaid").out
+    assert "Deploy to dev" in run("graph", "p.yaml", "--format", "dot").out
+    for bad, said in (("n=x", "--var n: expected an integer, got 'x'"), ("target=qa", "'qa'")):
+        r = run("graph", "p.yaml", "--var", bad)
+        assert r.code == 2, r
+        assert said in r.err
+        assert_no_traceback(r)

@@ -194,6 +194,81 @@ def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
     assert most_at_once(tmp_path / "ev.jsonl", lambda step: "[" in step) == 1
 
 
+def test_the_dry_run_starts_at_most_max_parallel_instances_per_wave(run, write):
+    # Waves are a run whose steps all take the same time: a step's `max_parallel` holds its
+    # instances back there too (1: one per wave, in order), and what depends on the step
+    # starts after its last one; a step that does not wait for it starts as before.
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: m, matrix: {x: [a, b, c]}, max_parallel: 2, run: "echo ${matrix.x}"}
+          - {id: one, foreach: [p, q], max_parallel: 1, run: "echo ${item}"}
+          - {id: free, run: "true"}
+          - {id: after, run: "true", depends_on: [m]}
+          - {id: next, run: "true", depends_on: [free]}
+        """,
+    )
+    r = run("run", "plan.yaml", "--dry-run", "--output", "json")
+    assert r.code == 0, r
+    assert r.json["waves"] == [
+        ["m[0]", "m[1]", "one[0]", "free"],
+        ["m[2]", "one[1]", "next"],
+        ["after"],
+    ]
+    text = run("run", "plan.yaml", "--dry-run").out
+    assert "wave 2 (3 in parallel)" in text, text
+
+
+def _ascii_waves(text: str) -> list[list[str]]:
+    """The entries of `graph`'s waves: a step's instances where it lists them, else the step."""
+    waves: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("wave "):
+            waves.append([])
+        elif line.lstrip().startswith(("├", "└")):
+            if waves[-1] and "[" not in waves[-1][-1]:
+                waves[-1].pop()  # the step's line: its instances stand for it
+            waves[-1].append(line.split()[2])
+        else:
+            waves[-1].append(line.replace("∥", "").split()[1])
+    return waves
+
+
+def test_graph_paces_instances_per_wave_as_the_dry_run_does(run, write):
+    # graph's waves were step-level: `m` in wave 1 with all its instances, `after` in wave 2,
+    # where the dry run (and a run whose steps take the same time) has it in wave 3
+    write(
+        "plan.yaml",
+        """
+        steps:
+          - {id: m, matrix: {x: [a, b, c]}, max_parallel: 2, run: "echo ${matrix.x}"}
+          - {id: one, foreach: [p, q], max_parallel: 1, run: "echo ${item}"}
+          - {id: free, run: "true"}
+          - {id: after, run: "true", depends_on: [m]}
+          - {id: next, run: "true", depends_on: [free]}
+        """,
+    )
+    dry = run("run", "plan.yaml", "--dry-run", "--output", "json")
+    r = run("graph", "plan.yaml")
+    assert r.code == 0, r
+    assert _ascii_waves(r.out) == dry.json["waves"], r.out
+    assert r.out.splitlines()[:12] == [
+        "wave 1  ∥ 4 in parallel",
+        "  ∥ ○ m  [shell]",
+        "      ├ ○ m[0]",
+        "      └ ○ m[1]",
+        "  ∥ ○ one  [shell]",
+        "      └ ○ one[0]",
+        "  ∥ ○ free  [shell]",
+        "wave 2  ∥ 3 in parallel",
+        "  ∥ ○ m  (continued: max_parallel 2)",
+        "      └ ○ m[2]",
+        "  ∥ ○ one  (continued: max_parallel 1)",
+        "      └ ○ one[1]",
+    ], r.out
+
+
 def test_max_parallel_two_lets_two_run_at_once(run, write, tmp_path):
     # Instance 0 waits until instance 1 has started: that only ends if two run at once;
     # instance 2 must not start before one of them ended.
@@ -377,7 +452,9 @@ def test_a_matrix_list_may_be_an_expression_as_a_foreach_may(run, write, tmp_pat
     assert show.json["matrix"] == {"py": "${versions}"}
     assert [i["id"] for i in show.json["instances"]] == ["known[0]", "known[1]"]
 
-    first = run("run", "plan.yaml", "--output", "json")
+    # One at a time: with two, macos-3.12 could fail (and abort the run) while linux-3.11 still
+    # ran, and the resume would then have nothing to keep.
+    first = run("run", "plan.yaml", "--output", "json", "-j", "1")
     assert first.code == 1, first  # macos-3.12 fails until `ok` exists
     (tmp_path / "ok").write_text("")
     again = run("resume", "plan.yaml", "--output", "json")

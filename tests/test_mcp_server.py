@@ -297,6 +297,27 @@ def test_failed_run_then_resume_skips_the_step_that_succeeded(tmp_path: Path) ->
     assert (tmp_path / "ran.txt").read_text() == "first\n"  # `first` ran once, not twice
 
 
+def test_a_plan_reading_invocation_dir_runs_as_from_the_command_line(tmp_path: Path) -> None:
+    # A plan that `planrun run` runs is valid here too: `invocation_dir` is the directory the
+    # server was started in, unless `variables` set it.
+    plan = "steps: [{id: s, tool: echo, args: {value: '${invocation_dir}'}}]\n"
+
+    async def body(c: Client) -> Any:
+        valid = await c.call_tool("plan_validate", {"plan": plan})
+        dry = await c.call_tool("plan_dry_run", {"plan": plan})
+        ran = await c.call_tool("plan_run", {"plan": plan})
+        given = await c.call_tool("plan_run", {"plan": plan, "variables": {"invocation_dir": "x"}})
+        return valid, dry, ran, given
+
+    valid, dry, ran, given = session(tmp_path, body)
+    assert valid.structured_content["valid"], valid.structured_content
+    assert not dry.is_error, dry.content
+    assert dry.structured_content["steps"][0]["args"] == {"value": str(tmp_path)}
+    assert not ran.is_error, ran.content
+    assert ran.structured_content["steps"][0]["result"] == str(tmp_path)
+    assert given.structured_content["steps"][0]["result"] == "x"
+
+
 def test_errors_come_back_as_tool_errors_with_cli_text(tmp_path: Path) -> None:
     gated = "name: gated\nsteps:\n  - {id: deploy, tool: echo, args: {value: 1}, approval: true}\n"
 

@@ -71,11 +71,21 @@ def test_a_value_outside_choices_and_a_missing_required_param_exit_2(run, write)
 
 
 def test_a_vars_file_value_is_checked_against_the_param(run, write):
+    # The value is in a file: the error says where (as a vars file that does not parse does),
+    # in every command that reads the file; a --var over it is the --var's.
     write("plan.yaml", PLAN)
-    write("vars.yaml", "version: '2'\nn: two\n")
-    r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
+    write("vars.yaml", "version: '2'\nn: two\ntarget: qa\n")
+    for command in (["run"], ["run", "--dry-run"], ["validate"], ["list"], ["graph"], ["show"]):
+        words = [*command, "plan.yaml", *(["show"] if command == ["show"] else [])]
+        r = run(*words, "--vars-file", "vars.yaml", "--var", "target=dev")
+        assert r.code == 2, (command, r)
+        assert "vars file vars.yaml:2:4: n: expected an integer, got 'two'" in r.err, (command, r)
+        assert_no_traceback(r)
+    r = run("run", "plan.yaml", "--vars-file", "vars.yaml", "--var", "n=3")
     assert r.code == 2, r
-    assert "n: expected an integer, got 'two'" in r.err
+    assert "vars file vars.yaml:3:9: target: 'qa' is not one of dev, staging, prod" in r.err, r
+    r = run("run", "plan.yaml", "--vars-file", "vars.yaml", "--var", "n=x")
+    assert "planrun: error: --var n: expected an integer, got 'x'" in r.err, r
 
 
 def test_params_are_checked_by_validate(run, write):
@@ -217,7 +227,7 @@ def test_values_in_param_errors_are_written_as_json_not_python(run, write, tmp_p
     write("vars.yaml", "l: {a: true}\n")
     r = run("run", "plan.yaml", "--vars-file", "vars.yaml")
     assert r.code == 2, r
-    assert 'l: expected a list, got {"a": true}' in r.err, r.err
+    assert 'vars file vars.yaml:1:4: l: expected a list, got {"a": true}' in r.err, r.err
     r = run("run", "plan.yaml", "--var", "b=false")
     assert r.code == 2, r
     assert "--var b: false is not one of true" in r.err, r.err
@@ -325,6 +335,31 @@ def test_an_unknown_key_in_a_param_gets_a_did_you_mean_from_the_param_keys(run, 
     assert r.out.splitlines() == [
         "plan.yaml:2:7: error: unknown key 'requird' in params.n (did you mean 'required'?)",
         "plan.yaml:2:22: error: unknown key 'tpye' in params.n (did you mean 'type'?)",
+    ], r.out
+
+
+def test_a_misspelt_param_type_gets_a_did_you_mean_at_its_position(run, write):
+    write(
+        "plan.yaml",
+        """
+        params:
+          n:
+            type: intger
+          s: {type: strung, default: x}
+          odd: {type: qqq}
+        steps:
+          - {id: a, tool: echo, args: {value: 1}}
+        """,
+    )
+    r = run("validate", "plan.yaml")
+    assert r.code == 3, r
+    types = "'string', 'integer', 'number', 'boolean', 'list' or 'mapping'"
+    assert r.out.splitlines() == [
+        f'plan.yaml:3:11: error: params.n.type: expected {types}, got "intger"'
+        " (did you mean 'integer'?)",
+        f'plan.yaml:4:13: error: params.s.type: expected {types}, got "strung"'
+        " (did you mean 'string'?)",
+        f'plan.yaml:5:15: error: params.odd.type: expected {types}, got "qqq"',
     ], r.out
 
 

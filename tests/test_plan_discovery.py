@@ -119,6 +119,26 @@ def test_invocation_dir_is_a_known_name_for_validation_and_plan_variables(tmp_pa
     assert (tmp_path / "out.txt").read_text() == f"{deep.resolve()}/x"
 
 
+def test_a_sub_plan_reads_invocation_dir_as_it_would_on_its_own(tmp_path):
+    # A sub-plan obeys the rules of a plan run on its own: started from the same directory,
+    # it knows the same `invocation_dir` (validation and run), unless its `variables` set it.
+    deep = project(tmp_path)
+    (tmp_path / "child.yaml").write_text(
+        "steps: [{id: s, tool: shell, args: {cmd: 'printf %s ${invocation_dir} > ${to}'}}]\n"
+    )
+    (tmp_path / "planrun.yaml").write_text(
+        "steps:\n"
+        "  - {id: a, tool: plan, args: {path: child.yaml, variables: {to: a.txt}}}\n"
+        "  - {id: b, tool: plan, args: {path: child.yaml,"
+        " variables: {to: b.txt, invocation_dir: given}}}\n"
+    )
+    assert planrun("validate", "child.yaml", "--var", "to=x", cwd=tmp_path).code == 0
+    r = planrun("run", cwd=deep)
+    assert r.code == 0, r
+    assert (tmp_path / "a.txt").read_text() == str(deep.resolve())
+    assert (tmp_path / "b.txt").read_text() == "given"
+
+
 def test_paths_given_on_the_command_line_stay_relative_to_where_planrun_started(tmp_path):
     deep = project(tmp_path)
     (deep / "vars.yaml").write_text("who: here\n")

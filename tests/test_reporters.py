@@ -18,7 +18,8 @@ import pytest
 from planrun.reporters.console import ConsoleReporter
 from planrun.reporters.jsonl import JsonLinesReporter
 from planrun.reporters.junit import JUnitReporter
-from planrun.run.events import Event, EventBus
+from planrun.run.events import EventBus
+from tests.testkit import Event
 
 PLAN = "demo"
 T0 = 1795658824.123  # 2026-11-26T02:07:04.123Z

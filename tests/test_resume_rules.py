@@ -566,6 +566,47 @@ def test_a_sub_plan_started_again_on_resume_keeps_its_steps_that_succeeded(run, 
     assert (tmp_path / "log").read_text().split()[4:] == ["c1", "c2", "after"]
 
 
+def test_a_sub_plan_kept_whole_on_resume_keeps_its_steps_in_every_view(run, write, tmp_path):
+    # A `plan` step kept from the previous run is kept with its sub-plan's steps (as a
+    # foreach step with its instances): they stay in the run document, the state (status,
+    # report) and JUnit as kept, not dropped; a matrix of sub-plans too.
+    write(
+        "child.yaml",
+        """
+        steps:
+          - {id: c1, title: "First ${greet}", tool: shell, args: {cmd: "echo c1 >> log"}}
+        variables: {greet: hi}
+        """,
+    )
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: sub, tool: plan, args: {path: child.yaml}}
+          - {id: subs, matrix: {g: [a, b]}, tool: plan,
+             args: {path: child.yaml, variables: {greet: "${matrix.g}"}}}
+          - {id: after, tool: shell, args: {cmd: "test -e ok"}, depends_on: [sub, subs]}
+        """,
+    )
+    first = run("run", "p.yaml", "--output", "json")
+    assert first.code == 1
+    rows = ["sub", "sub/c1", "subs", "subs[0]", "subs[0]/c1", "subs[1]", "subs[1]/c1", "after"]
+    assert [s["id"] for s in first.json["steps"]] == rows
+    assert [s["id"] for s in run("status", "p.yaml", "--output", "json").json["steps"]] == rows
+    (tmp_path / "ok").touch()
+    r = run("resume", "p.yaml", "--output", "json", "--junit", "junit.xml")
+    assert r.code == 0, r
+    assert (tmp_path / "log").read_text().split() == ["c1"] * 3  # nothing ran again
+    assert "sub/c1 (First hi) kept from the previous run" in r.err, r.err
+    assert [(s["id"], s["status"]) for s in r.json["steps"]] == [(sid, "succeeded") for sid in rows]
+    status = run("status", "p.yaml", "--output", "json")
+    assert [s["id"] for s in status.json["steps"]] == rows
+    state = json.loads((tmp_path / ".planrun/state/p.json").read_text())
+    assert state["steps"]["subs[1]/c1"]["title"] == "First b"
+    assert state["steps"]["sub/c1"]["started_at"] is not None  # its record, times included
+    assert 'name="subs[1]/c1"' in (tmp_path / "junit.xml").read_text()
+
+
 def test_resume_dry_run_says_what_the_resume_keeps_and_why_the_rest_runs(run, write, tmp_path):
     write(
         "p.yaml",
@@ -588,6 +629,35 @@ def test_resume_dry_run_says_what_the_resume_keeps_and_why_the_rest_runs(run, wr
     text = run("resume", "p.yaml", "--dry-run")
     assert "resume: kept" in text.out and "resume: runs again: failed last time" in text.out
     assert (tmp_path / "log").read_text().split() == ["a", "b"]  # the dry run ran nothing
+
+
+def test_resume_dry_run_shows_the_results_of_kept_steps_not_placeholders(run, write, tmp_path):
+    # A kept step's result is known: the steps still to run are shown with it (args, title,
+    # a foreach list), as the resume will run them; a result of a step that runs again is
+    # still a placeholder.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: ver, tool: echo, args: {value: "1.2"}, result_variable: version}
+          - {id: files, tool: echo, args: {value: [a, b]}, result_variable: names}
+          - {id: again, tool: shell, args: {cmd: "test -e ok && echo x"}, result_variable: late}
+          - id: pack
+            title: "Pack ${version}"
+            tool: echo
+            args: {value: "pack ${version} ${late}"}
+            depends_on: [again]
+          - {id: each, foreach: "${names}", tool: echo, args: {value: "${item}"}, depends_on: [again]}
+        """,
+    )
+    assert run("run", "p.yaml").code == 1
+    r = run("resume", "p.yaml", "--dry-run", "--output", "json")
+    assert r.code == 0, r
+    steps = {s["id"]: s for s in r.json["steps"]}
+    assert steps["pack"]["args"] == {"value": "pack 1.2 <again result>"}
+    assert steps["pack"]["title"] == "Pack 1.2"
+    assert steps["each[1]"]["args"] == {"value": "b"}
+    assert "pack 1.2" in run("resume", "p.yaml", "--dry-run").out
 
 
 # ---- resume and --force --------------------------------------------------------------------

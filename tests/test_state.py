@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from planrun.errors import ExitCode, StateError
-from planrun.run.events import Event, EventBus, iso_ts
+from planrun.run.events import EventBus, iso_ts
 from planrun.state import (
     StateStore,
     default_state_path,
@@ -32,6 +32,7 @@ from planrun.state import (
 from planrun.state.files import path_text
 from planrun.state.model import STATE_VERSION, state_time
 from tests.conftest import planrun
+from tests.testkit import Event
 
 REPO = Path(__file__).resolve().parents[1]
 PLAN = "demo"
@@ -343,7 +344,7 @@ def test_run_left_running_by_a_dead_process_loads_as_interrupted(tmp_path: Path)
 KILL_CHILD = """
     import os, sys, time
     from pathlib import Path
-    from planrun.run.events import Event
+    from tests.testkit import Event
     from planrun.state import StateStore
 
     path, n = Path(sys.argv[1]), int(sys.argv[2])
@@ -432,7 +433,7 @@ def test_real_kill_9_at_random_moments_leaves_a_loadable_prefix(tmp_path: Path) 
 HELD_CHILD = """
     import sys
     from pathlib import Path
-    from planrun.run.events import Event
+    from tests.testkit import Event
     from planrun.state import StateStore
 
     store = StateStore(Path(sys.argv[1]), "demo")
@@ -493,7 +494,7 @@ DISK_FULL_CHILD = """
     import resource, signal, sys
     from pathlib import Path
     from planrun.errors import StateError
-    from planrun.run.events import Event
+    from tests.testkit import Event
     from planrun.state import StateStore
 
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over the limit, write() fails with EFBIG

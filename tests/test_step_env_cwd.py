@@ -264,6 +264,39 @@ def test_env_or_cwd_on_a_tool_that_ignores_them_is_an_error_not_ignored(run, wri
     )  # a plan's env, python's and plan's env, cwd placing sources: fine
 
 
+def test_a_cwd_that_puts_sources_or_outputs_where_they_may_not_be_is_a_validation_error(
+    run, write, tmp_path
+):
+    # `outputs: ["../o.txt"]` is refused at its place before anything runs; so is `o.txt`
+    # under `cwd: ../other` (the same path), and a source under an absolute cwd, which
+    # would otherwise fail the step only when it runs, after the steps before it.
+    write(
+        "p.yaml",
+        """
+        steps:
+          - {id: first, run: "echo first > first.txt"}
+          - {id: out, cwd: ../other, outputs: [o.txt], run: "true", depends_on: [first]}
+          - {id: src, cwd: /tmp, sources: [s.txt], run: "true"}
+          - {id: shell, tool: shell, args: {cmd: "true", cwd: ..}, outputs: [o.txt]}
+          - {id: fine, cwd: sub, sources: [../common/x], outputs: [../sub2/o.txt], run: "true"}
+          - {id: later, cwd: "${where}", outputs: [o.txt], run: "true"}
+        variables: {where: sub}
+        """,
+    )
+    r = run("validate", "p.yaml")
+    assert r.code == 3, r
+    assert r.out.splitlines() == [
+        "p.yaml:3:40: error: step 'out': outputs[0] 'o.txt' under cwd '../other' is "
+        "'../other/o.txt': output pattern '../other/o.txt' must stay inside the working directory",
+        "p.yaml:4:36: error: step 'src': sources[0] 's.txt' under cwd '/tmp' is '/tmp/s.txt': "
+        "pattern '/tmp/s.txt' must be relative to the working directory",
+        "p.yaml:5:70: error: step 'shell': outputs[0] 'o.txt' under args.cwd '..' is '../o.txt': "
+        "output pattern '../o.txt' must stay inside the working directory",
+    ], r.out
+    assert run("run", "p.yaml").code == 3
+    assert not (tmp_path / "first.txt").exists()  # nothing ran
+
+
 ENV_MODULE = """
 import os
 import subprocess

@@ -125,6 +125,33 @@ def test_kept_steps_show_their_rendered_titles(run, write, tmp_path):
     assert kept["title"] == "Prepare 1.0"
 
 
+def test_a_resume_starts_with_titles_read_from_the_kept_results(run, write, tmp_path):
+    # run.started listed `Use ${out}` though the resume knows `out` (its step is kept), as
+    # `resume --dry-run` does; a result a step still to run binds stays as written
+    write(
+        "planrun.yaml",
+        """
+        steps:
+          - {id: make, tool: echo, args: {value: v42}, result_variable: out}
+          - id: use
+            title: "Use ${out}"
+            tool: shell
+            args: {cmd: "test -f ok && echo again"}
+            result_variable: late
+          - {id: then, title: "Then ${late}", tool: echo, args: {value: 1}, depends_on: [use]}
+        """,
+    )
+    assert run("run").code == 1
+    (tmp_path / "ok").write_text("")
+    r = run("resume", "--events", "e.jsonl")
+    assert r.code == 0, r
+    started = next(e for e in _events(tmp_path / "e.jsonl") if e["event"] == "run.started")
+    listed = {s["id"]: s["title"] for s in started["steps"]}
+    assert listed == {"make": "make", "use": "Use v42", "then": "Then ${late}"}, listed
+    dry = run("resume", "--dry-run", "--output", "json")
+    assert {s["id"]: s["title"] for s in dry.json["steps"]}["use"] == "Use v42"
+
+
 def test_an_undefined_name_in_a_description_is_a_validation_error(run, write):
     write(
         "p.yaml",
@@ -232,3 +259,36 @@ def test_a_fan_out_step_that_never_started_has_its_title_rendered_in_the_report(
     page = (tmp_path / "r.html").read_text()
     assert "Test py&lt;matrix.py&gt; unit" in page and "${" not in page
     assert "${" not in (tmp_path / "j.xml").read_text()
+
+
+def test_instances_of_a_step_kept_whole_show_their_rendered_titles(run, write, tmp_path):
+    # A matrix or foreach step whose instances all succeeded is kept whole on resume: each
+    # instance's title is rendered with its element there too (console, step.resumed, state,
+    # JUnit), as when it ran, never the step's title as written.
+    write(
+        "planrun.yaml",
+        """
+        params:
+          who: {default: bob}
+        steps:
+          - {id: m, title: "M ${matrix.x} for ${who}", matrix: {x: [a, b]}, run: "true"}
+          - {id: f, title: "F ${item}", foreach: [p, q], run: "true"}
+          - {id: last, run: test -f ok, depends_on: [m, f]}
+        """,
+    )
+    assert run("run", "--var", "who=al").code == 1
+    (tmp_path / "ok").write_text("")
+    r = run("resume", "--var", "who=al", "--events", "e.jsonl", "--junit", "j.xml")
+    assert r.code == 0, r
+    assert "m[1] (M b for al) kept from the previous run" in r.err
+    assert "f[0] (F p) kept from the previous run" in r.err
+    resumed = [e for e in _events(tmp_path / "e.jsonl") if e["event"] == "step.resumed"]
+    kept = {e["step"]: e["title"] for e in resumed if "[" in e["step"]}
+    assert kept == {"m[0]": "M a for al", "m[1]": "M b for al", "f[0]": "F p", "f[1]": "F q"}
+    state = json.loads((tmp_path / ".planrun/state/planrun.json").read_text())
+    assert state["steps"]["m[0]"]["title"] == "M a for al"
+    out = {
+        tc.get("name"): tc.findtext("system-out") or ""
+        for tc in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")
+    }
+    assert out["f[1]"].startswith("F q")

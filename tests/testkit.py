@@ -13,9 +13,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from planrun.run.events import ENVELOPE, RunEvent
 from tests.conftest import (
     MEMORY_LIMIT,
     Result,
@@ -38,6 +40,29 @@ def steps_by_id(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# Each event kind by its documented name (`step.succeeded`), for Event.
+_KINDS: dict[str, Any] = {kind._field_defaults["event"]: kind for kind in get_args(RunEvent)}
+
+
+def Event(  # noqa: N802 - builds one of planrun.run.events' kinds
+    event: str,
+    plan: str,
+    step: str | None = None,
+    data: dict[str, Any] | None = None,
+    ts: float | None = None,
+) -> RunEvent:
+    """The event of that documented name with that data, as its JSON document would give it
+    (keys it does not know are left out); `ts` now by default."""
+    kind = _KINDS[event]
+    fields = {k: v for k, v in (data or {}).items() if k in kind._fields and k not in ENVELOPE}
+    if step is not None:
+        fields["step"] = step
+    elif "step" in kind._fields and "step" not in kind._field_defaults:
+        fields["step"] = ""
+    made: RunEvent = kind(plan=plan, ts=time.time() if ts is None else ts, **fields)
+    return made
 
 
 def most_at_once(events: Path, counted: Any) -> int:

@@ -1,7 +1,8 @@
 """One run's use of the cache: decide hit or miss before a step, store after it succeeds.
 
-The scheduler calls `before` (which restores outputs on a hit) and `after` (which stores a
-successful run, or names a declared output that was not produced), and `close` once at the end.
+The scheduler calls `before_local` (which restores outputs on a hit; then `ask_remote` for a
+miss the remote may have) and `after` (which stores a successful run, or names a declared output
+that was not produced), and `close` once at the end.
 """
 
 from __future__ import annotations
@@ -374,23 +375,15 @@ class CacheSession:
         if todo:
             restore_outputs(self.cwd, self.store, todo, self.records, self.temp, held)
 
-    async def before(
-        self, sid: str, step: Step, args: Any, upstream: Mapping[str, Any]
-    ) -> Decision:
-        """`decide`, in the event loop's own thread: with its stat records a lookup costs
-        microseconds per file, less than handing it to a worker thread (which, on a busy
-        machine, waits for a time slice). Only a cold run reads files here.
-
-        `upstream`: the step's dependencies' records (anything with `status` and `result`)."""
-        decision = self.before_local(sid, step, args, upstream)
-        if self.asks_remote(decision):
-            decision = await self.ask_remote(sid, step, decision)
-        return decision
-
     def before_local(
         self, sid: str, step: Step, args: Any, upstream: Mapping[str, Any]
     ) -> Decision:
-        """`before` without the remote: hit or miss from the local store alone."""
+        """Hit or miss from the local store alone (the scheduler then asks the remote, when
+        `asks_remote`, with `ask_remote`). In the event loop's own thread: with its stat records
+        a lookup costs microseconds per file, less than handing it to a worker thread (which,
+        on a busy machine, waits for a time slice). Only a cold run reads files here.
+
+        `upstream`: the step's dependencies' records (anything with `status` and `result`)."""
         if not self.options.enabled or not step_cached(step):
             return Decision("off", OFF)
         deps = [

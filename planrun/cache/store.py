@@ -81,11 +81,6 @@ class OutputFile:
         self.mode = mode
         self.size = size
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OutputFile) and self.as_dict() == other.as_dict()
-
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"OutputFile({self.path!r}, {self.hash[:12]!r}, {self.mode:o}, {self.size})"
 

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from planrun.run.request import CacheRequest, Prepared
     from planrun.run.runtree import Notice
 
-ALL = ALL_FORCED
 UNKNOWN = "unknown"  # a dry-run's status for a step only the run can decide
 UNKNOWN_AFTER = "unknown: runs after "
 
@@ -275,21 +274,23 @@ def run_cache_options(req: CacheRequest, prep: Prepared) -> CacheOptions:
     """The options of a top-level run; an unknown `--force ID` is a usage error (an instance
     of a foreach step, `lint[2]`, may be forced on its own)."""
     remote = run_remote_options(req)
-    forced = [f for f in prep.forced if f != ALL]
+    forced = [f for f in prep.forced if f != ALL_FORCED]
     known = set(prep.graph.order)
     fans = {s.id for s in prep.plan.steps if fans_out(s)}
     unknown = [f for f in forced if f not in known and parent_of(f) not in fans]
     if unknown:
-        from planrun.suggest import did_you_mean
+        from planrun.suggest import closest
 
-        hint = did_you_mean(unknown[0], known)
-        raise UsageError(
-            f"--force: no step '{unknown[0]}' in the plan" + (f" ({hint})" if hint else "")
-        )
+        word = unknown[0]
+        match = closest(word, known)
+        if match is not None and match in fans and (step := parent_of(word)):
+            match += word[len(step) :]  # `--force` takes an instance: point at that one
+        hint = f" (did you mean '{match}'?)" if match else ""
+        raise UsageError(f"--force: no step '{word}' in the plan{hint}")
     return CacheOptions(
         enabled=not req.no_cache,
         directory=req.cache_dir,
-        force_all=ALL in prep.forced,
+        force_all=ALL_FORCED in prep.forced,
         force=frozenset(forced),
         explain=req.explain,
         remote=remote,

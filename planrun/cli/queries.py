@@ -43,6 +43,15 @@ def _given_vars(var: tuple[str, ...], vars_file: str | None) -> dict[str, Any]:
     return {**load_vars_file(vars_file, os.getcwd()), **parse_vars(var)}
 
 
+def _vars_place(vars_file: str | None) -> Callable[[str], str] | None:
+    """Where a --vars-file value is written, for a param's error about it (bind_params)."""
+    if not vars_file:
+        return None
+    from planrun.run.runner import vars_file_place
+
+    return vars_file_place(vars_file, os.getcwd())
+
+
 def _echo_doc(output: str, doc: Any, render: Callable[[Any], str]) -> None:
     """`doc` as indented JSON for `--output json`, else as `render` words it."""
     if output == "json":
@@ -82,7 +91,7 @@ def validate(
     """Check plan files: schema, references, expressions, tools, policy, cycles."""
     from planrun.plan.cache import check_plan_file
 
-    extra = _given_vars(var, vars_file)
+    extra, place = _given_vars(var, vars_file), _vars_place(vars_file)
     # without PLANS, the default plan, found here or above: its directory becomes the cwd
     here = Found(plans[0], started_in()) if plans else enter_default_plan()
     plans, extra = plans or (here.plan,), with_builtins(here, extra)
@@ -107,7 +116,7 @@ def validate(
                 from planrun.plan.unmatched import unmatched_sources
 
                 if checked.plan is not None:  # a --var that its param refuses: exit 2
-                    bind_params(checked.plan.params, extra, required=False)
+                    bind_params(checked.plan.params, extra, required=False, place=place)
                 found.extend(dotenv_problems(checked, os.getcwd(), extra))
                 found.extend(unmatched_sources(checked, os.getcwd()))
             if check_tools and checked.plan is not None:
@@ -144,26 +153,23 @@ def graph(
     plan: str | None, fmt: str, state: str | None, var: tuple[str, ...], vars_file: str | None
 ) -> None:
     """Show the step graph (explicit and data-flow edges, parallel waves)."""
+    from planrun.cli.steplist import KnownTexts
     from planrun.plan import graph as g
     from planrun.plan.validate import load_plan
 
     # A plan that reads --var names checks only with them, as for `validate` and `run`.
-    extra = _given_vars(var, vars_file)
+    extra, place = _given_vars(var, vars_file), _vars_place(vars_file)
     found = plan_or_found(plan)  # the default plan's directory becomes the cwd
-    p = load_plan(found.plan, with_builtins(found, extra))
-    if p.params:
-        from planrun.plan.params import read_given
-
-        defaults = {n: q.default for n, q in p.params.items()}
-        extra = {**defaults, **read_given(p.params, extra)}
-    p = _revised_plan(p, found.given_path(state))
+    given = with_builtins(found, extra)
+    p = _revised_plan(load_plan(found.plan, given), found.given_path(state))
+    texts = KnownTexts.of(p, given, place)  # titles rendered as `list` shows them
     pg = g.PlanGraph.build(p.steps)
-    pg.titles = _rendered_titles(p, extra)
+    pg.titles = {s.id: texts.title(s) for s in p.steps}
     always = frozenset(s.id for s in p.steps if s.always)
     if any(s.foreach is not None or s.matrix is not None for s in p.steps):
         from planrun.run.dryrun import instances_preview
 
-        pg.instances = instances_preview(p, {**p.variables, **extra})
+        pg.instances = instances_preview(p, dict(texts.scope))
     if fmt == "json":
         click.echo(json.dumps(g.render_json(p.name or "", pg, always), indent=2))
     elif fmt == "mermaid":
@@ -172,20 +178,8 @@ def graph(
         echo_view(g.render_dot(p.name or "", pg))
     else:
         statuses = _last_statuses(p.name or "", found.given_path(state))
-        echo_view(g.render_ascii(pg, statuses, always))
-
-
-def _rendered_titles(plan: Plan, given: dict[str, Any]) -> dict[str, str]:
-    """Each step's title rendered with the variables known before a run (as `list` renders
-    them; secrets masked)."""
-    if not any(s.title and "${" in s.title for s in plan.steps):
-        return {s.id: s.title or s.id for s in plan.steps}
-    from planrun.masking import Masker
-    from planrun.run.scope import plan_scope, rendered_title
-
-    scope = plan_scope(plan, given, dict(os.environ))
-    mask = Masker(plan.secrets, scope)
-    return {s.id: mask(rendered_title(s, lambda: scope)) for s in plan.steps}
+        limits = {s.id: s.max_parallel for s in p.steps}
+        echo_view(g.render_ascii(pg, statuses, always, limits))
 
 
 def _state_path(name: str, state: str | None) -> str:
@@ -266,9 +260,9 @@ def list_(
         from planrun.cli.steplist import render_steps, step_rows
 
         # A plan that reads --var names checks only with them, as for `graph` and `run`.
-        extra = _given_vars(var, vars_file)
+        extra, place = _given_vars(var, vars_file), _vars_place(vars_file)
         variables = with_builtins(Found(directory.plan, started_in()), extra)
-        _echo_doc(output, step_rows(directory.plan, variables, every), render_steps)
+        _echo_doc(output, step_rows(directory.plan, variables, every, place), render_steps)
         return
     skipped: list[str] = []
     rows = list_plans(directory.directory, os.getcwd(), skipped)

@@ -5,13 +5,16 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: the graph and validation only when steps are
 # listed.
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planrun.errors import UsageError
 from planrun.plan.discovery import find_plan_upwards
 from planrun.text import counted
+
+if TYPE_CHECKING:
+    from planrun.plan.definition import Plan, Step
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,52 @@ def list_target(target: str | None, cwd: str) -> ListTarget:
     )
 
 
+@dataclass(frozen=True)
+class KnownTexts:
+    """A plan's titles and descriptions as the views outside a run show them (`list`,
+    `graph`): rendered with what is known before a run, secrets masked."""
+
+    scope: Mapping[str, Any]
+    mask: Callable[[Any], Any]
+
+    @classmethod
+    def of(
+        cls,
+        plan: Plan,
+        variables: Mapping[str, Any],
+        place: Callable[[str], str] | None = None,
+    ) -> KnownTexts:
+        """The params bound from `variables` (UsageError, exit 2, for a value its param
+        refuses, said at its `place` in a vars file; a missing required param is no error
+        here) and the plan's variables over them."""
+        from planrun.masking import Masker
+        from planrun.plan.expressions import Words
+        from planrun.plan.params import CLI_ARGS, bind_params
+        from planrun.run.scope import plan_scope
+
+        given = {
+            CLI_ARGS: Words(),
+            **bind_params(plan.params, variables, required=False, env=os.environ, place=place),
+        }
+        scope = plan_scope(plan, given, dict(os.environ))  # params' defaults known, as in `show`
+        return cls(scope, Masker(plan.secrets, scope))
+
+    def title(self, step: Step) -> str:
+        from planrun.run.scope import rendered_title
+
+        return str(self.mask(rendered_title(step, lambda: self.scope)))
+
+    def description(self, step: Step) -> str | None:
+        from planrun.run.scope import rendered_description
+
+        return self.mask(rendered_description(step, lambda: self.scope))
+
+
 def step_rows(
-    plan_path: str, variables: Mapping[str, Any] | None = None, every: bool = False
+    plan_path: str,
+    variables: Mapping[str, Any] | None = None,
+    every: bool = False,
+    place: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
     """{plan, file, title, steps: [{id, title, description, tool, depends_on, aliases?,
     internal?, always?}]} of a valid plan (PlanInvalid if not).
@@ -53,24 +100,15 @@ def step_rows(
     among them too). `variables`: those given on the command line, which the plan's
     expressions (and titles) may read. Titles and descriptions are rendered with what is known
     before a run; the others stay as written. Secrets are masked. `every`: internal steps too
-    (`list --all`).
+    (`list --all`); `place`: where a --vars-file value is written, for an error about it.
     """
-    from planrun.masking import Masker
-    from planrun.plan.expressions import Words
     from planrun.plan.graph import PlanGraph
-    from planrun.plan.params import CLI_ARGS, bind_params, param_rows
+    from planrun.plan.params import param_rows
     from planrun.plan.validate import default_name, load_plan
-    from planrun.run.scope import plan_scope, rendered_description, rendered_title
 
     plan = load_plan(plan_path, variables)
     graph = PlanGraph.build(plan.steps)
-    given = {
-        CLI_ARGS: Words(),
-        **bind_params(plan.params, variables or {}, required=False, env=os.environ),
-    }
-    scope = plan_scope(plan, given, dict(os.environ))  # params' defaults known, as in `show`
-    known = lambda: scope  # noqa: E731 - the scope the renderers ask for
-    mask = Masker(plan.secrets, scope)
+    texts = KnownTexts.of(plan, variables or {}, place)
     doc: dict[str, Any] = {
         "plan": plan.name or default_name(plan_path),
         "file": plan_path,
@@ -78,8 +116,8 @@ def step_rows(
         "steps": [
             {
                 "id": sid,
-                "title": mask(rendered_title(plan.step(sid), known)),
-                "description": mask(rendered_description(plan.step(sid), known)),
+                "title": texts.title(plan.step(sid)),
+                "description": texts.description(plan.step(sid)),
                 "tool": graph.tools[sid],
                 "depends_on": list(graph.deps[sid]),
                 **({"aliases": list(aliases)} if (aliases := plan.step(sid).aliases) else {}),

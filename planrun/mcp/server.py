@@ -118,13 +118,21 @@ async def _answer(work: Callable[[], Awaitable[Any]]) -> CallToolResult:
     )
 
 
+def with_start_dir(variables: dict[str, Any] | None, cwd: str) -> dict[str, Any]:
+    """The tool's `variables` over planrun's own: `invocation_dir` is the directory the
+    server was started in, as for `planrun run` started there."""
+    from planrun.plan.discovery import INVOCATION_DIR
+
+    return {INVOCATION_DIR: cwd, **(variables or {})}
+
+
 def validate_document(plan: str, variables: dict[str, Any] | None, cwd: str) -> dict[str, Any]:
     """`planrun validate --format json` for one plan (text or path)."""
     from planrun.plan.validate import load_and_check
 
     src = PlanSource(plan, cwd)
     try:
-        diags = load_and_check(src.label, variables or {}, text=src.text).diagnostics
+        diags = load_and_check(src.label, with_start_dir(variables, cwd), text=src.text).diagnostics
     except PlanInvalid as exc:  # unparsable: the parse errors are the answer
         diags = exc.diagnostics
     valid = not any(d.severity == "error" for d in diags)
@@ -173,7 +181,7 @@ async def run_doc(
     req = RunRequest(
         plan=src.label,
         text=src.text,
-        variables=dict(variables or {}),
+        variables=with_start_dir(variables, cwd),
         dry_run=dry_run,
         resume=resume,
         yes=approve,

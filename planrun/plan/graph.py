@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import graphlib
 import heapq
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from planrun.plan.definition import Step
@@ -203,6 +204,52 @@ class PlanGraph:
         ]
 
 
+def paced_waves(
+    entries: Mapping[str, list[str]],
+    deps: Mapping[str, list[str]],
+    limits: Mapping[str, int | None],
+) -> list[list[str]]:
+    """The waves of a run whose entries all take the same time: each wave starts every entry
+    (a step's id, or its instances' ids) whose step's dependencies are done (in the order of
+    `entries`: start order), at most a step's `max_parallel` (`limits`) of its instances; a
+    step is done after its last entry. The dry run's waves, and `graph`'s. Each wave looks
+    only at the steps ready for it (a 2,000-step chain: linear, not quadratic)."""
+    order = {sid: i for i, sid in enumerate(entries)}
+    left = {sid: list(ids) for sid, ids in entries.items()}
+    waiting = {sid: len(set(deps.get(sid, ()))) for sid in entries}
+    dependents: dict[str, list[str]] = {}
+    for sid in entries:
+        for dep in set(deps.get(sid, ())):
+            dependents.setdefault(dep, []).append(sid)
+    ready = [sid for sid in entries if not waiting[sid]]
+    out: list[list[str]] = []
+    unfinished = len(entries)
+    while unfinished:
+        if not ready:  # a dependency outside `entries`: as the graph's waves, never stuck
+            out.append([eid for ids in left.values() for eid in ids])
+            break
+        wave: list[str] = []
+        going: list[str] = []
+        newly: list[str] = []
+        for sid in ready:
+            ids = left[sid]
+            n = limits.get(sid) or len(ids)
+            wave.extend(ids[:n])
+            left[sid] = ids[n:]
+            if left[sid]:
+                going.append(sid)
+                continue
+            unfinished -= 1
+            for later in dependents.get(sid, ()):
+                waiting[later] -= 1
+                if not waiting[later]:
+                    newly.append(later)
+        if wave:
+            out.append(wave)
+        ready = sorted(going + newly, key=order.__getitem__) if newly else going
+    return out
+
+
 def data_sources(
     step: Step, binders: dict[str, list[str]], known: set[str]
 ) -> Iterable[tuple[str, str]]:
@@ -317,16 +364,25 @@ _MERMAID_SAFE_ID = (
 )
 
 
-def _instance_lines(graph: PlanGraph, sid: str, statuses: dict[str, str]) -> list[str]:
-    """A foreach or matrix step's instances under it (from the last run when it has them)."""
+def _entries(graph: PlanGraph, sid: str, statuses: dict[str, str]) -> list[str]:
+    """What a step starts as: its instances when they are known (those of the last run when it
+    has them), else the step itself (also a fan-out whose list is not known, or is empty)."""
+    found = graph.instances.get(sid)
+    ran = [i for i in statuses if i.startswith(f"{sid}[")] if found is not None else []
+    ids = ran or found
+    return list(ids) if isinstance(ids, list) and ids else [sid]
+
+
+def _instance_lines(
+    graph: PlanGraph, sid: str, ids: list[str], statuses: dict[str, str]
+) -> list[str]:
+    """A foreach or matrix step's instances under it: `ids`, those that start in one wave."""
     found = graph.instances.get(sid)
     if found is None:
         return []
-    ran = [i for i in statuses if i.startswith(f"{sid}[")]
-    ids = ran or found
-    if isinstance(ids, str):
-        return [f"      └ {sid}[*]  {ids}"]
-    if not ids:
+    if ids == [sid]:  # no instances to show
+        if isinstance(found, str):
+            return [f"      └ {sid}[*]  {found}"]
         empty = "no combination left" if sid in graph.matrices else "the list is empty"
         return [f"      └ (no instances: {empty})"]
     shown = ids[:20]
@@ -403,24 +459,34 @@ def render_ascii(
     graph: PlanGraph,
     statuses: dict[str, str] | None = None,
     always: frozenset[str] = frozenset(),
+    limits: Mapping[str, int | None] | None = None,
 ) -> str:
     """mcp-cli style: status glyph, id, title, [tool], `← after: a, b`, `∥` for parallel steps;
-    `(always)` after the id of a step in `always`."""
+    `(always)` after the id of a step in `always`. The waves are the dry run's: a fan-out
+    step's instances are paced by its `max_parallel` (`limits`), its line repeated
+    `(continued: ...)` in each later wave that starts some of them."""
     statuses = statuses or {}
+    limits = limits or {}
+    entries = {sid: _entries(graph, sid, statuses) for wave in graph.waves() for sid in wave}
+    owner = {eid: sid for sid, ids in entries.items() for eid in ids}
+    shown: set[str] = set()
     lines = []
-    for n, wave in enumerate(graph.waves(), 1):
+    for n, wave in enumerate(paced_waves(entries, graph.deps, limits), 1):
         parallel = len(wave) > 1
         lines.append(f"wave {n}" + (f"  ∥ {len(wave)} in parallel" if parallel else ""))
-        for sid in wave:
+        for sid, group in itertools.groupby(wave, owner.__getitem__):
             glyph = GLYPHS.get(statuses.get(sid), "○")
-            title = graph.titles[sid]
             text = f"  {'∥ ' if parallel else '  '}{glyph} {sid}"
-            text += " (always)" if sid in always else ""
-            if title != sid:
-                text += f"  {title}"
-            text += f"  [{graph.tools[sid]}]"
-            if graph.deps[sid]:
-                text += f"  ← after: {', '.join(graph.deps[sid])}"
+            if sid in shown:
+                text += f"  (continued: max_parallel {limits.get(sid)})"
+            else:
+                shown.add(sid)
+                text += " (always)" if sid in always else ""
+                if graph.titles[sid] != sid:
+                    text += f"  {graph.titles[sid]}"
+                text += f"  [{graph.tools[sid]}]"
+                if graph.deps[sid]:
+                    text += f"  ← after: {', '.join(graph.deps[sid])}"
             lines.append(text)
-            lines.extend(_instance_lines(graph, sid, statuses))
+            lines.extend(_instance_lines(graph, sid, list(group), statuses))
     return "\n".join(lines) + "\n"

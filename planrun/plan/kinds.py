@@ -65,13 +65,15 @@ def step_id(value: Any) -> Any:
 
 
 def glob_check(output: bool) -> Callable[[str], str]:
-    """The check of a `sources` (or, with `output`, an `outputs`) entry."""
+    """The check of a `sources` (or, with `output`, an `outputs`) entry as written; whether
+    an output stays inside the working directory depends on the step's `cwd` too, and is
+    checked with it (planrun.plan.validate_places.check_placed_patterns)."""
 
     def check(value: str) -> str:
         # Imported here: the cache's glob checks only for a plan with cache globs.
         from planrun.cache.globs import pattern_problem
 
-        problem = pattern_problem(value, output=output)
+        problem = pattern_problem(value, output=False)
         if problem:
             raise ValueError(problem)
         return value

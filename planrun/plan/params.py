@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from planrun.errors import UsageError
@@ -102,19 +102,6 @@ def _quoted(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def read_given(params: Mapping[str, Param], given: Mapping[str, Any]) -> dict[str, Any]:
-    """The given values (--var text, vars file values) read for the plan's params, without
-    checking choices or required ones (`list`, `graph`): a value that cannot be read is
-    left as it came."""
-    out: dict[str, Any] = {}
-    for name, value in given.items():
-        try:
-            out[name] = _read(params, name, value)
-        except ParamError:
-            out[name] = value
-    return out
-
-
 def _read(params: Mapping[str, Param], name: str, value: Any) -> Any:
     param = params.get(name)
     if isinstance(value, GivenText):
@@ -139,15 +126,19 @@ def bind_params(
     given: Mapping[str, Any],
     required: bool = True,
     env: Mapping[str, str] | None = None,
+    place: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
     """What a run starts with: the given values read for their params, then each param's
     default under them. UsageError (exit 2) for a value of the wrong type or outside the
     choices, and (when `required`) for required params without a value (all named). With
     `env`, default expressions are rendered (when not `required`, one that cannot be stays
-    as written: `list`, `show`)."""
+    as written: `list`, `show`). `place`: where a value not given as a --var was written
+    (`vars file F:LINE:COL`), asked for only when that value is refused."""
     out: dict[str, Any] = {}
     for name, value in given.items():
         where = f"--var {name}" if isinstance(value, GivenText) else name
+        if not isinstance(value, GivenText) and place is not None:
+            where = f"{place(name)}: {name}"  # at its place in the vars file, when it is there
         try:
             out[name] = _read(params, name, value)
         except ParamError as exc:

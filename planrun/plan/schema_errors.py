@@ -5,6 +5,7 @@ from __future__ import annotations
 # Lazy imports (inside functions), for start-up time: planrun.plan.model (pydantic) only for a plan with
 # errors; Collector gathers every plan's diagnostics.
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import Diagnostic
@@ -135,10 +136,19 @@ def schema_errors(
                 out.add(path, f"{where}: expected {ctx.get('ge')} or more, got {got}")
             else:
                 expected = _EXPECTED.get(kind) or ctx.get("expected", "another value")
-                out.add(path, f"{where}: expected {expected}, got {got}")
+                hint = _close_choice(kind, node, expected)
+                out.add(path, f"{where}: expected {expected}, got {got}", hint=hint)
         else:
             where = _label(path, steps) or "plan"
             out.add(path, f"{where}: {msg}")
+
+
+def _close_choice(kind: str, node: Any, expected: str) -> str | None:
+    """did-you-mean for a misspelt word of a closed set (`type: intger`, `on_failure:
+    contnue`): pydantic words the set as `'a', 'b' or 'c'`."""
+    if kind not in ("enum", "literal_error") or not isinstance(node, str):
+        return None
+    return did_you_mean(node, re.findall(r"'([^']*)'", expected))
 
 
 def _is_step_name(err: Any) -> bool:

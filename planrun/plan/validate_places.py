@@ -50,6 +50,42 @@ def check_run(s: Step, i: int, out: Collector) -> None:
         )
     check_env_names(s.env or {}, ("steps", i, "env"), f"step '{s.id}': ", out)
     check_env_cwd(s, i, out)
+    check_placed_patterns(s, i, out)
+
+
+def check_placed_patterns(s: Step, i: int, out: Collector) -> None:
+    """Each literal `sources`/`outputs` pattern where the step will read or write it: under
+    its directory (`cwd`, or its tool's `args.cwd`) when it has a literal one, as the run
+    places it. An output must stay inside the working directory (`cwd: pkg` with
+    `../dist/*.whl` does; `cwd: ../other` with `o.txt` does not), and no pattern may end up
+    absolute. A pattern or directory holding `${...}` is checked when the step runs."""
+    if not s.sources and not s.outputs:
+        return
+    from planrun.cache.globs import check_pattern  # Lazy imports: only for cache globs
+    from planrun.run.stepcall import under
+    from planrun.tools import tool_spec
+
+    place: Any = s.cwd
+    spec = tool_spec(s.tool)
+    own = s.args.get("cwd") if spec and spec.step_cwd and isinstance(s.args, dict) else None
+    if own is not None:  # as planrun.run.stepcall.step_place places them
+        place, where = own, "args.cwd"
+    else:
+        where = "cwd"
+    if place is not None and (not isinstance(place, str) or "${" in place):
+        return
+    for field in ("sources", "outputs"):
+        for n, pattern in enumerate(getattr(s, field) or []):
+            if "${" in pattern:
+                continue
+            placed = pattern if place is None else under(place, pattern)
+            problem = check_pattern(placed, output=field == "outputs")
+            if problem is None:
+                continue
+            shown = f"{field}[{n}]"
+            if placed != pattern:
+                shown += f" {pattern!r} under {where} {place!r} is {placed!r}"
+            out.add(("steps", i, field, n), f"step '{s.id}': {shown}: {problem}")
 
 
 def check_env_cwd(s: Step, i: int, out: Collector) -> None:

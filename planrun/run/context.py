@@ -244,6 +244,7 @@ class RootContext(RunContext):
             run_id=new_run_id(),
             previous=previous,
             aborts={},
+            invocation_dir=_invocation_dir(req),
         )
 
     def step_ask(self, here: ParentContext) -> AskFn | None:
@@ -330,6 +331,13 @@ class ChildContext(RunContext):
 
     def run_id(self, here: ParentContext) -> str | None:
         return None  # a sub-plan's own events get their own
+
+
+def _invocation_dir(req: RunRequest) -> str | None:
+    from planrun.plan.discovery import INVOCATION_DIR
+
+    given = req.variables.get(INVOCATION_DIR)
+    return given if isinstance(given, str) else None
 
 
 def root_context(req: RunRequest) -> RunContext:

@@ -19,7 +19,7 @@ from planrun.plan.fanout import (
     instance_id,
     loop_names,
 )
-from planrun.plan.graph import PlanGraph
+from planrun.plan.graph import PlanGraph, paced_waves
 from planrun.run.scope import known_scope, rendered_description, rendered_title
 from planrun.run.stepcall import call_template, placed
 from planrun.text import counted
@@ -33,12 +33,14 @@ def dry_run_document(
     variables: dict[str, Any],
     env: dict[str, str] | None = None,
     unknown: dict[str, str] | None = None,
+    known: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The dry-run document (docs/reference.md, Documents): start order in waves, resolved args with placeholders.
 
     `env` is what `env` reads (the process environment over the plan's dotenv values);
     `unknown` names variables with no value yet and the placeholder each reads as (`show`
-    without a required param)."""
+    without a required param); `known`, result variables whose values are known before the
+    run (`resume --dry-run`: those of the kept steps), shown as they are, not as placeholders."""
     keep = set(selected)
     sub = PlanGraph(
         order=[s for s in graph.order if s in keep],
@@ -48,28 +50,31 @@ def dry_run_document(
         tools=graph.tools,
     )
     waves = sub.waves()
-    producers = {**placeholders(plan), **(unknown or {})}
-    scope = known_scope(variables, dict(os.environ) if env is None else env)
-    steps_out: list[dict[str, Any]] = []
-    out_waves: list[list[str]] = []
-    for wave in waves:
-        out_waves.append([])
-        for sid in wave:
-            step = plan.step(sid)
-            entry = {
-                "id": sid,
-                "title": step.title or sid,
-                "description": step.description,
-                "tool": step.tool,
-                "args": step.args,
-                "depends_on": sub.deps[sid],
-                "when": step.when,
-                "approval": plan.needs_approval(step),
-                **({"always": True} if step.always else {}),
-            }
-            for one in _entries(step, entry, scope, producers):
-                out_waves[-1].append(one["id"])
-                steps_out.append(one)
+    known = known or {}
+    producers = {
+        k: v for k, v in {**placeholders(plan), **(unknown or {})}.items() if k not in known
+    }
+    scope = known_scope({**variables, **known}, dict(os.environ) if env is None else env)
+    entries: dict[str, list[dict[str, Any]]] = {}
+    for sid in (sid for wave in waves for sid in wave):
+        step = plan.step(sid)
+        entry = {
+            "id": sid,
+            "title": step.title or sid,
+            "description": step.description,
+            "tool": step.tool,
+            "args": step.args,
+            "depends_on": sub.deps[sid],
+            "when": step.when,
+            "approval": plan.needs_approval(step),
+            **({"always": True} if step.always else {}),
+        }
+        entries[sid] = _entries(step, entry, scope, producers)
+    limits = {sid: plan.step(sid).max_parallel for sid in entries}
+    ids = {sid: [one["id"] for one in ones] for sid, ones in entries.items()}
+    out_waves = paced_waves(ids, sub.deps, limits)
+    by_id = {one["id"]: one for ones in entries.values() for one in ones}
+    steps_out = [by_id[eid] for wave in out_waves for eid in wave]
     return {"plan": plan.name, "waves": out_waves, "steps": steps_out}
 
 

@@ -43,7 +43,7 @@ when it cannot be rendered yet):
 import math
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, get_args
+from typing import Any, NamedTuple
 
 from planrun.masking import mask_keeping_names
 from planrun.run.runtree import MaskChain
@@ -292,7 +292,6 @@ StepEvent = (
     | StepResumed
 )
 Subscriber = Callable[[RunEvent], None]
-KINDS: dict[str, type[Any]] = {kind._field_defaults["event"]: kind for kind in get_args(RunEvent)}
 ENVELOPE = ("plan", "step", "ts", "event")
 
 
@@ -397,25 +396,6 @@ def event_json(event: RunEvent) -> dict[str, Any]:
             continue
         doc[key] = value
     return doc
-
-
-def Event(  # noqa: N802 - builds one of the classes above
-    event: str,
-    plan: str,
-    step: str | None = None,
-    data: dict[str, Any] | None = None,
-    ts: float | None = None,
-) -> RunEvent:
-    """The event of that documented name with that data (as read back from JSON; keys it does
-    not know are left out); `ts` now by default."""
-    kind = KINDS[event]
-    fields = {k: v for k, v in (data or {}).items() if k in kind._fields and k not in ENVELOPE}
-    if step is not None:
-        fields["step"] = step
-    elif "step" in kind._fields and "step" not in kind._field_defaults:
-        fields["step"] = ""
-    made: RunEvent = kind(plan=plan, ts=time.time() if ts is None else ts, **fields)
-    return made
 
 
 class EventBus:

@@ -39,6 +39,7 @@ from planrun.run.events import (
     StepStarted,
     StepSucceeded,
 )
+from planrun.run.resume import resumed_event
 from planrun.run.scope import StepRecord, instance_views
 from planrun.run.settings import RunSettings
 from planrun.status import Status
@@ -196,28 +197,17 @@ class ForeachSteps:
                 host.reasons[iid] = why
 
     def _title(self, sid: str) -> str:
-        """A step's or instance's rendered title (an instance of a step kept whole has no
-        element bound: its step's title, rendered as far as it can be)."""
-        step = self.host.steps.get(sid) or self.host.steps[parent_of(sid) or sid]
+        """A step's or instance's rendered title (an instance of a step kept whole is not
+        registered with the scheduler: its step's title, rendered with its element)."""
+        step = self.host.steps.get(sid)
+        if step is None:
+            parent = self.host.steps[parent_of(sid) or sid]
+            step = replace(parent, id=sid)  # what instance_step makes, for its title only
         return self.host.title(step)
 
     def _restore(self, iid: str, rec: StepRecord) -> None:
         self.host.records[iid] = rec
-        event = StepResumed(
-            self.host.plan.name or "",
-            iid,
-            rec.status,
-            rec.attempts,
-            rec.duration_s,
-            rec.result,
-            rec.error,
-            rec.reason,
-            rec.fingerprint,
-            None,
-            rec.result_masked,
-            title=self._title(iid),
-        )
-        self.host.emit(event)
+        self.host.emit(resumed_event(self.host.plan.name or "", iid, rec, title=self._title(iid)))
 
     def keep(self, sid: str, resume: ResumePlan) -> None:
         """A foreach step kept whole from the previous run: its instances are kept with it."""
@@ -227,6 +217,12 @@ class ForeachSteps:
         if step is None or not fans_out(step) or not isinstance(rec.result, list):
             return
         ids = [instance_id(sid, n) for n in range(len(rec.result))]
+        try:  # its dependencies are kept too, so the list reads as it did; only for the titles
+            items = resolve_elements(step, self.host.scope())
+        except (ExpressionError, FanOutError):
+            items = []
+        for n, item in enumerate(items[: len(ids)]):
+            self._bindings[ids[n]] = bindings(step, item, n)
         for n, iid in enumerate(ids):
             prev = resume.previous.get(iid)
             if prev is not None:

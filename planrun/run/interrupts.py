@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # asyncio is imported when a run starts, not on the start-up 
 
     from planrun.run.procgroups import ProcessGroups
 
-__all__ = ["exit_now", "install_quiet_exit", "run_interruptibly"]
+__all__ = ["exit_now", "install_quiet_exit", "run_interruptibly", "signalled_in_last_run"]
 
 T = TypeVar("T")
 INTERRUPTED = 130
@@ -41,6 +41,16 @@ anyway (its groups are killed by then: only a thread stuck in a write can take t
 _SIGNALS = (signal.SIGINT, signal.SIGTERM) + (
     () if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else (signal.SIGHUP,)
 )
+
+
+_signalled = threading.Event()  # set by a signal during the last run_interruptibly
+
+
+def signalled_in_last_run() -> bool:
+    """Whether a signal came during the last `run_interruptibly`, also one that came when the
+    run was past its last step, stopped nothing and left the run's result as it was: the
+    signal still asks the process to end (`run --watch` ends then, not waiting again)."""
+    return _signalled.is_set()
 
 
 def _leave(groups: ProcessGroups | None) -> NoReturn:
@@ -86,6 +96,7 @@ def run_interruptibly(coro: Coroutine[Any, Any, T], groups: ProcessGroups | None
 
     watchdog: list[threading.Timer] = []
     previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    _signalled.clear()
 
     async def main() -> T:
         loop = asyncio.get_running_loop()
@@ -102,6 +113,7 @@ def run_interruptibly(coro: Coroutine[Any, Any, T], groups: ProcessGroups | None
             # always get the signal, and a second signal always ends the process in the end.
             nonlocal hits
             hits += 1
+            _signalled.set()
             if hits == 1:
                 if groups is not None:
                     groups.interrupt(signum)  # now, whatever the loop is doing

@@ -186,7 +186,7 @@ async def _schedule(
     name = plan.name or "plan"
     run_id = ctx.run_id(here)
     resumed = opened.previous is not None
-    kept = list(resume.kept) if resume is not None else None
+    kept = resume.kept if resume is not None else None
     started = started_event(prep, dict(prep.variables), resumed, here.jobs, run_id, kept)
     bus.emit(started._replace(ts=began[0]))
     outcome = await sched.run()

@@ -78,6 +78,9 @@ class ParentContext(NamedTuple):
     # The tree's sub-plans running now, by their prefix (`deploy/`): how a parent stopped by a
     # failure stops them as an abort does (their `always` steps still run), not as an interrupt.
     aborts: dict[str, Callable[[], None]] | None = None
+    # The directory planrun was started in, which a sub-plan knows as `invocation_dir` as it
+    # would run on its own (None: a library caller that gave none).
+    invocation_dir: str | None = None
 
     def child_prefix(self, step_id: str) -> str:
         return f"{self.prefix}{step_id}{STEP_SEPARATOR}"

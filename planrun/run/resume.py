@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from planrun.cache import ALL_FORCED, FORCED  # --force [ID]: run again, whatever was left
-from planrun.plan.definition import Step
+from planrun.plan.definition import Plan, Step
 from planrun.plan.expressions import ExpressionError
 from planrun.plan.fanout import fans_out
 from planrun.plan.graph import PlanGraph, data_sources
 from planrun.plan.instances import parent_of
-from planrun.run.events import StepResumed
+from planrun.run.events import ABSENT, Absent, StepResumed
 from planrun.run.scope import Scope, StepRecord, foreach_fingerprint, step_args, step_condition
 from planrun.state.model import StepState
 from planrun.status import CONDITION_FALSE, Status
@@ -240,8 +240,34 @@ def bind_kept(
         _bind(variables, steps[sid], record)
 
 
+def kept_results(plan: Plan, selected: list[str], kept: Mapping[str, Any]) -> dict[str, Any]:
+    """The result variables that the steps a resume keeps bound, as it binds them; not one
+    that a step still to run binds too (its value is not known before the run). What the
+    resume's run.started titles and `resume --dry-run` read."""
+    bound: dict[str, Any] = {}
+    bind_kept(bound, {s.id: s for s in plan.steps}, dict(kept))
+    rebound = {plan.step(sid).result_variable for sid in selected if sid not in kept}
+    return {k: v for k, v in bound.items() if k not in rebound}
+
+
 def kept_event(plan: str, sid: str, record: StepRecord, step: Step) -> StepResumed:
     """The `step.resumed` event of a kept step: everything its reports show, as recorded."""
+    return resumed_event(
+        plan, sid, record, result_variable=step.result_variable, key=record.cache_key
+    )
+
+
+def resumed_event(
+    plan: str,
+    sid: str,
+    record: StepRecord,
+    *,
+    result_variable: str | None = None,
+    key: str | None | Absent = ABSENT,
+    title: str | None = None,
+) -> StepResumed:
+    """The `step.resumed` event of a step kept as `record` holds it. A foreach instance or a
+    sub-plan's step binds no result variable of its own and has no key."""
     return StepResumed(
         plan,
         sid,
@@ -252,7 +278,25 @@ def kept_event(plan: str, sid: str, record: StepRecord, step: Step) -> StepResum
         record.error,
         record.reason,
         record.fingerprint,
-        step.result_variable,
+        result_variable,
         record.result_masked,
-        record.cache_key,
+        key,
+        title=title,
     )
+
+
+def kept_sub_steps(plan: str, sid: str, previous: Mapping[str, StepState]) -> list[StepResumed]:
+    """The `step.resumed` events of the sub-plan steps the previous run recorded under step
+    `sid` (a `plan` step, or its foreach instances), which the resume keeps whole: they are
+    kept with it, as its instances are, so every view still shows them."""
+    from planrun.run.runtree import STEP_SEPARATOR  # Lazy import: only for kept sub-plans
+
+    def under(row: str) -> bool:
+        head, sep, _ = row.partition(STEP_SEPARATOR)
+        return bool(sep) and (head == sid or parent_of(head) == sid)
+
+    return [
+        resumed_event(plan, row, kept_record(prev), title=prev.title)
+        for row, prev in previous.items()
+        if under(row)
+    ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 # dry run, MCP and the cache only for the runs that use them (a plan-cache hit loads no pydantic).
 import asyncio
 import os
+from collections.abc import Callable
 from typing import Any
 
 from planrun.errors import ExitCode, PlanInvalid, PlanrunError, UsageError
@@ -63,6 +64,25 @@ def load_vars_file(path: str, cwd: str) -> dict[str, Any]:
     if not isinstance(doc.data, dict):
         raise UsageError(f"vars file {path} must hold a mapping of names to values")
     return doc.data
+
+
+def vars_file_place(path: str | None, cwd: str) -> Callable[[str], str] | None:
+    """Where a name's value is in the --vars-file `path` (`vars file F:LINE:COL`), for an
+    error about that value (bind_params): the file is read again then, and only then."""
+    if not path:
+        return None
+    from planrun.plan.loader import load_text
+
+    full = abs_path(path, cwd)
+
+    def place(name: str) -> str:
+        try:
+            line, col = load_text(read_regular_file(full), path).pos((name,))
+        except (OSError, PlanInvalid):  # changed since it was read: its name, no position
+            return f"vars file {path}"
+        return f"vars file {path}:{line}:{col}"
+
+    return place
 
 
 def _sets_nothing(raw: bytes | str) -> bool:
@@ -118,7 +138,13 @@ def prepare(ctx: RunContext) -> Prepared:
     environ = os.environ if req.environ is None else req.environ
     given = {
         CLI_ARGS: Words(),
-        **bind_params(plan.params, extra, required=req.params_required, env=environ),
+        **bind_params(
+            plan.params,
+            extra,
+            required=req.params_required,
+            env=environ,
+            place=vars_file_place(req.vars_file, req.cwd),
+        ),
     }  # exit 2: a bad value, a required one missing (but for `show`)
     variables = start_variables(plan.variables, given, environ, checked.doc, plan.secrets)
     dotenv: dict[str, str] = {}
@@ -193,12 +219,16 @@ def dry_run(req: RunRequest, prep: Prepared) -> Finished:
     never dry-run on its own: its `plan` step is a row of its parent's dry run)."""
     from planrun.cache.wiring import preview_dry_run
     from planrun.run.dryrun import dry_run_document, mark_resume
+    from planrun.run.resume import kept_results
 
     decided = None
     if req.resume:  # what would run again, and why
         prep, decided = resume_decision(req, prep)
     plan = prep.plan
-    doc = dry_run_document(plan, prep.graph, prep.selected, prep.variables, prep.environment())
+    known = kept_results(plan, prep.selected, decided.kept) if decided is not None else {}
+    doc = dry_run_document(
+        plan, prep.graph, prep.selected, prep.variables, prep.environment(), known=known
+    )
     if decided is not None:
         mark_resume(doc, decided.kept, decided.reasons)
     preview_dry_run(req.cache_request, req.cwd, prep, doc)

@@ -7,7 +7,7 @@ from __future__ import annotations
 # the state store only when the run asks for them.
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from planrun.errors import UsageError
@@ -18,6 +18,7 @@ from planrun.run.runstate import no_saved_state, previous_steps, revised_prep
 from planrun.state.model import StepState
 
 if TYPE_CHECKING:
+    from planrun.run.scope import StepRecord
     from planrun.state import StateStore
 
 
@@ -155,15 +156,21 @@ def started_event(
     resumed: bool,
     jobs: int | None = None,
     run_id: str | None = None,
-    kept: list[str] | None = None,
+    kept: Mapping[str, StepRecord] | None = None,
 ) -> RunStarted:
-    """`run.started`. On resume, `kept` names the steps kept from the previous run: the others
-    start this run as `pending`, whatever the previous one recorded for them."""
+    """`run.started`. On resume, `kept` holds the steps kept from the previous run: the others
+    start this run as `pending`, whatever the previous one recorded for them; the titles read
+    the kept steps' results, as the resume binds them."""
     from planrun.run.scope import titles_before_run
 
     plan = prep.plan
     selected = set(prep.selected)
-    titles = titles_before_run(plan.steps, prep.variables, prep.environment())
+    results = None
+    if resumed and kept:
+        from planrun.run.resume import kept_results  # Lazy import: only on resume
+
+        results = kept_results(plan, prep.selected, kept)
+    titles = titles_before_run(plan.steps, prep.variables, prep.environment(), results)
     steps = [
         {"id": s.id, "title": titles[s.id], "tool": s.tool, "depends_on": prep.graph.deps[s.id]}
         for s in plan.steps
@@ -179,7 +186,7 @@ def started_event(
         variables,
         steps,
         prep.targets,
-        kept if resumed else None,
+        list(kept or ()) if resumed else None,
     )
 
 

@@ -44,7 +44,7 @@ from planrun.run.events import (
 )
 from planrun.run.foreach import ForeachSteps
 from planrun.run.outcome import Outcome, first_failure, result_document, verdict
-from planrun.run.runtree import RunStopped
+from planrun.run.runtree import SUB_PLAN_TOOL, RunStopped
 from planrun.run.scope import (
     Scope,
     StepRecord,
@@ -196,14 +196,22 @@ class Scheduler:
         """On resume: the steps kept from the previous run are settled before any step starts."""
         if self.resume is None:
             return
-        from planrun.run.resume import bind_kept, kept_event  # Lazy import: only on resume
+        from planrun.run.resume import (  # Lazy import: only on resume
+            bind_kept,
+            kept_event,
+            kept_sub_steps,
+        )
 
         kept = {sid: replace(r) for sid, r in self.resume.kept.items() if sid in self.records}
         self.records.update(kept)
         bind_kept(self.variables, self.steps, kept)
+        name = self.plan.name or ""
         for sid, rec in kept.items():
             self.foreach.keep(sid, self.resume)  # a kept foreach step: its instances too
-            self.emit(kept_event(self.plan.name or "", sid, rec, self.steps[sid]))
+            if self.steps[sid].tool == SUB_PLAN_TOOL:  # a kept sub-plan: its steps too
+                for event in kept_sub_steps(name, sid, self.resume.previous):
+                    self.emit(event)
+            self.emit(kept_event(name, sid, rec, self.steps[sid]))
 
     async def _run_always(self) -> None:
         """After a failed stop (FAILED_STOPS): the `always` steps that did not run, one by one

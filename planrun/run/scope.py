@@ -112,14 +112,13 @@ class Scope(Mapping[str, Any]):
 _fingerprint_json = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
 
 
-def fingerprint(tool: str, args: Any, mask: Callable[[Any], Any] | None = None) -> str:
-    """What a step does: its tool and resolved arguments, secrets masked.
+def fingerprint(tool: str, args: Any) -> str:
+    """What a step does: its tool and resolved arguments (the caller masks the secrets).
 
     Masked so that the stored value tells nothing about a secret, and so that a step reading
     a result recorded masked (`hdr-***`) has the same fingerprint on resume as when it ran.
     """
-    shown = mask(args) if mask is not None else args
-    blob = _fingerprint_json([tool, shown])
+    blob = _fingerprint_json([tool, args])
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -257,12 +256,10 @@ def rendered_description(step: Step, scope: Callable[[], Mapping[str, Any]]) -> 
     return rendered_text(step.description, scope, loop_names(step))
 
 
-def known_scope(
-    variables: Mapping[str, Any], env: Mapping[str, str], extra: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """What an expression reads before the run (`list`, `show`, the dry run): the variables
-    (`extra` on top: a foreach element), `env`, and no step yet."""
-    return {**variables, **(extra or {}), "env": env, "steps": {}}
+def known_scope(variables: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """What an expression reads before the run (`list`, `show`, the dry run): the variables,
+    `env`, and no step yet."""
+    return {**variables, "env": env, "steps": {}}
 
 
 def plan_scope(plan: Plan, given: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
@@ -278,12 +275,18 @@ def plan_scope(plan: Plan, given: Mapping[str, Any], env: Mapping[str, str]) -> 
 
 
 def titles_before_run(
-    steps: list[Step], variables: Mapping[str, Any], env: Mapping[str, str]
+    steps: list[Step],
+    variables: Mapping[str, Any],
+    env: Mapping[str, str],
+    results: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """Each step's title as known when the run starts: a title that reads a result variable
-    (bound later, whatever value the name has now) or a foreach element stays as written."""
+    (bound later, whatever value the name has now) or a foreach element stays as written;
+    `results`, the result variables known already (those a resume keeps), are read."""
+    results = results or {}
     bound = {s.result_variable for s in steps if s.result_variable}
-    known = known_scope({k: v for k, v in variables.items() if k not in bound}, env)
+    given = {k: v for k, v in variables.items() if k not in bound}
+    known = known_scope({**given, **results}, env)
     return {s.id: rendered_title(s, lambda: known) for s in steps}
 
 

@@ -45,10 +45,11 @@ def tree_order(ids: Iterable[str]) -> list[str]:
 
 def row_order(ids: Iterable[str]) -> list[str]:
     """The rows of every view of a run (`--output json`, `status`, JUnit, the report): each
-    step followed by its sub-plan's steps and its foreach instances (in index order)."""
+    step followed by its foreach instances (in index order) and its sub-plan's steps, an
+    instance by its own (`subs[0]`, `subs[0]/c1`, `subs[1]`...), as the run document lists them."""
     from planrun.plan.instances import group_instances
 
-    return group_instances(tree_order(ids))
+    return tree_order(group_instances(ids))
 
 
 def pending_row(sid: str) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def _start(bus: EventBus, prep: Prepared, resumed: bool, kept: dict[str, StepRec
     (step.resumed): the state and JUnit show them as the run document does, the others
     `pending`."""
     order = [sid for sid in prep.selected if sid in kept]
-    bus.emit(started_event(prep, prep.variables, resumed, kept=order))
+    bus.emit(started_event(prep, prep.variables, resumed, kept={sid: kept[sid] for sid in order}))
     if order:
         from planrun.run.resume import kept_event  # Lazy import: only on resume
 

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from planrun.errors import ExitCode, PlanrunError, one_line
 from planrun.plan.definition import Step, replace
 from planrun.plan.expressions import ExpressionError
+from planrun.run.interrupts import signalled_in_last_run
 from planrun.run.scope import known_scope, with_patterns
 from planrun.run.stepcall import step_place, under
 
@@ -255,7 +256,8 @@ def watch_runs(
         watcher = Watcher(relevant)
         try:
             code = run()
-            if code == ExitCode.INTERRUPTED:
+            # A Ctrl-C as the run ended stopped nothing, but it still ends the watch.
+            if code == ExitCode.INTERRUPTED or signalled_in_last_run():
                 return code
             with _stopped_by_signals(stop):
                 during = watcher.pending()

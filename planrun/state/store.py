@@ -22,6 +22,7 @@ from planrun.run.events import (
     StepResumed,
     StepStarted,
 )
+from planrun.run.runtree import STEP_SEPARATOR
 from planrun.state.files import (
     check_not_special,
     check_state_dirs,
@@ -236,7 +237,14 @@ class StateStore:
             steps = {str(sid): StepState() for sid in listed}
             revisions = []
         self._started = set()
-        self._held = {}
+        # A sub-plan's steps (PARENT/CHILD) are not listed: their records are held as an
+        # instance's are, for a resume that keeps them (its `plan` step kept whole, or the
+        # sub-plan resumed) to take back, times included.
+        self._held = (
+            {sid: st for sid, st in previous.steps.items() if STEP_SEPARATOR in sid}
+            if event.resumed and previous is not None
+            else {}
+        )
         self._encoded = {}
         self._state = RunState(
             plan=self.plan_name,

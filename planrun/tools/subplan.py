@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from planrun.errors import PlanInvalid, PlanrunError
+from planrun.plan.discovery import INVOCATION_DIR
 from planrun.run.context import child_context
 from planrun.run.parent import RunStopped
 from planrun.run.request import Finished, RunRequest
@@ -56,6 +57,8 @@ async def run_plan_step(args: dict[str, Any], ctx: ToolContext) -> Any:
     parent = ctx.parent
     if parent is None or parent.run_plan is None:
         raise ToolFailed("plan: a sub-plan runs only as a step of a plan run")
+    if parent.invocation_dir is not None:  # as on its own, started where the run was
+        variables = {INVOCATION_DIR: parent.invocation_dir, **variables}
     full = os.path.realpath(resolve_path(path, ctx))
     if full in parent.plan_stack:
         chain = " -> ".join(os.path.basename(p) for p in (*parent.plan_stack, full))
