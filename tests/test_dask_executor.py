@@ -356,7 +356,12 @@ PYTHON_CASES: list[dict[str, Any]] = [
 ]
 
 
-def test_python_results_and_errors_are_the_local_tools(cluster: Cluster, tmp_path: Path) -> None:
+def test_python_results_and_errors_are_the_local_tools(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The local python tool appends its working directory to sys.path (as a run does): this
+    # test's own, left there for every later test in the process without this copy.
+    monkeypatch.setattr(sys, "path", list(sys.path))
     mod = f"planrun_dask_mod_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{mod}.py").write_text(MODULE)
     python = builtin_registry().get("python")

@@ -125,6 +125,26 @@ def test_a_changed_source_runs_its_step_again_and_nothing_else(tmp_path):
     assert code == 0, w.lines
 
 
+def test_an_edited_python_module_is_what_the_next_run_calls(tmp_path):
+    """Each run imports a `python` step's module afresh: the watch's next run called the module
+    as the first run had imported it, though editing it was the change that started that run."""
+    (tmp_path / "helpers.py").write_text("def f():\n    return 'one'\n")
+    (tmp_path / "planrun.yaml").write_text(
+        "name: demo\nsteps:\n"
+        "  - {id: s, tool: python, args: {function: 'helpers:f'}, sources: [helpers.py]}\n"
+        "  - {id: t, run: 'echo ${steps.s.result} >> got.txt', sources: [helpers.py]}\n"
+    )
+    w = Watched(tmp_path)
+    try:
+        w.wait_for("watching")
+        (tmp_path / "helpers.py").write_text("def f():\n    return 'two'\n")
+        w.wait_for("watching", 2)
+    finally:
+        code = w.stop()
+    assert code == 0, w.lines
+    assert (tmp_path / "got.txt").read_text() == "one\ntwo\n", w.lines
+
+
 def test_selected_targets_watch_only_their_sources(tmp_path):
     project(tmp_path)
     w = Watched(tmp_path, "a")

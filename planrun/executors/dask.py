@@ -6,6 +6,7 @@ from __future__ import annotations
 # dask`.
 import asyncio
 import logging
+import os
 import signal
 import time
 import uuid
@@ -68,6 +69,9 @@ class DaskExecutor:
         self._outputs: dict[str, _OutputRoute] = {}  # task key -> where its streamed lines go
         self._workers: list[dict[str, Any]] = []  # the scheduler's view, for resource checks
         self._workers_at = -1e9
+        self._client_quiet = False  # _only_critical filters distributed.client's records
+        # name -> (value before, value set) of what starting the LocalCluster set in os.environ
+        self._env_set: dict[str, tuple[str | None, str | None]] = {}
 
     @property
     def client(self) -> Any:
@@ -90,17 +94,21 @@ class DaskExecutor:
 
     async def _connect(self, Client: Any, LocalCluster: Any) -> None:  # noqa: N803
         if self.address is None:
-            self._cluster = await LocalCluster(
-                n_workers=self._n_workers,
-                threads_per_worker=self._threads_per_worker,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address="127.0.0.1:0",
-                worker_dashboard_address="127.0.0.1:0",
-                asynchronous=True,
-                # planrun reports a step's failure itself; Dask's warnings would only repeat it.
-                silence_logs=logging.ERROR,
-            )
+            before = dict(os.environ)
+            try:
+                self._cluster = await LocalCluster(
+                    n_workers=self._n_workers,
+                    threads_per_worker=self._threads_per_worker,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address="127.0.0.1:0",
+                    worker_dashboard_address="127.0.0.1:0",
+                    asynchronous=True,
+                    # planrun reports a step's failure itself; Dask's warnings would repeat it.
+                    silence_logs=logging.ERROR,
+                )
+            finally:
+                self._note_env_set(before)
             self._client = await Client(self._cluster, asynchronous=True)
         else:
             try:
@@ -119,7 +127,10 @@ class DaskExecutor:
         try:
             await self._local.aclose()
         finally:
-            await self._close_cluster()
+            try:
+                await self._close_cluster()
+            finally:
+                self._quiet_client(False)
 
     async def _close_cluster(self) -> None:
         client, cluster = self._client, self._cluster
@@ -128,8 +139,30 @@ class DaskExecutor:
             if client is not None:
                 await client.close()
         finally:
-            if cluster is not None:
-                await cluster.close()
+            try:
+                if cluster is not None:
+                    await cluster.close()
+            finally:
+                self._put_env_back()
+
+    def _note_env_set(self, before: dict[str, str]) -> None:
+        """Remember what starting the LocalCluster set in os.environ: Dask's nanny sets its
+        workers' variables (OMP_NUM_THREADS=1, PYTHONHASHSEED, ...) in its own process before
+        it starts them (and again before a restart), and here that process is the caller's."""
+        for name in set(before) | set(os.environ):
+            if before.get(name) != os.environ.get(name):
+                self._env_set[name] = (before.get(name), os.environ.get(name))
+
+    def _put_env_back(self) -> None:
+        """The variables the LocalCluster set, as they were before it (those still as it set
+        them: a value someone else has set since is theirs)."""
+        for name, (old, new) in self._env_set.items():
+            if os.environ.get(name) == new:
+                if old is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = old
+        self._env_set = {}
 
     async def call(
         self,
@@ -212,7 +245,7 @@ class DaskExecutor:
     def _scheduler_lost(self, step_id: str, *, started: bool = True) -> ToolFailed:
         """The failure of a step whose scheduler went away. planrun says so itself: Dask's
         client would log its reconnection attempts, tracebacks included, on planrun's stderr."""
-        logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+        self._quiet_client(True)
         if not started:
             return ToolFailed(
                 f"lost the Dask scheduler at {self._scheduler_address}: step {step_id} was not started"
@@ -221,6 +254,18 @@ class DaskExecutor:
             f"lost the Dask scheduler at {self._scheduler_address} while running step "
             f"{step_id}; its command may still be running on its worker"
         )
+
+    def _quiet_client(self, quiet: bool) -> None:
+        """Drop (or, once the client is closed, let through again) Dask's client records below
+        CRITICAL. A filter of this executor's own, not the logger's level: a run leaves the
+        process's logging as it found it (a library caller's, another run's executor)."""
+        if quiet != self._client_quiet:
+            logger = logging.getLogger("distributed.client")
+            (logger.addFilter if quiet else logger.removeFilter)(self._only_critical)
+            self._client_quiet = quiet
+
+    def _only_critical(self, record: logging.LogRecord) -> bool:  # bound: one per executor
+        return record.levelno >= logging.CRITICAL
 
     async def _stop_remote(self, future: Any, key: str, groups: ProcessGroups | None) -> None:
         """Cancel the future and stop the step's process group on whichever worker has it: the

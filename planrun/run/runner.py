@@ -195,7 +195,10 @@ async def execute(req: RunRequest) -> tuple[dict[str, Any], ExitCode]:
 
     Raises PlanrunError (PlanInvalid, UsageError, StateError) for problems found before any step.
     """
-    finished = await run_request(root_context(req))
+    from planrun.tools.pymodules import run_scope
+
+    with run_scope():  # what its python steps import is the run's own
+        finished = await run_request(root_context(req))
     return finished.document, finished.code
 
 

@@ -20,6 +20,7 @@ from planrun.tools import check_args
 from planrun.tools.base import ToolContext, ToolFailed
 from planrun.tools.capture import captured
 from planrun.tools.environ import GATE, in_thread, step_overlay
+from planrun.tools.pymodules import importable
 
 
 async def run_python(args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -145,8 +146,8 @@ async def _load(target: str, cwd: str) -> Any:
     if not module_name or not attr_path:
         raise ToolFailed(f"python: 'function' must be 'package.module:attr', got {target!r}")
     # Appended, not prepended: a user's `json.py` must not shadow what planrun itself imports.
-    if cwd not in sys.path:
-        sys.path.append(cwd)
+    # What is imported from it is forgotten when the run ends (planrun.tools.pymodules).
+    importable(cwd)
     try:
         module = sys.modules.get(module_name)
         # A module another step is still importing is in sys.modules half-made: wait for it.
