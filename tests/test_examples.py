@@ -170,9 +170,15 @@ def test_publish_with_yes_copies_the_wheel_to_the_index_named_in_dotenv(project)
 # ---- the Taskfile, when go-task is installed --------------------------------------------------
 
 
+# go-task as the dev extra installs it (go-task-bin): beside this interpreter, whether or not
+# its directory is on PATH (a pyenv interpreter's is reached through shims made by a rehash).
+TASK = shutil.which("task", path=os.path.dirname(sys.executable)) or shutil.which("task")
+
+
 def task(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert TASK is not None
     return subprocess.run(
-        ["task", *args],
+        [TASK, *args],
         cwd=project,
         capture_output=True,
         text=True,
@@ -185,7 +191,7 @@ def task(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 needs_task = pytest.mark.skipif(
-    shutil.which("task") is None, reason="go-task is not installed (pip install go-task-bin)"
+    TASK is None, reason="go-task is not installed (pip install go-task-bin)"
 )
 
 
