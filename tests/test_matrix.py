@@ -194,21 +194,21 @@ def test_max_parallel_one_runs_instances_in_order(run, write, tmp_path):
     assert most_at_once(tmp_path / "ev.jsonl", lambda step: "[" in step) == 1
 
 
+PACED = """
+    steps:
+      - {id: m, matrix: {x: [a, b, c]}, max_parallel: 2, run: "echo ${matrix.x}"}
+      - {id: one, foreach: [p, q], max_parallel: 1, run: "echo ${item}"}
+      - {id: free, run: "true"}
+      - {id: after, run: "true", depends_on: [m]}
+      - {id: next, run: "true", depends_on: [free]}
+"""
+
+
 def test_the_dry_run_starts_at_most_max_parallel_instances_per_wave(run, write):
     # Waves are a run whose steps all take the same time: a step's `max_parallel` holds its
     # instances back there too (1: one per wave, in order), and what depends on the step
     # starts after its last one; a step that does not wait for it starts as before.
-    write(
-        "plan.yaml",
-        """
-        steps:
-          - {id: m, matrix: {x: [a, b, c]}, max_parallel: 2, run: "echo ${matrix.x}"}
-          - {id: one, foreach: [p, q], max_parallel: 1, run: "echo ${item}"}
-          - {id: free, run: "true"}
-          - {id: after, run: "true", depends_on: [m]}
-          - {id: next, run: "true", depends_on: [free]}
-        """,
-    )
+    write("plan.yaml", PACED)
     r = run("run", "plan.yaml", "--dry-run", "--output", "json")
     assert r.code == 0, r
     assert r.json["waves"] == [
@@ -238,17 +238,7 @@ def _ascii_waves(text: str) -> list[list[str]]:
 def test_graph_paces_instances_per_wave_as_the_dry_run_does(run, write):
     # graph's waves were step-level: `m` in wave 1 with all its instances, `after` in wave 2,
     # where the dry run (and a run whose steps take the same time) has it in wave 3
-    write(
-        "plan.yaml",
-        """
-        steps:
-          - {id: m, matrix: {x: [a, b, c]}, max_parallel: 2, run: "echo ${matrix.x}"}
-          - {id: one, foreach: [p, q], max_parallel: 1, run: "echo ${item}"}
-          - {id: free, run: "true"}
-          - {id: after, run: "true", depends_on: [m]}
-          - {id: next, run: "true", depends_on: [free]}
-        """,
-    )
+    write("plan.yaml", PACED)
     dry = run("run", "plan.yaml", "--dry-run", "--output", "json")
     r = run("graph", "plan.yaml")
     assert r.code == 0, r
