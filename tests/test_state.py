@@ -114,6 +114,14 @@ def store_at(tmp_path: Path, **kw: Any) -> StateStore:
     return StateStore(default_state_path(str(tmp_path), PLAN), PLAN, **kw)
 
 
+def running(tmp_path: Path, steps: list[str], **kw: Any) -> StateStore:
+    """A store holding the state's lock, its run started with `steps`."""
+    store = store_at(tmp_path, **kw)
+    store.acquire()
+    store.handle(started(steps))
+    return store
+
+
 def run_child(script: str, *args: str, **kw: Any) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
@@ -186,9 +194,7 @@ def test_round_trip_of_a_run(tmp_path: Path) -> None:
 
 
 def test_snapshot_is_valid_json_from_run_start(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b"]))
+    store = running(tmp_path, ["a", "b"])
     doc = json.loads(Path(store.path).read_text())
     assert doc["status"] == "running" and list(doc["steps"]) == ["a", "b"]
     store.handle(step_started("a"))
@@ -200,9 +206,7 @@ def test_snapshot_is_valid_json_from_run_start(tmp_path: Path) -> None:
 
 
 def test_resume_keeps_listed_steps_and_marks_new_ones_pending(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b", "c"]))
+    store = running(tmp_path, ["a", "b", "c"])
     store.handle(step_started("a"))
     store.handle(step_succeeded("a", 1))
     store.handle(step_started("b"))
@@ -235,9 +239,7 @@ def test_resume_keeps_listed_steps_and_marks_new_ones_pending(tmp_path: Path) ->
 
 
 def test_plan_diff_records_a_revision(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b", "c"]))
+    store = running(tmp_path, ["a", "b", "c"])
     store.handle(step_succeeded("a", "ok"))
     store.handle(step_failed("b", "boom"))
     # as the replanner sends it: the whole revised plan, kept steps included
@@ -270,9 +272,7 @@ def test_plan_diff_records_a_revision(tmp_path: Path) -> None:
 
 
 def test_load_after_crash_with_journal_and_torn_last_line(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b", "c"]))
+    store = running(tmp_path, ["a", "b", "c"])
     store.handle(step_started("a"))
     store.handle(step_succeeded("a", "A"))
     store.handle(step_started("b"))
@@ -291,9 +291,7 @@ def test_load_after_crash_with_journal_and_torn_last_line(tmp_path: Path) -> Non
 
 
 def test_kill_between_snapshot_and_journal_replace_applies_nothing_twice(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b"]))
+    store = running(tmp_path, ["a", "b"])
     store.handle(step_succeeded("a", 1))
     diff = {"removed": [], "added": ["c"], "revised": [], "revision": 1, "error": "e"}
     store.handle(Event("plan.diff", PLAN, data={**diff, "steps": [{"id": "c"}]}))  # new steps only
@@ -308,9 +306,7 @@ def test_kill_between_snapshot_and_journal_replace_applies_nothing_twice(tmp_pat
 
 
 def test_corrupt_journal_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b"]))
+    store = running(tmp_path, ["a", "b"])
     store.handle(step_succeeded("a", 1))
     store.release()
     with open(store.journal_path, "ab") as f:
@@ -323,9 +319,7 @@ def test_corrupt_journal_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
 
 
 def test_run_left_running_by_a_dead_process_loads_as_interrupted(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b"]))
+    store = running(tmp_path, ["a", "b"])
     store.handle(step_started("a"))
     store.release()
     doc = json.loads(Path(store.path).read_text())
@@ -537,9 +531,7 @@ def test_disk_full_is_a_state_error_and_leaves_a_loadable_state(tmp_path: Path) 
 
 
 def test_corrupt_snapshot_is_an_error_and_untouched(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a"]))
+    store = running(tmp_path, ["a"])
     store.handle(step_succeeded("a", 1))
     store.close()
     good = Path(store.path).read_bytes()
@@ -558,9 +550,7 @@ def test_corrupt_snapshot_is_an_error_and_untouched(tmp_path: Path) -> None:
 
 
 def test_corrupt_snapshot_with_a_journal_is_untouched_by_load_and_acquire(tmp_path: Path) -> None:
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a"]))
+    store = running(tmp_path, ["a"])
     store.handle(step_succeeded("a", 1))
     store.release()
     Path(store.path).write_bytes(Path(store.path).read_bytes()[:-10])
@@ -1011,9 +1001,7 @@ def test_snapshots_reuse_step_json_and_match_a_fresh_encoding(tmp_path: Path) ->
     # be exactly what encoding the whole state afresh gives.
     from planrun.state.journal import snapshot_bytes
 
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b", "c"]))
+    store = running(tmp_path, ["a", "b", "c"])
     store.handle(step_started("a"))
     store.handle(step_succeeded("a", {"n": 1}))
     store.handle(step_started("b"))
@@ -1040,9 +1028,7 @@ def test_a_refresh_encodes_no_step_a_journal_line_already_encoded(
     # once for its journal line, must not be encoded again by every refresh.
     import planrun.state.journal as journal
 
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b"]))
+    store = running(tmp_path, ["a", "b"])
     store.handle(step_started("a"))
     store.handle(step_succeeded("a", {"n": 1}))
     store.handle(step_started("b"))
@@ -1070,9 +1056,7 @@ def test_a_refresh_keeps_the_journal_and_a_load_applies_no_line_twice(tmp_path: 
     # A refresh makes the JSON file itself current (what a script reading it after a kill -9
     # sees) and the run goes on appending to the same journal: the snapshot says how many of
     # the journal's bytes it holds, and a load replays only the lines after them.
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b", "c"]))
+    store = running(tmp_path, ["a", "b", "c"])
     store.handle(step_started("a"))
     store.handle(step_succeeded("a", {"n": 1}))
     store.handle(step_started("b"))
@@ -1108,9 +1092,7 @@ def test_a_refresh_on_a_slow_disk_never_holds_up_the_run(
     # wait for it.
     import threading
 
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a", "b"]))
+    store = running(tmp_path, ["a", "b"])
     store.handle(step_started("a"))
     before = Path(store.path).read_bytes()
     slow, entered, real_fsync = threading.Event(), threading.Event(), os.fsync
@@ -1174,9 +1156,7 @@ def test_a_step_record_of_the_wrong_shape_is_corrupt_and_unknown_keys_are_droppe
 ) -> None:
     # Each step record is checked field by field as it loads (one clear line naming the field),
     # and a key this version does not know is left out of the step, whatever its value.
-    store = store_at(tmp_path)
-    store.acquire()
-    store.handle(started(["a"]))
+    store = running(tmp_path, ["a"])
     store.handle(step_succeeded("a", 1))
     store.close()
     doc = json.loads(Path(store.path).read_text())
