@@ -8,6 +8,7 @@ import os
 import pty
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -137,15 +138,22 @@ def test_a_yes_piped_to_stdin_is_no_answer_even_with_a_terminal(tmp_path: Path) 
     assert not (tmp_path / "deployed").exists()
 
 
-def _ask_and_end_input(tmp_path: Path, *args: str) -> tuple[int, str]:
-    """Run planrun at a pseudo-terminal and answer its first question with end of input
-    (Ctrl-D): (exit code, what the terminal showed)."""
-    proc, leader = planrun_at_tty(tmp_path, list(args))
+def _answer_first_question(
+    tmp_path: Path,
+    args: list[str],
+    answer: bytes,
+    meanwhile: Callable[[], None] | None = None,
+) -> tuple[int, str]:
+    """Run planrun at a pseudo-terminal, wait for its first question, do `meanwhile`, then type
+    `answer`: (exit code, what the terminal showed)."""
+    proc, leader = planrun_at_tty(tmp_path, args)
     seen = b""
     try:
         while b"[y/N]" not in seen:
             seen += os.read(leader, 4096)
-        os.write(leader, b"\x04")  # the terminal's end of input, echoed as nothing
+        if meanwhile is not None:
+            meanwhile()
+        os.write(leader, answer)
         proc.communicate(timeout=60)
         while chunk := os.read(leader, 4096):
             seen += chunk
@@ -164,7 +172,8 @@ def test_end_of_input_at_the_question_is_a_no_and_leaves_the_question_on_screen(
     (tmp_path / "plan.yaml").write_text(
         'steps:\n  - {id: deploy, run: touch deployed, approval: "Deploy it now?"}\n'
     )
-    code, seen = _ask_and_end_input(tmp_path, "run", "plan.yaml")
+    # the terminal's end of input (Ctrl-D), echoed as nothing
+    code, seen = _answer_first_question(tmp_path, ["run", "plan.yaml"], b"\x04")
     assert code == 5, seen
     assert not (tmp_path / "deployed").exists()
     after = seen.split("Deploy it now? [y/N] ", 1)[1]
@@ -193,22 +202,13 @@ steps:
         except (OSError, ValueError, KeyError):
             return False
 
-    proc, leader = planrun_at_tty(tmp_path, ["run", "plan.yaml", "-j", "2"])
-    seen = b""
-    try:
-        while b"[y/N]" not in seen:
-            seen += os.read(leader, 4096)
+    def slow_ends() -> None:
         (tmp_path / "go").touch()
         wait_until(slow_succeeded, timeout=60, what="slow to succeed")
-        os.write(leader, b"y\n")
-        proc.communicate(timeout=60)
-        while chunk := os.read(leader, 4096):
-            seen += chunk
-    except OSError:  # EIO: every process holding the terminal is gone
-        pass
-    finally:
-        os.close(leader)
-    shown = seen.decode(errors="replace")
-    assert proc.wait(timeout=60) == 0, shown
+
+    code, shown = _answer_first_question(
+        tmp_path, ["run", "plan.yaml", "-j", "2"], b"y\n", slow_ends
+    )
+    assert code == 0, shown
     assert "Deploy it now? [y/N] y" in shown, repr(shown)
     assert "slow succeeded" in shown.split("[y/N] y", 1)[1], repr(shown)
