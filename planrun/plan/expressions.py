@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 from planrun.errors import PlanInvalid
 from planrun.records import record
@@ -402,7 +402,7 @@ def _json_value(value: Any, undefined: type) -> Any:
     while stack:  # the usual case: JSON already, checked without a copy
         item = stack.pop()
         if isinstance(item, undefined):
-            item._fail_with_undefined_error()  # type: ignore[attr-defined]
+            _undefined(item)
         elif isinstance(item, float) and not math.isfinite(item):
             raise _NotFinite("NaN" if math.isnan(item) else "infinity")
         elif type(item) is dict:
@@ -416,10 +416,19 @@ def _json_value(value: Any, undefined: type) -> Any:
     return value
 
 
+def _undefined(value: Any) -> NoReturn:
+    """Raise the UndefinedError of an undefined value: the expressions' StrictUndefined raises
+    it, with its own message, as soon as it is read as text (Jinja's public behaviour)."""
+    from jinja2.exceptions import UndefinedError
+
+    str(value)
+    raise UndefinedError(f"{value!r} is undefined")
+
+
 def _converted(value: Any, undefined: type) -> Any:
     """`value` made of dicts, lists and scalars (_json_value)."""
     if isinstance(value, undefined):
-        value._fail_with_undefined_error()  # type: ignore[attr-defined]
+        _undefined(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise _NotFinite("NaN" if math.isnan(value) else "infinity")
     if isinstance(value, bool):
